@@ -1,0 +1,3 @@
+from loopctl.entry import main
+
+main()

@@ -1,0 +1,545 @@
+"""The Typer app: one thin function per command; the work is in `core`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, Optional
+
+import typer
+
+from loopctl import __version__, clock, core
+from loopctl.durations import format_duration, format_rough, parse_duration
+from loopctl.errors import EXIT_INTERRUPTED, LoopctlError, UsageError
+from loopctl.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
+from loopctl.render import ago, paint, relative, table, STATUS_STYLE
+from loopctl.schedule import parse_iso
+from loopctl.store import Store
+
+app = typer.Typer(
+    name="loopctl", add_completion=True, no_args_is_help=True,
+    rich_markup_mode=None, pretty_exceptions_enable=False,
+    help="Run AI coding agents on a schedule, as boringly as cron.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")]
+NameArg = Annotated[str, typer.Argument(help="Loop name.", show_default=False)]
+
+
+def store() -> Store:
+    return Store()
+
+
+def emit(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    raise LoopctlError(message, code)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        print(f"loopctl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option(
+        "--version", callback=version_callback, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Run AI coding agents on a schedule, as boringly as cron.
+
+    Files live under $LOOPCTL_HOME when set, else the user's config dir
+    (loops.yaml) and state dir (runs, logs, lease).
+    """
+
+
+# -- definitions ------------------------------------------------------------------
+
+
+def _duration(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    parse_duration(value, what)
+    return value
+
+
+def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | None,
+                   max_failures: int | None, no_progress: int | None,
+                   budget_usd: float | None, until: str | None, overlap: str | None,
+                   catch_up: str | None, on_attention: str | None, keep_runs: int | None,
+                   every: str | None = None, cron: str | None = None,
+                   tz: str | None = None, min_delay: str | None = None,
+                   max_delay: str | None = None) -> dict[str, Any]:
+    """Options given on the command line, as loops.yaml keys (None: not given)."""
+    if overlap is not None and overlap not in OVERLAP:
+        fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
+    if catch_up is not None and catch_up not in CATCH_UP:
+        fail(f"bad --catch-up {catch_up!r}: expected one of {', '.join(CATCH_UP)}")
+    if every is not None and cron is not None:
+        fail("give --every or --cron, not both")
+    if tz is not None and cron is None:
+        fail("--tz only applies to --cron schedules")
+    if every is not None and every != "auto":
+        _duration(every, "--every")
+    if on_attention is not None:
+        on_attention = str(Path(on_attention).expanduser().absolute())
+    given = {
+        "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
+        "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
+        "budget_usd": budget_usd, "until": until, "overlap": overlap,
+        "catch_up": catch_up, "on_attention": on_attention, "keep_runs": keep_runs,
+        "every": every, "cron": cron, "tz": tz,
+        "min_delay": _duration(min_delay, "--min-delay"),
+        "max_delay": _duration(max_delay, "--max-delay"),
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+Timeout = Annotated[Optional[str], typer.Option(help="Kill a run after this long (default 1h).")]
+For = Annotated[Optional[str], typer.Option("--for", help="Calendar lifetime from the start (default 7d).")]
+MaxRuns = Annotated[Optional[int], typer.Option(min=0, help="Runs allowed in all (default 50; 0 = unlimited).")]
+MaxFailures = Annotated[Optional[int], typer.Option(min=0, help="Consecutive failures before pausing (default 3).")]
+NoProgress = Annotated[Optional[int], typer.Option(min=0, help="Identical results in a row before pausing (default 3).")]
+Budget = Annotated[Optional[float], typer.Option(help="Pause before a run once this many USD are spent.")]
+Until = Annotated[Optional[str], typer.Option(help="Complete when the agent's final result contains this text.")]
+Overlap = Annotated[Optional[str], typer.Option(help="A fire due during a run: queue (default), skip or replace.")]
+CatchUp = Annotated[Optional[str], typer.Option(help="After downtime: one catch-up run (default) or none.")]
+OnAttention = Annotated[Optional[str], typer.Option(help="Executable given attention events on stdin.")]
+KeepRuns = Annotated[Optional[int], typer.Option(min=1, help="Run logs kept per loop (default 50).")]
+Every = Annotated[Optional[str], typer.Option(help="Interval after each run ends (10m, 1h30m) or 'auto'.")]
+Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")]
+Tz = Annotated[Optional[str], typer.Option(help="IANA zone for --cron (default: the system's).")]
+MinDelay = Annotated[Optional[str], typer.Option(help="With --every auto: shortest delay (default 1m).")]
+MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
+
+
+@app.command()
+def start(
+    prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do.", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
+    prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
+    agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
+    command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
+    every: Every = None, cron: Cron = None, tz: Tz = None,
+    after: Annotated[Optional[str], typer.Option(help="Delay before the first run.")] = None,
+    min_delay: MinDelay = None, max_delay: MaxDelay = None,
+    cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent (repeatable).")] = None,
+    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
+    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
+    catch_up: CatchUp = None, on_attention: OnAttention = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
+    continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
+    keep_runs: KeepRuns = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
+    agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
+    yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Define a loop and schedule its first run."""
+    if (prompt is None) == (prompt_file is None):
+        fail("give the prompt as an argument or with --prompt-file (one of them)")
+    if every is None and cron is None:
+        fail("give a schedule: --every DURATION, --every auto, or --cron EXPR")
+    if agent is not None and command is not None:
+        fail("give --agent or --command, not both")
+    if agent is not None and agent not in PRESETS:
+        fail(f"unknown agent {agent!r}: expected one of {', '.join(PRESETS)}")
+    raw_def: dict[str, Any] = policy_changes(
+        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
+        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
+        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay)
+    if prompt is not None:
+        raw_def["prompt"] = prompt
+    else:
+        assert prompt_file is not None
+        if not prompt_file.is_file():
+            fail(f"bad --prompt-file {prompt_file}: no such file")
+        raw_def["prompt_file"] = str(prompt_file.expanduser().absolute())
+    workdir = (cwd or Path.cwd()).expanduser().absolute()
+    if not workdir.is_dir():
+        fail(f"bad --cwd {workdir}: not a directory")
+    raw_def["cwd"] = str(workdir)
+    if command is not None:
+        raw_def["command"] = command
+    else:
+        raw_def["agent"] = agent or "shell"
+    if after is not None:
+        raw_def["after"] = _duration(after, "--after")
+    if env:
+        raw_def["env"] = dict(check_env_pair(pair) for pair in env)
+    raw_def.update({k: v for k, v in {
+        "raw": raw or None, "continue_session": continue_session or None,
+        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
+        if v is not None})
+    result = core.start(store(), raw_def, name)
+    if as_json:
+        emit(dict(result, version=core.JSON_VERSION))
+        return
+    print(f"started {result['name']}: {result['schedule']['text']}, "
+          f"next run {relative(_ts(result['next_fire']), clock.now())}")
+    _warn_missing_agent(agent, command)
+
+
+def _warn_missing_agent(agent: str | None, command: str | None) -> None:
+    import shlex
+    import shutil
+
+    from loopctl.agents import PRESETS as TABLE
+
+    binary = TABLE[agent or "shell"].binary if command is None else shlex.split(command)[0]
+    if shutil.which(binary) is None:
+        print(f"warning: {binary} is not on PATH; runs will fail until it is installed",
+              file=sys.stderr)
+
+
+def _ts(text: str | None) -> float | None:
+    return parse_iso(text) if text else None
+
+
+@app.command()
+def update(
+    name: NameArg,
+    every: Every = None, cron: Cron = None, tz: Tz = None,
+    min_delay: MinDelay = None, max_delay: MaxDelay = None,
+    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
+    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
+    catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a loop's policy (limits are absolute; --for counts from the start)."""
+    changes = policy_changes(
+        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
+        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
+        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay)
+    if not changes:
+        fail("nothing to change: give at least one option (see `loopctl update --help`)")
+    result = core.update(store(), name, changes)
+    if as_json:
+        emit(dict(result, version=core.JSON_VERSION))
+        return
+    print(f"updated {name}: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+
+
+@app.command("ls")
+def ls(as_json: JsonOpt = False) -> None:
+    """List loops: schedule, status, runs used, next fire, last outcome."""
+    loops = core.list_loops(store())
+    if as_json:
+        emit({"version": core.JSON_VERSION, "loops": loops})
+        return
+    if not loops:
+        print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
+        return
+    now = clock.now()
+    rows, styles = [], []
+    for loop in loops:
+        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
+        if loop["status"] == "invalid":
+            rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
+        else:
+            limit = loop["runs"]["limit"]
+            rows.append([
+                loop["name"], loop["schedule"]["text"], status,
+                f"{loop['runs']['used']}/{limit if limit else '∞'}",
+                relative(_ts(loop["next_fire"]), now),
+                (loop["last_run"] or {}).get("outcome") or "-",
+            ])
+        styles.append(STATUS_STYLE.get(loop["status"]))
+    print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles))
+
+
+app.command("list", help="List loops (same as ls).")(ls)
+
+
+@app.command()
+def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
+           as_json: JsonOpt = False) -> None:
+    """Show where a loop stands (all loops without NAME)."""
+    if name is None:
+        if as_json:
+            emit({"version": core.JSON_VERSION, "loops": core.list_loops(store())})
+        else:
+            ls(as_json=False)
+        return
+    info = core.status(store(), name)
+    if as_json:
+        emit(dict(info, version=core.JSON_VERSION))
+        return
+    print(render_status(info))
+
+
+def render_status(info: dict[str, Any]) -> str:
+    now = clock.now()
+    if info["status"] == "invalid":
+        return f"{info['name']}: invalid\n  {info['error']}"
+    status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
+    limit = info["runs"]["limit"]
+    lines = [
+        f"{info['name']}: {paint(status, STATUS_STYLE.get(info['status']))}",
+        f"  schedule   {info['schedule']['text']}",
+        f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
+        f"  failures   {info['failures']['consecutive']} in a row",
+        f"  next fire  {relative(_ts(info['next_fire']), now)}",
+        f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
+    ]
+    if info.get("current_run"):
+        lines.append(f"  running    {info['current_run']['run_id']}")
+    if info.get("last_run"):
+        last = info["last_run"]
+        lines.append(f"  last run   {last['run_id']} {last['outcome']} "
+                     f"{ago(_ts(last['ended_at']), now)}")
+    if info.get("recent_outcomes"):
+        lines.append(f"  recent     {' '.join(info['recent_outcomes'])}")
+    if info.get("last_decision"):
+        d = info["last_decision"]
+        lines.append(f"  decision   {d.get('decision')}: {d.get('summary') or ''}".rstrip())
+    if info.get("note"):
+        lines.append(f"  note       {info['note']}")
+    return "\n".join(lines)
+
+
+@app.command()
+def show(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Print a loop's definition as it stands in loops.yaml."""
+    data = core.show(store(), name)
+    if as_json:
+        emit({"version": core.JSON_VERSION, "name": name, "definition": data[name]})
+        return
+    from loopctl.store import dump_yaml_doc
+
+    print(dump_yaml_doc(data).split("\n", 1)[1], end="")
+
+
+@app.command()
+def pause(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Pause a loop (a run in flight finishes first)."""
+    _control(name, "pause", False, as_json)
+
+
+@app.command()
+def resume(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Resume a paused loop (refused while a limit is still reached)."""
+    _control(name, "resume", False, as_json)
+
+
+@app.command()
+def stop(name: NameArg,
+         kill: Annotated[bool, typer.Option("--kill", help="Kill the run in flight now.")] = False,
+         as_json: JsonOpt = False) -> None:
+    """Stop a loop for good (a run in flight finishes first, unless --kill)."""
+    _control(name, "stop", kill, as_json)
+
+
+def _control(name: str, verb: str, kill: bool, as_json: bool) -> None:
+    result = core.control(store(), name, verb, kill=kill)
+    if as_json:
+        emit(result)
+    else:
+        print(f"{name}: {result['message']}")
+
+
+@app.command()
+def rm(name: NameArg,
+       keep_logs: Annotated[bool, typer.Option("--keep-logs", help="Keep the run logs.")] = False,
+       as_json: JsonOpt = False) -> None:
+    """Remove a loop's definition, state and (unless --keep-logs) its logs."""
+    result = core.remove(store(), name, keep_logs)
+    if as_json:
+        emit(result)
+    else:
+        print(f"removed {name}")
+
+
+@app.command()
+def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check (default: loops.yaml).")] = None,
+             as_json: JsonOpt = False) -> None:
+    """Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid."""
+    result = core.validate(store(), file)
+    if as_json:
+        emit(result)
+    else:
+        for name, error in result["invalid"].items():
+            print(f"invalid: {error}")
+        print(f"{result['file']}: {len(result['valid'])} valid, "
+              f"{len(result['invalid'])} invalid")
+    if result["invalid"]:
+        raise typer.Exit(2)
+
+
+# -- firing -------------------------------------------------------------------------
+
+
+@app.command()
+def run(name: NameArg) -> None:
+    """Run a loop now, in the foreground; exit code is the run's."""
+    from loopctl.supervisor import exit_code_for
+
+    record = core.run_now(store(), name)
+    print(f"loopctl: run {record['run_id']}: {record['outcome']} "
+          f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
+    raise typer.Exit(exit_code_for(record))
+
+
+@app.command()
+def tick(
+    wait: Annotated[bool, typer.Option("--wait", help="Wait for the runs; exit 1 if one failed, 124 if one timed out.")] = False,
+    as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
+) -> None:
+    """Fire every due loop once and exit (for cron and CI)."""
+    from loopctl.firing import tick as do_tick
+
+    result = do_tick(store(), clock.now(), wait=wait)
+    report = result.pass_report
+    if as_json:
+        emit({"version": core.JSON_VERSION, "deferred_to": result.deferred_to,
+              "fired": report.fired if report else [],
+              "skipped": report.skipped if report else [],
+              "lost": report.lost if report else [],
+              "runs": result.records})
+    elif result.deferred_to:
+        holder = result.deferred_to
+        print(f"loopctl: {holder['role']} pid {holder['pid']} holds the lease; "
+              "nothing to do", file=sys.stderr)
+    elif report and not quiet:
+        for fired in report.fired:
+            print(f"fired {fired['loop']} ({fired['run_id']})")
+        for name, error in report.invalid.items():
+            print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
+    if wait:
+        raise typer.Exit(result.exit_code())
+
+
+@app.command()
+def daemon(quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not log to stderr.")] = False) -> None:
+    """Hold the lease and fire loops as they come due, until SIGTERM/SIGINT."""
+    from loopctl.daemon import Daemon
+
+    raise typer.Exit(Daemon(store(), quiet=quiet).run())
+
+
+@app.command()
+def logs(name: NameArg,
+         run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends.")] = False) -> None:
+    """Print a run's log (the latest by default)."""
+    from loopctl.runs import latest_run_id
+
+    s = store()
+    run_id = run_id or latest_run_id(s.paths, name)
+    if run_id is None:
+        if name not in s.read_defs().raw_loops:
+            raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
+        fail(f"loop {name!r} has no runs yet", 1)
+    path = s.paths.run_log(name, run_id)
+    if not path.exists():
+        fail(f"no log for run {run_id!r} of {name!r}", 4)
+    _print_log(s, name, run_id, path, follow)
+
+
+def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
+    out = sys.stdout.buffer
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(65536)
+            if chunk:
+                out.write(chunk)
+                continue
+            out.flush()
+            if not follow or s.paths.run_record(name, run_id).exists():
+                if follow:  # the footer may land after the record check
+                    out.write(handle.read())
+                return
+            time.sleep(0.2)
+
+
+@app.command()
+def history(name: NameArg,
+            limit: Annotated[int, typer.Option(min=0, help="Most recent N runs (0 = all).")] = 20,
+            as_json: JsonOpt = False) -> None:
+    """List a loop's past runs."""
+    records = core.history(store(), name, limit)
+    if as_json:
+        emit({"version": core.JSON_VERSION, "loop": name, "runs": records})
+        return
+    if not records:
+        print(f"{name} has no finished runs yet")
+        return
+    rows = []
+    for r in records:
+        duration = r.get("duration_s")
+        rows.append([r["run_id"], (r.get("started_at") or "-").replace("T", " ").rstrip("Z"),
+                     format_duration(duration) if duration is not None else "-",
+                     r["outcome"], str(r.get("exit_code", "-")),
+                     (r.get("decision") or {}).get("decision") or "-"])
+    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"], rows))
+
+
+@app.command()
+def decide(
+    decision: Annotated[str, typer.Argument(help="continue, complete, fail or block.")],
+    summary: Annotated[Optional[str], typer.Option(help="What happened in this run.")] = None,
+    evidence: Annotated[Optional[str], typer.Option(help="How you know.")] = None,
+    next_: Annotated[Optional[str], typer.Option("--next", help="With continue on auto pace: delay before the next run.")] = None,
+) -> None:
+    """Report this run's decision (only inside a run started by loopctl)."""
+    if decision not in ("continue", "complete", "fail", "block"):
+        fail(f"bad decision {decision!r}: expected continue, complete, fail or block")
+    delay = parse_duration(next_, "--next") if next_ is not None else None
+    core.decide(decision, summary, evidence, delay)
+    print(f"decision recorded: {decision}")
+
+
+# -- running the app --------------------------------------------------------------
+
+
+def run_app(args: list[str]) -> NoReturn:
+    """Run the CLI with one-line errors and the documented exit codes."""
+    # Typer 0.29 vendors click as typer._click; its exceptions are only
+    # reachable there (typer.Exit and typer.Abort are its own classes).
+    from typer._click import exceptions as cx
+
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args, prog_name="loopctl", standalone_mode=False)
+    except (typer.Exit, cx.Exit) as exc:  # type: ignore[attr-defined]
+        code = exc.exit_code
+    except (typer.Abort, cx.Abort):  # type: ignore[attr-defined]
+        print("loopctl: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except cx.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
+        code = 2
+    except cx.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        print(f"loopctl: error: {exc.format_message()}{hint}", file=sys.stderr)
+        code = 2
+    except cx.ClickException as exc:
+        print(f"loopctl: error: {exc.format_message()}", file=sys.stderr)
+        code = exc.exit_code
+    except LoopctlError as exc:
+        print(f"loopctl: error: {exc.message}", file=sys.stderr)
+        code = exc.code
+    except KeyboardInterrupt:
+        print("loopctl: interrupted", file=sys.stderr)
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = 0
+    except Exception as exc:  # noqa: BLE001 - the user gets one line, not a traceback
+        if os.environ.get("LOOPCTL_DEBUG"):
+            raise
+        print(f"loopctl: unexpected error: {type(exc).__name__}: {exc} "
+              "(set LOOPCTL_DEBUG=1 for a traceback)", file=sys.stderr)
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,306 @@
+"""What each command does, as functions over a Store that return plain data.
+
+The CLI renders these results as text or `--json`; tests call them directly.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from loopctl import clock, lifecycle, procs
+from loopctl.errors import BusyError, NoSuchLoop, UsageError
+from loopctl.model import LoopDef, check_name, parse_loop, to_raw
+from loopctl.schedule import iso
+from loopctl.state import TERMINAL, display_status, new_loop_state
+from loopctl.store import Definitions, Store
+
+JSON_VERSION = 1
+
+
+# -- creating and changing loops ----------------------------------------------
+
+
+def slug(prompt: str) -> str:
+    words = re.findall(r"[a-z0-9]+", prompt.lower())[:5]
+    return "-".join(words)[:40].strip("-") or "loop"
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """Validate and add a loop; both files are written under one lock."""
+    now = clock.now()
+    raw = dict(raw, created_at=iso(now))
+    if name is not None:
+        check_name(name)
+    probe = parse_loop(name or "probe", raw)  # validate before touching any file
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        if name is None:
+            name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem),
+                               set(defs.names) | set(state["loops"]))
+        elif name in defs.raw_loops:
+            raise UsageError(f"a loop named {name!r} already exists; pick another --name "
+                             "or change it with `loopctl update`")
+        loop = replace(probe, name=name)
+        defs.raw_loops[name] = to_raw(loop)
+        state["loops"][name] = new_loop_state(loop, now)
+        store.write_defs(defs)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return describe(loop, state["loops"][name], now)
+
+
+def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Change policy, never the objective; limits are absolute values."""
+    now = clock.now()
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        current = _raw_entry(defs, name)
+        raw = dict(current)
+        for key, value in changes.items():
+            if value is None:
+                raw.pop(key, None)
+            else:
+                raw[key] = value
+        if "cron" in changes:
+            raw.pop("every", None)
+        if "every" in changes:
+            raw.pop("cron", None)
+            raw.pop("tz", None)
+        loop = parse_loop(name, raw)
+        defs.raw_loops[name] = to_raw(loop)
+        st = state["loops"].get(name)
+        if st is not None and st.get("run"):
+            st["run"]["spec"] = defs.raw_loops[name]
+        store.write_defs(defs)
+        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return describe(loop, state["loops"][name], now)
+
+
+def _raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
+    if name not in defs.raw_loops:
+        raise NoSuchLoop(name)
+    raw = defs.raw_loops[name]
+    if name in defs.invalid or not isinstance(raw, dict):
+        raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it in "
+                         "loops.yaml first")
+    return raw
+
+
+def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str, Any]:
+    """pause / resume / stop."""
+    now = clock.now()
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        loop = defs.loops.get(name)
+        if loop is None:
+            _raw_entry(defs, name)
+        assert loop is not None
+        st = state["loops"][name]
+        if verb == "pause":
+            message = lifecycle.pause(st, now)
+        elif verb == "stop":
+            message = lifecycle.stop(st, now)
+            if kill and st.get("run"):
+                from loopctl.firing import signal_supervisor
+
+                signal_supervisor(st["run"])
+                message = "stopping: the current run is being killed"
+        else:
+            message = lifecycle.resume(loop, st, now)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return {"version": JSON_VERSION, "loop": name, "message": message,
+            "status": display_status(st), "reason": st.get("reason")}
+
+
+def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
+    import shutil
+
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        if name not in defs.raw_loops and name not in state["loops"]:
+            raise NoSuchLoop(name)
+        st = state["loops"].get(name)
+        if st and st.get("run") and procs.alive(st["run"].get("supervisor")):
+            raise BusyError(f"loop {name!r} has a run in flight; "
+                            f"`loopctl stop --kill {name}` first")
+        defs.raw_loops.pop(name, None)
+        state["loops"].pop(name, None)
+        store.write_defs(defs)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    if not keep_logs:
+        shutil.rmtree(store.paths.loop_runs_dir(name), ignore_errors=True)
+    return {"version": JSON_VERSION, "loop": name, "removed": True}
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
+             name: str | None = None, invalid: str | None = None) -> dict[str, Any]:
+    """The stable JSON shape of one loop (documented in the README)."""
+    name = loop.name if loop else name
+    out: dict[str, Any] = {"name": name, "status": "invalid" if invalid else display_status(st)}
+    if invalid:
+        out["error"] = invalid
+        return out
+    assert loop is not None and st is not None
+    out.update({
+        "reason": st.get("reason"),
+        "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
+                     "tz": loop.tz, "text": loop.schedule_text()},
+        "agent": loop.agent, "command": list(loop.command) if loop.command else None,
+        "cwd": loop.cwd,
+        "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
+        "failures": {"consecutive": st["failures"], "limit": loop.max_failures or None},
+        "cost_usd": {"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd},
+        "created_at": iso(st["created"]), "deadline": iso(st["deadline"]),
+        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
+        "next_fire": iso(st["next_due"]) if st["status"] == "active" else None,
+        "last_run": {"run_id": st.get("last_run_id"), "outcome": st.get("last_outcome"),
+                     "ended_at": iso(st.get("last_end"))} if st.get("last_run_id") else None,
+        "current_run": {"run_id": st["run"]["run_id"], "started_at": iso(
+            st["run"].get("started_at"))} if st.get("run") else None,
+        "pending_fire": bool(st.get("pending")),
+        "after_run": st.get("after_run"),
+        "recent_outcomes": list(st.get("outcomes", [])),
+        "last_decision": st.get("last_decision"),
+        "ended_at": iso(st.get("ended_at")), "observed_at": iso(st.get("observed_at")),
+        "note": st.get("note"),
+    })
+    return out
+
+
+def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
+    """Definitions and state as they are, reconciled in memory only: reading
+    commands never write."""
+    now = clock.now()
+    defs = store.read_defs()
+    state = store.read_state()
+    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    return defs, state, now
+
+
+def list_loops(store: Store) -> list[dict[str, Any]]:
+    defs, state, now = snapshot(store)
+    out = []
+    for name in defs.names:
+        if name in defs.invalid:
+            out.append(describe(None, None, now, name=str(name), invalid=defs.invalid[name]))
+        else:
+            out.append(describe(defs.loops[name], state["loops"][name], now))
+    return out
+
+
+def status(store: Store, name: str) -> dict[str, Any]:
+    defs, state, now = snapshot(store)
+    if name in defs.invalid:
+        return describe(None, None, now, name=name, invalid=defs.invalid[name])
+    if name not in defs.loops:
+        raise NoSuchLoop(name)
+    return describe(defs.loops[name], state["loops"][name], now)
+
+
+def show(store: Store, name: str) -> dict[str, Any]:
+    defs = store.read_defs()
+    if name not in defs.raw_loops:
+        raise NoSuchLoop(name)
+    return {name: defs.raw_loops[name]}
+
+
+def validate(store: Store, path: Path | None) -> dict[str, Any]:
+    defs = store.read_defs(path)
+    return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
+            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items()))}
+
+
+# -- firing ----------------------------------------------------------------------
+
+
+def claim_now(store: Store, name: str) -> str:
+    """Claim a manual run of `name` (exit 75 if one is in flight)."""
+    now = clock.now()
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        loop = defs.loops.get(name)
+        if loop is None:
+            _raw_entry(defs, name)
+        assert loop is not None
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+                                only=name)
+        from loopctl.firing import record_lost
+
+        for lost_name, run in result.lost:
+            record_lost(store, lost_name, run, now)
+        st = state["loops"][name]
+        if st.get("run") and not result.fired:
+            store.write_state(state)
+            raise BusyError(f"loop {name!r} has a run in flight ({st['run']['run_id']})")
+        if st.get("orphan"):
+            raise BusyError(f"loop {name!r}: agent pid {st['orphan']['pid']} of a lost run "
+                            "is still alive")
+        if st["status"] in TERMINAL:
+            raise UsageError(f"loop {name!r} is {st['status']}; start a new loop instead")
+        # If `name` was due, plan() has just claimed it as a scheduled fire.
+        run = st["run"] or lifecycle.claim(loop, st, now, "manual")
+        run["spec"] = to_raw(loop)
+        run["supervisor"] = procs.ref()
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+        return str(run["run_id"])
+
+
+def run_now(store: Store, name: str) -> dict[str, Any]:
+    from loopctl.supervisor import Supervisor
+
+    run_id = claim_now(store, name)
+    return Supervisor(store, name, run_id, foreground=True).run()
+
+
+def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
+    from loopctl.runs import list_records
+
+    defs = store.read_defs()
+    if name not in defs.raw_loops and not store.paths.loop_runs_dir(name).is_dir():
+        raise NoSuchLoop(name)
+    records = list_records(store.paths, name)
+    return records[-limit:] if limit else records
+
+
+def decide(kind: str, summary: str | None, evidence: str | None,
+           next_delay_s: int | None) -> dict[str, Any]:
+    import json
+
+    from loopctl.store import atomic_write
+
+    target = os.environ.get("LOOPCTL_DECISION_FILE")
+    if not target:
+        raise UsageError("loopctl decide only works inside a run (LOOPCTL_DECISION_FILE "
+                         "is not set)")
+    decision = {"version": 1, "decision": kind, "summary": summary, "evidence": evidence,
+                "next_delay_s": next_delay_s}
+    atomic_write(Path(target), json.dumps(decision).encode())
+    return decision

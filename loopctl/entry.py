@@ -1,0 +1,46 @@
+"""Console entry point.
+
+`loopctl tick` runs from cron every minute, usually with nothing due, so it
+must cost little more than starting the interpreter. This module therefore
+imports only the standard library until it knows there is work: it reads the
+summary that every state write keeps (`wake_at`, `busy`, and the signature of
+the `loops.yaml` the state was reconciled with) and exits when nothing is
+due. Anything else goes to the Typer app.
+"""
+
+from __future__ import annotations
+
+import sys
+
+FAST_TICK_FLAGS = {"--quiet", "-q"}
+
+
+def nothing_due() -> bool:
+    """True only when state proves no loop needs a driver right now."""
+    import json
+
+    from loopctl import clock, paths
+
+    where = paths.resolve()
+    if not where.state_file.exists() and not where.loops_file.exists():
+        return True  # a fresh home: no loops at all
+    try:
+        with open(where.state_file, "rb") as handle:
+            state = json.loads(handle.read())
+        if state.get("version") != 1 or state.get("busy"):
+            return False
+        if state.get("defs_sig") != paths.file_signature(where.loops_file):
+            return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    wake_at = state.get("wake_at")
+    return wake_at is None or wake_at > clock.now()
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due():
+        sys.exit(0)
+    from loopctl.cli import run_app
+
+    run_app(args)

@@ -1,0 +1,46 @@
+"""Errors that reach the user as one line and a documented exit code."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREADABLE = 3
+EXIT_NO_SUCH_LOOP = 4
+EXIT_BUSY = 75
+EXIT_TIMEOUT = 124
+EXIT_INTERRUPTED = 130
+
+
+class LoopctlError(Exception):
+    """An error the user can act on; `code` is the process exit code."""
+
+    code = EXIT_FAILED
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class UsageError(LoopctlError):
+    code = EXIT_USAGE
+
+
+class UnreadableError(LoopctlError):
+    code = EXIT_UNREADABLE
+
+
+class NoSuchLoop(LoopctlError):
+    code = EXIT_NO_SUCH_LOOP
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no such loop: {name!r} (see `loopctl ls`)")
+
+
+class BusyError(LoopctlError):
+    code = EXIT_BUSY

@@ -1,0 +1,141 @@
+"""Driver passes: what `tick`, `daemon` and `run` share (DESIGN §5).
+
+One pass, under the store lock: read definitions and state, reconcile, let
+`lifecycle.plan` decide, then launch a supervisor for every claimed run and
+record its pid before the lock is released, so no other driver can see a
+claim whose owner is unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopctl import lifecycle, procs
+from loopctl.model import to_raw
+from loopctl.paths import FILE_MODE, ensure_dir
+from loopctl.schedule import iso
+from loopctl.store import Definitions, Store
+
+
+@dataclass
+class PassReport:
+    fired: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    wake_at: float | None = None
+    invalid: dict[str, str] = field(default_factory=dict)
+
+
+def spawn_supervisor(store: Store, loop: str, run_id: str) -> subprocess.Popen[bytes]:
+    """A detached supervisor. Its stdout/stderr go to the run's log, so even a
+    crash of the supervisor itself leaves its reason where the user looks."""
+    log = store.paths.run_log(loop, run_id)
+    ensure_dir(log.parent)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "loopctl.supervisor", loop, run_id],
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+            start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+
+
+def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
+    agent = run.get("agent")
+    still = agent and procs.alive(agent)
+    note = "supervisor died" + (f"; agent pid {agent['pid']} still running" if still else "")
+    store.write_json(store.paths.run_record(loop, run["run_id"]), {
+        "version": 1, "run_id": run["run_id"], "loop": loop,
+        "iteration": run["iteration"], "trigger": run.get("trigger"),
+        "due_at": iso(run["due_at"]), "started_at": iso(run.get("started_at")),
+        "ended_at": None, "observed_at": iso(now), "exit_code": None,
+        "outcome": "lost", "missed": run.get("missed", 0), "decision": None,
+        "session_id": None, "cost_usd": None,
+        "log": str(store.paths.run_log(loop, run["run_id"])), "note": note,
+    })
+
+
+def signal_supervisor(run: dict[str, Any]) -> bool:
+    """Ask a run's supervisor to stop it (it kills the tree and records it)."""
+    sup = run.get("supervisor")
+    if not sup or not procs.alive(sup):
+        return False
+    try:
+        os.kill(sup["pid"], signal.SIGTERM)
+        return True
+    except OSError:
+        return False
+
+
+def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> PassReport:
+    """Reconcile, settle what was lost, claim and launch what is due."""
+    report = PassReport()
+    with store.lock():
+        defs = defs or store.read_defs()
+        state = store.read_state()
+        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        for name, run in result.lost:
+            record_lost(store, name, run, now)
+            report.lost.append(run["run_id"])
+        for name, run in result.replace:
+            signal_supervisor(run)
+        for name, run in result.fired:
+            run["spec"] = to_raw(defs.loops[name])
+            child = spawn_supervisor(store, name, run["run_id"])
+            run["supervisor"] = procs.ref(child.pid)
+            report.children.append(child)
+            report.fired.append({"loop": name, "run_id": run["run_id"],
+                                 "due_at": iso(run["due_at"]), "missed": run["missed"]})
+        if changed or result.changed or state.get("defs_sig") != defs.signature:
+            state["defs_sig"] = defs.signature
+            store.write_state(state)
+        report.wake_at = state.get("wake_at")
+    report.skipped = [{"loop": n, "reason": r} for n, r in result.skipped]
+    report.invalid = dict(defs.invalid)
+    return report
+
+
+@dataclass
+class TickReport:
+    pass_report: PassReport | None
+    deferred_to: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    def exit_code(self) -> int:
+        outcomes = {r.get("outcome") for r in self.records}
+        if "timeout" in outcomes:
+            return 124
+        if outcomes - {"ok"}:
+            return 1
+        return 0
+
+
+def tick(store: Store, now: float, wait: bool = False) -> TickReport:
+    """One pass by cron or CI: take the lease, fire what is due, release."""
+    from loopctl.lease import LeaseFile, describe
+    from loopctl.runs import read_record
+
+    lease = LeaseFile(store.paths, "tick")
+    holder = lease.acquire(now)
+    if holder is not None:
+        return TickReport(None, deferred_to=describe(holder))
+    try:
+        report = driver_pass(store, now)
+    finally:
+        lease.release()
+    result = TickReport(report)
+    if wait:
+        for child in report.children:
+            child.wait()
+        for fired in report.fired:
+            record = read_record(store.paths, fired["loop"], fired["run_id"])
+            result.records.append(record or {"run_id": fired["run_id"], "outcome": "lost"})
+    return result

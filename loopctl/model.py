@@ -1,0 +1,373 @@
+"""Loop definitions: the strict schema of one `loops.yaml` entry (DESIGN §2).
+
+`parse_loop` turns a raw mapping into a frozen `LoopDef` or raises a
+`UsageError` naming the loop, the key and what was expected. The raw mapping
+is what the store keeps, so an entry that fails here is preserved as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loopctl.durations import parse_duration
+from loopctl.errors import UsageError
+
+NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
+PRESETS = (
+    "claude", "codex", "gemini", "qwen", "opencode", "aider", "goose",
+    "pi", "cursor", "copilot", "crush", "amp", "shell",
+)
+OVERLAP = ("queue", "skip", "replace")
+CATCH_UP = ("one", "none")
+PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
+
+DEFAULT_MAX_RUNS = 50
+DEFAULT_FOR = 7 * 86400
+DEFAULT_MAX_FAILURES = 3
+DEFAULT_NO_PROGRESS = 3
+DEFAULT_TIMEOUT = 3600
+DEFAULT_MIN_DELAY = 60
+DEFAULT_MAX_DELAY = 3600
+DEFAULT_KEEPALIVE = 1200
+DEFAULT_KEEP_RUNS = 50
+
+KEYS = {
+    "prompt", "prompt_file", "agent", "command", "every", "cron", "tz", "after",
+    "min_delay", "max_delay", "keepalive", "cwd", "env", "timeout", "max_runs",
+    "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
+    "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
+    "created_at", "model", "agent_args", "yolo",
+}
+
+
+@dataclass(frozen=True)
+class LoopDef:
+    name: str
+    prompt: str | None = None
+    prompt_file: str | None = None
+    agent: str | None = None
+    command: tuple[str, ...] | None = None
+    every: int | None = None
+    auto: bool = False
+    cron: str | None = None
+    tz: str | None = None
+    after: int | None = None
+    min_delay: int = DEFAULT_MIN_DELAY
+    max_delay: int = DEFAULT_MAX_DELAY
+    keepalive: int = DEFAULT_KEEPALIVE
+    cwd: str = "."
+    env: dict[str, str] = field(default_factory=dict)
+    timeout: int = DEFAULT_TIMEOUT
+    max_runs: int = DEFAULT_MAX_RUNS
+    for_s: int = DEFAULT_FOR
+    max_failures: int = DEFAULT_MAX_FAILURES
+    no_progress: int = DEFAULT_NO_PROGRESS
+    budget_usd: float | None = None
+    until: str | None = None
+    overlap: str = "queue"
+    catch_up: str = "one"
+    on_attention: str | None = None
+    raw: bool = False
+    continue_session: bool = False
+    keep_runs: int = DEFAULT_KEEP_RUNS
+    created_at: str | None = None
+    model: str | None = None
+    agent_args: tuple[str, ...] = ()
+    yolo: bool = False
+
+    @property
+    def schedule_key(self) -> str:
+        """Changes exactly when the schedule changes (state re-arms then)."""
+        if self.cron:
+            return f"cron:{self.cron}@{self.tz or ''}"
+        if self.auto:
+            return "auto"
+        return f"every:{self.every}"
+
+    def schedule_text(self) -> str:
+        from loopctl.durations import format_duration
+
+        if self.cron:
+            return f"cron {self.cron}" + (f" {self.tz}" if self.tz else "")
+        if self.auto:
+            return "auto"
+        return f"every {format_duration(self.every or 0)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["for"] = data.pop("for_s")
+        return data
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise UsageError(
+            f"bad loop name {name!r}: expected 1-64 of a-z 0-9 . _ -, "
+            "not starting with . or -"
+        )
+    return name
+
+
+def check_cron(expr: str) -> str:
+    """Five fields (or an @daily-style alias), and a date that can occur."""
+    from croniter import croniter
+
+    text = " ".join(expr.split())
+    if text.startswith("@"):
+        if text == "@reboot":
+            raise UsageError("bad cron '@reboot': loopctl has no boot event; use --after")
+    elif len(text.split(" ")) != 5:
+        raise UsageError(
+            f"bad cron {expr!r}: expected five fields (minute hour day month weekday)"
+        )
+    if not croniter.is_valid(text):
+        raise UsageError(f"bad cron {expr!r}: expected five valid cron fields")
+    try:
+        from datetime import datetime
+
+        croniter(text, datetime(2026, 1, 1)).get_next(datetime)
+    except Exception:
+        raise UsageError(f"bad cron {expr!r}: it names a date that never occurs") from None
+    return text
+
+
+def check_tz(zone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    try:
+        if not zone or zone.startswith(("/", ".")) or ".." in zone:
+            raise ValueError(zone)
+        ZoneInfo(zone)
+    except Exception:
+        raise UsageError(
+            f"bad time zone {zone!r}: expected an IANA name like Europe/Berlin or UTC"
+        ) from None
+    return zone
+
+
+def check_env_pair(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise UsageError(f"bad --env {pair!r}: expected KEY=VALUE with KEY like MY_VAR")
+    return key, value
+
+
+def split_command(command: object, where: str) -> tuple[str, ...]:
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"{where}: bad command {command!r}: {exc}") from None
+    elif isinstance(command, list) and all(isinstance(a, str) for a in command):
+        argv = list(command)
+    else:
+        raise UsageError(f"{where}: 'command' must be a string or a list of strings")
+    if not argv:
+        raise UsageError(f"{where}: 'command' is empty; expected a program and arguments")
+    for arg in argv:
+        for name in re.findall(r"\{(\w*)\}", arg):
+            if name not in PLACEHOLDERS:
+                raise UsageError(
+                    f"{where}: unknown placeholder {{{name}}} in command; expected one of "
+                    + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+                )
+    return tuple(argv)
+
+
+def parse_loop(name: object, raw: object) -> LoopDef:
+    """Validate one entry; the error names the loop and the key."""
+    check_name(name)
+    assert isinstance(name, str)
+    where = f"loop {name!r}"
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in raw if k not in KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}; see `loopctl start --help`")
+    fields: dict[str, Any] = {"name": name}
+    try:
+        _parse_what(raw, fields, where)
+        _parse_schedule(raw, fields, where)
+        _parse_policy(raw, fields, where)
+    except UsageError as exc:
+        if exc.message.startswith(where):
+            raise
+        raise UsageError(f"{where}: {exc.message}") from None
+    return LoopDef(**fields)
+
+
+def _text(raw: dict[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: {key!r} must be text, got {type(value).__name__}")
+    return value
+
+
+def _flag(raw: dict[str, Any], key: str, where: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise UsageError(f"{where}: {key!r} must be true or false")
+    return value
+
+
+def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > 10**9:
+        raise UsageError(f"{where}: {key!r} must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
+    if (prompt is None) == (prompt_file is None):
+        raise UsageError(f"{where}: give exactly one of 'prompt' or 'prompt_file'")
+    if prompt is not None and not prompt.strip():
+        raise UsageError(f"{where}: 'prompt' is empty")
+    agent = _text(raw, "agent", where)
+    if agent is not None and raw.get("command") is not None:
+        raise UsageError(f"{where}: give 'agent' or 'command', not both")
+    if agent is not None and agent not in PRESETS:
+        raise UsageError(f"{where}: unknown agent {agent!r}; expected one of {', '.join(PRESETS)}")
+    if raw.get("command") is not None:
+        fields["command"] = split_command(raw["command"], where)
+    elif agent is None:
+        agent = "shell"
+    env = raw.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        for k, v in env.items()
+    ):
+        raise UsageError(f"{where}: 'env' must map names to text values")
+    for key in env:
+        check_env_pair(f"{key}=")
+    agent_args = raw.get("agent_args") or []
+    if not isinstance(agent_args, list) or not all(isinstance(a, str) for a in agent_args):
+        raise UsageError(f"{where}: 'agent_args' must be a list of strings")
+    cwd = _text(raw, "cwd", where) or "."
+    fields.update(
+        prompt=prompt, prompt_file=prompt_file, agent=agent, cwd=cwd,
+        env={k: str(v) for k, v in env.items()}, agent_args=tuple(agent_args),
+        model=_text(raw, "model", where), yolo=_flag(raw, "yolo", where),
+        raw=_flag(raw, "raw", where), until=_text(raw, "until", where),
+        on_attention=_text(raw, "on_attention", where),
+        continue_session=_flag(raw, "continue_session", where),
+        created_at=_created_at(raw, where),
+    )
+
+
+def _created_at(raw: dict[str, Any], where: str) -> str | None:
+    value = raw.get("created_at")
+    if value is None:
+        return None
+    from datetime import datetime, timezone
+
+    if isinstance(value, datetime):  # YAML parses unquoted timestamps itself
+        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return value
+        except ValueError:
+            pass
+    raise UsageError(f"{where}: 'created_at' must be an ISO-8601 time like 2026-11-30T03:00:00Z")
+
+
+def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    every, cron = raw.get("every"), raw.get("cron")
+    if (every is None) == (cron is None):
+        raise UsageError(f"{where}: give exactly one of 'every' or 'cron'")
+    if cron is not None:
+        if not isinstance(cron, str):
+            raise UsageError(f"{where}: 'cron' must be text like '*/10 * * * *'")
+        fields["cron"] = check_cron(cron)
+        tz = _text(raw, "tz", where)
+        fields["tz"] = check_tz(tz) if tz is not None else None
+    else:
+        if raw.get("tz") is not None:
+            raise UsageError(f"{where}: 'tz' only applies to 'cron' schedules")
+        if every == "auto":
+            fields["auto"] = True
+        else:
+            fields["every"] = parse_duration(every, "'every'")
+    for key, default in (("min_delay", DEFAULT_MIN_DELAY), ("max_delay", DEFAULT_MAX_DELAY),
+                         ("keepalive", DEFAULT_KEEPALIVE)):
+        value = raw.get(key)
+        fields[key] = default if value is None else parse_duration(value, repr(key))
+    if fields["min_delay"] > fields["max_delay"]:
+        raise UsageError(f"{where}: 'min_delay' is longer than 'max_delay'")
+    if raw.get("after") is not None:
+        fields["after"] = parse_duration(raw["after"], "'after'")
+
+
+def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    timeout, for_ = raw.get("timeout"), raw.get("for")
+    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, "'timeout'")
+    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
+    fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
+    fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
+    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where)
+    fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
+    budget = raw.get("budget_usd")
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
+            raise UsageError(f"{where}: 'budget_usd' must be a positive number of dollars")
+        fields["budget_usd"] = float(budget)
+    for key, allowed in (("overlap", OVERLAP), ("catch_up", CATCH_UP)):
+        value = raw.get(key, allowed[0])
+        if value not in allowed:
+            raise UsageError(f"{where}: {key!r} must be one of {', '.join(allowed)}, got {value!r}")
+        fields[key] = value
+
+
+def to_raw(loop: LoopDef) -> dict[str, Any]:
+    """The `loops.yaml` form of a definition: what `parse_loop` reads back.
+    Limits are always written out so the file says what bounds each loop."""
+    from loopctl.durations import format_duration as fd
+
+    raw: dict[str, Any] = {}
+    if loop.prompt_file is not None:
+        raw["prompt_file"] = loop.prompt_file
+    else:
+        raw["prompt"] = loop.prompt
+    if loop.command:
+        raw["command"] = list(loop.command)
+    else:
+        raw["agent"] = loop.agent
+    if loop.cron:
+        raw["cron"] = loop.cron
+        if loop.tz:
+            raw["tz"] = loop.tz
+    else:
+        raw["every"] = "auto" if loop.auto else fd(loop.every or 0)
+    if loop.auto:
+        raw["min_delay"], raw["max_delay"] = fd(loop.min_delay), fd(loop.max_delay)
+    optional = {
+        "after": fd(loop.after) if loop.after else None,
+        "keepalive": fd(loop.keepalive) if loop.keepalive != DEFAULT_KEEPALIVE else None,
+        "model": loop.model, "agent_args": list(loop.agent_args) or None,
+        "yolo": loop.yolo or None,
+    }
+    raw.update({k: v for k, v in optional.items() if v is not None})
+    raw["cwd"] = loop.cwd
+    if loop.env:
+        raw["env"] = dict(loop.env)
+    raw.update(timeout=fd(loop.timeout), max_runs=loop.max_runs, **{"for": fd(loop.for_s)})
+    policy = {
+        "max_failures": loop.max_failures if loop.max_failures != DEFAULT_MAX_FAILURES else None,
+        "no_progress": loop.no_progress if loop.no_progress != DEFAULT_NO_PROGRESS else None,
+        "budget_usd": loop.budget_usd, "until": loop.until,
+        "overlap": loop.overlap if loop.overlap != "queue" else None,
+        "catch_up": loop.catch_up if loop.catch_up != "one" else None,
+        "on_attention": loop.on_attention,
+        "raw": loop.raw or None, "continue_session": loop.continue_session or None,
+        "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
+        "created_at": loop.created_at,
+    }
+    raw.update({k: v for k, v in policy.items() if v is not None})
+    return raw

@@ -1,0 +1,301 @@
+"""The only module that writes loopctl's files (DESIGN §2).
+
+`loops.yaml` is the user's: read strictly, written only when a command was
+asked to change it, and an entry that fails validation is carried through
+every rewrite exactly as parsed. `state.json` is loopctl's: runtime status of
+every loop. Every write is atomic (temp file, fsync, rename) and every
+read-modify-write happens under one `filelock` lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopctl import paths as paths_mod
+from loopctl.errors import BusyError, LoopctlError, UnreadableError
+from loopctl.model import LoopDef, parse_loop
+from loopctl.paths import FILE_MODE, Paths, file_signature
+
+STATE_VERSION = 1
+DEFS_VERSION = 1
+MAX_DEFS_BYTES = 8 * 1024 * 1024
+LOCK_TIMEOUT = 60.0
+TOP_KEYS = {"version", "loops", "on_attention"}
+
+Signature = list[int] | None
+
+
+@dataclass
+class Definitions:
+    """A parsed `loops.yaml`: the raw document plus what validated."""
+
+    doc: dict[str, Any]
+    loops: dict[str, LoopDef] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
+    signature: Signature = None
+
+    @property
+    def raw_loops(self) -> dict[str, Any]:
+        loops = self.doc.setdefault("loops", {})
+        assert isinstance(loops, dict)
+        return loops
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.raw_loops)
+
+
+def empty_state() -> dict[str, Any]:
+    return {"version": STATE_VERSION, "defs_sig": None, "wake_at": None,
+            "busy": False, "loops": {}}
+
+
+class Store:
+    def __init__(self, paths: Paths | None = None) -> None:
+        self.paths = paths or paths_mod.resolve()
+
+    # -- locking -----------------------------------------------------------
+
+    @contextmanager
+    def lock(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+        from filelock import FileLock, Timeout
+
+        paths_mod.ensure_dir(self.paths.state_dir)
+        # A short poll interval: a supervisor waits on this lock between its
+        # driver's claim and the agent's start, and that wait is fire latency.
+        lock = FileLock(self.paths.store_lock, timeout=timeout, mode=FILE_MODE,
+                        preserve_lock_file=True, poll_interval=0.005)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise BusyError(f"{self.paths.store_lock} is held by another loopctl; "
+                            "try again in a moment") from None
+        except OSError as exc:
+            raise LoopctlError(f"cannot lock {self.paths.store_lock}: {exc.strerror}") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    # -- loops.yaml --------------------------------------------------------
+
+    def read_defs(self, path: Path | None = None) -> Definitions:
+        path = path or self.paths.loops_file
+        signature = file_signature(path)
+        if signature is None:
+            return Definitions(doc={"version": DEFS_VERSION, "loops": {}})
+        doc = load_yaml_doc(path)
+        defs = Definitions(doc=doc, signature=signature)
+        for name, raw in defs.raw_loops.items():
+            try:
+                defs.loops[str(name)] = parse_loop(name, raw)
+            except LoopctlError as exc:
+                line = _line_of(path, f"{name}:")
+                defs.invalid[str(name)] = exc.message + (f" (line {line})" if line else "")
+        return defs
+
+    def write_defs(self, defs: Definitions) -> None:
+        text = dump_yaml_doc(defs.doc)
+        paths_mod.ensure_dir(self.paths.config_dir)
+        atomic_write(self.paths.loops_file, text.encode())
+        defs.signature = file_signature(self.paths.loops_file)
+
+    # -- state.json --------------------------------------------------------
+
+    def read_state(self) -> dict[str, Any]:
+        return read_state_file(self.paths.state_file)
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        from loopctl.state import summarize
+
+        summarize(state)
+        paths_mod.ensure_dir(self.paths.state_dir)
+        data = json.dumps(state, separators=(",", ":"), sort_keys=True)
+        atomic_write(self.paths.state_file, data.encode())
+
+    # -- run records -------------------------------------------------------
+
+    def write_json(self, path: Path, data: dict[str, Any]) -> None:
+        paths_mod.ensure_dir(path.parent)
+        atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return empty_state()
+    except OSError as exc:
+        raise UnreadableError(f"{path}: cannot read state: {exc.strerror}") from None
+    try:
+        state = json.loads(raw)
+    except ValueError as exc:
+        raise UnreadableError(f"{path}: state is not valid JSON ({exc}); "
+                              "move it aside to start over") from None
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        raise UnreadableError(f"{path}: unknown state version; expected {STATE_VERSION}")
+    if not isinstance(state.get("loops"), dict):
+        raise UnreadableError(f"{path}: state has no 'loops' mapping")
+    return state
+
+
+# -- YAML ------------------------------------------------------------------
+
+
+def _strict_loader() -> type:
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class StrictLoader(base):  # type: ignore[misc, valid-type]
+        """SafeLoader that refuses duplicate keys: PyYAML keeps the last one
+        silently, which would drop a loop without a word."""
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    duplicate = key in seen
+                except TypeError:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, "unhashable key", key_node.start_mark) from None
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+    StrictLoader.add_constructor(
+        "tag:yaml.org,2002:map", StrictLoader.construct_mapping)
+    return StrictLoader
+
+
+def parse_yaml_text(text: str, where: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        raise UnreadableError(f"{where}{line}: not valid YAML: {problem}") from None
+
+
+def load_yaml_doc(path: Path) -> dict[str, Any]:
+    """Read `loops.yaml`, failing closed (exit 3) with the path and line."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_DEFS_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableError(f"{path}: cannot read: {exc.strerror}") from None
+    if len(data) > MAX_DEFS_BYTES:
+        raise UnreadableError(f"{path}: larger than {MAX_DEFS_BYTES // 2**20} MiB; "
+                              "expected a loops.yaml")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UnreadableError(f"{path}, line {line}: not UTF-8 text; expected YAML") from None
+    if not text.strip():
+        raise UnreadableError(f"{path}: empty; expected 'version: 1' and 'loops:'")
+    doc = parse_yaml_text(text, str(path))
+    if not isinstance(doc, dict):
+        raise UnreadableError(f"{path}, line 1: expected a mapping with 'version' and "
+                              f"'loops', got {type(doc).__name__}")
+    if doc.get("version") != DEFS_VERSION:
+        line = _line_of(path, "version:") or 1
+        raise UnreadableError(f"{path}, line {line}: unknown version "
+                              f"{doc.get('version')!r}; expected version: {DEFS_VERSION}")
+    unknown = sorted(str(k) for k in doc if k not in TOP_KEYS)
+    if unknown:
+        line = _line_of(path, f"{unknown[0]}:") or 1
+        raise UnreadableError(f"{path}, line {line}: unknown top-level key {unknown[0]!r}; "
+                              "expected version, loops, on_attention")
+    loops = doc.get("loops")
+    if loops is None:
+        doc["loops"] = {}
+    elif not isinstance(loops, dict):
+        line = _line_of(path, "loops:") or 1
+        raise UnreadableError(f"{path}, line {line}: 'loops' must be a mapping of "
+                              "loop names to definitions")
+    hook = doc.get("on_attention")
+    if hook is not None and not isinstance(hook, str):
+        line = _line_of(path, "on_attention:") or 1
+        raise UnreadableError(f"{path}, line {line}: 'on_attention' must be a path")
+    return doc
+
+
+def _line_of(path: Path, key: str) -> int | None:
+    """Line of the first `key` at the start of a line (error messages only)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    pattern = re.compile(r"^\s*['\"]?" + re.escape(key.rstrip(":")) + r"['\"]?\s*:", re.M)
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+def dump_yaml_doc(doc: dict[str, Any]) -> str:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value and value == value.rstrip(" ") else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    body = yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=False, width=100)
+    return "# loopctl loop definitions; see `loopctl start --help` for the keys\n" + body
+
+
+# -- atomic files ----------------------------------------------------------
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so a reader sees the old or the new file,
+    whole, whatever happens to this process (SIGKILL, full disk)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise LoopctlError(f"cannot write {path}: {exc.strerror}; "
+                               "the previous file is unchanged") from None
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

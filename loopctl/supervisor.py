@@ -1,0 +1,274 @@
+"""One run of one loop: spawn the agent, enforce the timeout, record, settle.
+
+Scheduled runs get a supervisor process of their own (`python -m
+loopctl.supervisor LOOP RUN_ID`, detached into its own session by the driver)
+so the driver can exit; `loopctl run` supervises in the foreground and copies
+the agent's output to the terminal as well as the log. For scheduled runs the
+agent writes straight into the log file: no byte passes through Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from loopctl import clock, procs
+from loopctl.errors import LoopctlError
+from loopctl.lifecycle import RunResult, settle
+from loopctl.model import LoopDef, parse_loop
+from loopctl.paths import FILE_MODE, ensure_dir
+from loopctl.runs import EXIT_FOR_OUTCOME, prune
+from loopctl.schedule import iso
+from loopctl.store import Store
+
+DEFAULT_GRACE = 10.0
+
+
+class Interrupted(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def kill_grace() -> float:
+    try:
+        return float(os.environ.get("LOOPCTL_KILL_GRACE", DEFAULT_GRACE))
+    except ValueError:
+        return DEFAULT_GRACE
+
+
+def _raise_interrupted(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+class Supervisor:
+    def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool) -> None:
+        self.store = store
+        self.paths = store.paths
+        self.name = loop_name
+        self.run_id = run_id
+        self.foreground = foreground
+        self.log_path = self.paths.run_log(loop_name, run_id)
+        self.decision_path = self.paths.decision_file(loop_name, run_id)
+        self.note: str | None = None
+
+    # -- the whole run -------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        procs.become_subreaper()
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, _raise_interrupted)
+        ensure_dir(self.log_path.parent)
+        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        try:
+            started = clock.now()
+            proc, loop, run, argv = self._launch(log_fd, started)
+            if proc is None:
+                result = RunResult("failed", 127, started, clock.now(), note=self.note)
+            else:
+                result = self._wait(proc, loop, log_fd, started)
+            result.decision = self._read_decision()
+            self._write_line(log_fd, f"# loopctl: run {self.run_id} ended {iso(result.ended_at)}: "
+                             f"outcome {result.outcome}, exit code {result.exit_code}, "
+                             f"{result.ended_at - result.started_at:.1f}s"
+                             + (f" ({result.note})" if result.note else ""))
+        finally:
+            os.close(log_fd)
+        return self._settle(loop, run, argv, result)
+
+    # -- launching -----------------------------------------------------------
+
+    def _launch(self, log_fd: int, started: float) -> tuple[
+            subprocess.Popen[bytes] | None, LoopDef, dict[str, Any], list[str]]:
+        from loopctl.agents import build_argv
+
+        with self.store.lock():
+            state = self.store.read_state()
+            st = state["loops"].get(self.name)
+            run = st and st.get("run")
+            if not run or run["run_id"] != self.run_id:
+                raise LoopctlError(f"run {self.run_id} of {self.name} is not claimed; not starting")
+            if not self.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
+                raise LoopctlError(f"run {self.run_id} belongs to another supervisor")
+            loop = parse_loop(self.name, run["spec"])
+            cwd = os.path.expanduser(loop.cwd)
+            argv: list[str] = []
+            proc = None
+            try:
+                prompt, prompt_path = self._prompt(loop, cwd)
+                argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id)
+                self._write_line(log_fd, f"# loopctl: run {self.run_id} of {self.name} "
+                                 f"(iteration {run['iteration']}) started {iso(started)} "
+                                 f"in {cwd}: {shlex.join(argv)}")
+                proc = self._spawn(loop, argv, stdin_text, cwd, log_fd, run)
+            except LoopctlError as exc:
+                self.note = exc.message
+                self._write_line(log_fd, f"# loopctl: {exc.message}")
+            run["started_at"] = started
+            run["supervisor"] = procs.ref()
+            run["agent"] = procs.ref(proc.pid) if proc else None
+            self.store.write_state(state)
+        return proc, loop, run, argv
+
+    def _prompt(self, loop: LoopDef, cwd: str) -> tuple[str, str]:
+        if loop.prompt_file is None:
+            path = self.paths.loop_runs_dir(self.name) / f"{self.run_id}.prompt"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(loop.prompt or "")
+            return loop.prompt or "", str(path)
+        path = Path(cwd, os.path.expanduser(loop.prompt_file))
+        try:
+            # Re-read at every run: editing the file steers the loop.
+            return path.read_text(), str(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LoopctlError(f"cannot read prompt file {path}: {exc}") from None
+
+    def _spawn(self, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
+               log_fd: int, run: dict[str, Any]) -> subprocess.Popen[bytes]:
+        env = dict(os.environ)
+        env.update(loop.env)
+        env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
+                   LOOPCTL_ITERATION=str(run["iteration"]),
+                   LOOPCTL_DECISION_FILE=str(self.decision_path))
+        stdin: IO[bytes] | int = subprocess.DEVNULL
+        if stdin_text is not None:
+            # A file, not a pipe: an agent that never reads stdin cannot block us.
+            stdin = tempfile.TemporaryFile(dir=self.log_path.parent)
+            stdin.write(stdin_text.encode())
+            stdin.seek(0)
+        out: int = subprocess.PIPE if self.foreground else log_fd
+        try:
+            return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    close_fds=True)
+        except FileNotFoundError:
+            where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
+            raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
+        except OSError as exc:
+            raise LoopctlError(f"cannot start {argv[0]}: {exc.strerror}") from None
+        finally:
+            if not isinstance(stdin, int):
+                stdin.close()
+
+    # -- waiting -------------------------------------------------------------
+
+    def _wait(self, proc: subprocess.Popen[bytes], loop: LoopDef, log_fd: int,
+              started: float) -> RunResult:
+        tee = self._start_tee(proc, log_fd) if self.foreground else None
+        outcome = None
+        try:
+            proc.wait(timeout=loop.timeout)
+        except subprocess.TimeoutExpired:
+            outcome, self.note = "timeout", f"timed out after {loop.timeout}s"
+            self._kill(proc)
+        except Interrupted as exc:
+            outcome, self.note = "killed", f"stopped by signal {signal.Signals(exc.signum).name}"
+            self._kill(proc)
+        leftovers = [p for p in procs.descendants() if p.pid != proc.pid]
+        if leftovers:
+            procs.kill_tree(None, min(kill_grace(), 2.0))
+            self.note = (self.note + "; " if self.note else "") + \
+                f"killed {len(leftovers)} leftover process(es)"
+        if tee:
+            tee.join(timeout=5)
+        code = proc.returncode
+        exit_code = code if code >= 0 else 128 - code
+        if outcome is None:
+            outcome = "ok" if code == 0 else "failed"
+        return RunResult(outcome, exit_code, started, clock.now(), note=self.note)
+
+    def _kill(self, proc: subprocess.Popen[bytes]) -> None:
+        # Ignore further signals while we clean up: a second Ctrl-C must not
+        # leave the agent's tree behind.
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        procs.kill_tree(proc.pid, kill_grace())
+        proc.wait()
+
+    def _start_tee(self, proc: subprocess.Popen[bytes], log_fd: int) -> threading.Thread:
+        assert proc.stdout is not None
+        source = proc.stdout.fileno()
+        terminal = sys.stdout.fileno()
+
+        def copy() -> None:
+            while chunk := os.read(source, 65536):
+                os.write(log_fd, chunk)
+                try:
+                    os.write(terminal, chunk)
+                except OSError:
+                    pass
+
+        thread = threading.Thread(target=copy, daemon=True)
+        thread.start()
+        return thread
+
+    # -- recording -----------------------------------------------------------
+
+    def _read_decision(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.decision_path.read_text())
+            return data if isinstance(data, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def _settle(self, loop: LoopDef, run: dict[str, Any], argv: list[str],
+                result: RunResult) -> dict[str, Any]:
+        record = {
+            "version": 1, "run_id": self.run_id, "loop": self.name,
+            "iteration": run["iteration"], "trigger": run.get("trigger"),
+            "due_at": iso(run["due_at"]), "started_at": iso(result.started_at),
+            "ended_at": iso(result.ended_at),
+            "duration_s": round(result.ended_at - result.started_at, 3),
+            "exit_code": result.exit_code, "outcome": result.outcome,
+            "missed": run.get("missed", 0), "decision": result.decision,
+            "session_id": result.session_id, "cost_usd": result.cost_usd,
+            "log": str(self.log_path), "argv": argv, "note": result.note,
+        }
+        with self.store.lock():
+            state = self.store.read_state()
+            st = state["loops"].get(self.name)
+            if st and st.get("run") and st["run"]["run_id"] == self.run_id:
+                extra = settle(loop, st, result, clock.now())
+                record.update(extra)
+                record["status_after"] = st["status"]
+                self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+                self.store.write_state(state)
+            else:
+                self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+            in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+        prune(self.paths, self.name, loop.keep_runs, in_flight)
+        return record
+
+    @staticmethod
+    def _write_line(fd: int, line: str) -> None:
+        os.write(fd, (line + "\n").encode(errors="replace"))
+
+
+def exit_code_for(record: dict[str, Any]) -> int:
+    return EXIT_FOR_OUTCOME.get(record.get("outcome", "failed"), 1)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m loopctl.supervisor LOOP RUN_ID", file=sys.stderr)
+        return 2
+    try:
+        record = Supervisor(Store(), argv[0], argv[1], foreground=False).run()
+    except LoopctlError as exc:
+        print(f"loopctl supervisor: {exc.message}", file=sys.stderr)
+        return exc.code
+    return exit_code_for(record)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
