@@ -513,9 +513,9 @@ def run_app(args: list[str]) -> NoReturn:
     command = typer.main.get_command(app)
     try:
         code = command.main(args, prog_name="loopctl", standalone_mode=False)
-    except (typer.Exit, cx.Exit) as exc:  # type: ignore[attr-defined]
+    except typer.Exit as exc:
         code = exc.exit_code
-    except (typer.Abort, cx.Abort):  # type: ignore[attr-defined]
+    except typer.Abort:
         print("loopctl: interrupted", file=sys.stderr)
         code = EXIT_INTERRUPTED
     except cx.NoArgsIsHelpError as exc:

@@ -8,6 +8,7 @@ within a second or two without a fast polling loop.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -18,7 +19,6 @@ from loopctl.errors import LoopctlError
 from loopctl.firing import driver_pass
 from loopctl.lease import LeaseFile
 from loopctl.paths import file_signature
-from loopctl.schedule import iso
 from loopctl.store import Store
 
 WATCH_INTERVAL = 1.0
@@ -52,7 +52,7 @@ class Daemon:
         next_heartbeat = 0.0
         seen: tuple[Any, Any] | None = None
         wake_at: float | None = None
-        self.log(f"started (pid {__import__('os').getpid()}, lease ttl {self.lease.ttl:g}s)")
+        self.log(f"started (pid {os.getpid()}, lease ttl {self.lease.ttl:g}s)")
         try:
             while not self.stopping:
                 now = clock.now()
@@ -105,8 +105,6 @@ class Daemon:
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
         self.children.extend(report.children)
-        if report.wake_at is not None:
-            self.log(f"next wake {iso(report.wake_at)}") if report.fired else None
         return report.wake_at
 
     def _reap(self) -> None:

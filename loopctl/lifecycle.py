@@ -176,6 +176,8 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
         st["run"] = None
         if run.get("agent") and alive(run["agent"]):
             st["orphan"] = run["agent"]
+            result.skipped.append((name, f"agent pid {run['agent']['pid']} of lost run "
+                                         f"{run['run_id']} is still alive"))
         _after_lost(loop, st, run, now)
         result.changed = True
         return
@@ -207,6 +209,7 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
 def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[str, Any]:
     """Fold a finished run into the loop's state; returns extra record fields."""
     run = st["run"] or {}
+    tracked = st["next_due"]
     st["run"] = None
     st["last_end"] = result.ended_at
     st["last_outcome"] = result.outcome
@@ -231,6 +234,15 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
     elif st["pending"] and st["status"] == ACTIVE:
         st["pending"] = False
         st["next_due"] = now
+    elif loop.cron and tracked is not None:
+        # Drivers kept the next slot up to date during the run. A slot that
+        # passed unseen (no driver was running) is missed time: queue fires
+        # it once now, skip and replace wait for the next one.
+        st["pending"] = False
+        if tracked > now:
+            st["next_due"] = tracked
+        else:
+            st["next_due"] = now if loop.overlap == "queue" else cron_next(loop.cron, loop.tz, now)
     else:
         st["pending"] = False
         st["next_due"] = next_fire(loop, now=now, last_end=result.ended_at,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import time
 from typing import Any
 
 CT_TOLERANCE = 0.05
@@ -57,31 +59,43 @@ def descendants() -> list[Any]:
         return []
 
 
-def kill_tree(pgid: int | None, grace: float) -> int:
+def kill_tree(agent: subprocess.Popen[bytes] | None, grace: float) -> int:
     """SIGTERM the agent's group and every descendant of this process (found
     before signalling, so none escapes by leaving the group), wait up to
-    `grace`, then SIGKILL what is left. Returns how many were still alive."""
+    `grace`, then SIGKILL what is left. Returns how many needed SIGKILL.
+
+    The agent itself is waited for through its Popen, never by pid: reaping
+    it behind Popen's back would lose its exit status."""
     import psutil
 
-    procs = descendants()
-    if pgid:
+    procs = [p for p in descendants() if agent is None or p.pid != agent.pid]
+    if agent is not None and agent.poll() is None:
         try:
-            os.killpg(pgid, signal.SIGTERM)
+            os.killpg(agent.pid, signal.SIGTERM)
         except OSError:
-            pass
+            agent.terminate()
     for p in procs:
         try:
             p.terminate()
         except psutil.Error:
             pass
+    deadline = time.monotonic() + grace
     _, still = psutil.wait_procs(procs, timeout=grace)
-    still += [p for p in descendants() if p not in still]
-    for p in still:
+    if agent is not None:
+        try:
+            agent.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            still.append(agent)  # type: ignore[arg-type]
+    late = [p for p in descendants() if agent is None or p.pid != agent.pid]
+    for p in still + [p for p in late if p not in still]:
         try:
             p.kill()
-        except psutil.Error:
+        except (psutil.Error, OSError):
             pass
-    psutil.wait_procs(still, timeout=2)
+    if agent is not None:
+        agent.wait()
+    psutil.wait_procs([p for p in late if p not in still], timeout=2)
     reap()
     return len(still)
 

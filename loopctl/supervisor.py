@@ -174,7 +174,7 @@ class Supervisor:
         except Interrupted as exc:
             outcome, self.note = "killed", f"stopped by signal {signal.Signals(exc.signum).name}"
             self._kill(proc)
-        leftovers = [p for p in procs.descendants() if p.pid != proc.pid]
+        leftovers = procs.descendants()
         if leftovers:
             procs.kill_tree(None, min(kill_grace(), 2.0))
             self.note = (self.note + "; " if self.note else "") + \
@@ -192,8 +192,7 @@ class Supervisor:
         # leave the agent's tree behind.
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, signal.SIG_IGN)
-        procs.kill_tree(proc.pid, kill_grace())
-        proc.wait()
+        procs.kill_tree(proc, kill_grace())
 
     def _start_tee(self, proc: subprocess.Popen[bytes], log_fd: int) -> threading.Thread:
         assert proc.stdout is not None
