@@ -18,19 +18,22 @@ FAST_TICK_FLAGS = {"--quiet", "-q"}
 def nothing_due() -> bool:
     """True only when state proves no loop needs a driver right now."""
     import json
+    import os
 
     from loopctl import clock, paths
 
-    where = paths.resolve()
-    if not where.state_file.exists() and not where.loops_file.exists():
-        return True  # a fresh home: no loops at all
+    config_dir, state_dir = paths.roots()
+    state_file = os.path.join(state_dir, "state.json")
+    loops_file = os.path.join(config_dir, "loops.yaml")
     try:
-        with open(where.state_file, "rb") as handle:
+        with open(state_file, "rb") as handle:
             state = json.loads(handle.read())
         if state.get("version") != 1 or state.get("busy"):
             return False
-        if state.get("defs_sig") != paths.file_signature(where.loops_file):
+        if state.get("defs_sig") != paths.file_signature(loops_file):
             return False
+    except FileNotFoundError:
+        return not os.path.exists(loops_file)  # a fresh home: no loops at all
     except (OSError, ValueError, AttributeError):
         return False
     wake_at = state.get("wake_at")

@@ -9,18 +9,32 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 APP = "loopctl"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-@dataclass(frozen=True)
 class Paths:
-    config_dir: Path
-    state_dir: Path
+    """Where one loopctl home keeps its files. A plain class, not a
+    dataclass: `dataclasses` costs the `tick` fast path several ms."""
+
+    __slots__ = ("config_dir", "state_dir")
+
+    def __init__(self, config_dir: Path, state_dir: Path) -> None:
+        self.config_dir = config_dir
+        self.state_dir = state_dir
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Paths) and (self.config_dir, self.state_dir) == (
+            other.config_dir, other.state_dir)
+
+    def __repr__(self) -> str:
+        return f"Paths(config_dir={self.config_dir!r}, state_dir={self.state_dir!r})"
 
     @property
     def loops_file(self) -> Path:
@@ -63,35 +77,35 @@ class Paths:
         return self.loop_runs_dir(loop) / f"{run_id}.decision.json"
 
 
-def default_config_dir() -> Path:
+def roots() -> tuple[str, str]:
+    """(config dir, state dir) as strings; os.path only, for the fast path."""
+    home = os.environ.get("LOOPCTL_HOME")
+    if home:
+        root = os.path.abspath(os.path.expanduser(home))
+        return root, os.path.join(root, "state")
+    user = os.path.expanduser("~")
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / APP
+        base = os.path.join(user, "Library", "Application Support", APP)
+        return base, os.path.join(base, "state")
     if sys.platform.startswith("win"):
-        base = os.environ.get("APPDATA") or str(Path.home())
-        return Path(base) / "Loopctl"
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / APP
-
-
-def default_state_dir() -> Path:
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / APP / "state"
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / APP
+        base = os.path.join(os.environ.get("APPDATA") or user, "Loopctl")
+        return base, os.path.join(base, "state")
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(user, ".config")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(user, ".local", "state")
+    return os.path.join(config, APP), os.path.join(state, APP)
 
 
 def resolve() -> Paths:
-    home = os.environ.get("LOOPCTL_HOME")
-    if home:
-        root = Path(home).expanduser().absolute()
-        return Paths(config_dir=root, state_dir=root / "state")
-    return Paths(config_dir=default_config_dir(), state_dir=default_state_dir())
+    from pathlib import Path
+
+    config_dir, state_dir = roots()
+    return Paths(config_dir=Path(config_dir), state_dir=Path(state_dir))
 
 
-def file_signature(path: Path) -> list[int] | None:
+def file_signature(path: str | Path) -> list[int] | None:
     """Cheap identity of a file's content version: changes on every rewrite."""
     try:
-        st = path.stat()
+        st = os.stat(path)
     except FileNotFoundError:
         return None
     return [st.st_mtime_ns, st.st_size, st.st_ino]

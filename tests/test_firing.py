@@ -164,7 +164,7 @@ def test_supervisor_killed_mid_run_is_recorded_lost(cli: CLI, tmp_path: Path) ->
 
 
 def test_log_holds_a_large_flood_of_output(cli: CLI) -> None:
-    size = 50 * 1024 * 1024
+    size = 200 * 1024 * 1024
     start(cli, "flood", "--flood", str(size))
     cli("tick", "--wait", check=0)
     record = cli.records("flood")[0]
