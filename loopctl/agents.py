@@ -49,8 +49,13 @@ def _fill(arg: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
 
 
-def build_argv(loop: LoopDef, prompt: str, prompt_path: str,
-               run_id: str) -> tuple[list[str], str | None]:
+def wants_envelope(loop: LoopDef) -> bool:
+    """Presets get the envelope; `shell`, `--command` and `--raw` do not."""
+    return not loop.raw and not loop.command and (loop.agent or "shell") != "shell"
+
+
+def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
+               resume_session: str | None = None) -> tuple[list[str], str | None]:
     """The argv to run and the text for its stdin (None: stdin is /dev/null)."""
     values = {"prompt": prompt, "prompt_file": prompt_path, "loop": loop.name,
               "run_id": run_id}

@@ -104,8 +104,10 @@ class Supervisor:
             argv: list[str] = []
             proc = None
             try:
-                prompt, prompt_path = self._prompt(loop, cwd)
-                argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id)
+                prompt, prompt_path = self._prompt(loop, cwd, st, run["iteration"], started)
+                resume = st.get("session_id") if loop.continue_session else None
+                argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id,
+                                              resume_session=resume)
                 self._write_line(log_fd, f"# loopctl: run {self.run_id} of {self.name} "
                                  f"(iteration {run['iteration']}) started {iso(started)} "
                                  f"in {cwd}: {shlex.join(argv)}")
@@ -119,19 +121,30 @@ class Supervisor:
             self.store.write_state(state)
         return proc, loop, run, argv
 
-    def _prompt(self, loop: LoopDef, cwd: str) -> tuple[str, str]:
+    def _prompt(self, loop: LoopDef, cwd: str, st: dict[str, Any], iteration: int,
+                now: float) -> tuple[str, str]:
+        """The text to send and a file holding it (for `{prompt_file}`)."""
+        from loopctl.agents import wants_envelope
+        from loopctl.envelope import wrap
+
         if loop.prompt_file is None:
-            path = self.paths.loop_runs_dir(self.name) / f"{self.run_id}.prompt"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(loop.prompt or "")
-            return loop.prompt or "", str(path)
-        path = Path(cwd, os.path.expanduser(loop.prompt_file))
-        try:
-            # Re-read at every run: editing the file steers the loop.
-            return path.read_text(), str(path)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise LoopctlError(f"cannot read prompt file {path}: {exc}") from None
+            objective = loop.prompt or ""
+        else:
+            source = Path(cwd, os.path.expanduser(loop.prompt_file))
+            try:
+                # Re-read at every run: editing the file steers the loop.
+                objective = source.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+                raise LoopctlError(f"cannot read prompt file {source}: {reason}") from None
+            if not wants_envelope(loop):
+                return objective, str(source)
+        text = wrap(loop, objective, st, iteration, now) if wants_envelope(loop) else objective
+        path = self.paths.loop_runs_dir(self.name) / f"{self.run_id}.prompt"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        return text, str(path)
 
     def _spawn(self, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
                log_fd: int, run: dict[str, Any]) -> subprocess.Popen[bytes]:
@@ -140,6 +153,9 @@ class Supervisor:
         env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
                    LOOPCTL_ITERATION=str(run["iteration"]),
                    LOOPCTL_DECISION_FILE=str(self.decision_path))
+        # The agent's `loopctl decide` must reach this installation, whatever
+        # else is on its PATH: a one-file shim directory goes first.
+        env["PATH"] = os.pathsep.join([str(self._shim_dir()), env.get("PATH", os.defpath)])
         stdin: IO[bytes] | int = subprocess.DEVNULL
         if stdin_text is not None:
             # A file, not a pipe: an agent that never reads stdin cannot block us.
@@ -159,6 +175,21 @@ class Supervisor:
         finally:
             if not isinstance(stdin, int):
                 stdin.close()
+
+    def _shim_dir(self) -> Path:
+        folder = ensure_dir(self.paths.state_dir / "bin")
+        shim = folder / "loopctl"
+        body = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m loopctl \"$@\"\n"
+        try:
+            current = shim.read_text()
+        except OSError:
+            current = None
+        if current != body:
+            from loopctl.store import atomic_write
+
+            atomic_write(shim, body.encode())
+            os.chmod(shim, 0o700)
+        return folder
 
     # -- waiting -------------------------------------------------------------
 
