@@ -13,9 +13,9 @@ import typer
 
 from loopctl import __version__, clock, core
 from loopctl.durations import format_duration, format_rough, parse_duration
-from loopctl.errors import EXIT_INTERRUPTED, LoopctlError, UsageError
+from loopctl.errors import EXIT_INTERRUPTED, LoopctlError
 from loopctl.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
-from loopctl.render import ago, paint, relative, table, STATUS_STYLE
+from loopctl.render import STATUS_STYLE, ago, paint, relative, table
 from loopctl.schedule import parse_iso
 from loopctl.store import Store
 
@@ -369,7 +369,7 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
     if as_json:
         emit(result)
     else:
-        for name, error in result["invalid"].items():
+        for error in result["invalid"].values():
             print(f"invalid: {error}")
         print(f"{result['file']}: {len(result['valid'])} valid, "
               f"{len(result['invalid'])} invalid")
@@ -415,7 +415,7 @@ def tick(
     elif report and not quiet:
         for fired in report.fired:
             print(f"fired {fired['loop']} ({fired['run_id']})")
-        for name, error in report.invalid.items():
+        for error in report.invalid.values():
             print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
     if wait:
         raise typer.Exit(result.exit_code())

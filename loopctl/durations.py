@@ -10,8 +10,9 @@ UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 # Ten years: beyond that a duration is a typo, and timestamps would overflow
 # what datetime can represent once added to now.
 MAX_SECONDS = 10 * 365 * 86400
-_PART = re.compile(r"(\d+)([wdhms])")
-_WHOLE = re.compile(r"(?:\d+[wdhms])+")
+_PART = re.compile(r"([0-9]+)([wdhms])")
+_WHOLE = re.compile(r"(?:[0-9]+[wdhms])+")
+_NUMBER = re.compile(r"[0-9]{1,12}")
 
 EXPECTED = "a duration like 45s, 10m, 1h30m, 2d or 1w"
 
@@ -34,7 +35,8 @@ def parse_duration(text: object, what: str = "duration") -> int:
 
 
 def _parse_text(text: str, what: str) -> int:
-    if text.isdigit():
+    # ASCII digits only: str.isdigit() admits "²" and other scripts' digits.
+    if _NUMBER.fullmatch(text):
         return int(text)
     if not _WHOLE.fullmatch(text):
         raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")

@@ -49,8 +49,9 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> subprocess.Popen[b
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
     agent = run.get("agent")
-    still = agent and procs.alive(agent)
-    note = "supervisor died" + (f"; agent pid {agent['pid']} still running" if still else "")
+    note = "supervisor died"
+    if agent and procs.alive(agent):
+        note += f"; agent pid {agent['pid']} still running"
     store.write_json(store.paths.run_record(loop, run["run_id"]), {
         "version": 1, "run_id": run["run_id"], "loop": loop,
         "iteration": run["iteration"], "trigger": run.get("trigger"),
@@ -85,7 +86,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         for name, run in result.lost:
             record_lost(store, name, run, now)
             report.lost.append(run["run_id"])
-        for name, run in result.replace:
+        for _, run in result.replace:
             signal_supervisor(run)
         for name, run in result.fired:
             run["spec"] = to_raw(defs.loops[name])

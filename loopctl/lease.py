@@ -49,9 +49,7 @@ def is_live(lease: Lease, now: float, ttl: float, host: str,
     `heartbeat + ttl` it is still live; a moment later it is takeable."""
     if now > lease.expires_at(ttl):
         return False
-    if lease.host == host and not proc_alive(lease.pid, lease.create_time):
-        return False
-    return True
+    return lease.host != host or proc_alive(lease.pid, lease.create_time)
 
 
 def _proc_alive(pid: int, create_time: float) -> bool:

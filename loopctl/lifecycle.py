@@ -80,6 +80,11 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
                 st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
                                            created=st["created"])
             changed = True
+        if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None:
+            # Armed nowhere (its run was lost while the entry was invalid).
+            st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
+                                       created=st["created"])
+            changed = True
         deadline = st["created"] + loop.for_s
         if st["deadline"] != deadline:
             st["deadline"] = deadline
@@ -201,7 +206,7 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     st["last_outcome"] = "lost"
     st["last_run_id"] = run["run_id"]
     st["outcomes"] = (st["outcomes"] + ["lost"])[-RECENT:]
-    st["after_run"] = None
+    _apply_control(st, now)
     if loop is not None and st["status"] == ACTIVE:
         st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
 

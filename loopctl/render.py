@@ -45,7 +45,7 @@ def ago(ts: float | None, now: float) -> str:
     return "just now" if delta < 1 else f"{format_rough(delta)} ago"
 
 
-def table(headers: Sequence[str], rows: list[Sequence[str]],
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int = 80) -> str:
     """Columns padded to their widest cell; the last column is cut to fit."""
     cells = [list(headers)] + [list(r) for r in rows]

@@ -170,7 +170,7 @@ def latest_plausible_due(loop: LoopDef, now: float) -> float:
     """No due time computed with a correct clock lies beyond this; a later one
     means the wall clock was set back, and the loop re-arms from `now`."""
     if loop.cron:
-        return cron_next(loop.cron, loop.tz, now)
+        return cron_next(loop.cron, loop.tz, now + (loop.after or 0))
     if loop.auto:
         longest = max(loop.max_delay, loop.keepalive) * BACKOFF_CAP
     else:

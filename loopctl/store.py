@@ -137,7 +137,7 @@ def read_state_file(path: Path) -> dict[str, Any]:
         raise UnreadableError(f"{path}: cannot read state: {exc.strerror}") from None
     try:
         state = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise UnreadableError(f"{path}: state is not valid JSON ({exc}); "
                               "move it aside to start over") from None
     if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
@@ -172,7 +172,20 @@ def _strict_loader() -> type:
                     raise yaml.constructor.ConstructorError(
                         None, None, f"duplicate key {key!r}", key_node.start_mark)
                 seen.add(key)
-            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+            return super().construct_mapping(node, deep=deep)
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except yaml.YAMLError:
+                raise
+            except (ValueError, KeyError, AttributeError, TypeError) as exc:
+                # The safe constructors raise these for `2026-02-30` or
+                # `!!int x`; report them like any YAML error, with the line.
+                value = node.value if isinstance(node.value, str) else node.tag
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"bad value {value!r} ({type(exc).__name__})",
+                    node.start_mark) from None
 
     StrictLoader.add_constructor(
         "tag:yaml.org,2002:map", StrictLoader.construct_mapping)
@@ -189,6 +202,11 @@ def parse_yaml_text(text: str, where: str) -> Any:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         line = f", line {mark.line + 1}" if mark is not None else ""
         raise UnreadableError(f"{where}{line}: not valid YAML: {problem}") from None
+    except (ValueError, KeyError, AttributeError, TypeError, RecursionError) as exc:
+        # The safe constructors raise these for values like `2026-02-30` or
+        # `!!int x`; they are still a broken file, not a crash.
+        raise UnreadableError(f"{where}: not valid YAML: bad value "
+                              f"({type(exc).__name__}: {exc})") from None
 
 
 def load_yaml_doc(path: Path) -> dict[str, Any]:
@@ -254,6 +272,8 @@ def dump_yaml_doc(doc: dict[str, Any]) -> str:
 
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
         style = "|" if "\n" in value and value == value.rstrip(" ") else None
+        if "\x85" in value:
+            style = '"'  # NEL does not survive plain or block style
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)

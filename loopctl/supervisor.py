@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -159,7 +158,7 @@ class Supervisor:
         stdin: IO[bytes] | int = subprocess.DEVNULL
         if stdin_text is not None:
             # A file, not a pipe: an agent that never reads stdin cannot block us.
-            stdin = tempfile.TemporaryFile(dir=self.log_path.parent)
+            stdin = tempfile.TemporaryFile(dir=self.log_path.parent)  # noqa: SIM115
             stdin.write(stdin_text.encode())
             stdin.seek(0)
         out: int = subprocess.PIPE if self.foreground else log_fd

@@ -17,14 +17,6 @@ from loopctl.state import new_loop_state
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 T0 = datetime.fromisoformat("2026-01-01T00:03:00+00:00").timestamp()
-LOST_CONTROL_BUG = pytest.mark.xfail(
-    strict=True, reason="bug: lifecycle._after_lost drops a pause/stop asked during the run")
-LOST_INVALID_BUG = pytest.mark.xfail(
-    strict=True, reason="bug: lifecycle._after_lost leaves next_due None when the "
-                        "definition is invalid; the loop never fires again")
-CRON_AFTER_BUG = pytest.mark.xfail(
-    strict=True, reason="bug: schedule.latest_plausible_due ignores --after for cron, so "
-                        "plan() treats the first slot as a clock change")
 SUPERVISOR = {"pid": 4101, "ct": 1.0}
 AGENT = {"pid": 4102, "ct": 2.0}
 
@@ -263,6 +255,23 @@ def test_queue_after_a_long_run_gives_exactly_one_catch_up() -> None:
     assert w.plan(end + 61).fired == []
 
 
+def test_cron_slot_passed_unseen_during_a_run_is_queued_once_at_settle() -> None:
+    # No driver ran while the slot passed (e.g. `run NAME` by hand, no cron):
+    # with queue the missed slot fires once when the run ends.
+    w, first = cron_world("queue")
+    end = first + 25 * MINUTE  # the 00:20 slot passed with nobody looking
+    w.finish(end)
+    assert w.st["next_due"] == end
+    assert fired_names(w.plan(end)) == ["job"]
+
+
+def test_cron_slot_passed_unseen_during_a_run_is_dropped_with_skip() -> None:
+    w, first = cron_world("skip")
+    end = first + 25 * MINUTE
+    w.finish(end)
+    assert w.st["next_due"] == first + 30 * MINUTE
+
+
 # -- lost runs and orphans ---------------------------------------------------------
 
 
@@ -297,7 +306,6 @@ def test_lost_run_with_a_live_agent_leaves_an_orphan_that_blocks_firing() -> Non
     assert w.st["orphan"] is None
 
 
-@LOST_CONTROL_BUG
 def test_pause_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None:
     # DESIGN §4: pause during a run takes effect when the run settles; a lost
     # run is settled by the next driver, and must not forget the pause.
@@ -310,7 +318,6 @@ def test_pause_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None
     assert w.plan(T0 + DAY - 1).fired == []
 
 
-@LOST_CONTROL_BUG
 def test_stop_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None:
     w = World(make())
     w.fire(T0)
@@ -321,7 +328,6 @@ def test_stop_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None:
     assert w.plan(T0 + DAY - 1).fired == []
 
 
-@LOST_INVALID_BUG
 def test_run_lost_while_its_definition_was_invalid_resumes_once_fixed() -> None:
     w = World(make())
     w.fire(T0)
@@ -662,7 +668,6 @@ def test_clock_set_back_rearms_a_cron_loop_at_its_next_slot() -> None:
     assert w.st["next_due"] == cron_next("0 * * * *", "UTC", T0)
 
 
-@CRON_AFTER_BUG
 def test_cron_after_is_not_mistaken_for_a_clock_change() -> None:
     # `--after 1d` on a cron loop: the first slot is a day out, which is
     # correct, not a sign that the clock went back (DESIGN §3 --after).
