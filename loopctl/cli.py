@@ -314,7 +314,8 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
     """Print a loop's definition as it stands in loops.yaml."""
     data = core.show(store(), name)
     if as_json:
-        emit({"version": core.JSON_VERSION, "name": name, "definition": data[name]})
+        emit({"version": core.JSON_VERSION, "name": name,
+              "definition": core.definition_json(data[name])})
         return
     from loopctl.store import dump_yaml_doc
 
@@ -406,6 +407,7 @@ def tick(
         emit({"version": core.JSON_VERSION, "deferred_to": result.deferred_to,
               "fired": report.fired if report else [],
               "skipped": report.skipped if report else [],
+              "deferred": report.deferred if report else [],
               "lost": report.lost if report else [],
               "runs": result.records})
     elif result.deferred_to:
@@ -439,7 +441,7 @@ def logs(name: NameArg,
     s = store()
     run_id = run_id or latest_run_id(s.paths, name)
     if run_id is None:
-        if name not in s.read_defs().raw_loops:
+        if not s.read_defs().has(name):
             raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
         fail(f"loop {name!r} has no runs yet", 1)
     path = s.paths.run_log(name, run_id)

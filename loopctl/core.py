@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import clock, lifecycle, procs
-from loopctl.errors import BusyError, NoSuchLoop, UsageError
+from loopctl.durations import parse_duration
+from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, UsageError
+from loopctl.events import hook_for
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
-from loopctl.schedule import iso
+from loopctl.schedule import iso, parse_iso
 from loopctl.state import TERMINAL, display_status, new_loop_state
 from loopctl.store import Definitions, Store
 
@@ -51,7 +53,7 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
         if name is None:
             name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem),
                                set(defs.names) | set(state["loops"]))
-        elif name in defs.raw_loops:
+        elif defs.has(name):
             raise UsageError(f"a loop named {name!r} already exists; pick another --name "
                              "or change it with `loopctl update`")
         loop = replace(probe, name=name)
@@ -94,9 +96,9 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
 
 
 def _raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
-    if name not in defs.raw_loops:
+    if not defs.has(name):
         raise NoSuchLoop(name)
-    raw = defs.raw_loops[name]
+    raw = defs.raw(name)
     if name in defs.invalid or not isinstance(raw, dict):
         raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it in "
                          "loops.yaml first")
@@ -138,13 +140,13 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
-        if name not in defs.raw_loops and name not in state["loops"]:
+        if not defs.has(name) and name not in state["loops"]:
             raise NoSuchLoop(name)
         st = state["loops"].get(name)
         if st and st.get("run") and procs.alive(st["run"].get("supervisor")):
             raise BusyError(f"loop {name!r} has a run in flight; "
                             f"`loopctl stop --kill {name}` first")
-        defs.raw_loops.pop(name, None)
+        defs.remove(name)
         state["loops"].pop(name, None)
         store.write_defs(defs)
         state["defs_sig"] = defs.signature
@@ -224,9 +226,33 @@ def status(store: Store, name: str) -> dict[str, Any]:
 
 def show(store: Store, name: str) -> dict[str, Any]:
     defs = store.read_defs()
-    if name not in defs.raw_loops:
+    if not defs.has(name):
         raise NoSuchLoop(name)
-    return {name: defs.raw_loops[name]}
+    return {name: defs.raw(name)}
+
+
+DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeout", "for")
+
+
+def definition_json(raw: Any) -> Any:
+    """A definition for `--json`: durations in seconds where they parse."""
+    if not isinstance(raw, dict):
+        return raw
+    out = dict(raw)
+    if out.get("created_at") is not None:
+        try:
+            out["created_at"] = iso(parse_iso(str(out["created_at"])))
+        except ValueError:
+            pass
+    for key in DURATION_KEYS:
+        value = out.get(key)
+        if value is None or value == "auto":
+            continue
+        try:
+            out[key] = parse_duration(value)
+        except LoopctlError:
+            pass  # an invalid entry is shown as written
+    return out
 
 
 def validate(store: Store, path: Path | None) -> dict[str, Any]:
@@ -267,6 +293,7 @@ def claim_now(store: Store, name: str) -> str:
         # If `name` was due, plan() has just claimed it as a scheduled fire.
         run = st["run"] or lifecycle.claim(loop, st, now, "manual")
         run["spec"] = to_raw(loop)
+        run["hook"] = hook_for(loop, defs.doc.get("on_attention"))
         run["supervisor"] = procs.ref()
         state["defs_sig"] = defs.signature
         store.write_state(state)
@@ -284,7 +311,7 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     from loopctl.runs import list_records
 
     defs = store.read_defs()
-    if name not in defs.raw_loops and not store.paths.loop_runs_dir(name).is_dir():
+    if not defs.has(name) and not store.paths.loop_runs_dir(name).is_dir():
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
     return records[-limit:] if limit else records

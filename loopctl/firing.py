@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopctl import lifecycle, procs
+from loopctl import events, lifecycle, procs
 from loopctl.model import to_raw
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
@@ -27,6 +27,7 @@ class PassReport:
     fired: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    deferred: list[dict[str, Any]] = field(default_factory=list)
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     wake_at: float | None = None
     invalid: dict[str, str] = field(default_factory=dict)
@@ -75,6 +76,22 @@ def signal_supervisor(run: dict[str, Any]) -> bool:
         return False
 
 
+def noticed(store: Store, defs: Definitions, state: dict[str, Any],
+            before: dict[str, tuple[str, str | None]],
+            now: float) -> list[tuple[dict[str, Any], str | None]]:
+    """Events for loops whose status changed in a pass (expiry, limits)."""
+    pending = []
+    for name, st in state["loops"].items():
+        loop = defs.loops.get(name)
+        if loop is None or not events.needs_attention(before.get(name, ("", None)),
+                                                      events.status_key(st)):
+            continue
+        event = events.attention(loop, st, st.get("last_run_id"), None, now)
+        pending.append((event, events.hook_for(loop, defs.doc.get("on_attention"))))
+    events.publish(store, pending)
+    return pending
+
+
 def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> PassReport:
     """Reconcile, settle what was lost, claim and launch what is due."""
     report = PassReport()
@@ -82,7 +99,9 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         defs = defs or store.read_defs()
         state = store.read_state()
         changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        before = {name: events.status_key(st) for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        pending = noticed(store, defs, state, before, now)
         for name, run in result.lost:
             record_lost(store, name, run, now)
             report.lost.append(run["run_id"])
@@ -90,6 +109,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             signal_supervisor(run)
         for name, run in result.fired:
             run["spec"] = to_raw(defs.loops[name])
+            run["hook"] = events.hook_for(defs.loops[name], defs.doc.get("on_attention"))
             child = spawn_supervisor(store, name, run["run_id"])
             run["supervisor"] = procs.ref(child.pid)
             report.children.append(child)
@@ -99,7 +119,10 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             state["defs_sig"] = defs.signature
             store.write_state(state)
         report.wake_at = state.get("wake_at")
+    events.dispatch(pending)
     report.skipped = [{"loop": n, "reason": r} for n, r in result.skipped]
+    report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
+                       for n, t in result.deferred]
     report.invalid = dict(defs.invalid)
     return report
 

@@ -44,6 +44,10 @@ class RunResult:
     session_id: str | None = None
     cost_usd: float | None = None
     note: str | None = None
+    reset_at: float | None = None
+    # Only agent presets feed the no-progress breaker: a cron-style shell job
+    # printing the same line every time is working, not stuck.
+    track_progress: bool = False
 
 
 @dataclass
@@ -54,6 +58,7 @@ class Pass:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     lost: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     replace: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    deferred: list[tuple[str, float]] = field(default_factory=list)
     changed: bool = False
 
 
@@ -145,6 +150,9 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass) -> None:
+    if st["status"] == PAUSED and st["reason"] == "rate_limited":
+        result.deferred.append((name, st.get("resume_at") or now))
+        return
     if st["status"] != ACTIVE:
         reason = f": {st['reason']}" if st.get("reason") else ""
         result.skipped.append((name, f"{st['status']}{reason}"))
@@ -224,6 +232,10 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
         st["failures"] += 1
     elif result.outcome == "ok":
         st["failures"] = 0
+    elif result.outcome == "deferred":
+        st["iterations"] = max(st["iterations"] - 1, 0)  # a rate-limited run did no work
+    if result.track_progress and result.outcome == "ok":
+        valves.record_result(loop, st, result.result_text)
     if result.session_id:
         st["session_id"] = result.session_id
     if result.cost_usd:
@@ -342,6 +354,7 @@ def resume(loop: LoopDef, st: LoopState, now: float) -> str:
         return "already active"
     st["status"], st["reason"] = ACTIVE, None
     st["ended_at"] = st["observed_at"] = st["resume_at"] = None
+    st["results"] = []
     st["failures"] = 0
     st["keepalive_misses"] = 0
     if not st["run"] and (st["next_due"] is None or st["next_due"] < now):

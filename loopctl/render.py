@@ -47,17 +47,18 @@ def ago(ts: float | None, now: float) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int = 80) -> str:
-    """Columns padded to their widest cell; the last column is cut to fit."""
+    """Columns padded to their widest cell; while the table is wider than
+    `width`, the widest column gives up a character (cells end in "…")."""
     cells = [list(headers)] + [list(r) for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    used = sum(widths[:-1]) + 2 * (len(widths) - 1)
-    widths[-1] = max(min(widths[-1], width - used), 4)
+    while sum(widths) + 2 * (len(widths) - 1) > width and max(widths) > 4:
+        widths[widths.index(max(widths))] -= 1
     lines = []
     for n, row in enumerate(cells):
         parts = []
         for i, cell in enumerate(row):
             if len(cell) > widths[i]:
-                cell = cell[: widths[i] - 1] + "…" if i == len(row) - 1 else cell
+                cell = cell[: widths[i] - 1] + "…"
             text = cell.ljust(widths[i]) if i < len(row) - 1 else cell
             style = "bold" if n == 0 else (styles[n - 1] if styles and i == 2 else None)
             parts.append(paint(text, style))

@@ -34,6 +34,7 @@ def new_loop_state(loop: LoopDef, now: float) -> LoopState:
         "orphan": None, "cost_usd": 0.0, "session_id": None,
         "keepalive_misses": 0, "results": [], "last_decision": None,
         "ended_at": None, "observed_at": None, "resume_at": None, "note": None,
+        "deferrals": 0, "hook_error": None,
     }
 
 

@@ -50,7 +50,23 @@ class Definitions:
 
     @property
     def names(self) -> list[str]:
-        return list(self.raw_loops)
+        return [str(k) for k in self.raw_loops]
+
+    def key(self, name: str) -> Any:
+        """The key as written: a hand-written `123:` is an int in YAML."""
+        if name in self.raw_loops:
+            return name
+        return next((k for k in self.raw_loops if str(k) == name), None)
+
+    def has(self, name: str) -> bool:
+        return self.key(name) is not None
+
+    def raw(self, name: str) -> Any:
+        return self.raw_loops[self.key(name)]
+
+    def remove(self, name: str) -> None:
+        if self.has(name):
+            del self.raw_loops[self.key(name)]
 
 
 def empty_state() -> dict[str, Any]:
@@ -120,6 +136,20 @@ class Store:
         paths_mod.ensure_dir(self.paths.state_dir)
         data = json.dumps(state, separators=(",", ":"), sort_keys=True)
         atomic_write(self.paths.state_file, data.encode())
+
+    # -- events ------------------------------------------------------------
+
+    def append_event(self, event: dict[str, Any]) -> None:
+        """One JSON line per event; the caller holds the store lock."""
+        paths_mod.ensure_dir(self.paths.state_dir)
+        line = (json.dumps(event, sort_keys=True) + "\n").encode()
+        fd = os.open(self.paths.events_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        try:
+            os.write(fd, line)
+        except OSError as exc:
+            raise LoopctlError(f"cannot write {self.paths.events_file}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
 
     # -- run records -------------------------------------------------------
 

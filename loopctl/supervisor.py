@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from loopctl import clock, procs
+from loopctl import clock, events, procs
 from loopctl.errors import LoopctlError
 from loopctl.lifecycle import RunResult, settle
 from loopctl.model import LoopDef, parse_loop
@@ -263,18 +263,25 @@ class Supervisor:
             "session_id": result.session_id, "cost_usd": result.cost_usd,
             "log": str(self.log_path), "argv": argv, "note": result.note,
         }
+        pending = []
         with self.store.lock():
             state = self.store.read_state()
             st = state["loops"].get(self.name)
             if st and st.get("run") and st["run"]["run_id"] == self.run_id:
-                extra = settle(loop, st, result, clock.now())
-                record.update(extra)
+                before = events.status_key(st)
+                now = clock.now()
+                record.update(settle(loop, st, result, now))
                 record["status_after"] = st["status"]
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+                if events.needs_attention(before, events.status_key(st)):
+                    event = events.attention(loop, st, self.run_id, str(self.log_path), now)
+                    pending.append((event, run.get("hook")))
+                    events.publish(self.store, pending)
                 self.store.write_state(state)
             else:
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
             in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+        events.dispatch(pending)
         prune(self.paths, self.name, loop.keep_runs, in_flight)
         return record
 

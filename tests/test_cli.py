@@ -171,9 +171,10 @@ def check_json_shape(data: Any) -> None:
             for i, v in enumerate(value):
                 walk(v, key, f"{where}[{i}]")
             return
-        if key.endswith("_at") or key in TIME_KEYS:
-            if value is not None and not (isinstance(value, str) and ISO_Z.match(value)):
-                problems.append(f"{where}: time {value!r} is not ISO-8601 UTC with Z")
+        is_time_key = key.endswith("_at") or key in TIME_KEYS
+        if is_time_key and value is not None and not (
+                isinstance(value, str) and ISO_Z.match(value)):
+            problems.append(f"{where}: time {value!r} is not ISO-8601 UTC with Z")
         if key.endswith("_s") and value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float))):
             problems.append(f"{where}: duration {value!r} is not a number of seconds")
@@ -230,6 +231,17 @@ def test_json_shape(cli: CLI, three_loops: None, argv: list[str]) -> None:
 def test_show_json_shape(cli: CLI, three_loops: None, name: str) -> None:
     data = cli.json("show", name)
     assert data["name"] == name
+    check_json_shape(data)
+
+
+def test_show_json_of_a_hand_written_loop(cli: CLI, home: Path) -> None:
+    """YAML reads an unquoted timestamp as a datetime; --json still says ISO Z."""
+    home.mkdir(mode=0o700)
+    (home / "loops.yaml").write_text("version: 1\nloops:\n  mine:\n    prompt: p\n"
+                                     "    every: 1h\n    created_at: 2026-11-30T03:00:00Z\n")
+    assert cli.json("status", "mine")["created_at"] == "2026-11-30T03:00:00Z"
+    data = cli.json("show", "mine")
+    assert data["definition"]["created_at"] == "2026-11-30T03:00:00Z", data
     check_json_shape(data)
 
 

@@ -1,0 +1,154 @@
+"""Attention events: state changes a human should hear about (DESIGN §7).
+
+`attention()` is pure: given a loop's status before and after a transition it
+builds the event, or None. The store appends it to `events.jsonl`; a detached
+`python -m loopctl.events` process hands it to the hook on stdin (no shell,
+no arguments, 10 s timeout) so a slow hook never holds a driver or a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from loopctl.model import LoopDef
+from loopctl.schedule import iso
+
+EVENT_VERSION = 1
+HOOK_TIMEOUT = 10.0
+NOTICED = ("completed", "failed", "expired")
+
+
+def status_key(st: dict[str, Any]) -> tuple[str, str | None]:
+    return st["status"], st.get("reason")
+
+
+def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None]) -> bool:
+    if before == after:
+        return False
+    status, reason = after
+    return status in NOTICED or (status == "paused" and reason != "user")
+
+
+def _loopctl_evidence(st: dict[str, Any], loop: LoopDef) -> str:
+    status, reason = st["status"], st.get("reason")
+    if status == "expired":
+        return f"the deadline ({iso(st['deadline'])}) passed"
+    texts = {
+        "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
+        "failure_limit": f"{st['failures']} failures in a row "
+                         f"(last outcome {st.get('last_outcome')})",
+        "no_progress": f"{loop.no_progress} identical results in a row",
+        "budget_limit": f"${st.get('cost_usd', 0):.4f} spent of ${loop.budget_usd or 0:.2f}",
+        "keepalive_exhausted": "two runs in a row ended without a decision",
+        "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
+        "blocked": "the agent reported block",
+    }
+    return texts.get(reason or "", f"{status} ({reason})" if reason else status)
+
+
+def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | None,
+              now: float) -> dict[str, Any]:
+    """The event for the loop's current (just changed) status."""
+    decision = st.get("last_decision") or {}
+    by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
+    if by_agent and decision.get("decision"):
+        summary = decision.get("summary") or decision["decision"]
+        evidence = {"source": "agent", "text": decision.get("evidence") or ""}
+    else:
+        text = _loopctl_evidence(st, loop)
+        summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
+                                                      else "")
+        evidence = {"source": "loopctl", "text": text}
+    return {
+        "version": EVENT_VERSION, "status": st["status"], "reason": st.get("reason"),
+        "loop": loop.name, "summary": summary, "evidence": evidence,
+        "objective": loop.prompt if loop.prompt is not None else f"file:{loop.prompt_file}",
+        "iteration": st["iterations"], "max_runs": loop.max_runs or None,
+        "elapsed_s": round(now - st["created"]),
+        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
+        "run_id": run_id, "log": log, "cwd": loop.cwd,
+        "ended_at": iso(st.get("ended_at") or now), "observed_at": iso(now),
+        "at": iso(now),
+    }
+
+
+def deliver_detached(hook: str, event: dict[str, Any]) -> None:
+    """Hand the event to `hook` from a process of its own."""
+    try:
+        subprocess.Popen([sys.executable, "-m", "loopctl.events", hook, json.dumps(event)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    except OSError:
+        pass
+
+
+def run_hook(hook: str, event: dict[str, Any], timeout: float = HOOK_TIMEOUT) -> tuple[
+        str | None, bytes]:
+    """Run the hook; returns (error or None, its combined output)."""
+    try:
+        proc = subprocess.run([hook], input=json.dumps(event).encode(), capture_output=True,
+                              timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        return f"hook {hook} timed out after {timeout:g}s", (exc.stdout or b"")
+    except PermissionError:
+        return f"hook {hook} is not executable", b""
+    except FileNotFoundError:
+        return f"hook {hook} does not exist", b""
+    except OSError as exc:
+        return f"hook {hook} could not start: {exc.strerror}", b""
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        return f"hook {hook} exited {proc.returncode}", output
+    return None, output
+
+
+def _deliver(hook: str, raw_event: str) -> int:
+    """Entry of the detached delivery process: run the hook, keep its output
+    in the run's log, record a failure in the loop's state."""
+    from loopctl import clock
+    from loopctl.store import Store
+
+    event = json.loads(raw_event)
+    error, output = run_hook(hook, event)
+    if event.get("log"):
+        try:
+            with open(event["log"], "ab") as handle:
+                handle.write(f"# loopctl: hook {hook} for {event['status']}: "
+                             f"{error or 'ok'}\n".encode())
+                handle.write(output)
+        except OSError:
+            pass
+    store = Store()
+    with store.lock():
+        state = store.read_state()
+        st = state["loops"].get(event["loop"])
+        if st is not None and error:
+            st["hook_error"] = {"at": clock.now(), "message": error, "status": event["status"]}
+            store.write_state(state)
+    return 0 if error is None else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_deliver(sys.argv[1], sys.argv[2]))
+
+
+def hook_for(loop: LoopDef, global_hook: object) -> str | None:
+    if loop.on_attention:
+        return loop.on_attention
+    return global_hook if isinstance(global_hook, str) and global_hook else None
+
+
+def publish(store: Any, pending: list[tuple[dict[str, Any], str | None]]) -> None:
+    """Append events (caller holds the store lock), then start deliveries."""
+    for event, _ in pending:
+        store.append_event(event)
+
+
+def dispatch(pending: list[tuple[dict[str, Any], str | None]]) -> None:
+    """Start hook deliveries; call after the store lock is released."""
+    for event, hook in pending:
+        if hook:
+            deliver_detached(hook, event)
