@@ -1,57 +1,123 @@
-"""How to launch each agent headlessly: argv and where the prompt goes.
+"""How to drive each agent headlessly, and how to read what it said.
 
-The `shell` preset runs the prompt with `sh -c` (the only place loopctl uses
-a shell, and only because the user chose it). `command` loops are split like
-a shell but run without one. The other presets build each agent CLI's own
-headless invocation with its safe unattended defaults.
+A preset is data: the argv template (with `{prompt}`), where the prompt goes,
+the model/resume/bypass flags, and which reader understands its output. The
+flags were checked against each CLI's `--help` (see the README's agents
+table). The `shell` preset runs the prompt with `sh -c`: the only place
+loopctl uses a shell, and only because the user chose it. `--command` loops
+are split like a shell but run without one.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loopctl.model import LoopDef
+from loopctl.readers import READERS, Reading, read_text
 
 P = "{prompt}"
-DECIDE_TOOL = "Bash(loopctl decide:*)"
+DECIDE_RULE = "Bash(loopctl decide *)"
 
 
 @dataclass(frozen=True)
 class Preset:
     name: str
     binary: str
+    # Everything before the prompt; `{prompt}` marks an argument holding it.
     argv: tuple[str, ...]
-    model_flag: str | None = "--model"
+    # Where the prompt goes: "arg" (the `{prompt}` slot), or "stdin".
+    prompt_via: str = "arg"
+    model_flag: tuple[str, ...] = ("--model",)
+    resume: tuple[str, ...] = ()  # args with `{session}`, inserted before the prompt
+    bypass: tuple[str, ...] = ()  # --yolo: the agent's own full-bypass flag(s)
+    drop_for_bypass: tuple[str, ...] = ()  # safe-default args the bypass replaces
+    env: dict[str, str] = field(default_factory=dict)
+    reader: str = "text"
+    safe_default: str = ""
+    warning: str | None = None
+    version_args: tuple[str, ...] = ("--version",)
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("shell", "sh", ("sh", "-c", P), None),
-    Preset("claude", "claude", ("claude", "-p", P, "--output-format", "json",
-                                "--allowedTools", DECIDE_TOOL)),
-    Preset("codex", "codex", ("codex", "exec", "--json", "--sandbox", "workspace-write",
-                              "--skip-git-repo-check", P)),
-    Preset("gemini", "gemini", ("gemini", "-p", P, "--output-format", "json",
-                                "--approval-mode", "auto_edit")),
-    Preset("qwen", "qwen", ("qwen", "-p", P, "--output-format", "json")),
-    Preset("opencode", "opencode", ("opencode", "run", "--format", "json", P)),
-    Preset("aider", "aider", ("aider", "--yes-always", "--message", P)),
-    Preset("goose", "goose", ("goose", "run", "-t", P)),
-    Preset("pi", "pi", ("pi", "-p", P, "--mode", "json")),
-    Preset("cursor", "cursor-agent", ("cursor-agent", "-p", P, "--output-format", "json")),
-    Preset("copilot", "copilot", ("copilot", "-p", P)),
-    Preset("crush", "crush", ("crush", "run", P)),
-    Preset("amp", "amp", ("amp", "-x", P)),
+    Preset("shell", "sh", ("sh", "-c", P), model_flag=(), safe_default="runs the prompt with sh -c",
+           version_args=()),
+    Preset("claude", "claude",
+           ("claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits",
+            f"--allowedTools={DECIDE_RULE}", "--", P),
+           resume=("--resume", "{session}"),
+           bypass=("--dangerously-skip-permissions",),
+           drop_for_bypass=("--permission-mode", "acceptEdits"),
+           reader="claude",
+           safe_default="--permission-mode acceptEdits; only `loopctl decide` pre-approved",
+           warning=None),
+    Preset("codex", "codex",
+           ("codex", "exec", "--sandbox", "workspace-write", "{resume}", "--json",
+            "--skip-git-repo-check", "-"),
+           prompt_via="stdin", resume=("resume", "{session}"),
+           bypass=("--dangerously-bypass-approvals-and-sandbox",),
+           drop_for_bypass=("--sandbox", "workspace-write"),
+           reader="codex", safe_default="--sandbox workspace-write"),
+    Preset("gemini", "gemini",
+           ("gemini", "--output-format", "json", "--approval-mode", "auto_edit",
+            "--skip-trust", f"--prompt={P}"),
+           model_flag=("-m",), resume=("--resume", "{session}"),
+           bypass=("--approval-mode", "yolo"), drop_for_bypass=("--approval-mode", "auto_edit"),
+           reader="gemini", safe_default="--approval-mode auto_edit"),
+    Preset("qwen", "qwen",
+           ("qwen", "--output-format", "json", "--approval-mode", "auto-edit", f"--prompt={P}"),
+           model_flag=("-m",), resume=("--resume", "{session}"),
+           bypass=("--approval-mode", "yolo"), drop_for_bypass=("--approval-mode", "auto-edit"),
+           reader="claude", safe_default="--approval-mode auto-edit"),
+    Preset("opencode", "opencode", ("opencode", "run", "--format", "json", "--", P),
+           model_flag=("-m",), resume=("--session", "{session}"), bypass=("--auto",),
+           reader="opencode", safe_default="opencode's own permission rules",
+           warning="opencode allows edits and shell commands by default; restrict it in "
+                   "its config"),
+    Preset("aider", "aider",
+           ("aider", "--yes-always", "--no-auto-commits", "--no-check-update", f"--message={P}"),
+           safe_default="--yes-always (needed unattended), --no-auto-commits",
+           warning="aider --yes-always accepts every confirmation, including shell commands"),
+    Preset("goose", "goose", ("goose", "run", "--output-format", "json", "-q", "-i", "-"),
+           prompt_via="stdin", env={"GOOSE_MODE": "smart_approve"}, reader="goose",
+           safe_default="GOOSE_MODE=smart_approve"),
+    Preset("pi", "pi", ("pi", "-p", "--mode", "json"), prompt_via="stdin",
+           resume=("--session", "{session}"), reader="pi",
+           safe_default="none: pi has no permission system",
+           warning="pi runs bash, edit and write without asking; restrict with --agent-arg "
+                   "--tools=..."),
+    Preset("cursor", "cursor-agent",
+           ("cursor-agent", "-p", "--output-format", "json", "--trust", "--", P),
+           resume=("--resume", "{session}"), bypass=("--force",), reader="claude",
+           safe_default="no --force: edits are proposed, not applied"),
+    Preset("copilot", "copilot",
+           ("copilot", "--output-format", "json", "--allow-all-tools", "--no-auto-update",
+            f"--prompt={P}"),
+           resume=("--resume={session}",), bypass=("--allow-all",), reader="copilot",
+           safe_default="--allow-all-tools (required headless); paths and URLs still asked",
+           warning="copilot needs --allow-all-tools to run unattended"),
+    Preset("crush", "crush", ("crush", "run", "--quiet", "--", P),
+           resume=("--session", "{session}"), bypass=("--yolo",),
+           safe_default="none: crush run approves every tool",
+           warning="crush run auto-approves every tool call"),
+    Preset("amp", "amp", ("amp", "{resume}", "--stream-json", "-x", P), model_flag=(),
+           resume=("threads", "continue", "{session}"), bypass=("--dangerously-allow-all",),
+           reader="claude", safe_default="amp's own permission settings"),
 )}
 
 
-def _fill(arg: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
+def is_agent(loop: LoopDef) -> bool:
+    """An AI agent preset (not `shell`, not a `--command`)."""
+    return not loop.command and (loop.agent or "shell") != "shell"
 
 
 def wants_envelope(loop: LoopDef) -> bool:
     """Presets get the envelope; `shell`, `--command` and `--raw` do not."""
-    return not loop.raw and not loop.command and (loop.agent or "shell") != "shell"
+    return is_agent(loop) and not loop.raw
+
+
+def _fill(arg: str, values: dict[str, str]) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
 
 
 def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
@@ -65,13 +131,67 @@ def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
         argv = [_fill(a, values) for a in template] + list(loop.agent_args)
         return argv, None if wants_prompt else prompt
     preset = PRESETS[loop.agent or "shell"]
-    argv = [_fill(a, values) for a in preset.argv]
+    head, tail = _split_at_prompt(list(preset.argv))
+    if loop.yolo and preset.bypass:
+        head = _without(head, preset.drop_for_bypass) + list(preset.bypass)
     if loop.model and preset.model_flag:
-        argv += [preset.model_flag, loop.model]
-    return argv + list(loop.agent_args), None
+        head += [*preset.model_flag, loop.model]
+    head += list(loop.agent_args)
+    resume = [a.replace("{session}", resume_session) for a in preset.resume] \
+        if resume_session and preset.resume else []
+    if "{resume}" in head:
+        at = head.index("{resume}")
+        head[at:at + 1] = resume
+    else:
+        head += resume
+    argv = [_fill(a, values) for a in head + tail]
+    return argv, prompt if preset.prompt_via == "stdin" else None
+
+
+def _split_at_prompt(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Options go before the prompt argument (and before a `--` that guards
+    a prompt starting with `-`); the prompt stays last."""
+    for i, arg in enumerate(argv):
+        if arg == P:
+            # `--` or the flag that takes the prompt (`-x PROMPT`) stays with it.
+            start = i - 1 if i > 0 and argv[i - 1].startswith("-") else i
+            return argv[:start], argv[start:]
+        if P in arg:
+            return argv[:i], argv[i:]
+    if argv and argv[-1] == "-":
+        return argv[:-1], argv[-1:]
+    return argv, []
+
+
+def _without(argv: list[str], pair: tuple[str, ...]) -> list[str]:
+    if not pair:
+        return argv
+    for i in range(len(argv) - len(pair) + 1):
+        if tuple(argv[i:i + len(pair)]) == pair:
+            return argv[:i] + argv[i + len(pair):]
+    return argv
 
 
 def binary(loop: LoopDef) -> str:
     if loop.command:
         return loop.command[0]
     return PRESETS[loop.agent or "shell"].binary
+
+
+def env_for(loop: LoopDef) -> dict[str, str]:
+    """Preset environment defaults; the loop's own `env` wins."""
+    if loop.command:
+        return {}
+    preset = PRESETS[loop.agent or "shell"]
+    env = dict(preset.env)
+    if loop.yolo and preset.name == "goose":
+        env["GOOSE_MODE"] = "auto"
+    return env
+
+
+def read_output(loop: LoopDef, head: bytes, tail: bytes, exit_code: int | None) -> Reading:
+    """What the run's output says: result text, session, cost, errors, limits."""
+    if not is_agent(loop):
+        return read_text(head, tail, exit_code, agent=False)
+    preset = PRESETS[loop.agent or "shell"]
+    return READERS[preset.reader](head, tail, exit_code)

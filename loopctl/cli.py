@@ -186,10 +186,10 @@ def start(
         return
     print(f"started {result['name']}: {result['schedule']['text']}, "
           f"next run {relative(_ts(result['next_fire']), clock.now())}")
-    _warn_missing_agent(agent, command)
+    _warn_missing_agent(agent, command, yolo)
 
 
-def _warn_missing_agent(agent: str | None, command: str | None) -> None:
+def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
     import shlex
     import shutil
 
@@ -198,6 +198,12 @@ def _warn_missing_agent(agent: str | None, command: str | None) -> None:
     binary = TABLE[agent or "shell"].binary if command is None else shlex.split(command)[0]
     if shutil.which(binary) is None:
         print(f"warning: {binary} is not on PATH; runs will fail until it is installed",
+              file=sys.stderr)
+    preset = TABLE.get(agent or "shell") if command is None else None
+    if preset and preset.warning:
+        print(f"warning: {preset.warning}", file=sys.stderr)
+    if yolo and agent == "claude" and os.geteuid() == 0:
+        print("warning: Claude Code refuses --dangerously-skip-permissions as root",
               file=sys.stderr)
 
 
@@ -501,6 +507,26 @@ def decide(
     delay = parse_duration(next_, "--next") if next_ is not None else None
     core.decide(decision, summary, evidence, delay)
     print(f"decision recorded: {decision}")
+
+
+@app.command()
+def agents(as_json: JsonOpt = False) -> None:
+    """List the agent presets: installed?, version, the command each runs."""
+    import shlex
+
+    rows = core.agents_table()
+    if as_json:
+        emit({"version": core.JSON_VERSION, "agents": rows})
+        return
+    import textwrap
+
+    for row in rows:
+        found = row["version"] or ("installed" if row["path"] else "not on PATH")
+        command = shlex.join(row["argv"]) + (" < PROMPT" if row["prompt_on_stdin"] else "")
+        print(f"{paint(row['preset'], 'bold')}  ({found})")
+        print(textwrap.fill(command, width=78, initial_indent="    ",
+                            subsequent_indent="      ", break_on_hyphens=False,
+                            break_long_words=False))
 
 
 # -- running the app --------------------------------------------------------------

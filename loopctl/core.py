@@ -331,3 +331,40 @@ def decide(kind: str, summary: str | None, evidence: str | None,
                 "next_delay_s": next_delay_s}
     atomic_write(Path(target), json.dumps(decision).encode())
     return decision
+
+
+def agents_table() -> list[dict[str, Any]]:
+    """Every preset: on PATH?, version (asked with a short timeout), argv."""
+    import shutil
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from loopctl.agents import PRESETS, build_argv
+
+    def version(binary: str, args: tuple[str, ...]) -> str | None:
+        if not args:
+            return None
+        try:
+            out = subprocess.run([binary, *args], capture_output=True, text=True, timeout=5,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = (out.stdout or out.stderr).strip().splitlines()
+        return lines[0][:60] if out.returncode == 0 and lines else None
+
+    rows = []
+    for preset in PRESETS.values():
+        loop = parse_loop("example", {"prompt": "PROMPT", "every": "1h", "agent": preset.name})
+        argv, stdin = build_argv(loop, "PROMPT", "PROMPT_FILE", "RUN_ID")
+        rows.append({"preset": preset.name, "binary": preset.binary,
+                     "path": shutil.which(preset.binary), "version": None, "argv": argv,
+                     "prompt_on_stdin": stdin is not None,
+                     "safe_default": preset.safe_default, "yolo": list(preset.bypass),
+                     "warning": preset.warning})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = [r for r in rows if r["path"]]
+        versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
+                            found)
+        for row, ver in zip(found, versions):
+            row["version"] = ver
+    return rows

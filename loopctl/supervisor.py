@@ -30,6 +30,9 @@ from loopctl.schedule import iso
 from loopctl.store import Store
 
 DEFAULT_GRACE = 10.0
+# Readers look at the start (session ids) and the end (results) of the output.
+HEAD_BYTES = 64 * 1024
+TAIL_BYTES = 1024 * 1024
 
 
 class Interrupted(Exception):
@@ -75,6 +78,8 @@ class Supervisor:
                 result = RunResult("failed", 127, started, clock.now(), note=self.note)
             else:
                 result = self._wait(proc, loop, log_fd, started)
+            if proc is not None:
+                self._read_result(loop, result)
             result.decision = self._read_decision()
             self._write_line(log_fd, f"# loopctl: run {self.run_id} ended {iso(result.ended_at)}: "
                              f"outcome {result.outcome}, exit code {result.exit_code}, "
@@ -147,7 +152,10 @@ class Supervisor:
 
     def _spawn(self, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
                log_fd: int, run: dict[str, Any]) -> subprocess.Popen[bytes]:
+        from loopctl.agents import env_for
+
         env = dict(os.environ)
+        env.update(env_for(loop))
         env.update(loop.env)
         env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
                    LOOPCTL_ITERATION=str(run["iteration"]),
@@ -243,6 +251,36 @@ class Supervisor:
 
     # -- recording -----------------------------------------------------------
 
+    def _read_result(self, loop: LoopDef, result: RunResult) -> None:
+        """Let the preset's reader look at the start and end of the output."""
+        from loopctl.agents import is_agent, read_output
+
+        try:
+            with open(self.log_path, "rb") as handle:
+                head = handle.read(HEAD_BYTES)
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(max(size - TAIL_BYTES, 0))
+                tail = handle.read()
+        except OSError:
+            return
+        reading = read_output(loop, head, tail, result.exit_code)
+        result.result_text = reading.result_text
+        result.session_id = reading.session_id
+        result.cost_usd = reading.cost_usd
+        result.track_progress = is_agent(loop)
+        if result.outcome not in ("ok", "failed"):
+            return
+        if reading.rate_limited:
+            result.outcome, result.reset_at = "deferred", reading.reset_at
+            self._add_note(result, "usage limit: " + (reading.error or "rate limited")[:200])
+        elif reading.is_error and result.outcome == "ok":
+            result.outcome = "failed"
+            self._add_note(result, "the agent reported an error: " + (reading.error or "")[:200])
+
+    @staticmethod
+    def _add_note(result: RunResult, note: str) -> None:
+        result.note = f"{result.note}; {note}" if result.note else note
+
     def _read_decision(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.decision_path.read_text())
@@ -261,6 +299,7 @@ class Supervisor:
             "exit_code": result.exit_code, "outcome": result.outcome,
             "missed": run.get("missed", 0), "decision": result.decision,
             "session_id": result.session_id, "cost_usd": result.cost_usd,
+            "result": result.result_text[-2000:] if result.result_text else None,
             "log": str(self.log_path), "argv": argv, "note": result.note,
         }
         pending = []
