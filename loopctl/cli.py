@@ -285,19 +285,45 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     print(render_status(info))
 
 
+MARKS = {"ok": ("✓", "o"), "failed": ("✗", "x"), "timeout": ("⏱", "T"),
+         "killed": ("■", "K"), "lost": ("?", "?"), "deferred": ("↻", "D")}
+
+
+def unicode_ok() -> bool:
+    import locale
+
+    if os.environ.get("NO_COLOR"):
+        return False
+    encoding = getattr(sys.stdout, "encoding", None) or locale.getpreferredencoding(False)
+    return "utf" in encoding.lower()
+
+
+def outcome_strip(outcomes: list[str]) -> str:
+    pick = 0 if unicode_ok() else 1
+    return "".join(MARKS.get(o, ("·", "."))[pick] for o in outcomes)
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
         return f"{info['name']}: invalid\n  {info['error']}"
     status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
+    if info.get("rate_limited_until"):
+        until = time.strftime("%H:%M", time.localtime(_ts(info["rate_limited_until"]) or 0))
+        status = f"rate_limited until {until}"
     limit = info["runs"]["limit"]
+    fail_limit = info["failures"]["limit"]
+    cost = info["cost_usd"]
     lines = [
         f"{info['name']}: {paint(status, STATUS_STYLE.get(info['status']))}",
         f"  schedule   {info['schedule']['text']}",
         f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
-        f"  failures   {info['failures']['consecutive']} in a row",
-        f"  next fire  {relative(_ts(info['next_fire']), now)}",
+        f"  failures   {info['failures']['consecutive']} in a row"
+        + (f" (pauses at {fail_limit})" if fail_limit else ""),
+        f"  cost       ${cost['spent']:.2f}"
+        + (f" of ${cost['budget']:.2f}" if cost["budget"] is not None else " (no budget)"),
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
+        f"  next fire  {relative(_ts(info['next_fire']), now)}",
     ]
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
@@ -306,10 +332,12 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
                      f"{ago(_ts(last['ended_at']), now)}")
     if info.get("recent_outcomes"):
-        lines.append(f"  recent     {' '.join(info['recent_outcomes'])}")
+        lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
     if info.get("last_decision"):
         d = info["last_decision"]
         lines.append(f"  decision   {d.get('decision')}: {d.get('summary') or ''}".rstrip())
+    if info.get("hook_error"):
+        lines.append(f"  hook error {info['hook_error']['message']} ({info['hook_error']['at']})")
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
     return "\n".join(lines)
@@ -527,6 +555,46 @@ def agents(as_json: JsonOpt = False) -> None:
         print(textwrap.fill(command, width=78, initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
+
+
+@app.command()
+def doctor(as_json: JsonOpt = False) -> None:
+    """Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell."""
+    report = core.doctor(store())
+    if as_json:
+        emit(report)
+    else:
+        marks = {"ok": "ok  ", "warn": "WARN", "error": "FAIL"}
+        styles = {"ok": "green", "warn": "yellow", "error": "red"}
+        for finding in report["findings"]:
+            print(f"{paint(marks[finding['level']], styles[finding['level']])} "
+                  f"{finding['check']}: {finding['message']}")
+        print("healthy" if report["healthy"] else "needs attention")
+    raise typer.Exit(0 if report["healthy"] else 1)
+
+
+@app.command()
+def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,
+           follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = False,
+           as_json: JsonOpt = False) -> None:
+    """Show attention events (completed, failed, paused by a limit, expired)."""
+    s = store()
+    seen = 0
+    while True:
+        found = core.read_events(s, name)
+        for event in found[seen:]:
+            if as_json:
+                print(json.dumps(event, sort_keys=True), flush=True)
+            else:
+                reason = f" ({event['reason']})" if event.get("reason") else ""
+                print(f"{event.get('observed_at')}  {event['loop']}: {event['status']}{reason}: "
+                      f"{event.get('summary')}", flush=True)
+        seen = len(found)
+        if not follow:
+            if not found and not as_json:
+                print("no attention events yet")
+            return
+        time.sleep(0.5)
 
 
 # -- running the app --------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import clock, lifecycle, procs
-from loopctl.durations import parse_duration
+from loopctl.durations import format_rough, parse_duration
 from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, UsageError
 from loopctl.events import hook_for
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
@@ -190,6 +190,10 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "last_decision": st.get("last_decision"),
         "ended_at": iso(st.get("ended_at")), "observed_at": iso(st.get("observed_at")),
         "note": st.get("note"),
+        "rate_limited_until": iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
+        else None,
+        "hook_error": ({"at": iso(st["hook_error"]["at"]), "message": st["hook_error"]["message"]}
+                       if st.get("hook_error") else None),
     })
     return out
 
@@ -365,6 +369,100 @@ def agents_table() -> list[dict[str, Any]]:
         found = [r for r in rows if r["path"]]
         versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
                             found)
-        for row, ver in zip(found, versions):
+        for row, ver in zip(found, versions, strict=True):
             row["version"] = ver
     return rows
+
+
+OVERDUE_AFTER = 120.0
+EXPIRY_WARNING = 86400.0
+
+
+def doctor(store: Store) -> dict[str, Any]:
+    """Health checks; each finding is {level: ok|warn|error, check, message}."""
+    import shutil
+    import stat
+
+    from loopctl.agents import binary
+    from loopctl.lease import LeaseFile, is_live
+
+    now = clock.now()
+    findings: list[dict[str, str]] = []
+
+    def add(level: str, check: str, message: str) -> None:
+        findings.append({"level": level, "check": check, "message": message})
+
+    try:
+        defs = store.read_defs()
+        state = store.read_state()
+    except LoopctlError as exc:
+        add("error", "files", exc.message)
+        return {"version": JSON_VERSION, "healthy": False, "findings": findings}
+    add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
+    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    for name, error in defs.invalid.items():
+        add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")
+
+    lease = LeaseFile(store.paths, "doctor")
+    holder = lease.read()
+    live = holder is not None and is_live(holder, now, lease.ttl, lease.host,
+                                          lambda pid, ct: procs.alive({"pid": pid, "ct": ct}))
+    if live and holder is not None:
+        add("ok", "scheduler", f"{holder.role} pid {holder.pid} holds the lease")
+    else:
+        add("ok", "scheduler", "no driver holds the lease now (cron ticks hold it briefly)")
+    for name, st in state["loops"].items():
+        loop = defs.loops.get(name)
+        if loop is None:
+            continue
+        due = st.get("next_due")
+        if st["status"] == "active" and not st.get("run") and due is not None \
+                and now - due > OVERDUE_AFTER and not (live and holder and
+                                                      holder.role == "daemon"):
+            add("error", "overdue",
+                f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
+                "no scheduler is running; run `loopctl cron install` or `loopctl daemon`")
+        if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
+            add("warn", "expiry", f"loop {name!r} expires in "
+                f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
+                f"{name} --for ...`")
+        if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
+            add("error", "agents", f"loop {name!r} needs {binary(loop)!r}, which is not on PATH")
+        if loop.every and loop.every < 60 and not live:
+            add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
+                "only once a minute: use `loopctl daemon` for sub-minute loops")
+        hook = loop.on_attention or defs.doc.get("on_attention")
+        if isinstance(hook, str) and not os.access(hook, os.X_OK):
+            add("error", "hooks", f"loop {name!r}: hook {hook} is not an executable file")
+        if st.get("hook_error"):
+            add("warn", "hooks", f"loop {name!r}: last hook error: "
+                f"{st['hook_error']['message']}")
+    for path in (store.paths.loops_file, store.paths.state_file, store.paths.state_dir,
+                 store.paths.config_dir):
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            add("warn", "permissions", f"{path} is mode {mode:o}; expected private "
+                f"({'700' if path.is_dir() else '600'}): chmod go-rwx {path}")
+    healthy = not any(f["level"] == "error" for f in findings)
+    return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
+
+
+def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:
+    import json
+
+    out = []
+    try:
+        with open(store.paths.events_file, "rb") as handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if loop is None or event.get("loop") == loop:
+                    out.append(event)
+    except FileNotFoundError:
+        pass
+    return out
