@@ -597,6 +597,100 @@ def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's 
         time.sleep(0.5)
 
 
+cron_app = typer.Typer(help="Install, remove or check the crontab line that runs `loopctl tick`.",
+                       no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(cron_app, name="cron")
+
+
+@cron_app.command("install")
+def cron_install(as_json: JsonOpt = False) -> None:
+    """Add the every-minute `loopctl tick` line to your crontab (idempotent)."""
+    from loopctl import crontab
+
+    result = crontab.install(store())
+    if as_json:
+        emit(result)
+        return
+    print(("installed: " if result["changed"] else "already installed: ") + result["line"])
+    if not crontab.cron_daemon_running():
+        print("warning: no cron daemon is running; start cron or use `loopctl daemon`",
+              file=sys.stderr)
+
+
+@cron_app.command("uninstall")
+def cron_uninstall(as_json: JsonOpt = False) -> None:
+    """Remove exactly loopctl's line from your crontab."""
+    from loopctl import crontab
+
+    result = crontab.uninstall(store())
+    if as_json:
+        emit(result)
+    else:
+        print("removed the loopctl line" if result["changed"] else "no loopctl line to remove")
+
+
+@cron_app.command("status")
+def cron_status(as_json: JsonOpt = False) -> None:
+    """Say whether the crontab line is there and whether cron is running."""
+    from loopctl import crontab
+
+    result = crontab.status(store())
+    if as_json:
+        emit(result)
+        return
+    print(f"crontab line: {'installed' if result['installed'] else 'not installed'}")
+    print(f"cron daemon:  {'running' if result['cron_running'] else 'not running'}")
+    if result["installed"]:
+        print(f"tick log:     {result['log']}")
+
+
+@app.command("export")
+def export_cmd(
+    name: NameArg,
+    to: Annotated[str, typer.Option("--to", help="crontab, systemd, k8s or github.")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the files into this directory (default: print them).")] = None,
+    image: Annotated[str, typer.Option(help="Container image for k8s (with loopctl and the agent).")] = "loopctl:latest",
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a crontab line, systemd units, a Kubernetes CronJob or a GitHub workflow."""
+    from loopctl import export as exporter
+
+    s = store()
+    defs = s.read_defs()
+    if not defs.has(name):
+        raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
+    loop = defs.loops.get(name)
+    if loop is None:
+        fail(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it first")
+    prompt_text = None
+    if loop.prompt_file:
+        try:
+            prompt_text = Path(loop.cwd, loop.prompt_file).read_text()
+        except OSError as exc:
+            fail(f"cannot read prompt file {loop.prompt_file}: {exc.strerror}")
+    home = str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None
+    result = exporter.export(loop, to, home=home, state_dir=str(s.paths.state_dir),
+                             image=image, prompt_text=prompt_text)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if output is not None:
+        from loopctl.paths import ensure_dir
+        from loopctl.store import atomic_write
+
+        ensure_dir(output)
+        for filename, text in result.files.items():
+            atomic_write(output / filename, text.encode())
+            if not as_json:
+                print(f"wrote {output / filename}")
+    if as_json:
+        print(exporter.as_json(result))
+    elif output is None:
+        for filename, text in result.files.items():
+            if len(result.files) > 1:
+                print(f"# --- {filename}")
+            print(text, end="")
+
+
 # -- running the app --------------------------------------------------------------
 
 

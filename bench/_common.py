@@ -1,0 +1,211 @@
+"""Shared helpers for loopctl's benchmarks (stdlib + psutil only).
+
+Every benchmark builds throwaway `LOOPCTL_HOME`s under one temp dir (never
+the real home), measures the subject and its baseline interleaved in the same
+run, and reports medians and ratios. The last line a benchmark prints is
+`BENCH-RESULT {json}`, which `run_all.py` collects into its table.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+PY = sys.executable
+_script = Path(sys.executable).parent / "loopctl"
+# The console script, as a user (or cron) runs it.
+LOOPCTL = str(_script) if _script.exists() else (shutil.which("loopctl") or "loopctl")
+
+
+def loopctl(*args: str) -> list[str]:
+    return [LOOPCTL, *args]
+
+
+# -- homes -------------------------------------------------------------------
+
+
+class Workspace:
+    """One temp dir per benchmark run; removed on exit."""
+
+    def __init__(self, name: str) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix=f"loopctl-bench-{name}-"))
+        self._n = 0
+
+    def home(self, label: str = "home") -> Path:
+        self._n += 1
+        return self.root / f"{label}-{self._n}"
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def env_for(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPCTL_")}
+    env["LOOPCTL_HOME"] = str(home)
+    env["NO_COLOR"] = "1"
+    env.update(extra)
+    return env
+
+
+def iso_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def loop_entry(name: str, command: list[str], every: str = "1h", after: str | None = None,
+               cwd: str | None = None, **extra: Any) -> str:
+    """One `loops.yaml` entry (scalars written as JSON, which YAML reads)."""
+    lines = [f"  {name}:",
+             "    prompt: bench",
+             "    command: " + json.dumps(command),
+             f"    every: {every}"]
+    if after:
+        lines.append(f"    after: {after}")
+    lines.append("    cwd: " + json.dumps(cwd or tempfile.gettempdir()))
+    lines.append("    timeout: 1h")
+    for key, value in extra.items():
+        lines.append(f"    {key}: {json.dumps(value)}")
+    lines.append("    created_at: " + json.dumps(iso_now()))
+    return "\n".join(lines) + "\n"
+
+
+def write_loops(home: Path, entries: list[str]) -> None:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    text = "version: 1\nloops:\n" + "".join(entries)
+    path = home / "loops.yaml"
+    path.write_text(text)
+    path.chmod(0o600)
+
+
+def copy_home(template: Path, dest: Path) -> Path:
+    """Copy a reconciled home and re-point state's `defs_sig` at the copy's
+    loops.yaml (the signature includes the inode), so the copy is exactly a
+    steady-state home, as after the previous cron tick."""
+    shutil.copytree(template, dest)
+    state_file = dest / "state" / "state.json"
+    if state_file.exists():
+        state = json.loads(state_file.read_text())
+        st = os.stat(dest / "loops.yaml")
+        if state.get("defs_sig") is not None:
+            state["defs_sig"] = [st.st_mtime_ns, st.st_size, st.st_ino]
+        state_file.write_text(json.dumps(state, separators=(",", ":"), sort_keys=True))
+    return dest
+
+
+def run_records(home: Path) -> list[Path]:
+    runs = home / "state" / "runs"
+    if not runs.is_dir():
+        return []
+    return sorted(p for p in runs.glob("*/*.json") if not p.name.endswith(".decision.json"))
+
+
+# -- processes ---------------------------------------------------------------
+
+
+def become_subreaper() -> bool:
+    """Adopt the detached supervisors our `tick`s start, so we can wait for
+    them before the next repetition (Linux; harmless elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def reap() -> None:
+    """Collect exited adopted children (never a Popen we still wait on:
+    callers only call this when they hold none)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def wait_quiet(timeout: float = 120.0) -> None:
+    """Wait until every descendant (adopted supervisors, agents) has exited."""
+    deadline = time.monotonic() + timeout
+    me = psutil.Process()
+    while time.monotonic() < deadline:
+        reap()
+        kids = []
+        try:
+            children = me.children(recursive=True)
+        except psutil.Error:
+            children = [None]  # transient (a process vanished mid-walk): look again
+        for kid in children:
+            try:
+                if kid is None or kid.status() != psutil.STATUS_ZOMBIE:
+                    kids.append(kid)
+            except psutil.NoSuchProcess:
+                pass
+            except psutil.Error:
+                kids.append(kid)
+        if not kids:
+            reap()
+            return
+        time.sleep(0.01)
+    raise RuntimeError("descendants still running after %.0fs" % timeout)
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,),
+          **kw: Any) -> float:
+    """Wall seconds of one command, start to exit."""
+    kw.setdefault("stdout", subprocess.DEVNULL)
+    kw.setdefault("stderr", subprocess.PIPE)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, **kw)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode not in ok:
+        err = proc.stderr.decode(errors="replace") if isinstance(proc.stderr, bytes) else ""
+        raise RuntimeError(f"{cmd!r} exited {proc.returncode}: {err.strip()[:500]}")
+    return elapsed
+
+
+def check(cmd: list[str], env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd!r} exited {proc.returncode}: {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+# -- reporting ---------------------------------------------------------------
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def spread(xs: list[float]) -> str:
+    """min/median/max in ms, for the eye."""
+    return f"min {min(xs) * 1e3:.1f} / med {median(xs) * 1e3:.1f} / max {max(xs) * 1e3:.1f} ms"
+
+
+def header(title: str) -> None:
+    print(f"== {title}")
+    print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs, loopctl = {LOOPCTL}", flush=True)
+
+
+def result(name: str, figure: str, goal: str, met: bool, **details: Any) -> None:
+    print(f"-> {name}: {figure}  (goal {goal})  {'MET' if met else 'MISSED'}", flush=True)
+    payload = {"name": name, "figure": figure, "goal": goal, "met": met, **details}
+    print("BENCH-RESULT " + json.dumps(payload), flush=True)

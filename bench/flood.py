@@ -1,0 +1,165 @@
+"""A scheduled run whose agent writes N bytes to stdout, vs the same agent
+redirected by `sh -c 'agent > file'`.
+
+Goals (issue 7): <= 1.1x wall time at 1 GiB; the supervisor's peak RSS
+<= 40 MiB and flat from 1 MiB to 1 GiB of output.
+
+Subject: a fresh home with one due loop whose command is
+`head -c N /dev/zero`, fired by `loopctl tick --wait` (the scheduled path:
+tick -> detached supervisor -> agent writing straight into the run log).
+Wall time is tick start to tick exit (tick --wait waits for the supervisor,
+which records and settles before exiting). Baseline: `sh -c 'head -c N
+/dev/zero > FILE'` on the same file system. The two alternate.
+
+Peak RSS is measured in separate repetitions (so sampling does not perturb
+the timings): the benchmark finds the supervisor (`python -m
+loopctl.supervisor LOOP RUN_ID`, a child of the tick) and every ~20 ms reads
+its RSS and /proc/PID/status VmHWM (the kernel's own high-water mark, so a
+peak between samples is still seen, up to the last read before exit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+from _common import (Workspace, env_for, header, loop_entry, loopctl, median, result, spread,
+                     timed, write_loops)
+
+MiB = 1024 * 1024
+SIZES = [("1 MiB", MiB), ("64 MiB", 64 * MiB), ("1 GiB", 1024 * MiB)]
+
+
+def agent(size: int) -> list[str]:
+    return ["head", "-c", str(size), "/dev/zero"]
+
+
+def fresh_home(ws: Workspace, size: int):  # type: ignore[no-untyped-def]
+    home = ws.home("flood")
+    write_loops(home, [loop_entry("flood", agent(size), every="1h", cwd=str(ws.root))])
+    return home
+
+
+def vm_hwm_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | None]:
+    """(wall seconds, supervisor peak RSS in MiB or None)."""
+    home = fresh_home(ws, size)
+    env = env_for(home)
+    try:
+        if not sample:
+            return timed(loopctl("tick", "--wait"), env), None
+        t0 = time.perf_counter()
+        tick = subprocess.Popen(loopctl("tick", "--wait"), env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        parent = psutil.Process(tick.pid)
+        sup: psutil.Process | None = None
+        peak_kib = 0
+        while tick.poll() is None:
+            try:
+                if sup is None:
+                    for child in parent.children():
+                        if "loopctl.supervisor" in " ".join(child.cmdline()):
+                            sup = child
+                            break
+                if sup is not None:
+                    peak_kib = max(peak_kib, sup.memory_info().rss // 1024)
+                    hwm = vm_hwm_kib(sup.pid)
+                    if hwm:
+                        peak_kib = max(peak_kib, hwm)
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+        elapsed = time.perf_counter() - t0
+        _, err = tick.communicate()
+        if tick.returncode != 0:
+            raise RuntimeError(f"tick --wait exited {tick.returncode}: {err.decode()[:300]}")
+        return elapsed, (peak_kib / 1024 if sup is not None else None)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def run_baseline(ws: Workspace, size: int) -> float:
+    out = ws.root / "baseline.out"
+    cmd = " ".join(agent(size)) + f" > {out}"
+    try:
+        return timed(["sh", "-c", cmd])
+    finally:
+        out.unlink(missing_ok=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="skip the 1 GiB size")
+    ap.add_argument("--reps", type=int, default=0, help="timing repetitions per size")
+    args = ap.parse_args()
+    sizes = SIZES[:2] if args.quick else SIZES
+    header("flood: scheduled run writing N bytes (tick --wait)  vs  sh -c 'agent > file'")
+    rows = []
+    with Workspace("flood") as ws:
+        free = shutil.disk_usage(ws.root).free
+        if free < 3 * sizes[-1][1]:
+            print(f"   not enough free space in {ws.root} for {sizes[-1][0]}", file=sys.stderr)
+            return 2
+        for label, size in sizes:
+            reps = args.reps or (3 if size >= 1024 * MiB else 5 if size >= 64 * MiB else 9)
+            run_baseline(ws, size)  # warm-up
+            run_subject(ws, size, sample=False)
+            subject, base = [], []
+            for _ in range(reps):
+                base.append(run_baseline(ws, size))
+                subject.append(run_subject(ws, size, sample=False)[0])
+            peaks = [p for _ in range(3) if (p := run_subject(ws, size, sample=True)[1])]
+            ratio = median(subject) / median(base)
+            peak = max(peaks) if peaks else float("nan")
+            rows.append((label, size, ratio, peak, median(subject), median(base)))
+            print(f"   {label:>7}: baseline {spread(base)}")
+            print(f"   {label:>7}: loopctl  {spread(subject)}")
+            print(f"   {label:>7}: ratio {ratio:.2f}x, supervisor peak RSS "
+                  f"{peak:.1f} MiB (runs: {', '.join(f'{p:.1f}' for p in peaks)})", flush=True)
+    label, _, ratio, _, subj, base = rows[-1]
+    peaks = [r[3] for r in rows]
+    growth = max(peaks) - peaks[0]
+    flat = growth <= max(2.0, 0.1 * peaks[0])
+    print(f"   peak RSS from {rows[0][0]} to {label}: {peaks[0]:.1f} -> {peaks[-1]:.1f} MiB "
+          f"(growth {growth:+.1f} MiB; flat = within max(2 MiB, 10%))")
+    # Marginal cost per byte: the slope from the smallest to the largest size,
+    # which takes out the fixed cost of starting tick + supervisor.
+    s0, b0 = rows[0][4], rows[0][5]
+    marginal = (subj - s0) / (base - b0) if base > b0 else float("nan")
+    fixed = s0 - b0
+    print(f"   fixed overhead (loopctl - baseline at {rows[0][0]}): {fixed * 1e3:.0f} ms; "
+          f"marginal ratio {rows[0][0]} -> {label}: {marginal:.2f}x "
+          f"(1.0 = every extra byte costs what it costs with `> file`)")
+    at = "" if label == "1 GiB" else f" (at {label}; goal is stated at 1 GiB)"
+    result("flood_wall", f"{ratio:.2f}x wall at {label}", "<= 1.1x at 1 GiB", ratio <= 1.1,
+           ratio=ratio, size=label, subject_s=subj, baseline_s=base, note=at.strip(),
+           fixed_overhead_ms=fixed * 1e3, marginal_ratio=marginal,
+           per_size={r[0]: round(r[2], 3) for r in rows},
+           command="loopctl tick --wait (loop command: head -c N /dev/zero)  vs  "
+                   "sh -c 'head -c N /dev/zero > file'")
+    result("flood_rss", f"{max(peaks):.1f} MiB peak ({peaks[0]:.1f} -> {peaks[-1]:.1f})",
+           "<= 40 MiB, flat", max(peaks) <= 40 and flat, peaks_mib={r[0]: round(r[3], 1)
+                                                                   for r in rows},
+           command="psutil RSS + /proc/PID/status VmHWM of `python -m loopctl.supervisor` "
+                   "every 20 ms")
+    return 0
+
+
+if __name__ == "__main__":
+    os.umask(0o077)
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""Cron integration and exports, checked with the real tools (issue 6)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, TESTS, wait_for
+
+REQUIRE = os.environ.get("LOOPCTL_REQUIRE_VALIDATORS") == "1"
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if not found:
+        if REQUIRE:
+            pytest.fail(f"{name} is required in CI but not installed")
+        pytest.skip(f"{name} not installed")
+    return found
+
+
+@pytest.fixture
+def fake_crontab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    table = tmp_path / "crontab.txt"
+    monkeypatch.setenv("LOOPCTL_CRONTAB", str(TESTS / "cronbin" / "crontab"))
+    monkeypatch.setenv("FAKE_CRONTAB_FILE", str(table))
+    return table
+
+
+def test_cron_install_is_idempotent_and_uninstall_removes_only_its_line(
+        cli: CLI, fake_crontab: Path) -> None:
+    fake_crontab.write_text("# my own jobs\n0 3 * * * /usr/bin/backup\n")
+    first = cli.json("cron", "install")
+    assert first["changed"] is True
+    second = cli.json("cron", "install")
+    assert second["changed"] is False
+    lines = fake_crontab.read_text().splitlines()
+    assert lines[:2] == ["# my own jobs", "0 3 * * * /usr/bin/backup"]
+    mine = [line for line in lines if "loopctl tick for" in line]
+    assert len(mine) == 1
+    line = mine[0]
+    assert line.startswith("* * * * * PATH=")
+    assert f"LOOPCTL_HOME={cli.home}" in line
+    assert " -m loopctl tick --quiet >> " in line and "cron.log 2>&1" in line
+    status = cli.json("cron", "status")
+    assert status["installed"] is True
+    cli("cron", "uninstall", check=0)
+    assert fake_crontab.read_text().splitlines() == ["# my own jobs",
+                                                     "0 3 * * * /usr/bin/backup"]
+    assert cli.json("cron", "status")["installed"] is False
+
+
+def test_cron_path_finds_the_agents_the_loops_name(cli: CLI, fake_crontab: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(TESTS / "bin") + os.pathsep + os.environ["PATH"])
+    cli("start", "--name", "c", "--every", "1h", "--agent", "claude", "--", "p", check=0)
+    line = cli.json("cron", "install")["line"]
+    path = line.split("PATH=", 1)[1].split(" ", 1)[0]
+    assert str(TESTS / "bin") in path.split(os.pathsep)
+
+
+def test_cron_without_a_crontab_program_says_what_to_do(cli: CLI,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("LOOPCTL_CRONTAB", raising=False)
+    proc = subprocess.run([os.sys.executable, "-m", "loopctl", "cron", "install"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "install cron" in proc.stderr and "loopctl daemon" in proc.stderr
+
+
+def export(cli: CLI, name: str, target: str, out: Path) -> list[Path]:
+    proc = cli("export", name, "--to", target, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return sorted(out.iterdir())
+
+
+@pytest.fixture
+def loops(cli: CLI, tmp_path: Path) -> None:
+    prompt = tmp_path / "LOOP.md"
+    prompt.write_text("fix what is red\n")
+    cli("start", "--name", "ci", "--every", "10m", "--agent", "claude", "--timeout", "25m",
+        "--", "check the build", check=0)
+    cli("start", "--name", "nightly", "--cron", "30 2 * * 1-5", "--tz", "Europe/Berlin",
+        "--prompt-file", str(prompt), "--agent", "codex", check=0)
+    cli("start", "--name", "odd", "--every", "7m", "--", "echo odd", check=0)
+
+
+@pytest.mark.parametrize("name", ["ci", "nightly", "odd"])
+def test_systemd_units_pass_systemd_analyze_verify(cli: CLI, tmp_path: Path, loops: None,
+                                                   name: str) -> None:
+    analyze = tool("systemd-analyze")
+    files = export(cli, name, "systemd", tmp_path / "units")
+    assert [f.suffix for f in files] == [".service", ".timer"]
+    timer = files[1].read_text()
+    assert "Persistent=true" in timer
+    proc = subprocess.run([analyze, "verify", "--man=no", *map(str, files)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "Failed to parse" not in proc.stderr
+    calendar = timer.split("OnCalendar=", 1)[1].splitlines()[0]
+    check = subprocess.run([analyze, "calendar", calendar], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+
+def test_systemd_verify_catches_a_broken_unit(tmp_path: Path) -> None:
+    analyze = tool("systemd-analyze")
+    timer = tmp_path / "broken.timer"
+    timer.write_text("[Timer]\nOnCalendar=not-a-time\n")
+    (tmp_path / "broken.service").write_text("[Service]\nExecStart=/bin/true\n")
+    proc = subprocess.run([analyze, "verify", "--man=no", str(timer)], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0
+
+
+@pytest.mark.parametrize("name", ["ci", "nightly"])
+def test_k8s_cronjob_passes_kubernetes_validate_strict(cli: CLI, tmp_path: Path, loops: None,
+                                                       name: str) -> None:
+    validate = tool("kubernetes-validate")
+    import yaml
+
+    (path,) = export(cli, name, "k8s", tmp_path / "k8s")
+    config_map, cron_job = list(yaml.safe_load_all(path.read_text()))
+    spec = cron_job["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert spec["startingDeadlineSeconds"] > 0
+    assert spec["successfulJobsHistoryLimit"] and spec["failedJobsHistoryLimit"]
+    container = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["loopctl", "run", name]
+    loops_yaml = yaml.safe_load(config_map["data"]["loops.yaml"])
+    assert name in loops_yaml["loops"]
+    if name == "nightly":
+        assert spec["timeZone"] == "Europe/Berlin"
+        assert config_map["data"]["prompt.md"] == "fix what is red\n"
+    proc = subprocess.run([validate, "--strict", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_kubernetes_validate_strict_rejects_an_unknown_field(tmp_path: Path) -> None:
+    validate = tool("kubernetes-validate")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\n"
+                   "spec: {schedule: '* * * * *', bogus: 1, jobTemplate: {spec: {template: "
+                   "{spec: {containers: [{name: a, image: b}], restartPolicy: Never}}}}}\n")
+    proc = subprocess.run([validate, "--strict", str(bad)], capture_output=True, text=True)
+    assert proc.returncode != 0
+
+
+@pytest.mark.parametrize("name", ["ci", "nightly", "odd"])
+def test_github_workflow_passes_the_workflow_schema(cli: CLI, tmp_path: Path, loops: None,
+                                                   name: str) -> None:
+    checker = tool("check-jsonschema")
+    import yaml
+
+    (path,) = export(cli, name, "github", tmp_path / "gh")
+    flow = yaml.safe_load(path.read_text())
+    triggers = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on` as true
+    assert "workflow_dispatch" in triggers and triggers["schedule"][0]["cron"]
+    assert flow["concurrency"]["group"] == f"loopctl-{name}"
+    job = flow["jobs"]["run"]
+    if name == "ci":
+        assert job["timeout-minutes"] == 25
+        assert job["env"]["ANTHROPIC_API_KEY"] == "${{ secrets.ANTHROPIC_API_KEY }}"
+    proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_github_export_of_a_sub_five_minute_loop_warns(cli: CLI, tmp_path: Path) -> None:
+    cli("start", "--name", "fast", "--every", "1m", "--", "echo", check=0)
+    proc = cli("export", "fast", "--to", "github")
+    assert proc.returncode == 0
+    assert "*/5 * * * *" in proc.stdout and "5 minutes" in proc.stderr
+
+
+def test_crontab_export_is_accepted_by_the_real_crontab(cli: CLI, tmp_path: Path,
+                                                        loops: None) -> None:
+    program = tool("crontab")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to install a table for another user")
+    (path,) = export(cli, "ci", "crontab", tmp_path / "cron")
+    line = path.read_text()
+    assert line.startswith("*/10 * * * * ")
+    user = "nobody"
+    subprocess.run([program, "-u", user, "-r"], capture_output=True)
+    try:
+        proc = subprocess.run([program, "-u", user, str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        listed = subprocess.run([program, "-u", user, "-l"], capture_output=True, text=True)
+        assert line.strip() in listed.stdout
+        bad = tmp_path / "bad.crontab"
+        bad.write_text("61 * * * * true\n")
+        assert subprocess.run([program, "-u", user, str(bad)],
+                              capture_output=True).returncode != 0
+    finally:
+        subprocess.run([program, "-u", user, "-r"], capture_output=True)
+
+
+@pytest.mark.parametrize("every,cron", [("1m", "* * * * *"), ("15m", "*/15 * * * *"),
+                                        ("1h", "0 * * * *"), ("6h", "0 */6 * * *"),
+                                        ("1d", "0 0 * * *"), ("1w", "0 0 * * 0")])
+def test_every_converts_to_cron(every: str, cron: str) -> None:
+    from loopctl.durations import parse_duration
+    from loopctl.export import every_to_cron
+
+    warnings: list[str] = []
+    assert every_to_cron(parse_duration(every), warnings) == cron
+
+
+def test_every_that_cron_cannot_express_is_refused_or_warned(cli: CLI) -> None:
+    cli("start", "--name", "tiny", "--every", "30s", "--", "echo", check=0)
+    proc = cli("export", "tiny", "--to", "crontab")
+    assert proc.returncode == 2 and "at most once a minute" in proc.stderr
+    cli("start", "--name", "self", "--every", "auto", "--", "echo", check=0)
+    assert cli("export", "self", "--to", "systemd").returncode == 2
+    cli("start", "--name", "seven", "--every", "7m", "--", "echo", check=0)
+    proc = cli("export", "seven", "--to", "crontab")
+    assert proc.returncode == 0 and "became every 6m" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("LOOPCTL_REAL_CRON") != "1",
+                    reason="needs a running cron daemon (set LOOPCTL_REAL_CRON=1; CI does)")
+def test_real_cron_runs_a_loop_within_two_minutes(cli: CLI) -> None:
+    tool("crontab")
+    cli("start", "--name", "cronjob", "--every", "1m", "--", "echo fired by cron", check=0)
+    cli("tick", "--wait", check=0)  # the first run; cron must bring the second
+    first = cli.records("cronjob")
+    assert len(first) == 1
+    cli("cron", "install", check=0)
+    try:
+        assert cli.json("cron", "status")["cron_running"] is True
+        records = wait_for(lambda: len(cli.records("cronjob")) >= 2 and cli.records("cronjob"),
+                           timeout=150, interval=2)
+        assert records[1]["outcome"] == "ok"
+        assert "fired by cron" in Path(records[1]["log"]).read_text()
+    finally:
+        cli("cron", "uninstall")
+    time.sleep(0.1)
