@@ -40,9 +40,31 @@ def nothing_due() -> bool:
     return wake_at is None or wake_at > clock.now()
 
 
+def print_names() -> None:
+    """Loop names for shell completion: one per line, nothing on any error."""
+    import os
+
+    from loopctl import paths
+
+    config_dir, _ = paths.roots()
+    try:
+        import yaml
+
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        with open(os.path.join(config_dir, "loops.yaml"), "rb") as handle:
+            doc = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+        names = doc.get("loops") or {}
+        print("\n".join(str(name) for name in names))
+    except Exception:  # noqa: BLE001 - completion must never print an error
+        pass
+
+
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due():
+        sys.exit(0)
+    if args == ["__names"]:
+        print_names()
         sys.exit(0)
     from loopctl.cli import run_app
 

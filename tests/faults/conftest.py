@@ -1,0 +1,85 @@
+"""Fixtures of the fault suite: cleanup of every process a test started, and
+file systems that are full or read-only (real mounts; skipped where the
+machine does not let us mount)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from .support import home_processes
+
+
+@pytest.fixture(autouse=True)
+def reap_test_processes(tmp_path: Path) -> Iterator[None]:
+    """Agents, supervisors, daemons and hooks outlive a failing test; kill
+    the ones started for this test (their LOOPCTL_HOME is under tmp_path)."""
+    yield
+    procs = home_processes(tmp_path)
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=5)
+
+
+def _run(*argv: str) -> bool:
+    return subprocess.run(list(argv), capture_output=True).returncode == 0
+
+
+def unmount(where: Path) -> None:
+    if not _run("umount", str(where)):
+        _run("umount", "-l", str(where))
+
+
+@pytest.fixture
+def mount_tmpfs(tmp_path: Path) -> Iterator[object]:
+    """`mount_tmpfs(dir, size)`: a small tmpfs at dir, unmounted at teardown."""
+    mounted: list[Path] = []
+
+    def mount(where: Path, size: str) -> Path:
+        where.mkdir(parents=True, exist_ok=True)
+        if not _run("mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs",
+                    str(where)):
+            pytest.skip("cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for proc in home_processes(tmp_path):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    for where in reversed(mounted):
+        unmount(where)
+
+
+@pytest.fixture
+def read_only(tmp_path: Path) -> Iterator[object]:
+    """`read_only(dir)`: make dir a read-only bind mount of itself."""
+    mounted: list[Path] = []
+
+    def make(where: Path) -> Path:
+        if not _run("mount", "--bind", str(where), str(where)):
+            pytest.skip("cannot bind-mount here (needs root / CAP_SYS_ADMIN)")
+        mounted.append(where)
+        if not _run("mount", "-o", "remount,ro,bind", str(where)):
+            pytest.skip("cannot remount read-only here")
+        probe = where / ".probe"
+        try:
+            probe.write_text("x")
+        except OSError:
+            return where
+        probe.unlink()
+        pytest.skip("the read-only mount is still writable")
+        return where  # unreachable
+
+    yield make
+    for where in reversed(mounted):
+        unmount(where)

@@ -1,0 +1,119 @@
+"""Helpers shared by the fault suite (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from conftest import CLI, agent_command
+from loopctl.schedule import parse_iso
+
+
+def start(cli: CLI, name: str, *agent_args: str, every: str = "1h",
+          extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
+    """A loop running the fake agent with `agent_args`."""
+    cli("start", "the prompt", "--name", name, "--every", every,
+        "--command", agent_command(*agent_args), *extra, env=env, check=0)
+
+
+def loop_state(cli: CLI, name: str) -> dict[str, Any]:
+    return cli.state()["loops"][name]
+
+
+def in_flight(cli: CLI, name: str) -> dict[str, Any] | None:
+    """The run in flight once its agent has started, else None."""
+    run = loop_state(cli, name).get("run")
+    return run if run and run.get("agent") else None
+
+
+def settled(cli: CLI, name: str) -> bool:
+    st = loop_state(cli, name)
+    return not st.get("run")
+
+
+def lease(cli: CLI) -> dict[str, Any] | None:
+    try:
+        return json.loads((cli.state_dir / "lease.json").read_text())
+    except FileNotFoundError:
+        return None
+
+
+def clock_at(instant: float) -> dict[str, str]:
+    """Environment that puts loopctl's clock at `instant` (POSIX seconds)."""
+    return {"LOOPCTL_CLOCK_OFFSET": repr(instant - time.time())}
+
+
+def shifted(seconds: float) -> dict[str, str]:
+    return {"LOOPCTL_CLOCK_OFFSET": repr(float(seconds))}
+
+
+def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+    """Stop a process this test started; SIGKILL if it does not go."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"pid {proc.pid} did not exit on signal {sig}") from None
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
+def ts(text: str) -> float:
+    return parse_iso(text)
+
+
+def home_processes(home: Path) -> list[psutil.Process]:
+    """Processes started for this test: their LOOPCTL_HOME lies under `home`."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            value = proc.environ().get("LOOPCTL_HOME", "")
+        except (psutil.Error, OSError):
+            continue
+        if value and (value == str(home) or value.startswith(str(home) + os.sep)):
+            found.append(proc)
+    return found
+
+
+def supervisors(home: Path) -> list[psutil.Process]:
+    out = []
+    for proc in home_processes(home):
+        try:
+            if "loopctl.supervisor" in proc.cmdline():
+                out.append(proc)
+        except psutil.Error:
+            continue
+    return out
+
+
+def one_clear_line(stderr: str) -> str:
+    """stderr holds exactly one line, and it is not a traceback."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr, stderr
+    return lines[0]
+
+

@@ -1,0 +1,108 @@
+"""What ships besides the code: completions, the man page, the wheel (issue 6)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI
+from loopctl import gendocs
+
+ROOT = Path(__file__).parent.parent
+BIN = os.path.dirname(sys.executable)
+
+
+def test_generated_completions_and_man_page_are_current() -> None:
+    for path, text in gendocs.generated().items():
+        assert path.read_text() == text, f"{path} is stale: run `python -m loopctl.gendocs`"
+
+
+def test_man_page_renders_without_warnings() -> None:
+    groff = shutil.which("groff")
+    if not groff:
+        pytest.skip("groff not installed")
+    proc = subprocess.run([groff, "-man", "-Tutf8", "-ww", str(ROOT / "man" / "loopctl.1")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    text = proc.stdout
+    for section in ("NAME", "SYNOPSIS", "COMMANDS", "FILES", "ENVIRONMENT", "EXIT STATUS",
+                    "EXAMPLES"):
+        assert section in text.replace("\b", "").replace("_", "") or section in \
+            _plain(text), section
+
+
+def _plain(text: str) -> str:
+    import re
+
+    return re.sub(r".\x08", "", text)
+
+
+def test_man_page_documents_every_command_and_option() -> None:
+    page = _plain(subprocess.run(["groff", "-man", "-Tutf8", str(ROOT / "man" / "loopctl.1")],
+                                 capture_output=True, text=True).stdout) \
+        if shutil.which("groff") else (ROOT / "man" / "loopctl.1").read_text()
+    page = page.replace("\\-", "-")
+    tree = gendocs._command_tree()
+    for command in gendocs._flatten(tree):
+        assert command.name in page
+        for option in command.options:
+            if option.names[0] != "--help":
+                assert option.names[0] in page, (command.name, option.names[0])
+
+
+def complete(words: list[str], env: dict[str, str]) -> list[str]:
+    script = (f"source {ROOT / 'completions' / 'loopctl.bash'}\n"
+              f"COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+              f"COMP_CWORD={len(words) - 1}; _loopctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                          check=True)
+    return [line for line in proc.stdout.splitlines() if line]
+
+
+def test_bash_completion_registers_and_completes_loop_names(cli: CLI) -> None:
+    cli("start", "--name", "alpha", "--every", "1h", "--", "echo a", check=0)
+    cli("start", "--name", "beta", "--every", "1h", "--", "echo b", check=0)
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"])
+    registered = subprocess.run(
+        ["bash", "-c", f"source {ROOT / 'completions' / 'loopctl.bash'} && complete -p loopctl"],
+        capture_output=True, text=True, env=env)
+    assert registered.returncode == 0 and "_loopctl" in registered.stdout
+    assert complete(["loopctl", "pause", ""], env) == ["alpha", "beta"]
+    assert complete(["loopctl", "logs", "a"], env) == ["alpha"]
+    assert "claude" in complete(["loopctl", "start", "--agent", ""], env)
+    assert complete(["loopctl", "start", "--overlap", "s"], env) == ["skip"]
+    assert complete(["loopctl", "cron", ""], env) == ["install", "status", "uninstall"]
+    assert "--kill" in complete(["loopctl", "stop", "--"], env)
+    assert "start" in complete(["loopctl", "st"], env)
+
+
+@pytest.mark.parametrize("shell,check", [("zsh", ["zsh", "-n"]),
+                                         ("fish", ["fish", "--no-execute"])])
+def test_other_completions_parse(shell: str, check: list[str]) -> None:
+    if not shutil.which(check[0]):
+        pytest.skip(f"{shell} not installed")
+    proc = subprocess.run([*check, str(ROOT / "completions" / f"loopctl.{shell}")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_typer_completion_still_works(cli: CLI) -> None:
+    proc = cli("--show-completion", "bash")
+    assert proc.returncode == 0 and "complete" in proc.stdout
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_man_page(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                           str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot build a wheel here: {proc.stderr.strip()[-200:]}")
+    (wheel,) = tmp_path.glob("loopctl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.endswith(".data/data/share/man/man1/loopctl.1") for n in names), names
