@@ -880,11 +880,11 @@ def test_qwen_array_finds_the_result_element() -> None:
 
 
 def test_aider_provider_rate_limit_text() -> None:
-    out = ("litellm.RateLimitError: AnthropicException - "
-           '{"type":"error","error":{"type":"rate_limit_error","message":"Number of request '
-           'tokens has exceeded your per-minute rate limit"}}\n'
-           "The API provider has rate limited you. Try again later or check your quotas.\n"
-           ).encode()
+    out = (b"litellm.RateLimitError: AnthropicException - "
+           b'{"type":"error","error":{"type":"rate_limit_error","message":"Number of request '
+           b'tokens has exceeded your per-minute rate limit"}}\n'
+           b"The API provider has rate limited you. Try again later or check your quotas.\n"
+           )
     reading = read("aider", out, 0)
     assert reading.rate_limited and reading.reset_at is None
 
@@ -892,10 +892,10 @@ def test_aider_provider_rate_limit_text() -> None:
 @pytest.mark.xfail(strict=True, reason="bug: read_text never sets is_error, so aider's failed "
                    "model call (aider exits 0, issue 4) reads as a successful run")
 def test_aider_failed_model_call_with_exit_0_is_an_error() -> None:
-    out = ("litellm.AuthenticationError: AnthropicException - "
-           '{"type":"error","error":{"type":"authentication_error","message":"invalid '
-           'x-api-key"}}\n'
-           "The API provider is not able to authenticate you. Check your API key.\n").encode()
+    out = (b"litellm.AuthenticationError: AnthropicException - "
+           b'{"type":"error","error":{"type":"authentication_error","message":"invalid '
+           b'x-api-key"}}\n'
+           b"The API provider is not able to authenticate you. Check your API key.\n")
     assert read("aider", out, 0).is_error
 
 
@@ -1266,6 +1266,7 @@ WRONG_TYPES = [
         {"role": "assistant", "content": [{"type": "text", "text": 5}]}]})),
     ("pi", jl({"type": "session", "id": 12345})),
     ("goose", b'{"messages": 5}\n'),
+    ("goose", b'{"result": null, "metadata": 1}\n'),
     ("gemini", b'{"session_id": 12345, "response": "x"}\n'),
     ("copilot", jl({"type": "result", "sessionId": 12345})),
 ]

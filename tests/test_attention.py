@@ -52,7 +52,7 @@ def test_hook_receives_the_event_for_an_agent_decision(
         check=0)
     cli("run", "dec")
     event = wait_for(lambda: hook_events(out))[0]
-    assert EVENT_FIELDS <= set(event)
+    assert set(event) >= EVENT_FIELDS
     assert (event["status"], event["reason"], event["loop"]) == (status, reason, "dec")
     assert event["summary"] == "S"
     assert event["evidence"] == {"source": "agent", "text": "E"}
@@ -109,8 +109,8 @@ def test_three_failures_back_off_pause_and_emit_one_event(cli: CLI, tmp_path: Pa
     assert status["reason"] == "failure_limit"
     records = cli.records("flaky")
     assert [r["outcome"] for r in records] == ["failed"] * 3
-    gaps = [parse_iso(b["due_at"]) - parse_iso(a["ended_at"]) for a, b in zip(records,
-                                                                             records[1:])]
+    gaps = [parse_iso(later["due_at"]) - parse_iso(earlier["ended_at"])
+            for earlier, later in zip(records, records[1:], strict=False)]
     assert gaps[0] == pytest.approx(2, abs=1)  # x2 after one failure
     assert gaps[1] == pytest.approx(4, abs=1)  # x4 after two
     time.sleep(0.5)
