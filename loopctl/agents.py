@@ -28,6 +28,8 @@ class Preset:
     argv: tuple[str, ...]
     # Where the prompt goes: "arg" (the `{prompt}` slot), or "stdin".
     prompt_via: str = "arg"
+    # Arguments that stay last, after options (`-` for stdin, `-i -`).
+    last: tuple[str, ...] = ()
     model_flag: tuple[str, ...] = ("--model",)
     resume: tuple[str, ...] = ()  # args with `{session}`, inserted before the prompt
     bypass: tuple[str, ...] = ()  # --yolo: the agent's own full-bypass flag(s)
@@ -41,7 +43,8 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
-    Preset("shell", "sh", ("sh", "-c", P), model_flag=(), safe_default="runs the prompt with sh -c",
+    Preset("shell", "sh", ("sh", "-c", "--", P), model_flag=(),
+           safe_default="runs the prompt with sh -c",
            version_args=()),
     Preset("claude", "claude",
            ("claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits",
@@ -55,8 +58,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            api_key_env="ANTHROPIC_API_KEY"),
     Preset("codex", "codex",
            ("codex", "exec", "--sandbox", "workspace-write", "{resume}", "--json",
-            "--skip-git-repo-check", "-"),
-           prompt_via="stdin", resume=("resume", "{session}"),
+            "--skip-git-repo-check"),
+           prompt_via="stdin", last=("-",), resume=("resume", "{session}"),
            bypass=("--dangerously-bypass-approvals-and-sandbox",),
            drop_for_bypass=("--sandbox", "workspace-write"),
            reader="codex", safe_default="--sandbox workspace-write",
@@ -85,8 +88,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            safe_default="--yes-always (needed unattended), --no-auto-commits",
            warning="aider --yes-always accepts every confirmation, including shell commands",
            api_key_env="ANTHROPIC_API_KEY"),
-    Preset("goose", "goose", ("goose", "run", "--output-format", "json", "-q", "-i", "-"),
-           prompt_via="stdin", env={"GOOSE_MODE": "smart_approve"}, reader="goose",
+    Preset("goose", "goose", ("goose", "run", "--output-format", "json", "-q"),
+           prompt_via="stdin", last=("-i", "-"), env={"GOOSE_MODE": "smart_approve"},
+           reader="goose",
            safe_default="GOOSE_MODE=smart_approve",
            api_key_env="ANTHROPIC_API_KEY"),
     Preset("pi", "pi", ("pi", "-p", "--mode", "json"), prompt_via="stdin",
@@ -157,7 +161,7 @@ def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
         head[at:at + 1] = resume
     else:
         head += resume
-    argv = [_fill(a, values) for a in head + tail]
+    argv = [_fill(a, values) for a in head + tail] + list(preset.last)
     return argv, prompt if preset.prompt_via == "stdin" else None
 
 
@@ -171,8 +175,6 @@ def _split_at_prompt(argv: list[str]) -> tuple[list[str], list[str]]:
             return argv[:start], argv[start:]
         if P in arg:
             return argv[:i], argv[i:]
-    if argv and argv[-1] == "-":
-        return argv[:-1], argv[-1:]
     return argv, []
 
 

@@ -33,17 +33,21 @@ class Reading:
 
 _EPOCH_LIMIT = re.compile(r"usage limit reached\|(\d{9,11})", re.I)
 _RESETS_AT = re.compile(
-    r"(?:hit your (?:usage )?limit|limit reached|limit exceeded)[^\n]{0,60}?"
-    r"resets?(?: at)? (\d{1,2})(?::(\d{2}))?\s*([ap]m)?", re.I)
+    r"(?:hit your (?:\w+ )?limit|limit reached|limit exceeded|usage limit)[^\n]{0,80}?"
+    r"(?:resets?(?: at)?|try again at) (\d{1,2})(?::(\d{2}))?\s*([ap]\.?m\.?)?", re.I)
 _RATE_WORDS = re.compile(
     r"\b429\b|rate[ _-]?limit|too many requests|usage limit|quota exceeded|"
-    r"resource[ _]exhausted|hit your limit", re.I)
+    r"resource[ _]exhausted|hit your (?:\w+ )?limit", re.I)
+# Lines of a plain-text agent's output that report a failure.
+_ERROR_LINE = re.compile(r"error|exceeded|reached|failed", re.I)
+_FATAL_LINE = re.compile(r"\b(litellm\.\w*Error|AuthenticationError|APIConnectionError|"
+                         r"APIError|ServiceUnavailableError)\b")
 
 
 def next_wall_time(hour: int, minute: int, meridiem: str | None, now: float) -> float:
     """The next local time HH:MM (12-hour with am/pm, else 24-hour) after now."""
     if meridiem:
-        hour = hour % 12 + (12 if meridiem.lower() == "pm" else 0)
+        hour = hour % 12 + (12 if meridiem.lower().startswith("p") else 0)
     base = datetime.fromtimestamp(now)
     moment = base.replace(hour=hour % 24, minute=minute, second=0, microsecond=0)
     if moment.timestamp() <= now:
@@ -91,19 +95,16 @@ def _json_lines(data: bytes) -> Iterator[Any]:
 
 
 def _last_json(tail: bytes) -> Any:
-    """The last complete JSON value in the output: one line, or a pretty-printed
-    object starting at the beginning of a line."""
-    text = _text(tail).rstrip()
-    lines = text.splitlines()
+    """The last complete JSON value that starts a line: one JSON line, or a
+    pretty-printed object, with anything after it (stderr is merged) ignored."""
+    lines = _text(tail).rstrip().splitlines()
+    decoder = json.JSONDecoder()
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith(("{", "[")):
             try:
-                return json.loads("\n".join(lines[i:]))
+                return decoder.raw_decode("\n".join(lines[i:]))[0]
             except ValueError:
-                try:
-                    return json.loads(lines[i])
-                except ValueError:
-                    continue
+                continue
     return None
 
 
@@ -111,6 +112,10 @@ def _tail_text(tail: bytes) -> str | None:
     lines = [ln for ln in _text(tail).splitlines() if not ln.startswith("# loopctl:")]
     text = "\n".join(lines).strip()
     return text[-RESULT_CHARS:] if text else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _num(value: Any) -> float | None:
@@ -126,8 +131,11 @@ def read_text(head: bytes, tail: bytes, exit_code: int | None, agent: bool = Tru
     the end of the output. Only agents' error lines are searched for limits."""
     reading = Reading(result_text=_tail_text(tail))
     if agent and reading.result_text:
-        errors = "\n".join(ln for ln in reading.result_text.splitlines()[-20:]
-                           if re.search(r"error|limit|429", ln, re.I))
+        last = reading.result_text.splitlines()[-20:]
+        fatal = [ln for ln in last if _FATAL_LINE.search(ln)]
+        if fatal:
+            reading.is_error, reading.error = True, fatal[-1].strip()[:300]
+        errors = "\n".join(ln for ln in last if _ERROR_LINE.search(ln))
         _mark_limits(reading, errors)
     return reading
 
@@ -170,16 +178,20 @@ def read_codex(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
     for event in _json_lines(tail):
         if not isinstance(event, dict):
             continue
-        kind = event.get("type", "")
-        item = event.get("item") or {}
+        kind = str(event.get("type") or "")
+        item = _dict(event.get("item"))
         if kind.startswith("item.") and item.get("type") == "agent_message":
             reading.result_text = item.get("text")
         elif kind == "thread.started" and not reading.session_id:
             reading.session_id = event.get("thread_id")
+        elif kind == "turn.completed":
+            # An `error` before this was transient: codex retried and finished.
+            reading.is_error, reading.error = False, None
         elif kind in ("turn.failed", "error"):
             err = event.get("error") if kind == "turn.failed" else event
+            message = err.get("message") if isinstance(err, dict) else err
             reading.is_error = True
-            reading.error = str((err or {}).get("message") or kind)
+            reading.error = str(message or kind)
     return _mark_limits(reading, reading.error)
 
 
@@ -214,10 +226,19 @@ def read_opencode(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
             texts.append(str((event.get("part") or {}).get("text") or ""))
         elif kind == "error":
             reading.is_error = True
-            err = event.get("error")
-            reading.error = str(err.get("message") if isinstance(err, dict) else err)
+            reading.error = _opencode_error(event.get("error"))
     reading.result_text = "".join(texts).strip() or None
     return _mark_limits(reading, reading.error)
+
+
+def _opencode_error(err: Any) -> str:
+    """`{name, data: {message}}` (opencode's own shape) or `{message}`."""
+    if not isinstance(err, dict):
+        return str(err)
+    data = _dict(err.get("data"))
+    message = data.get("message") or err.get("message")
+    name = err.get("name")
+    return ": ".join(str(p) for p in (name, message) if p) or "agent error"
 
 
 def read_pi(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
@@ -277,20 +298,52 @@ def read_copilot(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
             continue
         reading.session_id = event.get("sessionId") or event.get("session_id") \
             or reading.session_id
-        if event.get("type") in ("assistant.message", "message") and event.get("content"):
-            reading.result_text = str(event["content"])
+        if event.get("type") in ("assistant.message", "message"):
+            data = _dict(event.get("data")) or event
+            if data.get("content"):
+                reading.result_text = str(data["content"])
         if event.get("type") == "result":
             text = event.get("result") or event.get("content")
             reading.result_text = str(text) if text else reading.result_text
             if event.get("is_error") or event.get("error"):
                 reading.is_error = True
                 reading.error = str(event.get("error") or text or "agent error")
-    if reading.result_text is None:
-        reading.result_text = _tail_text(tail)
     return _mark_limits(reading, reading.error)
 
 
-READERS: dict[str, Callable[[bytes, bytes, int | None], Reading]] = {
+Reader = Callable[[bytes, bytes, int | None], Reading]
+
+
+def sanitized(reading: Reading) -> Reading:
+    """Well-formed JSON can still carry the wrong types; keep only sane ones."""
+    if not isinstance(reading.session_id, str) or not reading.session_id:
+        reading.session_id = None
+    if not isinstance(reading.result_text, str):
+        reading.result_text = None
+    if isinstance(reading.cost_usd, bool) or not isinstance(reading.cost_usd, (int, float)) \
+            or reading.cost_usd < 0:
+        reading.cost_usd = None
+    if reading.error is not None and not isinstance(reading.error, str):
+        reading.error = str(reading.error)
+    if not isinstance(reading.reset_at, (int, float)) or isinstance(reading.reset_at, bool):
+        reading.reset_at = None
+    reading.is_error, reading.rate_limited = bool(reading.is_error), bool(reading.rate_limited)
+    return reading
+
+
+def _safe(reader: Reader) -> Reader:
+    """Odd output must never cost the run its record: fall back to plain text."""
+    def read(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
+        try:
+            return sanitized(reader(head, tail, exit_code))
+        except Exception:  # noqa: BLE001
+            return sanitized(read_text(head, tail, exit_code))
+
+    read.__name__ = reader.__name__
+    return read
+
+
+READERS: dict[str, Reader] = {name: _safe(reader) for name, reader in {
     "text": read_text, "claude": read_claude, "codex": read_codex, "gemini": read_gemini,
     "opencode": read_opencode, "pi": read_pi, "goose": read_goose, "copilot": read_copilot,
-}
+}.items()}

@@ -114,7 +114,7 @@ class Supervisor:
                                               resume_session=resume)
                 self._write_line(log_fd, f"# loopctl: run {self.run_id} of {self.name} "
                                  f"(iteration {run['iteration']}) started {iso(started)} "
-                                 f"in {cwd}: {shlex.join(argv)}")
+                                 f"in {cwd}: {one_line(argv)}")
                 proc = self._spawn(loop, argv, stdin_text, cwd, log_fd, run)
             except LoopctlError as exc:
                 self.note = exc.message
@@ -327,6 +327,12 @@ class Supervisor:
     @staticmethod
     def _write_line(fd: int, line: str) -> None:
         os.write(fd, (line + "\n").encode(errors="replace"))
+
+
+def one_line(argv: list[str], width: int = 160) -> str:
+    """argv for the log header: one line (readers skip it), long args cut."""
+    shown = [a if len(a) <= width else a[: width - 3] + "..." for a in argv]
+    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")
 
 
 def exit_code_for(record: dict[str, Any]) -> int:

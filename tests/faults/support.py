@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -21,6 +22,26 @@ def start(cli: CLI, name: str, *agent_args: str, every: str = "1h",
     """A loop running the fake agent with `agent_args`."""
     cli("start", "the prompt", "--name", name, "--every", every,
         "--command", agent_command(*agent_args), *extra, env=env, check=0)
+
+
+def gated(gate: Path, starts: Path | None = None) -> str:
+    """A `--command` whose agent notes its start (a line in `starts`), waits
+    until `gate` exists, then prints "ran": the test, not the machine's
+    speed, decides how long a run stays in flight."""
+    note = 'echo "$$" >> "$2"; ' if starts else ""
+    script = f'{note}while [ ! -e "$1" ]; do sleep 0.05; done; echo ran'
+    return shlex.join(["sh", "-c", script, "gated-agent", str(gate), str(starts or "")])
+
+
+def start_gated(cli: CLI, name: str, gate: Path, every: str = "1h",
+                extra: tuple[str, ...] = (), starts: Path | None = None,
+                env: dict[str, str] | None = None) -> None:
+    cli("start", "the prompt", "--name", name, "--every", every,
+        "--command", gated(gate, starts), *extra, env=env, check=0)
+
+
+def count_lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def loop_state(cli: CLI, name: str) -> dict[str, Any]:

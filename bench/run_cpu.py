@@ -1,0 +1,100 @@
+"""loopctl's own CPU per run (spawn, record, settle) with agent `true`, vs
+`python3 -c "import subprocess; subprocess.run(['true'])"`.
+
+Goal (issue 7): <= 4x CPU time.
+
+CPU = user + system of the process and every descendant it waited for, from
+os.wait4 on the command (the tick waits for its supervisor, the supervisor
+for the agent, so the whole run is in it). Two subjects, each on a fresh
+copy of a reconciled home whose one loop (`command: [true]`) is due:
+
+- `loopctl tick --wait`: the scheduled path (driver pass, detached
+  supervisor, record, settle), what cron pays per run;
+- `loopctl run NAME`: the foreground path (one process supervises).
+
+Subjects and baseline alternate; medians compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import (PY, Workspace, check, copy_home, env_for, header, loop_entry, loopctl,
+                     median, result, run_records, write_loops)
+
+BASELINE = [PY, "-c", "import subprocess; subprocess.run(['true'])"]
+
+
+def cpu_of(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read() if proc.stderr else b""
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd!r} exited {proc.returncode}: {err.decode()[:300]}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def template(ws: Workspace) -> Path:
+    home = ws.home("template")
+    write_loops(home, [loop_entry("cpu", ["true"], every="1h", after="2s", max_runs=0)])
+    out = json.loads(check(loopctl("tick", "--json"), env_for(home)))
+    assert not out["fired"], out
+    wake = json.loads((home / "state" / "state.json").read_text())["wake_at"]
+    while time.time() <= wake + 0.05:
+        time.sleep(0.05)
+    return home
+
+
+def subject(ws: Workspace, tpl: Path, args: list[str]) -> float:
+    home = copy_home(tpl, ws.home("rep"))
+    try:
+        used = cpu_of(loopctl(*args), env_for(home))
+        records = run_records(home)
+        assert len(records) == 1, records
+        assert json.loads(records[0].read_text())["outcome"] == "ok"
+        return used
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="7 repetitions")
+    args = ap.parse_args()
+    reps = 7 if args.quick else args.reps
+    header("run_cpu: CPU of one run with agent `true`  vs  python -c 'subprocess.run([true])'")
+    with Workspace("run_cpu") as ws:
+        tpl = template(ws)
+        subject(ws, tpl, ["tick", "--wait"])  # warm-up
+        subject(ws, tpl, ["run", "cpu"])
+        cpu_of(BASELINE)
+        base, tick, run = [], [], []
+        for _ in range(reps):
+            base.append(cpu_of(BASELINE))
+            tick.append(subject(ws, tpl, ["tick", "--wait"]))
+            run.append(subject(ws, tpl, ["run", "cpu"]))
+    for label, xs in (("baseline", base), ("tick --wait", tick), ("run NAME", run)):
+        print(f"   {label:>12}: CPU median {median(xs) * 1e3:.1f} ms "
+              f"(min {min(xs) * 1e3:.1f}, max {max(xs) * 1e3:.1f})")
+    r_tick = median(tick) / median(base)
+    r_run = median(run) / median(base)
+    result("run_cpu_tick", f"{r_tick:.2f}x CPU", "<= 4x", r_tick <= 4, ratio=r_tick,
+           subject_ms=median(tick) * 1e3, baseline_ms=median(base) * 1e3, reps=reps,
+           command="loopctl tick --wait (one due loop, command true)  vs  " + " ".join(BASELINE))
+    result("run_cpu_run", f"{r_run:.2f}x CPU", "<= 4x", r_run <= 4, ratio=r_run,
+           subject_ms=median(run) * 1e3, baseline_ms=median(base) * 1e3, reps=reps,
+           command="loopctl run NAME (command true)  vs  " + " ".join(BASELINE))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
