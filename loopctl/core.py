@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -105,8 +107,11 @@ def _raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
     return raw
 
 
-def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str, Any]:
-    """pause / resume / stop."""
+@contextmanager
+def locked_loop(store: Store, name: str) -> Iterator[tuple[Definitions, dict[str, Any],
+                                                           LoopDef, float]]:
+    """Under the store lock: definitions, reconciled state, the loop, now.
+    Unknown loop: exit 4; invalid entry: exit 2."""
     now = clock.now()
     with store.lock():
         defs = store.read_defs()
@@ -114,8 +119,14 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
         lifecycle.reconcile(defs.loops, defs.invalid, state, now)
         loop = defs.loops.get(name)
         if loop is None:
-            _raw_entry(defs, name)
+            _raw_entry(defs, name)  # raises the right error
         assert loop is not None
+        yield defs, state, loop, now
+
+
+def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str, Any]:
+    """pause / resume / stop."""
+    with locked_loop(store, name) as (defs, state, loop, now):
         st = state["loops"][name]
         if verb == "pause":
             message = lifecycle.pause(st, now)
@@ -270,15 +281,7 @@ def validate(store: Store, path: Path | None) -> dict[str, Any]:
 
 def claim_now(store: Store, name: str) -> str:
     """Claim a manual run of `name` (exit 75 if one is in flight)."""
-    now = clock.now()
-    with store.lock():
-        defs = store.read_defs()
-        state = store.read_state()
-        lifecycle.reconcile(defs.loops, defs.invalid, state, now)
-        loop = defs.loops.get(name)
-        if loop is None:
-            _raw_entry(defs, name)
-        assert loop is not None
+    with locked_loop(store, name) as (defs, state, loop, now):
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                 only=name)
         from loopctl.firing import record_lost
