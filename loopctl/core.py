@@ -284,10 +284,9 @@ def claim_now(store: Store, name: str) -> str:
     with locked_loop(store, name) as (defs, state, loop, now):
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                 only=name)
-        from loopctl.firing import record_lost
+        from loopctl.firing import settle_lost
 
-        for lost_name, run in result.lost:
-            record_lost(store, lost_name, run, now)
+        settle_lost(store, state, result.lost, now)
         st = state["loops"][name]
         if st.get("run") and not result.fired:
             store.write_state(state)

@@ -45,6 +45,7 @@ def _loopctl_evidence(st: dict[str, Any], loop: LoopDef) -> str:
         "keepalive_exhausted": "two runs in a row ended without a decision",
         "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
         "blocked": "the agent reported block",
+        "error": st.get("note") or "loopctl could not save the loop's state",
     }
     return texts.get(reason or "", f"{status} ({reason})" if reason else status)
 

@@ -19,6 +19,7 @@ from loopctl import events, lifecycle, procs
 from loopctl.model import to_raw
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
+from loopctl.state import TERMINAL
 from loopctl.store import Definitions, Store
 
 
@@ -49,11 +50,16 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> subprocess.Popen[b
 
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
+    """Write the record of a run whose supervisor died, unless the supervisor
+    got as far as writing its own (then only the state was not settled)."""
+    path = store.paths.run_record(loop, run["run_id"])
+    if path.exists():
+        return
     agent = run.get("agent")
     note = "supervisor died"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
-    store.write_json(store.paths.run_record(loop, run["run_id"]), {
+    store.write_json(path, {
         "version": 1, "run_id": run["run_id"], "loop": loop,
         "iteration": run["iteration"], "trigger": run.get("trigger"),
         "due_at": iso(run["due_at"]), "started_at": iso(run.get("started_at")),
@@ -62,6 +68,23 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         "session_id": None, "cost_usd": None,
         "log": str(store.paths.run_log(loop, run["run_id"])), "note": note,
     })
+
+
+def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],
+                now: float) -> None:
+    """Record lost runs; a loop whose supervisor could not save its state
+    (it left an `.unsaved` marker) pauses with reason `error`: a schedule
+    that cannot be persisted must not keep running."""
+    for name, run in lost:
+        record_lost(store, name, run, now)
+        marker = store.paths.unsaved_marker(name, run["run_id"])
+        if marker.exists():
+            st = state["loops"].get(name)
+            if st is not None and st["status"] not in TERMINAL:
+                why = marker.read_text(errors="replace").strip() or "state could not be saved"
+                st["status"], st["reason"] = "paused", "error"
+                st["note"] = (f"run {run['run_id']}: {why}; free the space, then "
+                              f"`loopctl resume {name}`")
 
 
 def signal_supervisor(run: dict[str, Any]) -> bool:
@@ -101,10 +124,9 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
         before = {name: events.status_key(st) for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        settle_lost(store, state, result.lost, now)
         pending = noticed(store, defs, state, before, now)
-        for name, run in result.lost:
-            record_lost(store, name, run, now)
-            report.lost.append(run["run_id"])
+        report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
             signal_supervisor(run)
         for name, run in result.fired:

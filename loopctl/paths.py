@@ -73,6 +73,9 @@ class Paths:
     def run_record(self, loop: str, run_id: str) -> Path:
         return self.loop_runs_dir(loop) / f"{run_id}.json"
 
+    def unsaved_marker(self, loop: str, run_id: str) -> Path:
+        return self.loop_runs_dir(loop) / f"{run_id}.unsaved"
+
     def decision_file(self, loop: str, run_id: str) -> Path:
         return self.loop_runs_dir(loop) / f"{run_id}.decision.json"
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,6 +31,7 @@ from loopctl.schedule import iso
 from loopctl.store import Store
 
 DEFAULT_GRACE = 10.0
+SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 # Readers look at the start (session ids) and the end (results) of the output.
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 1024 * 1024
@@ -302,6 +304,22 @@ class Supervisor:
             "result": result.result_text[-2000:] if result.result_text else None,
             "log": str(self.log_path), "argv": argv, "note": result.note,
         }
+        for attempt in range(SAVE_ATTEMPTS):
+            try:
+                in_flight = self._save(loop, run, result, record)
+                break
+            except LoopctlError as exc:
+                if attempt + 1 < SAVE_ATTEMPTS:
+                    time.sleep(2 ** attempt)
+                    continue
+                self._mark_unsaved(exc.message)
+                raise
+        prune(self.paths, self.name, loop.keep_runs, in_flight)
+        return record
+
+    def _save(self, loop: LoopDef, run: dict[str, Any], result: RunResult,
+              record: dict[str, Any]) -> set[str]:
+        """Record the run and settle the loop, under the store lock."""
         pending = []
         with self.store.lock():
             state = self.store.read_state()
@@ -321,8 +339,22 @@ class Supervisor:
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
             in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
         events.dispatch(pending)
-        prune(self.paths, self.name, loop.keep_runs, in_flight)
-        return record
+        return in_flight
+
+    def _mark_unsaved(self, message: str) -> None:
+        """Leave a marker the next driver finds: this loop's state could not be
+        saved, so it must pause (`error`) rather than keep firing. An empty
+        file needs no free blocks, so it usually lands even on a full disk."""
+        try:
+            fd = os.open(self.paths.unsaved_marker(self.name, self.run_id),
+                         os.O_WRONLY | os.O_CREAT, FILE_MODE)
+            try:
+                os.write(fd, message.encode()[:500])
+            except OSError:
+                pass
+            os.close(fd)
+        except OSError:
+            pass
 
     @staticmethod
     def _write_line(fd: int, line: str) -> None:
