@@ -47,7 +47,17 @@ class Workspace:
         return self.root / f"{label}-{self._n}"
 
     def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        # Supervisors still writing (after a failed repetition) could re-create
+        # files under the tree while it is removed: wait for them, then retry.
+        try:
+            wait_quiet(60)
+        except RuntimeError:
+            pass
+        for _ in range(3):
+            shutil.rmtree(self.root, ignore_errors=True)
+            if not self.root.exists():
+                return
+            time.sleep(0.5)
 
     def __enter__(self) -> Workspace:
         return self
@@ -163,7 +173,7 @@ def wait_quiet(timeout: float = 120.0) -> None:
             reap()
             return
         time.sleep(0.01)
-    raise RuntimeError("descendants still running after %.0fs" % timeout)
+    raise RuntimeError(f"descendants still running after {timeout:.0f}s")
 
 
 def timed(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,),
@@ -199,10 +209,24 @@ def spread(xs: list[float]) -> str:
     return f"min {min(xs) * 1e3:.1f} / med {median(xs) * 1e3:.1f} / max {max(xs) * 1e3:.1f} ms"
 
 
+def revision() -> str:
+    """The loopctl source measured: git commit, and whether loopctl/ had
+    uncommitted edits (the package is installed editable)."""
+    src = Path(__file__).resolve().parent.parent
+    try:
+        rev = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "loopctl"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (rev or "unknown") + (" + uncommitted loopctl/ edits" if dirty else "")
+
+
 def header(title: str) -> None:
     print(f"== {title}")
     print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs, loopctl = {LOOPCTL}", flush=True)
+          f"{os.cpu_count()} CPUs, loopctl = {LOOPCTL} @ {revision()}", flush=True)
 
 
 def result(name: str, figure: str, goal: str, met: bool, **details: Any) -> None:

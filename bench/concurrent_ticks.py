@@ -11,7 +11,9 @@ loops.yaml signature at the copy) and either starts 50 ticks back to back
 exit). Either way it then waits for every supervisor (the benchmark is a
 child subreaper, so the detached supervisors are re-parented to it) and
 counts the run records: exactly one per loop, 100 in all. One and fifty
-alternate; medians compared.
+alternate; medians compared. Also reported: ticks that exited non-zero (with
+their message), the time until every run has settled, and the CPU of all
+ticks, supervisors and agents (RUSAGE_CHILDREN: the benchmark reaps them all).
 """
 
 from __future__ import annotations
@@ -19,16 +21,36 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from _common import (Workspace, become_subreaper, check, copy_home, env_for, header, loop_entry,
-                     loopctl, median, result, run_records, spread, wait_quiet, write_loops)
+from _common import (
+    Workspace,
+    become_subreaper,
+    check,
+    copy_home,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    median,
+    result,
+    run_records,
+    spread,
+    wait_quiet,
+    write_loops,
+)
 
 LOOPS = 100
+ERRORS: collections.Counter[tuple[int, str]] = collections.Counter()
+# Per repetition: (seconds until every supervisor has exited, CPU seconds of
+# every tick, supervisor and agent), keyed by the number of ticks.
+EXTRA: collections.defaultdict[int, list[tuple[float, float]]] = collections.defaultdict(list)
 
 
 def template(ws: Workspace) -> Path:
@@ -48,12 +70,24 @@ def one(ws: Workspace, tpl: Path, ticks: int) -> tuple[float, int, list[str], li
     home = copy_home(tpl, ws.home(f"x{ticks}"))
     env = env_for(home)
     try:
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
+        errs = [tempfile.TemporaryFile() for _ in range(ticks)]  # noqa: SIM115
         procs = [subprocess.Popen(loopctl("tick"), env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) for _ in range(ticks)]
+                                  stderr=err) for err in errs]
         codes = [p.wait() for p in procs]
         elapsed = time.perf_counter() - t0
+        for code, err in zip(codes, errs, strict=True):
+            if code != 0:
+                err.seek(0)
+                msg = err.read().decode(errors="replace").strip().replace(str(home), "HOME")
+                ERRORS[(code, msg[:200])] += 1
+            err.close()
         wait_quiet(300)
+        settled = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+        EXTRA[ticks].append((settled, cpu))
         records = run_records(home)
         per_loop = collections.Counter(p.parent.name for p in records)
         wrong = [f"loop{i:03d}" for i in range(LOOPS) if per_loop[f"loop{i:03d}"] != 1]
@@ -90,15 +124,26 @@ def main() -> int:
                   f"{tn * 1e3:.0f} ms ({nn} runs)", flush=True)
     print(f"   1 tick   : {spread(single)}")
     print(f"   {args.ticks} ticks : {spread(many)}")
+    for n in (1, args.ticks):
+        settled = median([e[0] for e in EXTRA[n]])
+        cpu = median([e[1] for e in EXTRA[n]])
+        print(f"   {n:>2} tick(s): all {LOOPS} runs settled after {settled:.1f} s (median); "
+              f"CPU of ticks + supervisors + agents {cpu:.1f} s")
     if bad_codes:
-        print(f"   tick exit codes other than 0: {collections.Counter(bad_codes)}")
+        print(f"   tick exit codes other than 0: {dict(collections.Counter(bad_codes))}")
+        for (code, msg), n in ERRORS.most_common():
+            print(f"     {n} x exit {code}: {msg}")
     ratio = median(many) / median(single)
     exact = all(n == LOOPS for n in counts) and not wrong_all
     print(f"   runs per repetition: {counts} (every loop exactly once: {not wrong_all})")
     result("concurrent_ticks", f"{ratio:.2f}x wall; runs {min(counts)}..{max(counts)}",
            "exactly 100 runs; <= 5x", exact and ratio <= 5, ratio=ratio, exact=exact,
-           runs=counts, reps=reps, subject_ms=median(many) * 1e3,
+           runs=counts, reps=reps, nonzero_exits=len(bad_codes),
+           errors=[f"{n} x exit {c}: {m}" for (c, m), n in ERRORS.most_common()],
+           subject_ms=median(many) * 1e3,
            baseline_ms=median(single) * 1e3,
+           cpu_s={n: round(median([e[1] for e in EXTRA[n]]), 2) for n in (1, args.ticks)},
+           settled_s={n: round(median([e[0] for e in EXTRA[n]]), 2) for n in (1, args.ticks)},
            command=f"{args.ticks} x `loopctl tick` started at once vs 1 x `loopctl tick`")
     return 0
 

@@ -28,8 +28,18 @@ import sys
 import time
 
 import psutil
-from _common import (Workspace, env_for, header, loop_entry, loopctl, median, result, spread,
-                     timed, write_loops)
+from _common import (
+    Workspace,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    median,
+    result,
+    spread,
+    timed,
+    write_loops,
+)
 
 MiB = 1024 * 1024
 SIZES = [("1 MiB", MiB), ("64 MiB", 64 * MiB), ("1 GiB", 1024 * MiB)]
@@ -62,7 +72,12 @@ def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | 
     env = env_for(home)
     try:
         if not sample:
-            return timed(loopctl("tick", "--wait"), env), None
+            elapsed = timed(loopctl("tick", "--wait"), env)
+            logs = list((home / "state" / "runs" / "flood").glob("*.log"))
+            if len(logs) != 1 or logs[0].stat().st_size < size:
+                raise RuntimeError(f"expected one log of >= {size} bytes, got "
+                                   f"{[(p.name, p.stat().st_size) for p in logs]}")
+            return elapsed, None
         t0 = time.perf_counter()
         tick = subprocess.Popen(loopctl("tick", "--wait"), env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -30,8 +30,16 @@ import subprocess
 import sys
 import time
 
-from _common import (Workspace, env_for, header, loop_entry, loopctl, result, run_records,
-                     write_loops)
+from _common import (
+    Workspace,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    result,
+    run_records,
+    write_loops,
+)
 
 LOOP = "late"
 

@@ -2,7 +2,7 @@
 
     python bench/run_all.py            # full: 1 GiB flood, 60 s daemon idle, 30 fires
     python bench/run_all.py --quick    # shorter: no 1 GiB, 20 s idle, 10 fires, fewer reps
-    python bench/run_all.py --only tick_idle,scale
+    python bench/run_all.py --only tick_idle,scale --json results.json
 
 Each benchmark runs as its own process (`python bench/NAME.py`), one after
 the other (never in parallel: they would skew each other's timings); its
@@ -29,6 +29,7 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
     ap.add_argument("--only", default="", help="comma-separated benchmark names")
+    ap.add_argument("--json", metavar="FILE", help="also write every result row to FILE")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or BENCHES
     unknown = set(names) - set(BENCHES)
@@ -67,6 +68,10 @@ def main() -> int:
         print(f"{r['name']:<{w_name}}  {r['figure']:<{w_fig}}  {r['goal']:<{w_goal}}  {verdict}")
     for name in crashed:
         print(f"{name:<{w_name}}  {'(crashed)':<{w_fig}}  {'':<{w_goal}}  ERROR")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"started": started, "quick": args.quick,
+                                               "results": rows, "crashed": crashed},
+                                              indent=2) + "\n")
     if crashed:
         return 2
     return 0 if all(r["met"] for r in rows) else 1

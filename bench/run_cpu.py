@@ -26,8 +26,20 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (PY, Workspace, check, copy_home, env_for, header, loop_entry, loopctl,
-                     median, result, run_records, write_loops)
+from _common import (
+    PY,
+    Workspace,
+    check,
+    copy_home,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    median,
+    result,
+    run_records,
+    write_loops,
+)
 
 BASELINE = [PY, "-c", "import subprocess; subprocess.run(['true'])"]
 

@@ -23,9 +23,23 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (Workspace, become_subreaper, check, copy_home, env_for, header, loop_entry,
-                     loopctl, median, result, run_records, spread, timed, wait_quiet,
-                     write_loops)
+from _common import (
+    Workspace,
+    become_subreaper,
+    check,
+    copy_home,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    median,
+    result,
+    run_records,
+    spread,
+    timed,
+    wait_quiet,
+    write_loops,
+)
 
 DUE = 10
 

@@ -15,8 +15,20 @@ import argparse
 import subprocess
 import sys
 
-from _common import (PY, Workspace, check, env_for, header, loop_entry, loopctl, median,
-                     result, spread, timed, write_loops)
+from _common import (
+    PY,
+    Workspace,
+    check,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    median,
+    result,
+    spread,
+    timed,
+    write_loops,
+)
 
 
 def importtime(env: dict[str, str]) -> tuple[list[str], list[tuple[int, str]]]:
