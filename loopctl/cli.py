@@ -446,8 +446,8 @@ def tick(
               "runs": result.records})
     elif result.deferred_to:
         holder = result.deferred_to
-        print(f"loopctl: {holder['role']} pid {holder['pid']} holds the lease; "
-              "nothing to do", file=sys.stderr)
+        who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
+        print(f"loopctl: {who}; nothing to do", file=sys.stderr)
     elif report and not quiet:
         for fired in report.fired:
             print(f"fired {fired['loop']} ({fired['run_id']})")

@@ -76,7 +76,11 @@ class Daemon:
 
     def _heartbeat(self, now: float) -> bool:
         was_held = self.lease.held
-        holder = self.lease.acquire(now)
+        try:
+            holder = self.lease.acquire(now)
+        except LoopctlError as exc:
+            self.log(f"lease: {exc.message}; retrying")
+            return False
         if holder is not None:
             if was_held or self.last_error != "lease":
                 self.log(f"lease held by {holder.role} pid {holder.pid} on {holder.host}; "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl import events, lifecycle, procs
+from loopctl.errors import BusyError
 from loopctl.model import to_raw
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
@@ -170,7 +171,12 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
     from loopctl.runs import read_record
 
     lease = LeaseFile(store.paths, "tick")
-    holder = lease.acquire(now)
+    try:
+        holder = lease.acquire(now)
+    except BusyError as exc:
+        # Another driver is mid-acquire: it will fire what is due.
+        return TickReport(None, deferred_to={"role": "driver", "pid": None,
+                                             "busy": exc.message})
     if holder is not None:
         return TickReport(None, deferred_to=describe(holder))
     try:

@@ -10,13 +10,16 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loopctl.paths import FILE_MODE, Paths, ensure_dir
+from loopctl.errors import BusyError, LoopctlError
+from loopctl.paths import Paths, ensure_dir
 
 DEFAULT_TTL = 90.0
+LEASE_LOCK_TIMEOUT = 10.0
 
 
 def ttl_from_env() -> float:
@@ -67,12 +70,20 @@ class LeaseFile:
         self.host = socket.gethostname()
         self.held = False
 
-    def _lock(self):  # type: ignore[no-untyped-def]
-        from filelock import FileLock
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        from loopctl.locks import LockTimeout, hold
 
         ensure_dir(self.paths.state_dir)
-        return FileLock(self.paths.lease_lock, timeout=30, mode=FILE_MODE,
-                        preserve_lock_file=True)
+        held = ExitStack()
+        try:
+            held.enter_context(hold(self.paths.lease_lock, LEASE_LOCK_TIMEOUT))
+        except LockTimeout:
+            raise BusyError("another driver is taking the lease right now") from None
+        except OSError as exc:
+            raise LoopctlError(f"cannot lock {self.paths.lease_lock}: {exc.strerror}") from None
+        with held:
+            yield
 
     def read(self) -> Lease | None:
         try:
@@ -82,7 +93,10 @@ class LeaseFile:
             return None
 
     def acquire(self, now: float) -> Lease | None:
-        """Take or renew the lease. Returns None on success, else the live holder."""
+        """Take or renew the lease. Returns None on success, else the live holder.
+        Raises BusyError when another driver holds `lease.lock` too long."""
+        import psutil  # noqa: F401 - imported before the lock, not while holding it
+
         from loopctl.procs import ref
 
         with self._lock():

@@ -4,7 +4,7 @@
 asked to change it, and an entry that fails validation is carried through
 every rewrite exactly as parsed. `state.json` is loopctl's: runtime status of
 every loop. Every write is atomic (temp file, fsync, rename) and every
-read-modify-write happens under one `filelock` lock.
+read-modify-write happens under one file lock (`loopctl.locks`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,24 +82,19 @@ class Store:
 
     @contextmanager
     def lock(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-        from filelock import FileLock, Timeout
+        from loopctl.locks import LockTimeout, hold
 
         paths_mod.ensure_dir(self.paths.state_dir)
-        # A short poll interval: a supervisor waits on this lock between its
-        # driver's claim and the agent's start, and that wait is fire latency.
-        lock = FileLock(self.paths.store_lock, timeout=timeout, mode=FILE_MODE,
-                        preserve_lock_file=True, poll_interval=0.005)
+        held = ExitStack()
         try:
-            lock.acquire()
-        except Timeout:
+            held.enter_context(hold(self.paths.store_lock, timeout))
+        except LockTimeout:
             raise BusyError(f"{self.paths.store_lock} is held by another loopctl; "
                             "try again in a moment") from None
         except OSError as exc:
             raise LoopctlError(f"cannot lock {self.paths.store_lock}: {exc.strerror}") from None
-        try:
+        with held:
             yield
-        finally:
-            lock.release()
 
     # -- loops.yaml --------------------------------------------------------
 

@@ -11,6 +11,7 @@ Each option is one behaviour, applied in the order below:
   --grandchild S    spawn a grandchild that calls setsid() and sleeps S s;
                     its pid goes to $FAKE_AGENT_PIDS if set
   --sleep S         sleep S seconds
+  --wait-for FILE   wait (at most 60 s) until FILE exists
   --ignore-term     ignore SIGTERM (for kill escalation tests)
   --decide KIND     run `loopctl decide KIND` (with --summary/--next/--evidence)
   --exit N          exit with N
@@ -56,6 +57,7 @@ def main() -> int:
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--grandchild", type=float)
     parser.add_argument("--sleep", type=float)
+    parser.add_argument("--wait-for")
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--decide")
     parser.add_argument("--summary", default="fake agent summary")
@@ -102,6 +104,10 @@ def main() -> int:
         spawn_grandchild(args.grandchild)
     if args.sleep:
         time.sleep(args.sleep)
+    if args.wait_for:
+        deadline = time.time() + 60
+        while not os.path.exists(args.wait_for) and time.time() < deadline:
+            time.sleep(0.05)
     if args.decide:
         cmd = [sys.executable, "-m", "loopctl", "decide", args.decide,
                "--summary", args.summary, "--evidence", args.evidence]

@@ -206,9 +206,10 @@ def test_every_waits_from_the_end_of_the_run(cli: CLI) -> None:
     assert state["next_due"] - parse_iso(record["started_at"]) >= 11
 
 
-def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI) -> None:
+def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
     cli("start", "p", "--name", "cq", "--cron", "* * * * *", "--tz", "UTC",
-        "--command", agent_command("--sleep", "4"), check=0)
+        "--command", agent_command("--wait-for", str(gate)), check=0)
     # Shift loopctl's clock so cron slots pass while the first run is in flight.
     first = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "61"})
     assert len(first["fired"]) == 1
@@ -216,6 +217,7 @@ def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI) -> None:
         report = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": offset})
         assert report["fired"] == []
     assert cli.state()["loops"]["cq"]["pending"] is True
+    gate.touch()
     finished(cli, "cq", 1)
     second = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "260"})
     assert len(second["fired"]) == 1, second
@@ -224,12 +226,14 @@ def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI) -> None:
     assert third["fired"] == []
 
 
-def test_cron_overlap_skip_drops_the_fire(cli: CLI) -> None:
+def test_cron_overlap_skip_drops_the_fire(cli: CLI, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
     cli("start", "p", "--name", "cs", "--cron", "* * * * *", "--tz", "UTC",
-        "--overlap", "skip", "--command", agent_command("--sleep", "3"), check=0)
+        "--overlap", "skip", "--command", agent_command("--wait-for", str(gate)), check=0)
     assert len(cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "61"})["fired"]) == 1
     assert cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "125"})["fired"] == []
     assert cli.state()["loops"]["cs"]["pending"] is False
+    gate.touch()
     finished(cli, "cs", 1)
     assert cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "130"})["fired"] == []
 
