@@ -418,12 +418,9 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
 @app.command()
 def run(name: NameArg) -> None:
     """Run a loop now, in the foreground; exit code is the run's."""
-    from loopctl.supervisor import exit_code_for
+    from loopctl import direct
 
-    record = core.run_now(store(), name)
-    print(f"loopctl: run {record['run_id']}: {record['outcome']} "
-          f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
-    raise typer.Exit(exit_code_for(record))
+    raise typer.Exit(direct.run(name))
 
 
 @app.command()
@@ -433,28 +430,9 @@ def tick(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")] = False,
 ) -> None:
     """Fire every due loop once and exit (for cron and CI)."""
-    from loopctl.firing import tick as do_tick
+    from loopctl import direct
 
-    result = do_tick(store(), clock.now(), wait=wait)
-    report = result.pass_report
-    if as_json:
-        emit({"version": core.JSON_VERSION, "deferred_to": result.deferred_to,
-              "fired": report.fired if report else [],
-              "skipped": report.skipped if report else [],
-              "deferred": report.deferred if report else [],
-              "lost": report.lost if report else [],
-              "runs": result.records})
-    elif result.deferred_to:
-        holder = result.deferred_to
-        who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
-        print(f"loopctl: {who}; nothing to do", file=sys.stderr)
-    elif report and not quiet:
-        for fired in report.fired:
-            print(f"fired {fired['loop']} ({fired['run_id']})")
-        for error in report.invalid.values():
-            print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
-    if wait:
-        raise typer.Exit(result.exit_code())
+    raise typer.Exit(direct.tick(wait, as_json, quiet))
 
 
 @app.command()

@@ -66,6 +66,11 @@ def main() -> None:
     if args == ["__names"]:
         print_names()
         sys.exit(0)
+    from loopctl.direct import dispatch
+
+    code = dispatch(args)
+    if code is not None:
+        sys.exit(code)
     from loopctl.cli import run_app
 
     run_app(args)

@@ -1,0 +1,74 @@
+"""`tick` and `run`, rendered without Typer.
+
+cron starts `loopctl tick` every minute and CI scripts call `loopctl run`;
+importing Typer (and the pydantic it pulls in) costs ~110 ms of CPU per
+process (bench/README.md). `entry.py` routes the plain forms of these two
+commands here; the Typer commands call the same functions, so there is one
+implementation and `--help` still comes from Typer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+TICK_FLAGS = {"--wait", "--json", "--quiet", "-q"}
+
+
+def tick(wait: bool, as_json: bool, quiet: bool) -> int:
+    from loopctl import clock
+    from loopctl.firing import tick as do_tick
+    from loopctl.store import Store
+
+    result = do_tick(Store(), clock.now(), wait=wait)
+    report = result.pass_report
+    if as_json:
+        print(json.dumps({"version": 1, "deferred_to": result.deferred_to,
+                          "fired": report.fired if report else [],
+                          "skipped": report.skipped if report else [],
+                          "deferred": report.deferred if report else [],
+                          "lost": report.lost if report else [],
+                          "runs": result.records}, indent=2, default=str))
+    elif result.deferred_to:
+        holder = result.deferred_to
+        who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
+        print(f"loopctl: {who}; nothing to do", file=sys.stderr)
+    elif report and not quiet:
+        for fired in report.fired:
+            print(f"fired {fired['loop']} ({fired['run_id']})")
+        for error in report.invalid.values():
+            print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
+    return result.exit_code() if wait else 0
+
+
+def run(name: str) -> int:
+    from loopctl.core import run_now
+    from loopctl.store import Store
+    from loopctl.supervisor import exit_code_for
+
+    record: dict[str, Any] = run_now(Store(), name)
+    print(f"loopctl: run {record['run_id']}: {record['outcome']} "
+          f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
+    return exit_code_for(record)
+
+
+def dispatch(args: list[str]) -> int | None:
+    """The exit code if `args` is a plain tick or run; None: let Typer parse."""
+    if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
+        call = lambda: tick("--wait" in args, "--json" in args,  # noqa: E731
+                            bool({"--quiet", "-q"} & set(args)))
+    elif len(args) == 2 and args[0] == "run" and not args[1].startswith("-"):
+        call = lambda: run(args[1])  # noqa: E731
+    else:
+        return None
+    from loopctl.errors import LoopctlError
+
+    try:
+        return call()
+    except LoopctlError as exc:
+        print(f"loopctl: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("loopctl: interrupted", file=sys.stderr)
+        return 130
