@@ -13,15 +13,8 @@ from typing import Any
 
 import psutil
 
-from conftest import CLI, agent_command
+from conftest import CLI
 from loopctl.schedule import parse_iso
-
-
-def start(cli: CLI, name: str, *agent_args: str, every: str = "1h",
-          extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> None:
-    """A loop running the fake agent with `agent_args`."""
-    cli("start", "the prompt", "--name", name, "--every", every,
-        "--command", agent_command(*agent_args), *extra, env=env, check=0)
 
 
 def gated(gate: Path, starts: Path | None = None) -> str:
@@ -34,10 +27,9 @@ def gated(gate: Path, starts: Path | None = None) -> str:
 
 
 def start_gated(cli: CLI, name: str, gate: Path, every: str = "1h",
-                extra: tuple[str, ...] = (), starts: Path | None = None,
-                env: dict[str, str] | None = None) -> None:
+                starts: Path | None = None) -> None:
     cli("start", "the prompt", "--name", name, "--every", every,
-        "--command", gated(gate, starts), *extra, env=env, check=0)
+        "--command", gated(gate, starts), check=0)
 
 
 def count_lines(path: Path) -> int:
@@ -92,11 +84,6 @@ def gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
-
-
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
 
 
 def ts(text: str) -> float:

@@ -111,13 +111,13 @@ def test_a_running_daemon_notices_a_killed_supervisor(cli: CLI, tmp_path: Path) 
     daemon = cli.popen("daemon", "--quiet", env={"LOOPCTL_LEASE_TTL": "3"})
     try:
         run = wait_for(lambda: in_flight(cli, "victim"))
-        time.sleep(2)  # the daemon has long seen the run start
+        time.sleep(1.5)  # the daemon has long seen the run start
         kill_supervisor(cli, "victim")
         gate.touch()
         wait_for(lambda: gone(run["agent"]["pid"]))
         # A heartbeat (1 s here) or two later, at the latest.
-        wait_for(lambda: cli.records("victim"), timeout=8)
-        wait_for(lambda: len(cli.records("victim")) >= 2, timeout=8)
+        wait_for(lambda: cli.records("victim"), timeout=5)
+        wait_for(lambda: len(cli.records("victim")) >= 2, timeout=5)
     finally:
         stop(daemon)
     assert [r["outcome"] for r in cli.records("victim")[:2]] == ["lost", "ok"]

@@ -46,7 +46,7 @@ def check_runs(cli: CLI, resumed_at: float) -> list[dict[str, Any]]:
     records = cli.records("steady")
     assert loop_state(cli, "steady")["iterations"] == len(records), "a fire was claimed twice"
     assert len({r["due_at"] for r in records}) == len(records), "a due fire ran twice"
-    for earlier, later in zip(records, records[1:]):
+    for earlier, later in zip(records, records[1:], strict=False):
         # `--every` waits from the end of the previous run (record times are
         # whole seconds, hence the 1 s of slack).
         assert ts(later["due_at"]) >= ts(earlier["ended_at"]) + EVERY - 1, (earlier, later)
@@ -74,10 +74,10 @@ def test_a_stopped_daemon_catches_up_once_when_continued(cli: CLI) -> None:
     catch_up, following = after[0], after[1]
     assert ts(catch_up["due_at"]) < resumed_at, catch_up
     assert ts(catch_up["due_at"]) <= stopped_at + EVERY + 1, catch_up
-    # Every occurrence between the stale due time and the catch-up is counted.
+    # The occurrences between the stale due time and the catch-up are counted
+    # (at the claim, a moment before the run's start on a loaded machine).
     late = ts(catch_up["started_at"]) - ts(catch_up["due_at"])
-    assert catch_up["missed"] >= 1
-    assert abs(catch_up["missed"] - late // EVERY) <= 1, catch_up
+    assert 1 <= catch_up["missed"] <= late // EVERY + 1, catch_up
     # The next fire is computed from the end of the catch-up, not the stale due.
     assert following["missed"] <= 1, following
     assert [r for r in after if ts(r["due_at"]) < resumed_at] == [catch_up]

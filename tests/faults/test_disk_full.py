@@ -1,0 +1,194 @@
+"""Fault 12: the disk fills up.
+
+A real full file system where the machine lets us mount one (a small tmpfs as
+LOOPCTL_HOME); everywhere, an injected OSError(ENOSPC) in-process. Expected:
+a write that cannot be made fails with one clear line and leaves the previous
+file whole; nothing fires that cannot be recorded; a loop whose state could
+not be saved is paused with reason `error` rather than kept running.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, agent_command, wait_for
+from loopctl import store as store_mod
+from loopctl.cli import run_app
+from loopctl.errors import LoopctlError
+
+from .support import count_lines, in_flight, one_clear_line, start_gated, supervisors
+
+ENOSPC_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
+
+
+def fill(where: Path) -> Path:
+    """Write a file until the file system is full."""
+    filler = where / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    finally:
+        os.close(fd)
+    return filler
+
+
+def files(home: Path) -> dict[str, bytes]:
+    """Every file under home but the filler and the (empty) lock files."""
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*"))
+            if p.is_file() and p.name != "filler" and p.suffix != ".lock"}
+
+
+@pytest.fixture
+def small_home(mount_tmpfs: Callable[[Path, str], Path], tmp_path: Path,
+               monkeypatch: pytest.MonkeyPatch) -> CLI:
+    """LOOPCTL_HOME on a 512 KiB tmpfs."""
+    where = mount_tmpfs(tmp_path / "small", "512k")
+    monkeypatch.setenv("LOOPCTL_HOME", str(where))
+    return CLI(where)
+
+
+# -- a real full file system --------------------------------------------------------
+
+WRITERS = {
+    "start": ("start", "new one", "--name", "new", "--every", "1h", "--command", "true"),
+    "update": ("update", "kept", "--max-runs", "7"),
+    "pause": ("pause", "kept"),
+    "stop": ("stop", "kept"),
+    "rm": ("rm", "kept"),
+}
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_write_on_a_full_disk_fails_in_one_line_and_keeps_the_files(
+        small_home: CLI, command: str) -> None:
+    cli = small_home
+    cli("start", "p", "--name", "kept", "--every", "1h", "--after", "1h",
+        "--command", "true", check=0)
+    before = files(cli.home)
+    filler = fill(cli.home)
+    proc = cli(*WRITERS[command])
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    assert ENOSPC_TEXT in one_clear_line(proc.stderr)
+    assert files(cli.home) == before, "a file changed, or a temp file was left behind"
+    # With room again the same command works.
+    filler.unlink()
+    cli(*WRITERS[command], check=0)
+
+
+def test_tick_on_a_full_disk_fires_nothing_and_says_why(small_home: CLI) -> None:
+    cli = small_home
+    cli("start", "p", "--name", "due", "--every", "1h", "--command", "true", check=0)
+    before = files(cli.home)
+    filler = fill(cli.home)
+    proc = cli("tick")
+    assert proc.returncode == 1
+    assert ENOSPC_TEXT in one_clear_line(proc.stderr)
+    assert not supervisors(cli.home)
+    assert files(cli.home) == before
+    filler.unlink()
+    report = cli.json("tick", "--wait")
+    assert [r["outcome"] for r in report["runs"]] == ["ok"]
+
+
+def test_a_run_whose_output_fills_the_disk_is_recorded_and_the_files_parse(
+        small_home: CLI) -> None:
+    cli = small_home
+    cli("start", "p", "--name", "flood", "--every", "1h",
+        "--command", agent_command("--flood", str(4 * 2**20)), check=0)
+    loops = (cli.home / "loops.yaml").read_bytes()
+    spare = cli.home / "spare"
+    spare.write_bytes(b"\0" * 96 * 1024)  # freed after the run
+    proc = cli("tick", "--wait", "--json")
+    assert proc.returncode == 1  # the run failed, or could not even be recorded
+    assert "Traceback" not in proc.stderr
+    (fired,) = json.loads(proc.stdout)["fired"]
+    run_id = fired["run_id"]
+    assert (cli.home / "loops.yaml").read_bytes() == loops
+    cli.state()  # parses
+    log = cli.state_dir / "runs" / "flood" / f"{run_id}.log"
+    text = log.read_bytes()
+    assert text.startswith(b"# loopctl: run ") and len(text) > 100 * 1024
+    assert b"Traceback" not in text
+    # With room again, the next pass accounts for the run.
+    spare.unlink()
+    cli("tick", check=0)
+    history = cli.json("history", "flood")["runs"]
+    assert [(r["run_id"], r["outcome"] in ("lost", "failed")) for r in history] == \
+        [(run_id, True)], history
+    assert cli.state()["loops"]["flood"]["run"] is None
+
+
+@pytest.mark.slow  # the supervisor retries its save for a few seconds
+def test_a_loop_whose_state_cannot_be_saved_is_paused_with_error(
+        small_home: CLI, tmp_path: Path) -> None:
+    cli = small_home
+    gate, starts = tmp_path / "gate", tmp_path / "starts"
+    start_gated(cli, "unsaved", gate, every="1s", starts=starts)
+    cli("tick", check=0)
+    wait_for(lambda: in_flight(cli, "unsaved"))
+    filler = fill(cli.home)
+    gate.touch()  # the run ends on a full disk: its settle cannot be written
+    wait_for(lambda: not supervisors(cli.home))
+    filler.unlink()
+    cli("tick", check=0)
+    status = cli.json("status", "unsaved")
+    assert (status["status"], status["reason"]) == ("paused", "error"), status
+    assert cli.json("tick")["fired"] == []
+    assert count_lines(starts) == 1
+
+
+# -- injected ENOSPC (no mount needed) ----------------------------------------------
+
+
+def enospc(*_args: object, **_kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, ENOSPC_TEXT)
+
+
+@pytest.mark.parametrize("call", ["fsync", "replace"])
+def test_atomic_write_failing_with_enospc_keeps_the_old_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    target = tmp_path / "state.json"
+    target.write_bytes(b'{"old": true}')
+    monkeypatch.setattr(store_mod.os, call, enospc)
+    with pytest.raises(LoopctlError) as caught:
+        store_mod.atomic_write(target, b'{"new": true}')
+    monkeypatch.undo()
+    assert caught.value.code == 1
+    assert ENOSPC_TEXT in caught.value.message and str(target) in caught.value.message
+    assert "\n" not in caught.value.message
+    assert target.read_bytes() == b'{"old": true}'
+    assert not list(tmp_path.glob(".state.json.*")), "a temp file was left behind"
+
+
+def test_start_with_enospc_injected_exits_1_in_one_line(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        run_app(["start", "p", "--name", "first", "--every", "1h", "--command", "true"])
+    assert done.value.code == 0
+    before = files(home)
+    capsys.readouterr()
+    real_replace = os.replace
+
+    def replace(src: object, dst: object) -> None:
+        if str(dst).startswith(str(home)):
+            enospc()
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_mod.os, "replace", replace)
+    with pytest.raises(SystemExit) as done:
+        run_app(["start", "p", "--name", "second", "--every", "1h", "--command", "true"])
+    monkeypatch.undo()
+    assert done.value.code == 1
+    assert ENOSPC_TEXT in one_clear_line(capsys.readouterr().err)
+    assert files(home) == before
