@@ -434,7 +434,7 @@ def doctor(store: Store) -> dict[str, Any]:
             add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
                 "only once a minute: use `loopctl daemon` for sub-minute loops")
         hook = loop.on_attention or defs.doc.get("on_attention")
-        if isinstance(hook, str) and not os.access(hook, os.X_OK):
+        if isinstance(hook, str) and not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
             add("error", "hooks", f"loop {name!r}: hook {hook} is not an executable file")
         if st.get("hook_error"):
             add("warn", "hooks", f"loop {name!r}: last hook error: "

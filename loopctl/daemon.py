@@ -22,6 +22,9 @@ from loopctl.paths import file_signature
 from loopctl.store import Store
 
 WATCH_INTERVAL = 1.0
+# While runs are in flight, look at them this often: a supervisor killed with
+# SIGKILL changes no file, and its run must still be recorded lost.
+IN_FLIGHT_CHECK = 5.0
 
 
 class Daemon:
@@ -32,6 +35,7 @@ class Daemon:
         self.stopping = False
         self.children: list[Any] = []
         self.last_error: str | None = None
+        self.busy = False
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -52,6 +56,7 @@ class Daemon:
         next_heartbeat = 0.0
         seen: tuple[Any, Any] | None = None
         wake_at: float | None = None
+        last_pass = 0.0
         self.log(f"started (pid {os.getpid()}, lease ttl {self.lease.ttl:g}s)")
         try:
             while not self.stopping:
@@ -62,16 +67,23 @@ class Daemon:
                         continue
                     next_heartbeat = now + heartbeat_every
                 current = self.signatures()
-                if current != seen or (wake_at is not None and now >= wake_at):
+                checking = self.busy and now - last_pass >= IN_FLIGHT_CHECK
+                if current != seen or checking or (wake_at is not None and now >= wake_at):
                     wake_at = self._pass(now)
+                    last_pass = now
                     seen = self.signatures()
+                    if wake_at is not None and wake_at <= now:
+                        # Still due after a pass: never spin; look again in a second.
+                        wake_at = now + WATCH_INTERVAL
                 self._reap()
                 deadline = min(t for t in (wake_at, next_heartbeat, now + WATCH_INTERVAL)
                                if t is not None)
                 self._sleep(deadline - clock.now())
         finally:
+            held = self.lease.held
             self.lease.release()
-            self.log("stopped; lease released (runs in flight finish on their own)")
+            self.log("stopped; " + ("lease released " if held else "")
+                     + "(runs in flight finish on their own)")
         return 0
 
     def _heartbeat(self, now: float) -> bool:
@@ -109,11 +121,14 @@ class Daemon:
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
         self.children.extend(report.children)
+        self.busy = report.busy
         return report.wake_at
 
     def _reap(self) -> None:
         self.children = [c for c in self.children if c.poll() is None]
 
     def _sleep(self, seconds: float) -> None:
-        if seconds > 0 and not self.stopping:
-            time.sleep(min(seconds, WATCH_INTERVAL * 30))
+        # In steps of at most a second: SIGTERM sets a flag, and sleep resumes.
+        end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
+        while not self.stopping and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, WATCH_INTERVAL))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 FAST_TICK_FLAGS = {"--quiet", "-q"}
+CLOCK_SLACK = 5.0
 
 
 def nothing_due() -> bool:
@@ -36,8 +37,11 @@ def nothing_due() -> bool:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all
     except (OSError, ValueError, AttributeError):
         return False
+    now = clock.now()
+    if now < (state.get("saved_at") or 0) - CLOCK_SLACK:
+        return False  # the clock went back: let a full pass re-arm the loops
     wake_at = state.get("wake_at")
-    return wake_at is None or wake_at > clock.now()
+    return wake_at is None or wake_at > now
 
 
 def print_names() -> None:

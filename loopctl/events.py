@@ -88,19 +88,29 @@ def deliver_detached(hook: str, event: dict[str, Any]) -> None:
 
 def run_hook(hook: str, event: dict[str, Any], timeout: float = HOOK_TIMEOUT) -> tuple[
         str | None, bytes]:
-    """Run the hook; returns (error or None, its combined output)."""
+    """Run the hook in a session of its own; returns (error or None, output).
+    At the timeout the whole session is killed, children included."""
+    import os
+    import signal
+
     try:
-        proc = subprocess.run([hook], input=json.dumps(event).encode(), capture_output=True,
-                              timeout=timeout, start_new_session=True)
-    except subprocess.TimeoutExpired as exc:
-        return f"hook {hook} timed out after {timeout:g}s", (exc.stdout or b"")
+        proc = subprocess.Popen([hook], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
     except PermissionError:
         return f"hook {hook} is not executable", b""
     except FileNotFoundError:
         return f"hook {hook} does not exist", b""
     except OSError as exc:
         return f"hook {hook} could not start: {exc.strerror}", b""
-    output = proc.stdout + proc.stderr
+    try:
+        output, _ = proc.communicate(json.dumps(event).encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        output, _ = proc.communicate()
+        return f"hook {hook} timed out after {timeout:g}s", output or b""
     if proc.returncode != 0:
         return f"hook {hook} exited {proc.returncode}", output
     return None, output

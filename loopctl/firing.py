@@ -20,7 +20,7 @@ from loopctl.errors import BusyError
 from loopctl.model import to_raw
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
-from loopctl.state import TERMINAL
+from loopctl.state import TERMINAL, wake_time
 from loopctl.store import Definitions, Store
 
 
@@ -32,6 +32,7 @@ class PassReport:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     wake_at: float | None = None
+    busy: bool = False
     invalid: dict[str, str] = field(default_factory=dict)
 
 
@@ -116,6 +117,17 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
     return pending
 
 
+def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
+    """The earliest time a loop that can fire needs a driver. Unlike the
+    state's own `wake_at` (the tick fast path's conservative summary), it
+    skips invalid entries and loops blocked by an orphaned agent, whose past
+    due times would otherwise keep a daemon awake."""
+    wakes = [w for name, st in state["loops"].items()
+             if name in defs.loops and not st.get("orphan") and not st.get("run")
+             and (w := wake_time(st)) is not None]
+    return min(wakes) if wakes else None
+
+
 def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> PassReport:
     """Reconcile, settle what was lost, claim and launch what is due."""
     report = PassReport()
@@ -141,7 +153,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         if changed or result.changed or state.get("defs_sig") != defs.signature:
             state["defs_sig"] = defs.signature
             store.write_state(state)
-        report.wake_at = state.get("wake_at")
+        report.wake_at = fireable_wake(defs, state)
+        report.busy = any(st.get("run") or st.get("orphan") for st in state["loops"].values())
     events.dispatch(pending)
     report.skipped = [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}

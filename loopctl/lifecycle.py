@@ -158,8 +158,11 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, f"{st['status']}{reason}"))
         return
     due = st["next_due"]
-    if due is not None and due > latest_plausible_due(loop, now):
-        due = st["next_due"] = latest_plausible_due(loop, now) if loop.cron else now
+    ran = st["last_end"] is not None
+    if due is not None and due > latest_plausible_due(loop, now, st["failures"], ran):
+        # Re-armed as if the last run ended now: no duplicate run, no stall.
+        due = st["next_due"] = next_fire(loop, now=now, last_end=now if ran else None,
+                                         created=now, failures=st["failures"])
         st["note"] = "the clock went back; re-armed from now"
         result.changed = True
     if due is None or due > now:

@@ -187,6 +187,9 @@ def parse_loop(name: object, raw: object) -> LoopDef:
     unknown = sorted(str(k) for k in raw if k not in KEYS)
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; see `loopctl start --help`")
+    bad = _not_utf8(raw)
+    if bad:
+        raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")
     fields: dict[str, Any] = {"name": name}
     try:
         _parse_what(raw, fields, where)
@@ -197,6 +200,27 @@ def parse_loop(name: object, raw: object) -> LoopDef:
             raise
         raise UsageError(f"{where}: {exc.message}") from None
     return LoopDef(**fields)
+
+
+def _not_utf8(value: Any, key: str = "") -> str | None:
+    """The first key whose text cannot be written as UTF-8 (lone surrogates
+    from undecodable command-line bytes would make loops.yaml unreadable)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return key or "value"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found = _not_utf8(k, str(k)) or _not_utf8(v, key or str(k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _not_utf8(item, key)
+            if found:
+                return found
+    return None
 
 
 def _text(raw: dict[str, Any], key: str, where: str) -> str | None:

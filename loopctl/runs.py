@@ -12,11 +12,18 @@ EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
                     "lost": 1, "deferred": 75}
 
 
+def run_order(run_id: str) -> tuple[int, str]:
+    """Runs in the order they were claimed: by the per-loop sequence number
+    that ends the id, not its timestamp (the wall clock can go back)."""
+    _, _, seq = run_id.rpartition("-")
+    return (int(seq) if seq.isdigit() else -1, run_id)
+
+
 def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
-    """Finished runs of `loop`, oldest first (run ids sort by time)."""
+    """Finished runs of `loop`, oldest first."""
     folder = paths.loop_runs_dir(loop)
     records = []
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(folder.glob("*.json"), key=lambda p: run_order(p.name.split(".")[0])):
         if path.name.endswith(".decision.json"):
             continue
         try:
@@ -39,7 +46,7 @@ def run_ids(paths: Paths, loop: str) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted({p.name.split(".", 1)[0] for p in folder.iterdir()
-                   if not p.name.startswith(".")})
+                   if not p.name.startswith(".")}, key=run_order)
 
 
 def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:

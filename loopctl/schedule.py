@@ -166,13 +166,16 @@ def parse_iso(text: str) -> float:
     return moment.timestamp()
 
 
-def latest_plausible_due(loop: LoopDef, now: float) -> float:
+def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,
+                         ran: bool = False) -> float:
     """No due time computed with a correct clock lies beyond this; a later one
-    means the wall clock was set back, and the loop re-arms from `now`."""
+    means the wall clock was set back, and the loop re-arms from `now`.
+    Without `failures` it allows the largest backoff."""
     if loop.cron:
-        return cron_next(loop.cron, loop.tz, now + (loop.after or 0))
+        return cron_next(loop.cron, loop.tz, now + (0 if ran else loop.after or 0))
+    factor = BACKOFF_CAP if failures is None else backoff_factor(failures)
     if loop.auto:
-        longest = max(loop.max_delay, loop.keepalive) * BACKOFF_CAP
+        longest = max(loop.max_delay, loop.keepalive) * factor
     else:
-        longest = (loop.every or 0) * BACKOFF_CAP
-    return now + max(longest, loop.after or 0)
+        longest = (loop.every or 0) * factor
+    return now + max(longest, 0 if ran else loop.after or 0)

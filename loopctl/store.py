@@ -125,9 +125,13 @@ class Store:
         return read_state_file(self.paths.state_file)
 
     def write_state(self, state: dict[str, Any]) -> None:
+        from loopctl import clock
         from loopctl.state import summarize
 
         summarize(state)
+        # The tick fast path compares this with now: a clock set back must
+        # not leave loops waiting on due times from the future.
+        state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
         data = json.dumps(state, separators=(",", ":"), sort_keys=True)
         atomic_write(self.paths.state_file, data.encode())

@@ -85,12 +85,6 @@ def test_start_with_any_text_exits_0_or_2_in_one_line(
     assert code == 0, (args, err)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: text that is not UTF-8 (argv bytes decode to lone surrogates) is accepted "
-    "by start in the prompt, an --env value or --cwd, dumped into loops.yaml as "
-    "\"\\uDCFF\", which the loader rejects: the whole file becomes unreadable, every "
-    "loop stops and every command exits 3 (model.parse_loop accepts surrogates; "
-    "store.write_defs does not check that its output loads)"))
 @pytest.mark.parametrize("where", ["prompt", "env"])
 def test_start_with_non_utf8_text_never_breaks_loops_yaml(
         home: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:

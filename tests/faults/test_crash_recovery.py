@@ -99,11 +99,6 @@ def test_orphaned_agent_is_not_started_twice_by_a_daemon(cli: CLI, tmp_path: Pat
     assert count_lines(starts) >= 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: a running daemon never re-checks in-flight runs; it runs a pass only "
-    "when loops.yaml/state.json change or wake_at passes, and an interval "
-    "loop's wake_at ignores its run, so a supervisor SIGKILLed mid-run is "
-    "never recorded lost (loopctl/daemon.py Daemon.run, state.wake_time)"))
 @pytest.mark.slow
 def test_a_running_daemon_notices_a_killed_supervisor(cli: CLI, tmp_path: Path) -> None:
     gate, starts = tmp_path / "gate", tmp_path / "starts"

@@ -25,11 +25,6 @@ from .support import gone, in_flight, lease, loop_state, start_gated, stop
 WINDOW = 2.0
 MAX_READS = 100  # a sleeping daemon: a handful (a heartbeat); spinning: thousands
 
-SPIN = pytest.mark.xfail(strict=True, reason=(
-    "bug: state.wake_time counts the past next_due of a loop that cannot fire "
-    "(orphaned agent alive, or invalid entry), so wake_at stays in the past and "
-    "Daemon.run sleeps for a negative time and runs a driver pass back to back "
-    "(loopctl/state.py wake_time/summarize, loopctl/daemon.py Daemon.run)"))
 
 
 def reads_while_idle(cli: CLI) -> int:
@@ -54,7 +49,6 @@ def test_daemon_with_nothing_due_sleeps(cli: CLI) -> None:
     assert reads_while_idle(cli) < MAX_READS
 
 
-@SPIN
 @pytest.mark.slow
 def test_daemon_sleeps_while_an_orphaned_agent_blocks_the_due_loop(
         cli: CLI, tmp_path: Path) -> None:
@@ -73,7 +67,6 @@ def test_daemon_sleeps_while_an_orphaned_agent_blocks_the_due_loop(
     assert reads < MAX_READS, f"{reads} reads in {WINDOW}s: the daemon spins"
 
 
-@SPIN
 @pytest.mark.slow
 def test_daemon_sleeps_while_only_a_broken_entry_is_due(cli: CLI) -> None:
     cli("start", "p", "--name", "bad", "--every", "1h", "--after", "1s",

@@ -47,14 +47,9 @@ def test_a_hook_that_cannot_run_is_recorded_and_changes_nothing(
     assert cli.json("status", "hooked")["status"] == "active"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (minor): README says doctor exits 1 for 'hooks that are not executable or "
-    "failed', but a recorded hook failure is only a warning (core.doctor adds "
-    "hook_error as 'warn'), and the executable check uses os.access(X_OK), true "
-    "for a directory (and, as root, for any file with an x bit)"))
 @pytest.mark.parametrize("kind", ["exits-1", "directory"])
-def test_doctor_needs_attention_after_a_hook_failed(cli: CLI, tmp_path: Path,
-                                                    kind: str) -> None:
+def test_doctor_reports_a_failed_or_unusable_hook(cli: CLI, tmp_path: Path,
+                                                  kind: str) -> None:
     hook = tmp_path / "hook"
     if kind == "directory":
         hook.mkdir()
@@ -65,14 +60,15 @@ def test_doctor_needs_attention_after_a_hook_failed(cli: CLI, tmp_path: Path,
     cli("run", "hooked", check=0)
     wait_for(lambda: cli.json("status", "hooked").get("hook_error"))
     doctor = cli("doctor")
-    assert doctor.returncode == 1, doctor.stdout
-    assert "needs attention" in doctor.stdout
+    if kind == "directory":  # not an executable file: the hook can never run
+        assert doctor.returncode == 1, doctor.stdout
+        assert "needs attention" in doctor.stdout
+    else:  # a hook that failed once is a warning (README: doctor)
+        assert doctor.returncode == 0, doctor.stdout
+        assert any(line.startswith("WARN hooks") and "exited 1" in line
+                   for line in doctor.stdout.splitlines()), doctor.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: at its 10 s timeout only the hook process itself is killed "
-    "(events.run_hook: subprocess.run(timeout=...) kills the direct child, not "
-    "its process group/session), so a hanging hook's children live on"))
 @pytest.mark.slow
 def test_a_hanging_hook_is_stopped_whole_at_its_timeout(cli: CLI, tmp_path: Path) -> None:
     pids = tmp_path / "hook-pids"

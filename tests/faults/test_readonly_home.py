@@ -104,10 +104,6 @@ def test_daemon_on_a_read_only_home_says_why_and_fires_nothing(frozen: CLI) -> N
     assert code in (0, 1), log
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug (minor): a daemon that never got the lease (read-only home) still logs "
-    "'stopped; lease released' on SIGTERM (daemon.Daemon.run's finally logs it "
-    "whether or not self.lease.held)"))
 def test_daemon_does_not_claim_to_release_a_lease_it_never_held(frozen: CLI) -> None:
     _, log = run_daemon_briefly(frozen)
     assert "lease released" not in log, log
