@@ -16,7 +16,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.errors import LoopctlError
-from loopctl.firing import driver_pass
+from loopctl.firing import driver_pass, reap_children
 from loopctl.lease import LeaseFile
 from loopctl.paths import file_signature
 from loopctl.store import Store
@@ -33,7 +33,7 @@ class Daemon:
         self.quiet = quiet
         self.lease = LeaseFile(store.paths, "daemon")
         self.stopping = False
-        self.children: list[Any] = []
+        self.children: list[int] = []
         self.last_error: str | None = None
         self.busy = False
 
@@ -125,7 +125,7 @@ class Daemon:
         return report.wake_at
 
     def _reap(self) -> None:
-        self.children = [c for c in self.children if c.poll() is None]
+        self.children = reap_children(self.children)
 
     def _sleep(self, seconds: float) -> None:
         # In steps of at most a second: SIGTERM sets a flag, and sleep resumes.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,25 +29,71 @@ class PassReport:
     skipped: list[dict[str, str]] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     deferred: list[dict[str, Any]] = field(default_factory=list)
-    children: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    children: list[int] = field(default_factory=list)
     wake_at: float | None = None
     busy: bool = False
     invalid: dict[str, str] = field(default_factory=dict)
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str) -> subprocess.Popen[bytes]:
-    """A detached supervisor. Its stdout/stderr go to the run's log, so even a
-    crash of the supervisor itself leaves its reason where the user looks."""
+def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
+    """Start a detached supervisor (a session of its own) and return its pid.
+
+    It is forked from this driver, which has already imported everything a
+    supervisor needs: a fresh `python -m loopctl.supervisor` costs ~65 ms of
+    CPU per run in start-up and imports (bench/README.md). Its stdout and
+    stderr go to the run's log, so even a crash leaves its reason where the
+    user looks. The store lock this driver holds is closed in the child
+    (loopctl.locks), so the supervisor waits for it like anyone else."""
+    from loopctl.supervisor import Supervisor, exit_code_for  # once, before forking
+
     log = store.paths.run_log(loop, run_id)
     ensure_dir(log.parent)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "loopctl.supervisor", loop, run_id],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-            start_new_session=True, close_fds=True)
-    finally:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
         os.close(fd)
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(null)
+        os.close(fd)
+        code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
+                                        foreground=False).run())
+    except BaseException as exc:  # noqa: BLE001 - the child must never return
+        try:
+            os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def wait_for_children(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def reap_children(pids: list[int]) -> list[int]:
+    """Collect the supervisors that have exited; return those still running."""
+    running = []
+    for pid in pids:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done == 0:
+            running.append(pid)
+    return running
 
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
@@ -146,7 +191,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             run["spec"] = to_raw(defs.loops[name])
             run["hook"] = events.hook_for(defs.loops[name], defs.doc.get("on_attention"))
             child = spawn_supervisor(store, name, run["run_id"])
-            run["supervisor"] = procs.ref(child.pid)
+            run["supervisor"] = procs.ref(child)
             report.children.append(child)
             report.fired.append({"loop": name, "run_id": run["run_id"],
                                  "due_at": iso(run["due_at"]), "missed": run["missed"]})
@@ -198,8 +243,7 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
         lease.release()
     result = TickReport(report)
     if wait:
-        for child in report.children:
-            child.wait()
+        wait_for_children(report.children)
         for fired in report.fired:
             record = read_record(store.paths, fired["loop"], fired["run_id"])
             result.records.append(record or {"run_id": fired["run_id"], "outcome": "lost"})

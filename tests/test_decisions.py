@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,8 @@ def test_decide_fail_ends_the_loop_failed(cli: CLI) -> None:
 
 
 def test_decide_outside_a_run_exits_2() -> None:
-    proc = subprocess.run(["loopctl", "decide", "complete"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "loopctl", "decide", "complete"],
+                          capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items()
                                if k != "LOOPCTL_DECISION_FILE"})
     assert proc.returncode == 2

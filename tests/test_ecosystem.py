@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +17,10 @@ REQUIRE = os.environ.get("LOOPCTL_REQUIRE_VALIDATORS") == "1"
 
 
 def tool(name: str) -> str:
-    found = shutil.which(name)
+    # Validators installed by the test extra live beside this interpreter,
+    # which need not be on PATH (CI runs .venv/bin/python -m pytest).
+    here = os.path.dirname(sys.executable)
+    found = shutil.which(name, path=here + os.pathsep + os.environ.get("PATH", ""))
     if not found:
         if REQUIRE:
             pytest.fail(f"{name} is required in CI but not installed")
@@ -68,7 +72,7 @@ def test_cron_without_a_crontab_program_says_what_to_do(cli: CLI,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("LOOPCTL_CRONTAB", raising=False)
-    proc = subprocess.run([os.sys.executable, "-m", "loopctl", "cron", "install"],
+    proc = subprocess.run([sys.executable, "-m", "loopctl", "cron", "install"],
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert "install cron" in proc.stderr and "loopctl daemon" in proc.stderr
