@@ -106,13 +106,23 @@ def home_processes(home: Path) -> list[psutil.Process]:
     return found
 
 
+def is_supervisor(proc: psutil.Process) -> bool:
+    """A run's supervisor: forked from a loopctl driver into a session of its
+    own (same command line as the driver), or `python -m loopctl.supervisor`."""
+    cmd = proc.cmdline()
+    if "loopctl.supervisor" in cmd:
+        return True
+    runs_loopctl = any(part == "loopctl" or part.endswith("/loopctl") for part in cmd)
+    return runs_loopctl and os.getsid(proc.pid) == proc.pid
+
+
 def supervisors(home: Path) -> list[psutil.Process]:
     out = []
     for proc in home_processes(home):
         try:
-            if "loopctl.supervisor" in proc.cmdline():
+            if is_supervisor(proc):
                 out.append(proc)
-        except psutil.Error:
+        except (psutil.Error, OSError):
             continue
     return out
 
