@@ -1,10 +1,11 @@
 """One run of one loop: spawn the agent, enforce the timeout, record, settle.
 
-Scheduled runs get a supervisor process of their own (`python -m
-loopctl.supervisor LOOP RUN_ID`, detached into its own session by the driver)
-so the driver can exit; `loopctl run` supervises in the foreground and copies
-the agent's output to the terminal as well as the log. For scheduled runs the
-agent writes straight into the log file: no byte passes through Python.
+Scheduled runs get a supervisor process of their own, forked by the driver
+into a session of its own (`firing.spawn_supervisor`; `python -m
+loopctl.supervisor LOOP RUN_ID` starts one by hand) so the driver can exit;
+`loopctl run` supervises in the foreground and copies the agent's output to
+the terminal as well as the log. For scheduled runs the agent writes straight
+into the log file: no byte passes through Python.
 """
 
 from __future__ import annotations
