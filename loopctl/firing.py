@@ -19,7 +19,7 @@ from loopctl.errors import BusyError
 from loopctl.model import to_raw
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
-from loopctl.state import TERMINAL, wake_time
+from loopctl.state import TERMINAL, in_flight, wake_time
 from loopctl.store import Definitions, Store
 
 
@@ -199,7 +199,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             state["defs_sig"] = defs.signature
             store.write_state(state)
         report.wake_at = fireable_wake(defs, state)
-        report.busy = any(st.get("run") or st.get("orphan") for st in state["loops"].values())
+        report.busy = in_flight(state)
     events.dispatch(pending)
     report.skipped = [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}

@@ -11,11 +11,10 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loopctl.errors import BusyError, LoopctlError
 from loopctl.paths import Paths, ensure_dir
 
 DEFAULT_TTL = 90.0
@@ -72,17 +71,11 @@ class LeaseFile:
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
-        from loopctl.locks import LockTimeout, hold
+        from loopctl.locks import locked
 
         ensure_dir(self.paths.state_dir)
-        held = ExitStack()
-        try:
-            held.enter_context(hold(self.paths.lease_lock, LEASE_LOCK_TIMEOUT))
-        except LockTimeout:
-            raise BusyError("another driver is taking the lease right now") from None
-        except OSError as exc:
-            raise LoopctlError(f"cannot lock {self.paths.lease_lock}: {exc.strerror}") from None
-        with held:
+        with locked(self.paths.lease_lock, LEASE_LOCK_TIMEOUT,
+                    "another driver is taking the lease right now"):
             yield
 
     def read(self) -> Lease | None:

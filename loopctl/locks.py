@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from loopctl.paths import FILE_MODE
@@ -80,3 +80,21 @@ def hold(path: Path, timeout: float) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def locked(path: Path, timeout: float, busy: str) -> Iterator[None]:
+    """`hold`, with failures to take the lock as loopctl errors: `busy`
+    (exit 75) on a timeout, one line naming the file for anything else.
+    Errors raised inside the block pass through untouched."""
+    from loopctl.errors import BusyError, LoopctlError
+
+    held = ExitStack()
+    try:
+        held.enter_context(hold(path, timeout))
+    except LockTimeout:
+        raise BusyError(busy) from None
+    except OSError as exc:
+        raise LoopctlError(f"cannot lock {path}: {exc.strerror}") from None
+    with held:
+        yield

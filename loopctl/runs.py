@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from loopctl.paths import Paths
@@ -66,7 +65,3 @@ def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
 def latest_run_id(paths: Paths, loop: str) -> str | None:
     ids = run_ids(paths, loop)
     return ids[-1] if ids else None
-
-
-def log_path(paths: Paths, loop: str, run_id: str) -> Path:
-    return paths.run_log(loop, run_id)

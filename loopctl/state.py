@@ -50,11 +50,16 @@ def wake_time(st: LoopState) -> float | None:
     return min(times)
 
 
+def in_flight(state: dict[str, Any]) -> bool:
+    """A run, or the orphaned agent of a lost one, is still going somewhere."""
+    return any(st.get("run") or st.get("orphan") for st in state["loops"].values())
+
+
 def summarize(state: dict[str, Any]) -> None:
     """Recompute the fast-path fields from the loop entries."""
     wakes = [w for st in state["loops"].values() if (w := wake_time(st)) is not None]
     state["wake_at"] = min(wakes) if wakes else None
-    state["busy"] = any(st.get("run") or st.get("orphan") for st in state["loops"].values())
+    state["busy"] = in_flight(state)
 
 
 def display_status(st: LoopState | None) -> str:

@@ -14,13 +14,13 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loopctl import paths as paths_mod
-from loopctl.errors import BusyError, LoopctlError, UnreadableError
+from loopctl.errors import LoopctlError, UnreadableError
 from loopctl.model import LoopDef, parse_loop
 from loopctl.paths import FILE_MODE, Paths, file_signature
 
@@ -82,18 +82,11 @@ class Store:
 
     @contextmanager
     def lock(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-        from loopctl.locks import LockTimeout, hold
+        from loopctl.locks import locked
 
         paths_mod.ensure_dir(self.paths.state_dir)
-        held = ExitStack()
-        try:
-            held.enter_context(hold(self.paths.store_lock, timeout))
-        except LockTimeout:
-            raise BusyError(f"{self.paths.store_lock} is held by another loopctl; "
-                            "try again in a moment") from None
-        except OSError as exc:
-            raise LoopctlError(f"cannot lock {self.paths.store_lock}: {exc.strerror}") from None
-        with held:
+        with locked(self.paths.store_lock, timeout, f"{self.paths.store_lock} is held by "
+                    "another loopctl; try again in a moment"):
             yield
 
     # -- loops.yaml --------------------------------------------------------
