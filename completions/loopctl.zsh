@@ -181,7 +181,7 @@ _loopctl() {
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
-                '--on-attention[Executable given attention events on stdin.]:path:_files' \
+                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -233,7 +233,7 @@ _loopctl() {
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
-                '--on-attention[Executable given attention events on stdin.]:path:_files' \
+                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from loopctl.model import LoopDef
 from loopctl.readers import READERS, Reading, read_text
+from loopctl.untrusted import session_id
 
 P = "{prompt}"
 DECIDE_RULE = "Bash(loopctl decide *)"
@@ -154,6 +155,8 @@ def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
     if loop.model and preset.model_flag:
         head += [*preset.model_flag, loop.model]
     head += list(loop.agent_args)
+    # The id came from the agent's output: never let it become a flag.
+    resume_session = session_id(resume_session)
     resume = [a.replace("{session}", resume_session) for a in preset.resume] \
         if resume_session and preset.resume else []
     if "{resume}" in head:

@@ -13,7 +13,7 @@ import typer
 
 from loopctl import __version__, clock, core
 from loopctl.durations import format_duration, format_rough, parse_duration
-from loopctl.errors import EXIT_INTERRUPTED, LoopctlError
+from loopctl.errors import EXIT_INTERRUPTED, LoopctlError, report
 from loopctl.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
 from loopctl.render import STATUS_STYLE, ago, paint, relative, table
 from loopctl.schedule import parse_iso
@@ -35,7 +35,7 @@ def store() -> Store:
 
 
 def emit(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=False, default=str))
+    print(json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False))
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -87,18 +87,26 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         fail("--tz only applies to --cron schedules")
     if every is not None and every != "auto":
         _duration(every, "--every")
-    if on_attention is not None:
-        on_attention = str(Path(on_attention).expanduser().absolute())
+    clear = object()  # `--on-attention none` removes the hook
+    hook: object = on_attention
+    if on_attention == "none":
+        hook = clear
+    elif on_attention is not None:
+        if not on_attention.strip():
+            fail("bad --on-attention '': expected the path of an executable, "
+                 "or 'none' to remove the hook")
+        hook = str(Path(on_attention).expanduser().absolute())
     given = {
         "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
         "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
         "budget_usd": budget_usd, "until": until, "overlap": overlap,
-        "catch_up": catch_up, "on_attention": on_attention, "keep_runs": keep_runs,
+        "catch_up": catch_up, "on_attention": hook, "keep_runs": keep_runs,
         "every": every, "cron": cron, "tz": tz,
         "min_delay": _duration(min_delay, "--min-delay"),
         "max_delay": _duration(max_delay, "--max-delay"),
     }
-    return {k: v for k, v in given.items() if v is not None}
+    # None in the result means "remove this key" (core.update).
+    return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
 
 Timeout = Annotated[Optional[str], typer.Option(help="Kill a run after this long (default 1h).")]
@@ -110,7 +118,7 @@ Budget = Annotated[Optional[float], typer.Option(help="Pause before a run once t
 Until = Annotated[Optional[str], typer.Option(help="Complete when the agent's final result contains this text.")]
 Overlap = Annotated[Optional[str], typer.Option(help="A fire due during a run: queue (default), skip or replace.")]
 CatchUp = Annotated[Optional[str], typer.Option(help="After downtime: one catch-up run (default) or none.")]
-OnAttention = Annotated[Optional[str], typer.Option(help="Executable given attention events on stdin.")]
+OnAttention = Annotated[Optional[str], typer.Option(help="Executable given attention events on stdin ('none' removes it).")]
 KeepRuns = Annotated[Optional[int], typer.Option(min=1, help="Run logs kept per loop (default 50).")]
 Every = Annotated[Optional[str], typer.Option(help="Interval after each run ends (10m, 1h30m) or 'auto'.")]
 Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")]
@@ -234,7 +242,8 @@ def update(
     if as_json:
         emit(dict(result, version=core.JSON_VERSION))
         return
-    print(f"updated {name}: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+    print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
+                                          for k, v in changes.items()))
 
 
 @app.command("ls")
@@ -448,9 +457,14 @@ def logs(name: NameArg,
          run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends.")] = False) -> None:
     """Print a run's log (the latest by default)."""
+    from loopctl.model import check_name
     from loopctl.runs import latest_run_id
+    from loopctl.untrusted import check_run_id
 
     s = store()
+    if run_id is not None:
+        check_run_id(run_id)
+    check_name(name)  # run files exist only under names `start` accepts
     run_id = run_id or latest_run_id(s.paths, name)
     if run_id is None:
         if not s.read_defs().has(name):
@@ -463,19 +477,42 @@ def logs(name: NameArg,
 
 
 def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
+    from loopctl.runs import read_bounded
+
     out = sys.stdout.buffer
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        checked = time.monotonic()
         while True:
             chunk = handle.read(65536)
             if chunk:
                 out.write(chunk)
                 continue
             out.flush()
-            if not follow or s.paths.run_record(name, run_id).exists():
+            if not follow or read_bounded(s.paths.run_record(name, run_id)) is not None:
                 if follow:  # the footer may land after the record check
                     out.write(handle.read())
                 return
+            if time.monotonic() - checked >= 1.0:
+                checked = time.monotonic()
+                if not _run_in_flight(s, name, run_id):
+                    out.write(handle.read())
+                    out.flush()
+                    fail(f"run {run_id} of {name} is no longer running and left no record "
+                         "(its supervisor died; the next driver records it as lost)", 1)
             time.sleep(0.2)
+
+
+def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
+    """The run is still claimed in state and its supervisor is alive."""
+    from loopctl import procs
+
+    try:
+        st = s.read_state()["loops"].get(name) or {}
+    except LoopctlError:
+        return True  # cannot tell: keep following
+    run = st.get("run") or {}
+    return run.get("run_id") == run_id and procs.alive(run.get("supervisor"))
 
 
 @app.command()
@@ -493,9 +530,10 @@ def history(name: NameArg,
     rows = []
     for r in records:
         duration = r.get("duration_s")
+        exit_code = r.get("exit_code")
         rows.append([r["run_id"], (r.get("started_at") or "-").replace("T", " ").rstrip("Z"),
                      format_duration(duration) if duration is not None else "-",
-                     r["outcome"], str(r.get("exit_code", "-")),
+                     r["outcome"], "-" if exit_code is None else str(exit_code),
                      (r.get("decision") or {}).get("decision") or "-"])
     print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"], rows))
 
@@ -562,7 +600,7 @@ def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's 
         found = core.read_events(s, name)
         for event in found[seen:]:
             if as_json:
-                print(json.dumps(event, sort_keys=True), flush=True)
+                print(json.dumps(event, sort_keys=True, allow_nan=False), flush=True)
             else:
                 reason = f" ({event['reason']})" if event.get("reason") else ""
                 print(f"{event.get('observed_at')}  {event['loop']}: {event['status']}{reason}: "
@@ -696,18 +734,6 @@ def run_app(args: list[str]) -> NoReturn:
     except cx.ClickException as exc:
         print(f"loopctl: error: {exc.format_message()}", file=sys.stderr)
         code = exc.exit_code
-    except LoopctlError as exc:
-        print(f"loopctl: error: {exc.message}", file=sys.stderr)
-        code = exc.code
-    except KeyboardInterrupt:
-        print("loopctl: interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
-    except BrokenPipeError:
-        code = 0
-    except Exception as exc:  # noqa: BLE001 - the user gets one line, not a traceback
-        if os.environ.get("LOOPCTL_DEBUG"):
-            raise
-        print(f"loopctl: unexpected error: {type(exc).__name__}: {exc} "
-              "(set LOOPCTL_DEBUG=1 for a traceback)", file=sys.stderr)
-        code = 1
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
+        code = report(exc)
     sys.exit(code if isinstance(code, int) else 0)

@@ -18,6 +18,7 @@ from loopctl.durations import format_rough, parse_duration
 from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, UsageError
 from loopctl.events import hook_for
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
+from loopctl.paths import is_loop_name
 from loopctl.schedule import iso, parse_iso
 from loopctl.state import TERMINAL, display_status, new_loop_state
 from loopctl.store import Definitions, Store
@@ -146,8 +147,6 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
 
 
 def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
-    import shutil
-
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
@@ -162,8 +161,10 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
         store.write_defs(defs)
         state["defs_sig"] = defs.signature
         store.write_state(state)
-    if not keep_logs:
-        shutil.rmtree(store.paths.loop_runs_dir(name), ignore_errors=True)
+    # A hand-edited entry under a name like `../x` has no run folder: no path
+    # is ever derived from a name `start` would refuse.
+    if not keep_logs and is_loop_name(name):
+        store.remove_runs(name)
     return {"version": JSON_VERSION, "loop": name, "removed": True}
 
 
@@ -314,10 +315,10 @@ def run_now(store: Store, name: str) -> dict[str, Any]:
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
-    from loopctl.runs import list_records
+    from loopctl.runs import list_records, loop_folder
 
     defs = store.read_defs()
-    if not defs.has(name) and not store.paths.loop_runs_dir(name).is_dir():
+    if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
     return records[-limit:] if limit else records
@@ -333,6 +334,12 @@ def decide(kind: str, summary: str | None, evidence: str | None,
     if not target:
         raise UsageError("loopctl decide only works inside a run (LOOPCTL_DECISION_FILE "
                          "is not set)")
+    from loopctl.untrusted import MAX_DECISION_TEXT, text
+
+    for option, value in (("--summary", summary), ("--evidence", evidence)):
+        if value is not None and text(value, MAX_DECISION_TEXT) is None:
+            raise UsageError(f"bad {option}: expected UTF-8 text of at most "
+                             f"{MAX_DECISION_TEXT} characters; shorten it")
     decision = {"version": 1, "decision": kind, "summary": summary, "evidence": evidence,
                 "next_delay_s": next_delay_s}
     atomic_write(Path(target), json.dumps(decision).encode())
@@ -404,6 +411,9 @@ def doctor(store: Store) -> dict[str, Any]:
     lifecycle.reconcile(defs.loops, defs.invalid, state, now)
     for name, error in defs.invalid.items():
         add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")
+    for name, bad in store.repairs.items():
+        add("error", "state", f"loop {name!r}: {store.paths.state_file} had bad values "
+            f"({', '.join(bad[:5])}); they are reset and the loop is paused")
 
     lease = LeaseFile(store.paths, "doctor")
     holder = lease.read()
@@ -424,6 +434,9 @@ def doctor(store: Store) -> dict[str, Any]:
             add("error", "overdue",
                 f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
                 "no scheduler is running; run `loopctl cron install` or `loopctl daemon`")
+        if st["status"] == "paused" and st.get("reason") == "error" \
+                and name not in store.repairs:
+            add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
         if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
             add("warn", "expiry", f"loop {name!r} expires in "
                 f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "

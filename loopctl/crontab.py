@@ -17,7 +17,7 @@ import subprocess
 import sys
 from typing import Any
 
-from loopctl.errors import LoopctlError
+from loopctl.errors import LoopctlError, UsageError
 from loopctl.store import Store
 
 MARKER = "# loopctl tick for"
@@ -33,7 +33,9 @@ def crontab_program() -> str:
 
 
 def marker(store: Store) -> str:
-    return f"{MARKER} {store.paths.state_dir}"
+    """The comment that ends our line, escaped like the line itself (`%` means
+    newline in a crontab), so a home with `%` in its path still matches."""
+    return f"{MARKER} {store.paths.state_dir}".replace("%", "\\%")
 
 
 def read_crontab() -> list[str]:
@@ -81,8 +83,11 @@ def tick_line(store: Store) -> str:
     log = shlex.quote(str(store.paths.state_dir / "cron.log"))
     command = f"{shlex.quote(sys.executable)} -m loopctl tick --quiet >> {log} 2>&1"
     # `%` means newline in a crontab line.
-    line = f"* * * * * {' '.join(env)} {command} {marker(store)}"
-    return line.replace("%", "\\%")
+    line = f"* * * * * {' '.join(env)} {command}".replace("%", "\\%")
+    if any(c in line + marker(store) for c in "\r\n\0"):
+        raise UsageError("a path in the cron line contains a line break; cron reads one "
+                         "line per job: use a LOOPCTL_HOME and Python path without one")
+    return f"{line} {marker(store)}"
 
 
 def install(store: Store) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
                           "skipped": report.skipped if report else [],
                           "deferred": report.deferred if report else [],
                           "lost": report.lost if report else [],
-                          "runs": result.records}, indent=2, default=str))
+                          "runs": result.records}, indent=2, default=str, allow_nan=False))
     elif result.deferred_to:
         holder = result.deferred_to
         who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
@@ -62,13 +62,9 @@ def dispatch(args: list[str]) -> int | None:
         call = lambda: run(args[1])  # noqa: E731
     else:
         return None
-    from loopctl.errors import LoopctlError
-
     try:
         return call()
-    except LoopctlError as exc:
-        print(f"loopctl: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("loopctl: interrupted", file=sys.stderr)
-        return 130
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
+        from loopctl.errors import report
+
+        return report(exc)

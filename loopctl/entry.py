@@ -33,15 +33,16 @@ def nothing_due() -> bool:
             return False
         if state.get("defs_sig") != paths.file_signature(loops_file):
             return False
+        now = clock.now()
+        if now < (state.get("saved_at") or 0) - CLOCK_SLACK:
+            return False  # the clock went back: let a full pass re-arm the loops
+        wake_at = state.get("wake_at")
+        # Past year 3000 the summary is damaged, not a schedule: look properly.
+        return wake_at is None or now < wake_at < 32503680000.0
     except FileNotFoundError:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all
-    except (OSError, ValueError, AttributeError):
+    except Exception:  # noqa: BLE001 - anything odd: the full path decides and reports
         return False
-    now = clock.now()
-    if now < (state.get("saved_at") or 0) - CLOCK_SLACK:
-        return False  # the clock went back: let a full pass re-arm the loops
-    wake_at = state.get("wake_at")
-    return wake_at is None or wake_at > now
 
 
 def print_names() -> None:

@@ -76,17 +76,33 @@ def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | 
     }
 
 
-def deliver_detached(hook: str, event: dict[str, Any]) -> None:
-    """Hand the event to `hook` from a process of its own."""
+def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | None:
+    """Hand the event to `hook` from a process of its own; the error if that
+    process cannot start. The event travels on its stdin through an unnamed
+    0600 file in `folder`: never in argv, where `ps` shows it and 128 KiB
+    would fail with E2BIG, and never through a pipe a slow reader could
+    stall."""
+    import tempfile
+
     try:
-        subprocess.Popen([sys.executable, "-m", "loopctl.events", hook, json.dumps(event)],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-    except OSError:
-        pass
+        with tempfile.TemporaryFile(dir=folder) as body:
+            body.write(json.dumps(event).encode())
+            body.seek(0)
+            subprocess.Popen([sys.executable, "-m", "loopctl.events", hook], stdin=body,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, close_fds=True)
+    except OSError as exc:
+        return f"hook delivery for {hook} could not start: {exc.strerror or exc}"
+    return None
 
 
-def run_hook(hook: str, event: dict[str, Any], timeout: float = HOOK_TIMEOUT) -> tuple[
+def hook_timeout() -> float:
+    from loopctl.settings import env_number
+
+    return env_number("LOOPCTL_HOOK_TIMEOUT", HOOK_TIMEOUT, 0.1, 3600.0)
+
+
+def run_hook(hook: str, event: dict[str, Any], timeout: float | None = None) -> tuple[
         str | None, bytes]:
     """Run the hook in a session of its own; returns (error or None, output).
     At the timeout the whole session is killed, children included."""
@@ -102,6 +118,7 @@ def run_hook(hook: str, event: dict[str, Any], timeout: float = HOOK_TIMEOUT) ->
         return f"hook {hook} does not exist", b""
     except OSError as exc:
         return f"hook {hook} could not start: {exc.strerror}", b""
+    timeout = hook_timeout() if timeout is None else timeout
     try:
         output, _ = proc.communicate(json.dumps(event).encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -116,13 +133,11 @@ def run_hook(hook: str, event: dict[str, Any], timeout: float = HOOK_TIMEOUT) ->
     return None, output
 
 
-def _deliver(hook: str, raw_event: str) -> int:
-    """Entry of the detached delivery process: run the hook, keep its output
-    in the run's log, record a failure in the loop's state."""
-    from loopctl import clock
-    from loopctl.store import Store
-
-    event = json.loads(raw_event)
+def _deliver(hook: str) -> int:
+    """Entry of the detached delivery process: read the event from stdin, run
+    the hook, keep its output in the run's log, record a failure in the
+    loop's state."""
+    event = json.loads(sys.stdin.buffer.read())
     error, output = run_hook(hook, event)
     if event.get("log"):
         try:
@@ -132,18 +147,23 @@ def _deliver(hook: str, raw_event: str) -> int:
                 handle.write(output)
         except OSError:
             pass
-    store = Store()
-    with store.lock():
-        state = store.read_state()
-        st = state["loops"].get(event["loop"])
-        if st is not None and error:
-            st["hook_error"] = {"at": clock.now(), "message": error, "status": event["status"]}
-            store.write_state(state)
+    if error:
+        record_hook_error(None, event, error)
     return 0 if error is None else 1
 
 
-if __name__ == "__main__":
-    sys.exit(_deliver(sys.argv[1], sys.argv[2]))
+def record_hook_error(store: Any, event: dict[str, Any], error: str) -> None:
+    from loopctl import clock
+    from loopctl.store import Store
+
+    store = store or Store()
+    with store.lock():
+        state = store.read_state()
+        st = state["loops"].get(event["loop"])
+        if st is not None:
+            st["hook_error"] = {"at": clock.now(), "message": error[:1000],
+                                "status": event["status"]}
+            store.write_state(state)
 
 
 def hook_for(loop: LoopDef, global_hook: object) -> str | None:
@@ -158,8 +178,14 @@ def publish(store: Any, pending: list[tuple[dict[str, Any], str | None]]) -> Non
         store.append_event(event)
 
 
-def dispatch(pending: list[tuple[dict[str, Any], str | None]]) -> None:
+def dispatch(store: Any, pending: list[tuple[dict[str, Any], str | None]]) -> None:
     """Start hook deliveries; call after the store lock is released."""
     for event, hook in pending:
         if hook:
-            deliver_detached(hook, event)
+            error = deliver_detached(hook, event, str(store.paths.state_dir))
+            if error:
+                record_hook_error(store, event, error)
+
+
+if __name__ == "__main__":
+    sys.exit(_deliver(sys.argv[1]))

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl import events, lifecycle, procs
-from loopctl.errors import BusyError
+from loopctl.errors import BusyError, LoopctlError
 from loopctl.model import to_raw
-from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.schedule import iso
 from loopctl.state import TERMINAL, in_flight, wake_time
 from loopctl.store import Definitions, Store
@@ -44,11 +43,10 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
     stderr go to the run's log, so even a crash leaves its reason where the
     user looks. The store lock this driver holds is closed in the child
     (loopctl.locks), so the supervisor waits for it like anyone else."""
-    from loopctl.supervisor import Supervisor, exit_code_for  # once, before forking
+    from loopctl.supervisor import Supervisor, exit_code_for, open_log  # before forking
 
-    log = store.paths.run_log(loop, run_id)
-    ensure_dir(log.parent)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+    store.run_dir(loop)
+    fd = open_log(store.paths.run_log(loop, run_id))
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -179,29 +177,40 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
     with store.lock():
         defs = defs or store.read_defs()
         state = store.read_state()
+        repaired = set(store.repairs)
         changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
-        before = {name: events.status_key(st) for name, st in state["loops"].items()}
+        # A repaired entry was just paused (`error`): announce it like a limit.
+        before = {name: ("damaged", None) if name in repaired else events.status_key(st)
+                  for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
         settle_lost(store, state, result.lost, now)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
             signal_supervisor(run)
-        for name, run in result.fired:
+        for name, run in list(result.fired):
             run["spec"] = to_raw(defs.loops[name])
             run["hook"] = events.hook_for(defs.loops[name], defs.doc.get("on_attention"))
-            child = spawn_supervisor(store, name, run["run_id"])
+            try:
+                child = spawn_supervisor(store, name, run["run_id"])
+            except LoopctlError as exc:
+                # This loop only (its run folder is unusable): the others fire.
+                lifecycle.unclaim(state["loops"][name], exc.message)
+                pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
+                                   {name: ("active", None)}, now)
+                report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})
+                continue
             run["supervisor"] = procs.ref(child)
             report.children.append(child)
             report.fired.append({"loop": name, "run_id": run["run_id"],
                                  "due_at": iso(run["due_at"]), "missed": run["missed"]})
-        if changed or result.changed or state.get("defs_sig") != defs.signature:
+        if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
             state["defs_sig"] = defs.signature
             store.write_state(state)
         report.wake_at = fireable_wake(defs, state)
         report.busy = in_flight(state)
-    events.dispatch(pending)
-    report.skipped = [{"loop": n, "reason": r} for n, r in result.skipped]
+    events.dispatch(store, pending)
+    report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]
     report.invalid = dict(defs.invalid)

@@ -7,7 +7,6 @@ The record is plain data; liveness is a pure function of it and `now`; only
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import socket
 from collections.abc import Callable, Iterator
@@ -22,12 +21,9 @@ LEASE_LOCK_TIMEOUT = 10.0
 
 
 def ttl_from_env() -> float:
-    raw = os.environ.get("LOOPCTL_LEASE_TTL")
-    try:
-        value = float(raw) if raw else DEFAULT_TTL
-    except ValueError:
-        value = DEFAULT_TTL
-    return value if value > 0 else DEFAULT_TTL
+    from loopctl.settings import env_number
+
+    return env_number("LOOPCTL_LEASE_TTL", DEFAULT_TTL, 0.1, 86400.0)
 
 
 @dataclass(frozen=True)

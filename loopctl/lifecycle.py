@@ -22,6 +22,7 @@ from loopctl.schedule import (
     latest_plausible_due,
     missed_count,
     next_fire,
+    parse_iso,
 )
 from loopctl.state import ACTIVE, PAUSED, RECENT, TERMINAL, LoopState, new_loop_state
 
@@ -79,6 +80,10 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
             entries[name] = new_loop_state(loop, now)
             changed = True
             continue
+        if st["created"] is None:
+            # Reset by a repair of a damaged entry: the definition knows.
+            st["created"] = parse_iso(loop.created_at) if loop.created_at else now
+            changed = True
         if st["schedule_key"] != loop.schedule_key:
             st["schedule_key"] = loop.schedule_key
             if st["next_due"] is not None or st["status"] == ACTIVE and not st["run"]:
@@ -118,6 +123,15 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     # interval and self-paced loops wait for the run to end.
     st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else None
     return run
+
+
+def unclaim(st: LoopState, why: str) -> None:
+    """A claimed run that could not be launched: undo it and pause (`error`),
+    so a loop that cannot run does not retry at every pass."""
+    st["run"] = None
+    st["iterations"] = max(st["iterations"] - 1, 0)
+    st["status"], st["reason"], st["note"] = PAUSED, "error", why[:2000]
+    st["next_due"] = None
 
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],

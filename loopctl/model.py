@@ -14,6 +14,7 @@ from typing import Any
 
 from loopctl.durations import parse_duration
 from loopctl.errors import UsageError
+from loopctl.paths import is_loop_name
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
 PRESETS = (
@@ -103,9 +104,10 @@ class LoopDef:
 
 
 def check_name(name: object) -> str:
-    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+    if not is_loop_name(name) or not isinstance(name, str):
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
         raise UsageError(
-            f"bad loop name {name!r}: expected 1-64 of a-z 0-9 . _ -, "
+            f"bad loop name {shown}: expected 1-64 of a-z 0-9 . _ -, "
             "not starting with . or -"
         )
     return name
@@ -290,16 +292,25 @@ def _created_at(raw: dict[str, Any], where: str) -> str | None:
         return None
     from datetime import datetime, timezone
 
+    moment = None
     if isinstance(value, datetime):  # YAML parses unquoted timestamps itself
-        moment = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if isinstance(value, str):
+        moment = value
+    elif isinstance(value, str) and len(value) <= 40:
         try:
-            datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return value
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             pass
-    raise UsageError(f"{where}: 'created_at' must be an ISO-8601 time like 2026-11-30T03:00:00Z")
+    if moment is not None:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        try:
+            moment = moment.astimezone(timezone.utc)
+        except (OverflowError, ValueError):
+            moment = None
+        # Deadlines are computed from it: beyond 2999 they cannot be shown.
+        if moment is not None and 1970 <= moment.year <= 2999:
+            return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise UsageError(f"{where}: 'created_at' must be an ISO-8601 time between 1970 and 2999 "
+                     "like 2026-11-30T03:00:00Z")
 
 
 def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:

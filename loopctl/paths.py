@@ -65,19 +65,78 @@ class Paths:
         return self.state_dir / "runs"
 
     def loop_runs_dir(self, loop: str) -> Path:
+        """`runs/<loop>`; a name that could leave that folder is refused."""
+        if not is_loop_name(loop):
+            raise _bad_component("loop name", loop)
         return self.runs_dir / loop
 
+    def run_file(self, loop: str, run_id: str, suffix: str) -> Path:
+        if not is_run_id(run_id):
+            raise _bad_component("run id", run_id)
+        return self.loop_runs_dir(loop) / f"{run_id}{suffix}"
+
     def run_log(self, loop: str, run_id: str) -> Path:
-        return self.loop_runs_dir(loop) / f"{run_id}.log"
+        return self.run_file(loop, run_id, ".log")
 
     def run_record(self, loop: str, run_id: str) -> Path:
-        return self.loop_runs_dir(loop) / f"{run_id}.json"
+        return self.run_file(loop, run_id, ".json")
 
     def unsaved_marker(self, loop: str, run_id: str) -> Path:
-        return self.loop_runs_dir(loop) / f"{run_id}.unsaved"
+        return self.run_file(loop, run_id, ".unsaved")
 
     def decision_file(self, loop: str, run_id: str) -> Path:
-        return self.loop_runs_dir(loop) / f"{run_id}.decision.json"
+        return self.run_file(loop, run_id, ".decision.json")
+
+
+# Plain sets, not regular expressions: `re` is not loaded on the `tick` fast path.
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789._-")
+_DIGITS = frozenset("0123456789")
+
+
+def is_loop_name(name: object) -> bool:
+    """What `start` accepts: 1-64 of a-z 0-9 . _ -, not starting with . or -
+    (so never `..`, a path separator or a flag)."""
+    return (isinstance(name, str) and 0 < len(name) <= 64 and name[0] not in ".-"
+            and set(name) <= _NAME_CHARS)
+
+
+def is_run_id(run_id: object) -> bool:
+    """`20261130T031500Z-0007`: a UTC timestamp and a sequence number."""
+    if not isinstance(run_id, str) or not 21 <= len(run_id) <= 26:
+        return False
+    stamp, dash, seq = run_id[:16], run_id[16:17], run_id[17:]
+    return (set(stamp[:8] + stamp[9:15]) <= _DIGITS and stamp[8] == "T" and stamp[15] == "Z"
+            and dash == "-" and len(seq) >= 4 and set(seq) <= _DIGITS)
+
+
+def _bad_component(what: str, value: str) -> Exception:
+    from loopctl.errors import UsageError
+
+    shown = repr(value) if len(value) <= 80 else repr(value[:77] + "...")
+    example = "ci-watch" if what == "loop name" else "20261130T031500Z-0007"
+    return UsageError(f"bad {what} {shown}: expected one like {example}")
+
+
+def real_dir(path: Path) -> Path:
+    """`path` as a directory of loopctl's own: created private if missing,
+    refused if it is a symlink or not a directory (a symlink planted there
+    would send run files, or an `rm`, somewhere else)."""
+    import stat
+
+    from loopctl.errors import LoopctlError
+
+    ensure_dir(path.parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise LoopctlError(f"cannot create {path}: {exc.strerror}") from None
+    mode = os.lstat(path).st_mode
+    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+        raise LoopctlError(f"{path} is a symlink or not a directory; loopctl keeps run "
+                           "files only in a directory of its own: remove it")
+    return path
 
 
 def roots() -> tuple[str, str]:

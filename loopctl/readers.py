@@ -11,9 +11,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+from loopctl import clock, untrusted
 
 RESULT_CHARS = 4000
 
@@ -27,6 +29,7 @@ class Reading:
     error: str | None = None
     rate_limited: bool = False
     reset_at: float | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 # -- usage / rate limits -----------------------------------------------------------
@@ -314,19 +317,35 @@ def read_copilot(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
 Reader = Callable[[bytes, bytes, int | None], Reading]
 
 
-def sanitized(reading: Reading) -> Reading:
-    """Well-formed JSON can still carry the wrong types; keep only sane ones."""
-    if not isinstance(reading.session_id, str) or not reading.session_id:
-        reading.session_id = None
-    if not isinstance(reading.result_text, str):
-        reading.result_text = None
-    if isinstance(reading.cost_usd, bool) or not isinstance(reading.cost_usd, (int, float)) \
-            or reading.cost_usd < 0:
-        reading.cost_usd = None
-    if reading.error is not None and not isinstance(reading.error, str):
-        reading.error = str(reading.error)
-    if not isinstance(reading.reset_at, (int, float)) or isinstance(reading.reset_at, bool):
-        reading.reset_at = None
+def _printable(value: str) -> str:
+    """JSON escapes can smuggle lone surrogates, which no terminal can print."""
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def sanitized(reading: Reading, now: float) -> Reading:
+    """Well-formed JSON can still carry hostile values: keep only sane ones,
+    and note what was dropped (DESIGN §11)."""
+    def drop(what: str, value: Any, expected: str) -> None:
+        if value is not None:
+            reading.notes.append(f"{what} {untrusted.shorten(value)} dropped: expected {expected}")
+
+    sid = untrusted.session_id(reading.session_id)
+    if sid is None:
+        drop("session id", reading.session_id or None, "an agent session id")
+    reading.session_id = sid
+    cost = untrusted.number(reading.cost_usd, 0.0, untrusted.MAX_RUN_COST_USD)
+    if cost is None:
+        drop("cost", reading.cost_usd, "dollars between 0 and 1000000")
+    reading.cost_usd = cost
+    # A reset further out than a week is not a usage limit's: back off instead.
+    reset = untrusted.number(reading.reset_at, 0.0, now + 8 * 86400)
+    if reset is None:
+        drop("usage-limit reset time", reading.reset_at, "a time within a week")
+    reading.reset_at = reset
+    reading.result_text = _printable(reading.result_text[-RESULT_CHARS:]) \
+        if isinstance(reading.result_text, str) else None
+    if reading.error is not None:
+        reading.error = _printable(str(reading.error)[:RESULT_CHARS])
     reading.is_error, reading.rate_limited = bool(reading.is_error), bool(reading.rate_limited)
     return reading
 
@@ -334,10 +353,11 @@ def sanitized(reading: Reading) -> Reading:
 def _safe(reader: Reader) -> Reader:
     """Odd output must never cost the run its record: fall back to plain text."""
     def read(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
+        now = clock.now()
         try:
-            return sanitized(reader(head, tail, exit_code))
+            return sanitized(reader(head, tail, exit_code), now)
         except Exception:  # noqa: BLE001
-            return sanitized(read_text(head, tail, exit_code))
+            return sanitized(read_text(head, tail, exit_code), now)
 
     read.__name__ = reader.__name__
     return read

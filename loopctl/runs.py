@@ -1,11 +1,26 @@
-"""Run records and logs on disk: `runs/<loop>/<run-id>.{log,json}`."""
+"""Run records and logs on disk: `runs/<loop>/<run-id>.{log,json}`.
+
+Records are read back as untrusted input: a damaged or planted file must not
+break `history` or `logs`, so each is bounded, never read through a symlink,
+and cleaned field by field (`clean_record`).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
-from loopctl.paths import Paths
+from loopctl import untrusted
+from loopctl.paths import Paths, is_run_id
+
+MAX_RECORD_BYTES = 1024 * 1024
+RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
+               "outcome", "session_id", "result", "log", "note", "status_after")
+RECORD_NUMBERS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
+                  "next_delay_s")
 
 EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
                     "lost": 1, "deferred": 75}
@@ -18,41 +33,105 @@ def run_order(run_id: str) -> tuple[int, str]:
     return (int(seq) if seq.isdigit() else -1, run_id)
 
 
+def loop_folder(paths: Paths, loop: str) -> Path | None:
+    """The loop's run folder if it is a real directory (never a symlink)."""
+    folder = paths.loop_runs_dir(loop)
+    try:
+        mode = os.lstat(folder).st_mode
+    except OSError:
+        return None
+    return folder if stat.S_ISDIR(mode) else None
+
+
+def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
+    """At most `limit` bytes of a regular file, never through a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = handle.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def clean_record(data: Any, run_id: str) -> dict[str, Any]:
+    """A record as `history` can show it: known fields of the right type;
+    what was not is named in `damaged`."""
+    raw = data if isinstance(data, dict) else {}
+    damaged = [] if isinstance(data, dict) else ["the record itself"]
+    out: dict[str, Any] = {"version": 1, "run_id": run_id}
+    for key in RECORD_TEXT:
+        out[key] = untrusted.text(raw.get(key), 4000)
+    for key in RECORD_NUMBERS:
+        out[key] = untrusted.number(raw.get(key), -1e15, 1e15)
+        if out[key] is not None and float(out[key]).is_integer() and key != "duration_s":
+            out[key] = int(out[key])
+    decision = raw.get("decision")
+    out["decision"] = {k: untrusted.text(decision.get(k), 4000)
+                       for k in ("decision", "summary", "evidence")} \
+        if isinstance(decision, dict) else None
+    argv = raw.get("argv")
+    out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
+        else None
+    damaged += [k for k in (*RECORD_TEXT, *RECORD_NUMBERS, "decision", "argv")
+                if raw.get(k) is not None and out[k] is None]
+    if raw.get("run_id") != run_id:
+        damaged.append("run_id")
+    if out["outcome"] not in untrusted.OUTCOMES:
+        out["outcome"] = "unknown"
+        damaged.append("outcome")
+    if damaged:
+        out["damaged"] = damaged
+    return out
+
+
+def load_record(path: Path, run_id: str) -> dict[str, Any] | None:
+    data = read_bounded(path)
+    if data is None:
+        return None
+    try:
+        return clean_record(json.loads(data), run_id)
+    except (ValueError, RecursionError):
+        return clean_record(None, run_id)
+
+
 def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
     """Finished runs of `loop`, oldest first."""
-    folder = paths.loop_runs_dir(loop)
+    folder = loop_folder(paths, loop)
+    if folder is None:
+        return []
     records = []
-    for path in sorted(folder.glob("*.json"), key=lambda p: run_order(p.name.split(".")[0])):
-        if path.name.endswith(".decision.json"):
-            continue
-        try:
-            records.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
+    for run_id in run_ids(paths, loop):
+        record = load_record(folder / f"{run_id}.json", run_id)
+        if record is not None:
+            records.append(record)
     return records
 
 
 def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(paths.run_record(loop, run_id).read_text())
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
+    """One record, cleaned; None when there is none."""
+    if loop_folder(paths, loop) is None:
         return None
+    return load_record(paths.run_record(loop, run_id), run_id)
 
 
 def run_ids(paths: Paths, loop: str) -> list[str]:
-    folder = paths.loop_runs_dir(loop)
-    if not folder.is_dir():
+    folder = loop_folder(paths, loop)
+    if folder is None:
         return []
-    return sorted({p.name.split(".", 1)[0] for p in folder.iterdir()
-                   if not p.name.startswith(".")}, key=run_order)
+    return sorted({run_id for p in folder.iterdir()
+                   if is_run_id(run_id := p.name.split(".", 1)[0])}, key=run_order)
 
 
 def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
     """Delete the files of the oldest runs beyond `keep`; never one in flight."""
     ids = [r for r in run_ids(paths, loop) if r not in in_flight]
     doomed = ids[: max(len(ids) - keep, 0)]
-    folder = paths.loop_runs_dir(loop)
+    folder = loop_folder(paths, loop)
+    if folder is None:
+        return []
     for run_id in doomed:
         for path in folder.glob(f"{run_id}.*"):
             try:

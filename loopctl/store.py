@@ -23,6 +23,7 @@ from loopctl import paths as paths_mod
 from loopctl.errors import LoopctlError, UnreadableError
 from loopctl.model import LoopDef, parse_loop
 from loopctl.paths import FILE_MODE, Paths, file_signature
+from loopctl.untrusted import shorten
 
 STATE_VERSION = 1
 DEFS_VERSION = 1
@@ -50,13 +51,14 @@ class Definitions:
 
     @property
     def names(self) -> list[str]:
-        return [str(k) for k in self.raw_loops]
+        return [display_key(k) for k in self.raw_loops]
 
     def key(self, name: str) -> Any:
-        """The key as written: a hand-written `123:` is an int in YAML."""
+        """The key as written: a hand-written `123:` is an int in YAML,
+        `true:` a bool and `null:` None; each answers to its written form."""
         if name in self.raw_loops:
             return name
-        return next((k for k in self.raw_loops if str(k) == name), None)
+        return next((k for k in self.raw_loops if display_key(k) == name), None)
 
     def has(self, name: str) -> bool:
         return self.key(name) is not None
@@ -69,6 +71,15 @@ class Definitions:
             del self.raw_loops[self.key(name)]
 
 
+def display_key(key: Any) -> str:
+    """A loop key as YAML writes it: `true`, `null`, `123`."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    return "null" if key is None else str(key)[:200]
+
+
 def empty_state() -> dict[str, Any]:
     return {"version": STATE_VERSION, "defs_sig": None, "wake_at": None,
             "busy": False, "loops": {}}
@@ -77,6 +88,9 @@ def empty_state() -> dict[str, Any]:
 class Store:
     def __init__(self, paths: Paths | None = None) -> None:
         self.paths = paths or paths_mod.resolve()
+        # Loops whose state entry had bad values at the last read (they were
+        # reset and the loop paused): drivers save and announce the repair.
+        self.repairs: dict[str, list[str]] = {}
 
     # -- locking -----------------------------------------------------------
 
@@ -98,12 +112,13 @@ class Store:
             return Definitions(doc={"version": DEFS_VERSION, "loops": {}})
         doc = load_yaml_doc(path)
         defs = Definitions(doc=doc, signature=signature)
-        for name, raw in defs.raw_loops.items():
+        for key, raw in defs.raw_loops.items():
+            name = display_key(key)
             try:
-                defs.loops[str(name)] = parse_loop(name, raw)
+                defs.loops[name] = parse_loop(key, raw)
             except LoopctlError as exc:
                 line = _line_of(path, f"{name}:")
-                defs.invalid[str(name)] = exc.message + (f" (line {line})" if line else "")
+                defs.invalid[name] = exc.message + (f" (line {line})" if line else "")
         return defs
 
     def write_defs(self, defs: Definitions) -> None:
@@ -115,7 +130,11 @@ class Store:
     # -- state.json --------------------------------------------------------
 
     def read_state(self) -> dict[str, Any]:
-        return read_state_file(self.paths.state_file)
+        from loopctl.state import repair_all
+
+        state = read_state_file(self.paths.state_file)
+        state["loops"], self.repairs = repair_all(state["loops"])
+        return state
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
@@ -126,15 +145,14 @@ class Store:
         # not leave loops waiting on due times from the future.
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
-        data = json.dumps(state, separators=(",", ":"), sort_keys=True)
-        atomic_write(self.paths.state_file, data.encode())
+        atomic_write(self.paths.state_file, strict_json(state).encode())
 
     # -- events ------------------------------------------------------------
 
     def append_event(self, event: dict[str, Any]) -> None:
         """One JSON line per event; the caller holds the store lock."""
         paths_mod.ensure_dir(self.paths.state_dir)
-        line = (json.dumps(event, sort_keys=True) + "\n").encode()
+        line = (strict_json(event) + "\n").encode()
         fd = os.open(self.paths.events_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
         try:
             os.write(fd, line)
@@ -145,9 +163,49 @@ class Store:
 
     # -- run records -------------------------------------------------------
 
+    def run_dir(self, loop: str) -> Path:
+        """`runs/<loop>`, created private; refused when either level is a
+        symlink or not a directory."""
+        paths_mod.real_dir(self.paths.runs_dir)
+        return paths_mod.real_dir(self.paths.loop_runs_dir(loop))
+
+    def remove_runs(self, loop: str) -> None:
+        """Delete a loop's run files; a symlink is removed, never followed."""
+        import shutil
+        import stat
+
+        folder = self.paths.loop_runs_dir(loop)
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise LoopctlError(f"cannot remove {folder}: {exc.strerror}") from None
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(folder, ignore_errors=True)  # rmtree never follows links inside
+        else:
+            try:
+                folder.unlink()
+            except OSError as exc:
+                raise LoopctlError(f"cannot remove {folder}: {exc.strerror}") from None
+
     def write_json(self, path: Path, data: dict[str, Any]) -> None:
-        paths_mod.ensure_dir(path.parent)
-        atomic_write(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode())
+        if path.parent.parent == self.paths.runs_dir:
+            paths_mod.real_dir(paths_mod.real_dir(path.parent.parent) / path.parent.name)
+        else:
+            paths_mod.ensure_dir(path.parent)
+        atomic_write(path, (strict_json(data, indent=2) + "\n").encode())
+
+
+def strict_json(data: Any, indent: int | None = None) -> str:
+    """JSON that every parser accepts: NaN and infinities are refused, never
+    written (they would make the file unreadable to `jq` and browsers)."""
+    try:
+        return json.dumps(data, sort_keys=True, allow_nan=False, indent=indent,
+                          separators=None if indent else (",", ":"))
+    except ValueError as exc:
+        raise LoopctlError(f"refusing to write a non-finite number ({exc}); "
+                           "the previous file is unchanged") from None
 
 
 def read_state_file(path: Path) -> dict[str, Any]:
@@ -162,10 +220,15 @@ def read_state_file(path: Path) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         raise UnreadableError(f"{path}: state is not valid JSON ({exc}); "
                               "move it aside to start over") from None
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        raise UnreadableError(f"{path}: unknown state version; expected {STATE_VERSION}")
+    if not isinstance(state, dict):
+        raise UnreadableError(f"{path}: state is a JSON {type(state).__name__}; expected an "
+                              "object with 'version' and 'loops'; move it aside to start over")
+    if state.get("version") != STATE_VERSION:
+        raise UnreadableError(f"{path}: unknown state version {shorten(state.get('version'))}; "
+                              f"expected {STATE_VERSION}")
     if not isinstance(state.get("loops"), dict):
-        raise UnreadableError(f"{path}: state has no 'loops' mapping")
+        raise UnreadableError(f"{path}: state has no 'loops' mapping; move it aside to "
+                              "start over")
     return state
 
 
@@ -178,8 +241,15 @@ def _strict_loader() -> type:
     base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
     class StrictLoader(base):  # type: ignore[misc, valid-type]
-        """SafeLoader that refuses duplicate keys: PyYAML keeps the last one
-        silently, which would drop a loop without a word."""
+        """SafeLoader that refuses duplicate keys (PyYAML keeps the last one
+        silently, which would drop a loop without a word) and aliases (ten
+        nested ones expand to billions of nodes in any walk of the result)."""
+
+        def get_single_node(self) -> Any:
+            node = super().get_single_node()
+            if node is not None:
+                _refuse_aliases(node)
+            return node
 
         def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
             seen: set[Any] = set()
@@ -212,6 +282,33 @@ def _strict_loader() -> type:
     StrictLoader.add_constructor(
         "tag:yaml.org,2002:map", StrictLoader.construct_mapping)
     return StrictLoader
+
+
+MAX_YAML_NODES = 1_000_000
+
+
+def _refuse_aliases(root: Any) -> None:
+    """An alias is a node reached twice; refused before anything is built.
+    Linear in the document: each node is visited once."""
+    import yaml
+
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases (*name) are not allowed in loopctl files; "
+                "write the value out", node.start_mark)
+        seen.add(id(node))
+        if len(seen) > MAX_YAML_NODES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"more than {MAX_YAML_NODES} values", node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                stack.extend((key, value))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
 
 
 def parse_yaml_text(text: str, where: str) -> Any:

@@ -10,7 +10,6 @@ into the log file: no byte passes through Python.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -45,10 +44,9 @@ class Interrupted(Exception):
 
 
 def kill_grace() -> float:
-    try:
-        return float(os.environ.get("LOOPCTL_KILL_GRACE", DEFAULT_GRACE))
-    except ValueError:
-        return DEFAULT_GRACE
+    from loopctl.settings import env_number
+
+    return env_number("LOOPCTL_KILL_GRACE", DEFAULT_GRACE, 0.0, 3600.0)
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:
@@ -65,6 +63,9 @@ class Supervisor:
         self.log_path = self.paths.run_log(loop_name, run_id)
         self.decision_path = self.paths.decision_file(loop_name, run_id)
         self.note: str | None = None
+        # What the agent reported that failed a check (DESIGN §11): noted on
+        # the record and on the loop, so `status` shows it.
+        self.dropped: list[str] = []
 
     # -- the whole run -------------------------------------------------------
 
@@ -72,8 +73,8 @@ class Supervisor:
         procs.become_subreaper()
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, _raise_interrupted)
-        ensure_dir(self.log_path.parent)
-        log_fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, FILE_MODE)
+        self.store.run_dir(self.name)
+        log_fd = open_log(self.log_path)
         try:
             started = clock.now()
             proc, loop, run, argv = self._launch(log_fd, started)
@@ -83,7 +84,7 @@ class Supervisor:
                 result = self._wait(proc, loop, log_fd, started)
             if proc is not None:
                 self._read_result(loop, result)
-            result.decision = self._read_decision()
+            self._read_decision(result)
             self._write_line(log_fd, f"# loopctl: run {self.run_id} ended {iso(result.ended_at)}: "
                              f"outcome {result.outcome}, exit code {result.exit_code}, "
                              f"{result.ended_at - result.started_at:.1f}s"
@@ -147,8 +148,8 @@ class Supervisor:
             if not wants_envelope(loop):
                 return objective, str(source)
         text = wrap(loop, objective, st, iteration, now) if wants_envelope(loop) else objective
-        path = self.paths.loop_runs_dir(self.name) / f"{self.run_id}.prompt"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        path = self.paths.run_file(self.name, self.run_id, ".prompt")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         return text, str(path)
@@ -267,6 +268,9 @@ class Supervisor:
         except OSError:
             return
         reading = read_output(loop, head, tail, result.exit_code)
+        self.dropped += reading.notes
+        for note in reading.notes:
+            self._add_note(result, note)
         result.result_text = reading.result_text
         result.session_id = reading.session_id
         result.cost_usd = reading.cost_usd
@@ -284,12 +288,24 @@ class Supervisor:
     def _add_note(result: RunResult, note: str) -> None:
         result.note = f"{result.note}; {note}" if result.note else note
 
-    def _read_decision(self) -> dict[str, Any] | None:
+    def _read_decision(self, result: RunResult) -> None:
+        """The agent's decision file is untrusted: bounded, checked field by field."""
+        from loopctl.untrusted import MAX_DECISION_BYTES, read_decision
+
         try:
-            data = json.loads(self.decision_path.read_text())
-            return data if isinstance(data, dict) else None
-        except (OSError, ValueError):
-            return None
+            fd = os.open(self.decision_path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return  # no decision (a symlink planted by the agent is not followed)
+        try:
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(MAX_DECISION_BYTES + 1)
+        except OSError as exc:
+            self._add_note(result, f"decision file unreadable: {exc.strerror}")
+            return
+        result.decision, notes = read_decision(data)
+        self.dropped += notes
+        for note in notes:
+            self._add_note(result, note)
 
     def _settle(self, loop: LoopDef, run: dict[str, Any], argv: list[str],
                 result: RunResult) -> dict[str, Any]:
@@ -328,8 +344,14 @@ class Supervisor:
             if st and st.get("run") and st["run"]["run_id"] == self.run_id:
                 before = events.status_key(st)
                 now = clock.now()
-                record.update(settle(loop, st, result, now))
+                extra = settle(loop, st, result, now)
+                if extra.get("note"):
+                    self._add_note(result, extra.pop("note"))
+                    record["note"] = result.note
+                record.update(extra)
                 record["status_after"] = st["status"]
+                if self.dropped:
+                    st["note"] = f"run {self.run_id}: {'; '.join(self.dropped)}"[:2000]
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
                 if events.needs_attention(before, events.status_key(st)):
                     event = events.attention(loop, st, self.run_id, str(self.log_path), now)
@@ -339,7 +361,7 @@ class Supervisor:
             else:
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
             in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
-        events.dispatch(pending)
+        events.dispatch(self.store, pending)
         return in_flight
 
     def _mark_unsaved(self, message: str) -> None:
@@ -348,7 +370,7 @@ class Supervisor:
         file needs no free blocks, so it usually lands even on a full disk."""
         try:
             fd = os.open(self.paths.unsaved_marker(self.name, self.run_id),
-                         os.O_WRONLY | os.O_CREAT, FILE_MODE)
+                         os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
             try:
                 os.write(fd, message.encode()[:500])
             except OSError:
@@ -360,6 +382,14 @@ class Supervisor:
     @staticmethod
     def _write_line(fd: int, line: str) -> None:
         os.write(fd, (line + "\n").encode(errors="replace"))
+
+
+def open_log(path: Path) -> int:
+    """The run's log for appending; a symlink planted in its place is refused."""
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+    except OSError as exc:
+        raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
 
 
 def one_line(argv: list[str], width: int = 160) -> str:

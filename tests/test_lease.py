@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from loopctl import paths
+from loopctl.errors import UsageError
 from loopctl.lease import DEFAULT_TTL, Lease, LeaseFile, is_live, ttl_from_env
 
 HOST = "host-a"
@@ -83,16 +84,20 @@ def test_shorter_ttl_moves_the_boundary() -> None:
 
 
 @pytest.mark.parametrize(("raw", "ttl"),
-                         [(None, DEFAULT_TTL), ("5", 5.0), ("2.5", 2.5), ("0", DEFAULT_TTL),
-                          ("-1", DEFAULT_TTL), ("soon", DEFAULT_TTL)])
+                         [(None, DEFAULT_TTL), ("", DEFAULT_TTL), ("5", 5.0), ("2.5", 2.5)])
 def test_ttl_from_env(monkeypatch: pytest.MonkeyPatch, raw: str | None, ttl: float) -> None:
     if raw is not None:
         monkeypatch.setenv("LOOPCTL_LEASE_TTL", raw)
     assert ttl_from_env() == ttl
 
 
-def test_default_ttl_is_ninety_seconds() -> None:
-    assert DEFAULT_TTL == 90.0
+@pytest.mark.parametrize("raw", ["0", "-1", "soon", "nan", "inf", "1e300"])
+def test_a_bad_ttl_is_an_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch,
+                                                     raw: str) -> None:
+    # A typo in a unit file must not silently give a 90 s lease.
+    monkeypatch.setenv("LOOPCTL_LEASE_TTL", raw)
+    with pytest.raises(UsageError, match="LOOPCTL_LEASE_TTL"):
+        ttl_from_env()
 
 
 # -- the real lease file -------------------------------------------------------

@@ -1,0 +1,28 @@
+"""Numbers read from the environment (`LOOPCTL_CLOCK_OFFSET`, ...).
+
+They are input like any other: a value that is not a finite number in range
+is an error naming the variable (exit 2), never a traceback and never a
+silent fallback that would hide a typo in a unit file.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+
+def env_number(name: str, default: float, low: float, high: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not low <= value <= high:
+        from loopctl.errors import UsageError
+
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise UsageError(f"bad {name}={shown!r}: expected a number of seconds "
+                         f"from {low:g} to {high:g}")
+    return value

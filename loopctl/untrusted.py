@@ -1,0 +1,126 @@
+"""Checks for values that cross into loopctl from outside (DESIGN §11).
+
+The agent is an untrusted party (a confused or prompt-injected model), and so
+are hand-edited files and names typed by users. Every value is checked where
+it enters, with one rule per kind: numbers finite and in range, text of
+bounded length, session ids in an agent's id syntax and never flag-shaped,
+run ids in loopctl's own syntax. A value that fails is dropped (None) and the
+caller notes why; it never reaches `state.json`. Pure: no files, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from loopctl import paths
+from loopctl.errors import UsageError
+
+# Agents' session ids are UUIDs, thread ids or slugs: word characters with
+# a few separators. Never a leading `-` (it would become a flag in argv).
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+DECISIONS = ("continue", "complete", "fail", "block")
+OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred")
+MAX_DECISION_BYTES = 64 * 1024
+MAX_DECISION_TEXT = 4000
+# The agent's `--next` is clamped to the loop's max delay anyway; beyond a
+# year it is not a delay but an attempt to overflow a timestamp.
+MAX_DELAY_S = 365 * 86400.0
+MAX_RUN_COST_USD = 1_000_000.0
+# Times loopctl stores are POSIX seconds between 1970 and 3000: beyond that
+# `datetime` cannot render them.
+MAX_TIME = 32503680000.0
+MAX_NOTE = 500
+# What a rule returns for a value it refuses (None is often a valid value).
+INVALID: Any = object()
+
+
+def number(value: Any, low: float, high: float) -> float | None:
+    """A real number in [low, high], else None (bools, NaN, inf, text fail)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    if not math.isfinite(result) or not low <= result <= high:
+        return None
+    return result
+
+
+def count(value: Any, high: int = 10**9) -> int | None:
+    """A whole number in [0, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        return None
+    return value
+
+
+def moment(value: Any) -> float | None:
+    """A stored time: finite POSIX seconds that `datetime` can render."""
+    return number(value, 0.0, MAX_TIME)
+
+
+def text(value: Any, limit: int) -> str | None:
+    """A string of at most `limit` characters that can be written as UTF-8."""
+    if not isinstance(value, str) or len(value) > limit:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+    return value
+
+
+def session_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and SESSION_ID_RE.fullmatch(value) else None
+
+
+def is_run_id(value: Any) -> bool:
+    return paths.is_run_id(value)
+
+
+def check_run_id(value: str) -> str:
+    if not is_run_id(value):
+        raise UsageError(f"bad run id {value!r}: expected an id like 20261130T031500Z-0007 "
+                         "(see `loopctl history NAME`)")
+    return value
+
+
+def shorten(value: Any, limit: int = 60) -> str:
+    """A bad value, safe to quote in a note."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """The decision an agent wrote, with every bad field dropped; notes say what."""
+    if len(data) > MAX_DECISION_BYTES:
+        return None, [f"decision file ignored: larger than {MAX_DECISION_BYTES // 1024} KiB"]
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, ["decision file ignored: not UTF-8 text"]
+    except (ValueError, RecursionError):
+        return None, ["decision file ignored: not valid JSON"]
+    if not isinstance(raw, dict):
+        return None, [f"decision file ignored: expected a JSON object, got {type(raw).__name__}"]
+    kind = raw.get("decision")
+    if kind not in DECISIONS:
+        return None, [f"decision file ignored: unknown decision {shorten(kind)}; expected "
+                      + ", ".join(DECISIONS)]
+    notes = []
+    decision: dict[str, Any] = {"version": 1, "decision": kind}
+    for key in ("summary", "evidence"):
+        value = raw.get(key)
+        decision[key] = text(value, MAX_DECISION_TEXT)
+        if value is not None and decision[key] is None:
+            notes.append(f"decision {key} dropped: expected text of at most "
+                         f"{MAX_DECISION_TEXT} characters")
+    delay = raw.get("next_delay_s")
+    decision["next_delay_s"] = number(delay, 0.0, MAX_DELAY_S)
+    if delay is not None and decision["next_delay_s"] is None:
+        notes.append(f"decision next_delay_s {shorten(delay)} dropped: expected seconds "
+                     f"between 0 and {MAX_DELAY_S:.0f}")
+    return decision, notes
