@@ -104,7 +104,10 @@ class LoopDef:
 
 
 def check_name(name: object) -> str:
-    if not is_loop_name(name) or not isinstance(name, str):
+    if not isinstance(name, str):
+        raise UsageError(f"bad loop name {name!r}: YAML reads it as {type(name).__name__}, "
+                         "not text; quote it")
+    if not is_loop_name(name):
         shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
         raise UsageError(
             f"bad loop name {shown}: expected 1-64 of a-z 0-9 . _ -, "

@@ -24,5 +24,9 @@ def env_number(name: str, default: float, low: float, high: float) -> float:
 
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise UsageError(f"bad {name}={shown!r}: expected a number of seconds "
-                         f"from {low:g} to {high:g}")
+                         f"from {_plain(low)} to {_plain(high)}")
     return value
+
+
+def _plain(value: float) -> str:
+    return f"{value:.0f}" if abs(value) >= 1e6 else f"{value:g}"

@@ -160,8 +160,9 @@ def _hook_error(v: Any) -> Any:
 ENTRY_RULES: dict[str, tuple[Any, Any]] = {
     "status": (_choice(STATUSES), PAUSED),
     "reason": (_choice((None, *REASONS)), "error"),
-    "created": (_required(check.moment), None),
-    "deadline": (_required(check.moment), None),
+    # None: filled in from the definition by `lifecycle.reconcile`.
+    "created": (_optional(check.moment), None),
+    "deadline": (_optional(check.moment), None),
     "schedule_key": (_required(lambda v: check.text(v, 300)), ""),
     "next_due": (_optional(check.moment), None),
     "iterations": (_required(check.count), 0),
@@ -189,14 +190,19 @@ ENTRY_RULES: dict[str, tuple[Any, Any]] = {
 }
 
 
+# Keys added after state version 1 first shipped: their absence is not damage.
+LATE_KEYS = frozenset({"deferrals", "hook_error"})
+
+
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
     """A sane copy of one loop's entry and the fields that were not."""
+    bad: list[str] = []
     if not isinstance(st, dict):
-        st, bad = {}, ["the entry itself"]
-    else:
-        bad = []
+        st, bad = dict.fromkeys(ENTRY_RULES), ["the entry itself"]
     clean: LoopState = {}
     for key, (rule, default) in ENTRY_RULES.items():
+        if key not in st and key not in LATE_KEYS:
+            bad.append(key)
         value = rule(st.get(key, default))
         if value is check.INVALID:
             bad.append(key)
