@@ -66,6 +66,14 @@ def print_names() -> None:
 
 def main() -> None:
     args = sys.argv[1:]
+    try:
+        from loopctl.settings import check_env
+
+        check_env()
+    except Exception as exc:  # noqa: BLE001 - a bad LOOPCTL_* number: one line, exit 2
+        from loopctl.errors import report
+
+        sys.exit(report(exc))
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due():
         sys.exit(0)
     if args == ["__names"]:

@@ -17,7 +17,6 @@ from loopctl.model import LoopDef
 from loopctl.schedule import iso
 
 EVENT_VERSION = 1
-HOOK_TIMEOUT = 10.0
 NOTICED = ("completed", "failed", "expired")
 
 
@@ -97,9 +96,9 @@ def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | Non
 
 
 def hook_timeout() -> float:
-    from loopctl.settings import env_number
+    from loopctl.settings import knob
 
-    return env_number("LOOPCTL_HOOK_TIMEOUT", HOOK_TIMEOUT, 0.1, 3600.0)
+    return knob("LOOPCTL_HOOK_TIMEOUT")
 
 
 def run_hook(hook: str, event: dict[str, Any], timeout: float | None = None) -> tuple[

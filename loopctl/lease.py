@@ -15,15 +15,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from loopctl.paths import Paths, ensure_dir
+from loopctl.settings import KNOBS, knob
 
-DEFAULT_TTL = 90.0
+DEFAULT_TTL = KNOBS["LOOPCTL_LEASE_TTL"][0]
 LEASE_LOCK_TIMEOUT = 10.0
 
 
 def ttl_from_env() -> float:
-    from loopctl.settings import env_number
-
-    return env_number("LOOPCTL_LEASE_TTL", DEFAULT_TTL, 0.1, 86400.0)
+    return knob("LOOPCTL_LEASE_TTL")
 
 
 @dataclass(frozen=True)

@@ -30,3 +30,24 @@ def env_number(name: str, default: float, low: float, high: float) -> float:
 
 def _plain(value: float) -> str:
     return f"{value:.0f}" if abs(value) >= 1e6 else f"{value:g}"
+
+
+# Every number loopctl reads from the environment, with its range: checked
+# once at start-up so a typo fails every command the same way.
+KNOBS = {
+    # A century either way: enough for any test, and now() stays representable.
+    "LOOPCTL_CLOCK_OFFSET": (0.0, -100 * 365 * 86400.0, 100 * 365 * 86400.0),
+    "LOOPCTL_LEASE_TTL": (90.0, 0.1, 86400.0),
+    "LOOPCTL_KILL_GRACE": (10.0, 0.0, 3600.0),
+    "LOOPCTL_HOOK_TIMEOUT": (10.0, 0.1, 3600.0),
+}
+
+
+def knob(name: str) -> float:
+    default, low, high = KNOBS[name]
+    return env_number(name, default, low, high)
+
+
+def check_env() -> None:
+    for name in KNOBS:
+        knob(name)

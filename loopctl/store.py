@@ -34,6 +34,9 @@ TOP_KEYS = {"version", "loops", "on_attention"}
 Signature = list[int] | None
 
 
+_MISSING = object()  # `null:` is a key too: None cannot mean "not found"
+
+
 @dataclass
 class Definitions:
     """A parsed `loops.yaml`: the raw document plus what validated."""
@@ -58,10 +61,10 @@ class Definitions:
         `true:` a bool and `null:` None; each answers to its written form."""
         if name in self.raw_loops:
             return name
-        return next((k for k in self.raw_loops if display_key(k) == name), None)
+        return next((k for k in self.raw_loops if display_key(k) == name), _MISSING)
 
     def has(self, name: str) -> bool:
-        return self.key(name) is not None
+        return self.key(name) is not _MISSING
 
     def raw(self, name: str) -> Any:
         return self.raw_loops[self.key(name)]

@@ -30,7 +30,6 @@ from loopctl.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.schedule import iso
 from loopctl.store import Store
 
-DEFAULT_GRACE = 10.0
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 # Readers look at the start (session ids) and the end (results) of the output.
 HEAD_BYTES = 64 * 1024
@@ -44,9 +43,9 @@ class Interrupted(Exception):
 
 
 def kill_grace() -> float:
-    from loopctl.settings import env_number
+    from loopctl.settings import knob
 
-    return env_number("LOOPCTL_KILL_GRACE", DEFAULT_GRACE, 0.0, 3600.0)
+    return knob("LOOPCTL_KILL_GRACE")
 
 
 def _raise_interrupted(signum: int, _frame: Any) -> None:

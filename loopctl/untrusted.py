@@ -97,18 +97,18 @@ def shorten(value: Any, limit: int = 60) -> str:
 def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
     """The decision an agent wrote, with every bad field dropped; notes say what."""
     if len(data) > MAX_DECISION_BYTES:
-        return None, [f"decision file ignored: larger than {MAX_DECISION_BYTES // 1024} KiB"]
+        return None, [f"decision file dropped: larger than {MAX_DECISION_BYTES // 1024} KiB"]
     try:
         raw = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
-        return None, ["decision file ignored: not UTF-8 text"]
+        return None, ["decision file dropped: not UTF-8 text"]
     except (ValueError, RecursionError):
-        return None, ["decision file ignored: not valid JSON"]
+        return None, ["decision file dropped: not valid JSON"]
     if not isinstance(raw, dict):
-        return None, [f"decision file ignored: expected a JSON object, got {type(raw).__name__}"]
+        return None, [f"decision file dropped: expected a JSON object, got {type(raw).__name__}"]
     kind = raw.get("decision")
     if kind not in DECISIONS:
-        return None, [f"decision file ignored: unknown decision {shorten(kind)}; expected "
+        return None, [f"decision file dropped: unknown decision {shorten(kind)}; expected "
                       + ", ".join(DECISIONS)]
     notes = []
     decision: dict[str, Any] = {"version": 1, "decision": kind}

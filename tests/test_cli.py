@@ -418,7 +418,7 @@ def test_broken_entry_is_shown_invalid_and_preserved(
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     row = next((line for line in proc.stdout.splitlines() if line.startswith(str(key))), None)
     assert row is not None, proc.stdout
-    assert "invalid" in row and reason.lower() in row.lower(), row
+    assert "invalid" in row, row  # the reason is checked in full below (rows are cut to 80 columns)
     listed = {loop["name"]: loop for loop in cli.json("ls")["loops"]}
     assert listed[str(key)]["status"] == "invalid"
     assert reason.lower() in listed[str(key)]["error"].lower()
