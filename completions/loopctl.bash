@@ -4,7 +4,7 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--budget-usd|--catch-up|--command|--cron|--cwd|--env|--every|--evidence|--for|--image|--keep-runs|--limit|--max-delay|--max-failures|--max-runs|--min-delay|--model|--name|--next|--no-progress|--on-attention|--output|--overlap|--prompt-file|--run|--summary|--timeout|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--budget-usd|--catch-up|--command|--cron|--cwd|--env|--every|--evidence|--for|--image|--install|--keep-runs|--limit|--max-delay|--max-failures|--max-runs|--min-delay|--model|--name|--next|--no-progress|--on-attention|--output|--overlap|--prompt-file|--run|--secrets-file|--state-size|--summary|--timeout|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
@@ -28,7 +28,7 @@ _loopctl() {
         decide) opts="--summary --evidence --next --help -h" ;;
         doctor) opts="--json --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
-        export) opts="--to --output -o --image --json --help -h" ;;
+        export) opts="--to --output -o --image --install --state-size --secrets-file --json --help -h" ;;
         history) opts="--limit --json --help -h" ;;
         list) opts="--json --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;
@@ -36,7 +36,7 @@ _loopctl() {
         pause) opts="--json --help -h" ;;
         resume) opts="--json --help -h" ;;
         rm) opts="--keep-logs --json --help -h" ;;
-        run) opts="--help -h" ;;
+        run) opts="--scheduled --force --help -h" ;;
         show) opts="--json --help -h" ;;
         start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --raw --continue-session --keep-runs --model --agent-arg --yolo --json --help -h" ;;
         status) opts="--json --help -h" ;;

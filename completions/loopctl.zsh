@@ -16,7 +16,7 @@ _loopctl() {
         'decide:Report this run'\''s decision (only inside a run started by loopctl).'
         'doctor:Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell.'
         'events:Show attention events (completed, failed, paused by a limit, expired).'
-        'export:Write a crontab line, systemd units, a Kubernetes CronJob or a GitHub workflow.'
+        'export:Hand a loop to crontab, systemd, Kubernetes or GitHub Actions.'
         'history:List a loop'\''s past runs.'
         'list:List loops (same as ls).'
         'logs:Print a run'\''s log (the latest by default).'
@@ -88,7 +88,10 @@ _loopctl() {
                 '--to[crontab, systemd, k8s or github.]:to:(crontab systemd k8s github)' \
                 '--output[Write the files into this directory (default\: print them).]:path:_files' \
                 '-o[Write the files into this directory (default\: print them).]:path:_files' \
-                '--image[Container image for k8s (with loopctl and the agent).]:image: ' \
+                '--image[k8s\: container image with Python, loopctl and the agent CLI (required).]:image: ' \
+                '--install[github\: pinned pip requirement for loopctl (default\: how this copy was installed).]:install: ' \
+                '--state-size[k8s\: size of the state volume claim.]:state_size: ' \
+                '--secrets-file[k8s\: also write the secret'\''s KEY=VALUE env file here (0600).]:secrets_file: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -147,6 +150,8 @@ _loopctl() {
             ;;
         run)
             _arguments -s \
+                '--scheduled[For external schedulers\: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.]' \
+                '--force[Run even a paused or finished loop.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'
@@ -171,7 +176,7 @@ _loopctl() {
                 '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
                 '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
                 '--cwd[Working directory (default\: here).]:path:_files' \
-                '--env[KEY=VALUE for the agent (repeatable).]:env: ' \
+                '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
                 '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
                 '--for[Calendar lifetime from the start (default 7d).]:for_: ' \
                 '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \

@@ -138,7 +138,7 @@ def start(
     after: Annotated[Optional[str], typer.Option(help="Delay before the first run.")] = None,
     min_delay: MinDelay = None, max_delay: MaxDelay = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
-    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent (repeatable).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent, or KEY to pass this name from the driver's environment at fire time (repeatable).")] = None,
     timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
     max_failures: MaxFailures = None, no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
@@ -425,11 +425,16 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
 
 
 @app.command()
-def run(name: NameArg) -> None:
+def run(name: NameArg,
+        scheduled: Annotated[bool, typer.Option("--scheduled", help="For external schedulers: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.")] = False,
+        force: Annotated[bool, typer.Option("--force", help="Run even a paused or finished loop.")] = False) -> None:
     """Run a loop now, in the foreground; exit code is the run's."""
     from loopctl import direct
 
-    raise typer.Exit(direct.run(name))
+    if scheduled and force:
+        fail("give --scheduled or --force, not both")
+    raise typer.Exit(direct.run(name, "scheduled" if scheduled else "force" if force
+                                else "manual"))
 
 
 @app.command()
@@ -665,10 +670,13 @@ def export_cmd(
     name: NameArg,
     to: Annotated[str, typer.Option("--to", help="crontab, systemd, k8s or github.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the files into this directory (default: print them).")] = None,
-    image: Annotated[str, typer.Option(help="Container image for k8s (with loopctl and the agent).")] = "loopctl:latest",
+    image: Annotated[Optional[str], typer.Option(help="k8s: container image with Python, loopctl and the agent CLI (required).")] = None,
+    install: Annotated[Optional[str], typer.Option(help="github: pinned pip requirement for loopctl (default: how this copy was installed).")] = None,
+    state_size: Annotated[str, typer.Option(help="k8s: size of the state volume claim.")] = "1Gi",
+    secrets_file: Annotated[Optional[Path], typer.Option(help="k8s: also write the secret's KEY=VALUE env file here (0600).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a crontab line, systemd units, a Kubernetes CronJob or a GitHub workflow."""
+    """Hand a loop to crontab, systemd, Kubernetes or GitHub Actions."""
     from loopctl import export as exporter
 
     s = store()
@@ -678,15 +686,21 @@ def export_cmd(
     loop = defs.loops.get(name)
     if loop is None:
         fail(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it first")
+    _check_quantity(state_size)
     prompt_text = None
     if loop.prompt_file:
         try:
-            prompt_text = Path(loop.cwd, loop.prompt_file).read_text()
-        except OSError as exc:
-            fail(f"cannot read prompt file {loop.prompt_file}: {exc.strerror}")
-    home = str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None
-    result = exporter.export(loop, to, home=home, state_dir=str(s.paths.state_dir),
-                             image=image, prompt_text=prompt_text)
+            prompt_text = Path(loop.cwd, loop.prompt_file).expanduser().read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read prompt file {loop.prompt_file}: "
+                 f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}")
+    target = exporter.Target(
+        to, home=str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None,
+        state_dir=str(s.paths.state_dir), image=image, state_size=state_size,
+        install=install, prompt_text=prompt_text)
+    result = exporter.export(loop, target)
+    if secrets_file is not None:
+        _write_secrets_file(loop, secrets_file, result)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if output is not None:
@@ -700,11 +714,34 @@ def export_cmd(
                 print(f"wrote {output / filename}")
     if as_json:
         print(exporter.as_json(result))
-    elif output is None:
+        return
+    if output is None:
         for filename, text in result.files.items():
             if len(result.files) > 1:
                 print(f"# --- {filename}")
             print(text, end="")
+    for step in result.next_steps:
+        print(f"next: {step}", file=sys.stderr)
+
+
+def _check_quantity(size: str) -> None:
+    import re
+
+    if not re.fullmatch(r"[1-9][0-9]{0,5}(Ki|Mi|Gi|Ti)", size):
+        fail(f"bad --state-size {size!r}: expected a size like 512Mi or 1Gi")
+
+
+def _write_secrets_file(loop: Any, path: Path, result: Any) -> None:
+    """Values for `kubectl create secret ... --from-env-file`; written 0600
+    and never into an exported file."""
+    from loopctl import export as exporter
+    from loopctl.store import atomic_write
+
+    text, missing = exporter.secrets_env_file(loop, dict(os.environ))
+    atomic_write(path.expanduser().absolute(), text.encode())
+    if missing:
+        result.warnings.append(f"{path} lacks {', '.join(missing)}: set them in this "
+                               "environment (or with --env KEY=VALUE) and export again")
 
 
 # -- running the app --------------------------------------------------------------

@@ -13,10 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from loopctl import clock, lifecycle, procs
+from loopctl import clock, events, lifecycle, procs, valves
 from loopctl.durations import format_rough, parse_duration
-from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, UsageError
+from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, NotFiring, UsageError
 from loopctl.events import hook_for
+from loopctl.events import status_key as events_key
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
 from loopctl.paths import is_loop_name
 from loopctl.schedule import iso, parse_iso
@@ -280,37 +281,65 @@ def validate(store: Store, path: Path | None) -> dict[str, Any]:
 # -- firing ----------------------------------------------------------------------
 
 
-def claim_now(store: Store, name: str) -> str:
-    """Claim a manual run of `name` (exit 75 if one is in flight)."""
-    with locked_loop(store, name) as (defs, state, loop, now):
-        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                only=name)
-        from loopctl.firing import settle_lost
+RUN_MODES = ("manual", "force", "scheduled")
 
-        settle_lost(store, state, result.lost, now)
-        st = state["loops"][name]
-        if st.get("run") and not result.fired:
+
+def claim_now(store: Store, name: str, mode: str = "manual") -> str:
+    """Claim a run of `name` now and return its id.
+
+    `manual` refuses a loop that is not active (exit 2); `force` runs it
+    anyway; `scheduled` is what an external scheduler calls: it fires only
+    when a due fire under `tick` would, without looking at the due time."""
+    from loopctl.firing import noticed, settle_lost
+
+    pending: list[tuple[dict[str, Any], str | None]] = []
+    try:
+        with locked_loop(store, name) as (defs, state, loop, now):
+            st = state["loops"][name]
+            before = {name: events_key(st)}
+            result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+                                    only=name)
+            settle_lost(store, state, result.lost, now)
+            state["defs_sig"] = defs.signature
+            busy = _busy(name, st, bool(result.fired))
+            refusal = None if busy or mode == "force" else valves.fire_refusal(loop, st)
+            pending = noticed(store, defs, state, before, now)
+            if busy or refusal:
+                store.write_state(state)
+                if busy:
+                    raise BusyError(busy)
+                assert refusal is not None
+                if st.get("reason") == "rate_limited":
+                    raise BusyError(f"loop {name!r} is {refusal}")
+                if mode == "scheduled":
+                    # Not an error: a completed loop must not turn cron red nightly.
+                    raise NotFiring(f"not firing {name}: it is {refusal}")
+                raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
+                                 f"`loopctl run {name} --force`")
+            # If `name` was due, plan() has just claimed it as a scheduled fire.
+            trigger = "schedule" if mode == "scheduled" else "manual"
+            run = st["run"] or lifecycle.claim(loop, st, now, trigger)
+            run["spec"] = to_raw(loop)
+            run["hook"] = hook_for(loop, defs.doc.get("on_attention"))
+            run["supervisor"] = procs.ref()
             store.write_state(state)
-            raise BusyError(f"loop {name!r} has a run in flight ({st['run']['run_id']})")
-        if st.get("orphan"):
-            raise BusyError(f"loop {name!r}: agent pid {st['orphan']['pid']} of a lost run "
-                            "is still alive")
-        if st["status"] in TERMINAL:
-            raise UsageError(f"loop {name!r} is {st['status']}; start a new loop instead")
-        # If `name` was due, plan() has just claimed it as a scheduled fire.
-        run = st["run"] or lifecycle.claim(loop, st, now, "manual")
-        run["spec"] = to_raw(loop)
-        run["hook"] = hook_for(loop, defs.doc.get("on_attention"))
-        run["supervisor"] = procs.ref()
-        state["defs_sig"] = defs.signature
-        store.write_state(state)
-        return str(run["run_id"])
+            return str(run["run_id"])
+    finally:
+        events.dispatch(store, pending)
 
 
-def run_now(store: Store, name: str) -> dict[str, Any]:
+def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
+    if st.get("run") and not claimed:
+        return f"loop {name!r} has a run in flight ({st['run']['run_id']})"
+    if st.get("orphan"):
+        return f"loop {name!r}: agent pid {st['orphan']['pid']} of a lost run is still alive"
+    return None
+
+
+def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
     from loopctl.supervisor import Supervisor
 
-    run_id = claim_now(store, name)
+    run_id = claim_now(store, name, mode)
     return Supervisor(store, name, run_id, foreground=True).run()
 
 

@@ -42,12 +42,15 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     return result.exit_code() if wait else 0
 
 
-def run(name: str) -> int:
+RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
+
+
+def run(name: str, mode: str = "manual") -> int:
     from loopctl.core import run_now
     from loopctl.store import Store
     from loopctl.supervisor import exit_code_for
 
-    record: dict[str, Any] = run_now(Store(), name)
+    record: dict[str, Any] = run_now(Store(), name, mode)
     print(f"loopctl: run {record['run_id']}: {record['outcome']} "
           f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
     return exit_code_for(record)
@@ -58,8 +61,10 @@ def dispatch(args: list[str]) -> int | None:
     if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
         call = lambda: tick("--wait" in args, "--json" in args,  # noqa: E731
                             bool({"--quiet", "-q"} & set(args)))
-    elif len(args) == 2 and args[0] == "run" and not args[1].startswith("-"):
-        call = lambda: run(args[1])  # noqa: E731
+    elif args[:1] == ["run"] and len(args) in (2, 3) and not args[1].startswith("-") \
+            and set(args[2:]) <= set(RUN_FLAGS):
+        mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"
+        call = lambda: run(args[1], mode)  # noqa: E731
     else:
         return None
     try:

@@ -46,6 +46,12 @@ class BusyError(LoopctlError):
     code = EXIT_BUSY
 
 
+class NotFiring(LoopctlError):
+    """A scheduled fire that the loop's state says to skip: not a failure."""
+
+    code = EXIT_OK
+
+
 def report(exc: BaseException) -> int:
     """The one error path of every entry point: one line on stderr and the
     documented exit code; a traceback only with LOOPCTL_DEBUG=1."""
@@ -53,7 +59,8 @@ def report(exc: BaseException) -> int:
     import sys
 
     if isinstance(exc, LoopctlError):
-        print(f"loopctl: error: {exc.message}", file=sys.stderr)
+        label = "" if exc.code == EXIT_OK else "error: "
+        print(f"loopctl: {label}{exc.message}", file=sys.stderr)
         return exc.code
     if isinstance(exc, KeyboardInterrupt):
         print("loopctl: interrupted", file=sys.stderr)

@@ -1,171 +1,184 @@
-"""`loopctl export NAME --to crontab|systemd|k8s|github`: hand a loop to the
-schedulers people already run. Each export runs `loopctl run NAME` against the
-same definition, so limits, logs and decisions keep working.
+"""`loopctl export NAME --to crontab|systemd|k8s|github`: hand a loop to a
+scheduler people already run, keeping what makes loopctl worth using
+(DESIGN §9):
 
-`--every` has no exact cron form (it waits from the end of a run); it becomes
-the nearest wall-clock cron schedule with a warning, and is refused where no
-faithful conversion exists (under a minute, self-paced loops).
+- every target runs `loopctl run NAME --scheduled`, which fires only when a
+  due fire under `tick` would: the scheduler owns the timing, loopctl the
+  bounds;
+- state lives where the next fire finds it (the local home, a
+  PersistentVolumeClaim, a restored-and-saved Actions cache);
+- env values never enter an exported file: only names travel, and each
+  target takes the values from its own secret store;
+- user text is data: the definition and prompt travel as a ConfigMap value
+  or as base64 in the workflow, never inside a heredoc or a `${{ }}`;
+- wall-clock time keeps its zone (systemd `OnCalendar=` with the zone,
+  CronJob `timeZone`, GitHub: one UTC line per offset plus a guard).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.durations import format_duration
 from loopctl.errors import UsageError
+from loopctl.export_time import (
+    cron_to_calendar,
+    every_to_cron,
+    github_schedule,
+    longest_gap,
+    loop_cron,
+)
 from loopctl.model import LoopDef, to_raw
+
+__all__ = ["Export", "Target", "every_to_cron", "export", "secret_names"]
 
 TARGETS = ("crontab", "systemd", "k8s", "github")
 GITHUB_MINIMUM = 300
-DOW_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+CACHE_EVICTION_S = 7 * 86400
+K8S_HOME = "/loopctl"
+# Where a workflow puts a prompt file: in the checkout, under a name no
+# repository is likely to use.
+PROMPT_FILE = ".loopctl-prompt.md"
+
+
+@dataclass
+class Target:
+    """Where the export goes and what it needs from the user."""
+
+    name: str
+    home: str | None = None        # LOOPCTL_HOME for local targets
+    state_dir: str = ""
+    image: str | None = None       # k8s
+    state_size: str = "1Gi"        # k8s
+    install: str | None = None     # github: a pinned pip requirement
+    prompt_text: str | None = None
 
 
 @dataclass
 class Export:
     files: dict[str, str]
     warnings: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
 
 
-# -- schedules ---------------------------------------------------------------------
+def secret_names(loop: LoopDef) -> list[str]:
+    """The env names a run needs from the target's secret store: the loop's
+    own `env` keys and the preset's API key."""
+    from loopctl.agents import PRESETS
+
+    names = set(loop.env)
+    if not loop.command:
+        key = PRESETS[loop.agent or "shell"].api_key_env
+        if key:
+            names.add(key)
+    return sorted(names)
 
 
-def _nearest(value: int, choices: list[int]) -> int:
-    return min(choices, key=lambda c: (abs(c - value), c))
+def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
+    """The loop alone, as it runs elsewhere: env names without values, `cwd:
+    .` (wherever the job runs), no local hook, a fresh start there."""
+    from loopctl.store import dump_yaml_doc
+
+    raw = to_raw(loop)
+    raw["cwd"] = "."
+    raw.pop("created_at", None)
+    raw.pop("on_attention", None)
+    raw.pop("env", None)
+    if loop.env:
+        raw["env"] = dict.fromkeys(sorted(loop.env))
+    if prompt_path is not None:
+        raw["prompt_file"] = prompt_path
+    return dump_yaml_doc({"version": 1, "loops": {loop.name: raw}})
 
 
-def every_to_cron(seconds: int, warnings: list[str]) -> str:
-    """The cron schedule closest to `--every`; warns when it is not exact."""
-    name = format_duration(seconds)
-    warnings.append(f"--every {name} waits from the end of each run; the export fires on "
-                    "wall-clock slots instead")
-    if seconds < 60:
-        raise UsageError(f"cannot export --every {name}: cron fires at most once a minute")
-    if seconds % 604800 == 0 and seconds == 604800:
-        return "0 0 * * 0"
-    if seconds % 86400 == 0:
-        days = seconds // 86400
-        if days > 1:
-            warnings.append(f"--every {name} became every {days} days of the month "
-                            "(the count restarts each month)")
-        return "0 0 * * *" if days == 1 else f"0 0 */{days} * *"
-    if seconds % 3600 == 0 and seconds < 86400:
-        hours = seconds // 3600
-        exact = _nearest(hours, [1, 2, 3, 4, 6, 8, 12])
-        if exact != hours:
-            warnings.append(f"--every {name} became every {exact}h (cron steps must divide "
-                            "a day)")
-        return "0 * * * *" if exact == 1 else f"0 */{exact} * * *"
-    minutes = max(round(seconds / 60), 1)
-    if minutes >= 60:
-        hours = _nearest(round(minutes / 60), [1, 2, 3, 4, 6, 8, 12, 24])
-        warnings.append(f"--every {name} became every {hours}h")
-        return "0 0 * * *" if hours == 24 else "0 * * * *" if hours == 1 \
-            else f"0 */{hours} * * *"
-    exact = _nearest(minutes, [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30])
-    if exact * 60 != seconds:
-        warnings.append(f"--every {name} became every {exact}m (cron steps must divide an "
-                        "hour)")
-    return "* * * * *" if exact == 1 else f"*/{exact} * * * *"
+def _scheduled(loop: LoopDef) -> list[str]:
+    return ["run", loop.name, "--scheduled"]
 
 
-def loop_cron(loop: LoopDef, warnings: list[str]) -> str:
-    if loop.auto:
-        raise UsageError(f"cannot export {loop.name!r}: a self-paced (--every auto) loop has "
-                         "no schedule a scheduler could follow")
-    if loop.cron:
-        return loop.cron
-    return every_to_cron(loop.every or 0, warnings)
+def _local_python() -> str:
+    if any(c in sys.executable for c in "\r\n\0"):
+        raise UsageError("the Python path contains a line break; no scheduler can run it")
+    return sys.executable
 
 
-_MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-           "@hourly": "0 * * * *"}
+# -- crontab ---------------------------------------------------------------------------
 
 
-def _calendar_field(text: str, width: int, names: tuple[str, ...] | None = None) -> str:
-    """One cron field in systemd's calendar syntax (lists, ranges, steps)."""
-    if text == "*":
-        return "*"
-
-    def value(v: str) -> str:
-        if names is not None:
-            return names[int(v) % 7]
-        return v.zfill(width)
-
-    parts = []
-    for part in text.split(","):
-        base, _, step = part.partition("/")
-        if base == "*":
-            base = "0" if names is None else "0"
-            if step:
-                parts.append(f"{value(base)}/{step}")
-                continue
-        if "-" in base:
-            lo, hi = base.split("-", 1)
-            if names is not None:
-                parts.append(f"{value(lo)}..{value(hi)}")
-            else:
-                parts.append(f"{value(lo)}..{value(hi)}" + (f"/{step}" if step else ""))
-        else:
-            parts.append(value(base) + (f"/{step}" if step else ""))
-    return ",".join(parts)
+def _cron_honours_cron_tz() -> bool:
+    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
+    return shutil.which("crond") is not None
 
 
-def cron_to_calendar(expr: str, tz: str | None) -> str:
-    """A five-field cron expression as a systemd OnCalendar= value."""
-    expr = _MACROS.get(expr, expr)
-    minute, hour, dom, month, dow = expr.split()
-    if "/" in dow or (dom != "*" and dow != "*"):
-        raise UsageError(f"cannot express cron {expr!r} as a systemd calendar: cron ORs "
-                         "day-of-month and day-of-week")
-    when = f"*-{_calendar_field(month, 2)}-{_calendar_field(dom, 2)} " \
-           f"{_calendar_field(hour, 2)}:{_calendar_field(minute, 2)}:00"
-    if dow != "*":
-        when = f"{_calendar_field(dow, 1, DOW_NAMES)} {when}"
-    return when + (f" {tz}" if tz else "")
-
-
-# -- writers -------------------------------------------------------------------------
-
-
-def _loopctl() -> str:
-    return f"{shlex.quote(sys.executable)} -m loopctl"
-
-
-def to_crontab(loop: LoopDef, home: str | None, state_dir: str) -> Export:
+def to_crontab(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
+    lines = []
     if loop.tz:
-        warnings.append(f"cron evaluates {schedule!r} in the system zone, not {loop.tz}; "
-                        "set CRON_TZ where your cron supports it")
-    env = f"LOOPCTL_HOME={shlex.quote(home)} " if home else ""
-    log = shlex.quote(f"{state_dir}/cron-{loop.name}.log")
-    line = (f"{schedule} {env}{_loopctl()} run {shlex.quote(loop.name)} >> {log} 2>&1 "
-            f"# loopctl export {loop.name}").replace("%", "\\%")
-    return Export({f"{loop.name}.crontab": line + "\n"}, warnings)
+        if _cron_honours_cron_tz():
+            lines.append(f"CRON_TZ={loop.tz}")
+        else:
+            warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
+                            f"system zone, not {loop.tz}; use --to systemd to keep the zone")
+    env = f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
+    log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
+    command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
+    line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
+    if any(c in line for c in "\r\n\0"):
+        raise UsageError("a path in the cron line contains a line break; cron reads one line "
+                         "per job")
+    lines.append(f"{line} # loopctl export {loop.name}")
+    steps = [f"crontab -l | cat - {loop.name}.crontab | crontab -   # add it to your table"]
+    return Export({f"{loop.name}.crontab": "\n".join(lines) + "\n"}, warnings, steps)
 
 
-def to_systemd(loop: LoopDef, home: str | None) -> Export:
+# -- systemd ---------------------------------------------------------------------------
+
+
+def systemd_quote(value: str, dollar: bool = True) -> str:
+    """One word for a unit file: C-style double quotes, `%` specifiers
+    escaped, and in Exec lines `$` too (systemd expands variables there)."""
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"cannot write {value[:60]!r} into a systemd unit: it contains a "
+                         "line break")
+    text = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    if dollar:
+        text = text.replace("$", "$$")
+    return f'"{text}"'
+
+
+def _systemd_path(value: str) -> str:
+    """A path setting (WorkingDirectory=): no quotes, `%` escaped."""
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"cannot write {value[:60]!r} into a systemd unit: it contains a "
+                         "line break")
+    return value.replace("%", "%%")
+
+
+def to_systemd(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
     unit = f"loopctl-{loop.name}"
-    env = f"Environment=LOOPCTL_HOME={home}\n" if home else ""
-    timeout = loop.timeout + 60
+    env = (f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
+           if target.home else "")
+    exec_start = " ".join(systemd_quote(arg) for arg in
+                          [_local_python(), "-m", "loopctl", *_scheduled(loop)])
     service = (
         "[Unit]\n"
         f"Description=loopctl loop {loop.name}\n"
         "Documentation=man:loopctl(1)\n\n"
         "[Service]\n"
         "Type=oneshot\n"
-        f"WorkingDirectory={loop.cwd}\n"
+        f"WorkingDirectory={_systemd_path(loop.cwd)}\n"
         f"{env}"
-        f"ExecStart={sys.executable} -m loopctl run {loop.name}\n"
-        f"TimeoutStartSec={timeout}\n"
+        f"ExecStart={exec_start}\n"
+        f"TimeoutStartSec={loop.timeout + 60}\n"
         # loopctl's own exit codes: 75 means a run was already in flight.
         "SuccessExitStatus=75\n"
     )
@@ -181,154 +194,227 @@ def to_systemd(loop: LoopDef, home: str | None) -> Export:
         "[Install]\n"
         "WantedBy=timers.target\n"
     )
-    return Export({f"{unit}.service": service, f"{unit}.timer": timer}, warnings)
+    steps = [f"cp {unit}.service {unit}.timer ~/.config/systemd/user/",
+             f"systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"]
+    return Export({f"{unit}.service": service, f"{unit}.timer": timer}, warnings, steps)
 
 
-def _definition_yaml(loop: LoopDef, prompt_path: str) -> str:
-    """The loop alone, runnable elsewhere: `cwd: .` is wherever the job runs."""
-    from loopctl.store import dump_yaml_doc
-
-    raw = to_raw(loop)
-    raw["cwd"] = "."
-    raw.pop("created_at", None)
-    raw.pop("on_attention", None)  # a local path; it does not travel
-    if raw.get("prompt_file"):
-        raw["prompt_file"] = prompt_path
-    return dump_yaml_doc({"version": 1, "loops": {loop.name: raw}})
+# -- Kubernetes ------------------------------------------------------------------------
 
 
-def _api_key_env(loop: LoopDef) -> str | None:
-    from loopctl.agents import PRESETS
-
-    if loop.command:
-        return None
-    return PRESETS[loop.agent or "shell"].api_key_env
+def _k8s_name(loop: LoopDef) -> str:
+    name = f"loopctl-{loop.name}".replace("_", "-").replace(".", "-")[:52]
+    return name.rstrip("-")
 
 
-def to_k8s(loop: LoopDef, image: str, prompt_text: str | None) -> Export:
+def _labels() -> dict[str, Any]:
+    return {"app.kubernetes.io/name": "loopctl"}
+
+
+def to_k8s(loop: LoopDef, target: Target) -> Export:
     import yaml
 
+    if not target.image:
+        raise UsageError("--to k8s needs --image: an image with Python, loopctl and the "
+                         "agent CLI installed (see the README)")
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
-    name = f"loopctl-{loop.name}".replace("_", "-").replace(".", "-")[:52]
-    data = {"loops.yaml": _definition_yaml(loop, "/loopctl/prompt.md")}
-    if loop.prompt_file and prompt_text is not None:
-        data["prompt.md"] = prompt_text
+    name = _k8s_name(loop)
+    prompt_path = f"{K8S_HOME}/prompt.md" if loop.prompt_file else None
+    data = {"loops.yaml": traveling_definition(loop, prompt_path)}
+    if loop.prompt_file:
+        data["prompt.md"] = target.prompt_text or ""
     config_map = {"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "loopctl"}},
-                  "data": data}
-    env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": "/loopctl"}]
-    key = _api_key_env(loop)
-    if key:
-        env.append({"name": key, "valueFrom": {"secretKeyRef": {
-            "name": "loopctl-secrets", "key": key, "optional": True}}})
-    mounts = [{"name": "definition", "mountPath": "/loopctl/loops.yaml",
+                  "metadata": {"name": name, "labels": _labels()}, "data": data}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": f"{name}-state", "labels": _labels()},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": target.state_size}}}}
+    secret = f"loopctl-{loop.name}".replace("_", "-").replace(".", "-")[:253]
+    env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
+                                 {"name": "HOME", "value": "/work"}]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+            for key in secret_names(loop)]
+    mounts = [{"name": "definition", "mountPath": f"{K8S_HOME}/loops.yaml",
                "subPath": "loops.yaml", "readOnly": True},
-              {"name": "state", "mountPath": "/loopctl/state"},
+              {"name": "state", "mountPath": f"{K8S_HOME}/state"},
               {"name": "work", "mountPath": "/work"}]
-    if "prompt.md" in data:
-        mounts.append({"name": "definition", "mountPath": "/loopctl/prompt.md",
+    if loop.prompt_file:
+        mounts.append({"name": "definition", "mountPath": f"{K8S_HOME}/prompt.md",
                        "subPath": "prompt.md", "readOnly": True})
+    container = {
+        "name": "loopctl", "image": target.image,
+        "command": ["loopctl", *_scheduled(loop)],
+        "workingDir": "/work", "env": env, "volumeMounts": mounts,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                            "fsGroup": 1000},
+        "containers": [container],
+        "volumes": [
+            {"name": "definition", "configMap": {"name": name}},
+            {"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}},
+            {"name": "work", "emptyDir": {}},
+        ],
+    }
     spec: dict[str, Any] = {
         "schedule": schedule,
         "concurrencyPolicy": "Forbid",
         "startingDeadlineSeconds": 300,
         "successfulJobsHistoryLimit": 3,
         "failedJobsHistoryLimit": 3,
-        "jobTemplate": {"spec": {
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": loop.timeout + 120,
-            "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{
-                    "name": "loopctl", "image": image,
-                    "command": ["loopctl", "run", loop.name],
-                    "workingDir": "/work", "env": env, "volumeMounts": mounts,
-                }],
-                "volumes": [
-                    {"name": "definition", "configMap": {"name": name}},
-                    {"name": "state", "emptyDir": {}},
-                    {"name": "work", "emptyDir": {}},
-                ],
-            }},
-        }},
+        "jobTemplate": {"spec": {"backoffLimit": 0,
+                                 "activeDeadlineSeconds": loop.timeout + 120,
+                                 "template": {"spec": pod}}},
     }
     if loop.tz:
         spec["timeZone"] = loop.tz
     cron_job = {"apiVersion": "batch/v1", "kind": "CronJob",
-                "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "loopctl"}},
-                "spec": spec}
-    warnings.append(f"the image {image!r} must have loopctl and the agent installed; "
-                    "state lives in an emptyDir, so limits count per job, not across jobs")
-    text = yaml.safe_dump_all([config_map, cron_job], sort_keys=False)
-    return Export({f"{name}.yaml": text}, warnings)
+                "metadata": {"name": name, "labels": _labels()}, "spec": spec}
+    text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
+    steps = []
+    if secret_names(loop):
+        steps.append(f"kubectl create secret generic {secret} --from-env-file=FILE   "
+                     f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
+                     "`--secrets-file FILE` writes it (0600)")
+    steps.append(f"kubectl apply -f {name}.yaml")
+    return Export({f"{name}.yaml": text}, warnings, steps)
 
 
-def to_github(loop: LoopDef, prompt_text: str | None) -> Export:
-    import yaml
+# -- GitHub Actions --------------------------------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _guard_script(loop: LoopDef, offsets: dict[str, str]) -> str:
+    """Runs only the UTC line made for the offset now in force in the zone;
+    the trigger line arrives in an env var, never in the script."""
+    cases = "".join(f"  {shlex.quote(cron)}) want={offset} ;;\n"
+                    for cron, offset in offsets.items())
+    return (
+        'if [ "$EVENT" != schedule ]; then echo "fire=true" >> "$GITHUB_OUTPUT"; exit 0; fi\n'
+        'case "$SCHEDULE" in\n' + cases + "  *) want=none ;;\nesac\n"
+        f'now=$(TZ={shlex.quote(loop.tz or "UTC")} date +%z)\n'
+        'if [ "$now" = "$want" ]; then echo "fire=true" >> "$GITHUB_OUTPUT"\n'
+        f'else echo "not firing: this line is for UTC offset $want, {loop.tz} is at $now"; '
+        'echo "fire=false" >> "$GITHUB_OUTPUT"; fi\n')
+
+
+def to_github(loop: LoopDef, target: Target) -> Export:
+    from loopctl.install_source import check_spec, installed_spec
+    from loopctl.store import dump_yaml
 
     warnings: list[str] = []
+    install = check_spec(target.install) if target.install else installed_spec()
     if not loop.auto and loop.every and loop.every < GITHUB_MINIMUM:
         warnings.append(f"GitHub runs scheduled workflows at most every 5 minutes; "
                         f"--every {format_duration(loop.every)} became every 5m")
-        schedule = "*/5 * * * *"
+        local = "*/5 * * * *"
     else:
-        schedule = loop_cron(loop, warnings)
+        local = loop_cron(loop, warnings)
+    utc = github_schedule(local, loop.tz)
     if loop.tz and loop.tz != "UTC":
-        warnings.append(f"GitHub evaluates cron in UTC, not {loop.tz}: adjust the hours")
-    key = _api_key_env(loop)
-    env = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
-    if key:
-        env[key] = "${{ secrets." + key + " }}"
-    write_definition = (
-        'mkdir -p "$LOOPCTL_HOME"\n'
-        "cat > \"$LOOPCTL_HOME/loops.yaml\" <<'LOOPCTL_EOF'\n"
-        + _definition_yaml(loop, "prompt.md") + "LOOPCTL_EOF\n")
-    if loop.prompt_file and prompt_text is not None:
-        write_definition += ("cat > prompt.md <<'LOOPCTL_EOF'\n" + prompt_text
-                             + "\nLOOPCTL_EOF\n")
-    steps = [
+        warnings.append(f"GitHub runs cron in UTC: {local!r} in {loop.tz} became "
+                        + " and ".join(repr(c) for c in utc.crons)
+                        + (" with a guard step that skips the line for the other UTC offset"
+                           if utc.needs_guard else ""))
+    if longest_gap(utc.crons[0]) > CACHE_EVICTION_S:
+        warnings.append("GitHub evicts a cache not used for 7 days: with fires further apart "
+                        "than that, the loop's state (runs used, failures, sessions) is lost "
+                        "between fires")
+    state = "${{ runner.temp }}/loopctl/state"
+    key = f"loopctl-{loop.name}"
+    env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
+    # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
+    env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
+    definition = traveling_definition(loop, PROMPT_FILE if loop.prompt_file else None)
+    write = ('mkdir -p "$LOOPCTL_HOME"\n'
+             'printf %s "$DEFINITION" | base64 -d > "$LOOPCTL_HOME/loops.yaml"\n'
+             'chmod 0400 "$LOOPCTL_HOME/loops.yaml"\n')
+    write_env = {"DEFINITION": _b64(definition)}
+    if loop.prompt_file:
+        write += f'printf %s "$PROMPT" | base64 -d > {PROMPT_FILE}\n'
+        write_env["PROMPT"] = _b64(target.prompt_text or "")
+    run_step: dict[str, Any] = {"name": f"Run {loop.name}",
+                                "run": shlex.join(["loopctl", *_scheduled(loop)])}
+    steps: list[dict[str, Any]] = [
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-        {"name": "Install loopctl", "run": "pip install loopctl"},
-        {"name": "Write the loop definition", "run": write_definition},
-        {"name": f"Run {loop.name}", "run": f"loopctl run {loop.name}"},
-        {"name": "Keep the run logs", "if": "always()",
-         "uses": "actions/upload-artifact@v4",
-         "with": {"name": f"loopctl-{loop.name}-logs",
-                  "path": "${{ runner.temp }}/loopctl/state/runs"}},
+        {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
+         "run": 'python -m pip install "$LOOPCTL_INSTALL"'},
+        {"name": "Restore the loop's state", "uses": "actions/cache/restore@v4",
+         "with": {"path": state, "key": f"{key}-${{{{ github.run_id }}}}",
+                  "restore-keys": f"{key}-"}},
+        {"name": "Write the loop definition", "env": write_env, "run": write},
+    ]
+    if utc.needs_guard:
+        steps.append({"name": f"Fire only at {loop.tz} wall-clock time", "id": "zone",
+                      "env": {"EVENT": "${{ github.event_name }}",
+                              "SCHEDULE": "${{ github.event.schedule }}"},
+                      "run": _guard_script(loop, utc.offsets)})
+        run_step["if"] = "steps.zone.outputs.fire == 'true'"
+    steps += [
+        run_step,
+        {"name": "Save the loop's state", "if": "always()", "uses": "actions/cache/save@v4",
+         "with": {"path": state,
+                  "key": f"{key}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"}},
+        {"name": "Keep the run logs", "if": "always()", "uses": "actions/upload-artifact@v4",
+         "with": {"name": f"{key}-logs-${{{{ github.run_id }}}}",
+                  "path": f"{state}/runs", "if-no-files-found": "ignore"}},
     ]
     workflow = {
         "name": f"loopctl {loop.name}",
-        "on": {"schedule": [{"cron": schedule}], "workflow_dispatch": {}},
-        "concurrency": {"group": f"loopctl-{loop.name}", "cancel-in-progress": False},
+        "on": {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}},
+        "concurrency": {"group": key, "cancel-in-progress": False},
         "permissions": {"contents": "read"},
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
-            "timeout-minutes": max(math.ceil(loop.timeout / 60), 1),
+            "timeout-minutes": max(math.ceil(loop.timeout / 60) + 10, 1),
             "env": env,
             "steps": steps,
         }},
     }
     header = ("# Generated by `loopctl export`. GitHub runs schedules in UTC, at most every\n"
               "# 5 minutes, and may start them late under load.\n")
-    text = header + yaml.safe_dump(workflow, sort_keys=False, width=100)
-    return Export({f"loopctl-{loop.name}.yml": text}, warnings)
+    text = header + dump_yaml(workflow)
+    filename = f"loopctl-{loop.name}.yml"
+    next_steps = [f"gh secret set {name}" for name in secret_names(loop)]
+    next_steps.append(f"mkdir -p .github/workflows && cp {filename} .github/workflows/ "
+                      "&& git add .github/workflows && git commit")
+    return Export({filename: text}, warnings, next_steps)
 
 
-def export(loop: LoopDef, target: str, *, home: str | None, state_dir: str, image: str,
-           prompt_text: str | None) -> Export:
-    if target == "crontab":
-        return to_crontab(loop, home, state_dir)
-    if target == "systemd":
-        return to_systemd(loop, home)
-    if target == "k8s":
-        return to_k8s(loop, image, prompt_text)
-    if target == "github":
-        return to_github(loop, prompt_text)
-    raise UsageError(f"bad --to {target!r}: expected one of {', '.join(TARGETS)}")
+WRITERS = {"crontab": to_crontab, "systemd": to_systemd, "k8s": to_k8s, "github": to_github}
+
+
+def export(loop: LoopDef, target: Target) -> Export:
+    writer = WRITERS.get(target.name)
+    if writer is None:
+        raise UsageError(f"bad --to {target.name!r}: expected one of {', '.join(TARGETS)}")
+    return writer(loop, target)
+
+
+def secrets_env_file(loop: LoopDef, environ: dict[str, str]) -> tuple[str, list[str]]:
+    """KEY=VALUE lines for `kubectl create secret --from-env-file`: values
+    from the definition, else from this environment; and the names missing."""
+    lines, missing = [], []
+    for key in secret_names(loop):
+        value = loop.env.get(key)
+        if value is None:
+            value = environ.get(key)
+        if value is None or "\n" in value:
+            missing.append(key)
+            continue
+        lines.append(f"{key}={value}")
+    return "".join(line + "\n" for line in lines), missing
 
 
 def as_json(result: Export) -> str:
-    return json.dumps({"version": 1, "files": result.files, "warnings": result.warnings},
-                      indent=2)
+    return json.dumps({"version": 1, "files": result.files, "warnings": result.warnings,
+                       "next_steps": result.next_steps}, indent=2)

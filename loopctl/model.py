@@ -60,7 +60,8 @@ class LoopDef:
     max_delay: int = DEFAULT_MAX_DELAY
     keepalive: int = DEFAULT_KEEPALIVE
     cwd: str = "."
-    env: dict[str, str] = field(default_factory=dict)
+    # A None value: inherited from the driver's environment at fire time.
+    env: dict[str, str | None] = field(default_factory=dict)
     timeout: int = DEFAULT_TIMEOUT
     max_runs: int = DEFAULT_MAX_RUNS
     for_s: int = DEFAULT_FOR
@@ -153,11 +154,16 @@ def check_tz(zone: str) -> str:
     return zone
 
 
-def check_env_pair(pair: str) -> tuple[str, str]:
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_env_pair(pair: str) -> tuple[str, str | None]:
+    """`KEY=VALUE`, or `KEY` alone: take KEY from the driver's environment at
+    fire time (how secrets stay out of loops.yaml and every export)."""
     key, sep, value = pair.partition("=")
-    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        raise UsageError(f"bad --env {pair!r}: expected KEY=VALUE with KEY like MY_VAR")
-    return key, value
+    if not ENV_NAME_RE.fullmatch(key):
+        raise UsageError(f"bad --env {pair!r}: expected KEY=VALUE or KEY, with KEY like MY_VAR")
+    return key, value if sep else None
 
 
 def split_command(command: object, where: str) -> tuple[str, ...]:
@@ -268,19 +274,22 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
         agent = "shell"
     env = raw.get("env") or {}
     if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, (str, int, float)) and not isinstance(v, bool)
+        isinstance(k, str) and (v is None or isinstance(v, (str, int, float))
+                                and not isinstance(v, bool))
         for k, v in env.items()
     ):
-        raise UsageError(f"{where}: 'env' must map names to text values")
+        raise UsageError(f"{where}: 'env' must map names to text values (or to nothing: "
+                         "taken from the driver's environment)")
     for key in env:
-        check_env_pair(f"{key}=")
+        check_env_pair(key)
     agent_args = raw.get("agent_args") or []
     if not isinstance(agent_args, list) or not all(isinstance(a, str) for a in agent_args):
         raise UsageError(f"{where}: 'agent_args' must be a list of strings")
     cwd = _text(raw, "cwd", where) or "."
     fields.update(
         prompt=prompt, prompt_file=prompt_file, agent=agent, cwd=cwd,
-        env={k: str(v) for k, v in env.items()}, agent_args=tuple(agent_args),
+        env={k: None if v is None else str(v) for k, v in env.items()},
+        agent_args=tuple(agent_args),
         model=_text(raw, "model", where), yolo=_flag(raw, "yolo", where),
         raw=_flag(raw, "raw", where), until=_text(raw, "until", where),
         on_attention=_text(raw, "on_attention", where),

@@ -386,7 +386,8 @@ def _line_of(path: Path, key: str) -> int | None:
     return text.count("\n", 0, match.start()) + 1 if match else None
 
 
-def dump_yaml_doc(doc: dict[str, Any]) -> str:
+def dump_yaml(doc: Any) -> str:
+    """YAML for people to read: key order kept, multi-line text as `|` blocks."""
     import yaml
 
     class Dumper(yaml.SafeDumper):
@@ -399,9 +400,13 @@ def dump_yaml_doc(doc: dict[str, Any]) -> str:
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     Dumper.add_representer(str, text)
-    body = yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True,
+    return yaml.dump(doc, Dumper=Dumper, sort_keys=False, allow_unicode=True,
                      default_flow_style=False, width=100)
-    return "# loopctl loop definitions; see `loopctl start --help` for the keys\n" + body
+
+
+def dump_yaml_doc(doc: dict[str, Any]) -> str:
+    return ("# loopctl loop definitions; see `loopctl start --help` for the keys\n"
+            + dump_yaml(doc))
 
 
 # -- atomic files ----------------------------------------------------------

@@ -159,7 +159,7 @@ class Supervisor:
 
         env = dict(os.environ)
         env.update(env_for(loop))
-        env.update(loop.env)
+        env.update({k: v for k, v in loop.env.items() if v is not None})
         env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
                    LOOPCTL_ITERATION=str(run["iteration"]),
                    LOOPCTL_DECISION_FILE=str(self.decision_path))

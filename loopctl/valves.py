@@ -135,3 +135,34 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
         return (f"budget_limit: ${st['cost_usd']:.2f} of ${loop.budget_usd:.2f} spent; raise "
                 "it with `loopctl update NAME --budget-usd ...`")
     return None
+
+
+def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
+    """Why this loop may not fire now, with the fix; None when it may. Call
+    after `observe` (deadline, budget, end of a rate limit) has run. A loop
+    found at its run limit is paused here, as a due fire would pause it."""
+    if st["status"] == ACTIVE and iteration_limit_reached(loop, st):
+        pause_for(st, "iteration_limit")
+    status, reason = st["status"], st.get("reason")
+    if status == ACTIVE:
+        return None
+    if status in TERMINAL:
+        return f"{status}; start a new loop to run it again"
+    fixes = {
+        "user": f"`loopctl resume {loop.name}` first",
+        "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used; raise it with "
+                           f"`loopctl update {loop.name} --max-runs N`, then resume",
+        "failure_limit": f"{st['failures']} failures in a row; fix the cause, then "
+                         f"`loopctl resume {loop.name}`",
+        "budget_limit": f"${st.get('cost_usd', 0):.2f} of ${loop.budget_usd or 0:.2f} spent; "
+                        f"raise it with `loopctl update {loop.name} --budget-usd X`",
+        "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
+    }
+    fix = fixes.get(reason or "", f"`loopctl resume {loop.name}` when ready")
+    return f"paused ({reason}): {fix}"
+
+
+def _iso(ts: float | None) -> str:
+    from loopctl.schedule import iso
+
+    return iso(ts) or "a backoff"

@@ -119,8 +119,8 @@ BAD_INPUTS = [
                  id="name-65-chars"),
     pytest.param(["start", "--every", "10m", "--name", "", "p"], ["name"], id="name-empty"),
     # env pairs
-    pytest.param(["start", "--every", "10m", "--env", "NOEQUALS", "--name", "x", "p"],
-                 ["--env", "NOEQUALS"], id="env-no-equals"),
+    pytest.param(["start", "--every", "10m", "--env", "BAD-NAME", "--name", "x", "p"],
+                 ["--env", "BAD-NAME"], id="env-name-only-bad"),
     pytest.param(["start", "--every", "10m", "--env", "1BAD=x", "--name", "x", "p"],
                  ["--env", "1BAD"], id="env-bad-key"),
     # choices

@@ -78,8 +78,12 @@ def test_cron_without_a_crontab_program_says_what_to_do(cli: CLI,
     assert "install cron" in proc.stderr and "loopctl daemon" in proc.stderr
 
 
+TARGET_ARGS = {"k8s": ["--image", "registry.example/loopctl-agent:1.0"],
+               "github": ["--install", "loopctl @ git+https://github.com/owner/loopctl@v1.0.0"]}
+
+
 def export(cli: CLI, name: str, target: str, out: Path) -> list[Path]:
-    proc = cli("export", name, "--to", target, "-o", str(out))
+    proc = cli("export", name, "--to", target, "-o", str(out), *TARGET_ARGS.get(target, []))
     assert proc.returncode == 0, proc.stderr
     return sorted(out.iterdir())
 
@@ -129,13 +133,20 @@ def test_k8s_cronjob_passes_kubernetes_validate_strict(cli: CLI, tmp_path: Path,
     import yaml
 
     (path,) = export(cli, name, "k8s", tmp_path / "k8s")
-    config_map, cron_job = list(yaml.safe_load_all(path.read_text()))
+    config_map, claim, cron_job = list(yaml.safe_load_all(path.read_text()))
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     spec = cron_job["spec"]
     assert spec["concurrencyPolicy"] == "Forbid"
     assert spec["startingDeadlineSeconds"] > 0
     assert spec["successfulJobsHistoryLimit"] and spec["failedJobsHistoryLimit"]
     container = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["loopctl", "run", name]
+    assert container["command"] == ["loopctl", "run", name, "--scheduled"]
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["state"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert all(m["readOnly"] for m in container["volumeMounts"] if m["name"] == "definition")
     loops_yaml = yaml.safe_load(config_map["data"]["loops.yaml"])
     assert name in loops_yaml["loops"]
     if name == "nightly":
@@ -177,7 +188,7 @@ def test_github_workflow_passes_the_workflow_schema(cli: CLI, tmp_path: Path, lo
 
 def test_github_export_of_a_sub_five_minute_loop_warns(cli: CLI, tmp_path: Path) -> None:
     cli("start", "--name", "fast", "--every", "1m", "--", "echo", check=0)
-    proc = cli("export", "fast", "--to", "github")
+    proc = cli("export", "fast", "--to", "github", *TARGET_ARGS["github"])
     assert proc.returncode == 0
     assert "*/5 * * * *" in proc.stdout and "5 minutes" in proc.stderr
 

@@ -1,0 +1,85 @@
+"""`loopctl run NAME --scheduled` (what every export runs) and the manual
+`run` refusing loops that are not active (DESIGN §9)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CLI, agent_command
+
+
+def start(cli: CLI, name: str, *extra: str) -> None:
+    cli("start", "p", "--name", name, "--every", "1h", "--command",
+        agent_command("--print", "did it"), *extra, check=0)
+
+
+def test_scheduled_fires_regardless_of_the_due_time_and_records_trigger_schedule(
+        cli: CLI) -> None:
+    start(cli, "s")
+    for _ in range(2):  # the second fire is 1h early by the loop's own schedule
+        cli("run", "s", "--scheduled", check=0)
+    records = cli.records("s")
+    assert [r["trigger"] for r in records] == ["schedule", "schedule"]
+    assert [r["outcome"] for r in records] == ["ok", "ok"]
+
+
+def test_scheduled_stops_at_the_run_limit_and_exits_zero(cli: CLI) -> None:
+    start(cli, "lim", "--max-runs", "2")
+    codes = [cli("run", "lim", "--scheduled") for _ in range(4)]
+    assert [p.returncode for p in codes] == [0, 0, 0, 0]
+    assert len(cli.records("lim")) == 2
+    skipped = codes[3].stderr.strip().splitlines()
+    assert skipped == [skipped[0]] and skipped[0].startswith("loopctl: not firing lim: ")
+    assert "iteration_limit" in skipped[0] and "Traceback" not in codes[3].stderr
+    assert cli.json("status", "lim")["reason"] == "iteration_limit"
+
+
+@pytest.mark.parametrize("verb", ["pause", "stop"])
+def test_a_paused_or_stopped_loop_is_not_fired_by_a_scheduler(cli: CLI, verb: str) -> None:
+    start(cli, "held")
+    cli(verb, "held", check=0)
+    proc = cli("run", "held", "--scheduled")
+    assert proc.returncode == 0 and "not firing held" in proc.stderr
+    assert cli.records("held") == []
+
+
+def test_manual_run_refuses_a_paused_loop_with_the_fix_unless_forced(cli: CLI) -> None:
+    start(cli, "man")
+    cli("pause", "man", check=0)
+    refused = cli("run", "man")
+    assert refused.returncode == 2
+    assert "paused (user)" in refused.stderr and "loopctl resume man" in refused.stderr
+    assert "--force" in refused.stderr
+    assert cli.records("man") == []
+    cli("run", "man", "--force", check=0)
+    assert [r["trigger"] for r in cli.records("man")] == ["manual"]
+    assert cli.json("status", "man")["status"] == "paused"
+
+
+def test_scheduled_and_force_together_are_bad_usage(cli: CLI) -> None:
+    start(cli, "both")
+    assert cli("run", "both", "--scheduled", "--force").returncode == 2
+
+
+def test_scheduled_on_a_failure_limit_stops_firing(cli: CLI) -> None:
+    cli("start", "p", "--name", "bad", "--every", "1h", "--max-failures", "2", "--command",
+        agent_command("--exit", "1"), check=0)
+    codes = [cli("run", "bad", "--scheduled").returncode for _ in range(4)]
+    assert codes == [1, 1, 0, 0]
+    assert len(cli.records("bad")) == 2
+
+
+def test_env_name_without_value_comes_from_the_driver_at_fire_time(cli: CLI) -> None:
+    record = cli.home.parent / "record.jsonl"
+    cli("start", "p", "--name", "envy", "--every", "1h", "--env", "FAKE_FROM_DRIVER",
+        "--env", "FAKE_FIXED=fixed", "--command", agent_command("--record", str(record)),
+        check=0)
+    assert cli.json("show", "envy")["definition"]["env"] == {"FAKE_FROM_DRIVER": None,
+                                                             "FAKE_FIXED": "fixed"}
+    assert "from-the-driver" not in (cli.home / "loops.yaml").read_text()
+    cli("run", "envy", env={"FAKE_FROM_DRIVER": "from-the-driver"}, check=0)
+    seen = json.loads(record.read_text().splitlines()[0])["env"]
+    assert seen["FAKE_FROM_DRIVER"] == "from-the-driver"
+    assert seen["FAKE_FIXED"] == "fixed"
