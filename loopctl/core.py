@@ -302,7 +302,10 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> str:
             settle_lost(store, state, result.lost, now)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired))
-            refusal = None if busy or mode == "force" else valves.fire_refusal(loop, st)
+            # A fire plan() has just claimed was due and within limits.
+            claimed = bool(result.fired)
+            refusal = None if busy or claimed or mode == "force" \
+                else valves.fire_refusal(loop, st)
             pending = noticed(store, defs, state, before, now)
             if busy or refusal:
                 store.write_state(state)
