@@ -690,7 +690,8 @@ def export_cmd(
     prompt_text = None
     if loop.prompt_file:
         try:
-            prompt_text = Path(loop.cwd, loop.prompt_file).expanduser().read_text()
+            # Bytes, then text: read_text() would turn CRLF into LF.
+            prompt_text = Path(loop.cwd, loop.prompt_file).expanduser().read_bytes().decode()
         except (OSError, UnicodeDecodeError) as exc:
             fail(f"cannot read prompt file {loop.prompt_file}: "
                  f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}")
@@ -700,6 +701,9 @@ def export_cmd(
         install=install, prompt_text=prompt_text)
     result = exporter.export(loop, target)
     if secrets_file is not None:
+        if to != "k8s":
+            fail("--secrets-file is for --to k8s (crontab and systemd read the local store; "
+                 "on GitHub use `gh secret set`)")
         _write_secrets_file(loop, secrets_file, result)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)

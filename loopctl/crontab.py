@@ -15,9 +15,11 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from loopctl.errors import LoopctlError, UsageError
+from loopctl.model import LoopDef
 from loopctl.store import Store
 
 MARKER = "# loopctl tick for"
@@ -54,30 +56,30 @@ def write_crontab(lines: list[str]) -> None:
         raise LoopctlError(f"crontab refused the new table: {(proc.stderr or '').strip()}")
 
 
-def agent_dirs(store: Store) -> list[str]:
-    """Directories holding the agents the loops name, as found now."""
+def scheduler_path(loops: Iterable[LoopDef]) -> str:
+    """A PATH for a scheduler's bare environment (cron gives /usr/bin:/bin):
+    where the loops' agents are found now, this interpreter, the usual dirs."""
     from loopctl.agents import binary
 
-    dirs: list[str] = []
-    try:
-        loops = store.read_defs().loops.values()
-    except LoopctlError:
-        loops = []  # type: ignore[assignment]
+    path: list[str] = []
     for loop in loops:
         found = shutil.which(binary(loop))
-        if found and os.path.dirname(found) not in dirs:
-            dirs.append(os.path.dirname(found))
-    return dirs
+        if found and os.path.dirname(found) not in path:
+            path.append(os.path.dirname(found))
+    for folder in [os.path.dirname(sys.executable), *BASE_PATH]:
+        if folder not in path:
+            path.append(folder)
+    return os.pathsep.join(path)
 
 
 def tick_line(store: Store) -> str:
     """The crontab line for this installation and home."""
-    interpreter_dir = os.path.dirname(sys.executable)
-    path = []
-    for folder in [*agent_dirs(store), interpreter_dir, *BASE_PATH]:
-        if folder not in path:
-            path.append(folder)
-    env = [f"PATH={shlex.quote(os.pathsep.join(path))}"]
+    try:
+        loops = list(store.read_defs().loops.values())
+    except LoopctlError:
+        loops = []
+    path = scheduler_path(loops)
+    env = [f"PATH={shlex.quote(path)}"]
     if os.environ.get("LOOPCTL_HOME"):
         env.append(f"LOOPCTL_HOME={shlex.quote(str(store.paths.config_dir))}")
     log = shlex.quote(str(store.paths.state_dir / "cron.log"))

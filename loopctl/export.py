@@ -26,6 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopctl.crontab import scheduler_path
 from loopctl.durations import format_duration
 from loopctl.errors import UsageError
 from loopctl.export_time import (
@@ -126,7 +127,8 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
         else:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
-    env = f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
+    env = f"PATH={shlex.quote(scheduler_path([loop]))} "
+    env += f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
@@ -165,8 +167,11 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
     unit = f"loopctl-{loop.name}"
-    env = (f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
-           if target.home else "")
+    # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
+    # one where the agent is found now.
+    env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
+    if target.home:
+        env += f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [_local_python(), "-m", "loopctl", *_scheduled(loop)])
     service = (
@@ -202,9 +207,19 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
 # -- Kubernetes ------------------------------------------------------------------------
 
 
-def _k8s_name(loop: LoopDef) -> str:
-    name = f"loopctl-{loop.name}".replace("_", "-").replace(".", "-")[:52]
-    return name.rstrip("-")
+def k8s_name(loop: LoopDef) -> str:
+    """`loopctl-NAME` as a DNS label (CronJob names: at most 52). Loop names
+    may hold `_` and `.`, which labels may not: such a name, or one cut to
+    fit, gets a digest of the real name so `a_b` and `a-b` never share
+    objects."""
+    import hashlib
+
+    name = f"loopctl-{loop.name}"
+    if len(name) <= 52 and name.replace("-", "").isalnum():
+        return name
+    digest = hashlib.sha256(loop.name.encode()).hexdigest()[:8]
+    label = name.replace("_", "-").replace(".", "-")[:43].rstrip("-")
+    return f"{label}-{digest}"
 
 
 def _labels() -> dict[str, Any]:
@@ -219,7 +234,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
                          "agent CLI installed (see the README)")
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
-    name = _k8s_name(loop)
+    name = k8s_name(loop)
     prompt_path = f"{K8S_HOME}/prompt.md" if loop.prompt_file else None
     data = {"loops.yaml": traveling_definition(loop, prompt_path)}
     if loop.prompt_file:
@@ -230,7 +245,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
              "metadata": {"name": f"{name}-state", "labels": _labels()},
              "spec": {"accessModes": ["ReadWriteOnce"],
                       "resources": {"requests": {"storage": target.state_size}}}}
-    secret = f"loopctl-{loop.name}".replace("_", "-").replace(".", "-")[:253]
+    secret = name
     env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
                                  {"name": "HOME", "value": "/work"}]
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
@@ -324,12 +339,19 @@ def to_github(loop: LoopDef, target: Target) -> Export:
                         + " and ".join(repr(c) for c in utc.crons)
                         + (" with a guard step that skips the line for the other UTC offset"
                            if utc.needs_guard else ""))
+    if not loop.command and loop.agent != "shell":
+        from loopctl.agents import binary
+
+        warnings.append(f"the workflow installs loopctl, not {binary(loop)}: add a step that "
+                        f"installs the agent CLI (pinned) before `Run {loop.name}`")
     if longest_gap(utc.crons[0]) > CACHE_EVICTION_S:
         warnings.append("GitHub evicts a cache not used for 7 days: with fires further apart "
                         "than that, the loop's state (runs used, failures, sessions) is lost "
                         "between fires")
     state = "${{ runner.temp }}/loopctl/state"
-    key = f"loopctl-{loop.name}"
+    # `/` cannot occur in a loop name, so no loop's prefix matches another's
+    # keys (`ci` must never restore the state of `ci-nightly`).
+    key = f"loopctl/{loop.name}/"
     env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
@@ -349,8 +371,8 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
          "run": 'python -m pip install "$LOOPCTL_INSTALL"'},
         {"name": "Restore the loop's state", "uses": "actions/cache/restore@v4",
-         "with": {"path": state, "key": f"{key}-${{{{ github.run_id }}}}",
-                  "restore-keys": f"{key}-"}},
+         "with": {"path": state, "key": f"{key}${{{{ github.run_id }}}}",
+                  "restore-keys": key}},
         {"name": "Write the loop definition", "env": write_env, "run": write},
     ]
     if utc.needs_guard:
@@ -363,15 +385,15 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         run_step,
         {"name": "Save the loop's state", "if": "always()", "uses": "actions/cache/save@v4",
          "with": {"path": state,
-                  "key": f"{key}-${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"}},
+                  "key": f"{key}${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"}},
         {"name": "Keep the run logs", "if": "always()", "uses": "actions/upload-artifact@v4",
-         "with": {"name": f"{key}-logs-${{{{ github.run_id }}}}",
+         "with": {"name": f"loopctl-{loop.name}-logs-${{{{ github.run_id }}}}",
                   "path": f"{state}/runs", "if-no-files-found": "ignore"}},
     ]
     workflow = {
         "name": f"loopctl {loop.name}",
         "on": {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}},
-        "concurrency": {"group": key, "cancel-in-progress": False},
+        "concurrency": {"group": f"loopctl-{loop.name}", "cancel-in-progress": False},
         "permissions": {"contents": "read"},
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -11,21 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, TESTS, wait_for
-
-REQUIRE = os.environ.get("LOOPCTL_REQUIRE_VALIDATORS") == "1"
-
-
-def tool(name: str) -> str:
-    # Validators installed by the test extra live beside this interpreter,
-    # which need not be on PATH (CI runs .venv/bin/python -m pytest).
-    here = os.path.dirname(sys.executable)
-    found = shutil.which(name, path=here + os.pathsep + os.environ.get("PATH", ""))
-    if not found:
-        if REQUIRE:
-            pytest.fail(f"{name} is required in CI but not installed")
-        pytest.skip(f"{name} not installed")
-    return found
+from conftest import CLI, TESTS, tool, wait_for
 
 
 @pytest.fixture
