@@ -24,7 +24,15 @@ from loopctl.schedule import (
     next_fire,
     parse_iso,
 )
-from loopctl.state import ACTIVE, PAUSED, RECENT, TERMINAL, LoopState, new_loop_state
+from loopctl.state import (
+    ACTIVE,
+    PAUSED,
+    RECENT,
+    TERMINAL,
+    LoopState,
+    RunResult,
+    new_loop_state,
+)
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.
@@ -32,23 +40,6 @@ CATCH_UP_GRACE = 120.0
 
 ProcRef = dict[str, Any]
 Alive = Callable[[ProcRef | None], bool]
-
-
-@dataclass
-class RunResult:
-    outcome: str
-    exit_code: int | None
-    started_at: float
-    ended_at: float
-    decision: dict[str, Any] | None = None
-    result_text: str | None = None
-    session_id: str | None = None
-    cost_usd: float | None = None
-    note: str | None = None
-    reset_at: float | None = None
-    # Only agent presets feed the no-progress breaker: a cron-style shell job
-    # printing the same line every time is working, not stuck.
-    track_progress: bool = False
 
 
 @dataclass

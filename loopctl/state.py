@@ -9,6 +9,7 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from loopctl import untrusted as check
@@ -25,6 +26,23 @@ OUTCOMES = check.OUTCOMES
 RECENT = 10
 
 LoopState = dict[str, Any]
+
+
+@dataclass
+class RunResult:
+    outcome: str
+    exit_code: int | None
+    started_at: float
+    ended_at: float
+    decision: dict[str, Any] | None = None
+    result_text: str | None = None
+    session_id: str | None = None
+    cost_usd: float | None = None
+    note: str | None = None
+    reset_at: float | None = None
+    # Only agent presets feed the no-progress breaker: a cron-style shell job
+    # printing the same line every time is working, not stuck.
+    track_progress: bool = False
 
 
 def new_loop_state(loop: LoopDef, now: float) -> LoopState:
@@ -196,18 +214,15 @@ LATE_KEYS = frozenset({"deferrals", "hook_error"})
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
     """A sane copy of one loop's entry and the fields that were not."""
-    bad: list[str] = []
-    if not isinstance(st, dict):
-        st, bad = dict.fromkeys(ENTRY_RULES), ["the entry itself"]
+    whole = isinstance(st, dict)
+    source: dict[str, Any] = st if whole else {}
+    bad: list[str] = [] if whole else ["the entry itself"]
     clean: LoopState = {}
     for key, (rule, default) in ENTRY_RULES.items():
-        if key not in st and key not in LATE_KEYS:
+        value = rule(source.get(key, default))
+        if whole and (value is check.INVALID or key not in source and key not in LATE_KEYS):
             bad.append(key)
-        value = rule(st.get(key, default))
-        if value is check.INVALID:
-            bad.append(key)
-            value = default
-        clean[key] = value
+        clean[key] = default if value is check.INVALID else value
     if bad:
         fields = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
         if clean["status"] not in TERMINAL:

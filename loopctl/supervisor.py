@@ -23,11 +23,12 @@ from typing import IO, Any
 
 from loopctl import clock, events, procs
 from loopctl.errors import LoopctlError
-from loopctl.lifecycle import RunResult, settle
+from loopctl.lifecycle import settle
 from loopctl.model import LoopDef, parse_loop
 from loopctl.paths import FILE_MODE, ensure_dir
 from loopctl.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.schedule import iso
+from loopctl.state import RunResult
 from loopctl.store import Store
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s

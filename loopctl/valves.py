@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING
 
 from loopctl.durations import format_duration
 from loopctl.model import LoopDef
-from loopctl.state import ACTIVE, PAUSED, TERMINAL, LoopState
-
-if TYPE_CHECKING:
-    from loopctl.lifecycle import RunResult
+from loopctl.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult
 
 KEEPALIVE_STRIKES = 2
 RATE_LIMIT_BACKOFF = 300.0

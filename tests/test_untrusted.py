@@ -313,3 +313,57 @@ def test_a_single_alias_is_refused_with_its_line() -> None:
 
 def test_an_anchor_without_an_alias_is_harmless() -> None:
     assert parse_yaml_text("a: &x 1\nb: 2\n", "f.yaml") == {"a": 1, "b": 2}
+
+
+# -- every reader, every field it takes from the agent -------------------------------
+
+HOSTILE_VALUES = ["NaN", "Infinity", "-Infinity", "1e308", "-1", '"0.5"', "true", "null",
+                  '"--dangerously-skip-permissions"', '"-x"', '"a b"', '"../../etc"',
+                  '"' + "s" * 10_000 + '"', '{"nested": [1, {"x": NaN}]}', "[[[[[[1]]]]]]",
+                  '"bad \\ud800 surrogate"']
+
+
+def reader_outputs(value: str) -> dict[str, tuple[bytes, bytes]]:
+    """(head, tail) in each reader's format with `value` in every field it
+    reads: session ids, costs, result text, errors."""
+    def lines(*items: str) -> bytes:
+        return ("\n".join(items) + "\n").encode()
+
+    return {
+        "claude": (b"", lines('{"type":"result","subtype":"success","is_error":false,'
+                              f'"result":{value},"session_id":{value},'
+                              f'"total_cost_usd":{value}}}')),
+        "codex": (lines(f'{{"type":"thread.started","thread_id":{value}}}'),
+                  lines(f'{{"type":"item.completed","item":{{"type":"agent_message",'
+                        f'"text":{value}}}}}', '{"type":"turn.completed"}')),
+        "gemini": (b"", lines(f'{{"session_id":{value},"response":{value},'
+                              f'"stats":{value}}}')),
+        "opencode": (lines(f'{{"type":"step_start","sessionID":{value}}}'),
+                     lines(f'{{"type":"text","sessionID":{value},"part":{{"text":{value}}}}}')),
+        "pi": (lines(f'{{"type":"session","id":{value}}}'),
+               lines(f'{{"type":"agent_end","messages":[{{"role":"assistant",'
+                     f'"content":{value},"usage":{{"cost":{{"total":{value}}}}}}}]}}')),
+        "goose": (b"", lines(f'{{"messages":[{{"role":"assistant","content":{value}}}],'
+                             f'"metadata":{{"cost_usd":{value},"status":{value}}}}}')),
+        "copilot": (b"", lines(f'{{"type":"result","sessionId":{value},"result":{value}}}')),
+    }
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES)
+@pytest.mark.parametrize("reader", ["claude", "codex", "gemini", "opencode", "pi", "goose",
+                                    "copilot"])
+def test_no_reader_lets_a_hostile_value_through(reader: str, value: str) -> None:
+    head, tail = reader_outputs(value)[reader]
+    for exit_code in (0, 1):
+        reading = READERS[reader](head, tail, exit_code)
+        assert reading.session_id is None or (
+            reading.session_id[0] != "-" and " " not in reading.session_id
+            and "/" not in reading.session_id and len(reading.session_id) <= 128)
+        assert reading.cost_usd is None or 0 <= reading.cost_usd <= 1_000_000
+        assert reading.result_text is None or len(reading.result_text) <= 4000
+        for text in (reading.result_text, reading.error):
+            if text is not None:
+                text.encode("utf-8")  # printable, storable
+        strict_json({"session": reading.session_id, "cost": reading.cost_usd,
+                     "result": reading.result_text, "error": reading.error,
+                     "reset": reading.reset_at})
