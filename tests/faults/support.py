@@ -67,8 +67,26 @@ def shifted(seconds: float) -> dict[str, str]:
     return {"LOOPCTL_CLOCK_OFFSET": repr(float(seconds))}
 
 
+def catches(pid: int, sig: int) -> bool:
+    """The process has installed a handler for `sig` (Linux: SigCgt)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
 def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-    """Stop a process this test started; SIGKILL if it does not go."""
+    """Stop a process this test started; SIGKILL if it does not go. A
+    process still starting up (not yet handling `sig`) is waited for first,
+    so a slow import on a busy machine is not mistaken for a crash."""
+    from conftest import wait_for
+
+    if proc.poll() is None and sig in (signal.SIGTERM, signal.SIGINT):
+        wait_for(lambda: proc.poll() is not None or catches(proc.pid, sig), timeout=timeout)
     if proc.poll() is None:
         proc.send_signal(sig)
     try:
