@@ -4,13 +4,13 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--budget-usd|--catch-up|--command|--cron|--cwd|--env|--every|--evidence|--for|--image|--install|--keep-runs|--limit|--max-delay|--max-failures|--max-runs|--min-delay|--model|--name|--next|--no-progress|--on-attention|--output|--overlap|--prompt-file|--run|--secrets-file|--state-size|--summary|--timeout|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--budget-usd|--catch-up|--command|--cron|--cwd|--env|--every|--evidence|--for|--image|--install|--interval|--keep-runs|--limit|--loop|--max-delay|--max-failures|--max-runs|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--output|--overlap|--prompt-file|--run|--secrets-file|--since|--state-size|--summary|--timeout|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
     done
     if [[ -z "$cmd" ]]; then
-        COMPREPLY=($(compgen -W "agents cron daemon decide doctor events export history list logs ls pause resume rm run show start status stop tick update validate --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "agents cron daemon decide digest doctor events export history list logs ls notify pause resume rm run show start status stop tick update validate watch --version --help -h" -- "$cur"))
         return
     fi
     case "$prev" in
@@ -26,24 +26,27 @@ _loopctl() {
         cron) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "install status uninstall" -- "$cur")); return; fi; opts="--json --help" ;;
         daemon) opts="--quiet -q --help -h" ;;
         decide) opts="--summary --evidence --next --help -h" ;;
-        doctor) opts="--json --help -h" ;;
+        digest) opts="--since --json --notify --help -h" ;;
+        doctor) opts="--json --notify --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
         export) opts="--to --output -o --image --install --state-size --secrets-file --json --help -h" ;;
         history) opts="--limit --json --help -h" ;;
         list) opts="--json --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;
         ls) opts="--json --help -h" ;;
+        notify) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "test" -- "$cur")); return; fi; opts="--json --help" ;;
         pause) opts="--json --help -h" ;;
         resume) opts="--json --help -h" ;;
         rm) opts="--keep-logs --json --help -h" ;;
         run) opts="--scheduled --force --help -h" ;;
         show) opts="--json --help -h" ;;
-        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --raw --continue-session --keep-runs --model --agent-arg --yolo --json --help -h" ;;
+        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --raw --continue-session --keep-runs --model --agent-arg --yolo --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
-        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --json --help -h" ;;
+        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --json --help -h" ;;
         validate) opts="--json --help -h" ;;
+        watch) opts="--interval --help -h" ;;
     esac
     if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))

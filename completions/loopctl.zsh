@@ -14,6 +14,7 @@ _loopctl() {
         'cron:Install, remove or check the crontab line that runs `loopctl tick`.'
         'daemon:Hold the lease and fire loops as they come due, until SIGTERM/SIGINT.'
         'decide:Report this run'\''s decision (only inside a run started by loopctl).'
+        'digest:What happened since a time\: needs you, runs, decisions, cost, events.'
         'doctor:Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell.'
         'events:Show attention events (completed, failed, paused by a limit, expired).'
         'export:Hand a loop to crontab, systemd, Kubernetes or GitHub Actions.'
@@ -21,6 +22,7 @@ _loopctl() {
         'list:List loops (same as ls).'
         'logs:Print a run'\''s log (the latest by default).'
         'ls:List loops\: schedule, status, runs used, next fire, last outcome.'
+        'notify:Notification targets (Apprise URLs).'
         'pause:Pause a loop (a run in flight finishes first).'
         'resume:Resume a paused loop (refused while a limit is still reached).'
         'rm:Remove a loop'\''s definition, state and (unless --keep-logs) its logs.'
@@ -32,6 +34,7 @@ _loopctl() {
         'tick:Fire every due loop once and exit (for cron and CI).'
         'update:Change a loop'\''s policy (limits are absolute; --for counts from the start).'
         'validate:Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid.'
+        'watch:Live view of every loop; q or Ctrl-C quits (not a terminal\: one snapshot).'
     )
     if (( CURRENT == 2 )); then
         _describe 'command' commands
@@ -68,9 +71,18 @@ _loopctl() {
                 '-h[Show help and exit.]' \
                 '1:decision:(continue complete fail block)'
             ;;
+        digest)
+            _arguments -s \
+                '--since[How far back, like 24h or 7d.]:since: ' \
+                '--json[Print JSON (stable shape).]' \
+                '--notify[Also send the digest to this Apprise URL (repeatable).]:notify: ' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]'
+            ;;
         doctor)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
+                '--notify[Apprise URL told when unhealthy, silent when healthy\: a dead-man'\''s switch for cron (repeatable).]:notify: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -125,6 +137,12 @@ _loopctl() {
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
+            ;;
+        notify)
+            _arguments -s \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '1:action:(test)'
             ;;
         pause)
             _arguments -s \
@@ -187,6 +205,7 @@ _loopctl() {
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -240,6 +259,7 @@ _loopctl() {
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -251,6 +271,12 @@ _loopctl() {
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1: :_files'
+            ;;
+        watch)
+            _arguments -s \
+                '--interval[Seconds between refreshes.]:interval: ' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]'
             ;;
     esac
 }

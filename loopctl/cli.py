@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from pathlib import Path
@@ -75,7 +76,8 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
                    catch_up: str | None, on_attention: str | None, keep_runs: int | None,
                    every: str | None = None, cron: str | None = None,
                    tz: str | None = None, min_delay: str | None = None,
-                   max_delay: str | None = None) -> dict[str, Any]:
+                   max_delay: str | None = None,
+                   notify: list[str] | None = None) -> dict[str, Any]:
     """Options given on the command line, as loops.yaml keys (None: not given)."""
     if overlap is not None and overlap not in OVERLAP:
         fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
@@ -105,6 +107,11 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         "min_delay": _duration(min_delay, "--min-delay"),
         "max_delay": _duration(max_delay, "--max-delay"),
     }
+    if notify:
+        from loopctl.notify import check_urls
+
+        # `--notify none` clears the list (with others: they replace it).
+        given["notify"] = check_urls(notify) or clear
     # None in the result means "remove this key" (core.update).
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
@@ -124,6 +131,7 @@ Every = Annotated[Optional[str], typer.Option(help="Interval after each run ends
 Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")]
 Tz = Annotated[Optional[str], typer.Option(help="IANA zone for --cron (default: the system's).")]
 MinDelay = Annotated[Optional[str], typer.Option(help="With --every auto: shortest delay (default 1m).")]
+Notify = Annotated[Optional[list[str]], typer.Option(help="Apprise URL told about attention events (repeatable; 'none' clears).")]
 MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
 
 
@@ -142,7 +150,7 @@ def start(
     timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
     max_failures: MaxFailures = None, no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
-    catch_up: CatchUp = None, on_attention: OnAttention = None,
+    catch_up: CatchUp = None, on_attention: OnAttention = None, notify: Notify = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -164,7 +172,9 @@ def start(
         timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
         no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
         catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
-        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay)
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
+        notify=notify)
+    raw_def = {k: v for k, v in raw_def.items() if v is not None}
     if prompt is not None:
         raw_def["prompt"] = prompt
     else:
@@ -228,22 +238,34 @@ def update(
     max_failures: MaxFailures = None, no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
     catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
-    as_json: JsonOpt = False,
+    notify: Notify = None, as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
     changes = policy_changes(
         timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
         no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
         catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
-        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay)
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
+        notify=notify)
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = core.update(store(), name, changes)
     if as_json:
         emit(dict(result, version=core.JSON_VERSION))
         return
+    from loopctl.notify import mask
+
+    shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
-                                          for k, v in changes.items()))
+                                          for k, v in shown.items()))
+
+
+@app.command()
+def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds between refreshes.")] = 2.0) -> None:
+    """Live view of every loop; q or Ctrl-C quits (not a terminal: one snapshot)."""
+    from loopctl import watch as watcher
+
+    raise typer.Exit(watcher.main(store(), interval))
 
 
 @app.command("ls")
@@ -347,6 +369,9 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"  decision   {d.get('decision')}: {d.get('summary') or ''}".rstrip())
     if info.get("hook_error"):
         lines.append(f"  hook error {info['hook_error']['message']} ({info['hook_error']['at']})")
+    if info.get("notify_error"):
+        error = info["notify_error"]
+        lines.append(f"  notify error {error['message']} ({error['at']})")
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
     return "\n".join(lines)
@@ -362,7 +387,7 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
         return
     from loopctl.store import dump_yaml_doc
 
-    print(dump_yaml_doc(data).split("\n", 1)[1], end="")
+    print(dump_yaml_doc({name: core.masked(data[name])}).split("\n", 1)[1], end="")
 
 
 @app.command()
@@ -579,9 +604,17 @@ def agents(as_json: JsonOpt = False) -> None:
 
 
 @app.command()
-def doctor(as_json: JsonOpt = False) -> None:
+def doctor(as_json: JsonOpt = False,
+           notify: Annotated[Optional[list[str]], typer.Option(help="Apprise URL told when unhealthy, silent when healthy: a dead-man's switch for cron (repeatable).")] = None) -> None:
     """Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell."""
     report = core.doctor(store())
+    if notify and not report["healthy"]:
+        problems = [f"{f['check']}: {f['message']}" for f in report["findings"]
+                    if f["level"] == "error"]
+        report["notified"] = core.send_notification(
+            notify, f"loopctl: {len(problems)} problem(s) on {socket.gethostname()}",
+            "\n".join(problems))
+        _print_delivery(report["notified"], to_stderr=as_json)
     if as_json:
         emit(report)
     else:
@@ -592,6 +625,56 @@ def doctor(as_json: JsonOpt = False) -> None:
                   f"{finding['check']}: {finding['message']}")
         print("healthy" if report["healthy"] else "needs attention")
     raise typer.Exit(0 if report["healthy"] else 1)
+
+
+def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> None:
+    for r in results:
+        print(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}",
+              file=sys.stderr if to_stderr else sys.stdout)
+
+
+@app.command()
+def digest(since: Annotated[str, typer.Option(help="How far back, like 24h or 7d.")] = "24h",
+           as_json: JsonOpt = False,
+           notify: Annotated[Optional[list[str]], typer.Option(help="Also send the digest to this Apprise URL (repeatable).")] = None) -> None:
+    """What happened since a time: needs you, runs, decisions, cost, events."""
+    from loopctl import digest as report
+
+    result = core.digest(store(), parse_duration(since, "--since"))
+    text = report.render(result)
+    if notify:
+        result["notified"] = core.send_notification(notify, "loopctl digest", text)
+    if as_json:
+        emit(result)
+    else:
+        print(text, end="")
+    if notify:
+        _print_delivery(result["notified"], to_stderr=as_json)
+        if not all(r["ok"] for r in result["notified"]):
+            raise typer.Exit(1)
+
+
+notify_app = typer.Typer(help="Notification targets (Apprise URLs).", no_args_is_help=True)
+app.add_typer(notify_app, name="notify")
+
+
+@notify_app.command("test")
+def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise URL (default: the loop's, or every loop's, targets).")] = None,
+                loop: Annotated[Optional[str], typer.Option("--loop", help="Test this loop's targets.")] = None,
+                as_json: JsonOpt = False) -> None:
+    """Send a test message and report each target's result; exit 1 if one failed."""
+    s = store()
+    urls = [url] if url else core.notify_targets(s, loop)
+    if not urls:
+        fail("no notification targets: give a URL, or set one with "
+             "`loopctl update NAME --notify URL`")
+    results = core.send_notification(urls, "loopctl: test notification",
+                                     f"This is a test from loopctl on {socket.gethostname()}.")
+    if as_json:
+        emit({"version": core.JSON_VERSION, "results": results})
+    else:
+        _print_delivery(results)
+    raise typer.Exit(0 if all(r["ok"] for r in results) else 1)
 
 
 @app.command()

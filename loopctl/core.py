@@ -16,9 +16,9 @@ from typing import Any
 from loopctl import clock, events, lifecycle, procs, valves
 from loopctl.durations import format_rough, parse_duration
 from loopctl.errors import BusyError, LoopctlError, NoSuchLoop, NotFiring, UsageError
-from loopctl.events import hook_for
 from loopctl.events import status_key as events_key
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
+from loopctl.notify import mask
 from loopctl.paths import is_loop_name
 from loopctl.schedule import iso, parse_iso
 from loopctl.state import TERMINAL, display_status, new_loop_state
@@ -205,10 +205,22 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "note": st.get("note"),
         "rate_limited_until": iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
         else None,
-        "hook_error": ({"at": iso(st["hook_error"]["at"]), "message": st["hook_error"]["message"]}
-                       if st.get("hook_error") else None),
+        "hook_error": _delivery_error(st.get("hook_error")),
+        "notify": [mask(url) for url in loop.notify],
+        "notify_error": _delivery_error(st.get("notify_error")),
     })
     return out
+
+
+def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {"at": iso(error["at"]), "message": error["message"]} if error else None
+
+
+def masked(raw: Any) -> Any:
+    """A definition as shown: notification URLs hold tokens."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("notify"), list):
+        return raw
+    return dict(raw, notify=[mask(u) if isinstance(u, str) else u for u in raw["notify"]])
 
 
 def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
@@ -252,10 +264,11 @@ DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeo
 
 
 def definition_json(raw: Any) -> Any:
-    """A definition for `--json`: durations in seconds where they parse."""
+    """A definition for `--json`: durations in seconds where they parse,
+    notification URLs masked."""
     if not isinstance(raw, dict):
         return raw
-    out = dict(raw)
+    out = masked(raw)
     if out.get("created_at") is not None:
         try:
             out["created_at"] = iso(parse_iso(str(out["created_at"])))
@@ -292,7 +305,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> str:
     when a due fire under `tick` would, without looking at the due time."""
     from loopctl.firing import noticed, settle_lost
 
-    pending: list[tuple[dict[str, Any], str | None]] = []
+    pending: events.Pending = []
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
@@ -323,7 +336,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> str:
             trigger = "schedule" if mode == "scheduled" else "manual"
             run = st["run"] or lifecycle.claim(loop, st, now, trigger)
             run["spec"] = to_raw(loop)
-            run["hook"] = hook_for(loop, defs.doc.get("on_attention"))
+            run.update(events.receivers(loop, defs.doc))
             run["supervisor"] = procs.ref()
             store.write_state(state)
             return str(run["run_id"])
@@ -484,6 +497,9 @@ def doctor(store: Store) -> dict[str, Any]:
         if st.get("hook_error"):
             add("warn", "hooks", f"loop {name!r}: last hook error: "
                 f"{st['hook_error']['message']}")
+        if st.get("notify_error"):
+            add("warn", "notify", f"loop {name!r}: last notification failed: "
+                f"{st['notify_error']['message']}")
     for path in (store.paths.loops_file, store.paths.state_file, store.paths.state_dir,
                  store.paths.config_dir):
         try:
@@ -513,3 +529,40 @@ def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:
     except FileNotFoundError:
         pass
     return out
+
+
+# -- reports and notifications -----------------------------------------------------
+
+
+def digest(store: Store, since_s: int) -> dict[str, Any]:
+    """What happened in the last `since_s` seconds, "needs you" first."""
+    from loopctl import digest as report
+    from loopctl.runs import list_records
+
+    defs, state, now = snapshot(store)
+    loops = list_loops(store)
+    records = {name: list_records(store.paths, name) for name in defs.loops}
+    return report.build(loops, records, read_events(store), now - since_s, now)
+
+
+def notify_targets(store: Store, name: str | None) -> list[str]:
+    """A loop's targets (with the shared ones), or every target of every loop."""
+    from loopctl.notify import targets_for
+
+    defs = store.read_defs()
+    if name is not None:
+        if not defs.has(name):
+            raise NoSuchLoop(name)
+        loop = defs.loops.get(name)
+        if loop is None:
+            raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)})")
+        return targets_for(loop.notify, defs.doc.get("notify"))
+    urls = [u for loop in defs.loops.values() for u in loop.notify]
+    return targets_for(urls, defs.doc.get("notify"))
+
+
+def send_notification(urls: list[str], title: str, body: str) -> list[dict[str, Any]]:
+    """Send now, in this process (commands that report each result)."""
+    from loopctl.notify import check_urls, send
+
+    return send(check_urls(urls), title, body)

@@ -70,6 +70,7 @@ def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | 
         "elapsed_s": round(now - st["created"]),
         "deadline_remaining_s": max(round(st["deadline"] - now), 0),
         "run_id": run_id, "log": log, "cwd": loop.cwd,
+        "cost_usd": st.get("cost_usd") or None,
         "ended_at": iso(st.get("ended_at") or now), "observed_at": iso(now),
         "at": iso(now),
     }
@@ -152,6 +153,12 @@ def _deliver(hook: str) -> int:
 
 
 def record_hook_error(store: Any, event: dict[str, Any], error: str) -> None:
+    record_delivery(store, event, "hook_error", error)
+
+
+def record_delivery(store: Any, event: dict[str, Any], key: str, error: str | None) -> None:
+    """Note a failed delivery on the loop (`hook_error`, `notify_error`), or
+    clear the note when this one got through."""
     from loopctl import clock
     from loopctl.store import Store
 
@@ -159,10 +166,11 @@ def record_hook_error(store: Any, event: dict[str, Any], error: str) -> None:
     with store.lock():
         state = store.read_state()
         st = state["loops"].get(event["loop"])
-        if st is not None:
-            st["hook_error"] = {"at": clock.now(), "message": error[:1000],
-                                "status": event["status"]}
-            store.write_state(state)
+        if st is None or (error is None and st.get(key) is None):
+            return
+        st[key] = None if error is None else {"at": clock.now(), "message": error[:1000],
+                                              "status": event["status"]}
+        store.write_state(state)
 
 
 def hook_for(loop: LoopDef, global_hook: object) -> str | None:
@@ -171,19 +179,40 @@ def hook_for(loop: LoopDef, global_hook: object) -> str | None:
     return global_hook if isinstance(global_hook, str) and global_hook else None
 
 
-def publish(store: Any, pending: list[tuple[dict[str, Any], str | None]]) -> None:
-    """Append events (caller holds the store lock), then start deliveries."""
+# Who hears about a loop's events: its hook and its notification targets,
+# fixed when a run is claimed (`run["hook"]`, `run["notify"]`).
+Receivers = dict[str, Any]
+Pending = list[tuple[dict[str, Any], Receivers]]
+
+
+def receivers(loop: LoopDef, doc: dict[str, Any]) -> Receivers:
+    from loopctl.notify import targets_for
+
+    return {"hook": hook_for(loop, doc.get("on_attention")),
+            "notify": targets_for(loop.notify, doc.get("notify"))}
+
+
+def publish(store: Any, pending: Pending) -> None:
+    """Append events; the caller holds the store lock."""
     for event, _ in pending:
         store.append_event(event)
 
 
-def dispatch(store: Any, pending: list[tuple[dict[str, Any], str | None]]) -> None:
-    """Start hook deliveries; call after the store lock is released."""
-    for event, hook in pending:
-        if hook:
-            error = deliver_detached(hook, event, str(store.paths.state_dir))
+def dispatch(store: Any, pending: Pending) -> None:
+    """Start hook and notification deliveries; call after the store lock is
+    released. A delivery that cannot even start is recorded on the loop."""
+    from loopctl import notify
+
+    folder = str(store.paths.state_dir)
+    for event, to in pending:
+        if to.get("hook"):
+            error = deliver_detached(to["hook"], event, folder)
             if error:
                 record_hook_error(store, event, error)
+        if to.get("notify"):
+            error = notify.deliver_detached(event, list(to["notify"]), folder)
+            if error:
+                record_delivery(store, event, "notify_error", error)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
     raw["cwd"] = "."
     raw.pop("created_at", None)
     raw.pop("on_attention", None)
+    raw.pop("notify", None)  # Apprise URLs hold tokens: they never travel
     raw.pop("env", None)
     if loop.env:
         raw["env"] = dict.fromkeys(sorted(loop.env))
@@ -419,7 +420,11 @@ def export(loop: LoopDef, target: Target) -> Export:
     writer = WRITERS.get(target.name)
     if writer is None:
         raise UsageError(f"bad --to {target.name!r}: expected one of {', '.join(TARGETS)}")
-    return writer(loop, target)
+    result = writer(loop, target)
+    if loop.notify and target.name in ("k8s", "github"):
+        result.warnings.append("notification targets do not travel (their URLs hold tokens); "
+                               "the exported loop notifies no one")
+    return result
 
 
 def secrets_env_file(loop: LoopDef, environ: dict[str, str]) -> tuple[str, list[str]]:

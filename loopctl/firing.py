@@ -146,7 +146,7 @@ def signal_supervisor(run: dict[str, Any]) -> bool:
 
 def noticed(store: Store, defs: Definitions, state: dict[str, Any],
             before: dict[str, tuple[str, str | None]],
-            now: float) -> list[tuple[dict[str, Any], str | None]]:
+            now: float) -> events.Pending:
     """Events for loops whose status changed in a pass (expiry, limits)."""
     pending = []
     for name, st in state["loops"].items():
@@ -155,7 +155,7 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
                                                       events.status_key(st)):
             continue
         event = events.attention(loop, st, st.get("last_run_id"), None, now)
-        pending.append((event, events.hook_for(loop, defs.doc.get("on_attention"))))
+        pending.append((event, events.receivers(loop, defs.doc)))
     events.publish(store, pending)
     return pending
 
@@ -190,7 +190,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             signal_supervisor(run)
         for name, run in list(result.fired):
             run["spec"] = to_raw(defs.loops[name])
-            run["hook"] = events.hook_for(defs.loops[name], defs.doc.get("on_attention"))
+            run.update(events.receivers(defs.loops[name], defs.doc))
             try:
                 child = spawn_supervisor(store, name, run["run_id"])
             except LoopctlError as exc:

@@ -14,6 +14,7 @@ from typing import Any
 
 from loopctl.durations import parse_duration
 from loopctl.errors import UsageError
+from loopctl.notify import check_shape
 from loopctl.paths import is_loop_name
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
@@ -40,7 +41,7 @@ KEYS = {
     "min_delay", "max_delay", "keepalive", "cwd", "env", "timeout", "max_runs",
     "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
     "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
-    "created_at", "model", "agent_args", "yolo",
+    "created_at", "model", "agent_args", "yolo", "notify",
 }
 
 
@@ -79,6 +80,7 @@ class LoopDef:
     model: str | None = None
     agent_args: tuple[str, ...] = ()
     yolo: bool = False
+    notify: tuple[str, ...] = ()  # Apprise URLs: tokens, shown masked everywhere
 
     @property
     def schedule_key(self) -> str:
@@ -295,6 +297,7 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
         on_attention=_text(raw, "on_attention", where),
         continue_session=_flag(raw, "continue_session", where),
         created_at=_created_at(raw, where),
+        notify=check_shape(raw.get("notify"), where),
     )
 
 
@@ -411,7 +414,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "budget_usd": loop.budget_usd, "until": loop.until,
         "overlap": loop.overlap if loop.overlap != "queue" else None,
         "catch_up": loop.catch_up if loop.catch_up != "one" else None,
-        "on_attention": loop.on_attention,
+        "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
         "raw": loop.raw or None, "continue_session": loop.continue_session or None,
         "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
         "created_at": loop.created_at,

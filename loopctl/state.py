@@ -58,7 +58,7 @@ def new_loop_state(loop: LoopDef, now: float) -> LoopState:
         "orphan": None, "cost_usd": 0.0, "session_id": None,
         "keepalive_misses": 0, "results": [], "last_decision": None,
         "ended_at": None, "observed_at": None, "resume_at": None, "note": None,
-        "deferrals": 0, "hook_error": None,
+        "deferrals": 0, "hook_error": None, "notify_error": None,
     }
 
 
@@ -122,7 +122,9 @@ def _run(value: Any) -> Any:
             or check.count(value.get("missed", 0)) is None \
             or value.get("trigger") not in (None, "schedule", "manual") \
             or not isinstance(value.get("spec", {}), dict) \
-            or not isinstance(value.get("hook"), (str, type(None))):
+            or not isinstance(value.get("hook"), (str, type(None))) \
+            or not isinstance(value.get("notify", []), list) \
+            or not all(isinstance(u, str) for u in value.get("notify", [])):
         return check.INVALID
     for key in ("claimed_at", "started_at"):
         if value.get(key) is not None and check.moment(value[key]) is None:
@@ -205,11 +207,12 @@ ENTRY_RULES: dict[str, tuple[Any, Any]] = {
     "note": (_optional(lambda v: check.text(v, 2000)), None),
     "deferrals": (_required(check.count), 0),
     "hook_error": (_hook_error, None),
+    "notify_error": (_hook_error, None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
-LATE_KEYS = frozenset({"deferrals", "hook_error"})
+LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -22,6 +22,7 @@ from typing import Any
 from loopctl import paths as paths_mod
 from loopctl.errors import LoopctlError, UnreadableError
 from loopctl.model import LoopDef, parse_loop
+from loopctl.notify import check_shape
 from loopctl.paths import FILE_MODE, Paths, file_signature
 from loopctl.untrusted import shorten
 
@@ -29,7 +30,7 @@ STATE_VERSION = 1
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024
 LOCK_TIMEOUT = 60.0
-TOP_KEYS = {"version", "loops", "on_attention"}
+TOP_KEYS = {"version", "loops", "on_attention", "notify"}
 
 Signature = list[int] | None
 
@@ -360,7 +361,7 @@ def load_yaml_doc(path: Path) -> dict[str, Any]:
     if unknown:
         line = _line_of(path, f"{unknown[0]}:") or 1
         raise UnreadableError(f"{path}, line {line}: unknown top-level key {unknown[0]!r}; "
-                              "expected version, loops, on_attention")
+                              "expected version, loops, on_attention, notify")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -372,6 +373,11 @@ def load_yaml_doc(path: Path) -> dict[str, Any]:
     if hook is not None and not isinstance(hook, str):
         line = _line_of(path, "on_attention:") or 1
         raise UnreadableError(f"{path}, line {line}: 'on_attention' must be a path")
+    try:
+        check_shape(doc.get("notify"), "top level")
+    except LoopctlError as exc:
+        line = _line_of(path, "notify:") or 1
+        raise UnreadableError(f"{path}, line {line}: {exc.message}") from None
     return doc
 
 

@@ -337,7 +337,7 @@ class Supervisor:
     def _save(self, loop: LoopDef, run: dict[str, Any], result: RunResult,
               record: dict[str, Any]) -> set[str]:
         """Record the run and settle the loop, under the store lock."""
-        pending = []
+        pending: events.Pending = []
         with self.store.lock():
             state = self.store.read_state()
             st = state["loops"].get(self.name)
@@ -355,7 +355,8 @@ class Supervisor:
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
                 if events.needs_attention(before, events.status_key(st)):
                     event = events.attention(loop, st, self.run_id, str(self.log_path), now)
-                    pending.append((event, run.get("hook")))
+                    pending.append((event, {"hook": run.get("hook"),
+                                            "notify": run.get("notify") or []}))
                     events.publish(self.store, pending)
                 self.store.write_state(state)
             else:
