@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import CLI, TESTS, agent_command, wait_for
@@ -172,16 +173,21 @@ def test_no_progress_pauses_after_identical_results(cli: CLI) -> None:
 
 
 @pytest.mark.slow
-def test_a_hanging_hook_does_not_delay_the_next_run(cli: CLI, tmp_path: Path) -> None:
-    hook, out = hook_script(tmp_path, "import time\ntime.sleep(60)\n")
+def test_a_hanging_hook_does_not_delay_the_next_run(cli: CLI, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPCTL_HOOK_TIMEOUT", "5")
+    pid_file = tmp_path / "hook.pid"
+    hook, out = hook_script(tmp_path, f"import os, time\nopen({str(pid_file)!r}, 'w')"
+                                      ".write(str(os.getpid()))\ntime.sleep(60)\n")
     cli("start", "p", "--name", "hang", "--every", "1h", "--max-failures", "1",
         "--on-attention", str(hook), "--command", agent_command("--exit", "1"), check=0)
     cli("run", "hang")
-    wait_for(lambda: hook_events(out))
+    wait_for(lambda: hook_events(out) and pid_file.exists() and pid_file.read_text())
+    hook_pid = int(pid_file.read_text())
     cli("resume", "hang", check=0)
-    started = time.monotonic()
     cli("run", "hang")
-    assert time.monotonic() - started < 8
+    # The run came back while the first run's hook was still hanging.
+    assert psutil.pid_exists(hook_pid) and psutil.Process(hook_pid).status() != "zombie"
     status = wait_for(lambda: cli.json("status", "hang").get("hook_error"), timeout=20)
     assert "timed out" in status["message"]
     assert "hook error" in cli("status", "hang", check=0).stdout

@@ -70,7 +70,9 @@ def test_doctor_reports_a_failed_or_unusable_hook(cli: CLI, tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_a_hanging_hook_is_stopped_whole_at_its_timeout(cli: CLI, tmp_path: Path) -> None:
+def test_a_hanging_hook_is_stopped_whole_at_its_timeout(cli: CLI, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOPCTL_HOOK_TIMEOUT", "1")
     pids = tmp_path / "hook-pids"
     hook = tmp_path / "hang.sh"
     hook.write_text(f"#!/bin/sh\necho $$ >> {pids}\nsleep 60 &\necho $! >> {pids}\nwait\n")
