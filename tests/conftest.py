@@ -18,17 +18,20 @@ import pytest
 TESTS = Path(__file__).parent
 FAKE_AGENT = TESTS / "fake_agent.py"
 REAL_HOME = Path(os.path.expanduser("~"))
-REAL_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl"]
+# loopctl's own folders, and the folders where any of its files could land
+# if a path were derived from the real HOME (their listings must not change).
+REAL_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
+               REAL_HOME / ".config", REAL_HOME / ".local" / "state",
+               REAL_HOME / ".config" / "systemd" / "user"]
 
 
 def _fingerprint(places: list[Path]) -> list[Any]:
     out = []
     for place in places:
         try:
-            st = place.stat()
-            out.append((str(place), st.st_mtime_ns, sorted(os.listdir(place))))
+            out.append((str(place), sorted(os.listdir(place))))
         except FileNotFoundError:
-            out.append((str(place), None, None))
+            out.append((str(place), None))
     return out
 
 

@@ -264,12 +264,17 @@ def test_any_prompt_arrives_intact(prompt: str) -> None:
 def test_prompt_after_guard_or_its_option(name: str) -> None:
     """A separate prompt element follows `--` or the option that takes it."""
     prompt = "-rf / && echo 'hi' \"there\"\nline2"
-    argv, _ = argv_for(name, prompt)
-    if prompt in argv:
+    argv, stdin = argv_for(name, prompt)
+    if name in STDIN_PRESETS:
+        assert stdin == prompt and not any(prompt in arg for arg in argv)
+    elif prompt in argv:  # its own element: last, right after a guard or its option
         at = argv.index(prompt)
         assert at == len(argv) - 1
         assert argv[at - 1] in ("--", "-x", "-c")
         assert argv.count(prompt) == 1
+    else:  # glued to its option (`--prompt=...`), so it can never read as a flag
+        (glued,) = [arg for arg in argv if arg.endswith("=" + prompt)]
+        assert glued == argv[-1] and glued.startswith("--")
 
 
 def test_shell_preset_runs_a_command_starting_with_dash() -> None:

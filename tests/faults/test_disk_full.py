@@ -160,10 +160,10 @@ def test_atomic_write_failing_with_enospc_keeps_the_old_file(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
     target = tmp_path / "state.json"
     target.write_bytes(b'{"old": true}')
-    monkeypatch.setattr(store_mod.os, call, enospc)
-    with pytest.raises(LoopctlError) as caught:
+    # A local patch: undo() would also undo the fixture that isolates the home.
+    with monkeypatch.context() as patch, pytest.raises(LoopctlError) as caught:
+        patch.setattr(store_mod.os, call, enospc)
         store_mod.atomic_write(target, b'{"new": true}')
-    monkeypatch.undo()
     assert caught.value.code == 1
     assert ENOSPC_TEXT in caught.value.message and str(target) in caught.value.message
     assert "\n" not in caught.value.message
@@ -185,10 +185,9 @@ def test_start_with_enospc_injected_exits_1_in_one_line(
             enospc()
         real_replace(src, dst)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_mod.os, "replace", replace)
-    with pytest.raises(SystemExit) as done:
+    with monkeypatch.context() as patch, pytest.raises(SystemExit) as done:
+        patch.setattr(store_mod.os, "replace", replace)
         run_app(["start", "p", "--name", "second", "--every", "1h", "--command", "true"])
-    monkeypatch.undo()
     assert done.value.code == 1
     assert ENOSPC_TEXT in one_clear_line(capsys.readouterr().err)
     assert files(home) == before

@@ -101,7 +101,7 @@ def test_daemon_on_a_read_only_home_says_why_and_fires_nothing(frozen: CLI) -> N
     assert "Traceback" not in log and "unexpected error" not in log, log
     assert not supervisors(frozen.home)
     assert len(frozen.records("done")) == 1
-    assert code in (0, 1), log
+    assert code == 0, log  # stopped by SIGTERM, cleanly, after saying why it could not work
 
 
 def test_daemon_does_not_claim_to_release_a_lease_it_never_held(frozen: CLI) -> None:
