@@ -218,9 +218,10 @@ def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def masked(raw: Any) -> Any:
     """A definition as shown: notification URLs hold tokens."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("notify"), list):
+    if not isinstance(raw, dict) or raw.get("notify") is None:
         return raw
-    return dict(raw, notify=[mask(u) if isinstance(u, str) else u for u in raw["notify"]])
+    urls = raw["notify"] if isinstance(raw["notify"], list) else [raw["notify"]]
+    return dict(raw, notify=[mask(u) if isinstance(u, str) else "****" for u in urls])
 
 
 def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
@@ -309,7 +310,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> str:
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
-            before = {name: events_key(st)}
+            before = {n: events_key(other) for n, other in state["loops"].items()}
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                     only=name)
             settle_lost(store, state, result.lost, now)

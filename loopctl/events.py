@@ -89,6 +89,7 @@ def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | Non
             body.write(json.dumps(event).encode())
             body.seek(0)
             subprocess.Popen([sys.executable, "-m", "loopctl.events", hook], stdin=body,
+                             cwd=folder,  # not the driver's: `-m` imports from there
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, close_fds=True)
     except OSError as exc:

@@ -74,7 +74,8 @@ def check_urls(urls: Iterable[str]) -> list[str]:
 
 def targets_for(loop_notify: Iterable[str], global_notify: object) -> list[str]:
     """The loop's targets and those of every loop (top-level `notify:`)."""
-    shared = global_notify if isinstance(global_notify, list) else []
+    shared = [global_notify] if isinstance(global_notify, str) else \
+        global_notify if isinstance(global_notify, list) else []
     return list(dict.fromkeys([*loop_notify, *(u for u in shared if isinstance(u, str))]))
 
 
@@ -107,13 +108,15 @@ def _cost(value: object) -> str | None:
 # -- sending ------------------------------------------------------------------------
 
 
-def send(targets: Iterable[str], title: str, body: str) -> list[dict[str, Any]]:
-    """Send to each target on its own; one result per target, masked."""
+def send(targets: Iterable[str], title: str, body: str,
+         results: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Send to each target on its own; one result per target, masked,
+    appended to `results` as each one is known."""
     import logging
 
     import apprise
 
-    results = []
+    results = [] if results is None else results
     for url in targets:
         hub = apprise.Apprise()
         with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as log:
@@ -134,7 +137,9 @@ def deliver_detached(event: dict[str, Any], targets: list[str], folder: str) -> 
         with tempfile.TemporaryFile(dir=folder) as body:
             body.write(json.dumps({"event": event, "targets": targets}).encode())
             body.seek(0)
-            subprocess.Popen([sys.executable, "-m", "loopctl.notify"], stdin=body,
+            # cwd: `-m` puts the working directory first on sys.path, and the
+            # driver's may hold anyone's `apprise.py`; the state dir is ours.
+            subprocess.Popen([sys.executable, "-m", "loopctl.notify"], stdin=body, cwd=folder,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, close_fds=True)
     except OSError as exc:
@@ -164,11 +169,13 @@ def _main() -> int:
     title, body = message(event)
     signal.signal(signal.SIGALRM, _timed_out)
     signal.alarm(int(DELIVERY_TIMEOUT))
+    results: list[dict[str, Any]] = []
     try:
-        results = send(targets, title, body)
+        send(targets, title, body, results)
     except TimeoutError:
-        results = [{"target": mask(u), "ok": False,
-                    "error": f"timed out after {DELIVERY_TIMEOUT:g}s"} for u in targets]
+        results += [{"target": mask(u), "ok": False,
+                     "error": f"timed out after {DELIVERY_TIMEOUT:g}s"}
+                    for u in targets[len(results):]]
     finally:
         signal.alarm(0)
     if event.get("log"):

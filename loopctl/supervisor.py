@@ -190,7 +190,12 @@ class Supervisor:
     def _shim_dir(self) -> Path:
         folder = ensure_dir(self.paths.state_dir / "bin")
         shim = folder / "loopctl"
-        body = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m loopctl \"$@\"\n"
+        # Not `-m loopctl`: that would import a `loopctl/` folder from the
+        # agent's working directory first. `-c` starts sys.path with it too,
+        # so the first entry is dropped before loopctl is imported.
+        body = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+                "'import sys; del sys.path[0]; from loopctl.entry import main; main()' "
+                '"$@"\n')
         try:
             current = shim.read_text()
         except OSError:
