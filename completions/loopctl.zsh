@@ -206,6 +206,16 @@ _loopctl() {
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
+                '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
+                '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
+                '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
+                '--branch-prefix[--worktree\: run branches are PREFIX<loop>/<run-id> (default loopctl/).]:branch_prefix: ' \
+                '--push[--worktree\: push run branches with commits to this remote.]:push: ' \
+                '--pr[--worktree\: open a draft PR with gh after the push.]' \
+                '--no-pr[--worktree\: open a draft PR with gh after the push.]' \
+                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge: ' \
+                '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
+                '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -260,6 +270,16 @@ _loopctl() {
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
+                '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
+                '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
+                '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
+                '--branch-prefix[--worktree\: run branches are PREFIX<loop>/<run-id> (default loopctl/).]:branch_prefix: ' \
+                '--push[--worktree\: push run branches with commits to this remote.]:push: ' \
+                '--pr[--worktree\: open a draft PR with gh after the push.]' \
+                '--no-pr[--worktree\: open a draft PR with gh after the push.]' \
+                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge: ' \
+                '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
+                '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

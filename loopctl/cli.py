@@ -132,6 +132,45 @@ Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")
 Tz = Annotated[Optional[str], typer.Option(help="IANA zone for --cron (default: the system's).")]
 MinDelay = Annotated[Optional[str], typer.Option(help="With --every auto: shortest delay (default 1m).")]
 Notify = Annotated[Optional[list[str]], typer.Option(help="Apprise URL told about attention events (repeatable; 'none' clears).")]
+Worktree = Annotated[Optional[bool], typer.Option("--worktree/--no-worktree", help="Run each fire in a fresh git worktree of the repository at --cwd.", show_default=False)]
+Base = Annotated[Optional[str], typer.Option(help="--worktree: branch each run starts from (default: the one checked out at start).")]
+BranchPrefix = Annotated[Optional[str], typer.Option(help="--worktree: run branches are PREFIX<loop>/<run-id> (default loopctl/).")]
+Push = Annotated[Optional[str], typer.Option(help="--worktree: push run branches with commits to this remote.")]
+Pr = Annotated[Optional[bool], typer.Option("--pr/--no-pr", help="--worktree: open a draft PR with gh after the push.", show_default=False)]
+Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or rebase the PR once its checks pass.")]
+ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]
+Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
+
+
+def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
+                      base: str | None, branch_prefix: str | None, push: str | None,
+                      pr: bool | None, merge: str | None, checks_timeout: str | None,
+                      copy: list[str] | None) -> dict[str, Any]:
+    """--worktree and its hand-off options as loops.yaml keys; checked with
+    git itself (a repository at --cwd, branch names git accepts)."""
+    from loopctl import workspace
+
+    given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
+             "pr": pr, "merge": merge, "copy": copy,
+             "checks_timeout": _duration(checks_timeout, "--checks-timeout")}
+    if worktree is False:  # off: its hand-off settings go with it
+        return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
+                              "checks_timeout", "copy"))
+    given = {k: v for k, v in given.items() if v is not None}
+    merged = {**current, **given}
+    if not merged.get("worktree"):
+        return given
+    _, branch = workspace.repository(cwd)
+    if merged.get("base") is None:
+        if branch is None:
+            fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
+        given["base"] = branch
+    workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
+    if branch_prefix is not None:
+        workspace.check_prefix(branch_prefix)
+    if merge is not None and merge not in workspace.MERGE_METHODS:
+        fail(f"bad --merge {merge!r}: expected one of {', '.join(workspace.MERGE_METHODS)}")
+    return given
 MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
 
 
@@ -151,6 +190,9 @@ def start(
     max_failures: MaxFailures = None, no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
     catch_up: CatchUp = None, on_attention: OnAttention = None, notify: Notify = None,
+    worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
+    push: Push = None, pr: Pr = None, merge: Merge = None,
+    checks_timeout: ChecksTimeout = None, copy: Copy = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -186,6 +228,10 @@ def start(
     if not workdir.is_dir():
         fail(f"bad --cwd {workdir}: not a directory")
     raw_def["cwd"] = str(workdir)
+    raw_def.update({k: v for k, v in workspace_changes(
+        str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
+        push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy).items()
+        if v is not None})
     if command is not None:
         raw_def["command"] = command
     else:
@@ -238,7 +284,10 @@ def update(
     max_failures: MaxFailures = None, no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
     catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
-    notify: Notify = None, as_json: JsonOpt = False,
+    notify: Notify = None, worktree: Worktree = None, base: Base = None,
+    branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
+    merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
     changes = policy_changes(
@@ -247,6 +296,15 @@ def update(
         catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
         notify=notify)
+    if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
+                                   checks_timeout, copy)):
+        current = core.show(store(), name)[name]
+        if not isinstance(current, dict):
+            fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
+        changes.update(workspace_changes(
+            os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
+            base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
+            checks_timeout=checks_timeout, copy=copy))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = core.update(store(), name, changes)
@@ -372,6 +430,8 @@ def render_status(info: dict[str, Any]) -> str:
     if info.get("notify_error"):
         error = info["notify_error"]
         lines.append(f"  notify error {error['message']} ({error['at']})")
+    if info.get("last_handoff"):
+        lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
     return "\n".join(lines)
@@ -566,6 +626,21 @@ def history(name: NameArg,
                      r["outcome"], "-" if exit_code is None else str(exit_code),
                      (r.get("decision") or {}).get("decision") or "-"])
     print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"], rows))
+    handed = [r for r in records if r.get("handoff")]
+    if handed:
+        print()
+        for r in handed:
+            print(f"{r['run_id']}  {_handoff_text(r)}"[:80])
+
+
+def _handoff_text(h: dict[str, Any]) -> str:
+    """`merged loopctl/w/RUN (3 files, +10 -2) https://...`, or why it failed."""
+    parts = [str(h.get("handoff")), str(h.get("branch") or "")]
+    if h.get("files_changed") is not None:
+        parts.append(f"({h['files_changed']} files, +{h.get('insertions', 0)} "
+                     f"-{h.get('deletions', 0)})")
+    parts += [str(h[k]) for k in ("pr_url", "handoff_error", "needs_review") if h.get(k)]
+    return " ".join(p for p in parts if p)
 
 
 @app.command()

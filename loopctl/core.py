@@ -157,6 +157,7 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
         if st and st.get("run") and procs.alive(st["run"].get("supervisor")):
             raise BusyError(f"loop {name!r} has a run in flight; "
                             f"`loopctl stop --kill {name}` first")
+        loop = defs.loops.get(name)
         defs.remove(name)
         state["loops"].pop(name, None)
         store.write_defs(defs)
@@ -166,7 +167,27 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
     # is ever derived from a name `start` would refuse.
     if not keep_logs and is_loop_name(name):
         store.remove_runs(name)
-    return {"version": JSON_VERSION, "loop": name, "removed": True}
+    kept = _remove_workspace(store, loop) if loop and loop.worktree else []
+    return {"version": JSON_VERSION, "loop": name, "removed": True, "kept_branches": kept}
+
+
+def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:
+    """The loop's worktree goes; its branches go unless they hold commits no
+    remote has (those are the user's work, and `rm` says so)."""
+    from loopctl import workspace
+
+    try:
+        repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+    except LoopctlError:
+        return []
+    workspace.remove(repo, store.paths.state_dir / "worktrees" / loop.name)
+    kept = []
+    for branch in workspace.loop_branches(repo, loop.branch_prefix, loop.name):
+        if workspace.unpushed(repo, branch):
+            kept.append(branch)
+        else:
+            workspace.git(repo, "branch", "--quiet", "-D", branch, check=False)
+    return kept
 
 
 # -- reading -------------------------------------------------------------------
@@ -207,6 +228,10 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         else None,
         "hook_error": _delivery_error(st.get("hook_error")),
         "notify": [mask(url) for url in loop.notify],
+        "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
+                      "push": loop.push, "pr": loop.pr, "merge": loop.merge}
+        if loop.worktree else None,
+        "last_handoff": st.get("last_handoff"),
         "notify_error": _delivery_error(st.get("notify_error")),
     })
     return out
@@ -501,6 +526,7 @@ def doctor(store: Store) -> dict[str, Any]:
         if st.get("notify_error"):
             add("warn", "notify", f"loop {name!r}: last notification failed: "
                 f"{st['notify_error']['message']}")
+    _doctor_worktrees(store, defs, state, add)
     for path in (store.paths.loops_file, store.paths.state_file, store.paths.state_dir,
                  store.paths.config_dir):
         try:
@@ -512,6 +538,33 @@ def doctor(store: Store) -> dict[str, Any]:
                 f"({'700' if path.is_dir() else '600'}): chmod go-rwx {path}")
     healthy = not any(f["level"] == "error" for f in findings)
     return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
+
+
+def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
+                      add: Any) -> None:
+    """Worktrees no run in flight owns (a killed supervisor's, before a
+    driver noticed), and run branches piling up in the repositories."""
+    from loopctl import workspace
+
+    folder = store.paths.state_dir / "worktrees"
+    owned = {name for name, st in state["loops"].items() if st.get("run")}
+    if folder.is_dir():
+        for stray in sorted(p.name for p in folder.iterdir() if p.name not in owned):
+            add("warn", "worktrees", f"stray worktree {folder / stray}: no run owns it; the "
+                "next driver pass or `loopctl rm` removes it")
+    for name, loop in defs.loops.items():
+        if not loop.worktree:
+            continue
+        try:
+            repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+            branches = workspace.loop_branches(repo, loop.branch_prefix, name)
+        except LoopctlError as exc:
+            add("error", "worktrees", f"loop {name!r}: {exc.message}")
+            continue
+        if branches:
+            add("warn" if len(branches) > 10 else "ok", "worktrees",
+                f"loop {name!r}: {len(branches)} {loop.branch_prefix}{name}/ branch(es) in "
+                f"{repo}")
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

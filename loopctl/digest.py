@@ -70,6 +70,9 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
             "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
             "decisions": [{"run_id": r["run_id"], **(r.get("decision") or {})}
                           for r in runs if r.get("decision")],
+            "handoffs": [{"run_id": r["run_id"], "handoff": r["handoff"],
+                          "branch": r.get("branch"), "pr_url": r.get("pr_url")}
+                         for r in runs if r.get("handoff") not in (None, "no_change")],
             "events": [{"at": e.get("at"), "status": e.get("status"),
                         "reason": e.get("reason"), "summary": e.get("summary")}
                        for e in recent_events if e.get("loop") == loop["name"]],
@@ -98,6 +101,9 @@ def render(report: dict[str, Any]) -> str:
         for decision in loop["decisions"][-5:]:
             lines += _wrap(f"{decision.get('decision')}: {decision.get('summary') or '-'}",
                            "  ")
+        for handoff in loop["handoffs"][-5:]:
+            lines += _wrap(f"{handoff['handoff']}: {handoff.get('branch') or '-'}"
+                           + (f" {handoff['pr_url']}" if handoff.get("pr_url") else ""), "  ")
         for event in loop["events"][-5:]:
             lines += _wrap(f"event {event['status']}"
                            + (f" ({event['reason']})" if event.get("reason") else "")

@@ -23,7 +23,7 @@ def pace(loop: LoopDef) -> str:
 
 
 def wrap(loop: LoopDef, objective: str, st: dict[str, Any], iteration: int,
-         now: float) -> str:
+         now: float, workspace: dict[str, Any] | None = None) -> str:
     limit = str(loop.max_runs) if loop.max_runs else "unlimited"
     elapsed = format_rough(max(now - st["created"], 0))
     remaining = format_rough(max(st["deadline"] - now, 0))
@@ -35,6 +35,11 @@ def wrap(loop: LoopDef, objective: str, st: dict[str, Any], iteration: int,
         f"{iteration} of {limit}, {elapsed} after the loop started, with {remaining} left "
         f"before its deadline. The loop runs {pace(loop)}.",
     ]
+    if workspace:
+        lines.append(f"You work in an isolated git worktree on branch {workspace['branch']}, "
+                     f"cut from {workspace['base_ref']}. Commit as you like; loopctl commits "
+                     "whatever you leave and hands the branch off. Do not push, and do not "
+                     "switch branches.")
     last = st.get("last_decision")
     if last and last.get("decision"):
         lines.append(f"Last run's decision: {last['decision']}"

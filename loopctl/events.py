@@ -76,6 +76,29 @@ def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | 
     }
 
 
+def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What `status` shows of the last hand-off."""
+    keys = ("handoff", "branch", "commits", "pr_url", "merged", "handoff_error",
+            "needs_review")
+    return {k: record.get(k) for k in keys if record.get(k) is not None}
+
+
+def handoff_event(loop: LoopDef, st: dict[str, Any], run_id: str, log: str, now: float,
+                  handoff: Any) -> dict[str, Any] | None:
+    """`handoff_failed` or `needs_review`: the loop's status is unchanged, but
+    a person has work to look at (DESIGN §12)."""
+    if not (handoff.failure or handoff.review):
+        return None
+    reason = "handoff_failed" if handoff.failure else "needs_review"
+    text = handoff.failure or handoff.review
+    event = attention(loop, st, run_id, log, now)
+    branch = handoff.fields.get("branch")
+    event.update(reason=reason, summary=f"{loop.name}: {reason.replace('_', ' ')}: {text}",
+                 evidence={"source": "loopctl", "text": text}, branch=branch,
+                 pr=handoff.fields.get("pr_url"))
+    return event
+
+
 def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | None:
     """Hand the event to `hook` from a process of its own; the error if that
     process cannot start. The event travels on its stdin through an unnamed

@@ -96,14 +96,25 @@ def reap_children(pids: list[int]) -> list[int]:
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
     """Write the record of a run whose supervisor died, unless the supervisor
-    got as far as writing its own (then only the state was not settled)."""
+    got as far as writing its own (then only the state was not settled).
+    A worktree it left is removed; its branch is kept when it has commits."""
     path = store.paths.run_record(loop, run["run_id"])
+    workspace_note = None
+    agent = run.get("agent")
+    if run.get("workspace") and not (agent and procs.alive(agent)):
+        from loopctl.workspace import cleanup_lost
+
+        try:
+            workspace_note = cleanup_lost(run["workspace"])
+        except (LoopctlError, KeyError, TypeError) as exc:
+            workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
     if path.exists():
         return
-    agent = run.get("agent")
     note = "supervisor died"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
+    if workspace_note:
+        note += f"; {workspace_note}"
     store.write_json(path, {
         "version": 1, "run_id": run["run_id"], "loop": loop,
         "iteration": run["iteration"], "trigger": run.get("trigger"),

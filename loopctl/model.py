@@ -42,7 +42,16 @@ KEYS = {
     "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
     "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
     "created_at", "model", "agent_args", "yolo", "notify",
+    "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
 }
+MERGE_METHODS = ("squash", "merge", "rebase")
+DEFAULT_BRANCH_PREFIX = "loopctl/"
+DEFAULT_CHECKS_TIMEOUT = 1800
+# Git refs and remotes as typed by people; git's own check-ref-format runs at
+# `start`, this keeps a hand-edited file from holding an option or a `..`.
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,60}/")
+_REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,14 @@ class LoopDef:
     agent_args: tuple[str, ...] = ()
     yolo: bool = False
     notify: tuple[str, ...] = ()  # Apprise URLs: tokens, shown masked everywhere
+    worktree: bool = False
+    base: str | None = None
+    branch_prefix: str = DEFAULT_BRANCH_PREFIX
+    push: str | None = None
+    pr: bool = False
+    merge: str | None = None
+    checks_timeout: int = DEFAULT_CHECKS_TIMEOUT
+    copy: tuple[str, ...] = ()
 
     @property
     def schedule_key(self) -> str:
@@ -208,6 +225,7 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         _parse_what(raw, fields, where)
         _parse_schedule(raw, fields, where)
         _parse_policy(raw, fields, where)
+        _parse_workspace(raw, fields, where)
     except UsageError as exc:
         if exc.message.startswith(where):
             raise
@@ -375,6 +393,44 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
         fields[key] = value
 
 
+def _ref(raw: dict[str, Any], key: str, pattern: re.Pattern[str], where: str) -> str | None:
+    value = _text(raw, key, where)
+    if value is not None and (not pattern.fullmatch(value) or ".." in value
+                              or value.endswith((".lock", "/.", "."))):
+        raise UsageError(f"{where}: bad {key!r} {value[:80]!r}: expected a git name like "
+                         + ("loopctl/" if key == "branch_prefix" else "main"))
+    return value
+
+
+def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    fields["worktree"] = _flag(raw, "worktree", where)
+    fields["pr"] = _flag(raw, "pr", where)
+    fields["base"] = _ref(raw, "base", _REF, where)
+    fields["branch_prefix"] = _ref(raw, "branch_prefix", _PREFIX, where) \
+        or DEFAULT_BRANCH_PREFIX
+    fields["push"] = _ref(raw, "push", _REMOTE, where)
+    merge = raw.get("merge")
+    if merge is not None and merge not in MERGE_METHODS:
+        raise UsageError(f"{where}: 'merge' must be one of {', '.join(MERGE_METHODS)}")
+    fields["merge"] = merge
+    timeout = raw.get("checks_timeout")
+    fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
+        else parse_duration(timeout, "'checks_timeout'")
+    copy = raw.get("copy") or []
+    if not isinstance(copy, list) or not all(
+            isinstance(g, str) and g and not g.startswith("/") and ".." not in g.split("/")
+            for g in copy):
+        raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
+    fields["copy"] = tuple(copy)
+    needs = [("pr", "push"), ("merge", "pr")] if fields["worktree"] else []
+    for key, required in needs:
+        if fields[key] and not fields[required]:
+            raise UsageError(f"{where}: {key!r} needs {required!r}")
+    extras = [k for k in ("base", "push", "pr", "merge", "copy") if fields[k]]
+    if extras and not fields["worktree"]:
+        raise UsageError(f"{where}: {extras[0]!r} needs 'worktree: true'")
+
+
 def to_raw(loop: LoopDef) -> dict[str, Any]:
     """The `loops.yaml` form of a definition: what `parse_loop` reads back.
     Limits are always written out so the file says what bounds each loop."""
@@ -420,4 +476,15 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "created_at": loop.created_at,
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
+    if loop.worktree:
+        workspace = {
+            "worktree": True, "base": loop.base,
+            "branch_prefix": loop.branch_prefix
+            if loop.branch_prefix != DEFAULT_BRANCH_PREFIX else None,
+            "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
+            "checks_timeout": fd(loop.checks_timeout)
+            if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
+            "copy": list(loop.copy) or None,
+        }
+        raw.update({k: v for k, v in workspace.items() if v is not None})
     return raw

@@ -18,9 +18,11 @@ from loopctl.paths import Paths, is_run_id
 
 MAX_RECORD_BYTES = 1024 * 1024
 RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
-               "outcome", "session_id", "result", "log", "note", "status_after")
+               "outcome", "session_id", "result", "log", "note", "status_after",
+               "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
+               "needs_review")
 RECORD_NUMBERS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
-                  "next_delay_s")
+                  "next_delay_s", "commits", "files_changed", "insertions", "deletions")
 
 EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
                     "lost": 1, "deferred": 75}
@@ -72,6 +74,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["decision"] = {k: untrusted.text(decision.get(k), 4000)
                        for k in ("decision", "summary", "evidence")} \
         if isinstance(decision, dict) else None
+    out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

@@ -58,7 +58,7 @@ def new_loop_state(loop: LoopDef, now: float) -> LoopState:
         "orphan": None, "cost_usd": 0.0, "session_id": None,
         "keepalive_misses": 0, "results": [], "last_decision": None,
         "ended_at": None, "observed_at": None, "resume_at": None, "note": None,
-        "deferrals": 0, "hook_error": None, "notify_error": None,
+        "deferrals": 0, "hook_error": None, "notify_error": None, "last_handoff": None,
     }
 
 
@@ -208,11 +208,14 @@ ENTRY_RULES: dict[str, tuple[Any, Any]] = {
     "deferrals": (_required(check.count), 0),
     "hook_error": (_hook_error, None),
     "notify_error": (_hook_error, None),
+    "last_handoff": (lambda v: v if v is None or isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
+        else check.INVALID, None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
-LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error"})
+LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -30,6 +30,7 @@ from loopctl.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.schedule import iso
 from loopctl.state import RunResult
 from loopctl.store import Store
+from loopctl.workspace import Handoff, Workspace
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 # Readers look at the start (session ids) and the end (results) of the output.
@@ -66,6 +67,8 @@ class Supervisor:
         # What the agent reported that failed a check (DESIGN §11): noted on
         # the record and on the loop, so `status` shows it.
         self.dropped: list[str] = []
+        self.workspace: Workspace | None = None
+        self.handoff: Handoff | None = None
 
     # -- the whole run -------------------------------------------------------
 
@@ -77,6 +80,7 @@ class Supervisor:
         log_fd = open_log(self.log_path)
         try:
             started = clock.now()
+            self._prepare_workspace(log_fd)
             proc, loop, run, argv = self._launch(log_fd, started)
             if proc is None:
                 result = RunResult("failed", 127, started, clock.now(), note=self.note)
@@ -85,6 +89,8 @@ class Supervisor:
             if proc is not None:
                 self._read_result(loop, result)
             self._read_decision(result)
+            if self.workspace is not None:
+                self._hand_off(loop, run, result, log_fd)
             self._write_line(log_fd, f"# loopctl: run {self.run_id} ended {iso(result.ended_at)}: "
                              f"outcome {result.outcome}, exit code {result.exit_code}, "
                              f"{result.ended_at - result.started_at:.1f}s"
@@ -92,6 +98,52 @@ class Supervisor:
         finally:
             os.close(log_fd)
         return self._settle(loop, run, argv, result)
+
+    # -- the worktree (--worktree) ----------------------------------------------
+
+    def _prepare_workspace(self, log_fd: int) -> None:
+        """A fresh worktree for this run, made outside the store lock (a
+        fetch may take a while); a failure is noted and the run fails."""
+        from loopctl import workspace
+
+        with self.store.lock():
+            st = self.store.read_state()["loops"].get(self.name) or {}
+            run = st.get("run") or {}
+            if run.get("run_id") != self.run_id:
+                return  # _launch says why
+            loop = parse_loop(self.name, run["spec"])
+        if not loop.worktree:
+            return
+        folder = self.paths.state_dir / "worktrees" / self.name
+        try:
+            ensure_dir(folder.parent)
+            self.workspace = workspace.prepare(loop, self.run_id, folder)
+            self._write_line(log_fd, f"# loopctl: worktree {folder} on branch "
+                             f"{self.workspace.branch} from {self.workspace.base_ref}")
+        except LoopctlError as exc:
+            self.note = f"worktree: {exc.message}"
+
+    def _hand_off(self, loop: LoopDef, run: dict[str, Any], result: RunResult,
+                  log_fd: int) -> None:
+        """Commit what the agent left, remove the worktree, hand the branch off.
+        Further signals wait: a half-made commit or push helps no one."""
+        from loopctl import workspace
+
+        assert self.workspace is not None
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        decision = result.decision or {}
+        first = (result.result_text or "").strip().splitlines()[:1]
+        what = decision.get("summary") or (first[0] if first else result.outcome)
+        message = f"loopctl: {loop.name} run {run['iteration']}: {what}"[:200]
+        body = (f"{loop.prompt or 'file:' + str(loop.prompt_file)}\n\n"
+                f"Decision: {decision.get('decision') or '-'}: {decision.get('summary') or '-'}"
+                f"\nEvidence: {decision.get('evidence') or '-'}\nRun: {self.run_id}\n"
+                f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
+        self.handoff = workspace.finish(self.workspace, loop, self.run_id, message, body)
+        fields = self.handoff.record()
+        self._write_line(log_fd, "# loopctl: hand-off " + ", ".join(
+            f"{k} {v}" for k, v in fields.items() if v is not None))
 
     # -- launching -----------------------------------------------------------
 
@@ -108,10 +160,12 @@ class Supervisor:
             if not self.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
                 raise LoopctlError(f"run {self.run_id} belongs to another supervisor")
             loop = parse_loop(self.name, run["spec"])
-            cwd = os.path.expanduser(loop.cwd)
+            cwd = self.workspace.cwd if self.workspace else os.path.expanduser(loop.cwd)
             argv: list[str] = []
             proc = None
             try:
+                if loop.worktree and self.workspace is None:
+                    raise LoopctlError(self.note or "the worktree could not be made")
                 prompt, prompt_path = self._prompt(loop, cwd, st, run["iteration"], started)
                 resume = st.get("session_id") if loop.continue_session else None
                 argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id,
@@ -124,6 +178,7 @@ class Supervisor:
                 self.note = exc.message
                 self._write_line(log_fd, f"# loopctl: {exc.message}")
             run["started_at"] = started
+            run["workspace"] = self.workspace.to_json() if self.workspace else None
             run["supervisor"] = procs.ref()
             run["agent"] = procs.ref(proc.pid) if proc else None
             self.store.write_state(state)
@@ -147,7 +202,9 @@ class Supervisor:
                 raise LoopctlError(f"cannot read prompt file {source}: {reason}") from None
             if not wants_envelope(loop):
                 return objective, str(source)
-        text = wrap(loop, objective, st, iteration, now) if wants_envelope(loop) else objective
+        workspace = self.workspace.to_json() if self.workspace else None
+        text = wrap(loop, objective, st, iteration, now, workspace) \
+            if wants_envelope(loop) else objective
         path = self.paths.run_file(self.name, self.run_id, ".prompt")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
         with os.fdopen(fd, "w") as handle:
@@ -326,6 +383,8 @@ class Supervisor:
             "result": result.result_text[-2000:] if result.result_text else None,
             "log": str(self.log_path), "argv": argv, "note": result.note,
         }
+        if self.handoff is not None:
+            record.update(self.handoff.record())
         for attempt in range(SAVE_ATTEMPTS):
             try:
                 in_flight = self._save(loop, run, result, record)
@@ -358,11 +417,17 @@ class Supervisor:
                 if self.dropped:
                     st["note"] = f"run {self.run_id}: {'; '.join(self.dropped)}"[:2000]
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+                receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
                 if events.needs_attention(before, events.status_key(st)):
                     event = events.attention(loop, st, self.run_id, str(self.log_path), now)
-                    pending.append((event, {"hook": run.get("hook"),
-                                            "notify": run.get("notify") or []}))
-                    events.publish(self.store, pending)
+                    pending.append((event, receivers))
+                if self.handoff is not None:
+                    st["last_handoff"] = events.handoff_summary(self.handoff.record())
+                    failed = events.handoff_event(loop, st, self.run_id, str(self.log_path),
+                                                  now, self.handoff)
+                    if failed:
+                        pending.append((failed, receivers))
+                events.publish(self.store, pending)
                 self.store.write_state(state)
             else:
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
