@@ -19,6 +19,7 @@ from loopctl.untrusted import session_id
 
 P = "{prompt}"
 DECIDE_RULE = "Bash(loopctl decide *)"
+GEMINI_DECIDE_RULE = "run_shell_command(loopctl decide)"
 
 
 @dataclass(frozen=True)
@@ -58,22 +59,29 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            warning=None,
            api_key_env="ANTHROPIC_API_KEY"),
     Preset("codex", "codex",
+           # Codex runs commands as `bash -lc`, whose /etc/profile drops the
+           # shim from PATH, and its sandbox refuses the decision file: allow
+           # exactly that folder, keep the sandbox otherwise as it is.
            ("codex", "exec", "--sandbox", "workspace-write", "{resume}", "--json",
-            "--skip-git-repo-check"),
+            "--skip-git-repo-check", "-c", "allow_login_shell=false",
+            "-c", "sandbox_workspace_write.writable_roots=[{decision_dir_toml}]"),
            prompt_via="stdin", last=("-",), resume=("resume", "{session}"),
            bypass=("--dangerously-bypass-approvals-and-sandbox",),
            drop_for_bypass=("--sandbox", "workspace-write"),
            reader="codex", safe_default="--sandbox workspace-write",
            api_key_env="OPENAI_API_KEY"),
     Preset("gemini", "gemini",
+           # auto_edit does not even offer the shell tool; allow it for exactly
+           # `loopctl decide` (gemini refuses chained commands under the rule).
            ("gemini", "--output-format", "json", "--approval-mode", "auto_edit",
-            "--skip-trust", f"--prompt={P}"),
+            "--skip-trust", f"--allowed-tools={GEMINI_DECIDE_RULE}", f"--prompt={P}"),
            model_flag=("-m",), resume=("--resume", "{session}"),
            bypass=("--approval-mode", "yolo"), drop_for_bypass=("--approval-mode", "auto_edit"),
            reader="gemini", safe_default="--approval-mode auto_edit",
            api_key_env="GEMINI_API_KEY"),
     Preset("qwen", "qwen",
-           ("qwen", "--output-format", "json", "--approval-mode", "auto-edit", f"--prompt={P}"),
+           ("qwen", "--output-format", "json", "--approval-mode", "auto-edit",
+            f"--allowed-tools={GEMINI_DECIDE_RULE}", f"--prompt={P}"),
            model_flag=("-m",), resume=("--resume", "{session}"),
            bypass=("--approval-mode", "yolo"), drop_for_bypass=("--approval-mode", "auto-edit"),
            reader="claude", safe_default="--approval-mode auto-edit",
@@ -139,10 +147,13 @@ def _fill(arg: str, values: dict[str, str]) -> str:
 
 
 def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
-               resume_session: str | None = None) -> tuple[list[str], str | None]:
+               resume_session: str | None = None,
+               decision_dir: str = "DECISION_DIR") -> tuple[list[str], str | None]:
     """The argv to run and the text for its stdin (None: stdin is /dev/null)."""
+    import json
+
     values = {"prompt": prompt, "prompt_file": prompt_path, "loop": loop.name,
-              "run_id": run_id}
+              "run_id": run_id, "decision_dir_toml": json.dumps(decision_dir)}
     if loop.command:
         template = list(loop.command)
         wants_prompt = any(re.search(r"\{prompt(_file)?\}", a) for a in template)

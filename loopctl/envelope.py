@@ -58,4 +58,9 @@ def wrap(loop: LoopDef, objective: str, st: dict[str, Any], iteration: int,
     ]
     if loop.auto:
         lines.append("With continue, --next is required: it sets the delay before the next run.")
+    lines += [
+        "If you cannot run shell commands, end your final message with one line instead:",
+        '  LOOPCTL-DECISION: {"decision": "<continue|complete|fail|block>", "summary": "...", '
+        '"evidence": "..."' + (', "next": "20m"' if loop.auto else "") + "}",
+    ]
     return "\n".join(lines) + "\n"

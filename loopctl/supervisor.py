@@ -169,7 +169,8 @@ class Supervisor:
                 prompt, prompt_path = self._prompt(loop, cwd, st, run["iteration"], started)
                 resume = st.get("session_id") if loop.continue_session else None
                 argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id,
-                                              resume_session=resume)
+                                              resume_session=resume,
+                                              decision_dir=str(self.decision_path.parent))
                 self._write_line(log_fd, f"# loopctl: run {self.run_id} of {self.name} "
                                  f"(iteration {run['iteration']}) started {iso(started)} "
                                  f"in {cwd}: {one_line(argv)}")
@@ -352,12 +353,18 @@ class Supervisor:
 
     def _read_decision(self, result: RunResult) -> None:
         """The agent's decision file is untrusted: bounded, checked field by field."""
-        from loopctl.untrusted import MAX_DECISION_BYTES, read_decision
+        from loopctl.untrusted import MAX_DECISION_BYTES, decision_from_text, read_decision
 
         try:
             fd = os.open(self.decision_path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
-            return  # no decision (a symlink planted by the agent is not followed)
+            # No file (a symlink planted by the agent is not followed): the
+            # final message may carry the decision instead.
+            result.decision, notes = decision_from_text(result.result_text)
+            self.dropped += notes
+            for note in notes:
+                self._add_note(result, note)
+            return
         try:
             with os.fdopen(fd, "rb") as handle:
                 data = handle.read(MAX_DECISION_BYTES + 1)

@@ -124,3 +124,41 @@ def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
         notes.append(f"decision next_delay_s {shorten(delay)} dropped: expected seconds "
                      f"between 0 and {MAX_DELAY_S:.0f}")
     return decision, notes
+
+
+# The decision channel that needs no shell: the agent ends its final message
+# with one line `LOOPCTL-DECISION: {"decision": ..., "summary": ...,
+# "evidence": ..., "next": "20m"}`. Only the final result text is searched
+# (never the prompt echoed into the log), and the line is checked exactly like
+# a decision file, which wins when both exist.
+DECISION_LINE = "LOOPCTL-DECISION:"
+
+
+def decision_from_text(text: str | None) -> tuple[dict[str, Any] | None, list[str]]:
+    if not text or DECISION_LINE not in text:
+        return None, []
+    lines = [ln.strip().strip("`").strip() for ln in text.splitlines()]
+    found = [ln for ln in lines if ln.startswith(DECISION_LINE)]
+    if not found:
+        return None, []
+    payload = found[-1][len(DECISION_LINE):].strip()
+    try:
+        raw = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None, ["decision line ignored: not valid JSON"]
+    if isinstance(raw, dict) and "next" in raw and "next_delay_s" not in raw:
+        raw["next_delay_s"] = _delay(raw.pop("next"))
+    decision, notes = read_decision(json.dumps(raw, allow_nan=True).encode())
+    return decision, [n.replace("decision file", "decision line") for n in notes]
+
+
+def _delay(value: Any) -> Any:
+    """`--next` as the line may give it: seconds, or a duration like 20m."""
+    if isinstance(value, str):
+        from loopctl.durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except UsageError:
+            return value  # dropped with a note by read_decision
+    return value

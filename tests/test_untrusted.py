@@ -367,3 +367,45 @@ def test_no_reader_lets_a_hostile_value_through(reader: str, value: str) -> None
         strict_json({"session": reading.session_id, "cost": reading.cost_usd,
                      "result": reading.result_text, "error": reading.error,
                      "reset": reading.reset_at})
+
+
+# -- the final-message decision channel ------------------------------------------------
+
+from loopctl.untrusted import decision_from_text  # noqa: E402
+
+
+def test_the_last_decision_line_of_the_final_message_is_read() -> None:
+    text = ('Did the work.\nLOOPCTL-DECISION: {"decision": "continue", "summary": "early"}\n'
+            'More work.\n`LOOPCTL-DECISION: {"decision": "complete", "summary": "done", '
+            '"evidence": "tests pass"}`\n')
+    decision, notes = decision_from_text(text)
+    assert decision == {"version": 1, "decision": "complete", "summary": "done",
+                        "evidence": "tests pass", "next_delay_s": None}
+    assert notes == []
+
+
+@pytest.mark.parametrize(("next_value", "seconds"), [("20m", 1200.0), (90, 90.0),
+                                                     ("soon", None), (math.inf, None)])
+def test_next_on_the_decision_line_is_a_duration(next_value: Any, seconds: float | None
+                                                 ) -> None:
+    line = "LOOPCTL-DECISION: " + json.dumps({"decision": "continue", "next": next_value})
+    decision, notes = decision_from_text(line)
+    assert decision is not None and decision["next_delay_s"] == seconds
+    assert bool(notes) == (seconds is None)
+
+
+@pytest.mark.parametrize("text", [None, "", "no line here",
+                                  'LOOPCTL-DECISION: {"decision": "<continue|complete>"}',
+                                  "LOOPCTL-DECISION: not json", "LOOPCTL-DECISION: [1]"])
+def test_no_usable_line_gives_no_decision(text: str | None) -> None:
+    decision, _ = decision_from_text(text)
+    assert decision is None
+
+
+def test_the_envelopes_example_line_is_not_a_decision() -> None:
+    from loopctl.envelope import wrap
+
+    loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "claude"})
+    text = wrap(loop, "objective", new_loop_state(loop, NOW), 1, NOW + 5)
+    assert "LOOPCTL-DECISION:" in text
+    assert decision_from_text(text)[0] is None  # an echoed prompt decides nothing
