@@ -20,7 +20,7 @@ MAX_RECORD_BYTES = 1024 * 1024
 RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
                "outcome", "session_id", "result", "log", "note", "status_after",
                "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
-               "needs_review")
+               "needs_review", "handoff_note")
 RECORD_NUMBERS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                   "next_delay_s", "commits", "files_changed", "insertions", "deletions")
 

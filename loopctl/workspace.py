@@ -44,6 +44,7 @@ class Workspace:
     base_ref: str      # what the branch was cut from (`origin/main` after a fetch)
     base_sha: str
     subdir: str = ""   # where `--cwd` sits inside the repository
+    note: str | None = None
 
     @property
     def cwd(self) -> str:
@@ -97,8 +98,12 @@ def git(repo: str | Path, *args: str, check: bool = True,
 
 
 def last_line(proc: subprocess.CompletedProcess[str]) -> str:
-    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
-    return lines[-1][:300] if lines else f"exit {proc.returncode}"
+    """git's own reason: its `fatal:`/`error:` line when there is one (the
+    last line is often advice)."""
+    lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+    reasons = [ln for ln in lines if ln.startswith(("fatal:", "error:", "remote:", "!"))]
+    chosen = reasons[0] if reasons else (lines[-1] if lines else f"exit {proc.returncode}")
+    return chosen[:300]
 
 
 def check_ref(name: str, what: str) -> str:
@@ -143,16 +148,22 @@ def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:
                              os.path.realpath(repo))
     base = loop.base or "HEAD"
     base_ref = base
+    note = None
     if loop.push and has_remote(repo, loop.push):
-        # Never branch from a stale local copy of the base.
-        git(repo, "fetch", "--quiet", loop.push, base)
-        base_ref = f"{loop.push}/{base}"
+        # Never branch from a stale local copy of the base, unless the remote
+        # cannot be reached: then the run still happens (its hand-off will say
+        # why it failed) rather than losing the fire.
+        fetched = git(repo, "fetch", "--quiet", loop.push, base, check=False)
+        if fetched.returncode == 0:
+            base_ref = f"{loop.push}/{base}"
+        else:
+            note = f"fetch from {loop.push} failed ({last_line(fetched)}); branched from {base}"
     base_sha = git(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").stdout
     branch = f"{loop.branch_prefix}{loop.name}/{run_id}"
     remove(repo, folder)
     git(repo, "worktree", "add", "--quiet", "-b", branch, str(folder), base_sha.strip())
     ws = Workspace(repo, folder, branch, base, base_ref, base_sha.strip(),
-                   "" if subdir == "." else subdir)
+                   "" if subdir == "." else subdir, note)
     copy_ignored(repo, folder, loop.copy)
     return ws
 
@@ -192,18 +203,25 @@ def identity(repo: str) -> list[str]:
     return ["-c", f"user.name={name or IDENTITY[0]}", "-c", f"user.email={email or IDENTITY[1]}"]
 
 
-def commit_leftovers(ws: Workspace, message: str, run_id: str) -> None:
-    """Commit whatever the agent left uncommitted (any outcome)."""
+def commit_leftovers(ws: Workspace, message: str, run_id: str) -> str | None:
+    """Commit whatever the agent left uncommitted (any outcome), and keep its
+    work on the run branch even if it switched branches. A note if it did."""
     git(ws.path, "add", "--all")
-    if git(ws.path, "diff", "--cached", "--quiet", check=False).returncode == 0:
-        return
-    git(ws.path, *identity(ws.repo), "commit", "--quiet", "--no-verify",
-        "-m", message, "-m", f"Loopctl-Run: {run_id}")
+    if git(ws.path, "diff", "--cached", "--quiet", check=False).returncode != 0:
+        git(ws.path, *identity(ws.repo), "commit", "--quiet", "--no-verify",
+            "-m", message, "-m", f"Loopctl-Run: {run_id}")
+    current = git(ws.path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    if current.stdout.strip() == ws.branch:
+        return None
+    head = git(ws.path, "rev-parse", "HEAD").stdout.strip()
+    git(ws.repo, "update-ref", f"refs/heads/{ws.branch}", head)
+    where = current.stdout.strip() or "a detached HEAD"
+    return f"the agent switched to {where}; its work is on {ws.branch}"
 
 
 def summarize(ws: Workspace) -> dict[str, Any]:
-    """Commits beyond the base and their diffstat."""
-    head = git(ws.path, "rev-parse", "HEAD").stdout.strip()
+    """Commits beyond the base on the run branch, and their diffstat."""
+    head = git(ws.repo, "rev-parse", f"refs/heads/{ws.branch}").stdout.strip()
     commits = int(git(ws.path, "rev-list", "--count", f"{ws.base_sha}..{head}").stdout)
     stat = git(ws.path, "diff", "--shortstat", ws.base_sha, head).stdout
     numbers = {key: int(m.group(1)) if (m := re.search(rf"(\d+) {word}", stat)) else 0
@@ -218,17 +236,21 @@ def finish(ws: Workspace, loop: Any, run_id: str, message: str, pr_body: str) ->
     hand-off keeps the branch and says why."""
     result = Handoff()
     try:
-        commit_leftovers(ws, message, run_id)
+        switched = commit_leftovers(ws, message, run_id)
         info = summarize(ws)
     except LoopctlError as exc:
         remove(ws.repo, ws.path)
         return Handoff("handoff_failed", {"branch": ws.branch, "base": ws.base},
                        failure=f"commit: {exc.message}")
     remove(ws.repo, ws.path)
+    notes = [n for n in (ws.note, switched) if n]
     if info["commits"] == 0:
         git(ws.repo, "branch", "--quiet", "-D", ws.branch, check=False)
+        result.fields = {"handoff_note": "; ".join(notes)} if notes else {}
         return result
     result.handoff, result.fields = "committed", info
+    if notes:
+        result.fields["handoff_note"] = "; ".join(notes)
     if loop.push:
         handoff_remote(ws, loop, result, message, pr_body)
     return result

@@ -1,0 +1,111 @@
+"""What the real-CLI end-to-end tests share: where the pinned CLIs are, and a
+local HTTP stub that plays the model.
+
+The CLIs are installed by `.ci/run` (npm, pinned versions below) under
+`$LOOPCTL_E2E_BIN` (default /opt/loopctl-e2e/node_modules/.bin). Missing CLIs
+skip the tests, except in CI (LOOPCTL_REQUIRE_VALIDATORS=1), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VERSIONS = {"claude": "2.1.332", "codex": "0.171.0", "gemini": "0.61.0", "qwen": "0.24.4",
+            "opencode": "1.18.33"}
+BIN = Path(os.environ.get("LOOPCTL_E2E_BIN", "/opt/loopctl-e2e/node_modules/.bin"))
+
+
+def agent_cli(name: str) -> Path:
+    """The pinned CLI, or a skip (a failure in CI)."""
+    path = BIN / name
+    if not path.exists():
+        if os.environ.get("LOOPCTL_REQUIRE_VALIDATORS") == "1":
+            pytest.fail(f"{name} CLI is required in CI but not installed at {path}")
+        pytest.skip(f"{name} CLI not installed at {path}")
+    return path
+
+
+Handler = Callable[["Request"], tuple[int, dict[str, str], bytes]]
+
+
+class Request:
+    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+        self.method, self.path, self.headers, self.body = method, path, headers, body
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body or b"null")
+        except ValueError:
+            return None
+
+
+class Stub:
+    """A model API on 127.0.0.1: `handler(request)` answers each request;
+    every request is kept in `requests` for the test to inspect."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[Request] = []
+        self.lock = threading.Lock()
+        stub = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = Request(self.command, self.path, dict(self.headers), body)
+                with stub.lock:
+                    stub.requests.append(request)
+                status, headers, payload = stub.handler(request)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _serve  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Stub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def stub(handler: Handler) -> Iterator[Stub]:
+    with Stub(handler) as server:
+        yield server
+
+
+def sse(events: list[tuple[str | None, Any]]) -> bytes:
+    """A server-sent-events body: (event name or None, JSON data) pairs."""
+    out = []
+    for name, data in events:
+        if name:
+            out.append(f"event: {name}")
+        out.append("data: " + (data if isinstance(data, str) else json.dumps(data)))
+        out.append("")
+    return ("\n".join(out) + "\n").encode()
