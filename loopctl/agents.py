@@ -42,12 +42,15 @@ class Preset:
     warning: str | None = None
     version_args: tuple[str, ...] = ("--version",)
     api_key_env: str | None = None  # what exports take from a secret
+    # How far the decision protocol is proven: end to end with the real CLI
+    # (tests/test_e2e_*.py, against a stub of its model API), or only its flags.
+    verified: str = "flags from --help"
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
     Preset("shell", "sh", ("sh", "-c", "--", P), model_flag=(),
            safe_default="runs the prompt with sh -c",
-           version_args=()),
+           version_args=(), verified="not an agent: no envelope"),
     Preset("claude", "claude",
            ("claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits",
             f"--allowedTools={DECIDE_RULE}", "--", P),
@@ -101,7 +104,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            prompt_via="stdin", last=("-i", "-"), env={"GOOSE_MODE": "smart_approve"},
            reader="goose",
            safe_default="GOOSE_MODE=smart_approve",
-           api_key_env="ANTHROPIC_API_KEY"),
+           api_key_env="ANTHROPIC_API_KEY", verified="flags from docs"),
     Preset("pi", "pi", ("pi", "-p", "--mode", "json"), prompt_via="stdin",
            resume=("--session", "{session}"), reader="pi",
            safe_default="none: pi has no permission system",
@@ -112,7 +115,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            ("cursor-agent", "-p", "--output-format", "json", "--trust", "--", P),
            resume=("--resume", "{session}"), bypass=("--force",), reader="claude",
            safe_default="no --force: edits are proposed, not applied",
-           api_key_env="CURSOR_API_KEY"),
+           api_key_env="CURSOR_API_KEY", verified="flags from docs"),
     Preset("copilot", "copilot",
            ("copilot", "--output-format", "json", "--allow-all-tools", "--no-auto-update",
             f"--prompt={P}"),
@@ -124,7 +127,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            resume=("--session", "{session}"), bypass=("--yolo",),
            safe_default="none: crush run approves every tool",
            warning="crush run auto-approves every tool call",
-           api_key_env="ANTHROPIC_API_KEY"),
+           api_key_env="ANTHROPIC_API_KEY", verified="flags from docs"),
     Preset("amp", "amp", ("amp", "{resume}", "--stream-json", "-x", P), model_flag=(),
            resume=("threads", "continue", "{session}"), bypass=("--dangerously-allow-all",),
            reader="claude", safe_default="amp's own permission settings",

@@ -672,7 +672,7 @@ def agents(as_json: JsonOpt = False) -> None:
     for row in rows:
         found = row["version"] or ("installed" if row["path"] else "not on PATH")
         command = shlex.join(row["argv"]) + (" < PROMPT" if row["prompt_on_stdin"] else "")
-        print(f"{paint(row['preset'], 'bold')}  ({found})")
+        print(f"{paint(row['preset'], 'bold')}  ({found}; decisions: {row['verified']})")
         print(textwrap.fill(command, width=78, initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))

@@ -444,7 +444,7 @@ def agents_table() -> list[dict[str, Any]]:
                      "path": shutil.which(preset.binary), "version": None, "argv": argv,
                      "prompt_on_stdin": stdin is not None,
                      "safe_default": preset.safe_default, "yolo": list(preset.bypass),
-                     "warning": preset.warning})
+                     "warning": preset.warning, "verified": preset.verified})
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = [r for r in rows if r["path"]]
         versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
