@@ -60,7 +60,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            reader="claude",
            safe_default="--permission-mode acceptEdits; only `loopctl decide` pre-approved",
            warning=None,
-           api_key_env="ANTHROPIC_API_KEY"),
+           api_key_env="ANTHROPIC_API_KEY",
+           verified="end to end with claude 2.1.332: decide, decision line, session; "
+                    "chained command refused"),
     Preset("codex", "codex",
            # Codex runs commands as `bash -lc`, whose /etc/profile drops the
            # shim from PATH, and its sandbox refuses the decision file: allow
@@ -72,7 +74,9 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            bypass=("--dangerously-bypass-approvals-and-sandbox",),
            drop_for_bypass=("--sandbox", "workspace-write"),
            reader="codex", safe_default="--sandbox workspace-write",
-           api_key_env="OPENAI_API_KEY"),
+           api_key_env="OPENAI_API_KEY",
+           verified="end to end with codex 0.171.0: decide, decision line, session "
+                    "(no prefix rules: the sandbox is the guard)"),
     Preset("gemini", "gemini",
            # auto_edit does not even offer the shell tool; allow it for exactly
            # `loopctl decide` (gemini refuses chained commands under the rule).

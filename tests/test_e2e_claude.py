@@ -1,0 +1,169 @@
+"""The `claude` preset against the real Claude Code CLI (pinned in
+tests/e2e/common.py), whose model is a local stub of the Anthropic Messages
+API (tests/e2e/claude_stub.py). Only 127.0.0.1 is contacted.
+
+Each test runs loopctl as a user would (`start`, then `run` in the
+foreground) and checks that the decision protocol works through the CLI's
+real tool loop and permission rules: `loopctl decide` via Bash, a refused
+chained command, the final-message line, and `--continue-session`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.claude_stub import claude_api, messages, tool_results
+from e2e.common import Stub, agent_cli
+
+from conftest import CLI
+
+pytestmark = pytest.mark.slow
+
+
+def claude_env(stub: Stub) -> dict[str, str]:
+    """What the run needs: the pinned CLI first on PATH, the stub as the API,
+    and no traffic anywhere else."""
+    bin_dir = str(agent_cli("claude").parent)
+    return {
+        "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)]),
+        "ANTHROPIC_BASE_URL": stub.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        # Never a proxy in the way of 127.0.0.1.
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def start(cli: CLI, tmp_path: Path, *extra: str) -> Path:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    cli("start", "do the thing", "--name", "c", "--every", "1h", "--agent", "claude",
+        "--cwd", str(work), *extra, check=0)
+    return work
+
+
+def run(cli: CLI, stub: Stub, check: int | None = 0) -> Any:
+    proc = cli("run", "c", env=claude_env(stub), timeout=60)
+    if check is not None:
+        assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr,
+                                          _paths(stub))
+    return proc
+
+
+def _paths(stub: Stub) -> list[str]:
+    return [f"{r.method} {r.path}" for r in stub.requests]
+
+
+def result_object(cli: CLI, record: dict[str, Any]) -> dict[str, Any]:
+    """Claude's own `--output-format json` result, from the run's log."""
+    log = cli.state_dir / "runs" / "c" / f"{record['run_id']}.log"
+    lines = [line for line in log.read_text().splitlines() if line.startswith("{")]
+    data = json.loads(lines[-1])
+    assert data["type"] == "result", data
+    return data
+
+
+def test_decide_complete_through_bash(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("claude")
+    start(cli, tmp_path)
+    command = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
+    with claude_api(command, final="All done.") as (stub, model):
+        run(cli, stub)
+    assert model.tool_calls == 1, _paths(stub)
+    # The tool really ran: its result went back to the model.
+    results = tool_results(messages(stub)[-1])
+    assert results and not any(r.get("is_error") for r in results), results
+
+    status = cli.json("status", "c")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "stub summary", status
+    assert status["last_decision"]["evidence"] == "stub evidence", status
+
+    [record] = cli.records("c")
+    claude = result_object(cli, record)
+    assert claude["is_error"] is False and claude["num_turns"] == 2, claude
+    assert record["session_id"] == claude["session_id"]
+    assert record["result"] == "All done." == claude["result"]
+    # Everything went to the stub, as the agent's main conversation.
+    assert all(r.path.startswith("/v1/") for r in stub.requests), _paths(stub)
+
+
+def test_chained_command_is_refused(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("claude")
+    start(cli, tmp_path)
+    pwned = tmp_path / "pwned"
+    command = ("loopctl decide complete --summary x --evidence y && touch "
+               + shlex.quote(str(pwned)))
+    with claude_api(command, final="I could not report.") as (stub, model):
+        run(cli, stub)
+    assert model.tool_calls == 1, _paths(stub)
+    assert not pwned.exists()
+
+    # Claude refused the call and told the model so; it did not run it.
+    [record] = cli.records("c")
+    claude = result_object(cli, record)
+    denied = [d["tool_input"]["command"] for d in claude["permission_denials"]]
+    assert denied == [command], claude
+    results = tool_results(messages(stub)[-1])
+    assert results and all(r.get("is_error") for r in results), results
+
+    status = cli.json("status", "c")
+    assert status["status"] != "completed", status
+    assert not (status.get("last_decision") or {}).get("decision"), status
+    assert record["result"] == "I could not report."
+
+
+def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("claude")
+    start(cli, tmp_path)
+    line = ('LOOPCTL-DECISION: {"decision": "complete", "summary": "via message", '
+            '"evidence": "e"}')
+    with claude_api(None, final=f"I cannot run commands here.\n{line}") as (stub, model):
+        run(cli, stub)
+    assert model.tool_calls == 0
+    assert not any(tool_results(body) for body in messages(stub))
+
+    status = cli.json("status", "c")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "via message", status
+    [record] = cli.records("c")
+    assert record["result"].endswith(line), record
+
+
+def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("claude")
+    start(cli, tmp_path, "--continue-session")
+    first = 'loopctl decide continue --summary "first" --evidence "one"'
+    with claude_api(first, final="First run done.") as (stub, _model):
+        run(cli, stub)
+    status = cli.json("status", "c")
+    assert status["status"] != "completed", status
+    assert status["last_decision"]["decision"] == "continue", status
+    assert status["last_decision"]["summary"] == "first", status
+    [record1] = cli.records("c")
+    session = record1["session_id"]
+    assert session and "--resume" not in record1["argv"], record1
+    first_prompt = messages(stub)[0]["messages"][0]
+
+    second = 'loopctl decide continue --summary "second" --evidence "two"'
+    with claude_api(second, final="Second run done.") as (stub, _model):
+        run(cli, stub)
+    record2 = next(r for r in cli.records("c") if r["run_id"] != record1["run_id"])
+    argv = record2["argv"]
+    assert argv[argv.index("--resume") + 1] == session, argv
+    # The resumed session carries on: same id, and the model sees run 1.
+    assert record2["session_id"] == session, record2
+    history = messages(stub)[0]["messages"]
+    assert history[0] == first_prompt, history[0]
+    assert any(r.get("tool_use_id") for m in history for r in tool_results({"messages": [m]}))
+    assert "First run done." in json.dumps(history)
+    assert cli.json("status", "c")["last_decision"]["summary"] == "second"
