@@ -1,0 +1,143 @@
+"""The `opencode` preset against the real OpenCode CLI (pinned in
+tests/e2e/common.py), whose model is a local OpenAI-compatible stub
+(tests/e2e/opencode_stub.py) configured as a custom provider. Only 127.0.0.1
+is contacted.
+
+Each test runs loopctl as a user would (`start`, then `run` in the
+foreground) and checks that the decision protocol works through opencode's
+real tool loop: `loopctl decide` via its shell tool, the final-message line,
+and `--continue-session` (`--session <id>`). There is no refused-command test:
+opencode allows shell commands by default, so there is no rule to refuse one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e.common import Stub, agent_cli
+from e2e.opencode_stub import (
+    MODEL_ID,
+    opencode_api,
+    opencode_env,
+    stray_requests,
+    tool_results,
+)
+
+from conftest import CLI
+
+pytestmark = pytest.mark.slow
+
+
+def env_for(stub: Stub, tmp_path: Path) -> dict[str, str]:
+    """The pinned CLI first on PATH, the stub as the only provider."""
+    bin_dir = str(agent_cli("opencode").parent)
+    env = opencode_env(stub, tmp_path)
+    env["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)])
+    return env
+
+
+def start(cli: CLI, tmp_path: Path, *extra: str) -> None:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    cli("start", "do the thing", "--name", "o", "--every", "1h", "--agent", "opencode",
+        "--model", MODEL_ID, "--cwd", str(work), "--timeout", "50s", *extra, check=0)
+
+
+def run(cli: CLI, stub: Stub, tmp_path: Path) -> Any:
+    proc = cli("run", "o", env=env_for(stub, tmp_path), timeout=90)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr,
+                                  [f"{r.method} {r.path}" for r in stub.requests])
+    # Everything opencode asked for was the model, or npm's registry (the
+    # background plugin install, answered 404).
+    assert not stray_requests(stub), stray_requests(stub)
+    return proc
+
+
+def opencode_events(cli: CLI, record: dict[str, Any]) -> list[dict[str, Any]]:
+    """opencode's own `--format json` events, from the run's log."""
+    log = cli.state_dir / "runs" / "o" / f"{record['run_id']}.log"
+    return [json.loads(line) for line in log.read_text().splitlines()
+            if line.startswith("{")]
+
+
+def test_decide_complete_through_shell_tool(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("opencode")
+    start(cli, tmp_path)
+    command = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
+    with opencode_api(command, final="All done.") as (stub, model):
+        run(cli, stub, tmp_path)
+    assert model.tool_calls == 1
+    # The tool really ran `loopctl decide`: its output went back to the model.
+    assert tool_results(model.conversations[-1]) == ["decision recorded: complete\n"]
+
+    status = cli.json("status", "o")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "stub summary", status
+    assert status["last_decision"]["evidence"] == "stub evidence", status
+
+    [record] = cli.records("o")
+    events = opencode_events(cli, record)
+    [tool] = [e["part"] for e in events if e["type"] == "tool_use"]
+    assert tool["state"]["status"] == "completed", tool
+    assert tool["state"]["input"]["command"] == command, tool
+    sessions = {e["sessionID"] for e in events}
+    assert len(sessions) == 1 and record["session_id"] == sessions.pop(), record
+    assert record["session_id"].startswith("ses_"), record
+    assert record["result"] == "All done.", record
+    assert record["argv"][-2:] == ["--", record["argv"][-1]], record["argv"]
+    assert record["argv"][record["argv"].index("-m") + 1] == MODEL_ID, record["argv"]
+
+
+def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("opencode")
+    start(cli, tmp_path)
+    line = ('LOOPCTL-DECISION: {"decision": "complete", "summary": "via message", '
+            '"evidence": "e"}')
+    with opencode_api(None, final=f"I cannot run commands here.\n{line}") as (stub, model):
+        run(cli, stub, tmp_path)
+    assert model.tool_calls == 0
+    assert model.conversations and not any(tool_results(b) for b in model.conversations)
+
+    status = cli.json("status", "o")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "via message", status
+    assert status["last_decision"]["evidence"] == "e", status
+    [record] = cli.records("o")
+    assert record["result"].endswith(line), record
+
+
+def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
+    agent_cli("opencode")
+    start(cli, tmp_path, "--continue-session")
+    first = 'loopctl decide continue --summary "first" --evidence "one"'
+    with opencode_api(first, final="First run done.") as (stub, _model):
+        run(cli, stub, tmp_path)
+    status = cli.json("status", "o")
+    assert status["status"] != "completed", status
+    assert status["last_decision"]["decision"] == "continue", status
+    assert status["last_decision"]["summary"] == "first", status
+    [record1] = cli.records("o")
+    session = record1["session_id"]
+    assert session and "--session" not in record1["argv"], record1
+
+    second = 'loopctl decide complete --summary "second" --evidence "two"'
+    with opencode_api(second, final="Second run done.") as (stub, model):
+        run(cli, stub, tmp_path)
+    record2 = next(r for r in cli.records("o") if r["run_id"] != record1["run_id"])
+    argv = record2["argv"]
+    assert argv[argv.index("--session") + 1] == session, argv
+    # The same session carries on, and the model sees run 1's conversation.
+    assert record2["session_id"] == session, record2
+    history = model.conversations[0]["messages"]
+    assert "First run done." in json.dumps(history), history
+    assert "decision recorded: continue\n" in tool_results(model.conversations[0])
+    assert len([m for m in history if m.get("role") == "user"]) == 2, history
+
+    status = cli.json("status", "o")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "second", status
+    assert record2["result"] == "Second run done.", record2

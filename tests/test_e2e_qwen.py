@@ -1,0 +1,105 @@
+"""The `qwen` preset against the real Qwen Code CLI, with a local OpenAI
+chat-completions stub as the model: the decision reaches loopctl through
+`run_shell_command(loopctl decide)` and through the final message; chained
+commands are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.common import agent_cli
+from tests.e2e.qwen_stub import QwenModel, chat_requests, qwen_api
+
+pytestmark = pytest.mark.slow
+
+DECIDE = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
+
+
+@pytest.fixture
+def qwen() -> Path:
+    return agent_cli("qwen")
+
+
+def start(cli: Any, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    cli("start", "do the thing", "--name", "q", "--every", "1h", "--agent", "qwen",
+        "--cwd", str(work), check=0)
+
+
+def run(cli: Any, qwen: Path, api_env: dict[str, str]) -> Any:
+    env = dict(api_env, PATH=os.pathsep.join([str(qwen.parent), os.environ["PATH"]]))
+    return cli("run", "q", env=env, timeout=60)
+
+
+def printed_result(record: dict[str, Any]) -> dict[str, Any]:
+    """The result message in the CLI's own JSON output (the run's log)."""
+    decoder = json.JSONDecoder()
+    for line in reversed(Path(record["log"]).read_text().splitlines()):
+        if line.startswith("["):
+            messages, _ = decoder.raw_decode(line)
+            return next(m for m in messages if m.get("type") == "result")
+    raise AssertionError("no JSON output in the run's log")
+
+
+def status(cli: Any) -> dict[str, Any]:
+    return cli.json("status", "q")
+
+
+def test_tool_call_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:
+    start(cli, tmp_path)
+    model = QwenModel(DECIDE, final="stub final text")
+    with qwen_api(model) as (server, env):
+        proc = run(cli, qwen, env)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    # The shell tool really ran the shim: its output went back to the model.
+    assert "decision recorded: complete" in json.dumps(model.tool_results)
+    info = status(cli)
+    assert info["status"] == "completed", info
+    assert info["last_decision"]["summary"] == "stub summary"
+    assert info["last_decision"]["evidence"] == "stub evidence"
+    [record] = cli.records("q")
+    printed = printed_result(record)
+    assert record["session_id"] and record["session_id"] == printed["session_id"]
+    assert record["result"] == printed["result"] == "stub final text"
+    assert "do the thing" in json.dumps(chat_requests(server)[0]["messages"])
+
+
+def test_chained_command_refused(cli: Any, qwen: Path, tmp_path: Path) -> None:
+    start(cli, tmp_path)
+    pwned = tmp_path / "pwned"
+    model = QwenModel(f"loopctl decide complete --summary x --evidence y && touch {pwned}",
+                      final="I could not run that.")
+    with qwen_api(model) as (_server, env):
+        proc = run(cli, qwen, env)
+    # The CLI got the call and answered it with a refusal, not an output.
+    assert len(model.tool_results) == 1, (model.tool_results, proc.stdout, proc.stderr)
+    assert "permission was declined" in json.dumps(model.tool_results)
+    assert "decision recorded" not in json.dumps(model.tool_results)
+    assert not pwned.exists()
+    info = status(cli)
+    assert info["status"] != "completed", info
+    assert not (info.get("last_decision") or {}).get("decision")
+    [record] = cli.records("q")
+    assert record["decision"] is None
+    assert record["result"] == "I could not run that."
+
+
+def test_final_message_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:
+    start(cli, tmp_path)
+    line = json.dumps({"decision": "complete", "summary": "via message", "evidence": "e"})
+    model = QwenModel(None, final=f"All done.\nLOOPCTL-DECISION: {line}")
+    with qwen_api(model) as (_server, env):
+        proc = run(cli, qwen, env)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert model.tool_results == []
+    info = status(cli)
+    assert info["status"] == "completed", info
+    assert info["last_decision"]["summary"] == "via message"
+    [record] = cli.records("q")
+    assert record["result"].endswith(f"LOOPCTL-DECISION: {line}")
