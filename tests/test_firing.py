@@ -225,16 +225,23 @@ def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI, tmp_path: Path)
     assert third["fired"] == []
 
 
+def at(moment: float) -> dict[str, str]:
+    """An env whose loopctl clock reads `moment`, however long the test ran:
+    the offset is taken from the real clock at each call, not once."""
+    return {"LOOPCTL_CLOCK_OFFSET": f"{moment - time.time():.3f}"}
+
+
 def test_cron_overlap_skip_drops_the_fire(cli: CLI, tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     cli("start", "p", "--name", "cs", "--cron", "* * * * *", "--tz", "UTC",
         "--overlap", "skip", "--command", agent_command("--wait-for", str(gate)), check=0)
-    assert len(cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "61"})["fired"]) == 1
-    assert cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "125"})["fired"] == []
+    slot = (time.time() // 60 + 2) * 60  # a minute boundary after the loop's first slot
+    assert len(cli.json("tick", env=at(slot + 5))["fired"]) == 1
+    assert cli.json("tick", env=at(slot + 65))["fired"] == []  # next slot, run in flight
     assert cli.state()["loops"]["cs"]["pending"] is False
     gate.touch()
     finished(cli, "cs", 1)
-    assert cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "130"})["fired"] == []
+    assert cli.json("tick", env=at(slot + 70))["fired"] == []  # skipped, not queued
 
 
 def test_tick_with_nothing_due_writes_nothing_and_skips_typer(cli: CLI) -> None:
