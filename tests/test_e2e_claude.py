@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2e.claude_stub import claude_api, messages, tool_results
-from e2e.common import Stub, agent_cli
+from e2e.common import Stub, agent_cli, assert_completed
 
 from conftest import CLI
 
@@ -132,11 +132,7 @@ def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
     assert model.tool_calls == 0
     assert not any(tool_results(body) for body in messages(stub))
 
-    status = cli.json("status", "c")
-    assert status["status"] == "completed", status
-    assert status["last_decision"]["summary"] == "via message", status
-    [record] = cli.records("c")
-    assert record["result"].endswith(line), record
+    assert_completed(cli, "c", "via message", line)
 
 
 def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.e2e.common import agent_cli
-from tests.e2e.gemini_stub import GeminiModel, gemini_api, stream_requests
+from e2e.common import agent_cli, assert_undecided
+from e2e.gemini_stub import GeminiModel, gemini_api, stream_requests
 
 pytestmark = pytest.mark.slow
 
@@ -79,12 +78,7 @@ def test_chained_command_refused(cli: Any, gemini: Path, tmp_path: Path) -> None
     assert "denied by policy" in json.dumps(model.tool_responses)
     assert "decision recorded" not in json.dumps(model.tool_responses)
     assert not pwned.exists()
-    info = status(cli)
-    assert info["status"] != "completed", info
-    assert not (info.get("last_decision") or {}).get("decision")
-    [record] = cli.records("g")
-    assert record["decision"] is None
-    assert record["result"] == "I could not run that."
+    assert_undecided(cli, "g", "I could not run that.")
 
 
 def test_final_message_decides(cli: Any, gemini: Path, tmp_path: Path) -> None:

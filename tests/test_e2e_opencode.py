@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import Stub, agent_cli
+from e2e.common import Stub, agent_cli, assert_completed
 from e2e.opencode_stub import (
     MODEL_ID,
     opencode_api,
@@ -102,12 +102,7 @@ def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
     assert model.tool_calls == 0
     assert model.conversations and not any(tool_results(b) for b in model.conversations)
 
-    status = cli.json("status", "o")
-    assert status["status"] == "completed", status
-    assert status["last_decision"]["summary"] == "via message", status
-    assert status["last_decision"]["evidence"] == "e", status
-    [record] = cli.records("o")
-    assert record["result"].endswith(line), record
+    assert_completed(cli, "o", "via message", line)
 
 
 def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.e2e.common import agent_cli
-from tests.e2e.qwen_stub import QwenModel, chat_requests, qwen_api
+from e2e.common import agent_cli, assert_undecided
+from e2e.qwen_stub import QwenModel, chat_requests, qwen_api
 
 pytestmark = pytest.mark.slow
 
@@ -82,12 +81,7 @@ def test_chained_command_refused(cli: Any, qwen: Path, tmp_path: Path) -> None:
     assert "permission was declined" in json.dumps(model.tool_results)
     assert "decision recorded" not in json.dumps(model.tool_results)
     assert not pwned.exists()
-    info = status(cli)
-    assert info["status"] != "completed", info
-    assert not (info.get("last_decision") or {}).get("decision")
-    [record] = cli.records("q")
-    assert record["decision"] is None
-    assert record["result"] == "I could not run that."
+    assert_undecided(cli, "q", "I could not run that.")
 
 
 def test_final_message_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:

@@ -109,3 +109,22 @@ def sse(events: list[tuple[str | None, Any]]) -> bytes:
         out.append("data: " + (data if isinstance(data, str) else json.dumps(data)))
         out.append("")
     return ("\n".join(out) + "\n").encode()
+
+
+def assert_completed(cli: Any, name: str, summary: str, result_end: str) -> None:
+    """The loop completed with the agent's summary; the record kept its final text."""
+    status = cli.json("status", name)
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == summary, status
+    [record] = cli.records(name)
+    assert record["result"].endswith(result_end), record
+
+
+def assert_undecided(cli: Any, name: str, final: str) -> None:
+    """No decision reached loopctl: the loop goes on, the record says so."""
+    status = cli.json("status", name)
+    assert status["status"] != "completed", status
+    assert not (status.get("last_decision") or {}).get("decision")
+    [record] = cli.records(name)
+    assert record["decision"] is None
+    assert record["result"] == final

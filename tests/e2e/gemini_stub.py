@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.common import Request, Stub, sse
+from .common import Request, Stub, sse
 
 JSON = {"content-type": "application/json"}
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}

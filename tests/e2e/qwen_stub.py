@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.e2e.common import Request, Stub, sse
+from .common import Request, Stub, sse
 
 JSON = {"content-type": "application/json"}
 MODEL = "stub-model"
