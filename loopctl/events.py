@@ -161,6 +161,8 @@ def _deliver(hook: str) -> int:
     """Entry of the detached delivery process: read the event from stdin, run
     the hook, keep its output in the run's log, record a failure in the
     loop's state."""
+    from loopctl.store import Store
+
     event = json.loads(sys.stdin.buffer.read())
     error, output = run_hook(hook, event)
     if event.get("log"):
@@ -172,29 +174,8 @@ def _deliver(hook: str) -> int:
         except OSError:
             pass
     if error:
-        record_hook_error(None, event, error)
+        Store().record_delivery(event, "hook_error", error)
     return 0 if error is None else 1
-
-
-def record_hook_error(store: Any, event: dict[str, Any], error: str) -> None:
-    record_delivery(store, event, "hook_error", error)
-
-
-def record_delivery(store: Any, event: dict[str, Any], key: str, error: str | None) -> None:
-    """Note a failed delivery on the loop (`hook_error`, `notify_error`), or
-    clear the note when this one got through."""
-    from loopctl import clock
-    from loopctl.store import Store
-
-    store = store or Store()
-    with store.lock():
-        state = store.read_state()
-        st = state["loops"].get(event["loop"])
-        if st is None or (error is None and st.get(key) is None):
-            return
-        st[key] = None if error is None else {"at": clock.now(), "message": error[:1000],
-                                              "status": event["status"]}
-        store.write_state(state)
 
 
 def hook_for(loop: LoopDef, global_hook: object) -> str | None:
@@ -232,11 +213,11 @@ def dispatch(store: Any, pending: Pending) -> None:
         if to.get("hook"):
             error = deliver_detached(to["hook"], event, folder)
             if error:
-                record_hook_error(store, event, error)
+                store.record_delivery(event, "hook_error", error)
         if to.get("notify"):
             error = notify.deliver_detached(event, list(to["notify"]), folder)
             if error:
-                record_delivery(store, event, "notify_error", error)
+                store.record_delivery(event, "notify_error", error)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from typing import Any
 
 from loopctl.durations import parse_duration
 from loopctl.errors import UsageError
-from loopctl.notify import check_shape
 from loopctl.paths import is_loop_name
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
@@ -121,6 +120,26 @@ class LoopDef:
         data = asdict(self)
         data["for"] = data.pop("for_s")
         return data
+
+
+MAX_NOTIFY_URL = 2000
+MAX_NOTIFY_TARGETS = 20
+
+
+def check_notify_urls(urls: object, where: str) -> tuple[str, ...]:
+    """What a definition may hold: a list of short `scheme://...` strings.
+    Pure and light (every read of loops.yaml runs it); Apprise's own parser
+    checks them at `start`, `update` and `notify test`."""
+    if urls is None:
+        return ()
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or len(urls) > MAX_NOTIFY_TARGETS or not all(
+            isinstance(u, str) and "://" in u and len(u) <= MAX_NOTIFY_URL
+            and not any(c in u for c in "\r\n\0 ") for u in urls):
+        raise UsageError(f"{where}: 'notify' must be a list of Apprise URLs like "
+                         f"'ntfy://topic' (at most {MAX_NOTIFY_TARGETS})")
+    return tuple(dict.fromkeys(urls))
 
 
 def check_name(name: object) -> str:
@@ -315,7 +334,7 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
         on_attention=_text(raw, "on_attention", where),
         continue_session=_flag(raw, "continue_session", where),
         created_at=_created_at(raw, where),
-        notify=check_shape(raw.get("notify"), where),
+        notify=check_notify_urls(raw.get("notify"), where),
     )
 
 

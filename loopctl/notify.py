@@ -21,8 +21,6 @@ from typing import Any
 from loopctl.errors import UsageError
 
 DELIVERY_TIMEOUT = 30.0
-MAX_URL = 2000
-MAX_TARGETS = 20
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
 
 
@@ -37,22 +35,6 @@ def mask(url: str) -> str:
 def mask_text(text: str) -> str:
     """Every URL inside `text` masked (Apprise's log lines quote them)."""
     return _URL.sub(lambda m: f"{m.group(1)}://****", text)
-
-
-def check_shape(urls: object, where: str) -> tuple[str, ...]:
-    """What a definition may hold: a list of short `scheme://...` strings.
-    Pure and light (every read of loops.yaml runs it); Apprise's own parser
-    checks them at `start`, `update` and `notify test`."""
-    if urls is None:
-        return ()
-    if isinstance(urls, str):
-        urls = [urls]
-    if not isinstance(urls, list) or len(urls) > MAX_TARGETS or not all(
-            isinstance(u, str) and "://" in u and len(u) <= MAX_URL
-            and not any(c in u for c in "\r\n\0 ") for u in urls):
-        raise UsageError(f"{where}: 'notify' must be a list of Apprise URLs like "
-                         f"'ntfy://topic' (at most {MAX_TARGETS})")
-    return tuple(dict.fromkeys(urls))
 
 
 def check_urls(urls: Iterable[str]) -> list[str]:
@@ -162,7 +144,7 @@ def _main() -> int:
     record a failure on the loop (shown by `status`, warned by `doctor`)."""
     import signal
 
-    from loopctl.events import record_delivery
+    from loopctl.store import Store
 
     job = json.loads(sys.stdin.buffer.read())
     event, targets = job["event"], job["targets"]
@@ -186,7 +168,7 @@ def _main() -> int:
                                  f"{'ok' if r['ok'] else r['error']}\n".encode())
         except OSError:
             pass
-    record_delivery(None, event, "notify_error", summary(results))
+    Store().record_delivery(event, "notify_error", summary(results))
     return 0 if all(r["ok"] for r in results) else 1
 
 

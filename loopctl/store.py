@@ -21,8 +21,7 @@ from typing import Any
 
 from loopctl import paths as paths_mod
 from loopctl.errors import LoopctlError, UnreadableError
-from loopctl.model import LoopDef, parse_loop
-from loopctl.notify import check_shape
+from loopctl.model import LoopDef, check_notify_urls, parse_loop
 from loopctl.paths import FILE_MODE, Paths, file_signature
 from loopctl.untrusted import shorten
 
@@ -150,6 +149,20 @@ class Store:
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
         atomic_write(self.paths.state_file, strict_json(state).encode())
+
+    def record_delivery(self, event: dict[str, Any], key: str, error: str | None) -> None:
+        """Note a failed delivery on the event's loop (`hook_error`,
+        `notify_error`), or clear the note when this one got through."""
+        from loopctl import clock
+
+        with self.lock():
+            state = self.read_state()
+            st = state["loops"].get(event.get("loop"))
+            if st is None or (error is None and st.get(key) is None):
+                return
+            st[key] = None if error is None else {
+                "at": clock.now(), "message": error[:1000], "status": event.get("status")}
+            self.write_state(state)
 
     # -- events ------------------------------------------------------------
 
@@ -374,7 +387,7 @@ def load_yaml_doc(path: Path) -> dict[str, Any]:
         line = _line_of(path, "on_attention:") or 1
         raise UnreadableError(f"{path}, line {line}: 'on_attention' must be a path")
     try:
-        check_shape(doc.get("notify"), "top level")
+        check_notify_urls(doc.get("notify"), "top level")
     except LoopctlError as exc:
         line = _line_of(path, "notify:") or 1
         raise UnreadableError(f"{path}, line {line}: {exc.message}") from None
