@@ -105,7 +105,8 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         from loopctl.workspace import cleanup_lost
 
         try:
-            workspace_note = cleanup_lost(run["workspace"])
+            folder = store.paths.state_dir / "worktrees" / loop
+            workspace_note = cleanup_lost(run["workspace"], folder, loop, run["run_id"])
         except (LoopctlError, KeyError, TypeError) as exc:
             workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
     if path.exists():

@@ -350,16 +350,28 @@ def _checks(text: str) -> list[dict[str, Any]]:
 # -- after a lost run, and for doctor / rm ---------------------------------------------
 
 
-def cleanup_lost(info: dict[str, Any]) -> str:
+def cleanup_lost(info: dict[str, Any], folder: Path, loop: str, run_id: str) -> str:
     """Remove the worktree a killed supervisor left; keep its branch when it
-    holds commits. Returns a note for the lost record."""
-    repo, path = info["repo"], Path(info["path"])
-    branch, base_sha = info["branch"], info["base_sha"]
+    holds commits. Returns a note for the lost record.
+
+    `info` comes from state.json, which may be damaged: the folder removed
+    is the loop's own (`folder`), never a path read from state, and only a
+    branch named for this very run is ever deleted."""
+    repo, branch, base_sha = info.get("repo"), info.get("branch"), info.get("base_sha")
+    if not (isinstance(repo, str) and isinstance(branch, str) and isinstance(base_sha, str)
+            and branch.endswith(f"/{loop}/{run_id}") and not branch.startswith("-")
+            and re.fullmatch(r"[0-9a-f]{7,64}", base_sha)
+            and git(repo, "rev-parse", "--git-dir", check=False).returncode == 0):
+        if folder.is_symlink():
+            folder.unlink()
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+        return "worktree folder removed; its recorded repository or branch was not usable"
     try:
         count = int(git(repo, "rev-list", "--count", f"{base_sha}..{branch}").stdout)
     except (LoopctlError, ValueError):
         count = 0
-    remove(repo, path)
+    remove(repo, folder)
     if count:
         return f"worktree removed; branch {branch} kept ({count} commit(s))"
     git(repo, "branch", "--quiet", "-D", branch, check=False)

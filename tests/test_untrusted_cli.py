@@ -105,3 +105,36 @@ def test_the_daemon_keeps_firing_good_loops_beside_a_damaged_entry(cli: CLI,
     assert any(e["loop"] == "bad" and e["reason"] == "error" for e in events)
     doctor = cli("doctor")
     assert doctor.returncode == 1 and "'bad'" in doctor.stdout
+
+
+def test_a_damaged_workspace_in_state_deletes_nothing_outside(cli: CLI, tmp_path: Path) -> None:
+    """A lost run's worktree is cleaned from the loop's own folder, never from
+    a path (or branch) that a damaged state.json names."""
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x",
+                    "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    subprocess.run(["git", "-C", str(repo), "branch", "users-own"], check=True)
+    cli("start", "p", "--name", "wt", "--every", "1h", "--worktree", "--cwd", str(repo),
+        "--command", agent_command("--print", "x"), check=0)
+    state_file = cli.state_dir / "state.json"
+    state = json.loads(state_file.read_text())
+    entry = state["loops"]["wt"]
+    entry["run"] = {"run_id": "20261130T031500Z-0001", "iteration": 1, "due_at": 1.0,
+                    "missed": 0, "trigger": "schedule", "spec": {}, "hook": None,
+                    "supervisor": {"pid": 999999, "ct": 1.0}, "agent": None,
+                    "workspace": {"repo": str(repo), "path": str(precious),
+                                  "branch": "users-own", "base_sha": "0" * 40}}
+    entry["iterations"] = 1
+    state_file.write_text(json.dumps(state))
+    report = cli.json("tick")
+    assert report["lost"] == ["20261130T031500Z-0001"]
+    assert (precious / "keep.txt").read_text() == "mine"
+    branches = subprocess.run(["git", "-C", str(repo), "branch", "--list", "users-own"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "users-own" in branches
+    (record,) = [r for r in cli.records("wt") if r["outcome"] == "lost"]
+    assert "not usable" in record["note"]
