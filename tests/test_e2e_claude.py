@@ -163,3 +163,33 @@ def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
     assert any(r.get("tool_use_id") for m in history for r in tool_results({"messages": [m]}))
     assert "First run done." in json.dumps(history)
     assert cli.json("status", "c")["last_decision"]["summary"] == "second"
+
+
+def test_continue_session_resumes_inside_a_worktree(cli: CLI, tmp_path: Path) -> None:
+    """With --worktree every run gets a fresh worktree, at the same path per
+    loop: Claude Code keys its sessions by directory, so run 2 still finds and
+    resumes run 1's session (DESIGN §12)."""
+    import subprocess
+
+    agent_cli("claude")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x",
+                    "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    cli("start", "do the thing", "--name", "c", "--every", "1h", "--agent", "claude",
+        "--cwd", str(repo), "--worktree", "--continue-session", check=0)
+    first = 'loopctl decide continue --summary "first" --evidence "one"'
+    with claude_api(first, final="First run done.") as (stub, _model):
+        run(cli, stub)
+    [record1] = cli.records("c")
+    session = record1["session_id"]
+    assert session and record1["handoff"] == "no_change", record1
+    second = 'loopctl decide complete --summary "second" --evidence "two"'
+    with claude_api(second, final="Second run done.") as (stub, _model):
+        run(cli, stub)
+    record2 = next(r for r in cli.records("c") if r["run_id"] != record1["run_id"])
+    assert record2["argv"][record2["argv"].index("--resume") + 1] == session
+    assert record2["session_id"] == session, record2
+    assert "First run done." in json.dumps(messages(stub)[0]["messages"])
+    assert cli.json("status", "c")["status"] == "completed"
+    assert not (cli.state_dir / "worktrees" / "c").exists()
