@@ -36,7 +36,9 @@ def store() -> Store:
 
 
 def emit(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False))
+    from loopctl.direct import emit as emit_json
+
+    emit_json(data)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

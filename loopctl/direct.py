@@ -1,4 +1,4 @@
-"""`tick` and `run`, rendered without Typer.
+"""`tick`, `run` and the JSON views, rendered without Typer.
 
 cron starts `loopctl tick` every minute and CI scripts call `loopctl run`;
 importing Typer (and the pydantic it pulls in) costs ~110 ms of CPU per
@@ -56,8 +56,34 @@ def run(name: str, mode: str = "manual") -> int:
     return exit_code_for(record)
 
 
+def emit(data: Any) -> None:
+    """`--json` output, byte for byte what the Typer commands print."""
+    print(json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False))
+
+
+def json_view(args: list[str]) -> int:
+    """`ls --json` and `status [NAME] --json`: what scripts poll most."""
+    from loopctl import core
+    from loopctl.store import Store
+
+    names = [a for a in args[1:] if a != "--json"]
+    if names:
+        emit(dict(core.status(Store(), names[0]), version=core.JSON_VERSION))
+    else:
+        emit({"version": core.JSON_VERSION, "loops": core.list_loops(Store())})
+    return 0
+
+
+def _is_json_view(args: list[str]) -> bool:
+    rest = [a for a in args[1:] if a != "--json"]
+    return (len(args) - len(rest) == 2 and (
+        args[0] in ("ls", "list") and not rest
+        or args[0] == "status" and len(rest) <= 1 and not any(a.startswith("-") for a in rest)))
+
+
 def dispatch(args: list[str]) -> int | None:
-    """The exit code if `args` is a plain tick or run; None: let Typer parse."""
+    """The exit code if `args` is a plain tick, run or JSON view; None: let
+    Typer parse."""
     if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
         call = lambda: tick("--wait" in args, "--json" in args,  # noqa: E731
                             bool({"--quiet", "-q"} & set(args)))
@@ -65,6 +91,8 @@ def dispatch(args: list[str]) -> int | None:
             and set(args[2:]) <= set(RUN_FLAGS):
         mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"
         call = lambda: run(args[1], mode)  # noqa: E731
+    elif _is_json_view(args):
+        call = lambda: json_view(args)  # noqa: E731
     else:
         return None
     try:
