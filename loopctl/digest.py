@@ -81,8 +81,14 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
             "needs_you": needs_you, "loops": out}
 
 
+def _printable(text: str) -> str:
+    """Agent text without control characters: no escape sequence reaches a
+    terminal (or a notification) through the digest."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), width=WIDTH, initial_indent=indent,
+    return textwrap.wrap(" ".join(_printable(text).split()), width=WIDTH, initial_indent=indent,
                          subsequent_indent=indent + "  ", max_lines=3,
                          placeholder=" ...") or [indent]
 

@@ -172,6 +172,7 @@ def copy_ignored(repo: str, folder: Path, patterns: tuple[str, ...]) -> None:
     """Copy files git ignores (`.env`) that match `--copy` into the worktree:
     regular files inside the repository only, never through a symlink."""
     root = Path(repo).resolve()
+    inside = folder.resolve()
     for pattern in patterns:
         for source in root.glob(pattern):
             real = source.resolve()
@@ -179,6 +180,11 @@ def copy_ignored(repo: str, folder: Path, patterns: tuple[str, ...]) -> None:
                 continue
             target = folder / source.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
+            # A committed symlink on the way (`config -> /etc`) must not
+            # carry the copy out of the worktree.
+            parent = target.parent.resolve()
+            if not (parent == inside or inside in parent.parents) or target.is_symlink():
+                continue
             shutil.copy2(source, target)
 
 
@@ -294,6 +300,8 @@ def gh(*args: str, cwd: str, timeout: float = GIT_TIMEOUT) -> subprocess.Complet
 
 
 def open_pr(ws: Workspace, title: str, body: str) -> str:
+    # gh (pflag) takes the next argument as the value even when it starts
+    # with `-`, so a prompt opening the body cannot become a flag.
     proc = gh("pr", "create", "--draft", "--base", ws.base, "--head", ws.branch,
               "--title", title[:250], "--body", body, cwd=ws.repo)
     if proc.returncode != 0:

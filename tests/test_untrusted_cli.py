@@ -138,3 +138,31 @@ def test_a_damaged_workspace_in_state_deletes_nothing_outside(cli: CLI, tmp_path
     assert "users-own" in branches
     (record,) = [r for r in cli.records("wt") if r["outcome"] == "lost"]
     assert "not usable" in record["note"]
+
+
+def test_copy_never_writes_through_a_committed_symlink(cli: CLI, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "conf").symlink_to(outside)  # the base commits `conf -> outside`
+    subprocess.run([*git, "add", "conf"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "link"], check=True)
+    (repo / "conf").unlink()  # the checkout has a real folder there now
+    (repo / "conf").mkdir()
+    (repo / "conf" / ".env").write_text("SECRET=1\n")
+    cli("start", "p", "--name", "cp", "--every", "1h", "--worktree", "--cwd", str(repo),
+        "--copy", "conf/.env", "--command", agent_command("--print", "x"), check=0)
+    cli("run", "cp", check=0)
+    assert list(outside.iterdir()) == []
+
+
+def test_the_digest_prints_no_escape_sequences_from_an_agent(cli: CLI) -> None:
+    summary = "done \x1b[2J\x1b]0;pwned\x07 really"
+    cli("start", "p", "--name", "esc", "--every", "1h", "--command",
+        agent_command("--decide", "complete", "--summary", summary), check=0)
+    cli("run", "esc", check=0)
+    text = cli("digest", check=0).stdout
+    assert "\x1b" not in text and "\x07" not in text
+    assert "done" in text and "really" in text
