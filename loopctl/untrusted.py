@@ -73,6 +73,15 @@ def text(value: Any, limit: int) -> str | None:
     return value
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: str) -> str:
+    """Text with control characters (escape sequences that would drive a
+    terminal) removed; newlines and tabs kept."""
+    return _CONTROL.sub("", value)
+
+
 def session_id(value: Any) -> str | None:
     return value if isinstance(value, str) and SESSION_ID_RE.fullmatch(value) else None
 
@@ -114,7 +123,8 @@ def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
     decision: dict[str, Any] = {"version": 1, "decision": kind}
     for key in ("summary", "evidence"):
         value = raw.get(key)
-        decision[key] = text(value, MAX_DECISION_TEXT)
+        checked = text(value, MAX_DECISION_TEXT)
+        decision[key] = plain(checked) if checked is not None else None
         if value is not None and decision[key] is None:
             notes.append(f"decision {key} dropped: expected text of at most "
                          f"{MAX_DECISION_TEXT} characters")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.errors import LoopctlError, UsageError
+from loopctl.untrusted import plain
 
 GIT_TIMEOUT = 120.0
 LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
@@ -103,7 +104,7 @@ def last_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
     reasons = [ln for ln in lines if ln.startswith(("fatal:", "error:", "remote:", "!"))]
     chosen = reasons[0] if reasons else (lines[-1] if lines else f"exit {proc.returncode}")
-    return chosen[:300]
+    return plain(chosen)[:300]  # a remote's `remote:` lines are anyone's text
 
 
 def check_ref(name: str, what: str) -> str:

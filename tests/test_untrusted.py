@@ -409,3 +409,12 @@ def test_the_envelopes_example_line_is_not_a_decision() -> None:
     text = wrap(loop, "objective", new_loop_state(loop, NOW), 1, NOW + 5)
     assert "LOOPCTL-DECISION:" in text
     assert decision_from_text(text)[0] is None  # an echoed prompt decides nothing
+
+
+def test_decision_text_loses_terminal_escapes_but_keeps_lines() -> None:
+    raw = json.dumps({"decision": "complete", "summary": "ok \x1b[2J\x1b]0;t\x07done",
+                      "evidence": "line 1\nline 2\tend"}).encode()
+    decision, notes = read_decision(raw)
+    assert decision is not None and notes == []
+    assert decision["summary"] == "ok [2J]0;tdone"
+    assert decision["evidence"] == "line 1\nline 2\tend"
