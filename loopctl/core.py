@@ -323,8 +323,8 @@ def validate(store: Store, path: Path | None) -> dict[str, Any]:
 RUN_MODES = ("manual", "force", "scheduled")
 
 
-def claim_now(store: Store, name: str, mode: str = "manual") -> str:
-    """Claim a run of `name` now and return its id.
+def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]:
+    """Claim a run of `name` now; its id, and whether it runs in a worktree.
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
@@ -365,7 +365,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> str:
             run.update(events.receivers(loop, defs.doc))
             run["supervisor"] = procs.ref()
             store.write_state(state)
-            return str(run["run_id"])
+            return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
 
@@ -381,8 +381,8 @@ def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
 def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
     from loopctl.supervisor import Supervisor
 
-    run_id = claim_now(store, name, mode)
-    return Supervisor(store, name, run_id, foreground=True).run()
+    run_id, worktree = claim_now(store, name, mode)
+    return Supervisor(store, name, run_id, foreground=True, worktree=worktree).run()
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

@@ -34,7 +34,7 @@ class PassReport:
     invalid: dict[str, str] = field(default_factory=dict)
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
+def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False) -> int:
     """Start a detached supervisor (a session of its own) and return its pid.
 
     It is forked from this driver, which has already imported everything a
@@ -63,7 +63,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
         os.close(null)
         os.close(fd)
         code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
-                                        foreground=False).run())
+                                        foreground=False, worktree=worktree).run())
     except BaseException as exc:  # noqa: BLE001 - the child must never return
         try:
             os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
@@ -204,7 +204,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             run["spec"] = to_raw(defs.loops[name])
             run.update(events.receivers(defs.loops[name], defs.doc))
             try:
-                child = spawn_supervisor(store, name, run["run_id"])
+                child = spawn_supervisor(store, name, run["run_id"],
+                                         defs.loops[name].worktree)
             except LoopctlError as exc:
                 # This loop only (its run folder is unusable): the others fire.
                 lifecycle.unclaim(state["loops"][name], exc.message)

@@ -15,6 +15,7 @@ from typing import Any
 from loopctl.durations import parse_duration
 from loopctl.errors import UsageError
 from loopctl.paths import is_loop_name
+from loopctl.untrusted import shorten
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
 PRESETS = (
@@ -147,9 +148,8 @@ def check_name(name: object) -> str:
         raise UsageError(f"bad loop name {name!r}: YAML reads it as {type(name).__name__}, "
                          "not text; quote it")
     if not is_loop_name(name):
-        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
         raise UsageError(
-            f"bad loop name {shown}: expected 1-64 of a-z 0-9 . _ -, "
+            f"bad loop name {shorten(name, 80)}: expected 1-64 of a-z 0-9 . _ -, "
             "not starting with . or -"
         )
     return name

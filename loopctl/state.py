@@ -14,7 +14,7 @@ from typing import Any
 
 from loopctl import untrusted as check
 from loopctl.model import LoopDef
-from loopctl.paths import is_loop_name
+from loopctl.paths import is_loop_name, is_run_id
 from loopctl.schedule import first_fire, parse_iso
 
 ACTIVE, PAUSED = "active", "paused"
@@ -116,7 +116,7 @@ def _run(value: Any) -> Any:
     """A claimed run; its `spec` is a definition, checked again when used."""
     if value is None:
         return None
-    if not isinstance(value, dict) or not check.is_run_id(value.get("run_id")) \
+    if not isinstance(value, dict) or not is_run_id(value.get("run_id")) \
             or check.count(value.get("iteration")) is None \
             or check.moment(value.get("due_at")) is None \
             or check.count(value.get("missed", 0)) is None \
@@ -167,7 +167,7 @@ def _decision(v: Any) -> Any:
     return {k: v.get(k) for k in ("decision", "summary", "evidence")}
 
 
-def _hook_error(v: Any) -> Any:
+def _delivery_error(v: Any) -> Any:
     if v is None:
         return None
     if not isinstance(v, dict) or check.moment(v.get("at")) is None \
@@ -190,7 +190,7 @@ ENTRY_RULES: dict[str, tuple[Any, Any]] = {
     "seq": (_required(check.count), 0),
     "last_end": (_optional(check.moment), None),
     "last_outcome": (_choice((None, *OUTCOMES)), None),
-    "last_run_id": (lambda v: v if v is None or check.is_run_id(v) else check.INVALID, None),
+    "last_run_id": (lambda v: v if v is None or is_run_id(v) else check.INVALID, None),
     "outcomes": (_strings(RECENT, OUTCOMES), []),
     "run": (_run, None),
     "pending": (_choice((True, False)), False),
@@ -206,8 +206,8 @@ ENTRY_RULES: dict[str, tuple[Any, Any]] = {
     "resume_at": (_optional(check.moment), None),
     "note": (_optional(lambda v: check.text(v, 2000)), None),
     "deferrals": (_required(check.count), 0),
-    "hook_error": (_hook_error, None),
-    "notify_error": (_hook_error, None),
+    "hook_error": (_delivery_error, None),
+    "notify_error": (_delivery_error, None),
     "last_handoff": (lambda v: v if v is None or isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),

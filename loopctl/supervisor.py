@@ -55,8 +55,12 @@ def _raise_interrupted(signum: int, _frame: Any) -> None:
 
 
 class Supervisor:
-    def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool) -> None:
+    def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool,
+                 worktree: bool | None = None) -> None:
         self.store = store
+        # Known to the driver that claimed the run; None (a supervisor started
+        # by hand) means: look in the claimed run's definition.
+        self.worktree = worktree
         self.paths = store.paths
         self.name = loop_name
         self.run_id = run_id
@@ -106,6 +110,8 @@ class Supervisor:
         fetch may take a while); a failure is noted and the run fails."""
         from loopctl import workspace
 
+        if self.worktree is False:
+            return  # no second read of the state for the common case
         with self.store.lock():
             st = self.store.read_state()["loops"].get(self.name) or {}
             run = st.get("run") or {}

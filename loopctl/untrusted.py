@@ -32,7 +32,6 @@ MAX_RUN_COST_USD = 1_000_000.0
 # Times loopctl stores are POSIX seconds between 1970 and 3000: beyond that
 # `datetime` cannot render them.
 MAX_TIME = 32503680000.0
-MAX_NOTE = 500
 # What a rule returns for a value it refuses (None is often a valid value).
 INVALID: Any = object()
 
@@ -86,12 +85,8 @@ def session_id(value: Any) -> str | None:
     return value if isinstance(value, str) and SESSION_ID_RE.fullmatch(value) else None
 
 
-def is_run_id(value: Any) -> bool:
-    return paths.is_run_id(value)
-
-
 def check_run_id(value: str) -> str:
-    if not is_run_id(value):
+    if not paths.is_run_id(value):
         raise UsageError(f"bad run id {value!r}: expected an id like 20261130T031500Z-0007 "
                          "(see `loopctl history NAME`)")
     return value
