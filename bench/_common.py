@@ -9,6 +9,7 @@ run, and reports medians and ratios. The last line a benchmark prints is
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import shutil
@@ -114,8 +115,23 @@ def copy_home(template: Path, dest: Path) -> Path:
         st = os.stat(dest / "loops.yaml")
         if state.get("defs_sig") is not None:
             state["defs_sig"] = [st.st_mtime_ns, st.st_size, st.st_ino]
-        state_file.write_text(json.dumps(state, separators=(",", ":"), sort_keys=True))
+        data = json.dumps(state, separators=(",", ":")).encode()
+        state_file.write_bytes(data)
+        _repoint_summary(dest / "state", data, state.get("defs_sig"))
     return dest
+
+
+def _repoint_summary(state_dir: Path, state_bytes: bytes, defs_sig: Any) -> None:
+    """The summary beside state.json names the state's bytes and file (and
+    the loops.yaml signature): re-point it at the copy like state itself."""
+    summary_file = state_dir / "summary.json"
+    if not summary_file.exists():
+        return
+    summary = json.loads(summary_file.read_text())
+    st = os.stat(state_dir / "state.json")
+    summary.update(defs_sig=defs_sig, state_sha=hashlib.sha256(state_bytes).hexdigest(),
+                   state_sig=[st.st_mtime_ns, st.st_size, st.st_ino])
+    summary_file.write_text(json.dumps(summary))
 
 
 def run_records(home: Path) -> list[Path]:

@@ -331,10 +331,10 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
 @app.command("ls")
 def ls(as_json: JsonOpt = False) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
-    loops = core.list_loops(store())
     if as_json:
-        emit({"version": core.JSON_VERSION, "loops": loops})
+        emit({"version": core.JSON_VERSION, "loops": core.list_loops(store())})
         return
+    loops = core.list_brief(store())
     if not loops:
         print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
         return
@@ -345,12 +345,10 @@ def ls(as_json: JsonOpt = False) -> None:
         if loop["status"] == "invalid":
             rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
         else:
-            limit = loop["runs"]["limit"]
             rows.append([
-                loop["name"], loop["schedule"]["text"], status,
-                f"{loop['runs']['used']}/{limit if limit else '∞'}",
-                relative(_ts(loop["next_fire"]), now),
-                (loop["last_run"] or {}).get("outcome") or "-",
+                loop["name"], loop["schedule"], status,
+                f"{loop['used']}/{loop['limit'] or '∞'}",
+                relative(loop["next_fire"], now), loop["last_outcome"] or "-",
             ])
         styles.append(STATUS_STYLE.get(loop["status"]))
     print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles))

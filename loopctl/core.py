@@ -61,9 +61,8 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
             raise UsageError(f"a loop named {name!r} already exists; pick another --name "
                              "or change it with `loopctl update`")
         loop = replace(probe, name=name)
-        defs.raw_loops[name] = to_raw(loop)
         state["loops"][name] = new_loop_state(loop, now)
-        store.write_defs(defs)
+        store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)
@@ -270,6 +269,27 @@ def list_loops(store: Store) -> list[dict[str, Any]]:
     return out
 
 
+def list_brief(store: Store) -> list[dict[str, Any]]:
+    """What the `ls` table shows, read straight from the definitions and the
+    state: `describe` builds the whole JSON shape (eight timestamps turned
+    into text), which at 10,000 loops costs more than reading them."""
+    defs, state, now = snapshot(store)
+    out: list[dict[str, Any]] = []
+    for name in defs.names:
+        if name in defs.invalid:
+            out.append({"name": name, "status": "invalid", "error": defs.invalid[name]})
+            continue
+        loop, st = defs.loops[name], state["loops"][name]
+        out.append({
+            "name": name, "status": display_status(st), "reason": st.get("reason"),
+            "schedule": loop.schedule_text(), "used": st["iterations"],
+            "limit": loop.max_runs or None,
+            "next_fire": st["next_due"] if st["status"] == "active" else None,
+            "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
+        })
+    return out
+
+
 def status(store: Store, name: str) -> dict[str, Any]:
     defs, state, now = snapshot(store)
     if name in defs.invalid:
@@ -362,7 +382,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             trigger = "schedule" if mode == "scheduled" else "manual"
             run = st["run"] or lifecycle.claim(loop, st, now, trigger)
             run["spec"] = to_raw(loop)
-            run.update(events.receivers(loop, defs.doc))
+            run.update(events.receivers(loop, defs.top))
             run["supervisor"] = procs.ref()
             store.write_state(state)
             return str(run["run_id"]), loop.worktree
@@ -517,7 +537,7 @@ def doctor(store: Store) -> dict[str, Any]:
         if loop.every and loop.every < 60 and not live:
             add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
                 "only once a minute: use `loopctl daemon` for sub-minute loops")
-        hook = loop.on_attention or defs.doc.get("on_attention")
+        hook = loop.on_attention or defs.top.get("on_attention")
         if isinstance(hook, str) and not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
             add("error", "hooks", f"loop {name!r}: hook {hook} is not an executable file")
         if st.get("hook_error"):
@@ -610,9 +630,9 @@ def notify_targets(store: Store, name: str | None) -> list[str]:
         loop = defs.loops.get(name)
         if loop is None:
             raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)})")
-        return targets_for(loop.notify, defs.doc.get("notify"))
+        return targets_for(loop.notify, defs.top.get("notify"))
     urls = [u for loop in defs.loops.values() for u in loop.notify]
-    return targets_for(urls, defs.doc.get("notify"))
+    return targets_for(urls, defs.top.get("notify"))
 
 
 def send_notification(urls: list[str], title: str, body: str) -> list[dict[str, Any]]:

@@ -190,11 +190,11 @@ Receivers = dict[str, Any]
 Pending = list[tuple[dict[str, Any], Receivers]]
 
 
-def receivers(loop: LoopDef, doc: dict[str, Any]) -> Receivers:
+def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:
     from loopctl.notify import targets_for
 
-    return {"hook": hook_for(loop, doc.get("on_attention")),
-            "notify": targets_for(loop.notify, doc.get("notify"))}
+    return {"hook": hook_for(loop, top.get("on_attention")),
+            "notify": targets_for(loop.notify, top.get("notify"))}
 
 
 def publish(store: Any, pending: Pending) -> None:

@@ -167,7 +167,7 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
                                                       events.status_key(st)):
             continue
         event = events.attention(loop, st, st.get("last_run_id"), None, now)
-        pending.append((event, events.receivers(loop, defs.doc)))
+        pending.append((event, events.receivers(loop, defs.top)))
     events.publish(store, pending)
     return pending
 
@@ -202,7 +202,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             signal_supervisor(run)
         for name, run in list(result.fired):
             run["spec"] = to_raw(defs.loops[name])
-            run.update(events.receivers(defs.loops[name], defs.doc))
+            run.update(events.receivers(defs.loops[name], defs.top))
             try:
                 child = spawn_supervisor(store, name, run["run_id"],
                                          defs.loops[name].worktree)

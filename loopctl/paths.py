@@ -45,6 +45,14 @@ class Paths:
         return self.state_dir / "state.json"
 
     @property
+    def summary_file(self) -> Path:
+        return self.state_dir / "summary.json"
+
+    @property
+    def defs_cache(self) -> Path:
+        return self.state_dir / "defs-cache.json"
+
+    @property
     def store_lock(self) -> Path:
         return self.state_dir / "store.lock"
 

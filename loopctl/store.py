@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopctl import defs_cache
 from loopctl import paths as paths_mod
 from loopctl.errors import LoopctlError, UnreadableError
 from loopctl.model import LoopDef, check_notify_urls, parse_loop
@@ -39,12 +40,26 @@ _MISSING = object()  # `null:` is a key too: None cannot mean "not found"
 
 @dataclass
 class Definitions:
-    """A parsed `loops.yaml`: the raw document plus what validated."""
+    """A read of `loops.yaml`: what validated, what did not, and the raw
+    document, parsed only when a command needs it (a cached read has none)."""
 
-    doc: dict[str, Any]
     loops: dict[str, LoopDef] = field(default_factory=dict)
     invalid: dict[str, str] = field(default_factory=dict)
     signature: Signature = None
+    # Top-level settings every driver needs: on_attention, notify.
+    top: dict[str, Any] = field(default_factory=dict)
+    source: bytes | None = None
+    where: str = "loops.yaml"
+    cached_names: list[str] | None = None
+    append_indent: int | None = None
+    parsed_doc: dict[str, Any] | None = None
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        if self.parsed_doc is None:
+            self.parsed_doc = ({"version": DEFS_VERSION, "loops": {}} if self.source is None
+                               else parse_source(self.source, self.where)[0])
+        return self.parsed_doc
 
     @property
     def raw_loops(self) -> dict[str, Any]:
@@ -54,6 +69,8 @@ class Definitions:
 
     @property
     def names(self) -> list[str]:
+        if self.parsed_doc is None and self.cached_names is not None:
+            return list(self.cached_names)
         return [display_key(k) for k in self.raw_loops]
 
     def key(self, name: str) -> Any:
@@ -64,6 +81,8 @@ class Definitions:
         return next((k for k in self.raw_loops if display_key(k) == name), _MISSING)
 
     def has(self, name: str) -> bool:
+        if self.parsed_doc is None and self.cached_names is not None:
+            return name in self.cached_names
         return self.key(name) is not _MISSING
 
     def raw(self, name: str) -> Any:
@@ -94,6 +113,8 @@ class Store:
         # Loops whose state entry had bad values at the last read (they were
         # reset and the loop paused): drivers save and announce the repair.
         self.repairs: dict[str, list[str]] = {}
+        # The parsed-definitions cache of the last full read, not yet saved.
+        self.pending_cache: tuple[str, Definitions] | None = None
 
     # -- locking -----------------------------------------------------------
 
@@ -110,34 +131,103 @@ class Store:
 
     def read_defs(self, path: Path | None = None) -> Definitions:
         path = path or self.paths.loops_file
-        signature = file_signature(path)
-        if signature is None:
-            return Definitions(doc={"version": DEFS_VERSION, "loops": {}})
-        doc = load_yaml_doc(path)
-        defs = Definitions(doc=doc, signature=signature)
-        for key, raw in defs.raw_loops.items():
-            name = display_key(key)
+        source, signature = read_defs_source(path)
+        if source is None:
+            return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
+        mine = path == self.paths.loops_file
+        key = defs_cache.digest(source)
+        cached = self._cached_defs(key) if mine else None
+        if cached is not None:
+            return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
+                               signature=signature, source=source, where=str(path),
+                               cached_names=cached.names, append_indent=cached.append_indent)
+        doc, indent = parse_source(source, str(path))
+        defs = Definitions(parsed_doc=doc, signature=signature, source=source, where=str(path),
+                           append_indent=indent, top=_top_settings(doc))
+        for key_, raw in defs.raw_loops.items():
+            name = display_key(key_)
             try:
-                defs.loops[name] = parse_loop(key, raw)
+                defs.loops[name] = parse_loop(key_, raw)
             except LoopctlError as exc:
                 line = _line_of(path, f"{name}:")
                 defs.invalid[name] = exc.message + (f" (line {line})" if line else "")
+        if mine:
+            # Written with the next state write: a command that fails after
+            # reading leaves every file as it was.
+            self.pending_cache = (key, defs)
         return defs
 
     def write_defs(self, defs: Definitions) -> None:
         text = dump_yaml_doc(defs.doc)
+        self.pending_cache = None  # it described the file this replaces
         paths_mod.ensure_dir(self.paths.config_dir)
         atomic_write(self.paths.loops_file, text.encode())
         defs.signature = file_signature(self.paths.loops_file)
+        defs.source = text.encode()
+
+    def add_loop(self, defs: Definitions, name: str, raw: dict[str, Any], loop: LoopDef) -> None:
+        """Add one entry: appended to the file as text when its end allows
+        (the 10,001st loop costs what the 11th does), else a full rewrite."""
+        entry = _appendable_entry(defs, name, raw)
+        if entry is None:
+            defs.raw_loops[name] = raw
+            defs.loops[name] = loop
+            self.write_defs(defs)
+            return
+        assert defs.source is not None and defs.cached_names is not None
+        source = defs.source + (b"" if defs.source.endswith(b"\n") else b"\n") + entry
+        atomic_write(self.paths.loops_file, source)
+        defs.source, defs.signature = source, file_signature(self.paths.loops_file)
+        defs.loops[name] = loop
+        defs.cached_names = [*defs.cached_names, name]
+        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs))
+
+    def _cached_defs(self, key: str) -> defs_cache.Parsed | None:
+        try:
+            fd = os.open(self.paths.defs_cache, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return defs_cache.decode(handle.read(), key)
+
+    def _defs_cache_bytes(self, key: str, defs: Definitions) -> bytes | None:
+        names = defs.cached_names if defs.parsed_doc is None else (
+            list(defs.raw_loops) if all(isinstance(k, str) for k in defs.raw_loops) else None)
+        if names is None or not defs_cache.json_exact(defs.top):
+            return None
+        return defs_cache.encode(key, defs_cache.Parsed(
+            loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
+            append_indent=defs.append_indent))
+
+    def _save_defs_cache(self, data: bytes | None) -> None:
+        """Best effort: a read-only or full disk only costs the next read time."""
+        self.pending_cache = None
+        if data is None or not self.paths.state_dir.is_dir():
+            return
+        try:
+            atomic_write(self.paths.defs_cache, data, durable=False)
+        except LoopctlError:
+            pass
 
     # -- state.json --------------------------------------------------------
 
     def read_state(self) -> dict[str, Any]:
         from loopctl.state import repair_all
 
-        state = read_state_file(self.paths.state_file)
-        state["loops"], self.repairs = repair_all(state["loops"])
+        raw = read_state_bytes(self.paths.state_file)
+        state = parse_state(raw, self.paths.state_file)
+        if raw is not None and self._written_by_loopctl(raw):
+            self.repairs = {}  # checked before it was written, unchanged since
+        else:
+            state["loops"], self.repairs = repair_all(state["loops"])
         return state
+
+    def _written_by_loopctl(self, raw: bytes) -> bool:
+        """True when state.json holds exactly the bytes loopctl last wrote
+        (the summary records their hash): checking 10,000 entries field by
+        field again would cost more than the rest of a read."""
+        summary = read_summary(self.paths.summary_file)
+        return summary is not None and summary.get("state_sha") == _sha(raw)
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
@@ -148,7 +238,24 @@ class Store:
         # not leave loops waiting on due times from the future.
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
-        atomic_write(self.paths.state_file, strict_json(state).encode())
+        data = strict_json(state, sort_keys=False).encode()
+        atomic_write(self.paths.state_file, data)
+        summary = {k: state.get(k) for k in SUMMARY_KEYS}
+        summary.update(state_sha=_sha(data), state_sig=file_signature(self.paths.state_file))
+        try:
+            # Derived: if it is lost or stale, readers fall back to state.json.
+            atomic_write(self.paths.summary_file, strict_json(summary).encode(), durable=False)
+        except LoopctlError:
+            self._drop(self.paths.summary_file)
+        if self.pending_cache is not None:
+            self._save_defs_cache(self._defs_cache_bytes(*self.pending_cache))
+
+    @staticmethod
+    def _drop(path: Path) -> None:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
     def record_delivery(self, event: dict[str, Any], key: str, error: str | None) -> None:
         """Note a failed delivery on the event's loop (`hook_error`,
@@ -214,24 +321,54 @@ class Store:
         atomic_write(path, (strict_json(data, indent=2) + "\n").encode())
 
 
-def strict_json(data: Any, indent: int | None = None) -> str:
+def strict_json(data: Any, indent: int | None = None, sort_keys: bool = True) -> str:
     """JSON that every parser accepts: NaN and infinities are refused, never
     written (they would make the file unreadable to `jq` and browsers)."""
     try:
-        return json.dumps(data, sort_keys=True, allow_nan=False, indent=indent,
+        return json.dumps(data, sort_keys=sort_keys, allow_nan=False, indent=indent,
                           separators=None if indent else (",", ":"))
     except ValueError as exc:
         raise LoopctlError(f"refusing to write a non-finite number ({exc}); "
                            "the previous file is unchanged") from None
 
 
-def read_state_file(path: Path) -> dict[str, Any]:
+# What the `tick` fast path needs, kept beside state.json (entry.py).
+SUMMARY_KEYS = ("version", "wake_at", "busy", "defs_sig", "saved_at")
+
+
+def _sha(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_summary(path: Path) -> dict[str, Any] | None:
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            summary = json.loads(handle.read(4096))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def read_state_bytes(path: Path) -> bytes | None:
+    """state.json's bytes; None when there is none yet (an empty file is
+    damage, and fails to parse like any other)."""
+    try:
+        return path.read_bytes()
     except FileNotFoundError:
-        return empty_state()
+        return None
     except OSError as exc:
         raise UnreadableError(f"{path}: cannot read state: {exc.strerror}") from None
+
+
+def read_state_file(path: Path) -> dict[str, Any]:
+    return parse_state(read_state_bytes(path), path)
+
+
+def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
+    if raw is None:
+        return empty_state()
     try:
         state = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -328,70 +465,153 @@ def _refuse_aliases(root: Any) -> None:
             stack.extend(node.value)
 
 
-def parse_yaml_text(text: str, where: str) -> Any:
+def _yaml_error(exc: Exception, where: str) -> UnreadableError:
     import yaml
 
-    try:
-        return yaml.load(text, Loader=_strict_loader())  # noqa: S506 - a SafeLoader
-    except yaml.YAMLError as exc:
+    if isinstance(exc, yaml.YAMLError):
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         line = f", line {mark.line + 1}" if mark is not None else ""
-        raise UnreadableError(f"{where}{line}: not valid YAML: {problem}") from None
-    except (ValueError, KeyError, AttributeError, TypeError, RecursionError) as exc:
-        # The safe constructors raise these for values like `2026-02-30` or
-        # `!!int x`; they are still a broken file, not a crash.
-        raise UnreadableError(f"{where}: not valid YAML: bad value "
-                              f"({type(exc).__name__}: {exc})") from None
+        return UnreadableError(f"{where}{line}: not valid YAML: {problem}")
+    # The safe constructors raise these for values like `2026-02-30` or
+    # `!!int x`; they are still a broken file, not a crash.
+    return UnreadableError(f"{where}: not valid YAML: bad value "
+                           f"({type(exc).__name__}: {exc})")
 
 
-def load_yaml_doc(path: Path) -> dict[str, Any]:
-    """Read `loops.yaml`, failing closed (exit 3) with the path and line."""
+def parse_yaml_node(text: str, where: str) -> tuple[Any, Any]:
+    """The document and its root node (for where the text can be extended)."""
+    import yaml
+
+    loader = _strict_loader()(text)
+    try:
+        node = loader.get_single_node()
+        return (None if node is None else loader.construct_document(node)), node
+    except (yaml.YAMLError, ValueError, KeyError, AttributeError, TypeError,
+            RecursionError) as exc:
+        raise _yaml_error(exc, where) from None
+    finally:
+        loader.dispose()
+
+
+def parse_yaml_text(text: str, where: str) -> Any:
+    return parse_yaml_node(text, where)[0]
+
+
+def read_defs_source(path: Path) -> tuple[bytes | None, Signature]:
+    """The bytes of `loops.yaml` (None: no file yet) and their signature,
+    taken from the same open file."""
     try:
         with open(path, "rb") as handle:
+            st = os.fstat(handle.fileno())
             data = handle.read(MAX_DEFS_BYTES + 1)
+    except FileNotFoundError:
+        return None, None
     except OSError as exc:
         raise UnreadableError(f"{path}: cannot read: {exc.strerror}") from None
     if len(data) > MAX_DEFS_BYTES:
         raise UnreadableError(f"{path}: larger than {MAX_DEFS_BYTES // 2**20} MiB; "
                               "expected a loops.yaml")
+    return data, [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def load_yaml_doc(path: Path) -> dict[str, Any]:
+    """Read `loops.yaml`, failing closed (exit 3) with the path and line."""
+    data, _ = read_defs_source(path)
+    if data is None:
+        raise UnreadableError(f"{path}: cannot read: No such file or directory")
+    return parse_source(data, str(path))[0]
+
+
+def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
+    """The checked document, and the column at which a new loop can be
+    appended as text (None: the file must be rewritten to add one)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise UnreadableError(f"{path}, line {line}: not UTF-8 text; expected YAML") from None
+        raise UnreadableError(f"{where}, line {line}: not UTF-8 text; expected YAML") from None
     if not text.strip():
-        raise UnreadableError(f"{path}: empty; expected 'version: 1' and 'loops:'")
-    doc = parse_yaml_text(text, str(path))
+        raise UnreadableError(f"{where}: empty; expected 'version: 1' and 'loops:'")
+    doc, root = parse_yaml_node(text, where)
+    path = Path(where)
     if not isinstance(doc, dict):
-        raise UnreadableError(f"{path}, line 1: expected a mapping with 'version' and "
+        raise UnreadableError(f"{where}, line 1: expected a mapping with 'version' and "
                               f"'loops', got {type(doc).__name__}")
     if doc.get("version") != DEFS_VERSION:
         line = _line_of(path, "version:") or 1
-        raise UnreadableError(f"{path}, line {line}: unknown version "
+        raise UnreadableError(f"{where}, line {line}: unknown version "
                               f"{doc.get('version')!r}; expected version: {DEFS_VERSION}")
     unknown = sorted(str(k) for k in doc if k not in TOP_KEYS)
     if unknown:
         line = _line_of(path, f"{unknown[0]}:") or 1
-        raise UnreadableError(f"{path}, line {line}: unknown top-level key {unknown[0]!r}; "
+        raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
                               "expected version, loops, on_attention, notify")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
     elif not isinstance(loops, dict):
         line = _line_of(path, "loops:") or 1
-        raise UnreadableError(f"{path}, line {line}: 'loops' must be a mapping of "
+        raise UnreadableError(f"{where}, line {line}: 'loops' must be a mapping of "
                               "loop names to definitions")
     hook = doc.get("on_attention")
     if hook is not None and not isinstance(hook, str):
         line = _line_of(path, "on_attention:") or 1
-        raise UnreadableError(f"{path}, line {line}: 'on_attention' must be a path")
+        raise UnreadableError(f"{where}, line {line}: 'on_attention' must be a path")
     try:
         check_notify_urls(doc.get("notify"), "top level")
     except LoopctlError as exc:
         line = _line_of(path, "notify:") or 1
-        raise UnreadableError(f"{path}, line {line}: {exc.message}") from None
-    return doc
+        raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
+    return doc, _append_indent(root, text)
+
+
+def _top_settings(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: doc[k] for k in ("on_attention", "notify") if doc.get(k) is not None}
+
+
+# YAML 1.1 line breaks besides \n; with any of them the marks' line numbers
+# and a split on \n would disagree.
+_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")
+
+
+def _append_indent(root: Any, text: str) -> int | None:
+    """The column of the loop names when `loops` is the file's last key, a
+    non-empty block mapping followed by nothing but blank or comment lines:
+    then an entry written at that column, at the end, extends it."""
+    import yaml
+
+    if not isinstance(root, yaml.MappingNode) or root.flow_style or not root.value \
+            or any(b in text for b in _OTHER_BREAKS):
+        return None
+    key, value = root.value[-1]
+    if key.value != "loops" or not isinstance(value, yaml.MappingNode) \
+            or value.flow_style or not value.value:
+        return None
+    end = value.end_mark
+    rest = text.split("\n")[end.line:]
+    if rest:
+        rest[0] = rest[0][end.column:]
+    if any(line.strip() and not line.lstrip().startswith("#") for line in rest):
+        return None
+    column = value.value[0][0].start_mark.column
+    return column if isinstance(column, int) and 0 < column <= 64 else None
+
+
+def _appendable_entry(defs: Definitions, name: str, raw: dict[str, Any]) -> bytes | None:
+    """`name: raw` as YAML text at the file's loop indentation, if the file
+    can take it at its end and it reads back exactly as `raw`."""
+    if defs.parsed_doc is not None or defs.append_indent is None or defs.source is None \
+            or defs.cached_names is None:
+        return None
+    pad = " " * defs.append_indent
+    text = "".join(pad + line if line.strip() else line
+                   for line in dump_yaml({name: raw}).splitlines(keepends=True))
+    try:
+        back = parse_yaml_text("loops:\n" + text, "new entry")
+    except UnreadableError:
+        return None
+    return text.encode() if back == {"loops": {name: raw}} else None
 
 
 def _line_of(path: Path, key: str) -> int | None:
@@ -424,22 +644,28 @@ def dump_yaml(doc: Any) -> str:
 
 
 def dump_yaml_doc(doc: dict[str, Any]) -> str:
+    # `loops` last, so the next `start` can append its entry as text.
+    ordered = {k: v for k, v in doc.items() if k != "loops"}
+    if "loops" in doc:
+        ordered["loops"] = doc["loops"]
     return ("# loopctl loop definitions; see `loopctl start --help` for the keys\n"
-            + dump_yaml(doc))
+            + dump_yaml(ordered))
 
 
 # -- atomic files ----------------------------------------------------------
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
     """Replace `path` with `data` so a reader sees the old or the new file,
-    whole, whatever happens to this process (SIGKILL, full disk)."""
+    whole, whatever happens to this process (SIGKILL, full disk); `durable`
+    also survives a power cut (a cache that can be rebuilt skips that)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException as exc:
@@ -451,7 +677,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             raise LoopctlError(f"cannot write {path}: {exc.strerror}; "
                                "the previous file is unchanged") from None
         raise
-    _fsync_dir(path.parent)
+    if durable:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(directory: Path) -> None:

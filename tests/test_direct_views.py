@@ -47,3 +47,38 @@ def test_json_view_errors_are_the_documented_ones(cli: CLI, args: list[str]) -> 
     proc = cli(*args)
     assert proc.returncode == 4 and proc.stderr.startswith("loopctl: error: no such loop")
     assert "Traceback" not in proc.stderr
+
+
+def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
+    """`ls` reads its rows without building the JSON shape (10,000 loops);
+    they must say what `ls --json` says, loop by loop."""
+    from loopctl import core
+    from loopctl.store import Store
+
+    cli("start", "p", "--name", "done", "--every", "1h", "--max-runs", "1", "--command",
+        agent_command("--print", "x"), check=0)
+    cli("run", "done", check=0)  # used its one run: ended
+    cli("start", "p", "--name", "later", "--every", "1h", "--after", "1h", check=0)
+    cli("start", "p", "--name", "held", "--cron", "*/5 * * * *", "--tz", "UTC", check=0)
+    cli("pause", "held", check=0)
+    loops_file = cli.home / "loops.yaml"
+    loops_file.write_text(loops_file.read_text() + "  broken:\n    prompt: x\n    every: nope\n")
+    full = {d["name"]: d for d in core.list_loops(Store())}
+    brief = core.list_brief(Store())
+    assert [b["name"] for b in brief] == list(full) == ["done", "later", "held", "broken"]
+    for row in brief:
+        whole = full[row["name"]]
+        assert row["status"] == whole["status"]
+        if row["status"] == "invalid":
+            assert row["error"] == whole["error"]
+            continue
+        assert row["reason"] == whole["reason"]
+        assert row["schedule"] == whole["schedule"]["text"]
+        assert (row["used"], row["limit"]) == (whole["runs"]["used"], whole["runs"]["limit"])
+        assert row["last_outcome"] == (whole["last_run"] or {}).get("outcome")
+        if whole["next_fire"] is None:
+            assert row["next_fire"] is None
+        else:
+            assert abs(row["next_fire"] - core.parse_iso(whole["next_fire"])) < 1
+    assert {b["status"] for b in brief} >= {"paused", "active", "invalid"}
+    assert brief[0]["status"] != "active" and brief[0]["last_outcome"] == "ok"

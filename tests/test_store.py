@@ -27,7 +27,7 @@ import yaml
 from conftest import CLI, loopctl_argv
 
 TMP_LOOPS = re.compile(r"^\.loops\.yaml\..+\.tmp$")
-TMP_STATE = re.compile(r"^\.state\.json\..+\.tmp$")
+TMP_STATE = re.compile(r"^\.(state|summary|defs-cache)\.json\..+\.tmp$")
 
 
 def read_loops(home: Path) -> dict[str, Any]:
@@ -112,7 +112,8 @@ def temp_files(home: Path) -> set[str]:
             if TMP_STATE.match(path.name):
                 found.add(f"state/{path.name}")
             else:
-                assert path.name in ("state.json", "store.lock", "lease.lock"), \
+                assert path.name in ("state.json", "summary.json", "defs-cache.json",
+                                     "store.lock", "lease.lock"), \
                     f"unexpected file {path}"
     return found
 

@@ -1,0 +1,207 @@
+"""The parsed-definitions cache, the append path of `start`, and the state
+summary: each must give exactly what a full read gives, and fall back to one
+whenever the files say something else."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from loopctl import core, entry
+from loopctl.store import Store, parse_yaml_text
+
+MIXED = """\
+# my loops; keep this comment
+version: 1
+notify: [json://localhost/top]
+on_attention: /bin/true
+loops:
+    alpha:   # four-space indent, a comment on the key
+        prompt: "say hi"
+        every: 10m
+        command: [echo, "{prompt}"]
+    broken:
+        prompt: x
+        every: sometimes
+    beta:
+        prompt: |
+            two
+            lines
+        cron: "*/5 * * * *"
+        tz: UTC
+        notify: json://localhost/beta
+# trailing comment
+"""
+
+
+def write(home: Path, text: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "state").mkdir(mode=0o700, exist_ok=True)
+    path = home / "loops.yaml"
+    path.write_text(text)
+    return path
+
+
+def prime(store: Store | None = None):  # type: ignore[no-untyped-def]
+    """Read as a driver pass does: the cache is saved with the state write."""
+    store = store or Store()
+    with store.lock():
+        defs = store.read_defs()
+        store.write_state(store.read_state())
+    return defs
+
+
+def same_read(a, b) -> None:  # type: ignore[no-untyped-def]
+    assert a.loops == b.loops
+    assert a.invalid == b.invalid
+    assert a.names == b.names
+    assert a.top == b.top
+
+
+def test_a_cached_read_equals_a_full_read(home: Path) -> None:
+    write(home, MIXED)
+    Store().read_defs()
+    # a read alone writes nothing (a command that then fails changes no file)
+    assert not (home / "state" / "defs-cache.json").exists()
+    first = prime()
+    assert first.parsed_doc is not None  # no cache yet: parsed
+    assert (home / "state" / "defs-cache.json").exists()
+    again = Store().read_defs()
+    assert again.parsed_doc is None  # from the cache
+    same_read(first, again)
+    assert set(again.loops) == {"alpha", "beta"} and "broken" in again.invalid
+    assert again.loops["alpha"].command == ("echo", "{prompt}")
+    assert again.top == {"on_attention": "/bin/true", "notify": ["json://localhost/top"]}
+    # the raw document is still there when a command needs it
+    assert again.raw("beta")["tz"] == "UTC"
+
+
+def test_an_edit_that_keeps_size_mtime_and_inode_is_still_seen(home: Path) -> None:
+    path = write(home, MIXED)
+    prime()
+    st = os.stat(path)
+    with open(path, "r+b") as handle:  # same inode, same length
+        data = handle.read().replace(b"every: 10m", b"every: 20m")
+        handle.seek(0)
+        handle.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_ino == st.st_ino and os.stat(path).st_size == st.st_size
+    assert Store().read_defs().loops["alpha"].every == 1200
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other-key", "bad-field", "symlink", "nan"])
+def test_a_damaged_or_foreign_cache_is_ignored(home: Path, tmp_path: Path, damage: str) -> None:
+    write(home, MIXED)
+    truth = prime()
+    cache = home / "state" / "defs-cache.json"
+    doc = json.loads(cache.read_bytes())
+    if damage == "garbage":
+        cache.write_bytes(b"\xff{not json")
+    elif damage == "other-key":
+        doc["loops"][0]["every"] = 5
+        doc["key"] = "0" * 64
+        cache.write_text(json.dumps(doc))
+    elif damage == "bad-field":
+        doc["loops"][0]["shell_command"] = "rm -rf ~"
+        cache.write_text(json.dumps(doc))
+    elif damage == "symlink":
+        target = tmp_path / "elsewhere.json"
+        target.write_text(json.dumps(doc))
+        cache.unlink()
+        cache.symlink_to(target)
+    else:
+        text = json.dumps(doc, separators=(",", ":"))
+        assert '"every":600' in text
+        cache.write_text(text.replace('"every":600', '"every":NaN'))
+    again = Store().read_defs()
+    assert again.parsed_doc is not None, "the damaged cache was used"
+    same_read(truth, again)
+
+
+def test_start_appends_and_keeps_every_byte_before(home: Path) -> None:
+    path = write(home, MIXED)
+    store = Store()
+    prime(store)  # a driver read it before: cached
+    store = Store()
+    before = path.read_bytes()
+    core.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
+    after = path.read_bytes()
+    assert after.startswith(before), "start rewrote the file instead of appending"
+    tail = after[len(before):].decode()
+    assert tail.startswith("    gamma:\n"), tail  # at the file's own indentation
+    doc = parse_yaml_text(after.decode(), "loops.yaml")
+    assert list(doc["loops"]) == ["alpha", "broken", "beta", "gamma"]
+    assert doc["loops"]["gamma"]["prompt"] == "new one"
+    fresh = Store().read_defs()
+    assert fresh.loops["gamma"].every == 3600
+    assert fresh.names == ["alpha", "broken", "beta", "gamma"]
+    # the cache was brought up to date, and agrees with a full parse
+    (home / "state" / "defs-cache.json").unlink()
+    same_read(fresh, Store().read_defs())
+
+
+@pytest.mark.parametrize("ending", [
+    "...\n",                                           # an explicit document end
+    "notify: [json://x/y]\n",                          # loops is not the last key
+])
+def test_start_rewrites_when_the_end_cannot_take_an_entry(home: Path, ending: str) -> None:
+    text = MIXED.replace("notify: [json://localhost/top]\n", "")
+    path = write(home, text.replace("# trailing comment\n", ending))
+    prime()
+    store = Store()
+    before = path.read_bytes()
+    core.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
+    after = path.read_bytes()
+    assert not after.startswith(before)
+    doc = parse_yaml_text(after.decode(), "loops.yaml")
+    assert set(doc["loops"]) == {"alpha", "broken", "beta", "gamma"}
+    assert list(doc)[-1] == "loops"  # written so that the next start can append
+
+
+def test_flow_style_loops_are_rewritten_not_appended(home: Path) -> None:
+    path = write(home, 'version: 1\nloops: {a: {prompt: x, every: 1h}}\n')
+    prime()
+    store = Store()
+    core.start(store, {"prompt": "y", "every": "1h", "agent": "shell"}, "b")
+    doc = parse_yaml_text(path.read_text(), "loops.yaml")
+    assert set(doc["loops"]) == {"a", "b"}
+
+
+def test_a_hand_edited_state_is_checked_even_with_a_summary(home: Path) -> None:
+    write(home, MIXED)
+    store = Store()
+    with store.lock():
+        state = store.read_state()
+        defs = store.read_defs()
+        from loopctl import clock, lifecycle
+        lifecycle.reconcile(defs.loops, defs.invalid, state, clock.now())
+        store.write_state(state)
+    assert Store().read_state() and Store().repairs == {}
+    state_file = home / "state" / "state.json"
+    state = json.loads(state_file.read_text())
+    state["loops"]["alpha"]["iterations"] = -5
+    state_file.write_text(json.dumps(state))
+    reader = Store()
+    again = reader.read_state()
+    assert reader.repairs == {"alpha": ["iterations"]}
+    assert again["loops"]["alpha"]["status"] == "paused"
+
+
+def test_tick_fast_path_ignores_a_summary_of_another_state(cli) -> None:  # type: ignore[no-untyped-def]
+    cli("start", "--every", "1h", "--after", "1h", "--name", "later", "echo hi")
+    cli("tick", check=0)
+    summary = json.loads((cli.state_dir / "summary.json").read_text())
+    assert summary["wake_at"] > time.time() + 3000
+    assert entry.nothing_due() is True
+    # A state.json replaced behind loopctl's back (the summary not updated)
+    # that says a loop is due: the fast path must look, not trust the summary.
+    state_file = cli.state_dir / "state.json"
+    state = json.loads(state_file.read_text())
+    state["wake_at"] = state["loops"]["later"]["next_due"] = time.time() - 5
+    state_file.write_text(json.dumps(state))
+    assert entry.nothing_due() is False
+    assert [f["loop"] for f in cli.json("tick")["fired"]] == ["later"]
