@@ -105,10 +105,10 @@ def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | Non
     0600 file in `folder`: never in argv, where `ps` shows it and 128 KiB
     would fail with E2BIG, and never through a pipe a slow reader could
     stall."""
-    import tempfile
+    from loopctl.paths import unnamed_file
 
     try:
-        with tempfile.TemporaryFile(dir=folder) as body:
+        with unnamed_file(folder) as body:
             body.write(json.dumps(event).encode())
             body.seek(0)
             subprocess.Popen([sys.executable, "-m", "loopctl.events", hook], stdin=body,

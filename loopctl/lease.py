@@ -7,14 +7,13 @@ The record is plain data; liveness is a pure function of it and `now`; only
 from __future__ import annotations
 
 import json
-import secrets
-import socket
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from loopctl.paths import Paths, ensure_dir
+from loopctl.record import asdict, fields, record
 from loopctl.settings import KNOBS, knob
 
 DEFAULT_TTL = KNOBS["LOOPCTL_LEASE_TTL"][0]
@@ -25,7 +24,7 @@ def ttl_from_env() -> float:
     return knob("LOOPCTL_LEASE_TTL")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Lease:
     pid: int
     create_time: float
@@ -60,8 +59,8 @@ class LeaseFile:
         self.paths = paths
         self.role = role
         self.ttl = ttl if ttl is not None else ttl_from_env()
-        self.owner = secrets.token_hex(8)
-        self.host = socket.gethostname()
+        self.owner = os.urandom(8).hex()
+        self.host = os.uname().nodename
         self.held = False
 
     @contextmanager
@@ -76,16 +75,14 @@ class LeaseFile:
     def read(self) -> Lease | None:
         try:
             data = json.loads(self.paths.lease_file.read_text())
-            return Lease(**{k: data[k] for k in Lease.__dataclass_fields__ if k in data})
+            return Lease(**{k: data[k] for k in fields(Lease) if k in data})
         except (OSError, ValueError, TypeError, KeyError):
             return None
 
     def acquire(self, now: float) -> Lease | None:
         """Take or renew the lease. Returns None on success, else the live holder.
         Raises BusyError when another driver holds `lease.lock` too long."""
-        import psutil  # noqa: F401 - imported before the lock, not while holding it
-
-        from loopctl.procs import ref
+        from loopctl.procs import ref  # imported before the lock, not while holding it
 
         with self._lock():
             current = self.read()

@@ -15,22 +15,23 @@ import shlex
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from loopctl import clock, events, procs
 from loopctl.errors import LoopctlError
 from loopctl.lifecycle import settle
 from loopctl.model import LoopDef, parse_loop
-from loopctl.paths import FILE_MODE, ensure_dir
+from loopctl.paths import FILE_MODE, ensure_dir, unnamed_file
 from loopctl.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.schedule import iso
 from loopctl.state import RunResult
 from loopctl.store import Store
-from loopctl.workspace import Handoff, Workspace
+
+if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
+    from loopctl.workspace import Handoff, Workspace
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 # Readers look at the start (session ids) and the end (results) of the output.
@@ -108,10 +109,10 @@ class Supervisor:
     def _prepare_workspace(self, log_fd: int) -> None:
         """A fresh worktree for this run, made outside the store lock (a
         fetch may take a while); a failure is noted and the run fails."""
-        from loopctl import workspace
-
         if self.worktree is False:
             return  # no second read of the state for the common case
+        from loopctl import workspace
+
         with self.store.lock():
             st = self.store.read_state()["loops"].get(self.name) or {}
             run = st.get("run") or {}
@@ -234,7 +235,7 @@ class Supervisor:
         stdin: IO[bytes] | int = subprocess.DEVNULL
         if stdin_text is not None:
             # A file, not a pipe: an agent that never reads stdin cannot block us.
-            stdin = tempfile.TemporaryFile(dir=self.log_path.parent)  # noqa: SIM115
+            stdin = unnamed_file(self.log_path.parent)
             stdin.write(stdin_text.encode())
             stdin.seek(0)
         out: int = subprocess.PIPE if self.foreground else log_fd

@@ -17,7 +17,6 @@ from loopctl.store import Store, parse_yaml_text
 MIXED = """\
 # my loops; keep this comment
 version: 1
-notify: [json://localhost/top]
 on_attention: /bin/true
 loops:
     alpha:   # four-space indent, a comment on the key
@@ -33,7 +32,6 @@ loops:
             lines
         cron: "*/5 * * * *"
         tz: UTC
-        notify: json://localhost/beta
 # trailing comment
 """
 
@@ -75,7 +73,7 @@ def test_a_cached_read_equals_a_full_read(home: Path) -> None:
     same_read(first, again)
     assert set(again.loops) == {"alpha", "beta"} and "broken" in again.invalid
     assert again.loops["alpha"].command == ("echo", "{prompt}")
-    assert again.top == {"on_attention": "/bin/true", "notify": ["json://localhost/top"]}
+    assert again.top == {"on_attention": "/bin/true"}
     # the raw document is still there when a command needs it
     assert again.raw("beta")["tz"] == "UTC"
 
@@ -146,12 +144,13 @@ def test_start_appends_and_keeps_every_byte_before(home: Path) -> None:
 
 @pytest.mark.parametrize("ending", [
     "...\n",                                           # an explicit document end
-    "notify: [json://x/y]\n",                          # loops is not the last key
+    "on_attention: /bin/true\n",                       # loops is not the last key
 ])
 def test_start_rewrites_when_the_end_cannot_take_an_entry(home: Path, ending: str) -> None:
-    text = MIXED.replace("notify: [json://localhost/top]\n", "")
+    text = MIXED.replace("on_attention: /bin/true\n", "")
     path = write(home, text.replace("# trailing comment\n", ending))
     prime()
+    assert (home / "state" / "defs-cache.json").exists()  # cached: the end decided
     store = Store()
     before = path.read_bytes()
     core.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
@@ -205,3 +204,18 @@ def test_tick_fast_path_ignores_a_summary_of_another_state(cli) -> None:  # type
     state_file.write_text(json.dumps(state))
     assert entry.nothing_due() is False
     assert [f["loop"] for f in cli.json("tick")["fired"]] == ["later"]
+
+
+@pytest.mark.parametrize("where", ["top", "loop"])
+def test_definitions_with_notification_urls_are_never_cached(home: Path, where: str) -> None:
+    """The URLs hold tokens; no file but loops.yaml may hold them."""
+    url = "json://user:TOKEN@localhost/x"
+    text = (MIXED.replace("on_attention:", f"notify: [{url}]\non_attention:") if where == "top"
+            else MIXED.replace("        tz: UTC\n", f"        tz: UTC\n        notify: {url}\n"))
+    write(home, text)
+    first = prime()
+    assert not (home / "state" / "defs-cache.json").exists()
+    assert all(b"TOKEN" not in p.read_bytes() for p in (home / "state").iterdir() if p.is_file())
+    again = Store().read_defs()
+    assert again.parsed_doc is not None
+    same_read(first, again)
