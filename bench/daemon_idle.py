@@ -44,18 +44,28 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0, help="idle window (default 60)")
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--quick", action="store_true", help="a 20 s window")
+    ap.add_argument("--loops", type=int, default=100, help="loops defined (issue 15: 10000)")
     args = ap.parse_args()
     window = 20.0 if args.quick and args.seconds == 60.0 else args.seconds
-    header(f"daemon_idle: `loopctl daemon`, 100 loops due in an hour, idle {window:g} s")
+    n = args.loops
+    header(f"daemon_idle: `loopctl daemon`, {n} loops due in an hour, idle {window:g} s")
     with Workspace("daemon_idle") as ws:
         home = ws.home()
-        write_loops(home, [loop_entry(f"loop{i:03d}", ["true"], every="1h", after="1h")
-                           for i in range(100)])
+        write_loops(home, [loop_entry(f"loop{i:05d}", ["true"], every="1h", after="1h")
+                           for i in range(n)])
         env = env_for(home)
         daemon = subprocess.Popen(loopctl("daemon"), env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE)
         try:
             proc = psutil.Process(daemon.pid)
+            deadline = time.monotonic() + 300  # 10,000 loops: the first pass parses YAML
+            while time.monotonic() < deadline and daemon.poll() is None:
+                try:
+                    if len(json.loads((home / "state" / "state.json").read_text())["loops"]) == n:
+                        break
+                except (OSError, ValueError, KeyError):
+                    pass
+                time.sleep(0.2)
             time.sleep(args.warmup)
             if daemon.poll() is not None:
                 raise RuntimeError(f"daemon exited {daemon.returncode}: "
@@ -63,7 +73,7 @@ def main() -> int:
             state = json.loads((home / "state" / "state.json").read_text())
             lease = json.loads((home / "state" / "lease.json").read_text())
             assert lease["pid"] == daemon.pid, lease
-            assert len(state["loops"]) == 100
+            assert len(state["loops"]) == n
             warm_cpu = cpu_of(proc)
             c0, s0 = cpu_of(proc), proc.num_ctx_switches().voluntary
             ns0 = schedstat_s(daemon.pid)
@@ -95,7 +105,8 @@ def main() -> int:
            wakeups_per_s=(s1 - s0) / elapsed, exit_code=code,
            schedstat_per_min=((ns1 - ns0) * 60 / elapsed) if ns0 is not None and ns1 is not None
            else None,
-           command=f"loopctl daemon (100 loops, --after 1h), idle {window:g} s after "
+           loops=n,
+           command=f"loopctl daemon ({n} loops, --after 1h), idle {window:g} s after "
                    f"{args.warmup:g} s warm-up, psutil cpu_times")
     return 0
 

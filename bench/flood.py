@@ -2,7 +2,8 @@
 redirected by `sh -c 'agent > file'`.
 
 Goals (issue 7): <= 1.1x wall time at 1 GiB; the supervisor's peak RSS
-<= 40 MiB and flat from 1 MiB to 1 GiB of output.
+<= 40 MiB and flat from 1 MiB to 1 GiB of output. Issue 15: the same for a
+run fired by `loopctl daemon` (see `daemon_runs`).
 
 Subject: a fresh home with one due loop whose command is
 `head -c N /dev/zero`, fired by `loopctl tick --wait` (the scheduled path:
@@ -113,6 +114,57 @@ def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | 
         shutil.rmtree(home, ignore_errors=True)
 
 
+def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
+                baseline: list[float]) -> list[tuple[float, float | None]]:
+    """Runs fired by a `loopctl daemon` (`every: 2s`): each supervisor is a
+    fork of the daemon's warm interpreter. Wall per run = from the moment the
+    new supervisor is seen among the daemon's children (polled every ~1 ms)
+    to the moment it has exited (a zombie until the daemon reaps it). One
+    baseline runs in each 2 s gap, appended to `baseline`."""
+    home = ws.home("dflood")
+    write_loops(home, [loop_entry("flood", agent(size), every="2s", cwd=str(ws.root),
+                                  max_runs=0)])
+    proc = subprocess.Popen(loopctl("daemon", "--quiet"), env=env_for(home),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = psutil.Process(proc.pid)
+    seen: set[int] = set()
+    out: list[tuple[float, float | None]] = []
+    try:
+        while len(out) < reps + 1:  # the first is a warm-up
+            deadline = time.monotonic() + 60
+            sup = None
+            while sup is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the daemon fired nothing in {home}")
+                fresh = [c for c in daemon.children() if c.pid not in seen]
+                sup = fresh[0] if fresh else None
+                if sup is None:
+                    time.sleep(0.0005)
+            t0 = time.perf_counter()
+            seen.add(sup.pid)
+            peak_kib = 0
+            while True:
+                try:
+                    if sup.status() == psutil.STATUS_ZOMBIE:
+                        break
+                    if sample:
+                        peak_kib = max(peak_kib, vm_hwm_kib(sup.pid) or 0)
+                except psutil.NoSuchProcess:
+                    break
+                time.sleep(0.001)
+            out.append((time.perf_counter() - t0, peak_kib / 1024 if sample else None))
+            baseline.append(run_baseline(ws, size))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    logs = sorted((home / "state" / "runs" / "flood").glob("*.log"))
+    short = [p.name for p in logs if p.stat().st_size < size]
+    shutil.rmtree(home, ignore_errors=True)
+    if len(logs) < len(out) or short:
+        raise RuntimeError(f"daemon runs: {len(logs)} logs, short: {short}")
+    return out[1:]
+
+
 def run_baseline(ws: Workspace, size: int) -> float:
     out = ws.root / "baseline.out"
     cmd = " ".join(agent(size)) + f" > {out}"
@@ -151,6 +203,23 @@ def main() -> int:
             print(f"   {label:>7}: loopctl  {spread(subject)}")
             print(f"   {label:>7}: ratio {ratio:.2f}x, supervisor peak RSS "
                   f"{peak:.1f} MiB (runs: {', '.join(f'{p:.1f}' for p in peaks)})", flush=True)
+        # Issue 15: the same flood fired by a warm daemon.
+        label, size = sizes[-1]
+        reps = args.reps or (5 if size >= 1024 * MiB else 9)
+        d_base: list[float] = []
+        d_runs = daemon_runs(ws, size, reps, False, d_base)
+        d_peaks = [p for _, p in daemon_runs(ws, size, 3, True, []) if p]
+        d_wall = [w for w, _ in d_runs]
+        d_ratio = median(d_wall) / median(d_base)
+        print(f"   daemon-fired {label}: baseline {spread(d_base)}")
+        print(f"   daemon-fired {label}: loopctl  {spread(d_wall)}")
+        print(f"   daemon-fired {label}: ratio {d_ratio:.2f}x, supervisor peak RSS "
+              f"{max(d_peaks):.1f} MiB")
+    result("flood_daemon_wall", f"{d_ratio:.2f}x wall at {label}", "<= 1.1x at 1 GiB",
+           d_ratio <= 1.1, ratio=d_ratio, size=label, subject_s=median(d_wall),
+           baseline_s=median(d_base), peak_rss_mib=max(d_peaks),
+           command="loopctl daemon firing an every-2s loop (head -c N /dev/zero), supervisor "
+                   "lifetime  vs  sh -c 'head -c N /dev/zero > file'")
     label, _, ratio, _, subj, base = rows[-1]
     peaks = [r[3] for r in rows]
     growth = max(peaks) - peaks[0]

@@ -443,7 +443,9 @@ class Supervisor:
                         pending.append((failed, receivers))
                 events.publish(self.store, pending)
                 self.store.write_state(state)
-            else:
+            elif st is not None:
+                # Recorded lost meanwhile: keep what really happened. A loop
+                # removed meanwhile (`rm`) gets no run files back.
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
             in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
         events.dispatch(self.store, pending)

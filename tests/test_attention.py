@@ -36,6 +36,13 @@ def hook_script(tmp_path: Path, body: str = "") -> tuple[Path, Path]:
     return hook, out
 
 
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def hook_events(out: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
 
@@ -173,24 +180,33 @@ def test_no_progress_pauses_after_identical_results(cli: CLI) -> None:
 
 
 @pytest.mark.slow
-def test_a_hanging_hook_does_not_delay_the_next_run(cli: CLI, tmp_path: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOOPCTL_HOOK_TIMEOUT", "5")
-    pid_file = tmp_path / "hook.pid"
-    hook, out = hook_script(tmp_path, f"import os, time\nopen({str(pid_file)!r}, 'w')"
-                                      ".write(str(os.getpid()))\ntime.sleep(60)\n")
+def test_a_hanging_hook_does_not_delay_the_next_run(cli: CLI, tmp_path: Path) -> None:
+    pid_file, gate = tmp_path / "hook.pids", tmp_path / "gate"
+    # Each hook notes its pid and hangs until the test opens the gate.
+    hook, out = hook_script(tmp_path, (
+        f"import os, time\nopen({str(pid_file)!r}, 'a').write(f'{{os.getpid()}}\\n')\n"
+        f"end = time.time() + 120\n"
+        f"while not os.path.exists({str(gate)!r}) and time.time() < end:\n"
+        "    time.sleep(0.05)\n"))
     cli("start", "p", "--name", "hang", "--every", "1h", "--max-failures", "1",
         "--on-attention", str(hook), "--command", agent_command("--exit", "1"), check=0)
-    cli("run", "hang")
-    wait_for(lambda: hook_events(out) and pid_file.exists() and pid_file.read_text())
-    hook_pid = int(pid_file.read_text())
-    cli("resume", "hang", check=0)
-    cli("run", "hang")
-    # The run came back while the first run's hook was still hanging.
-    assert psutil.pid_exists(hook_pid) and psutil.Process(hook_pid).status() != "zombie"
-    status = wait_for(lambda: cli.json("status", "hang").get("hook_error"), timeout=20)
-    assert "timed out" in status["message"]
-    assert "hook error" in cli("status", "hang", check=0).stdout
+    try:
+        # The first hook may hang as long as the test needs (a 10-minute
+        # timeout), so the check below does not depend on the machine's speed.
+        cli("run", "hang", env={"LOOPCTL_HOOK_TIMEOUT": "600"})
+        wait_for(lambda: hook_events(out) and pid_file.exists() and pid_file.read_text())
+        hook_pid = int(pid_file.read_text().split()[0])
+        cli("resume", "hang", check=0)
+        cli("run", "hang", env={"LOOPCTL_HOOK_TIMEOUT": "1"})
+        # The run came back while the first run's hook was still hanging.
+        assert running(hook_pid)
+        # The second run's hook hangs too, and is stopped at its 1 s timeout.
+        status = wait_for(lambda: cli.json("status", "hang").get("hook_error"), timeout=20)
+        assert "timed out after 1s" in status["message"]
+        assert "hook error" in cli("status", "hang", check=0).stdout
+    finally:
+        gate.touch()
+    wait_for(lambda: not running(hook_pid))
 
 
 @pytest.mark.parametrize("kind", ["exits-1", "not-executable"])

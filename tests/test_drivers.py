@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -28,8 +31,14 @@ def lease(cli: CLI) -> dict | None:
         return None
 
 
-def daemon(cli: CLI) -> subprocess.Popen[str]:
-    proc = cli.popen("daemon", env={"LOOPCTL_LEASE_TTL": TTL}, stderr=subprocess.PIPE)
+def daemon(cli: CLI, ttl: str = TTL, log: Path | None = None) -> subprocess.Popen[str]:
+    """A daemon holding the lease; its stderr to `log` (read while it runs)
+    or to a pipe (read by stop_daemon)."""
+    if log is None:
+        proc = cli.popen("daemon", env={"LOOPCTL_LEASE_TTL": ttl}, stderr=subprocess.PIPE)
+    else:
+        with log.open("w") as handle:
+            proc = cli.popen("daemon", env={"LOOPCTL_LEASE_TTL": ttl}, stderr=handle)
     wait_for(lambda: (lease(cli) or {}).get("pid") == proc.pid)
     return proc
 
@@ -62,34 +71,84 @@ def test_tick_takes_over_from_a_sigkilled_daemon_at_once(cli: CLI) -> None:
     assert [f["loop"] for f in report["fired"]] == ["due"]
 
 
+def loop_state(cli: CLI, name: str) -> dict:
+    return cli.state()["loops"][name]
+
+
+def next_heartbeat(cli: CLI) -> None:
+    """Wait until the lease holder renews its heartbeat."""
+    beat = lease(cli)["heartbeat"]
+    wait_for(lambda: (lease(cli) or {}).get("heartbeat", 0) > beat)
+
+
+def lock_free(path: Path) -> bool:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock if we took it
+
+
+def sigstop_outside_locks(cli: CLI, proc: subprocess.Popen[str]) -> None:
+    """SIGSTOP `proc` at a moment it holds neither lock: frozen inside
+    lease.lock it would make every tick wait for the lock (another fault)."""
+    for _ in range(100):
+        proc.send_signal(signal.SIGSTOP)
+        wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED)
+        if all(lock_free(cli.state_dir / name) for name in ("store.lock", "lease.lock")):
+            return
+        proc.send_signal(signal.SIGCONT)
+    raise AssertionError("the daemon never let go of its locks")
+
+
 @pytest.mark.slow
 def test_sigstopped_daemon_loses_the_lease_only_after_the_ttl(cli: CLI) -> None:
     proc = daemon(cli)
     try:
-        proc.send_signal(signal.SIGSTOP)
-        stopped_at = time.monotonic()
-        held = cli.json("tick", env={"LOOPCTL_LEASE_TTL": TTL})
-        assert held["deferred_to"]["pid"] == proc.pid
-        heartbeat_age = time.time() - lease(cli)["heartbeat"]
-        time.sleep(max(float(TTL) - heartbeat_age, 0) + 0.5)
-        taken = cli.json("tick", env={"LOOPCTL_LEASE_TTL": TTL})
-        assert taken["deferred_to"] is None
-        assert time.monotonic() - stopped_at >= float(TTL) - 1.5
+        sigstop_outside_locks(cli, proc)
+        # Frozen, the daemon cannot renew this heartbeat: the lease is
+        # takeable only once it is TTL old.
+        expires = lease(cli)["heartbeat"] + float(TTL)
+        ticks: list[tuple[float, dict]] = []
+
+        def taken_over() -> bool:
+            report = cli.json("tick", env={"LOOPCTL_LEASE_TTL": TTL})
+            ticks.append((time.time(), report))
+            return report["deferred_to"] is None
+
+        wait_for(taken_over, timeout=60, interval=0.2)
     finally:
         proc.send_signal(signal.SIGCONT)
         stop_daemon(proc)
+    # Each tick that ended before the expiry deferred to the stopped daemon,
+    # and the one that took over ended after it (on a slow machine the
+    # first tick may already end past the expiry: then it takes over).
+    *deferred, (taken_at, _) = ticks
+    assert taken_at >= expires, (taken_at, expires)
+    for _, report in deferred:
+        assert report["deferred_to"]["pid"] == proc.pid, report
 
 
 def test_daemon_picks_up_a_new_loop_within_seconds(cli: CLI) -> None:
-    proc = daemon(cli)
+    # Nothing else wakes this daemon for an hour (its only loop ran and is
+    # due in 1h; a 3600 s TTL renews the lease every 20 min): only its
+    # one-second look at loops.yaml can fire the new loop within the bound.
+    start(cli, "first", "--print", "x")
+    proc = daemon(cli, ttl="3600")
     try:
-        time.sleep(0.5)
+        wait_for(lambda: cli.records("first"))  # its first passes are done
         added = time.time()
         start(cli, "late", "--print", "x")
-        records = wait_for(lambda: cli.records("late"), timeout=10)
+        records = wait_for(lambda: cli.records("late"), timeout=30)
         from loopctl.schedule import parse_iso
 
-        assert parse_iso(records[0]["started_at"]) - added <= 3
+        # ~1-2 s on an idle machine; the bound leaves room for a busy one
+        # (and for the record's whole seconds) and is still far below any
+        # other wake-up.
+        assert parse_iso(records[0]["started_at"]) - added <= 10
     finally:
         stop_daemon(proc)
 
@@ -108,21 +167,29 @@ def test_daemon_sigterm_leaves_the_run_in_flight_to_finish(cli: CLI) -> None:
     assert record["outcome"] == "ok"
 
 
-def test_daemon_stops_firing_on_a_broken_file_and_resumes(cli: CLI) -> None:
+def test_daemon_stops_firing_on_a_broken_file_and_resumes(cli: CLI, tmp_path: Path) -> None:
     start(cli, "steady", "--print", "x", every="1s")
     loops = cli.home / "loops.yaml"
-    good = loops.read_text()
-    proc = daemon(cli)
+    good, broken = loops.read_text(), "version: 1\nloops: [oops\n"
+    log = tmp_path / "daemon.log"
+    proc = daemon(cli, log=log)
     try:
         wait_for(lambda: cli.records("steady"))
-        loops.write_text("version: 1\nloops: [oops\n")
-        time.sleep(1.5)  # a run in flight at the switch may still settle
-        count = len(cli.records("steady"))
-        time.sleep(3)
+        loops.write_text(broken)
+        wait_for(lambda: "not firing" in log.read_text())
+        # A run in flight at the switch settles; nothing is claimed after it.
+        wait_for(lambda: not loop_state(cli, "steady")["run"])
+        claims, count = loop_state(cli, "steady")["iterations"], len(cli.records("steady"))
+        # Three lease renewals (one a second): the daemon is awake, and an
+        # every-1s loop would have been claimed again meanwhile.
+        for _ in range(3):
+            next_heartbeat(cli)
+        assert loop_state(cli, "steady")["iterations"] == claims
         assert len(cli.records("steady")) == count
-        assert loops.read_text() == "version: 1\nloops: [oops\n"
+        assert loops.read_text() == broken
         loops.write_text(good)
         wait_for(lambda: len(cli.records("steady")) > count, timeout=10)
     finally:
-        log = stop_daemon(proc)
-    assert "not firing" in log and "line" in log
+        stop_daemon(proc)
+    text = log.read_text()
+    assert "not firing" in text and "line" in text

@@ -3,14 +3,46 @@
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from faults.support import home_processes
 
 from conftest import CLI, TESTS, tool, wait_for
+
+REAL_CRON = os.environ.get("LOOPCTL_REAL_CRON") == "1"
+
+
+@contextmanager
+def throwaway_user(tmp_path: Path, root_alias: bool = False) -> Iterator[str]:
+    """A user made for one test and deleted after it, with its crontab: the
+    real-crontab tests touch no crontab but this one's. Only as root and
+    with LOOPCTL_REAL_CRON=1 (.ci/run sets both). `root_alias`: uid 0 under
+    this name, for a job that must reach what only root can."""
+    if os.geteuid() != 0 or not REAL_CRON:
+        pytest.skip("makes a throwaway user: needs root and LOOPCTL_REAL_CRON=1 (CI has both)")
+    name = f"loopctl-test-{secrets.token_hex(4)}"
+    home = tmp_path / "throwaway-home"  # exists (cron changes into it); nothing else uses it
+    home.mkdir()
+    argv = ["useradd", "--no-create-home", "--home-dir", str(home),
+            "--shell", "/usr/sbin/nologin"]
+    if root_alias:
+        argv += ["--non-unique", "--uid", "0", "--gid", "0"]
+    made = subprocess.run([*argv, name], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    try:
+        yield name
+    finally:
+        subprocess.run([tool("crontab"), "-u", name, "-r"], capture_output=True)
+        # --force: a uid-0 alias counts as logged in (root runs processes);
+        # without --remove, userdel leaves every file alone.
+        gone = subprocess.run(["userdel", "--force", name], capture_output=True, text=True)
+        assert gone.returncode == 0, gone.stderr
 
 
 @pytest.fixture
@@ -181,14 +213,10 @@ def test_github_export_of_a_sub_five_minute_loop_warns(cli: CLI, tmp_path: Path)
 def test_crontab_export_is_accepted_by_the_real_crontab(cli: CLI, tmp_path: Path,
                                                         loops: None) -> None:
     program = tool("crontab")
-    if os.geteuid() != 0:
-        pytest.skip("needs root to install a table for another user")
     (path,) = export(cli, "ci", "crontab", tmp_path / "cron")
     line = path.read_text()
     assert line.startswith("*/10 * * * * ")
-    user = "nobody"
-    subprocess.run([program, "-u", user, "-r"], capture_output=True)
-    try:
+    with throwaway_user(tmp_path) as user:  # its crontab is the only one touched
         proc = subprocess.run([program, "-u", user, str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         listed = subprocess.run([program, "-u", user, "-l"], capture_output=True, text=True)
@@ -197,8 +225,6 @@ def test_crontab_export_is_accepted_by_the_real_crontab(cli: CLI, tmp_path: Path
         bad.write_text("61 * * * * true\n")
         assert subprocess.run([program, "-u", user, str(bad)],
                               capture_output=True).returncode != 0
-    finally:
-        subprocess.run([program, "-u", user, "-r"], capture_output=True)
 
 
 @pytest.mark.parametrize("every,cron", [("1m", "* * * * *"), ("15m", "*/15 * * * *"),
@@ -224,21 +250,34 @@ def test_every_that_cron_cannot_express_is_refused_or_warned(cli: CLI) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("LOOPCTL_REAL_CRON") != "1",
+@pytest.mark.skipif(not REAL_CRON,
                     reason="needs a running cron daemon (set LOOPCTL_REAL_CRON=1; CI does)")
-def test_real_cron_runs_a_loop_within_two_minutes(cli: CLI) -> None:
-    tool("crontab")
+def test_real_cron_runs_a_loop_within_two_minutes(cli: CLI, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    program = tool("crontab")
     cli("start", "--name", "cronjob", "--every", "1m", "--", "echo fired by cron", check=0)
     cli("tick", "--wait", check=0)  # the first run; cron must bring the second
     first = cli.records("cronjob")
     assert len(first) == 1
-    cli("cron", "install", check=0)
-    try:
-        assert cli.json("cron", "status")["cron_running"] is True
-        records = wait_for(lambda: len(cli.records("cronjob")) >= 2 and cli.records("cronjob"),
-                           timeout=150, interval=2)
-        assert records[1]["outcome"] == "ok"
-        assert "fired by cron" in Path(records[1]["log"]).read_text()
-    finally:
-        cli("cron", "uninstall")
-    time.sleep(0.1)
+    # uid 0 under a name of its own: the job runs this test's interpreter and
+    # writes this test's home, which only root can reach (pytest's temp
+    # folders are 0700), yet no existing user's crontab is read or written.
+    with throwaway_user(tmp_path, root_alias=True) as user:
+        wrapper = tmp_path / "crontab-for-user"
+        wrapper.write_text(f"#!/bin/sh\nexec {program} -u {user} \"$@\"\n")
+        wrapper.chmod(0o700)
+        monkeypatch.setenv("LOOPCTL_CRONTAB", str(wrapper))
+        cli("cron", "install", check=0)
+        try:
+            status = cli.json("cron", "status")
+            assert status["installed"] is True and status["cron_running"] is True, status
+            listed = subprocess.run([program, "-u", user, "-l"], capture_output=True, text=True)
+            assert status["line"] in listed.stdout
+            records = wait_for(lambda: len(cli.records("cronjob")) >= 2
+                               and cli.records("cronjob"), timeout=150, interval=2)
+            assert records[1]["outcome"] == "ok"
+            assert "fired by cron" in Path(records[1]["log"]).read_text()
+        finally:
+            cli("cron", "uninstall")
+            # A tick cron started at the last minute may still be writing the home.
+            wait_for(lambda: not home_processes(tmp_path), timeout=60)

@@ -31,7 +31,8 @@ def test_daemon_fires_every_2s_loop_repeatedly(cli: CLI) -> None:
     start(cli, "fast", "--print", "tick-output", every="2s")
     daemon = cli.popen("daemon", "--quiet")
     try:
-        time.sleep(10)
+        # Four runs take ~8 s at this pace; a busy machine only makes it slower.
+        wait_for(lambda: len(cli.records("fast")) >= 4, timeout=60, interval=0.2)
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=10) == 0
@@ -55,7 +56,13 @@ def test_twenty_ticks_fire_ten_due_loops_once_each(cli: CLI) -> None:
         records = finished(cli, f"loop{n}")
         assert len(records) == 1
         assert records[0]["outcome"] == "ok"
-    time.sleep(0.5)
+    # Every claim is in state before a tick exits, and all twenty have
+    # exited: one claim per loop and none in flight means no second run
+    # can still be on its way.
+    loops = wait_for(lambda: all(not st["run"] for st in cli.state()["loops"].values())
+                     and cli.state()["loops"])
+    assert {name: st["iterations"] for name, st in loops.items()} == \
+        {f"loop{n}": 1 for n in range(10)}
     assert sum(len(cli.records(f"loop{n}")) for n in range(10)) == 10
 
 

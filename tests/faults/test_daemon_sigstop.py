@@ -15,6 +15,7 @@ import subprocess
 import time
 from typing import Any
 
+import psutil
 import pytest
 from filelock import FileLock, Timeout
 
@@ -23,7 +24,6 @@ from conftest import CLI, wait_for
 from .support import lease, loop_state, settled, stop, ts
 
 EVERY = 2.0
-STOPPED_FOR = 6.0  # covers at least two due times whatever the phase
 
 
 def sigstop_outside_locks(cli: CLI, proc: subprocess.Popen[Any]) -> float:
@@ -31,6 +31,9 @@ def sigstop_outside_locks(cli: CLI, proc: subprocess.Popen[Any]) -> float:
     the store lock is another fault: everyone waits for the lock's timeout)."""
     for _ in range(200):
         proc.send_signal(signal.SIGSTOP)
+        # SIGSTOP takes effect asynchronously: a daemon still running could
+        # take a lock right after the check below.
+        wait_for(lambda: psutil.Process(proc.pid).status() == psutil.STATUS_STOPPED)
         try:
             for name in ("store.lock", "lease.lock"):
                 FileLock(cli.state_dir / name, timeout=0).acquire().lock.release()
@@ -39,6 +42,14 @@ def sigstop_outside_locks(cli: CLI, proc: subprocess.Popen[Any]) -> float:
             proc.send_signal(signal.SIGCONT)
             time.sleep(0.02)
     raise AssertionError("the daemon never let go of its locks")
+
+
+def stay_stopped_past_two_due_times(cli: CLI) -> None:
+    """The fault itself: no driver runs across at least two due times of the
+    loop (whatever the phase), so its next fire is a catch-up with at least
+    one missed occurrence. Waits on the loop's own due time, not a guess."""
+    due = loop_state(cli, "steady")["next_due"]
+    wait_for(lambda: time.time() >= due + EVERY + 0.5, timeout=30, interval=0.1)
 
 
 def check_runs(cli: CLI, resumed_at: float) -> list[dict[str, Any]]:
@@ -62,7 +73,7 @@ def test_a_stopped_daemon_catches_up_once_when_continued(cli: CLI) -> None:
         stopped_at = sigstop_outside_locks(cli, daemon)
         wait_for(lambda: settled(cli, "steady"))  # a run in flight finishes meanwhile
         before = len(cli.records("steady"))
-        time.sleep(STOPPED_FOR)
+        stay_stopped_past_two_due_times(cli)
         assert len(cli.records("steady")) == before, "something fired while no driver ran"
         resumed_at = time.time()
         daemon.send_signal(signal.SIGCONT)
@@ -92,9 +103,9 @@ def test_a_tick_takes_over_a_stopped_daemon_and_it_does_not_fire_again(cli: CLI)
         wait_for(lambda: len(cli.records("steady")) >= 1)
         stopped_at = sigstop_outside_locks(cli, daemon)
         wait_for(lambda: settled(cli, "steady"))
-        # Past several due times and the TTL, a tick takes the lease (its
+        # Past two due times and the TTL, a tick takes the lease (its
         # holder's heartbeat is stale) and fires one catch-up.
-        time.sleep(STOPPED_FOR)
+        stay_stopped_past_two_due_times(cli)
         report = wait_for(lambda: (r := cli.json("tick", env=env))["deferred_to"] is None
                           and r, timeout=30)
         assert [f["loop"] for f in report["fired"]] == ["steady"], report
