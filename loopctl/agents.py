@@ -11,10 +11,10 @@ are split like a shell but run without one.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from loopctl.model import LoopDef
 from loopctl.readers import READERS, Reading, read_text
+from loopctl.record import factory, record
 from loopctl.untrusted import session_id
 
 P = "{prompt}"
@@ -22,7 +22,7 @@ DECIDE_RULE = "Bash(loopctl decide *)"
 GEMINI_DECIDE_RULE = "run_shell_command(loopctl decide)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Preset:
     name: str
     binary: str
@@ -36,7 +36,7 @@ class Preset:
     resume: tuple[str, ...] = ()  # args with `{session}`, inserted before the prompt
     bypass: tuple[str, ...] = ()  # --yolo: the agent's own full-bypass flag(s)
     drop_for_bypass: tuple[str, ...] = ()  # safe-default args the bypass replaces
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = factory(dict)
     reader: str = "text"
     safe_default: str = ""
     warning: str | None = None

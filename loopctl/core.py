@@ -9,7 +9,6 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from loopctl.events import status_key as events_key
 from loopctl.model import LoopDef, check_name, parse_loop, to_raw
 from loopctl.notify import mask
 from loopctl.paths import is_loop_name
+from loopctl.record import replace
 from loopctl.schedule import iso, parse_iso
 from loopctl.state import TERMINAL, display_status, new_loop_state
 from loopctl.store import Definitions, Store

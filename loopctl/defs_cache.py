@@ -15,24 +15,24 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loopctl import __version__
 from loopctl.model import LoopDef
+from loopctl.record import factory, fields, record
 
 FORMAT = 2
 _DEFAULTS: dict[str, Any] = {}
 _TUPLES = ("command", "agent_args", "notify", "copy")
 
 
-@dataclass
+@record
 class Parsed:
     """What one read of `loops.yaml` yields, without the raw document."""
 
-    loops: dict[str, LoopDef] = field(default_factory=dict)
-    invalid: dict[str, str] = field(default_factory=dict)
-    top: dict[str, Any] = field(default_factory=dict)
+    loops: dict[str, LoopDef] = factory(dict)
+    invalid: dict[str, str] = factory(dict)
+    top: dict[str, Any] = factory(dict)
     # Every loop key in file order, when all are text (YAML allows `123:`).
     names: list[str] | None = None
     # Column of the loop names when a new entry can be appended at the end of
@@ -48,7 +48,7 @@ def digest(source: bytes) -> str:
 def _defaults() -> dict[str, Any]:
     if not _DEFAULTS:
         probe = LoopDef(name="x")
-        _DEFAULTS.update({f.name: getattr(probe, f.name) for f in fields(LoopDef)})
+        _DEFAULTS.update({name: getattr(probe, name) for name in fields(LoopDef)})
     return _DEFAULTS
 
 
@@ -59,7 +59,7 @@ def _sparse(loop: LoopDef) -> dict[str, Any]:
 
 def build(values: dict[str, Any]) -> LoopDef:
     """A LoopDef from its non-default fields, without re-validating (the
-    values were validated when the cache was made); 10,000 frozen-dataclass
+    values were validated when the cache was made); 10,000 frozen-record
     constructions cost more than the rest of the read."""
     loop = object.__new__(LoopDef)
     state = loop.__dict__

@@ -11,27 +11,27 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl import events, lifecycle, procs
 from loopctl.errors import BusyError, LoopctlError
 from loopctl.model import to_raw
+from loopctl.record import factory, record
 from loopctl.schedule import iso
 from loopctl.state import TERMINAL, in_flight, wake_time
 from loopctl.store import Definitions, Store
 
 
-@dataclass
+@record
 class PassReport:
-    fired: list[dict[str, Any]] = field(default_factory=list)
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    lost: list[str] = field(default_factory=list)
-    deferred: list[dict[str, Any]] = field(default_factory=list)
-    children: list[int] = field(default_factory=list)
+    fired: list[dict[str, Any]] = factory(list)
+    skipped: list[dict[str, str]] = factory(list)
+    lost: list[str] = factory(list)
+    deferred: list[dict[str, Any]] = factory(list)
+    children: list[int] = factory(list)
     wake_at: float | None = None
     busy: bool = False
-    invalid: dict[str, str] = field(default_factory=dict)
+    invalid: dict[str, str] = factory(dict)
 
 
 def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False) -> int:
@@ -230,11 +230,11 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
     return report
 
 
-@dataclass
+@record
 class TickReport:
     pass_report: PassReport | None
     deferred_to: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = factory(list)
 
     def exit_code(self) -> int:
         outcomes = {r.get("outcome") for r in self.records}

@@ -10,12 +10,12 @@ liveness arrives as a callback.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl import valves
 from loopctl.errors import UsageError
 from loopctl.model import LoopDef
+from loopctl.record import factory, record
 from loopctl.schedule import (
     clamp_delay,
     cron_next,
@@ -42,15 +42,15 @@ ProcRef = dict[str, Any]
 Alive = Callable[[ProcRef | None], bool]
 
 
-@dataclass
+@record
 class Pass:
     """What one driver pass decided; the driver carries it out."""
 
-    fired: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    lost: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    replace: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    deferred: list[tuple[str, float]] = field(default_factory=list)
+    fired: list[tuple[str, dict[str, Any]]] = factory(list)
+    skipped: list[tuple[str, str]] = factory(list)
+    lost: list[tuple[str, dict[str, Any]]] = factory(list)
+    replace: list[tuple[str, dict[str, Any]]] = factory(list)
+    deferred: list[tuple[str, float]] = factory(list)
     changed: bool = False
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loopctl.durations import parse_duration
 from loopctl.errors import UsageError
 from loopctl.paths import is_loop_name
+from loopctl.record import asdict, factory, record
 from loopctl.untrusted import shorten
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
@@ -54,7 +54,7 @@ _PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,60}/")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoopDef:
     name: str
     prompt: str | None = None
@@ -71,7 +71,7 @@ class LoopDef:
     keepalive: int = DEFAULT_KEEPALIVE
     cwd: str = "."
     # A None value: inherited from the driver's environment at fire time.
-    env: dict[str, str | None] = field(default_factory=dict)
+    env: dict[str, str | None] = factory(dict)
     timeout: int = DEFAULT_TIMEOUT
     max_runs: int = DEFAULT_MAX_RUNS
     for_s: int = DEFAULT_FOR

@@ -11,16 +11,16 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from loopctl import clock, untrusted
+from loopctl.record import factory, record
 
 RESULT_CHARS = 4000
 
 
-@dataclass
+@record
 class Reading:
     result_text: str | None = None
     session_id: str | None = None
@@ -29,7 +29,7 @@ class Reading:
     error: str | None = None
     rate_limited: bool = False
     reset_at: float | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = factory(list)
 
 
 # -- usage / rate limits -----------------------------------------------------------

@@ -9,12 +9,12 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from loopctl import untrusted as check
 from loopctl.model import LoopDef
 from loopctl.paths import is_loop_name, is_run_id
+from loopctl.record import record
 from loopctl.schedule import first_fire, parse_iso
 
 ACTIVE, PAUSED = "active", "paused"
@@ -28,7 +28,7 @@ RECENT = 10
 LoopState = dict[str, Any]
 
 
-@dataclass
+@record
 class RunResult:
     outcome: str
     exit_code: int | None

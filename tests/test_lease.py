@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import asdict, replace
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ import pytest
 from loopctl import paths
 from loopctl.errors import UsageError
 from loopctl.lease import DEFAULT_TTL, Lease, LeaseFile, is_live, ttl_from_env
+from loopctl.record import asdict, replace
 
 HOST = "host-a"
 HEARTBEAT = 1_000_000.0
