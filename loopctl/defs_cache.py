@@ -58,30 +58,56 @@ def _sparse(loop: LoopDef) -> dict[str, Any]:
 
 
 def build(values: dict[str, Any]) -> LoopDef:
-    """A LoopDef from its non-default fields, without re-validating (the
-    values were validated when the cache was made); 10,000 frozen-record
-    constructions cost more than the rest of the read."""
+    """A LoopDef over its non-default fields, without re-validating (the
+    values were validated when the cache was made): the fields left out are
+    read from the class, where the record keeps each default, so 10,000
+    loops cost 10,000 small dicts and no constructor. `values` is taken over."""
     loop = object.__new__(LoopDef)
-    state = loop.__dict__
-    state.update(_defaults())
-    state["env"] = {}
-    for key, value in values.items():
-        state[key] = tuple(value) if key in _TUPLES and value is not None else value
+    for key in _TUPLES:
+        value = values.get(key)
+        if value is not None:
+            values[key] = tuple(value)
+    if "env" not in values:  # a per-instance default: not on the class
+        values["env"] = {}
+    object.__setattr__(loop, "__dict__", values)
     return loop
 
 
-def encode(key: str, parsed: Parsed) -> bytes | None:
-    """The cache file's bytes; None when JSON cannot hold the read exactly."""
+_LOOPS = b',"loops":['
+
+
+def encode(key: str, parsed: Parsed, loops_json: bytes | None = None) -> bytes | None:
+    """The cache file's bytes; None when JSON cannot hold the read exactly.
+    `loops_json`: the loops already encoded (see `extended`)."""
     if parsed.names is None:
         return None
     try:
-        return json.dumps({
+        head = json.dumps({
             "format": FORMAT, "key": key, "top": parsed.top, "names": parsed.names,
             "append_indent": parsed.append_indent, "invalid": parsed.invalid,
-            "loops": [_sparse(loop) for loop in parsed.loops.values()],
         }, allow_nan=False, separators=(",", ":")).encode()
+        if loops_json is None:
+            loops_json = json.dumps([_sparse(loop) for loop in parsed.loops.values()],
+                                    allow_nan=False, separators=(",", ":")).encode()[1:-1]
     except (TypeError, ValueError):
         return None
+    # `loops` last: one more loop is spliced in without encoding the rest.
+    return head[:-1] + _LOOPS + loops_json + b"]}"
+
+
+def extended(data: bytes | None, added: LoopDef) -> bytes | None:
+    """The encoded loops of cache bytes `data` plus `added`: `start` of the
+    10,001st loop re-encodes one loop, not 10,001. No JSON string can hold
+    `,"loops":[` unescaped, so its first occurrence is the key itself."""
+    at = data.find(_LOOPS) if data else -1
+    if data is None or at < 0 or not data.endswith(b"]}"):
+        return None
+    try:
+        one = json.dumps(_sparse(added), allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return None
+    old = data[at + len(_LOOPS):-2]
+    return old + b"," + one if old else one
 
 
 def decode(data: bytes, key: str) -> Parsed | None:

@@ -54,6 +54,9 @@ _PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,60}/")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
+_EVERY_TEXT: dict[int, str] = {}
+
+
 @record(frozen=True)
 class LoopDef:
     name: str
@@ -109,13 +112,17 @@ class LoopDef:
         return f"every:{self.every}"
 
     def schedule_text(self) -> str:
-        from loopctl.durations import format_duration
-
         if self.cron:
             return f"cron {self.cron}" + (f" {self.tz}" if self.tz else "")
         if self.auto:
             return "auto"
-        return f"every {format_duration(self.every or 0)}"
+        every = self.every or 0
+        text = _EVERY_TEXT.get(every)
+        if text is None:  # 10,000 loops share a handful of intervals
+            from loopctl.durations import format_duration
+
+            text = _EVERY_TEXT[every] = f"every {format_duration(every)}"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -52,6 +52,7 @@ class Definitions:
     cached_names: list[str] | None = None
     append_indent: int | None = None
     parsed_doc: dict[str, Any] | None = None
+    cache_data: bytes | None = None  # the cache file it came from
 
     @property
     def doc(self) -> dict[str, Any]:
@@ -135,11 +136,13 @@ class Store:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
         key = defs_cache.digest(source)
-        cached = self._cached_defs(key) if mine else None
+        data = self._read_defs_cache() if mine else None
+        cached = defs_cache.decode(data, key) if data else None
         if cached is not None:
             return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
                                signature=signature, source=source, where=str(path),
-                               cached_names=cached.names, append_indent=cached.append_indent)
+                               cached_names=cached.names, append_indent=cached.append_indent,
+                               cache_data=data)
         doc, indent = parse_source(source, str(path))
         defs = Definitions(parsed_doc=doc, signature=signature, source=source, where=str(path),
                            append_indent=indent, top=_top_settings(doc))
@@ -179,17 +182,19 @@ class Store:
         defs.source, defs.signature = source, file_signature(self.paths.loops_file)
         defs.loops[name] = loop
         defs.cached_names = [*defs.cached_names, name]
-        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs))
+        loops_json = defs_cache.extended(defs.cache_data, loop)
+        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, loops_json))
 
-    def _cached_defs(self, key: str) -> defs_cache.Parsed | None:
+    def _read_defs_cache(self) -> bytes | None:
         try:
             fd = os.open(self.paths.defs_cache, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:
             return None
         with os.fdopen(fd, "rb") as handle:
-            return defs_cache.decode(handle.read(), key)
+            return handle.read()
 
-    def _defs_cache_bytes(self, key: str, defs: Definitions) -> bytes | None:
+    def _defs_cache_bytes(self, key: str, defs: Definitions,
+                          loops_json: bytes | None = None) -> bytes | None:
         names = defs.cached_names if defs.parsed_doc is None else (
             list(defs.raw_loops) if all(isinstance(k, str) for k in defs.raw_loops) else None)
         # Notification URLs hold tokens, which never leave loops.yaml (the
@@ -199,7 +204,7 @@ class Store:
             return None
         return defs_cache.encode(key, defs_cache.Parsed(
             loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
-            append_indent=defs.append_indent))
+            append_indent=defs.append_indent), loops_json)
 
     def _save_defs_cache(self, data: bytes | None) -> None:
         """Best effort: a read-only or full disk only costs the next read time."""
