@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -150,8 +149,6 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
                       copy: list[str] | None) -> dict[str, Any]:
     """--worktree and its hand-off options as loops.yaml keys; checked with
     git itself (a repository at --cwd, branch names git accepts)."""
-    from loopctl import workspace
-
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
              "checks_timeout": _duration(checks_timeout, "--checks-timeout")}
@@ -162,6 +159,8 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     merged = {**current, **given}
     if not merged.get("worktree"):
         return given
+    from loopctl import workspace  # only for --worktree loops: it costs every start 6 ms
+
     _, branch = workspace.repository(cwd)
     if merged.get("base") is None:
         if branch is None:
@@ -687,7 +686,7 @@ def doctor(as_json: JsonOpt = False,
         problems = [f"{f['check']}: {f['message']}" for f in report["findings"]
                     if f["level"] == "error"]
         report["notified"] = core.send_notification(
-            notify, f"loopctl: {len(problems)} problem(s) on {socket.gethostname()}",
+            notify, f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
             "\n".join(problems))
         _print_delivery(report["notified"], to_stderr=as_json)
     if as_json:
@@ -744,7 +743,7 @@ def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise UR
         fail("no notification targets: give a URL, or set one with "
              "`loopctl update NAME --notify URL`")
     results = core.send_notification(urls, "loopctl: test notification",
-                                     f"This is a test from loopctl on {socket.gethostname()}.")
+                                     f"This is a test from loopctl on {os.uname().nodename}.")
     if as_json:
         emit({"version": core.JSON_VERSION, "results": results})
     else:

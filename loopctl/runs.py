@@ -51,10 +51,15 @@ def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
+    try:
+        # Checked on the descriptor, before anything reads: a folder or a
+        # FIFO planted under a record's name is not a record.
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = handle.read(limit + 1)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)
+    finally:
+        os.close(fd)
     return data if len(data) <= limit else None
 
 

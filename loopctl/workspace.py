@@ -377,10 +377,12 @@ def cleanup_lost(info: dict[str, Any], folder: Path, loop: str, run_id: str) -> 
             shutil.rmtree(folder, ignore_errors=True)
         return "worktree folder removed; its recorded repository or branch was not usable"
     try:
-        count = int(git(repo, "rev-list", "--count", f"{base_sha}..{branch}").stdout)
+        count: int | None = int(git(repo, "rev-list", "--count", f"{base_sha}..{branch}").stdout)
     except (LoopctlError, ValueError):
-        count = 0
+        count = None  # cannot tell: a branch that may hold work is never deleted
     remove(repo, folder)
+    if count is None:
+        return f"worktree removed; branch {branch} kept (its commits could not be counted)"
     if count:
         return f"worktree removed; branch {branch} kept ({count} commit(s))"
     git(repo, "branch", "--quiet", "-D", branch, check=False)

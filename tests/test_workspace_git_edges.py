@@ -1,0 +1,285 @@
+"""The git and gh edges of `--worktree` (DESIGN §12), with real git in a
+temporary repository and the fake `gh` of tests/workspace/fake_gh.py: git's
+own locks are waited for, missing tools and timeouts are clear errors,
+`--copy` never follows a symlink out, a worktree the agent broke still hands
+off safely, PR checks that never come are not merged, and the cleanup after
+a lost run never follows a symlink planted in its place."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import TESTS
+from loopctl import workspace
+from loopctl.errors import LoopctlError, UsageError
+from loopctl.model import parse_loop
+from loopctl.workspace import GitError, Workspace
+
+FAKE_GH = TESTS / "workspace" / "fake_gh.py"
+RUN_ID = "20261201T030000Z-0001"
+
+
+def run_git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                          env=dict(os.environ, LC_ALL="C"))
+    assert proc.returncode == 0, (args, proc.stderr)
+    return proc.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    run_git(tmp_path, "init", "-q", "-b", "main", str(path))
+    run_git(path, "config", "user.name", "Owner")
+    run_git(path, "config", "user.email", "owner@example.com")
+    (path / "README.md").write_text("hello\n")
+    (path / ".gitignore").write_text("*.env\nlocal/\n")
+    run_git(path, "add", "README.md", ".gitignore")
+    run_git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def branches(repo: Path) -> list[str]:
+    return run_git(repo, "branch", "--format=%(refname:short)").split()
+
+
+# -- running git -------------------------------------------------------------------------
+
+
+def test_git_waits_for_another_git_to_release_its_index_lock(repo: Path) -> None:
+    (repo / "new.txt").write_text("x\n")
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")
+    releaser = threading.Timer(0.5, lock.unlink)
+    releaser.start()
+    try:
+        workspace.git(repo, "add", "new.txt")
+    finally:
+        releaser.join()
+    assert "new.txt" in run_git(repo, "diff", "--cached", "--name-only")
+
+
+def test_a_lock_never_released_fails_with_gits_reason(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(workspace, "LOCK_RETRIES", 2)  # 0.6 s of waiting, not 12.6 s
+    (repo / "new.txt").write_text("x\n")
+    (repo / ".git" / "index.lock").write_text("")
+    with pytest.raises(GitError) as info:
+        workspace.git(repo, "add", "new.txt")
+    assert info.value.message.startswith("git add new.txt failed: fatal: Unable to create")
+    assert "index.lock" in info.value.message
+
+
+def test_a_failing_git_names_gits_own_reason_unless_unchecked(repo: Path) -> None:
+    with pytest.raises(GitError, match=r"^git rev-parse --verify failed: fatal: "):
+        workspace.git(repo, "rev-parse", "--verify", "no-such-branch")
+    proc = workspace.git(repo, "rev-parse", "--verify", "no-such-branch", check=False)
+    assert proc.returncode != 0
+
+
+def test_a_git_that_outlives_its_timeout_is_an_error(repo: Path) -> None:
+    with pytest.raises(GitError, match=r"^git log timed out after 1e-06s$"):
+        workspace.git(repo, "log", timeout=0.000001)
+
+
+def test_without_git_on_path_worktree_loops_are_refused_clearly(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(UsageError, match="--worktree needs git, which is not on PATH"):
+        workspace.repository(str(repo))
+    with pytest.raises(UsageError, match="git is not installed; --worktree needs it"):
+        workspace.git(repo, "status")
+
+
+@pytest.mark.parametrize("prefix", ["bots", "-x/", "a..b/", "/abs/", "a b/"])
+def test_a_bad_branch_prefix_is_refused(prefix: str) -> None:
+    with pytest.raises(UsageError, match=r"bad --branch-prefix .*ending in /, like loopctl/"):
+        workspace.check_prefix(prefix)
+    assert workspace.check_prefix("bots/nightly/") == "bots/nightly/"
+
+
+# -- --copy ----------------------------------------------------------------------------
+
+
+def test_copy_takes_regular_files_inside_the_repository_and_no_symlinks(
+        repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "stolen.env").write_text("SECRET=outside\n")
+    (repo / "app.env").write_text("TOKEN=1\n")
+    (repo / "link.env").symlink_to(outside / "stolen.env")
+    (repo / "local").symlink_to(outside)             # a folder leading out
+    worktree = tmp_path / "wt"
+    run_git(repo, "worktree", "add", "-q", "-b", "run", str(worktree))
+    workspace.copy_ignored(str(repo), worktree, ("*.env", "local/*.env"))
+    assert sorted(p.name for p in worktree.iterdir()) == [".git", ".gitignore", "README.md",
+                                                          "app.env"]
+    assert (worktree / "app.env").read_text() == "TOKEN=1\n"
+
+
+def test_copy_never_writes_through_a_symlink_committed_in_the_worktree(
+        repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (repo / "conf").mkdir()
+    (repo / "conf" / "db.env").write_text("DB=1\n")
+    (repo / "settings.env").write_text("S=1\n")
+    worktree = tmp_path / "wt"
+    run_git(repo, "worktree", "add", "-q", "-b", "run", str(worktree))
+    # What the base commit could hold: `conf` a symlink out, and a link
+    # standing where a copied file would go.
+    (worktree / "conf").symlink_to(outside)
+    (worktree / "settings.env").symlink_to(outside / "planted")
+    workspace.copy_ignored(str(repo), worktree, ("conf/*.env", "*.env"))
+    assert list(outside.iterdir()) == []
+    assert (worktree / "settings.env").is_symlink()
+
+
+# -- removing worktrees ------------------------------------------------------------------
+
+
+def test_remove_unlinks_a_symlink_in_place_of_the_worktree_and_keeps_its_target(
+        repo: Path, tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep\n")
+    folder = tmp_path / "worktrees" / "job"
+    folder.parent.mkdir()
+    folder.symlink_to(precious)
+    workspace.remove(str(repo), folder)
+    assert not folder.exists() and not folder.is_symlink()
+    assert (precious / "keep.txt").read_text() == "keep\n"
+
+
+def test_remove_deletes_a_folder_git_does_not_know(repo: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "worktrees" / "job"
+    (folder / "deep").mkdir(parents=True)
+    (folder / "deep" / "file").write_text("x")
+    workspace.remove(str(repo), folder)
+    assert not folder.exists()
+
+
+def test_cleanup_after_a_lost_run_never_follows_a_planted_symlink(
+        repo: Path, tmp_path: Path) -> None:
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep\n")
+    folder = tmp_path / "worktrees" / "job"
+    folder.parent.mkdir()
+    folder.symlink_to(precious)
+    note = workspace.cleanup_lost({"repo": str(repo), "branch": "main"}, folder, "job", RUN_ID)
+    assert note == "worktree folder removed; its recorded repository or branch was not usable"
+    assert not folder.is_symlink() and (precious / "keep.txt").exists()
+
+
+def lost_worktree(repo: Path, tmp_path: Path, commit: bool) -> tuple[dict[str, str], Path]:
+    """What a killed supervisor leaves: a worktree on the run's branch."""
+    branch = f"loopctl/job/{RUN_ID}"
+    folder = tmp_path / "worktrees" / "job"
+    base_sha = run_git(repo, "rev-parse", "HEAD").strip()
+    run_git(repo, "worktree", "add", "-q", "-b", branch, str(folder), base_sha)
+    if commit:
+        (folder / "work.txt").write_text("done\n")
+        run_git(folder, "add", "work.txt")
+        run_git(folder, "commit", "-q", "-m", "work")
+    return {"repo": str(repo), "branch": branch, "base_sha": base_sha}, folder
+
+
+def test_cleanup_after_a_lost_run_keeps_a_branch_with_commits(
+        repo: Path, tmp_path: Path) -> None:
+    info, folder = lost_worktree(repo, tmp_path, commit=True)
+    note = workspace.cleanup_lost(info, folder, "job", RUN_ID)
+    assert note == f"worktree removed; branch {info['branch']} kept (1 commit(s))"
+    assert not folder.exists() and info["branch"] in branches(repo)
+
+
+def test_cleanup_after_a_lost_run_keeps_the_branch_when_its_commits_cannot_be_counted(
+        repo: Path, tmp_path: Path) -> None:
+    info, folder = lost_worktree(repo, tmp_path, commit=True)
+    info["base_sha"] = "0123456789abcdef0123456789abcdef01234567"  # no such commit
+    note = workspace.cleanup_lost(info, folder, "job", RUN_ID)
+    assert "could not be counted" in note
+    assert not folder.exists()
+    assert info["branch"] in branches(repo)
+
+
+# -- the hand-off ------------------------------------------------------------------------
+
+
+def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
+        repo: Path, tmp_path: Path) -> None:
+    loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
+                              "worktree": True})
+    folder = tmp_path / "worktrees" / "job"
+    ws = workspace.prepare(loop, RUN_ID, folder)
+    (folder / "work.txt").write_text("half done\n")
+    (folder / ".git").unlink()  # the agent removed the worktree's link to the repository
+    handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
+    assert handoff.handoff == "handoff_failed"
+    assert handoff.failure is not None
+    assert handoff.failure.startswith("commit: git add --all failed: fatal: not a git repository")
+    assert handoff.record()["branch"] == ws.branch
+    assert not folder.exists()
+    assert ws.branch in branches(repo)  # kept: a person may want to look
+
+
+@pytest.fixture
+def fake_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "gh-bin"
+    folder.mkdir()
+    script = folder / "gh"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
+                      f"{shlex.quote(str(FAKE_GH))} \"$@\"\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    log = tmp_path / "gh.jsonl"
+    monkeypatch.setenv("FAKE_GH_LOG", str(log))
+    return log
+
+
+def ws_for(repo: Path, tmp_path: Path) -> Workspace:
+    sha = run_git(repo, "rev-parse", "HEAD").strip()
+    return Workspace(str(repo), tmp_path / "wt", f"loopctl/job/{RUN_ID}", "main", "main", sha)
+
+
+@pytest.mark.parametrize("answer", ["[]", "gh: this output is not JSON", '{"ci": "pass"}'])
+def test_a_pr_whose_checks_never_appear_is_not_merged(
+        repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch,
+        answer: str) -> None:
+    monkeypatch.setenv("FAKE_GH_CHECKS", answer)
+    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
+    assert verdict == "no checks reported: not merged without them"
+    assert '"checks"' in fake_gh.read_text()  # it asked gh, and no merge was attempted
+    assert '"merge"' not in fake_gh.read_text()
+
+
+def test_a_pr_whose_checks_stay_pending_is_not_merged(
+        repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_GH_CHECKS", '[{"name": "ci", "bucket": "pending"}]')
+    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
+    assert verdict == "checks still pending after 0.3s"
+
+
+def test_without_gh_a_pr_cannot_be_opened_and_says_why(
+        repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = ws_for(repo, tmp_path)
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(LoopctlError, match=r"^gh \(GitHub CLI\) is not on PATH; install it "):
+        workspace.open_pr(ws, "title", "body")
+
+
+def test_a_gh_that_outlives_its_timeout_is_an_error(
+        repo: Path, tmp_path: Path, fake_gh: Path) -> None:
+    with pytest.raises(GitError, match=r"^gh pr checks timed out$"):
+        workspace.gh("pr", "checks", "x", cwd=str(repo), timeout=0.000001)
