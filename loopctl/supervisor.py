@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -363,7 +364,8 @@ class Supervisor:
         from loopctl.untrusted import MAX_DECISION_BYTES, decision_from_text, read_decision
 
         try:
-            fd = os.open(self.decision_path, os.O_RDONLY | os.O_NOFOLLOW)
+            # O_NONBLOCK: a FIFO planted there must not hang this supervisor.
+            fd = os.open(self.decision_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             # No file (a symlink planted by the agent is not followed): the
             # final message may carry the decision instead.
@@ -373,11 +375,18 @@ class Supervisor:
                 self._add_note(result, note)
             return
         try:
-            with os.fdopen(fd, "rb") as handle:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "Is a directory" if stat.S_ISDIR(mode) else "not a regular file"
+                self._add_note(result, f"decision file unreadable: {kind}")
+                return
+            with os.fdopen(fd, "rb", closefd=False) as handle:
                 data = handle.read(MAX_DECISION_BYTES + 1)
         except OSError as exc:
             self._add_note(result, f"decision file unreadable: {exc.strerror}")
             return
+        finally:
+            os.close(fd)
         result.decision, notes = read_decision(data)
         self.dropped += notes
         for note in notes:

@@ -11,8 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from loopctl import paths as paths_mod
 from loopctl import runs
 
