@@ -190,8 +190,11 @@ class Writers:
             assert name in state["loops"], (context, f"{name} lost from state.json")
 
 
+# Two independent homes of KILLS // 2 writers each rather than one of KILLS:
+# the same number of kills, on two pytest-xdist workers at once.
 @pytest.mark.slow
-def test_sigkill_of_any_writer_loses_nothing_committed(cli: CLI, home: Path) -> None:
+@pytest.mark.parametrize("part", [1, 2])
+def test_sigkill_of_any_writer_loses_nothing_committed(cli: CLI, home: Path, part: int) -> None:
     seed = random.randrange(2**32)
     writers = Writers(cli, random.Random(seed))
     cli("start", "p", "--name", HOT, "--every", "1s", "--max-runs", "0",
@@ -203,13 +206,13 @@ def test_sigkill_of_any_writer_loses_nothing_committed(cli: CLI, home: Path) -> 
     writers.in_state = set(writers.committed)
 
     rounds = 0
-    while writers.outcomes["killed"] + writers.outcomes["completed"] < KILLS:
+    while writers.outcomes["killed"] + writers.outcomes["completed"] < KILLS // 2:
         lines = writers.round()
         rounds += 1
         writers.check((f"seed {seed}", f"round {rounds}", lines))
     print(f"seed {seed}: {rounds} rounds, {writers.outcomes}, killed starts "
           f"{writers.killed_starts}, start takes {writers.window('start'):.2f}s")
-    assert writers.outcomes["killed"] >= 40, (seed, writers.outcomes)
+    assert writers.outcomes["killed"] >= 20, (seed, writers.outcomes)
 
     # Settle what is left; the next pass records the runs of killed supervisors.
     wait_for(lambda: not supervisors(home), timeout=60)
