@@ -116,21 +116,27 @@ def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | 
 
 def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
                 baseline: list[float]) -> list[tuple[float, float | None]]:
-    """Runs fired by a `loopctl daemon` (`every: 2s`): each supervisor is a
-    fork of the daemon's warm interpreter. Wall per run = from the moment the
-    new supervisor is seen among the daemon's children (polled every ~1 ms)
-    to the moment it has exited (a zombie until the daemon reaps it). One
-    baseline runs in each 2 s gap, appended to `baseline`."""
+    """Runs fired by a `loopctl daemon`: each supervisor is a fork of the
+    daemon's warm interpreter. Each repetition adds a loop with `loopctl
+    start` (a new loop is due at once; the daemon sees the file change within
+    a second and fires it), so no run overlaps a baseline. Wall per run =
+    from the moment the new supervisor is seen among the daemon's children
+    (polled every ~0.5 ms) to the moment it has exited (a zombie until the
+    daemon reaps it). One baseline follows each run, appended to `baseline`;
+    `sync` before each measurement, so none pays for another's writeback."""
     home = ws.home("dflood")
-    write_loops(home, [loop_entry("flood", agent(size), every="2s", cwd=str(ws.root),
-                                  max_runs=0)])
-    proc = subprocess.Popen(loopctl("daemon", "--quiet"), env=env_for(home),
+    env = env_for(home)
+    proc = subprocess.Popen(loopctl("daemon", "--quiet"), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     daemon = psutil.Process(proc.pid)
     seen: set[int] = set()
     out: list[tuple[float, float | None]] = []
     try:
-        while len(out) < reps + 1:  # the first is a warm-up
+        for n in range(reps + 1):  # the first is a warm-up
+            os.sync()
+            subprocess.run(loopctl("start", "--name", f"flood{n}", "--every", "1h",
+                                   "--cwd", str(ws.root), "--command", " ".join(agent(size)),
+                                   "bench"), env=env, check=True, stdout=subprocess.DEVNULL)
             deadline = time.monotonic() + 60
             sup = None
             while sup is None:
@@ -153,15 +159,16 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
                     break
                 time.sleep(0.001)
             out.append((time.perf_counter() - t0, peak_kib / 1024 if sample else None))
+            os.sync()
             baseline.append(run_baseline(ws, size))
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    logs = sorted((home / "state" / "runs" / "flood").glob("*.log"))
+    logs = sorted((home / "state" / "runs").glob("*/*.log"))
     short = [p.name for p in logs if p.stat().st_size < size]
     shutil.rmtree(home, ignore_errors=True)
-    if len(logs) < len(out) or short:
-        raise RuntimeError(f"daemon runs: {len(logs)} logs, short: {short}")
+    if len(logs) != len(out) or short:
+        raise RuntimeError(f"daemon runs: {len(logs)} logs for {len(out)} runs, short: {short}")
     return out[1:]
 
 
@@ -193,7 +200,9 @@ def main() -> int:
             run_subject(ws, size, sample=False)
             subject, base = [], []
             for _ in range(reps):
+                os.sync()  # each measurement starts with no dirty pages of the last
                 base.append(run_baseline(ws, size))
+                os.sync()
                 subject.append(run_subject(ws, size, sample=False)[0])
             peaks = [p for _ in range(3) if (p := run_subject(ws, size, sample=True)[1])]
             ratio = median(subject) / median(base)
