@@ -115,6 +115,7 @@ def check_every_command(home: Path) -> None:
                for v in state["loops"]["bad"].values())
 
 
+@pytest.mark.slow
 @SLOW
 @given(entry_damage)
 def test_a_damaged_state_entry_hurts_only_its_loop(template: Path, tmp_path: Path,
@@ -124,6 +125,7 @@ def test_a_damaged_state_entry_hurts_only_its_loop(template: Path, tmp_path: Pat
     check_every_command(home)
 
 
+@pytest.mark.slow
 @SLOW
 @given(values | st.binary(max_size=64).map(lambda b: b"\xff" + b))
 def test_a_damaged_run_record_hurts_only_its_loop(template: Path, tmp_path: Path,

@@ -157,6 +157,7 @@ def output(proc: Any) -> str:
 # -- 1. storing targets -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_start_and_update_store_notify_urls_and_none_clears(cli: CLI, receiver: Receiver) -> None:
     first, second = receiver.url("/a"), receiver.url("/b")
     cli("start", "p", "--name", "n", "--every", "1h", "--notify", first, "--notify", second,
@@ -251,6 +252,7 @@ def test_an_ordinary_run_sends_nothing(cli: CLI, receiver: Receiver) -> None:
     assert notify_lines(cli, "calm", first) == []
 
 
+@pytest.mark.slow
 def test_another_loops_run_does_not_resend_an_old_event(cli: CLI, receiver: Receiver) -> None:
     cli("start", "p", "--name", "first", "--every", "1h", "--notify", receiver.url("/first"),
         "--command", agent_command("--decide", "complete"), check=0)
@@ -286,6 +288,7 @@ def notify_error(cli: CLI, loop: str) -> Any:
     return cli.state()["loops"][loop].get("notify_error")
 
 
+@pytest.mark.slow
 def test_a_dead_target_changes_nothing_but_is_reported(
         cli: CLI, receiver: Receiver, dead_url: str) -> None:
     live = receiver.url("/live")
@@ -326,6 +329,7 @@ def test_a_dead_target_changes_nothing_but_is_reported(
 # -- 4. masking ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tokens_never_leave_loops_yaml(cli: CLI, receiver: Receiver) -> None:
     url = f"json://user:SECRETTOKEN@127.0.0.1:{receiver.port}/hook/SECRETTOKEN2?x=SECRETTOKEN3"
     outputs = [cli("start", "p", "--name", "sec", "--every", "1h", "--notify", url,

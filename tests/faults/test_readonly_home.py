@@ -43,6 +43,7 @@ def frozen(cli: CLI, read_only: Callable[[Path], Path]) -> CLI:
     return cli
 
 
+@pytest.mark.slow
 def test_reading_commands_work(frozen: CLI) -> None:
     for argv in READERS:
         proc = frozen(*argv)
