@@ -37,13 +37,6 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(str(TESTS.parent / "loopctl"), quiet=1)
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-randomly has shuffled
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked slow first (in their shuffled order): each holds a worker
-    for several seconds, and one started last makes the whole run wait."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def _fingerprint(places: list[Path]) -> list[Any]:
     out = []
     for place in places:
