@@ -90,16 +90,15 @@ def become_subreaper() -> bool:
 
 
 def has_children() -> bool:
-    """Whether this process has any child left (reaping those that exited).
-    With the subreaper flag every living descendant is a child or below
-    one, so False means there is nothing to clean up, without psutil."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        if pid == 0:
-            return True
+    """Whether this process has any child left. With the subreaper flag every
+    living descendant is a child or below one, so False means there is
+    nothing to clean up, without psutil. WNOWAIT: nothing is reaped here (a
+    Popen reaped behind its back would report exit status 0)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def descendants() -> list[Any]:
