@@ -1,8 +1,9 @@
 """One run of one loop: spawn the agent, enforce the timeout, record, settle.
 
 Scheduled runs get a supervisor process of their own, forked by the driver
-into a session of its own (`firing.spawn_supervisor`; `python -m
-loopctl.supervisor LOOP RUN_ID` starts one by hand) so the driver can exit;
+into a session of its own (`firing.spawn_supervisor`) so the driver can
+exit. `python -m loopctl.supervisor LOOP RUN_ID` only supervises a run whose
+claim names its own pid, so started by hand it refuses (tested);
 `loopctl run` supervises in the foreground and copies the agent's output to
 the terminal as well as the log. For scheduled runs the agent writes straight
 into the log file: no byte passes through Python.
