@@ -33,8 +33,10 @@ def nothing_due() -> bool:
     try:
         summary = _summary(os.path.join(state_dir, "summary.json"), state_file)
         if summary is None:  # none, or older than state.json: read the state itself
-            with open(state_file, "rb") as handle:
-                summary = json.loads(handle.read())
+            data = paths.read_bounded(state_file, 1 << 30)
+            if data is None:  # missing, or not a regular file: the full path says which
+                return not os.path.exists(loops_file) and not os.path.lexists(state_file)
+            summary = json.loads(data)
         if summary.get("version") != 1 or summary.get("busy"):
             return False
         if summary.get("defs_sig") != paths.file_signature(loops_file):
@@ -54,17 +56,10 @@ def nothing_due() -> bool:
 def _summary(summary_file: str, state_file: str) -> dict[str, Any] | None:
     """The few fields `tick` needs, kept beside state.json (whose 10,000
     entries cost 50 ms to parse), if they describe the state.json there is."""
-    import json
-
     from loopctl import paths
 
-    try:
-        with open(summary_file, "rb") as handle:
-            summary = json.loads(handle.read(4096))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(summary, dict) or summary.get("state_sig") != paths.file_signature(
-            state_file):
+    summary = paths.read_summary(summary_file)
+    if summary is None or summary.get("state_sig") != paths.file_signature(state_file):
         return None
     return summary
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import IO
+    from typing import IO, Any
 
 APP = "loopctl"
 DIR_MODE = 0o700
@@ -180,6 +180,45 @@ def file_signature(path: str | Path) -> list[int] | None:
     except FileNotFoundError:
         return None
     return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of a regular file, never through a symlink, and
+    never blocking on a FIFO planted under the name; None otherwise."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        # Checked on the descriptor, before anything reads.
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def read_summary(path: str | Path) -> dict[str, Any] | None:
+    """`summary.json` (store.py writes it), or None when it is missing, odd or
+    not a small regular file. Here, not in the store: the `tick` fast path
+    reads it and must not import the store."""
+    import json
+
+    data = read_bounded(path, 4096)
+    try:
+        summary = json.loads(data) if data else None
+    except (ValueError, RecursionError):
+        return None
+    return summary if isinstance(summary, dict) else None
 
 
 def unnamed_file(folder: str | Path) -> IO[bytes]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from loopctl import untrusted
 from loopctl.paths import Paths, is_run_id
+from loopctl.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
 RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
@@ -46,21 +47,7 @@ def loop_folder(paths: Paths, loop: str) -> Path | None:
 
 
 def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
-    """At most `limit` bytes of a regular file, never through a symlink."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        # Checked on the descriptor, before anything reads: a folder or a
-        # FIFO planted under a record's name is not a record.
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)
-    finally:
-        os.close(fd)
-    return data if len(data) <= limit else None
+    return paths_read_bounded(path, limit)
 
 
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,8 @@ from loopctl.untrusted import shorten
 STATE_VERSION = 1
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024
+# The cache holds less than the YAML it was made from; anything bigger is not ours.
+MAX_CACHE_BYTES = 2 * MAX_DEFS_BYTES
 LOCK_TIMEOUT = 60.0
 TOP_KEYS = {"version", "loops", "on_attention", "notify"}
 
@@ -136,7 +139,7 @@ class Store:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
         key = defs_cache.digest(source)
-        data = self._read_defs_cache() if mine else None
+        data = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES) if mine else None
         cached = defs_cache.decode(data, key) if data else None
         if cached is not None:
             return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
@@ -185,14 +188,6 @@ class Store:
         loops_json = defs_cache.extended(defs.cache_data, loop)
         self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, loops_json))
 
-    def _read_defs_cache(self) -> bytes | None:
-        try:
-            fd = os.open(self.paths.defs_cache, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
-
     def _defs_cache_bytes(self, key: str, defs: Definitions,
                           loops_json: bytes | None = None) -> bytes | None:
         names = defs.cached_names if defs.parsed_doc is None else (
@@ -233,7 +228,7 @@ class Store:
         """True when state.json holds exactly the bytes loopctl last wrote
         (the summary records their hash): checking 10,000 entries field by
         field again would cost more than the rest of a read."""
-        summary = read_summary(self.paths.summary_file)
+        summary = paths_mod.read_summary(self.paths.summary_file)
         return summary is not None and summary.get("state_sha") == _sha(raw)
 
     def write_state(self, state: dict[str, Any]) -> None:
@@ -349,24 +344,27 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def read_summary(path: Path) -> dict[str, Any] | None:
-    try:
-        with open(path, "rb") as handle:
-            summary = json.loads(handle.read(4096))
-    except (OSError, ValueError):
-        return None
-    return summary if isinstance(summary, dict) else None
-
-
 def read_state_bytes(path: Path) -> bytes | None:
     """state.json's bytes; None when there is none yet (an empty file is
     damage, and fails to parse like any other)."""
     try:
-        return path.read_bytes()
+        # O_NONBLOCK: a FIFO planted as state.json must not hang every command.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise UnreadableError(f"{path}: cannot read state: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "Is a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise UnreadableError(f"{path}: cannot read state: {kind}")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UnreadableError(f"{path}: cannot read state: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def read_state_file(path: Path) -> dict[str, Any]:

@@ -223,3 +223,31 @@ def test_definitions_with_notification_urls_are_never_cached(home: Path, where: 
     again = Store().read_defs()
     assert again.parsed_doc is not None
     same_read(first, again)
+
+
+@pytest.mark.parametrize("planted", ["defs-cache.json", "summary.json"])
+@pytest.mark.parametrize("kind", ["fifo", "10mib"])
+def test_a_fifo_or_a_huge_file_planted_as_a_derived_file_is_ignored(
+        cli, planted: str, kind: str) -> None:  # type: ignore[no-untyped-def]
+    cli("start", "--every", "1h", "--after", "1h", "--name", "later", "echo hi", check=0)
+    target = cli.state_dir / planted
+    target.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(target)  # a reader that blocked on it would hang every command
+    else:
+        target.write_bytes(b"{" + b" " * (10 * 1024 * 1024))
+    for args in (("tick",), ("ls",), ("status", "later", "--json")):
+        proc = cli(*args, timeout=20)
+        assert proc.returncode == 0, (args, proc.stderr)
+    assert [loop["name"] for loop in cli.json("ls")["loops"]] == ["later"]
+
+
+def test_a_fifo_planted_as_state_json_is_refused_in_one_line(cli) -> None:  # type: ignore[no-untyped-def]
+    cli("start", "--every", "1h", "--name", "later", "echo hi", check=0)
+    state_file = cli.state_dir / "state.json"
+    state_file.unlink()
+    os.mkfifo(state_file)
+    for args in (("tick",), ("ls",)):
+        proc = cli(*args, timeout=20)
+        assert proc.returncode == 3, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "not a regular file" in proc.stderr
