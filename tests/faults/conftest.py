@@ -30,10 +30,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
-
-from .support import home_processes
+from process_support import kill_leftovers
 
 
 @pytest.fixture(autouse=True)
@@ -41,13 +39,7 @@ def reap_test_processes(tmp_path: Path) -> Iterator[None]:
     """Agents, supervisors, daemons and hooks outlive a failing test; kill
     the ones started for this test (their LOOPCTL_HOME is under tmp_path)."""
     yield
-    procs = home_processes(tmp_path)
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=5)
+    kill_leftovers(tmp_path)
 
 
 def _run(*argv: str) -> bool:
@@ -73,11 +65,7 @@ def mount_tmpfs(tmp_path: Path) -> Iterator[object]:
         return where
 
     yield mount
-    for proc in home_processes(tmp_path):
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
+    kill_leftovers(tmp_path)
     for where in reversed(mounted):
         unmount(where)
 
