@@ -216,19 +216,22 @@ def test_cron_overlap_queue_gives_exactly_one_catch_up(cli: CLI, tmp_path: Path)
     gate = tmp_path / "gate"
     cli("start", "p", "--name", "cq", "--cron", "* * * * *", "--tz", "UTC",
         "--command", agent_command("--wait-for", str(gate)), check=0)
-    # Shift loopctl's clock so cron slots pass while the first run is in flight.
-    first = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "61"})
+    # loopctl's clock moves so cron slots pass while the first run is in
+    # flight; each moment is placed within its minute (never a few seconds
+    # before a boundary, which a slow machine could cross between two calls).
+    base = (time.time() // 60 + 1) * 60  # the loop's first slot
+    first = cli.json("tick", env=at(base + 1))
     assert len(first["fired"]) == 1
-    for offset in ("125", "190", "250"):
-        report = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": offset})
+    for later in (65, 125, 185):
+        report = cli.json("tick", env=at(base + later))
         assert report["fired"] == []
     assert cli.state()["loops"]["cq"]["pending"] is True
     gate.touch()
     finished(cli, "cq", 1)
-    second = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "260"})
+    second = cli.json("tick", env=at(base + 190))
     assert len(second["fired"]) == 1, second
     finished(cli, "cq", 2)
-    third = cli.json("tick", env={"LOOPCTL_CLOCK_OFFSET": "262"})
+    third = cli.json("tick", env=at(base + 210))  # the same minute: no slot since
     assert third["fired"] == []
 
 
