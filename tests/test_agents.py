@@ -150,7 +150,8 @@ def assert_inserted(name: str, argv: list[str], base: list[str], inserted: list[
 
 
 def log_header(loop: LoopDef, prompt: str) -> bytes:
-    """The first line(s) the supervisor writes to every run log."""
+    """The start line the supervisor writes to every run log (after the agent's
+    output since issue 15; before it earlier). Readers must skip it either way."""
     argv, _ = build_argv(loop, prompt, PROMPT_PATH, RUN_ID)
     return (f"# loopctl: run {RUN_ID} of {loop.name} (iteration 1) started "
             f"2026-01-15T10:00:00Z in /tmp: {one_line(argv)}\n").encode()

@@ -180,6 +180,23 @@ def test_log_holds_a_large_flood_of_output(cli: CLI) -> None:
     assert len(body) == size
 
 
+@pytest.mark.parametrize("driver", ["tick", "run"])
+def test_log_is_the_agents_bytes_then_loopctls_whole_lines(cli: CLI, driver: str) -> None:
+    # The agent's output starts the log at offset 0 (page-aligned writes for a
+    # flood); loopctl's lines follow it, each on a line of its own even when
+    # the agent's last line did not end.
+    cli("start", "p", "--name", "partial", "--every", "1h",
+        "--command", "printf 'no newline at the end'", check=0)
+    cli("tick", "--wait", check=0) if driver == "tick" else cli("run", "partial", check=0)
+    (record,) = cli.records("partial")
+    lines = Path(record["log"]).read_bytes().split(b"\n")
+    assert lines[0] == b"no newline at the end", lines
+    assert lines[1].startswith(f"# loopctl: run {record['run_id']} of partial ".encode())
+    assert lines[2].startswith(f"# loopctl: run {record['run_id']} ended ".encode())
+    assert lines[3:] == [b""]
+    assert record["result"] == "no newline at the end"
+
+
 def test_logs_follow_returns_when_the_run_ends(cli: CLI) -> None:
     start(cli, "follow", "--print", "early", "--sleep", "2", "--exit", "0")
     cli("tick", check=0)

@@ -23,7 +23,7 @@ CASES = {
     "closes-stdout-early": (("--print", "before", "--close-stdout", "--sleep", "0.3",
                              "--stderr", "after"), [b"before\n", b"after\n"]),
     "invalid-utf8": (("--invalid-utf8",), [b"bad bytes: \xff\xfe\xc3\x28\n"]),
-    "10mb-single-line": (("--line", str(LINE_BYTES)), [b"\n" + b"y" * LINE_BYTES + b"\n"]),
+    "10mb-single-line": (("--line", str(LINE_BYTES)), [b"y" * LINE_BYTES + b"\n"]),
 }
 
 
@@ -55,6 +55,7 @@ def test_misbehaving_agent_output_is_recorded(cli: CLI, big_prompt: Path, case: 
         (record,) = cli.records("odd")
     assert (record["outcome"], record["exit_code"]) == ("ok", 0), record
     log = Path(record["log"]).read_bytes()
+    assert log.startswith(expected[0]), (case, log[:80])  # the agent's bytes come first
     for chunk in expected:
         assert chunk in log, (case, chunk[:40])
     assert log.rstrip(b"\n").splitlines()[-1].startswith(b"# loopctl: run ")  # the footer

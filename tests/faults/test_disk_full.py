@@ -118,7 +118,8 @@ def test_a_run_whose_output_fills_the_disk_is_recorded_and_the_files_parse(
     cli.state()  # parses
     log = cli.state_dir / "runs" / "flood" / f"{run_id}.log"
     text = log.read_bytes()
-    assert text.startswith(b"# loopctl: run ") and len(text) > 100 * 1024
+    # The agent's bytes first; loopctl's own lines only after them.
+    assert text.startswith(b"x" * 1023 + b"\n") and len(text) > 100 * 1024
     assert b"Traceback" not in text
     # With room again, the next pass accounts for the run.
     spare.unlink()
