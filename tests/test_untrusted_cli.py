@@ -41,18 +41,23 @@ def test_cron_install_in_a_home_with_percent_stays_one_line(percent_home: CLI, t
 
 def test_logs_follow_ends_when_the_runs_supervisor_is_killed(cli: CLI, tmp_path: Path) -> None:
     gate = tmp_path / "never"
+    # A word found only in the agent's output: the log's own lines say
+    # "started" and quote the argv, which once let this test pass unread.
     cli("start", "p", "--name", "fg", "--every", "1h", "--command",
-        agent_command("--print", "started", "--wait-for", str(gate)), check=0)
+        agent_command("--print", "hello-from-the-agent", "--wait-for", str(gate)), check=0)
     runner = cli.popen("run", "fg", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         run = wait_for(lambda: (cli.state()["loops"]["fg"].get("run") or {}).get("agent")
                        and cli.state()["loops"]["fg"]["run"])
+        log = cli.state_dir / "runs" / "fg" / f"{run['run_id']}.log"
+        wait_for(lambda: b"hello-from-the-agent" in log.read_bytes())
         follower = cli.popen("logs", "fg", "-f", stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         os.kill(runner.pid, signal.SIGKILL)  # the foreground supervisor dies
         out, err = follower.communicate(timeout=30)  # must end by itself
         assert follower.returncode == 1
-        assert "started" in out and "no longer running" in err
+        assert out == "hello-from-the-agent\n", out  # no footer: nobody was left to write it
+        assert "no longer running" in err, err
         assert "Traceback" not in err
     finally:
         runner.kill()
