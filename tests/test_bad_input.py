@@ -22,6 +22,9 @@ import pytest
 
 from conftest import CLI, loopctl_argv
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 # -- helpers -------------------------------------------------------------------
 
 

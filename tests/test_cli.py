@@ -18,6 +18,9 @@ import yaml
 import loopctl
 from conftest import CLI, loopctl_argv
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 LOOKS_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 DURATION_TEXT = re.compile(r"^(\d+[wdhms])+$")

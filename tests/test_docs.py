@@ -10,6 +10,9 @@ import typer
 
 from loopctl.cli import app
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]

@@ -250,6 +250,7 @@ def test_every_that_cron_cannot_express_is_refused_or_warned(cli: CLI) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.waits_on_wall_clock
 @pytest.mark.skipif(not REAL_CRON,
                     reason="needs a running cron daemon (set LOOPCTL_REAL_CRON=1; CI does)")
 def test_real_cron_runs_a_loop_within_two_minutes(cli: CLI, tmp_path: Path,

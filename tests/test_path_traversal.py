@@ -19,6 +19,9 @@ from hostile.support import install, make_template, no_traceback, snapshot
 
 from conftest import CLI
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 SENTINEL = "PRECIOUS-SENTINEL-5c1e"
 LOG_NAME = "20260101T000000Z-0001"
 ABS = "<absolute path of precious>"

@@ -15,6 +15,9 @@ import pytest
 from conftest import CLI, loopctl_argv, tool
 from loopctl import gendocs
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 ROOT = Path(__file__).parent.parent
 BIN = os.path.dirname(sys.executable)
 

@@ -14,6 +14,9 @@ import pytest
 
 from conftest import CLI, TESTS, agent_command, wait_for
 
+# The CLI's behaviour as a process is the subject: `start` too runs as one.
+pytestmark = pytest.mark.real_processes
+
 
 @pytest.fixture
 def percent_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CLI:
