@@ -81,7 +81,6 @@ class Supervisor:
         # there would leave every page-sized write of a flooding agent
         # straddling two pages (measured: 8-10% more CPU per byte).
         self.preamble: list[str] = []
-        self.footer_begun = False
 
     # -- the whole run -------------------------------------------------------
 
@@ -485,10 +484,8 @@ class Supervisor:
             pass
 
     def _flush_preamble(self, log_fd: int) -> None:
-        """After the agent: its last line ended, then the lines held back."""
-        if self.footer_begun:
-            return
-        self.footer_begun = True
+        """After the agent: its last line ended, then the lines held back.
+        A second call finds the log ending in a newline and nothing held."""
         lines, self.preamble = self.preamble, []
         try:
             size = os.fstat(log_fd).st_size
