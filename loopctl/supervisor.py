@@ -238,6 +238,9 @@ class Supervisor:
         env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
                    LOOPCTL_ITERATION=str(run["iteration"]),
                    LOOPCTL_DECISION_FILE=str(self.decision_path))
+        # Node CLIs (opencode among them) take their project from $PWD when
+        # it is set; the driver's own $PWD would send the agent elsewhere.
+        env["PWD"] = os.path.abspath(cwd)
         # The agent's `loopctl decide` must reach this installation, whatever
         # else is on its PATH: a one-file shim directory goes first.
         env["PATH"] = os.pathsep.join([str(self._shim_dir()), env.get("PATH", os.defpath)])

@@ -72,7 +72,8 @@ def main() -> int:
         with open(args.record, "a") as handle:
             handle.write(json.dumps({
                 "argv": sys.argv, "cwd": os.getcwd(), "stdin": stdin,
-                "env": {k: v for k, v in os.environ.items() if k.startswith(("LOOPCTL", "FAKE"))},
+                "env": {k: v for k, v in os.environ.items()
+                        if k.startswith(("LOOPCTL", "FAKE")) or k == "PWD"},
                 "time": time.time(),
             }) + "\n")
     if args.ignore_term:

@@ -139,6 +139,17 @@ def test_agent_gets_loop_environment_and_prompt_on_stdin(cli: CLI, tmp_path: Pat
     assert seen["stdin"] == "the prompt"  # no {prompt} placeholder: prompt on stdin
 
 
+def test_agent_pwd_is_the_loops_cwd_not_the_drivers(cli: CLI, tmp_path: Path) -> None:
+    # opencode takes its project from $PWD: the driver's own must not leak.
+    out, work = tmp_path / "record.jsonl", tmp_path / "work"
+    work.mkdir()
+    start(cli, "where", "--record", str(out), extra=("--cwd", str(work)))
+    cli("run", "where", env={"PWD": str(tmp_path)}, check=0)
+    seen = json.loads(out.read_text())
+    assert seen["cwd"] == str(work)
+    assert seen["env"]["PWD"] == str(work)
+
+
 def test_prompt_placeholder_goes_in_argv_not_stdin(cli: CLI, tmp_path: Path) -> None:
     out = tmp_path / "record.jsonl"
     command = agent_command("--record", str(out)) + " -- {prompt}"
