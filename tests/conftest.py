@@ -162,14 +162,18 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
 # Commands that only read or edit loopctl's files: nothing forked, no signal
 # handler set, nothing sent. The drivers (tick, run, daemon), `decide` (the
 # agent's side), `watch`, `cron`, notifications and `stop --kill` are always
-# real processes.
+# real processes. (`start --notify URL` only checks and stores the URL;
+# `doctor --notify` sends.)
 IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resume", "stop",
               "rm", "validate", "history", "agents", "events", "export", "logs", "doctor"}
-ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--notify", "--help", "-h"}
+ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
+SENDS_WITH_NOTIFY = {"doctor"}
 
 
 def runs_in_process(args: tuple[str, ...]) -> bool:
-    return bool(args) and args[0] in IN_PROCESS and not ALWAYS_A_PROCESS.intersection(args)
+    if not args or args[0] not in IN_PROCESS or ALWAYS_A_PROCESS.intersection(args):
+        return False
+    return not (args[0] in SENDS_WITH_NOTIFY and "--notify" in args)
 
 
 class CLI:

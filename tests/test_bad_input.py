@@ -22,8 +22,10 @@ import pytest
 
 from conftest import CLI, loopctl_argv
 
-# The CLI's behaviour as a process is the subject: `start` too runs as one.
-pytestmark = pytest.mark.real_processes
+# The table runs through loopctl's entry point in-process (tests/conftest.py),
+# a few rows of it and every `tick` as real processes: the exit code, the one
+# line on stderr and the untouched files are the same contract either way.
+AS_A_PROCESS = pytest.mark.real_processes
 
 # -- helpers -------------------------------------------------------------------
 
@@ -78,7 +80,7 @@ LONG_NAME = "a" * 65
 BAD_INPUTS = [
     # durations
     pytest.param(["start", "--every", "0", "--name", "x", "p"], ["--every", "0"],
-                 id="every-zero"),
+                 id="every-zero", marks=AS_A_PROCESS),
     pytest.param(["start", "--every", "-5m", "--name", "x", "p"], ["--every", "-5m"],
                  id="every-negative"),
     pytest.param(["start", "--every", "10x", "--name", "x", "p"], ["--every", "10x"],
@@ -95,7 +97,7 @@ BAD_INPUTS = [
                  ["--after", "soon"], id="after-garbage"),
     # cron
     pytest.param(["start", "--cron", "0 0 * * * *", "--name", "x", "p"],
-                 ["cron", "0 0 * * * *"], id="cron-six-fields"),
+                 ["cron", "0 0 * * * *"], id="cron-six-fields", marks=AS_A_PROCESS),
     pytest.param(["start", "--cron", "0 0 31 2 *", "--name", "x", "p"],
                  ["cron", "0 0 31 2 *"], id="cron-impossible-date"),
     pytest.param(["start", "--cron", "61 * * * *", "--name", "x", "p"],
@@ -109,7 +111,7 @@ BAD_INPUTS = [
                  ["../etc/passwd"], id="tz-path"),
     # names
     pytest.param(["start", "--every", "10m", "--name", "../x", "p"], ["name", "../x"],
-                 id="name-dotdot"),
+                 id="name-dotdot", marks=AS_A_PROCESS),
     pytest.param(["start", "--every", "10m", "--name", "a/b", "p"], ["name", "a/b"],
                  id="name-slash"),
     pytest.param(["start", "--every", "10m", "--name", "-x", "p"], ["name", "-x"],
@@ -125,10 +127,10 @@ BAD_INPUTS = [
     pytest.param(["start", "--every", "10m", "--env", "BAD-NAME", "--name", "x", "p"],
                  ["--env", "BAD-NAME"], id="env-name-only-bad"),
     pytest.param(["start", "--every", "10m", "--env", "1BAD=x", "--name", "x", "p"],
-                 ["--env", "1BAD"], id="env-bad-key"),
+                 ["--env", "1BAD"], id="env-bad-key", marks=AS_A_PROCESS),
     # choices
     pytest.param(["start", "--every", "10m", "--agent", "hal9000", "--name", "x", "p"],
-                 ["agent", "hal9000"], id="agent-unknown"),
+                 ["agent", "hal9000"], id="agent-unknown", marks=AS_A_PROCESS),
     pytest.param(["start", "--every", "10m", "--overlap", "sometimes", "--name", "x", "p"],
                  ["--overlap", "sometimes"], id="overlap-unknown"),
     pytest.param(["start", "--every", "10m", "--catch-up", "all", "--name", "x", "p"],
@@ -136,7 +138,7 @@ BAD_INPUTS = [
     # what and when
     pytest.param(["start", "--every", "10m", "--prompt-file", "{prompt_file}", "--name", "x",
                   "p"], ["prompt"], id="prompt-and-prompt-file"),
-    pytest.param(["start", "--every", "10m", "--name", "x"], ["prompt"], id="no-prompt"),
+    pytest.param(["start", "--every", "10m", "--name", "x"], ["prompt"], id="no-prompt", marks=AS_A_PROCESS),
     pytest.param(["start", "--every", "10m", "--cron", "*/5 * * * *", "--name", "x", "p"],
                  ["--every", "--cron"], id="every-and-cron"),
     pytest.param(["start", "--name", "x", "p"], ["--every"], id="no-schedule"),
@@ -174,6 +176,7 @@ def test_bad_input_is_refused_and_changes_nothing(
     assert without_locks(tree(home)) == files_before
 
 
+@AS_A_PROCESS
 def test_bad_input_on_a_fresh_home_creates_no_files(cli: CLI, home: Path) -> None:
     proc = cli("start", "--every", "0", "--name", "x", "p")
     assert proc.returncode == 2

@@ -18,8 +18,8 @@ import yaml
 import loopctl
 from conftest import CLI, loopctl_argv
 
-# The CLI's behaviour as a process is the subject: `start` too runs as one.
-pytestmark = pytest.mark.real_processes
+# The smoke path runs every command as a real process; the other tests run the
+# read-and-edit commands through the same entry point in-process (conftest).
 
 ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 LOOKS_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
@@ -52,6 +52,7 @@ def edit_state(home: Path, name: str, **changes: Any) -> None:
 # -- the smoke path ------------------------------------------------------------
 
 
+@pytest.mark.real_processes
 def test_smoke_path(cli: CLI, home: Path) -> None:
     proc = cli("start", "--every", "10m", "--name", "demo", "say hi", check=0)
     assert "demo" in proc.stdout

@@ -19,8 +19,8 @@ from hostile.support import install, make_template, no_traceback, snapshot
 
 from conftest import CLI
 
-# The CLI's behaviour as a process is the subject: `start` too runs as one.
-pytestmark = pytest.mark.real_processes
+# What is checked is where files land, the same in-process as in a process;
+# `run` (as every driver) is a real process.
 
 SENTINEL = "PRECIOUS-SENTINEL-5c1e"
 LOG_NAME = "20260101T000000Z-0001"
