@@ -71,7 +71,11 @@ def gemini_api(model: GeminiModel, home: Path) -> Iterator[tuple[Stub, dict[str,
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
     with Stub(model) as server:
-        yield server, {"GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": "dummy"}
+        # Started with less heap than half the machine's memory, the CLI starts
+        # itself again with more (a second Node start-up, ~1.5 s of CPU); the
+        # child runs the same code with the same arguments and output.
+        yield server, {"GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": "dummy",
+                       "GEMINI_CLI_NO_RELAUNCH": "1"}
 
 
 def stream_requests(server: Stub) -> list[dict[str, Any]]:

@@ -75,8 +75,9 @@ def _chunk(kind: str, choice: dict[str, Any], usage: dict[str, int] | None = Non
 def qwen_api(model: QwenModel) -> Iterator[tuple[Stub, dict[str, str]]]:
     """The stub running, and the environment that points the CLI at it."""
     with Stub(model) as server:
+        # As gemini's (tests/e2e/gemini_stub.py): no second start-up for more heap.
         yield server, {"OPENAI_BASE_URL": server.url + "/v1", "OPENAI_API_KEY": "dummy",
-                       "OPENAI_MODEL": MODEL}
+                       "OPENAI_MODEL": MODEL, "QWEN_CODE_NO_RELAUNCH": "1"}
 
 
 def chat_requests(server: Stub) -> list[dict[str, Any]]:
