@@ -133,13 +133,14 @@ def kill_tree(agent: subprocess.Popen[bytes] | None, grace: float) -> int:
         except psutil.Error:
             pass
     deadline = time.monotonic() + grace
-    _, still = psutil.wait_procs(procs, timeout=grace)
+    _, not_gone = psutil.wait_procs(procs, timeout=grace)
+    still: list[Any] = list(not_gone)  # psutil.Process and the agent's Popen
     if agent is not None:
         try:
             agent.wait(timeout=max(deadline - time.monotonic(), 0.01))
         except subprocess.TimeoutExpired:
             agent.kill()
-            still.append(agent)  # type: ignore[arg-type]
+            still.append(agent)
     late = [p for p in descendants() if agent is None or p.pid != agent.pid]
     for p in still + [p for p in late if p not in still]:
         try:

@@ -169,6 +169,13 @@ class Store:
         atomic_write(self.paths.loops_file, text.encode())
         defs.signature = file_signature(self.paths.loops_file)
         defs.source = text.encode()
+        # Read back now, with YAML already loaded, so the next state write
+        # saves the parsed copy: the driver that reads this file next (a
+        # tick, the daemon, `run`) then needs no YAML at all.
+        try:
+            self.read_defs()
+        except LoopctlError:
+            pass
 
     def add_loop(self, defs: Definitions, name: str, raw: dict[str, Any], loop: LoopDef) -> None:
         """Add one entry: appended to the file as text when its end allows

@@ -138,7 +138,8 @@ BAD_INPUTS = [
     # what and when
     pytest.param(["start", "--every", "10m", "--prompt-file", "{prompt_file}", "--name", "x",
                   "p"], ["prompt"], id="prompt-and-prompt-file"),
-    pytest.param(["start", "--every", "10m", "--name", "x"], ["prompt"], id="no-prompt", marks=AS_A_PROCESS),
+    pytest.param(["start", "--every", "10m", "--name", "x"], ["prompt"], id="no-prompt",
+                 marks=AS_A_PROCESS),
     pytest.param(["start", "--every", "10m", "--cron", "*/5 * * * *", "--name", "x", "p"],
                  ["--every", "--cron"], id="every-and-cron"),
     pytest.param(["start", "--name", "x", "p"], ["--every"], id="no-schedule"),

@@ -251,3 +251,33 @@ def test_a_fifo_planted_as_state_json_is_refused_in_one_line(cli) -> None:  # ty
         proc = cli(*args, timeout=20)
         assert proc.returncode == 3, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "not a regular file" in proc.stderr
+
+
+@pytest.mark.parametrize("last", ["start", "update", "rm"])
+def test_a_rewrite_leaves_a_parsed_copy_for_the_next_driver(cli, last: str) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from conftest import loopctl_argv
+
+    cli("start", "p", "--every", "1h", "--name", "first", "--command", "true", check=0)
+    cli("start", "p", "--every", "1h", "--name", "other", "--command", "true", check=0)
+    if last == "update":
+        cli("update", "first", "--max-runs", "7", check=0)
+    elif last == "rm":
+        cli("rm", "other", check=0)
+    store = Store()
+    cached = store.read_defs()
+    assert cached.cache_data is not None, "no parsed copy was saved"
+    source = (cli.home / "loops.yaml").read_bytes()
+    full = parse_yaml_text(source.decode(), "loops.yaml")
+    assert sorted(cached.loops) == sorted(full["loops"])
+    assert cached.loops["first"].max_runs == (7 if last == "update" else 50)
+    # The driver that reads the file next loads no YAML parser.
+    argv = loopctl_argv("run", "first")
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and "|" in line]
+    assert "loopctl.store" in modules
+    assert not [m for m in modules if m.split(".")[0] == "yaml"]
