@@ -21,12 +21,13 @@ def utc(year: int, month: int, day: int, hour: int, minute: int) -> float:
 
 
 @pytest.fixture
-def system_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+def system_zone() -> Iterator[pytest.MonkeyPatch]:
     """`schedule.zone` caches the system zone for the life of a process:
-    start and end each test with an empty cache."""
+    start and end each test with an empty cache. A monkeypatch of its own,
+    undone here, so that undoing it leaves the home fixture's in place."""
     schedule.zone.cache_clear()
-    yield monkeypatch
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
     schedule.zone.cache_clear()
 
 
