@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # not `typing`: ~4 ms of every cron tick
 
 if TYPE_CHECKING:
     from pathlib import Path
