@@ -11,6 +11,7 @@ due. Anything else goes to the Typer app.
 from __future__ import annotations
 
 import sys
+
 TYPE_CHECKING = False  # not `typing`: ~4 ms of every cron tick
 
 if TYPE_CHECKING:

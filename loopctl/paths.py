@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+
 TYPE_CHECKING = False  # not `typing`: ~4 ms of every cron tick
 
 if TYPE_CHECKING:
