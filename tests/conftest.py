@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,22 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
                                        out.getvalue().decode(), err.getvalue().decode())
 
 
+@contextmanager
+def environment(extra: dict[str, str]) -> Iterator[None]:
+    """`os.environ` with `extra` on top, as a child process started with
+    `dict(os.environ, **extra)` would see it; put back afterwards."""
+    saved = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 # Commands that only read or edit loopctl's files: nothing forked, no signal
 # handler set, nothing sent. The drivers (tick, run, daemon), `decide` (the
 # agent's side), `watch`, `cron`, notifications and `stop --kill` are always
@@ -168,6 +185,9 @@ IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resum
               "rm", "validate", "history", "agents", "events", "export", "logs", "doctor"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
 SENDS_WITH_NOTIFY = {"doctor"}
+# Read once per process (schedule.zone caches the system zone): a test that
+# sets them for one command gets a process.
+PER_PROCESS_ENV = {"TZ"}
 
 
 def runs_in_process(args: tuple[str, ...]) -> bool:
@@ -180,10 +200,10 @@ class CLI:
     """Runs `loopctl` against the test's home. The drivers and everything
     that signals, forks or sends are real processes; commands that only read
     or edit loopctl's files (IN_PROCESS) run through the same entry point in
-    this process (`in_process`), unless the test has the `real_processes`
-    mark or passes its own `env` or `input`. Where the CLI's behaviour as a
-    process is the subject (test_cli, test_bad_input, ...), the module has
-    the mark."""
+    this process (`in_process`, under the test's `env` on top of
+    os.environ), unless the test has the `real_processes` mark or passes
+    `input`. Where the CLI's behaviour as a process is the subject, the test
+    (or the module) has the mark."""
 
     def __init__(self, home: Path, real_processes: bool = False) -> None:
         self.home = home
@@ -192,9 +212,10 @@ class CLI:
     def __call__(self, *args: str, env: dict[str, str] | None = None,
                  timeout: float = 60, check: int | None = None,
                  input: str | None = None) -> subprocess.CompletedProcess[str]:
-        if runs_in_process(args) and env is None and input is None \
-                and not self.real_processes:
-            proc = in_process(*args)
+        if runs_in_process(args) and input is None and not self.real_processes \
+                and not PER_PROCESS_ENV.intersection(env or {}):
+            with environment(env or {}):
+                proc = in_process(*args)
         else:
             full_env = dict(os.environ, **(env or {}))
             proc = subprocess.run(loopctl_argv(*args), capture_output=True, text=True,
