@@ -146,6 +146,10 @@ class Store:
                                signature=signature, source=source, where=str(path),
                                cached_names=cached.names, append_indent=cached.append_indent,
                                cache_data=data)
+        return self._parse_defs(source, signature, path, key if mine else None)
+
+    def _parse_defs(self, source: bytes, signature: Signature, path: Path,
+                    cache_key: str | None) -> Definitions:
         doc, indent = parse_source(source, str(path))
         defs = Definitions(parsed_doc=doc, signature=signature, source=source, where=str(path),
                            append_indent=indent, top=_top_settings(doc))
@@ -156,26 +160,28 @@ class Store:
             except LoopctlError as exc:
                 line = _line_of(path, f"{name}:")
                 defs.invalid[name] = exc.message + (f" (line {line})" if line else "")
-        if mine:
+        if cache_key is not None:
             # Written with the next state write: a command that fails after
             # reading leaves every file as it was.
-            self.pending_cache = (key, defs)
+            self.pending_cache = (cache_key, defs)
         return defs
 
     def write_defs(self, defs: Definitions) -> None:
-        text = dump_yaml_doc(defs.doc)
+        source = dump_yaml_doc(defs.doc).encode()
         self.pending_cache = None  # it described the file this replaces
         paths_mod.ensure_dir(self.paths.config_dir)
-        atomic_write(self.paths.loops_file, text.encode())
+        atomic_write(self.paths.loops_file, source)
         defs.signature = file_signature(self.paths.loops_file)
-        defs.source = text.encode()
-        # Read back now, with YAML already loaded, so the next state write
-        # saves the parsed copy: the driver that reads this file next (a
-        # tick, the daemon, `run`) then needs no YAML at all.
-        try:
-            self.read_defs()
-        except LoopctlError:
-            pass
+        defs.source = source
+        # Parse what was written now, with YAML already loaded, so the next
+        # state write saves the parsed copy: the driver that reads this file
+        # next (a tick, the daemon, `run`) then needs no YAML at all.
+        if len(source) <= MAX_DEFS_BYTES:  # over it, every reader refuses it
+            try:
+                self._parse_defs(source, defs.signature, self.paths.loops_file,
+                                 defs_cache.digest(source))
+            except LoopctlError:
+                pass
 
     def add_loop(self, defs: Definitions, name: str, raw: dict[str, Any], loop: LoopDef) -> None:
         """Add one entry: appended to the file as text when its end allows

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +71,20 @@ def rewrite_test_modules_once(config: pytest.Config) -> None:
                 continue
             _write_pyc(state, code, source_hash, pyc)
 
+    def rewrite_quietly(files: list[Path]) -> None:
+        try:
+            rewrite(files)
+        except Exception:  # noqa: BLE001 - only a speed-up: the workers rewrite what is left
+            pass
+
     files = sorted(TESTS.rglob("test_*.py")) + sorted(TESTS.rglob("conftest.py"))
     pid = os.fork()  # the other core takes every second file
     if pid == 0:
         try:
-            rewrite(files[1::2])
+            rewrite_quietly(files[1::2])
         finally:
             os._exit(0)
-    rewrite(files[0::2])
+    rewrite_quietly(files[0::2])
     os.waitpid(pid, 0)
 
 
@@ -126,6 +131,17 @@ def loopctl_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "loopctl", *args]
 
 
+def imported_modules(*args: str) -> list[str]:
+    """Every module `loopctl ARGS` imports, as a process (`-X importtime`);
+    the command must exit 0."""
+    argv = loopctl_argv(*args)
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line]
+
+
 def agent_command(*args: str) -> str:
     """A `--command` that runs the fake agent with `args`."""
     return shlex.join([sys.executable, str(FAKE_AGENT), *args])
@@ -158,22 +174,6 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
         code = 1
     return subprocess.CompletedProcess(["loopctl", *args], code or 0,
                                        out.getvalue().decode(), err.getvalue().decode())
-
-
-@contextmanager
-def environment(extra: dict[str, str]) -> Iterator[None]:
-    """`os.environ` with `extra` on top, as a child process started with
-    `dict(os.environ, **extra)` would see it; put back afterwards."""
-    saved = {key: os.environ.get(key) for key in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 # Commands that only read or edit loopctl's files: nothing forked, no signal
@@ -214,7 +214,9 @@ class CLI:
                  input: str | None = None) -> subprocess.CompletedProcess[str]:
         if runs_in_process(args) and input is None and not self.real_processes \
                 and not PER_PROCESS_ENV.intersection(env or {}):
-            with environment(env or {}):
+            with pytest.MonkeyPatch.context() as patch:  # as the child's environment would be
+                for key, value in (env or {}).items():
+                    patch.setenv(key, value)
                 proc = in_process(*args)
         else:
             full_env = dict(os.environ, **(env or {}))

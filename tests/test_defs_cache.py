@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import imported_modules
 from loopctl import core, entry
 from loopctl.store import Store, parse_yaml_text
 
@@ -255,10 +256,6 @@ def test_a_fifo_planted_as_state_json_is_refused_in_one_line(cli) -> None:  # ty
 
 @pytest.mark.parametrize("last", ["start", "update", "rm"])
 def test_a_rewrite_leaves_a_parsed_copy_for_the_next_driver(cli, last: str) -> None:  # type: ignore[no-untyped-def]
-    import subprocess
-
-    from conftest import loopctl_argv
-
     cli("start", "p", "--every", "1h", "--name", "first", "--command", "true", check=0)
     cli("start", "p", "--every", "1h", "--name", "other", "--command", "true", check=0)
     if last == "update":
@@ -273,11 +270,6 @@ def test_a_rewrite_leaves_a_parsed_copy_for_the_next_driver(cli, last: str) -> N
     assert sorted(cached.loops) == sorted(full["loops"])
     assert cached.loops["first"].max_runs == (7 if last == "update" else 50)
     # The driver that reads the file next loads no YAML parser.
-    argv = loopctl_argv("run", "first")
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    modules = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-               if line.startswith("import time:") and "|" in line]
+    modules = imported_modules("run", "first")
     assert "loopctl.store" in modules
     assert not [m for m in modules if m.split(".")[0] == "yaml"]

@@ -8,7 +8,6 @@ import base64
 import json
 import socket
 import stat
-import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import CLI, agent_command, loopctl_argv, wait_for
+from conftest import CLI, agent_command, imported_modules, wait_for
 
 # -- the receiver ----------------------------------------------------------------------
 
@@ -559,12 +558,7 @@ def test_tick_and_ls_never_import_apprise_or_rich(
     cli("start", "p", "--name", "quiet", "--every", "1h", "--after", "1h",
         "--notify", receiver.url(), "--command", agent_command(), check=0)
     add_top_level_notify(cli, [receiver.url("/top")])
-    argv = loopctl_argv(command)
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    modules = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-               if line.startswith("import time:") and "|" in line]
+    modules = imported_modules(command)
     assert "loopctl.cli" in modules or "loopctl" in modules  # the parse works
     heavy = [m for m in modules if m.split(".")[0] in ("apprise", "rich")]
     assert not heavy, heavy

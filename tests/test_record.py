@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 from collections import defaultdict, namedtuple
 from typing import Any, ClassVar
 
 import pytest
 
-from conftest import CLI, loopctl_argv
+from conftest import CLI, imported_modules
 from loopctl.lease import Lease
 from loopctl.model import LoopDef, parse_loop
 from loopctl.record import (
@@ -370,12 +369,7 @@ def test_the_run_path_never_imports_dataclasses_or_inspect(
         cli: CLI, command: tuple[str, ...]) -> None:
     cli("start", "x", "--name", "a", "--every", "1h", "--after", "1h", "--command", "true",
         check=0)
-    argv = loopctl_argv(*command)
-    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    modules = [line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
-               if line.startswith("import time:") and "|" in line]
+    modules = imported_modules(*command)
     if "coverage" in modules:
         pytest.skip("coverage itself imports inspect")
     assert "loopctl.model" in modules and "loopctl.record" in modules  # the path ran
