@@ -92,9 +92,9 @@ def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | 
                     for child in parent.children():
                         # The supervisor is forked from the tick (same
                         # cmdline) into a session of its own; older loopctl
-                        # exec'd `python -m loopctl.supervisor`.
+                        # exec'd `python -m loopctl.engine.supervisor`.
                         line = " ".join(child.cmdline())
-                        if "loopctl.supervisor" in line or "loopctl" in line and \
+                        if "loopctl.engine.supervisor" in line or "loopctl" in line and \
                                 child.pid == os.getsid(child.pid):
                             sup = child
                             break

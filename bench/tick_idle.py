@@ -73,7 +73,8 @@ def main() -> int:
         print(f"   loopctl tick   : {spread(subject)}")
         mods, top = importtime(env)
         heavy = [m for m in ("typer", "click", "rich", "yaml", "croniter", "filelock", "psutil",
-                             "loopctl.cli", "loopctl.agents", "loopctl.store", "loopctl.model")
+                             "loopctl.cli.app", "loopctl.agents.presets", "loopctl.storage.store",
+                             "loopctl.domain.model")
                  if m in mods]
         lc = [m for m in mods if m.startswith("loopctl")]
         print(f"   modules imported by `loopctl tick`: {len(mods)}; loopctl modules: "

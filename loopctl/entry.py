@@ -26,7 +26,8 @@ def nothing_due() -> bool:
     import json
     import os
 
-    from loopctl import clock, paths
+    from loopctl import clock
+    from loopctl.storage import paths
 
     config_dir, state_dir = paths.roots()
     state_file = os.path.join(state_dir, "state.json")
@@ -57,7 +58,7 @@ def nothing_due() -> bool:
 def _summary(summary_file: str, state_file: str) -> dict[str, Any] | None:
     """The few fields `tick` needs, kept beside state.json (whose 10,000
     entries cost 50 ms to parse), if they describe the state.json there is."""
-    from loopctl import paths
+    from loopctl.storage import paths
 
     summary = paths.read_summary(summary_file)
     if summary is None or summary.get("state_sig") != paths.file_signature(state_file):
@@ -69,7 +70,7 @@ def print_names() -> None:
     """Loop names for shell completion: one per line, nothing on any error."""
     import os
 
-    from loopctl import paths
+    from loopctl.storage import paths
 
     config_dir, _ = paths.roots()
     try:
@@ -91,7 +92,7 @@ def main() -> None:
 
         check_env()
     except Exception as exc:  # noqa: BLE001 - a bad LOOPCTL_* number: one line, exit 2
-        from loopctl.errors import report
+        from loopctl.domain.errors import report
 
         sys.exit(report(exc))
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due():
@@ -99,11 +100,11 @@ def main() -> None:
     if args == ["__names"]:
         print_names()
         sys.exit(0)
-    from loopctl.direct import dispatch
+    from loopctl.cli.direct import dispatch
 
     code = dispatch(args)
     if code is not None:
         sys.exit(code)
-    from loopctl.cli import run_app
+    from loopctl.cli.app import run_app
 
     run_app(args)

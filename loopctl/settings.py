@@ -20,7 +20,7 @@ def env_number(name: str, default: float, low: float, high: float) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or not low <= value <= high:
-        from loopctl.errors import UsageError
+        from loopctl.domain.errors import UsageError
 
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
         raise UsageError(f"bad {name}={shown!r}: expected a number of seconds "

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from loopctl import readers
-from loopctl.errors import UsageError
-from loopctl.untrusted import check_run_id, decision_from_text
+from loopctl.agents import readers
+from loopctl.domain.errors import UsageError
+from loopctl.domain.untrusted import check_run_id, decision_from_text
 
 NOW = datetime(2026, 1, 15, 10, 0, tzinfo=timezone.utc).timestamp()
 

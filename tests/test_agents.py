@@ -25,11 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopctl import agents, readers
-from loopctl.agents import PRESETS, build_argv, read_output
-from loopctl.model import LoopDef, parse_loop
-from loopctl.readers import READERS, Reading
-from loopctl.supervisor import one_line
+from loopctl.agents import presets as agents
+from loopctl.agents import readers
+from loopctl.agents.presets import PRESETS, build_argv, read_output
+from loopctl.agents.readers import READERS, Reading
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.engine.supervisor import one_line
 
 SAMPLES = Path(__file__).parent / "samples"
 PROMPT_PATH = "/tmp/p.txt"

@@ -475,7 +475,7 @@ def test_version(cli: CLI) -> None:
 def _all_commands() -> list[tuple[str, Any]]:
     import typer
 
-    from loopctl.cli import app
+    from loopctl.cli.app import app
 
     out: list[tuple[str, Any]] = []
 

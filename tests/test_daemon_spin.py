@@ -1,4 +1,4 @@
-"""The daemon's anti-spin guard (loopctl/daemon.py: "Still due after a pass:
+"""The daemon's anti-spin guard (loopctl/engine/daemon.py: "Still due after a pass:
 never spin").
 
 A loop can stay due after a driver pass that cannot fire it: here a
@@ -23,9 +23,9 @@ import psutil
 from faults.support import lease, stop
 
 from conftest import CLI, agent_command, wait_for
-from loopctl.firing import driver_pass
-from loopctl.locks import hold
-from loopctl.store import Store
+from loopctl.engine.firing import driver_pass
+from loopctl.storage.locks import hold
+from loopctl.storage.store import Store
 
 WINDOW = 3.0  # seconds of measurement: three of the guard's one-second looks
 MAX_SHARE = 0.3  # of one core; measured: guarded < 1%, spinning 50-90% (all it gets)

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import loopctl_argv
-from loopctl.state import ENTRY_RULES
+from loopctl.domain.state import ENTRY_RULES
 
 DOCUMENTED = {0, 1, 2, 3, 4, 75, 124, 130}
 SLOW = settings(max_examples=5, deadline=None,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from loopctl.errors import UsageError
-from loopctl.model import check_notify_urls, parse_loop, split_command
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import check_notify_urls, parse_loop, split_command
 
 BASE = {"prompt": "p", "every": "10m"}
 

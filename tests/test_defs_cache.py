@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import imported_modules
-from loopctl import core, entry
-from loopctl.store import Store, parse_yaml_text
+from loopctl import entry
+from loopctl.commands import core
+from loopctl.storage.store import Store, parse_yaml_text
 
 MIXED = """\
 # my loops; keep this comment
@@ -181,7 +182,8 @@ def test_a_hand_edited_state_is_checked_even_with_a_summary(home: Path) -> None:
     with store.lock():
         state = store.read_state()
         defs = store.read_defs()
-        from loopctl import clock, lifecycle
+        from loopctl import clock
+        from loopctl.domain import lifecycle
         lifecycle.reconcile(defs.loops, defs.invalid, state, clock.now())
         store.write_state(state)
     assert Store().read_state() and Store().repairs == {}
@@ -271,5 +273,5 @@ def test_a_rewrite_leaves_a_parsed_copy_for_the_next_driver(cli, last: str) -> N
     assert cached.loops["first"].max_runs == (7 if last == "update" else 50)
     # The driver that reads the file next loads no YAML parser.
     modules = imported_modules("run", "first")
-    assert "loopctl.store" in modules
+    assert "loopctl.storage.store" in modules
     assert not [m for m in modules if m.split(".")[0] == "yaml"]

@@ -35,7 +35,7 @@ def test_json_views_match_the_typer_commands_and_skip_typer(cli: CLI, args: list
     fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
                           text=True, check=True)
     assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER"
-    typer_code = "import sys\nfrom loopctl.cli import run_app\nrun_app(sys.argv[1:])"
+    typer_code = "import sys\nfrom loopctl.cli.app import run_app\nrun_app(sys.argv[1:])"
     slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
                           text=True)
     assert slow.returncode == 0, slow.stderr
@@ -52,8 +52,8 @@ def test_json_view_errors_are_the_documented_ones(cli: CLI, args: list[str]) -> 
 def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
     """`ls` reads its rows without building the JSON shape (10,000 loops);
     they must say what `ls --json` says, loop by loop."""
-    from loopctl import core
-    from loopctl.store import Store
+    from loopctl.commands import core
+    from loopctl.storage.store import Store
 
     cli("start", "p", "--name", "done", "--every", "1h", "--max-runs", "1", "--command",
         agent_command("--print", "x"), check=0)

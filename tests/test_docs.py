@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from loopctl.cli import app
+from loopctl.cli.app import app
 
 # The CLI's behaviour as a process is the subject: `start` too runs as one.
 pytestmark = pytest.mark.real_processes

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loopctl.durations import MAX_SECONDS, format_duration, parse_duration
-from loopctl.errors import EXIT_USAGE, UsageError
+from loopctl.domain.durations import MAX_SECONDS, format_duration, parse_duration
+from loopctl.domain.errors import EXIT_USAGE, UsageError
 
 MINUTE, HOUR, DAY, WEEK = 60, 3600, 86400, 7 * 86400
 TEN_YEARS = 10 * 365 * DAY

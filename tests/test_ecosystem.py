@@ -231,8 +231,8 @@ def test_crontab_export_is_accepted_by_the_real_crontab(cli: CLI, tmp_path: Path
                                         ("1h", "0 * * * *"), ("6h", "0 */6 * * *"),
                                         ("1d", "0 0 * * *"), ("1w", "0 0 * * 0")])
 def test_every_converts_to_cron(every: str, cron: str) -> None:
-    from loopctl.durations import parse_duration
-    from loopctl.export import every_to_cron
+    from loopctl.domain.durations import parse_duration
+    from loopctl.integrations.export import every_to_cron
 
     warnings: list[str] = []
     assert every_to_cron(parse_duration(every), warnings) == cron

@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 
-from loopctl.errors import UsageError
-from loopctl.export import secret_names, secrets_env_file, systemd_quote, traveling_definition
-from loopctl.export_time import github_schedule, longest_gap, zone_offsets
-from loopctl.install_source import check_spec, spec_from_direct_url
-from loopctl.model import parse_loop
-from loopctl.store import parse_yaml_text
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import parse_loop
+from loopctl.integrations.export import (
+    secret_names,
+    secrets_env_file,
+    systemd_quote,
+    traveling_definition,
+)
+from loopctl.integrations.export_time import github_schedule, longest_gap, zone_offsets
+from loopctl.integrations.install_source import check_spec, spec_from_direct_url
+from loopctl.storage.store import parse_yaml_text
 
 
 @pytest.mark.parametrize(("expr", "tz", "crons", "offsets"), [

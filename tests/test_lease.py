@@ -13,10 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopctl import paths
-from loopctl.errors import UsageError
-from loopctl.lease import DEFAULT_TTL, Lease, LeaseFile, is_live, ttl_from_env
-from loopctl.record import asdict, replace
+from loopctl.domain.errors import UsageError
+from loopctl.domain.plain import asdict, replace
+from loopctl.storage import paths
+from loopctl.storage.lease import DEFAULT_TTL, Lease, LeaseFile, is_live, ttl_from_env
 
 HOST = "host-a"
 HEARTBEAT = 1_000_000.0

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from loopctl import lifecycle, valves
-from loopctl.errors import UsageError
-from loopctl.lifecycle import RunResult
-from loopctl.model import LoopDef, parse_loop
-from loopctl.schedule import cron_next
-from loopctl.state import new_loop_state
+from loopctl.domain import lifecycle, valves
+from loopctl.domain.errors import UsageError
+from loopctl.domain.lifecycle import RunResult
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.schedule import cron_next
+from loopctl.domain.state import new_loop_state
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 T0 = datetime.fromisoformat("2026-01-01T00:03:00+00:00").timestamp()

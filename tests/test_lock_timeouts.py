@@ -1,4 +1,4 @@
-"""Store and lease locks held by another process (loopctl/locks.py).
+"""Store and lease locks held by another process (loopctl/storage/locks.py).
 
 A command that cannot take `store.lock` gives up after the store's lock
 timeout with one line and exit 75 (busy) instead of hanging forever; a tick
@@ -22,8 +22,8 @@ import pytest
 from faults.support import one_clear_line
 
 from conftest import CLI, agent_command
-from loopctl.errors import EXIT_BUSY, BusyError
-from loopctl.store import Store
+from loopctl.domain.errors import EXIT_BUSY, BusyError
+from loopctl.storage.store import Store
 
 SHORT = 0.3
 Holder = Callable[[str], "subprocess.Popen[str]"]
@@ -39,7 +39,7 @@ sys.stdin.read()  # until the test closes our stdin (or kills us)
 # Runs loopctl's real entry point with every lock wait cut to 0.5 s.
 SHORT_WAITS = """
 import sys
-from loopctl import locks
+from loopctl.storage import locks
 real_hold = locks.hold
 locks.hold = lambda path, timeout: real_hold(path, min(timeout, 0.5))
 sys.argv = ["loopctl", *sys.argv[1:]]

@@ -9,7 +9,7 @@ import sys
 
 import psutil
 
-from loopctl import procs
+from loopctl.engine import procs
 
 
 def test_create_time_matches_psutil_and_alive_tells_reuse_from_life() -> None:

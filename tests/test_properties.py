@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from loopctl.durations import MAX_SECONDS, parse_duration
-from loopctl.errors import EXIT_UNREADABLE, EXIT_USAGE, UnreadableError, UsageError
-from loopctl.model import (
+from loopctl.domain.durations import MAX_SECONDS, parse_duration
+from loopctl.domain.errors import EXIT_UNREADABLE, EXIT_USAGE, UnreadableError, UsageError
+from loopctl.domain.model import (
     KEYS,
     NAME_RE,
     PRESETS,
@@ -28,7 +28,7 @@ from loopctl.model import (
     parse_loop,
     to_raw,
 )
-from loopctl.store import (
+from loopctl.storage.store import (
     Store,
     dump_yaml_doc,
     load_yaml_doc,
@@ -311,7 +311,7 @@ def test_load_yaml_doc_returns_a_mapping_or_unreadable(scratch: Path, data: byte
 @example(b"version: 1\nloops:\n  1: {prompt: p, every: 1h}\n  ../x: {}\n")
 def test_reading_definitions_never_raises_anything_else(scratch: Path, data: bytes) -> None:
     folder = Path(tempfile.mkdtemp(dir=scratch))
-    from loopctl.paths import Paths
+    from loopctl.storage.paths import Paths
 
     store = Store(Paths(config_dir=folder, state_dir=folder / "state"))
     store.paths.loops_file.write_bytes(data)

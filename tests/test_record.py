@@ -1,4 +1,4 @@
-"""loopctl.record: the `@dataclass` subset loopctl uses, without importing
+"""loopctl.domain.plain: the `@dataclass` subset loopctl uses, without importing
 `dataclasses` (and with it `inspect`) on the path of every run."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from typing import Any, ClassVar
 import pytest
 
 from conftest import CLI, imported_modules
-from loopctl.lease import Lease
-from loopctl.model import LoopDef, parse_loop
-from loopctl.record import (
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.plain import (
     FrozenInstanceError,
     asdict,
     factory,
@@ -21,6 +20,7 @@ from loopctl.record import (
     record,
     replace,
 )
+from loopctl.storage.lease import Lease
 
 MAKES: list[int] = []
 
@@ -250,7 +250,7 @@ def test_mutable_records_can_be_assigned() -> None:
 
 
 def test_loopdef_is_frozen_and_the_cache_can_still_fill_one() -> None:
-    from loopctl import defs_cache
+    from loopctl.storage import defs_cache
 
     loop = parse_loop("x", {"prompt": "p", "every": "1h", "env": {"A": "1"}})
     with pytest.raises(AttributeError):
@@ -372,5 +372,5 @@ def test_the_run_path_never_imports_dataclasses_or_inspect(
     modules = imported_modules(*command)
     if "coverage" in modules:
         pytest.skip("coverage itself imports inspect")
-    assert "loopctl.model" in modules and "loopctl.record" in modules  # the path ran
+    assert "loopctl.domain.model" in modules and "loopctl.domain.plain" in modules  # the path ran
     assert not {"dataclasses", "inspect"} & set(modules)

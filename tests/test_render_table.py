@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopctl import render
+from loopctl.cli import render
 
 HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
 cell = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2200), max_size=8)

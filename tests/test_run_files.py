@@ -11,8 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from loopctl import paths as paths_mod
-from loopctl import runs
+from loopctl.storage import paths as paths_mod
+from loopctl.storage import runs
 
 OLD, MID, NEW = "20261130T031500Z-0001", "20261130T041500Z-0002", "20261130T051500Z-0003"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from loopctl.model import LoopDef, parse_loop
-from loopctl.schedule import (
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.schedule import (
     backoff_factor,
     clamp_delay,
     cron_next,

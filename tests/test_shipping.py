@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI, loopctl_argv, tool
-from loopctl import gendocs
+from loopctl.cli import gendocs
 
 # The CLI's behaviour as a process is the subject: `start` too runs as one.
 pytestmark = pytest.mark.real_processes
@@ -24,7 +24,7 @@ BIN = os.path.dirname(sys.executable)
 
 def test_generated_completions_and_man_page_are_current() -> None:
     for path, text in gendocs.generated().items():
-        assert path.read_text() == text, f"{path} is stale: run `python -m loopctl.gendocs`"
+        assert path.read_text() == text, f"{path} is stale: run `python -m loopctl.cli.gendocs`"
 
 
 def test_man_page_renders_without_warnings() -> None:

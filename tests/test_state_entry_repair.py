@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from loopctl.model import parse_loop
-from loopctl.state import LATE_KEYS, display_status, new_loop_state, repair
+from loopctl.domain.model import parse_loop
+from loopctl.domain.state import LATE_KEYS, display_status, new_loop_state, repair
 
 NOW = 1_780_000_000.0
 RUN_ID = "20260528T201320Z-0003"

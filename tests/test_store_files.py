@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from loopctl.errors import LoopctlError, UnreadableError
-from loopctl.store import Store, atomic_write, load_yaml_doc, strict_json
+from loopctl.domain.errors import LoopctlError, UnreadableError
+from loopctl.storage.store import Store, atomic_write, load_yaml_doc, strict_json
 
 GOOD_LOOP = "  job:\n    prompt: p\n    command: 'true'\n    every: 1h\n"
 

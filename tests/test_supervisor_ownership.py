@@ -1,7 +1,7 @@
-"""A supervisor acts only on the run it owns (loopctl/supervisor.py).
+"""A supervisor acts only on the run it owns (loopctl/engine/supervisor.py).
 
 - It refuses to start a run that state says belongs to another supervisor,
-  or that nobody claimed (`python -m loopctl.supervisor LOOP RUN_ID` by hand).
+  or that nobody claimed (`python -m loopctl.engine.supervisor LOOP RUN_ID` by hand).
 - A run that a driver meanwhile recorded `lost` (it believed the supervisor
   dead) is recorded by the supervisor when it ends, but the loop, already
   settled by the driver, is not settled a second time.
@@ -25,7 +25,7 @@ from faults.support import count_lines, gone, in_flight, loop_state, one_clear_l
 from process_support import kill_leftovers
 
 from conftest import CLI, agent_command, wait_for
-from loopctl.locks import hold
+from loopctl.storage.locks import hold
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_a_supervisor_refuses_a_run_it_does_not_own(cli: CLI, tmp_path: Path,
     run_id = run["run_id"] if whose == "another-supervisor" else run["run_id"][:-4] + "0099"
     # If the check were missing, this supervisor would run its own agent
     # until the gate opens: the timeout turns that into a failure.
-    intruder = subprocess.run([sys.executable, "-m", "loopctl.supervisor", "own", run_id],
+    intruder = subprocess.run([sys.executable, "-m", "loopctl.engine.supervisor", "own", run_id],
                               capture_output=True, text=True, timeout=30)
     assert intruder.returncode == 1, intruder
     expected = "belongs to another supervisor" if whose == "another-supervisor" \

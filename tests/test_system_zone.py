@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from loopctl import schedule
+from loopctl.domain import schedule
 
 # Thursday 2026-01-15 12:00 UTC
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=timezone.utc).timestamp()

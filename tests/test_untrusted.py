@@ -13,16 +13,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopctl.agents import build_argv
-from loopctl.errors import UnreadableError, UsageError
-from loopctl.model import NAME_RE, parse_loop
-from loopctl.paths import Paths, is_loop_name, is_run_id
-from loopctl.readers import READERS, Reading, sanitized
-from loopctl.runs import clean_record
+from loopctl.agents.presets import build_argv
+from loopctl.agents.readers import READERS, Reading, sanitized
+from loopctl.domain.errors import UnreadableError, UsageError
+from loopctl.domain.model import NAME_RE, parse_loop
+from loopctl.domain.state import ENTRY_RULES, new_loop_state, repair, repair_all
+from loopctl.domain.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
 from loopctl.settings import env_number
-from loopctl.state import ENTRY_RULES, new_loop_state, repair, repair_all
-from loopctl.store import parse_yaml_text, strict_json
-from loopctl.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
+from loopctl.storage.paths import Paths, is_loop_name, is_run_id
+from loopctl.storage.runs import clean_record
+from loopctl.storage.store import parse_yaml_text, strict_json
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -371,7 +371,7 @@ def test_no_reader_lets_a_hostile_value_through(reader: str, value: str) -> None
 
 # -- the final-message decision channel ------------------------------------------------
 
-from loopctl.untrusted import decision_from_text  # noqa: E402
+from loopctl.domain.untrusted import decision_from_text  # noqa: E402
 
 
 def test_the_last_decision_line_of_the_final_message_is_read() -> None:
@@ -403,7 +403,7 @@ def test_no_usable_line_gives_no_decision(text: str | None) -> None:
 
 
 def test_the_envelopes_example_line_is_not_a_decision() -> None:
-    from loopctl.envelope import wrap
+    from loopctl.agents.envelope import wrap
 
     loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "claude"})
     text = wrap(loop, "objective", new_loop_state(loop, NOW), 1, NOW + 5)

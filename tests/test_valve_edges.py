@@ -8,9 +8,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from loopctl import lifecycle, valves
-from loopctl.model import LoopDef, parse_loop
-from loopctl.state import RunResult
+from loopctl.domain import lifecycle, valves
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.state import RunResult
 
 MINUTE = 60
 T0 = datetime.fromisoformat("2026-03-02T10:00:00+00:00").timestamp()

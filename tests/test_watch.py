@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from conftest import CLI, agent_command, tool, wait_for
-from loopctl.schedule import iso
-from loopctl.store import Store
-from loopctl.watch import Row, cells, last_line, last_log_line, render, tail
+from loopctl.cli.watch import Row, cells, last_line, last_log_line, render, tail
+from loopctl.domain.schedule import iso
+from loopctl.storage.store import Store
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 HOSTILE = ("first line\n\x1b[2J\x1b]0;pwned title\x07progress 10%\rvisible tail \x9b31m\n\n"
@@ -191,7 +191,7 @@ def test_not_a_tty_with_a_damaged_state_is_one_line_and_exit_3(cli: CLI) -> None
 
 
 def test_importing_watch_does_not_import_rich() -> None:
-    code = "import sys, loopctl.watch; print('rich' in sys.modules)"
+    code = "import sys, loopctl.cli.watch; print('rich' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "False"

@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from conftest import CLI, TESTS, wait_for
-from loopctl import procs
+from loopctl.engine import procs
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 PR_URL = "https://github.com/o/r/pull/7"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS
-from loopctl import workspace
-from loopctl.errors import LoopctlError, UsageError
-from loopctl.model import parse_loop
-from loopctl.workspace import GitError, Workspace
+from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.domain.model import parse_loop
+from loopctl.integrations import workspace
+from loopctl.integrations.workspace import GitError, Workspace
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 RUN_ID = "20261201T030000Z-0001"

@@ -29,9 +29,9 @@ from _common import (  # noqa: E402
 )
 from run_cpu import BASELINE, cpu_of, template  # noqa: E402
 
-DIRECT_TICK = ("from loopctl.firing import tick; from loopctl.store import Store; "
+DIRECT_TICK = ("from loopctl.engine.firing import tick; from loopctl.storage.store import Store; "
                "from loopctl import clock; tick(Store(), clock.now(), wait={wait})")
-DIRECT_RUN = ("from loopctl import core; from loopctl.store import Store; "
+DIRECT_RUN = ("from loopctl import core; from loopctl.storage.store import Store; "
               "core.run_now(Store(), 'cpu')")
 
 CASES = {
@@ -43,12 +43,12 @@ CASES = {
     "loopctl run NAME": (loopctl("run", "cpu"), True),
     "core.run_now(), no Typer": ([PY, "-c", DIRECT_RUN], True),
     "import: python -c pass": ([PY, "-c", "pass"], False),
-    "import loopctl.cli (typer)": ([PY, "-c", "import loopctl.cli"], False),
+    "import loopctl.cli.app (typer)": ([PY, "-c", "import loopctl.cli.app"], False),
     "import pydantic.TypeAdapter (typer 0.29 coercion)":
         ([PY, "-c", "from pydantic import TypeAdapter"], False),
     "import filelock": ([PY, "-c", "import filelock"], False),
-    "import loopctl.supervisor": ([PY, "-c", "import loopctl.supervisor"], False),
-    "import loopctl.firing": ([PY, "-c", "import loopctl.firing"], False),
+    "import loopctl.engine.supervisor": ([PY, "-c", "import loopctl.engine.supervisor"], False),
+    "import loopctl.engine.firing": ([PY, "-c", "import loopctl.engine.firing"], False),
 }
 
 

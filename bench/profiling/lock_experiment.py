@@ -43,7 +43,7 @@ if os.environ.get("LOOPCTL_HOME"):
     def _patch(mod):
         import fcntl
         from contextlib import contextmanager
-        from loopctl import paths as _p
+        from loopctl.storage import paths as _p
 
         @contextmanager
         def lock(self, timeout=60.0):
@@ -59,7 +59,7 @@ if os.environ.get("LOOPCTL_HOME"):
 
     class Finder(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name != "loopctl.store":
+            if name != "loopctl.storage.store":
                 return None
             sys.meta_path.remove(self)
             try:

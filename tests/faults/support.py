@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from conftest import CLI
-from loopctl.schedule import parse_iso
+from loopctl.domain.schedule import parse_iso
 
 
 def gated(gate: Path, starts: Path | None = None) -> str:
@@ -126,9 +126,9 @@ def home_processes(home: Path) -> list[psutil.Process]:
 
 def is_supervisor(proc: psutil.Process) -> bool:
     """A run's supervisor: forked from a loopctl driver into a session of its
-    own (same command line as the driver), or `python -m loopctl.supervisor`."""
+    own (same command line as the driver), or `python -m loopctl.engine.supervisor`."""
     cmd = proc.cmdline()
-    if "loopctl.supervisor" in cmd:
+    if "loopctl.engine.supervisor" in cmd:
         return True
     runs_loopctl = any(part == "loopctl" or part.endswith("/loopctl") for part in cmd)
     return runs_loopctl and os.getsid(proc.pid) == proc.pid

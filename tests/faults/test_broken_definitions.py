@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import CLI, wait_for
-from loopctl.paths import file_signature
+from loopctl.storage.paths import file_signature
 
 from .support import lease, stop
 

@@ -1,5 +1,5 @@
 """Fault 18 at the CLI: random text as `start` arguments, through the real
-command-line parser in-process (`loopctl.cli.run_app`; a subprocess per
+command-line parser in-process (`loopctl.cli.app.run_app`; a subprocess per
 example would be too slow). Whatever is typed, the answer is exit 0 or 2
 with one line on stderr and no traceback, and what `start` accepts is a
 definition loopctl can read back. The parsers themselves are property-tested
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from loopctl.cli import run_app
+from loopctl.cli.app import run_app
 
 # What a real argv can carry: no NUL. (Bytes that are not UTF-8 arrive as
 # lone surrogates; see the test after the property.)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI, agent_command, wait_for
-from loopctl import store as store_mod
-from loopctl.cli import run_app
-from loopctl.errors import LoopctlError
+from loopctl.cli.app import run_app
+from loopctl.domain.errors import LoopctlError
+from loopctl.storage import store as store_mod
 
 from .support import count_lines, in_flight, one_clear_line, start_gated, supervisors
 

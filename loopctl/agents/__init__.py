@@ -1,0 +1,1 @@
+"""Agent presets, the readers of their output, and the prompt envelope."""

@@ -1,0 +1,66 @@
+"""The prompt envelope: tells the agent where it stands in the loop (§6).
+
+Pure: everything it says comes from the definition, the loop's state and
+`now`. `--raw` (the default for `--command` loops) skips it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.domain.durations import format_duration, format_rough
+from loopctl.domain.model import LoopDef
+
+
+def pace(loop: LoopDef) -> str:
+    if loop.auto:
+        return (f"self-paced: you choose the delay before the next run with --next "
+                f"(between {format_duration(loop.min_delay)} and "
+                f"{format_duration(loop.max_delay)})")
+    if loop.cron:
+        return f"on the cron schedule `{loop.cron}`" + (f" ({loop.tz})" if loop.tz else "")
+    return f"every {format_duration(loop.every or 0)} after the previous run ends"
+
+
+def wrap(loop: LoopDef, objective: str, st: dict[str, Any], iteration: int,
+         now: float, workspace: dict[str, Any] | None = None) -> str:
+    limit = str(loop.max_runs) if loop.max_runs else "unlimited"
+    elapsed = format_rough(max(now - st["created"], 0))
+    remaining = format_rough(max(st["deadline"] - now, 0))
+    lines = [
+        objective.rstrip(),
+        "",
+        "---",
+        f"You are running unattended as loop \"{loop.name}\" under loopctl: this is run "
+        f"{iteration} of {limit}, {elapsed} after the loop started, with {remaining} left "
+        f"before its deadline. The loop runs {pace(loop)}.",
+    ]
+    if workspace:
+        lines.append(f"You work in an isolated git worktree on branch {workspace['branch']}, "
+                     f"cut from {workspace['base_ref']}. Commit as you like; loopctl commits "
+                     "whatever you leave and hands the branch off. Do not push, and do not "
+                     "switch branches.")
+    last = st.get("last_decision")
+    if last and last.get("decision"):
+        lines.append(f"Last run's decision: {last['decision']}"
+                     + (f": {last['summary']}" if last.get("summary") else "")
+                     + (f" (evidence: {last['evidence']})" if last.get("evidence") else ""))
+    elif st.get("last_outcome"):
+        lines.append(f"Last run's outcome: {st['last_outcome']} (it reported no decision).")
+    next_hint = " --next 20m" if loop.auto else ""
+    lines += [
+        "Before you finish, report exactly one decision with a shell command:",
+        f"  loopctl decide continue --summary \"what you did\" --evidence \"how you know\""
+        f"{next_hint}",
+        "  loopctl decide complete --summary ... --evidence ...   (the objective is met)",
+        "  loopctl decide fail --summary ... --evidence ...       (it cannot be met)",
+        "  loopctl decide block --summary ... --evidence ...      (you need a human)",
+    ]
+    if loop.auto:
+        lines.append("With continue, --next is required: it sets the delay before the next run.")
+    lines += [
+        "If you cannot run shell commands, end your final message with one line instead:",
+        '  LOOPCTL-DECISION: {"decision": "<continue|complete|fail|block>", "summary": "...", '
+        '"evidence": "..."' + (', "next": "20m"' if loop.auto else "") + "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,3 @@
+"""The command line: the Typer app, the Typer-free `tick`/`run`, rendering, `watch`.
+
+Only this package prints; everything below it returns data."""

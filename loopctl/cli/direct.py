@@ -1,0 +1,103 @@
+"""`tick`, `run` and the JSON views, rendered without Typer.
+
+cron starts `loopctl tick` every minute and CI scripts call `loopctl run`;
+importing Typer (and the pydantic it pulls in) costs ~110 ms of CPU per
+process (bench/README.md). `entry.py` routes the plain forms of these two
+commands here; the Typer commands call the same functions, so there is one
+implementation and `--help` still comes from Typer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+TICK_FLAGS = {"--wait", "--json", "--quiet", "-q"}
+
+
+def tick(wait: bool, as_json: bool, quiet: bool) -> int:
+    from loopctl import clock
+    from loopctl.engine.firing import tick as do_tick
+    from loopctl.storage.store import Store
+
+    result = do_tick(Store(), clock.now(), wait=wait)
+    report = result.pass_report
+    if as_json:
+        print(json.dumps({"version": 1, "deferred_to": result.deferred_to,
+                          "fired": report.fired if report else [],
+                          "skipped": report.skipped if report else [],
+                          "deferred": report.deferred if report else [],
+                          "lost": report.lost if report else [],
+                          "runs": result.records}, indent=2, default=str, allow_nan=False))
+    elif result.deferred_to:
+        holder = result.deferred_to
+        who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
+        print(f"loopctl: {who}; nothing to do", file=sys.stderr)
+    elif report and not quiet:
+        for fired in report.fired:
+            print(f"fired {fired['loop']} ({fired['run_id']})")
+        for error in report.invalid.values():
+            print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
+    return result.exit_code() if wait else 0
+
+
+RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
+
+
+def run(name: str, mode: str = "manual") -> int:
+    from loopctl.commands.core import run_now
+    from loopctl.engine.supervisor import exit_code_for
+    from loopctl.storage.store import Store
+
+    record: dict[str, Any] = run_now(Store(), name, mode)
+    print(f"loopctl: run {record['run_id']}: {record['outcome']} "
+          f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
+    return exit_code_for(record)
+
+
+def emit(data: Any) -> None:
+    """`--json` output, byte for byte what the Typer commands print."""
+    print(json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False))
+
+
+def json_view(args: list[str]) -> int:
+    """`ls --json` and `status [NAME] --json`: what scripts poll most."""
+    from loopctl.commands import core
+    from loopctl.storage.store import Store
+
+    names = [a for a in args[1:] if a != "--json"]
+    if names:
+        emit(dict(core.status(Store(), names[0]), version=core.JSON_VERSION))
+    else:
+        emit({"version": core.JSON_VERSION, "loops": core.list_loops(Store())})
+    return 0
+
+
+def _is_json_view(args: list[str]) -> bool:
+    rest = [a for a in args[1:] if a != "--json"]
+    return (len(args) - len(rest) == 2 and (
+        args[0] in ("ls", "list") and not rest
+        or args[0] == "status" and len(rest) <= 1 and not any(a.startswith("-") for a in rest)))
+
+
+def dispatch(args: list[str]) -> int | None:
+    """The exit code if `args` is a plain tick, run or JSON view; None: let
+    Typer parse."""
+    if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
+        call = lambda: tick("--wait" in args, "--json" in args,  # noqa: E731
+                            bool({"--quiet", "-q"} & set(args)))
+    elif args[:1] == ["run"] and len(args) in (2, 3) and not args[1].startswith("-") \
+            and set(args[2:]) <= set(RUN_FLAGS):
+        mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"
+        call = lambda: run(args[1], mode)  # noqa: E731
+    elif _is_json_view(args):
+        call = lambda: json_view(args)  # noqa: E731
+    else:
+        return None
+    try:
+        return call()
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
+        from loopctl.domain.errors import report
+
+        return report(exc)

@@ -1,0 +1,1 @@
+"""Pure rules: definitions, state, schedules, lifecycle, valves. No I/O; `now` comes in."""

@@ -1,0 +1,117 @@
+"""`loopctl digest`: what happened since a time, "needs you" first (DESIGN §13).
+
+Pure: it gets the loops as `describe` shows them, their run records and the
+attention events, and returns the report (`build`) or its text (`render`).
+The command gathers the data and may send the text through Apprise.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from loopctl.domain.schedule import parse_iso
+
+DIGEST_VERSION = 1
+WIDTH = 80
+OVERDUE_AFTER = 120.0
+# Hand-off outcomes a person must act on (DESIGN §12), when a loop has them.
+HANDOFF_REASONS = ("handoff_failed", "needs_review")
+
+
+def _ts(text: object) -> float | None:
+    try:
+        return parse_iso(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _since(item: dict[str, Any], key: str, since: float) -> bool:
+    ts = _ts(item.get(key))
+    return ts is not None and ts >= since
+
+
+def needs(loop: dict[str, Any], now: float) -> str | None:
+    """Why a person should look at this loop now, or None."""
+    status, reason = loop.get("status"), loop.get("reason")
+    if status == "invalid":
+        return f"invalid: {loop.get('error')}"
+    if status in ("failed", "expired"):
+        return status
+    if status == "paused" and reason != "user":
+        note = f": {loop['note']}" if reason == "error" and loop.get("note") else ""
+        return f"paused ({reason}){note}"
+    due = _ts(loop.get("next_fire"))
+    if status == "active" and due is not None and now - due > OVERDUE_AFTER:
+        return "overdue: no scheduler has fired it (`loopctl doctor`)"
+    return None
+
+
+def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+          events: list[dict[str, Any]], since: float, now: float) -> dict[str, Any]:
+    from loopctl.domain.schedule import iso
+
+    recent_events = [e for e in events if _since(e, "at", since)]
+    needs_you = [{"loop": loop["name"], "status": loop["status"], "why": why}
+                 for loop in loops if (why := needs(loop, now))]
+    needs_you += [{"loop": e.get("loop"), "status": e.get("status"),
+                   "why": f"{e.get('reason')}: {e.get('summary')}"}
+                  for e in recent_events if e.get("reason") in HANDOFF_REASONS]
+    out = []
+    for loop in loops:
+        runs = [r for r in records.get(loop["name"], []) if _since(r, "started_at", since)
+                or _since(r, "observed_at", since)]
+        outcomes: dict[str, int] = {}
+        for r in runs:
+            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        out.append({
+            "name": loop["name"], "status": loop["status"], "reason": loop.get("reason"),
+            "runs": outcomes,
+            "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
+            "decisions": [{"run_id": r["run_id"], **(r.get("decision") or {})}
+                          for r in runs if r.get("decision")],
+            "handoffs": [{"run_id": r["run_id"], "handoff": r["handoff"],
+                          "branch": r.get("branch"), "pr_url": r.get("pr_url")}
+                         for r in runs if r.get("handoff") not in (None, "no_change")],
+            "events": [{"at": e.get("at"), "status": e.get("status"),
+                        "reason": e.get("reason"), "summary": e.get("summary")}
+                       for e in recent_events if e.get("loop") == loop["name"]],
+        })
+    return {"version": DIGEST_VERSION, "since": iso(since), "until": iso(now),
+            "needs_you": needs_you, "loops": out}
+
+
+def _printable(text: str) -> str:
+    """Agent text without control characters: no escape sequence reaches a
+    terminal (or a notification) through the digest."""
+    return "".join(c if c.isprintable() else " " for c in text)
+
+
+def _wrap(text: str, indent: str) -> list[str]:
+    return textwrap.wrap(" ".join(_printable(text).split()), width=WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + "  ", max_lines=3,
+                         placeholder=" ...") or [indent]
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"loopctl digest: {report['since']} to {report['until']}", ""]
+    lines.append("Needs you" if report["needs_you"] else "Needs you: nothing")
+    for item in report["needs_you"]:
+        lines += _wrap(f"{item['loop']}: {item['why']}", "  ")
+    for loop in report["loops"]:
+        runs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(loop["runs"].items()))
+        cost = f", ${loop['cost_usd']:.2f}" if loop["cost_usd"] else ""
+        reason = f" ({loop['reason']})" if loop.get("reason") else ""
+        lines += ["", *_wrap(f"{loop['name']}: {loop['status']}{reason}; runs: "
+                             f"{runs or 'none'}{cost}", "")]
+        for decision in loop["decisions"][-5:]:
+            lines += _wrap(f"{decision.get('decision')}: {decision.get('summary') or '-'}",
+                           "  ")
+        for handoff in loop["handoffs"][-5:]:
+            lines += _wrap(f"{handoff['handoff']}: {handoff.get('branch') or '-'}"
+                           + (f" {handoff['pr_url']}" if handoff.get("pr_url") else ""), "  ")
+        for event in loop["events"][-5:]:
+            lines += _wrap(f"event {event['status']}"
+                           + (f" ({event['reason']})" if event.get("reason") else "")
+                           + f": {event.get('summary') or ''}", "  ")
+    return "\n".join(line[:WIDTH] for line in lines) + "\n"

@@ -1,0 +1,84 @@
+"""Durations like `45s`, `10m`, `1h30m`, `2d`, `1w` <-> whole seconds."""
+
+from __future__ import annotations
+
+import re
+
+from loopctl.domain.errors import UsageError
+
+UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+# Ten years: beyond that a duration is a typo, and timestamps would overflow
+# what datetime can represent once added to now.
+MAX_SECONDS = 10 * 365 * 86400
+_PART = re.compile(r"([0-9]+)([wdhms])")
+_WHOLE = re.compile(r"(?:[0-9]+[wdhms])+")
+_NUMBER = re.compile(r"[0-9]{1,12}")
+
+EXPECTED = "a duration like 45s, 10m, 1h30m, 2d or 1w"
+
+
+def parse_duration(text: object, what: str = "duration") -> int:
+    """Parse a duration; a bare integer (YAML) counts as seconds."""
+    if isinstance(text, bool):
+        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+    if isinstance(text, int):
+        seconds = text
+    elif isinstance(text, str):
+        seconds = _parse_text(text.strip().lower(), what)
+    else:
+        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+    if seconds <= 0:
+        raise UsageError(f"bad {what} {text!r}: must be at least 1s")
+    if seconds > MAX_SECONDS:
+        raise UsageError(f"bad {what} {text!r}: longer than the 10-year maximum")
+    return seconds
+
+
+def _parse_text(text: str, what: str) -> int:
+    # ASCII digits only: str.isdigit() admits "²" and other scripts' digits.
+    if _NUMBER.fullmatch(text):
+        return int(text)
+    if not _WHOLE.fullmatch(text):
+        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+    units = [unit for _, unit in _PART.findall(text)]
+    order = list(UNITS)
+    if len(set(units)) != len(units) or units != sorted(units, key=order.index):
+        raise UsageError(f"bad {what} {text!r}: give each unit once, largest first")
+    total = 0
+    for number, unit in _PART.findall(text):
+        if len(number) > 12:
+            raise UsageError(f"bad {what} {text!r}: longer than the 10-year maximum")
+        total += int(number) * UNITS[unit]
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    """Compact form: 5400 -> `1h30m`; 0 -> `0s`; sub-second rounds."""
+    remaining = int(round(abs(seconds)))
+    if remaining == 0:
+        return "0s"
+    parts = []
+    for unit, size in UNITS.items():
+        if unit == "w" and remaining % size:
+            continue  # `10d` reads better than `1w3d`
+        count, remaining = divmod(remaining, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return ("-" if seconds < 0 else "") + "".join(parts)
+
+
+def format_rough(seconds: float) -> str:
+    """Two most significant units, for human tables: 5430 -> `1h30m`."""
+    remaining = int(round(abs(seconds)))
+    if remaining == 0:
+        return "0s"
+    parts = []
+    for unit, size in UNITS.items():
+        if unit == "w":
+            continue
+        count, remaining = divmod(remaining, size)
+        if count:
+            parts.append(f"{count}{unit}")
+        if len(parts) == 2 or (parts and count == 0):
+            break
+    return "".join(parts)

@@ -1,0 +1,370 @@
+"""Lifecycle transitions of a loop (DESIGN §3-§5). Pure: `now` comes in.
+
+A driver pass (`plan`) reconciles state with the definitions, notices lost
+runs and expiries, and claims every due loop; a finished run is folded back
+in by `settle`. The user's verbs (`pause`, `resume`, `stop`) live here too.
+Nothing in this module reads the clock, touches a file or a process; process
+liveness arrives as a callback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from loopctl.domain import valves
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import LoopDef
+from loopctl.domain.plain import factory, record
+from loopctl.domain.schedule import (
+    clamp_delay,
+    cron_next,
+    latest_plausible_due,
+    missed_count,
+    next_fire,
+    parse_iso,
+)
+from loopctl.domain.state import (
+    ACTIVE,
+    PAUSED,
+    RECENT,
+    TERMINAL,
+    LoopState,
+    RunResult,
+    new_loop_state,
+)
+
+# A fire observed later than this counts as missed for `--catch-up none`; a
+# minutely cron tick may legitimately fire up to a minute late.
+CATCH_UP_GRACE = 120.0
+
+ProcRef = dict[str, Any]
+Alive = Callable[[ProcRef | None], bool]
+
+
+@record
+class Pass:
+    """What one driver pass decided; the driver carries it out."""
+
+    fired: list[tuple[str, dict[str, Any]]] = factory(list)
+    skipped: list[tuple[str, str]] = factory(list)
+    lost: list[tuple[str, dict[str, Any]]] = factory(list)
+    replace: list[tuple[str, dict[str, Any]]] = factory(list)
+    deferred: list[tuple[str, float]] = factory(list)
+    changed: bool = False
+
+
+def run_id_for(now: float, seq: int) -> str:
+    import time
+
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + f"-{seq:04d}"
+
+
+def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
+              state: dict[str, Any], now: float) -> bool:
+    """Bring state in line with the definitions; True when something changed."""
+    changed = False
+    entries = state["loops"]
+    for name, loop in loops.items():
+        st = entries.get(name)
+        if st is None:
+            entries[name] = new_loop_state(loop, now)
+            changed = True
+            continue
+        if st["created"] is None:
+            # Reset by a repair of a damaged entry: the definition knows.
+            st["created"] = parse_iso(loop.created_at) if loop.created_at else now
+            changed = True
+        if st["schedule_key"] != loop.schedule_key:
+            st["schedule_key"] = loop.schedule_key
+            if st["next_due"] is not None or st["status"] == ACTIVE and not st["run"]:
+                st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
+                                           created=st["created"])
+            changed = True
+        if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None:
+            # Armed nowhere (its run was lost while the entry was invalid).
+            st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
+                                       created=st["created"])
+            changed = True
+        deadline = st["created"] + loop.for_s
+        if st["deadline"] != deadline:
+            st["deadline"] = deadline
+            changed = True
+    for name in [n for n in entries if n not in loops and n not in invalid]:
+        if not entries[name]["run"]:
+            del entries[name]
+            changed = True
+    return changed
+
+
+def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
+          missed: int = 0) -> dict[str, Any]:
+    """Record a fire before anything is launched: the exactly-once point."""
+    st["seq"] += 1
+    st["iterations"] += 1
+    run = {
+        "run_id": run_id_for(now, st["seq"]), "iteration": st["iterations"],
+        "due_at": st["next_due"] if trigger == "schedule" else now,
+        "claimed_at": now, "missed": missed, "trigger": trigger,
+        "supervisor": None, "agent": None,
+    }
+    st["run"] = run
+    st["pending"] = False
+    # Cron keeps counting slots while a run is in flight so overlap can act;
+    # interval and self-paced loops wait for the run to end.
+    st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else None
+    return run
+
+
+def unclaim(st: LoopState, why: str) -> None:
+    """A claimed run that could not be launched: undo it and pause (`error`),
+    so a loop that cannot run does not retry at every pass."""
+    st["run"] = None
+    st["iterations"] = max(st["iterations"] - 1, 0)
+    st["status"], st["reason"], st["note"] = PAUSED, "error", why[:2000]
+    st["next_due"] = None
+
+
+def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
+         now: float, alive: Alive, only: str | None = None) -> Pass:
+    result = Pass()
+    for name, st in state["loops"].items():
+        if only is not None and name != only:
+            continue
+        loop = loops.get(name)
+        if st["run"]:
+            _check_in_flight(loop, name, st, now, alive, result)
+            continue
+        if st.get("orphan"):
+            if alive(st["orphan"]):
+                result.skipped.append((name, f"agent pid {st['orphan']['pid']} of a lost run "
+                                             "is still alive"))
+                continue
+            st["orphan"] = None
+            result.changed = True
+        if loop is None:
+            result.skipped.append((name, f"invalid: {invalid.get(name, 'no definition')}"))
+            continue
+        if valves.observe(loop, st, now):
+            result.changed = True
+        _plan_idle(loop, name, st, now, result)
+    for name in invalid:
+        if name not in state["loops"] and (only is None or only == name):
+            result.skipped.append((name, f"invalid: {invalid[name]}"))
+    return result
+
+
+def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass) -> None:
+    if st["status"] == PAUSED and st["reason"] == "rate_limited":
+        result.deferred.append((name, st.get("resume_at") or now))
+        return
+    if st["status"] != ACTIVE:
+        reason = f": {st['reason']}" if st.get("reason") else ""
+        result.skipped.append((name, f"{st['status']}{reason}"))
+        return
+    due = st["next_due"]
+    ran = st["last_end"] is not None
+    if due is not None and due > latest_plausible_due(loop, now, st["failures"], ran):
+        # Re-armed as if the last run ended now: no duplicate run, no stall.
+        due = st["next_due"] = next_fire(loop, now=now, last_end=now if ran else None,
+                                         created=now, failures=st["failures"])
+        st["note"] = "the clock went back; re-armed from now"
+        result.changed = True
+    if due is None or due > now:
+        result.skipped.append((name, "not due"))
+        return
+    if valves.iteration_limit_reached(loop, st):
+        valves.pause_for(st, "iteration_limit")
+        result.changed = True
+        result.skipped.append((name, "paused: iteration_limit"))
+        return
+    missed = missed_count(loop, due, now)
+    if loop.catch_up == "none" and now - due > CATCH_UP_GRACE:
+        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
+        st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
+        result.changed = True
+        result.skipped.append((name, "missed (catch-up none)"))
+        return
+    result.fired.append((name, claim(loop, st, now, "schedule", missed)))
+    result.changed = True
+
+
+def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
+                     alive: Alive, result: Pass) -> None:
+    run = st["run"]
+    if not alive(run.get("supervisor")):
+        result.lost.append((name, run))
+        st["run"] = None
+        if run.get("agent") and alive(run["agent"]):
+            st["orphan"] = run["agent"]
+            result.skipped.append((name, f"agent pid {run['agent']['pid']} of lost run "
+                                         f"{run['run_id']} is still alive"))
+        _after_lost(loop, st, run, now)
+        result.changed = True
+        return
+    result.skipped.append((name, f"running ({run['run_id']})"))
+    due = st["next_due"]
+    if loop is None or due is None or due > now:
+        return
+    # A fire came due while the run is in flight (cron only): coalesce.
+    st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else None
+    result.changed = True
+    if loop.overlap == "queue":
+        st["pending"] = True
+    elif loop.overlap == "replace":
+        st["pending"] = True
+        result.replace.append((name, run))
+
+
+def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: float) -> None:
+    """A run whose supervisor died: record it and keep the schedule going."""
+    st["last_end"] = now
+    st["last_outcome"] = "lost"
+    st["last_run_id"] = run["run_id"]
+    st["outcomes"] = (st["outcomes"] + ["lost"])[-RECENT:]
+    _apply_control(st, now)
+    if loop is not None and st["status"] == ACTIVE:
+        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
+
+
+def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[str, Any]:
+    """Fold a finished run into the loop's state; returns extra record fields."""
+    run = st["run"] or {}
+    tracked = st["next_due"]
+    st["run"] = None
+    st["last_end"] = result.ended_at
+    st["last_outcome"] = result.outcome
+    st["last_run_id"] = run.get("run_id")
+    st["outcomes"] = (st["outcomes"] + [result.outcome])[-RECENT:]
+    if result.outcome in ("failed", "timeout"):
+        st["failures"] += 1
+    elif result.outcome == "ok":
+        st["failures"] = 0
+    elif result.outcome == "deferred":
+        st["iterations"] = max(st["iterations"] - 1, 0)  # a rate-limited run did no work
+    if result.track_progress and result.outcome == "ok":
+        valves.record_result(loop, st, result.result_text)
+    if result.session_id:
+        st["session_id"] = result.session_id
+    if result.cost_usd:
+        st["cost_usd"] = round(st["cost_usd"] + result.cost_usd, 6)
+    extra: dict[str, Any] = {}
+    requested = _apply_decision(loop, st, result, now, extra)
+    _apply_control(st, now)
+    if st["status"] == ACTIVE:
+        valves.after_run(loop, st, result, now)
+    if st["status"] in TERMINAL:
+        st["ended_at"] = st["ended_at"] or now
+        st["next_due"] = None
+    elif st["pending"] and st["status"] == ACTIVE:
+        st["pending"] = False
+        st["next_due"] = now
+    elif loop.cron and tracked is not None:
+        # Drivers kept the next slot up to date during the run. A slot that
+        # passed unseen (no driver was running) is missed time: queue fires
+        # it once now, skip and replace wait for the next one.
+        st["pending"] = False
+        if tracked > now:
+            st["next_due"] = tracked
+        else:
+            st["next_due"] = now if loop.overlap == "queue" else cron_next(loop.cron, loop.tz, now)
+    else:
+        st["pending"] = False
+        st["next_due"] = next_fire(loop, now=now, last_end=result.ended_at,
+                                   created=st["created"], failures=st["failures"],
+                                   requested_delay=requested)
+    return extra
+
+
+def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
+                    extra: dict[str, Any]) -> float | None:
+    decision = result.decision
+    if loop.until and result.result_text and loop.until in result.result_text:
+        decision = decision or {"decision": "complete", "summary": f"found {loop.until!r}",
+                                "evidence": "completion promise in the final result"}
+    if not decision:
+        if loop.auto and result.outcome == "ok":
+            st["keepalive_misses"] += 1
+            extra["note"] = "no decision: keepalive used"
+            return float(loop.keepalive)
+        return None
+    st["keepalive_misses"] = 0
+    st["last_decision"] = {k: decision.get(k) for k in ("decision", "summary", "evidence")}
+    kind = decision.get("decision")
+    if kind == "complete":
+        _end(st, "completed", now)
+    elif kind == "fail":
+        _end(st, "failed", now)
+    elif kind == "block":
+        st["status"], st["reason"] = PAUSED, "blocked"
+    elif kind == "continue" and decision.get("next_delay_s") is not None:
+        requested = float(decision["next_delay_s"])
+        if not loop.auto:
+            extra["note"] = "--next ignored: the loop has a fixed schedule"
+            return None
+        clamped, was_clamped = clamp_delay(loop, requested)
+        if was_clamped:
+            extra["note"] = f"requested delay {requested:g}s clamped to {clamped:g}s"
+        extra["next_delay_s"] = clamped
+        return clamped
+    return None
+
+
+def _apply_control(st: LoopState, now: float) -> None:
+    """`pause`/`stop` asked for during the run take effect now, and beat a
+    `continue` the run reported."""
+    control, st["after_run"] = st["after_run"], None
+    if st["status"] in TERMINAL:
+        return
+    if control == "stop":
+        _end(st, "stopped", now)
+    elif control == "pause":
+        st["status"], st["reason"] = PAUSED, "user"
+
+
+def _end(st: LoopState, status: str, now: float) -> None:
+    st["status"], st["reason"] = status, None
+    st["ended_at"] = now
+    st["next_due"] = None
+
+
+# -- the user's verbs --------------------------------------------------------
+
+
+def pause(st: LoopState, now: float) -> str:
+    if st["status"] in TERMINAL:
+        raise UsageError(f"the loop is {st['status']}; only active loops can be paused")
+    if st["run"]:
+        st["after_run"] = "pause"
+        return "pausing when the current run ends"
+    st["status"], st["reason"] = PAUSED, "user"
+    return "paused"
+
+
+def stop(st: LoopState, now: float) -> str:
+    if st["status"] in TERMINAL:
+        raise UsageError(f"the loop is already {st['status']}")
+    if st["run"]:
+        st["after_run"] = "stop"
+        return "stopping when the current run ends"
+    _end(st, "stopped", now)
+    return "stopped"
+
+
+def resume(loop: LoopDef, st: LoopState, now: float) -> str:
+    refusal = valves.resume_refusal(loop, st, now)
+    if refusal:
+        raise UsageError(refusal)
+    if st["status"] == ACTIVE:
+        if st["after_run"] == "pause":
+            st["after_run"] = None
+            return "resumed (the pending pause was cancelled)"
+        return "already active"
+    st["status"], st["reason"] = ACTIVE, None
+    st["ended_at"] = st["observed_at"] = st["resume_at"] = None
+    st["results"] = []
+    st["failures"] = 0
+    st["keepalive_misses"] = 0
+    if not st["run"] and (st["next_due"] is None or st["next_due"] < now):
+        st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else now
+    return "resumed"

@@ -1,0 +1,516 @@
+"""Loop definitions: the strict schema of one `loops.yaml` entry (DESIGN §2).
+
+`parse_loop` turns a raw mapping into a frozen `LoopDef` or raises a
+`UsageError` naming the loop, the key and what was expected. The raw mapping
+is what the store keeps, so an entry that fails here is preserved as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from loopctl.domain.durations import parse_duration
+from loopctl.domain.errors import UsageError
+from loopctl.domain.plain import asdict, factory, record
+from loopctl.domain.untrusted import shorten
+from loopctl.storage.paths import is_loop_name
+
+NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
+PRESETS = (
+    "claude", "codex", "gemini", "qwen", "opencode", "aider", "goose",
+    "pi", "cursor", "copilot", "crush", "amp", "shell",
+)
+OVERLAP = ("queue", "skip", "replace")
+CATCH_UP = ("one", "none")
+PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
+
+DEFAULT_MAX_RUNS = 50
+DEFAULT_FOR = 7 * 86400
+DEFAULT_MAX_FAILURES = 3
+DEFAULT_NO_PROGRESS = 3
+DEFAULT_TIMEOUT = 3600
+DEFAULT_MIN_DELAY = 60
+DEFAULT_MAX_DELAY = 3600
+DEFAULT_KEEPALIVE = 1200
+DEFAULT_KEEP_RUNS = 50
+
+KEYS = {
+    "prompt", "prompt_file", "agent", "command", "every", "cron", "tz", "after",
+    "min_delay", "max_delay", "keepalive", "cwd", "env", "timeout", "max_runs",
+    "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
+    "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
+    "created_at", "model", "agent_args", "yolo", "notify",
+    "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
+}
+MERGE_METHODS = ("squash", "merge", "rebase")
+DEFAULT_BRANCH_PREFIX = "loopctl/"
+DEFAULT_CHECKS_TIMEOUT = 1800
+# Git refs and remotes as typed by people; git's own check-ref-format runs at
+# `start`, this keeps a hand-edited file from holding an option or a `..`.
+_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,60}/")
+_REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+_EVERY_TEXT: dict[int, str] = {}
+
+
+@record(frozen=True)
+class LoopDef:
+    name: str
+    prompt: str | None = None
+    prompt_file: str | None = None
+    agent: str | None = None
+    command: tuple[str, ...] | None = None
+    every: int | None = None
+    auto: bool = False
+    cron: str | None = None
+    tz: str | None = None
+    after: int | None = None
+    min_delay: int = DEFAULT_MIN_DELAY
+    max_delay: int = DEFAULT_MAX_DELAY
+    keepalive: int = DEFAULT_KEEPALIVE
+    cwd: str = "."
+    # A None value: inherited from the driver's environment at fire time.
+    env: dict[str, str | None] = factory(dict)
+    timeout: int = DEFAULT_TIMEOUT
+    max_runs: int = DEFAULT_MAX_RUNS
+    for_s: int = DEFAULT_FOR
+    max_failures: int = DEFAULT_MAX_FAILURES
+    no_progress: int = DEFAULT_NO_PROGRESS
+    budget_usd: float | None = None
+    until: str | None = None
+    overlap: str = "queue"
+    catch_up: str = "one"
+    on_attention: str | None = None
+    raw: bool = False
+    continue_session: bool = False
+    keep_runs: int = DEFAULT_KEEP_RUNS
+    created_at: str | None = None
+    model: str | None = None
+    agent_args: tuple[str, ...] = ()
+    yolo: bool = False
+    notify: tuple[str, ...] = ()  # Apprise URLs: tokens, shown masked everywhere
+    worktree: bool = False
+    base: str | None = None
+    branch_prefix: str = DEFAULT_BRANCH_PREFIX
+    push: str | None = None
+    pr: bool = False
+    merge: str | None = None
+    checks_timeout: int = DEFAULT_CHECKS_TIMEOUT
+    copy: tuple[str, ...] = ()
+
+    @property
+    def schedule_key(self) -> str:
+        """Changes exactly when the schedule changes (state re-arms then)."""
+        if self.cron:
+            return f"cron:{self.cron}@{self.tz or ''}"
+        if self.auto:
+            return "auto"
+        return f"every:{self.every}"
+
+    def schedule_text(self) -> str:
+        if self.cron:
+            return f"cron {self.cron}" + (f" {self.tz}" if self.tz else "")
+        if self.auto:
+            return "auto"
+        every = self.every or 0
+        text = _EVERY_TEXT.get(every)
+        if text is None:  # 10,000 loops share a handful of intervals
+            from loopctl.domain.durations import format_duration
+
+            text = _EVERY_TEXT[every] = f"every {format_duration(every)}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["for"] = data.pop("for_s")
+        return data
+
+
+MAX_NOTIFY_URL = 2000
+MAX_NOTIFY_TARGETS = 20
+
+
+def check_notify_urls(urls: object, where: str) -> tuple[str, ...]:
+    """What a definition may hold: a list of short `scheme://...` strings.
+    Pure and light (every read of loops.yaml runs it); Apprise's own parser
+    checks them at `start`, `update` and `notify test`."""
+    if urls is None:
+        return ()
+    if isinstance(urls, str):
+        urls = [urls]
+    if not isinstance(urls, list) or len(urls) > MAX_NOTIFY_TARGETS or not all(
+            isinstance(u, str) and "://" in u and len(u) <= MAX_NOTIFY_URL
+            and not any(c in u for c in "\r\n\0 ") for u in urls):
+        raise UsageError(f"{where}: 'notify' must be a list of Apprise URLs like "
+                         f"'ntfy://topic' (at most {MAX_NOTIFY_TARGETS})")
+    return tuple(dict.fromkeys(urls))
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise UsageError(f"bad loop name {name!r}: YAML reads it as {type(name).__name__}, "
+                         "not text; quote it")
+    if not is_loop_name(name):
+        raise UsageError(
+            f"bad loop name {shorten(name, 80)}: expected 1-64 of a-z 0-9 . _ -, "
+            "not starting with . or -"
+        )
+    return name
+
+
+def check_cron(expr: str) -> str:
+    """Five fields (or an @daily-style alias), and a date that can occur."""
+    from croniter import croniter
+
+    text = " ".join(expr.split())
+    if text.startswith("@"):
+        if text == "@reboot":
+            raise UsageError("bad cron '@reboot': loopctl has no boot event; use --after")
+    elif len(text.split(" ")) != 5:
+        raise UsageError(
+            f"bad cron {expr!r}: expected five fields (minute hour day month weekday)"
+        )
+    if not croniter.is_valid(text):
+        raise UsageError(f"bad cron {expr!r}: expected five valid cron fields")
+    try:
+        from datetime import datetime
+
+        croniter(text, datetime(2026, 1, 1)).get_next(datetime)
+    except Exception:
+        raise UsageError(f"bad cron {expr!r}: it names a date that never occurs") from None
+    return text
+
+
+def check_tz(zone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    try:
+        if not zone or zone.startswith(("/", ".")) or ".." in zone:
+            raise ValueError(zone)
+        ZoneInfo(zone)
+    except Exception:
+        raise UsageError(
+            f"bad time zone {zone!r}: expected an IANA name like Europe/Berlin or UTC"
+        ) from None
+    return zone
+
+
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_env_pair(pair: str) -> tuple[str, str | None]:
+    """`KEY=VALUE`, or `KEY` alone: take KEY from the driver's environment at
+    fire time (how secrets stay out of loops.yaml and every export)."""
+    key, sep, value = pair.partition("=")
+    if not ENV_NAME_RE.fullmatch(key):
+        raise UsageError(f"bad --env {pair!r}: expected KEY=VALUE or KEY, with KEY like MY_VAR")
+    return key, value if sep else None
+
+
+def split_command(command: object, where: str) -> tuple[str, ...]:
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"{where}: bad command {command!r}: {exc}") from None
+    elif isinstance(command, list) and all(isinstance(a, str) for a in command):
+        argv = list(command)
+    else:
+        raise UsageError(f"{where}: 'command' must be a string or a list of strings")
+    if not argv:
+        raise UsageError(f"{where}: 'command' is empty; expected a program and arguments")
+    for arg in argv:
+        for name in re.findall(r"\{(\w*)\}", arg):
+            if name not in PLACEHOLDERS:
+                raise UsageError(
+                    f"{where}: unknown placeholder {{{name}}} in command; expected one of "
+                    + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+                )
+    return tuple(argv)
+
+
+def parse_loop(name: object, raw: object) -> LoopDef:
+    """Validate one entry; the error names the loop and the key."""
+    check_name(name)
+    assert isinstance(name, str)
+    where = f"loop {name!r}"
+    if not isinstance(raw, dict):
+        raise UsageError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in raw if k not in KEYS)
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}; see `loopctl start --help`")
+    bad = _not_utf8(raw)
+    if bad:
+        raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")
+    fields: dict[str, Any] = {"name": name}
+    try:
+        _parse_what(raw, fields, where)
+        _parse_schedule(raw, fields, where)
+        _parse_policy(raw, fields, where)
+        _parse_workspace(raw, fields, where)
+    except UsageError as exc:
+        if exc.message.startswith(where):
+            raise
+        raise UsageError(f"{where}: {exc.message}") from None
+    return LoopDef(**fields)
+
+
+def _not_utf8(value: Any, key: str = "") -> str | None:
+    """The first key whose text cannot be written as UTF-8 (lone surrogates
+    from undecodable command-line bytes would make loops.yaml unreadable)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return key or "value"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found = _not_utf8(k, str(k)) or _not_utf8(v, key or str(k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for item in value:
+            found = _not_utf8(item, key)
+            if found:
+                return found
+    return None
+
+
+def _text(raw: dict[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: {key!r} must be text, got {type(value).__name__}")
+    return value
+
+
+def _flag(raw: dict[str, Any], key: str, where: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise UsageError(f"{where}: {key!r} must be true or false")
+    return value
+
+
+def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > 10**9:
+        raise UsageError(f"{where}: {key!r} must be a whole number >= {low}, got {value!r}")
+    return value
+
+
+def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
+    if (prompt is None) == (prompt_file is None):
+        raise UsageError(f"{where}: give exactly one of 'prompt' or 'prompt_file'")
+    if prompt is not None and not prompt.strip():
+        raise UsageError(f"{where}: 'prompt' is empty")
+    agent = _text(raw, "agent", where)
+    if agent is not None and raw.get("command") is not None:
+        raise UsageError(f"{where}: give 'agent' or 'command', not both")
+    if agent is not None and agent not in PRESETS:
+        raise UsageError(f"{where}: unknown agent {agent!r}; expected one of {', '.join(PRESETS)}")
+    if raw.get("command") is not None:
+        fields["command"] = split_command(raw["command"], where)
+    elif agent is None:
+        agent = "shell"
+    env = raw.get("env") or {}
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, (str, int, float))
+                                and not isinstance(v, bool))
+        for k, v in env.items()
+    ):
+        raise UsageError(f"{where}: 'env' must map names to text values (or to nothing: "
+                         "taken from the driver's environment)")
+    for key in env:
+        check_env_pair(key)
+    agent_args = raw.get("agent_args") or []
+    if not isinstance(agent_args, list) or not all(isinstance(a, str) for a in agent_args):
+        raise UsageError(f"{where}: 'agent_args' must be a list of strings")
+    cwd = _text(raw, "cwd", where) or "."
+    fields.update(
+        prompt=prompt, prompt_file=prompt_file, agent=agent, cwd=cwd,
+        env={k: None if v is None else str(v) for k, v in env.items()},
+        agent_args=tuple(agent_args),
+        model=_text(raw, "model", where), yolo=_flag(raw, "yolo", where),
+        raw=_flag(raw, "raw", where), until=_text(raw, "until", where),
+        on_attention=_text(raw, "on_attention", where),
+        continue_session=_flag(raw, "continue_session", where),
+        created_at=_created_at(raw, where),
+        notify=check_notify_urls(raw.get("notify"), where),
+    )
+
+
+def _created_at(raw: dict[str, Any], where: str) -> str | None:
+    value = raw.get("created_at")
+    if value is None:
+        return None
+    from datetime import datetime, timezone
+
+    moment = None
+    if isinstance(value, datetime):  # YAML parses unquoted timestamps itself
+        moment = value
+    elif isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    if moment is not None:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        try:
+            moment = moment.astimezone(timezone.utc)
+        except (OverflowError, ValueError):
+            moment = None
+        # Deadlines are computed from it: beyond 2999 they cannot be shown.
+        if moment is not None and 1970 <= moment.year <= 2999:
+            return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    raise UsageError(f"{where}: 'created_at' must be an ISO-8601 time between 1970 and 2999 "
+                     "like 2026-11-30T03:00:00Z")
+
+
+def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    every, cron = raw.get("every"), raw.get("cron")
+    if (every is None) == (cron is None):
+        raise UsageError(f"{where}: give exactly one of 'every' or 'cron'")
+    if cron is not None:
+        if not isinstance(cron, str):
+            raise UsageError(f"{where}: 'cron' must be text like '*/10 * * * *'")
+        fields["cron"] = check_cron(cron)
+        tz = _text(raw, "tz", where)
+        fields["tz"] = check_tz(tz) if tz is not None else None
+    else:
+        if raw.get("tz") is not None:
+            raise UsageError(f"{where}: 'tz' only applies to 'cron' schedules")
+        if every == "auto":
+            fields["auto"] = True
+        else:
+            fields["every"] = parse_duration(every, "'every'")
+    for key, default in (("min_delay", DEFAULT_MIN_DELAY), ("max_delay", DEFAULT_MAX_DELAY),
+                         ("keepalive", DEFAULT_KEEPALIVE)):
+        value = raw.get(key)
+        fields[key] = default if value is None else parse_duration(value, repr(key))
+    if fields["min_delay"] > fields["max_delay"]:
+        raise UsageError(f"{where}: 'min_delay' is longer than 'max_delay'")
+    if raw.get("after") is not None:
+        fields["after"] = parse_duration(raw["after"], "'after'")
+
+
+def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    timeout, for_ = raw.get("timeout"), raw.get("for")
+    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, "'timeout'")
+    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
+    fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
+    fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
+    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where)
+    fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
+    budget = raw.get("budget_usd")
+    if budget is not None:
+        if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
+            raise UsageError(f"{where}: 'budget_usd' must be a positive number of dollars")
+        fields["budget_usd"] = float(budget)
+    for key, allowed in (("overlap", OVERLAP), ("catch_up", CATCH_UP)):
+        value = raw.get(key, allowed[0])
+        if value not in allowed:
+            raise UsageError(f"{where}: {key!r} must be one of {', '.join(allowed)}, got {value!r}")
+        fields[key] = value
+
+
+def _ref(raw: dict[str, Any], key: str, pattern: re.Pattern[str], where: str) -> str | None:
+    value = _text(raw, key, where)
+    if value is not None and (not pattern.fullmatch(value) or ".." in value
+                              or value.endswith((".lock", "/.", "."))):
+        raise UsageError(f"{where}: bad {key!r} {value[:80]!r}: expected a git name like "
+                         + ("loopctl/" if key == "branch_prefix" else "main"))
+    return value
+
+
+def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    fields["worktree"] = _flag(raw, "worktree", where)
+    fields["pr"] = _flag(raw, "pr", where)
+    fields["base"] = _ref(raw, "base", _REF, where)
+    fields["branch_prefix"] = _ref(raw, "branch_prefix", _PREFIX, where) \
+        or DEFAULT_BRANCH_PREFIX
+    fields["push"] = _ref(raw, "push", _REMOTE, where)
+    merge = raw.get("merge")
+    if merge is not None and merge not in MERGE_METHODS:
+        raise UsageError(f"{where}: 'merge' must be one of {', '.join(MERGE_METHODS)}")
+    fields["merge"] = merge
+    timeout = raw.get("checks_timeout")
+    fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
+        else parse_duration(timeout, "'checks_timeout'")
+    copy = raw.get("copy") or []
+    if not isinstance(copy, list) or not all(
+            isinstance(g, str) and g and not g.startswith("/") and ".." not in g.split("/")
+            for g in copy):
+        raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
+    fields["copy"] = tuple(copy)
+    needs = [("pr", "push"), ("merge", "pr")] if fields["worktree"] else []
+    for key, required in needs:
+        if fields[key] and not fields[required]:
+            raise UsageError(f"{where}: {key!r} needs {required!r}")
+    extras = [k for k in ("base", "push", "pr", "merge", "copy") if fields[k]]
+    if extras and not fields["worktree"]:
+        raise UsageError(f"{where}: {extras[0]!r} needs 'worktree: true'")
+
+
+def to_raw(loop: LoopDef) -> dict[str, Any]:
+    """The `loops.yaml` form of a definition: what `parse_loop` reads back.
+    Limits are always written out so the file says what bounds each loop."""
+    from loopctl.domain.durations import format_duration as fd
+
+    raw: dict[str, Any] = {}
+    if loop.prompt_file is not None:
+        raw["prompt_file"] = loop.prompt_file
+    else:
+        raw["prompt"] = loop.prompt
+    if loop.command:
+        raw["command"] = list(loop.command)
+    else:
+        raw["agent"] = loop.agent
+    if loop.cron:
+        raw["cron"] = loop.cron
+        if loop.tz:
+            raw["tz"] = loop.tz
+    else:
+        raw["every"] = "auto" if loop.auto else fd(loop.every or 0)
+    if loop.auto:
+        raw["min_delay"], raw["max_delay"] = fd(loop.min_delay), fd(loop.max_delay)
+    optional = {
+        "after": fd(loop.after) if loop.after else None,
+        "keepalive": fd(loop.keepalive) if loop.keepalive != DEFAULT_KEEPALIVE else None,
+        "model": loop.model, "agent_args": list(loop.agent_args) or None,
+        "yolo": loop.yolo or None,
+    }
+    raw.update({k: v for k, v in optional.items() if v is not None})
+    raw["cwd"] = loop.cwd
+    if loop.env:
+        raw["env"] = dict(loop.env)
+    raw.update(timeout=fd(loop.timeout), max_runs=loop.max_runs, **{"for": fd(loop.for_s)})
+    policy = {
+        "max_failures": loop.max_failures if loop.max_failures != DEFAULT_MAX_FAILURES else None,
+        "no_progress": loop.no_progress if loop.no_progress != DEFAULT_NO_PROGRESS else None,
+        "budget_usd": loop.budget_usd, "until": loop.until,
+        "overlap": loop.overlap if loop.overlap != "queue" else None,
+        "catch_up": loop.catch_up if loop.catch_up != "one" else None,
+        "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
+        "raw": loop.raw or None, "continue_session": loop.continue_session or None,
+        "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
+        "created_at": loop.created_at,
+    }
+    raw.update({k: v for k, v in policy.items() if v is not None})
+    if loop.worktree:
+        workspace = {
+            "worktree": True, "base": loop.base,
+            "branch_prefix": loop.branch_prefix
+            if loop.branch_prefix != DEFAULT_BRANCH_PREFIX else None,
+            "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
+            "checks_timeout": fd(loop.checks_timeout)
+            if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
+            "copy": list(loop.copy) or None,
+        }
+        raw.update({k: v for k, v in workspace.items() if v is not None})
+    return raw

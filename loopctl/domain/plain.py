@@ -1,0 +1,244 @@
+"""Plain data classes without `dataclasses`.
+
+`import dataclasses` imports `inspect` (and with it ast, dis, tokenize,
+linecache...), ~13 ms of the CPU of every `loopctl run`. `@record` gives a
+class what loopctl used of `@dataclass`: an `__init__` taking the annotated
+fields in order (positionally or by keyword) with their class-level defaults
+or `factory(...)` defaults made per instance, `__repr__`, `__eq__` (unhashable
+unless frozen, as dataclasses do), `__match_args__`, and for `frozen=True` a
+`__setattr__`/`__delattr__` that raise `FrozenInstanceError` (an
+AttributeError). `asdict`, `replace` and `fields` work as their dataclasses
+namesakes do, except that `fields` gives the field names.
+
+Annotations are only read for their names (every module uses
+`from __future__ import annotations`); `ClassVar[...]` ones are not fields.
+Instances keep a plain `__dict__`: code may fill one in bypassing `__init__`
+(loopctl.storage.defs_cache does, for speed).
+
+Type checkers see `record` as `dataclasses.dataclass`, so they check the
+classes as data classes; at run time `dataclasses` is never imported.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from dataclasses import dataclass as record
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
+
+_FIELDS = "__record_fields__"  # the field names, in order
+_SPEC = "__record_spec__"  # name: default, _Factory, or _MISSING
+_MISSING: Any = object()
+_ATOMIC = frozenset({type(None), bool, int, float, complex, str, bytes, type, range,
+                     type(Ellipsis), type(NotImplemented)})
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to (or deleting) a field of a frozen record."""
+
+
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+
+def factory(make: Callable[[], Any]) -> Any:
+    """A field default made fresh for each instance: `x: list[int] = factory(list)`."""
+    return _Factory(make)
+
+
+def _record(cls: type | None = None, /, *, frozen: bool = False) -> Any:
+    """`@record` or `@record(frozen=True)`."""
+    def wrap(klass: type) -> type:
+        return _process(klass, frozen)
+
+    return wrap if cls is None else wrap(cls)
+
+
+if not TYPE_CHECKING:
+    record = _record
+
+
+def _own_annotations(cls: type) -> dict[str, Any]:
+    found = cls.__dict__.get("__annotations__")
+    if found is None:  # Python 3.14 makes them on first access
+        found = getattr(cls, "__annotations__", None) or {}
+    return dict(found)
+
+
+def _is_classvar(kind: object) -> bool:
+    return isinstance(kind, str) and kind.replace("typing.", "").startswith("ClassVar")
+
+
+def _spec(cls: type) -> dict[str, Any]:
+    """Each field's default (a value, a _Factory or _MISSING), bases first."""
+    spec: dict[str, Any] = {}
+    for base in cls.__mro__[-1:0:-1]:
+        spec.update(base.__dict__.get(_SPEC, {}))
+    for name, kind in _own_annotations(cls).items():
+        if _is_classvar(kind):
+            continue
+        spec.pop(name, None)  # redeclared: it moves to the end, as in dataclasses
+        spec[name] = cls.__dict__.get(name, _MISSING)
+    for name, value in spec.items():
+        if value is _MISSING and name not in cls.__dict__:
+            spec[name] = getattr(cls, name, _MISSING)  # a plain class attribute of a base
+        elif value.__class__.__hash__ is None:  # as dataclasses refuse list, dict, set
+            raise ValueError(f"mutable default {type(value)} for field {name} "
+                             "is not allowed: use factory()")
+    return spec
+
+
+def _process(cls: type, frozen: bool) -> type:
+    spec = _spec(cls)
+    names = tuple(spec)
+    params, body = [], []
+    namespace: dict[str, Any] = {"_MISSING": _MISSING}
+    defaulted = False
+    for name, default in spec.items():
+        value = name
+        if isinstance(default, _Factory):
+            namespace[f"_f_{name}"] = default.make
+            params.append(f"{name}=_MISSING")
+            value = f"_f_{name}() if {name} is _MISSING else {name}"
+            defaulted = True
+        elif default is not _MISSING:
+            namespace[f"_d_{name}"] = default
+            params.append(f"{name}=_d_{name}")
+            defaulted = True
+        elif defaulted:
+            raise TypeError(f"non-default argument {name!r} follows default argument")
+        else:
+            params.append(name)
+        # Frozen: its own __setattr__ refuses; the instance __dict__ is plain.
+        body.append(f"  _state_[{name!r}] = {value}" if frozen else f"  self.{name} = {value}")
+        if isinstance(cls.__dict__.get(name), _Factory):
+            delattr(cls, name)  # as dataclasses remove field() objects
+    if frozen and body:
+        body.insert(0, "  _state_ = self.__dict__")
+    mine = ", ".join(f"self.{name}" for name in names)
+    theirs = ", ".join(f"other.{name}" for name in names)
+    comma = "," if len(names) == 1 else ""
+    source = "\n".join([
+        f"def __init__({', '.join(['self', *params])}):",
+        *(body or ["  pass"]),
+        "def __eq__(self, other):",
+        "  if other.__class__ is self.__class__:",
+        f"    return ({mine}{comma}) == ({theirs}{comma})",
+        "  return NotImplemented",
+        "def __hash__(self):",
+        f"  return hash(({mine}{comma}))",
+    ]) + "\n"
+    exec(source, namespace)  # our own source, as dataclasses makes its __init__
+
+    _set(cls, "__init__", namespace["__init__"])
+    _set(cls, "__repr__", _make_repr(names))
+    _set(cls, "__eq__", namespace["__eq__"])
+    if "__hash__" not in cls.__dict__:
+        cls.__hash__ = namespace["__hash__"] if frozen else None  # type: ignore[assignment]
+    if frozen:
+        _set(cls, "__setattr__", _make_frozen_setattr(cls, names))
+        _set(cls, "__delattr__", _make_frozen_delattr(cls, names))
+    if "__match_args__" not in cls.__dict__:
+        cls.__match_args__ = names  # type: ignore[attr-defined,misc]
+    setattr(cls, _SPEC, spec)
+    setattr(cls, _FIELDS, names)
+    return cls
+
+
+def _set(cls: type, name: str, func: Any) -> None:
+    """Add a method the class does not define itself."""
+    if name in cls.__dict__:
+        return
+    func.__qualname__ = f"{cls.__qualname__}.{func.__name__}"
+    setattr(cls, name, func)
+
+
+def _make_repr(names: tuple[str, ...]) -> Any:
+    def __repr__(self: Any) -> str:
+        inner = ", ".join(f"{name}={getattr(self, name)!r}" for name in names)
+        return f"{self.__class__.__qualname__}({inner})"
+
+    return __repr__
+
+
+def _make_frozen_setattr(cls: type, names: tuple[str, ...]) -> Any:
+    known = frozenset(names)
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in known:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)  # type: ignore[arg-type]
+
+    return __setattr__
+
+
+def _make_frozen_delattr(cls: type, names: tuple[str, ...]) -> Any:
+    known = frozenset(names)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in known:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)  # type: ignore[arg-type]
+
+    return __delattr__
+
+
+def is_record(obj: Any) -> bool:
+    """A record class or an instance of one."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    return hasattr(cls, _FIELDS)
+
+
+def fields(obj: Any) -> tuple[str, ...]:
+    """The field names of a record (class or instance), in order."""
+    try:
+        return tuple(getattr(obj, _FIELDS))
+    except AttributeError:
+        raise TypeError("must be called with a record type or instance") from None
+
+
+def asdict(obj: Any) -> dict[str, Any]:
+    """The fields as a dict, recursing into records, lists, tuples and dicts
+    (other values are deep-copied), as `dataclasses.asdict` does."""
+    if isinstance(obj, type) or not is_record(obj):
+        raise TypeError("asdict() should be called on record instances")
+    result: dict[str, Any] = _asdict_inner(obj)
+    return result
+
+
+def _asdict_inner(obj: Any) -> Any:
+    cls = type(obj)
+    if cls in _ATOMIC:
+        return obj
+    if hasattr(cls, _FIELDS):
+        return {name: _asdict_inner(getattr(obj, name)) for name in getattr(cls, _FIELDS)}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a namedtuple
+        return cls(*[_asdict_inner(v) for v in obj])
+    if isinstance(obj, (list, tuple)):
+        return cls(_asdict_inner(v) for v in obj)
+    if isinstance(obj, dict):
+        if hasattr(cls, "default_factory"):  # a defaultdict
+            copied = cls(obj.default_factory)  # type: ignore[attr-defined]
+            for k, v in obj.items():
+                copied[_asdict_inner(k)] = _asdict_inner(v)
+            return copied
+        return cls((_asdict_inner(k), _asdict_inner(v)) for k, v in obj.items())
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A new record like `obj` with some fields changed (through `__init__`)."""
+    if isinstance(obj, type) or not is_record(obj):
+        raise TypeError("replace() should be called on record instances")
+    for name in fields(obj):
+        if name not in changes:
+            changes[name] = getattr(obj, name)
+    return obj.__class__(**changes)

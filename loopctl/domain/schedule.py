@@ -1,0 +1,181 @@
+"""When a loop fires next (DESIGN §3). Pure: every function takes `now`.
+
+Times are POSIX seconds (UTC). Cron expressions are evaluated on local wall
+time in the loop's zone and mapped to instants here, because the libraries'
+own DST handling is what users of cron complain about: a wall time that occurs
+twice fires once (the first time), one that does not exist fires once at the
+transition.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+
+from loopctl.domain.model import LoopDef
+
+UTC = timezone.utc
+BACKOFF_CAP = 8
+# Counting missed cron slots one by one is exact but unbounded (a year of
+# `* * * * *` is 525,600 slots); past this many the rest is estimated.
+MISSED_EXACT_LIMIT = 2000
+
+
+@lru_cache(maxsize=64)
+def zone(name: str | None) -> tzinfo:
+    """The loop's zone, or the system's (TZ, then /etc/localtime), or UTC."""
+    from zoneinfo import ZoneInfo
+
+    if name:
+        return ZoneInfo(name)
+    env_tz = os.environ.get("TZ", "").lstrip(":")
+    if env_tz:
+        try:
+            return ZoneInfo(env_tz)
+        except Exception:
+            pass
+    try:
+        return ZoneInfo.from_file(open("/etc/localtime", "rb"), key="localtime")
+    except OSError:
+        return UTC
+
+
+def wall_to_instant(naive: datetime, tz: tzinfo) -> float:
+    """Map a local wall time to the instant it names (first one if repeated;
+    the transition itself if the wall time falls in a gap)."""
+    first = naive.replace(tzinfo=tz, fold=0)
+    instant = first.timestamp()
+    if datetime.fromtimestamp(instant, tz).replace(tzinfo=None) == naive:
+        return instant
+    # In a gap: fold=1 gives an instant before the jump, fold=0 one after it.
+    lo, hi = naive.replace(tzinfo=tz, fold=1).timestamp(), instant
+    if lo > hi:
+        lo, hi = hi, lo
+    before = datetime.fromtimestamp(lo, tz).utcoffset()
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, tz).utcoffset() == before:
+            lo = mid
+        else:
+            hi = mid
+    return float(int(hi))
+
+
+def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
+    """Cron slots as instants, starting a little before `after` (a repeated
+    hour can put the current wall time behind an instant we must consider)."""
+    from croniter import croniter
+
+    start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)
+    it = croniter(expr, start)
+    while True:
+        yield wall_to_instant(it.get_next(datetime), tz)
+
+
+def cron_next(expr: str, tz_name: str | None, after: float) -> float:
+    """The first cron slot strictly after `after`."""
+    for instant in _wall_slots(expr, zone(tz_name), after):
+        if instant > after:
+            return instant
+    raise AssertionError("unreachable")
+
+
+def cron_count(expr: str, tz_name: str | None, start: float, end: float) -> int:
+    """How many distinct slots lie in (start, end]; bounded work."""
+    count, last, first = 0, start, None
+    for instant in _wall_slots(expr, zone(tz_name), start):
+        if instant <= last:
+            continue
+        if instant > end:
+            return count
+        first = instant if first is None else first
+        count, last = count + 1, instant
+        if count >= MISSED_EXACT_LIMIT:
+            period = (last - first) / (count - 1)
+            return count + int((end - last) // period)
+    return count
+
+
+def backoff_factor(failures: int) -> int:
+    """x2 per consecutive failure, capped at x8."""
+    return min(2 ** max(failures, 0), BACKOFF_CAP)
+
+
+def clamp_delay(loop: LoopDef, requested: float) -> tuple[float, bool]:
+    """An agent's requested delay clamped to [min_delay, max_delay]."""
+    clamped = min(max(requested, loop.min_delay), loop.max_delay)
+    return clamped, clamped != requested
+
+
+def first_fire(loop: LoopDef, created: float) -> float:
+    """Due time of a new loop: `--every` at once, cron at its first slot."""
+    start = created + (loop.after or 0)
+    if loop.cron:
+        return cron_next(loop.cron, loop.tz, start if loop.after else created)
+    return start
+
+
+def next_fire(
+    loop: LoopDef,
+    *,
+    now: float,
+    last_end: float | None,
+    created: float,
+    failures: int = 0,
+    requested_delay: float | None = None,
+) -> float:
+    """When `loop` is next due, given when its last run ended (or never).
+
+    `--every` waits from the end of the last run, backing off after failures;
+    auto pace uses the delay the agent asked for (already clamped) or the
+    keepalive; cron takes the next slot after the later of the run's end and
+    `now`, so missed slots never pile up.
+    """
+    if last_end is None:
+        return first_fire(loop, created)
+    if loop.cron:
+        return cron_next(loop.cron, loop.tz, max(last_end, now))
+    if loop.auto:
+        delay = requested_delay if requested_delay is not None else loop.keepalive
+        return last_end + delay * backoff_factor(failures)
+    return last_end + (loop.every or 0) * backoff_factor(failures)
+
+
+def missed_count(loop: LoopDef, due: float, now: float) -> int:
+    """Occurrences that came due in (due, now]: collapsed into one catch-up."""
+    if now <= due:
+        return 0
+    if loop.cron:
+        return cron_count(loop.cron, loop.tz, due, now)
+    if loop.auto:
+        return 0  # self-paced loops have no occurrences of their own
+    return int((now - due) // (loop.every or 1))
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> float:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,
+                         ran: bool = False) -> float:
+    """No due time computed with a correct clock lies beyond this; a later one
+    means the wall clock was set back, and the loop re-arms from `now`.
+    Without `failures` it allows the largest backoff."""
+    if loop.cron:
+        return cron_next(loop.cron, loop.tz, now + (0 if ran else loop.after or 0))
+    factor = BACKOFF_CAP if failures is None else backoff_factor(failures)
+    if loop.auto:
+        longest = max(loop.max_delay, loop.keepalive) * factor
+    else:
+        longest = (loop.every or 0) * factor
+    return now + max(longest, 0 if ran else loop.after or 0)

@@ -1,0 +1,251 @@
+"""Runtime state of loops: the shape of `state.json` and its pure helpers.
+
+One entry per loop, keyed by name. Times are POSIX seconds. The top level
+carries what the `tick` fast path needs to decide, without loading YAML or
+taking a lock, that nothing is due: the signature of the `loops.yaml` the
+state was reconciled against, the earliest time anything needs attention
+(`wake_at`) and whether any run is in flight (`busy`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.domain import untrusted as check
+from loopctl.domain.model import LoopDef
+from loopctl.domain.plain import record
+from loopctl.domain.schedule import first_fire, parse_iso
+from loopctl.storage.paths import is_loop_name, is_run_id
+
+ACTIVE, PAUSED = "active", "paused"
+TERMINAL = ("completed", "failed", "stopped", "expired")
+STATUSES = (ACTIVE, PAUSED, *TERMINAL)
+REASONS = ("user", "blocked", "iteration_limit", "failure_limit", "no_progress",
+           "budget_limit", "keepalive_exhausted", "rate_limited", "error")
+OUTCOMES = check.OUTCOMES
+RECENT = 10
+
+LoopState = dict[str, Any]
+
+
+@record
+class RunResult:
+    outcome: str
+    exit_code: int | None
+    started_at: float
+    ended_at: float
+    decision: dict[str, Any] | None = None
+    result_text: str | None = None
+    session_id: str | None = None
+    cost_usd: float | None = None
+    note: str | None = None
+    reset_at: float | None = None
+    # Only agent presets feed the no-progress breaker: a cron-style shell job
+    # printing the same line every time is working, not stuck.
+    track_progress: bool = False
+
+
+def new_loop_state(loop: LoopDef, now: float) -> LoopState:
+    created = parse_iso(loop.created_at) if loop.created_at else now
+    return {
+        "status": ACTIVE, "reason": None,
+        "created": created, "deadline": created + loop.for_s,
+        "schedule_key": loop.schedule_key,
+        "next_due": first_fire(loop, created),
+        "iterations": 0, "failures": 0, "seq": 0,
+        "last_end": None, "last_outcome": None, "last_run_id": None,
+        "outcomes": [], "run": None, "pending": False, "after_run": None,
+        "orphan": None, "cost_usd": 0.0, "session_id": None,
+        "keepalive_misses": 0, "results": [], "last_decision": None,
+        "ended_at": None, "observed_at": None, "resume_at": None, "note": None,
+        "deferrals": 0, "hook_error": None, "notify_error": None, "last_handoff": None,
+    }
+
+
+def wake_time(st: LoopState) -> float | None:
+    """When this loop next needs a driver's attention, if ever."""
+    if st["status"] in TERMINAL:
+        return None
+    times = [st["deadline"] if st["deadline"] is not None else 0.0]
+    if st["status"] == ACTIVE and st.get("next_due") is not None:
+        times.append(st["next_due"])
+    if st.get("resume_at") is not None:
+        times.append(st["resume_at"])
+    return min(times)
+
+
+def in_flight(state: dict[str, Any]) -> bool:
+    """A run, or the orphaned agent of a lost one, is still going somewhere."""
+    return any(st.get("run") or st.get("orphan") for st in state["loops"].values())
+
+
+def summarize(state: dict[str, Any]) -> None:
+    """Recompute the fast-path fields from the loop entries."""
+    wakes = [w for st in state["loops"].values() if (w := wake_time(st)) is not None]
+    state["wake_at"] = min(wakes) if wakes else None
+    state["busy"] = in_flight(state)
+
+
+def display_status(st: LoopState | None) -> str:
+    if st is None:
+        return "invalid"
+    if st.get("run"):
+        return "running"
+    return str(st["status"])
+
+
+# -- a damaged state.json (DESIGN §11) -------------------------------------
+#
+# state.json is loopctl's own file, but a disk, an editor or a bug can damage
+# it. Each loop's entry is checked field by field when it is read: a bad value
+# is replaced by a safe default and the loop pauses with reason `error` and a
+# note naming the field, so its bounds are never guessed and every other loop
+# keeps firing.
+
+
+def _proc(value: Any) -> Any:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or check.count(value.get("pid"), 2**31) is None \
+            or value["pid"] < 2 or check.moment(value.get("ct")) is None:
+        return check.INVALID
+    return {"pid": value["pid"], "ct": float(value["ct"])}
+
+
+def _run(value: Any) -> Any:
+    """A claimed run; its `spec` is a definition, checked again when used."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not is_run_id(value.get("run_id")) \
+            or check.count(value.get("iteration")) is None \
+            or check.moment(value.get("due_at")) is None \
+            or check.count(value.get("missed", 0)) is None \
+            or value.get("trigger") not in (None, "schedule", "manual") \
+            or not isinstance(value.get("spec", {}), dict) \
+            or not isinstance(value.get("hook"), (str, type(None))) \
+            or not isinstance(value.get("notify", []), list) \
+            or not all(isinstance(u, str) for u in value.get("notify", [])):
+        return check.INVALID
+    for key in ("claimed_at", "started_at"):
+        if value.get(key) is not None and check.moment(value[key]) is None:
+            return check.INVALID
+    for key in ("supervisor", "agent"):
+        if _proc(value.get(key)) is check.INVALID:
+            return check.INVALID
+    return value
+
+
+def _choice(options: tuple[Any, ...]) -> Any:
+    return lambda v: v if v in options else check.INVALID
+
+
+def _optional(rule: Any) -> Any:
+    return lambda v: None if v is None else (check.INVALID if rule(v) is None else rule(v))
+
+
+def _required(rule: Any) -> Any:
+    return lambda v: check.INVALID if (r := rule(v)) is None else r
+
+
+def _strings(limit: int, options: tuple[str, ...] | None = None) -> Any:
+    def rule(v: Any) -> Any:
+        if not isinstance(v, list) or len(v) > limit or not all(
+                isinstance(x, str) and len(x) <= 64 and (options is None or x in options)
+                for x in v):
+            return check.INVALID
+        return v
+    return rule
+
+
+def _decision(v: Any) -> Any:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or v.get("decision") not in (None, *check.DECISIONS) or any(
+            v.get(k) is not None and check.text(v[k], check.MAX_DECISION_TEXT) is None
+            for k in ("summary", "evidence")):
+        return check.INVALID
+    return {k: v.get(k) for k in ("decision", "summary", "evidence")}
+
+
+def _delivery_error(v: Any) -> Any:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or check.moment(v.get("at")) is None \
+            or check.text(v.get("message"), 1000) is None:
+        return check.INVALID
+    return v
+
+
+# field: (rule returning the clean value or INVALID, default when invalid)
+ENTRY_RULES: dict[str, tuple[Any, Any]] = {
+    "status": (_choice(STATUSES), PAUSED),
+    "reason": (_choice((None, *REASONS)), "error"),
+    # None: filled in from the definition by `lifecycle.reconcile`.
+    "created": (_optional(check.moment), None),
+    "deadline": (_optional(check.moment), None),
+    "schedule_key": (_required(lambda v: check.text(v, 300)), ""),
+    "next_due": (_optional(check.moment), None),
+    "iterations": (_required(check.count), 0),
+    "failures": (_required(check.count), 0),
+    "seq": (_required(check.count), 0),
+    "last_end": (_optional(check.moment), None),
+    "last_outcome": (_choice((None, *OUTCOMES)), None),
+    "last_run_id": (lambda v: v if v is None or is_run_id(v) else check.INVALID, None),
+    "outcomes": (_strings(RECENT, OUTCOMES), []),
+    "run": (_run, None),
+    "pending": (_choice((True, False)), False),
+    "after_run": (_choice((None, "pause", "stop")), None),
+    "orphan": (_proc, None),
+    "cost_usd": (_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
+    "session_id": (_optional(check.session_id), None),
+    "keepalive_misses": (_required(check.count), 0),
+    "results": (_strings(1000), []),
+    "last_decision": (_decision, None),
+    "ended_at": (_optional(check.moment), None),
+    "observed_at": (_optional(check.moment), None),
+    "resume_at": (_optional(check.moment), None),
+    "note": (_optional(lambda v: check.text(v, 2000)), None),
+    "deferrals": (_required(check.count), 0),
+    "hook_error": (_delivery_error, None),
+    "notify_error": (_delivery_error, None),
+    "last_handoff": (lambda v: v if v is None or isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
+        else check.INVALID, None),
+}
+
+
+# Keys added after state version 1 first shipped: their absence is not damage.
+LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff"})
+
+
+def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
+    """A sane copy of one loop's entry and the fields that were not."""
+    whole = isinstance(st, dict)
+    source: dict[str, Any] = st if whole else {}
+    bad: list[str] = [] if whole else ["the entry itself"]
+    clean: LoopState = {}
+    for key, (rule, default) in ENTRY_RULES.items():
+        value = rule(source.get(key, default))
+        if whole and (value is check.INVALID or key not in source and key not in LATE_KEYS):
+            bad.append(key)
+        clean[key] = default if value is check.INVALID else value
+    if bad:
+        fields = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
+        if clean["status"] not in TERMINAL:
+            clean["status"], clean["reason"] = PAUSED, "error"
+        clean["note"] = (f"state.json had bad values for {fields}; they were reset: check "
+                         f"the loop, then `loopctl resume {name}`")[:2000]
+    return clean, bad
+
+
+def repair_all(loops: dict[Any, Any]) -> tuple[dict[str, LoopState], dict[str, list[str]]]:
+    """Every entry checked; entries under names `start` would refuse are dropped."""
+    clean, problems = {}, {}
+    for name, st in loops.items():
+        if not is_loop_name(name):
+            problems[str(name)[:80]] = ["a name that is not a loop name (entry dropped)"]
+            continue
+        clean[name], bad = repair(name, st)
+        if bad:
+            problems[name] = bad
+    return clean, problems

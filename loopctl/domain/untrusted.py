@@ -1,0 +1,169 @@
+"""Checks for values that cross into loopctl from outside (DESIGN §11).
+
+The agent is an untrusted party (a confused or prompt-injected model), and so
+are hand-edited files and names typed by users. Every value is checked where
+it enters, with one rule per kind: numbers finite and in range, text of
+bounded length, session ids in an agent's id syntax and never flag-shaped,
+run ids in loopctl's own syntax. A value that fails is dropped (None) and the
+caller notes why; it never reaches `state.json`. Pure: no files, no clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from loopctl.domain.errors import UsageError
+from loopctl.storage import paths
+
+# Agents' session ids are UUIDs, thread ids or slugs: word characters with
+# a few separators. Never a leading `-` (it would become a flag in argv).
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+DECISIONS = ("continue", "complete", "fail", "block")
+OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred")
+MAX_DECISION_BYTES = 64 * 1024
+MAX_DECISION_TEXT = 4000
+# The agent's `--next` is clamped to the loop's max delay anyway; beyond a
+# year it is not a delay but an attempt to overflow a timestamp.
+MAX_DELAY_S = 365 * 86400.0
+MAX_RUN_COST_USD = 1_000_000.0
+# Times loopctl stores are POSIX seconds between 1970 and 3000: beyond that
+# `datetime` cannot render them.
+MAX_TIME = 32503680000.0
+# What a rule returns for a value it refuses (None is often a valid value).
+INVALID: Any = object()
+
+
+def number(value: Any, low: float, high: float) -> float | None:
+    """A real number in [low, high], else None (bools, NaN, inf, text fail)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:  # an int too large for a float
+        return None
+    if not math.isfinite(result) or not low <= result <= high:
+        return None
+    return result
+
+
+def count(value: Any, high: int = 10**9) -> int | None:
+    """A whole number in [0, high], else None."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        return None
+    return value
+
+
+def moment(value: Any) -> float | None:
+    """A stored time: finite POSIX seconds that `datetime` can render."""
+    return number(value, 0.0, MAX_TIME)
+
+
+def text(value: Any, limit: int) -> str | None:
+    """A string of at most `limit` characters that can be written as UTF-8."""
+    if not isinstance(value, str) or len(value) > limit:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates
+        return None
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(value: str) -> str:
+    """Text with control characters (escape sequences that would drive a
+    terminal) removed; newlines and tabs kept."""
+    return _CONTROL.sub("", value)
+
+
+def session_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and SESSION_ID_RE.fullmatch(value) else None
+
+
+def check_run_id(value: str) -> str:
+    if not paths.is_run_id(value):
+        raise UsageError(f"bad run id {value!r}: expected an id like 20261130T031500Z-0007 "
+                         "(see `loopctl history NAME`)")
+    return value
+
+
+def shorten(value: Any, limit: int = 60) -> str:
+    """A bad value, safe to quote in a note."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
+    """The decision an agent wrote, with every bad field dropped; notes say what."""
+    if len(data) > MAX_DECISION_BYTES:
+        return None, [f"decision file dropped: larger than {MAX_DECISION_BYTES // 1024} KiB"]
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, ["decision file dropped: not UTF-8 text"]
+    except (ValueError, RecursionError):
+        return None, ["decision file dropped: not valid JSON"]
+    if not isinstance(raw, dict):
+        return None, [f"decision file dropped: expected a JSON object, got {type(raw).__name__}"]
+    kind = raw.get("decision")
+    if kind not in DECISIONS:
+        return None, [f"decision file dropped: unknown decision {shorten(kind)}; expected "
+                      + ", ".join(DECISIONS)]
+    notes = []
+    decision: dict[str, Any] = {"version": 1, "decision": kind}
+    for key in ("summary", "evidence"):
+        value = raw.get(key)
+        checked = text(value, MAX_DECISION_TEXT)
+        decision[key] = plain(checked) if checked is not None else None
+        if value is not None and decision[key] is None:
+            notes.append(f"decision {key} dropped: expected text of at most "
+                         f"{MAX_DECISION_TEXT} characters")
+    delay = raw.get("next_delay_s")
+    decision["next_delay_s"] = number(delay, 0.0, MAX_DELAY_S)
+    if delay is not None and decision["next_delay_s"] is None:
+        notes.append(f"decision next_delay_s {shorten(delay)} dropped: expected seconds "
+                     f"between 0 and {MAX_DELAY_S:.0f}")
+    return decision, notes
+
+
+# The decision channel that needs no shell: the agent ends its final message
+# with one line `LOOPCTL-DECISION: {"decision": ..., "summary": ...,
+# "evidence": ..., "next": "20m"}`. Only the final result text is searched
+# (never the prompt echoed into the log), and the line is checked exactly like
+# a decision file, which wins when both exist.
+DECISION_LINE = "LOOPCTL-DECISION:"
+
+
+def decision_from_text(text: str | None) -> tuple[dict[str, Any] | None, list[str]]:
+    if not text or DECISION_LINE not in text:
+        return None, []
+    lines = [ln.strip().strip("`").strip() for ln in text.splitlines()]
+    found = [ln for ln in lines if ln.startswith(DECISION_LINE)]
+    if not found:
+        return None, []
+    payload = found[-1][len(DECISION_LINE):].strip()
+    try:
+        raw = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None, ["decision line ignored: not valid JSON"]
+    if isinstance(raw, dict) and "next" in raw and "next_delay_s" not in raw:
+        raw["next_delay_s"] = _delay(raw.pop("next"))
+    decision, notes = read_decision(json.dumps(raw, allow_nan=True).encode())
+    return decision, [n.replace("decision file", "decision line") for n in notes]
+
+
+def _delay(value: Any) -> Any:
+    """`--next` as the line may give it: seconds, or a duration like 20m."""
+    if isinstance(value, str):
+        from loopctl.domain.durations import parse_duration
+
+        try:
+            return parse_duration(value)
+        except UsageError:
+            return value  # dropped with a note by read_decision
+    return value

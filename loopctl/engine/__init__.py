@@ -1,0 +1,1 @@
+"""Drivers (tick, daemon, run), the supervisor and the steps of a run; the only spawner of agents."""

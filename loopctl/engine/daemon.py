@@ -1,0 +1,134 @@
+"""The long-running driver: hold the lease, fire loops as they come due.
+
+It sleeps until the earliest due time, the next heartbeat, or one second,
+whichever is first; the one-second wake is a pair of stat() calls that notice
+edits to `loops.yaml` and runs settling in `state.json`, so a new loop fires
+within a second or two without a fast polling loop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from loopctl import clock
+from loopctl.domain.errors import LoopctlError
+from loopctl.engine.firing import driver_pass, reap_children
+from loopctl.storage.lease import LeaseFile
+from loopctl.storage.paths import file_signature
+from loopctl.storage.store import Store
+
+WATCH_INTERVAL = 1.0
+# While runs are in flight, look at them this often: a supervisor killed with
+# SIGKILL changes no file, and its run must still be recorded lost.
+IN_FLIGHT_CHECK = 5.0
+
+
+class Daemon:
+    def __init__(self, store: Store, quiet: bool = False) -> None:
+        self.store = store
+        self.quiet = quiet
+        self.lease = LeaseFile(store.paths, "daemon")
+        self.stopping = False
+        self.children: list[int] = []
+        self.last_error: str | None = None
+        self.busy = False
+
+    def log(self, message: str) -> None:
+        if not self.quiet:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+            print(f"{stamp} loopctl daemon: {message}", file=sys.stderr, flush=True)
+
+    def _stop(self, signum: int, _frame: Any) -> None:
+        self.stopping = True
+
+    def signatures(self) -> tuple[Any, Any]:
+        paths = self.store.paths
+        return file_signature(paths.loops_file), file_signature(paths.state_file)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        heartbeat_every = self.lease.ttl / 3
+        next_heartbeat = 0.0
+        seen: tuple[Any, Any] | None = None
+        wake_at: float | None = None
+        last_pass = 0.0
+        self.log(f"started (pid {os.getpid()}, lease ttl {self.lease.ttl:g}s)")
+        try:
+            while not self.stopping:
+                now = clock.now()
+                if now >= next_heartbeat:
+                    if not self._heartbeat(now):
+                        self._sleep(min(heartbeat_every, WATCH_INTERVAL * 5))
+                        continue
+                    next_heartbeat = now + heartbeat_every
+                current = self.signatures()
+                checking = self.busy and now - last_pass >= IN_FLIGHT_CHECK
+                if current != seen or checking or (wake_at is not None and now >= wake_at):
+                    wake_at = self._pass(now)
+                    last_pass = now
+                    seen = self.signatures()
+                    if wake_at is not None and wake_at <= now:
+                        # Still due after a pass: never spin; look again in a second.
+                        wake_at = now + WATCH_INTERVAL
+                self._reap()
+                deadline = min(t for t in (wake_at, next_heartbeat, now + WATCH_INTERVAL)
+                               if t is not None)
+                self._sleep(deadline - clock.now())
+        finally:
+            held = self.lease.held
+            self.lease.release()
+            self.log("stopped; " + ("lease released " if held else "")
+                     + "(runs in flight finish on their own)")
+        return 0
+
+    def _heartbeat(self, now: float) -> bool:
+        was_held = self.lease.held
+        try:
+            holder = self.lease.acquire(now)
+        except LoopctlError as exc:
+            self.log(f"lease: {exc.message}; retrying")
+            return False
+        if holder is not None:
+            if was_held or self.last_error != "lease":
+                self.log(f"lease held by {holder.role} pid {holder.pid} on {holder.host}; "
+                         "waiting for it to be released or to expire")
+            self.last_error = "lease"
+            return False
+        if not was_held:
+            self.log("lease acquired")
+            self.last_error = None
+        return True
+
+    def _pass(self, now: float) -> float | None:
+        try:
+            report = driver_pass(self.store, now)
+        except LoopctlError as exc:
+            if exc.message != self.last_error:
+                self.log(f"not firing: {exc.message}")
+                self.last_error = exc.message
+            return None
+        if self.last_error not in (None, "lease"):
+            self.log("definitions readable again; firing resumes")
+            self.last_error = None
+        for fired in report.fired:
+            missed = f", {fired['missed']} missed" if fired["missed"] else ""
+            self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
+        for run_id in report.lost:
+            self.log(f"recorded run {run_id} as lost (its supervisor died)")
+        self.children.extend(report.children)
+        self.busy = report.busy
+        return report.wake_at
+
+    def _reap(self) -> None:
+        self.children = reap_children(self.children)
+
+    def _sleep(self, seconds: float) -> None:
+        # In steps of at most a second: SIGTERM sets a flag, and sleep resumes.
+        end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
+        while not self.stopping and (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, WATCH_INTERVAL))

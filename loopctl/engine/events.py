@@ -1,0 +1,224 @@
+"""Attention events: state changes a human should hear about (DESIGN §7).
+
+`attention()` is pure: given a loop's status before and after a transition it
+builds the event, or None. The store appends it to `events.jsonl`; a detached
+`python -m loopctl.engine.events` process hands it to the hook on stdin (no shell,
+no arguments, 10 s timeout) so a slow hook never holds a driver or a lock.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import iso
+
+EVENT_VERSION = 1
+NOTICED = ("completed", "failed", "expired")
+
+
+def status_key(st: dict[str, Any]) -> tuple[str, str | None]:
+    return st["status"], st.get("reason")
+
+
+def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None]) -> bool:
+    if before == after:
+        return False
+    status, reason = after
+    return status in NOTICED or (status == "paused" and reason != "user")
+
+
+def _loopctl_evidence(st: dict[str, Any], loop: LoopDef) -> str:
+    status, reason = st["status"], st.get("reason")
+    if status == "expired":
+        return f"the deadline ({iso(st['deadline'])}) passed"
+    texts = {
+        "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
+        "failure_limit": f"{st['failures']} failures in a row "
+                         f"(last outcome {st.get('last_outcome')})",
+        "no_progress": f"{loop.no_progress} identical results in a row",
+        "budget_limit": f"${st.get('cost_usd', 0):.4f} spent of ${loop.budget_usd or 0:.2f}",
+        "keepalive_exhausted": "two runs in a row ended without a decision",
+        "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
+        "blocked": "the agent reported block",
+        "error": st.get("note") or "loopctl could not save the loop's state",
+    }
+    return texts.get(reason or "", f"{status} ({reason})" if reason else status)
+
+
+def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | None,
+              now: float) -> dict[str, Any]:
+    """The event for the loop's current (just changed) status."""
+    decision = st.get("last_decision") or {}
+    by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
+    if by_agent and decision.get("decision"):
+        summary = decision.get("summary") or decision["decision"]
+        evidence = {"source": "agent", "text": decision.get("evidence") or ""}
+    else:
+        text = _loopctl_evidence(st, loop)
+        summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
+                                                      else "")
+        evidence = {"source": "loopctl", "text": text}
+    return {
+        "version": EVENT_VERSION, "status": st["status"], "reason": st.get("reason"),
+        "loop": loop.name, "summary": summary, "evidence": evidence,
+        "objective": loop.prompt if loop.prompt is not None else f"file:{loop.prompt_file}",
+        "iteration": st["iterations"], "max_runs": loop.max_runs or None,
+        "elapsed_s": round(now - st["created"]),
+        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
+        "run_id": run_id, "log": log, "cwd": loop.cwd,
+        "cost_usd": st.get("cost_usd") or None,
+        "ended_at": iso(st.get("ended_at") or now), "observed_at": iso(now),
+        "at": iso(now),
+    }
+
+
+def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """What `status` shows of the last hand-off."""
+    keys = ("handoff", "branch", "commits", "pr_url", "merged", "handoff_error",
+            "needs_review")
+    return {k: record.get(k) for k in keys if record.get(k) is not None}
+
+
+def handoff_event(loop: LoopDef, st: dict[str, Any], run_id: str, log: str, now: float,
+                  handoff: Any) -> dict[str, Any] | None:
+    """`handoff_failed` or `needs_review`: the loop's status is unchanged, but
+    a person has work to look at (DESIGN §12)."""
+    if not (handoff.failure or handoff.review):
+        return None
+    reason = "handoff_failed" if handoff.failure else "needs_review"
+    text = handoff.failure or handoff.review
+    event = attention(loop, st, run_id, log, now)
+    branch = handoff.fields.get("branch")
+    event.update(reason=reason, summary=f"{loop.name}: {reason.replace('_', ' ')}: {text}",
+                 evidence={"source": "loopctl", "text": text}, branch=branch,
+                 pr=handoff.fields.get("pr_url"))
+    return event
+
+
+def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | None:
+    """Hand the event to `hook` from a process of its own; the error if that
+    process cannot start. The event travels on its stdin through an unnamed
+    0600 file in `folder`: never in argv, where `ps` shows it and 128 KiB
+    would fail with E2BIG, and never through a pipe a slow reader could
+    stall."""
+    from loopctl.storage.paths import unnamed_file
+
+    try:
+        with unnamed_file(folder) as body:
+            body.write(json.dumps(event).encode())
+            body.seek(0)
+            subprocess.Popen([sys.executable, "-m", "loopctl.engine.events", hook], stdin=body,
+                             cwd=folder,  # not the driver's: `-m` imports from there
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, close_fds=True)
+    except OSError as exc:
+        return f"hook delivery for {hook} could not start: {exc.strerror or exc}"
+    return None
+
+
+def hook_timeout() -> float:
+    from loopctl.settings import knob
+
+    return knob("LOOPCTL_HOOK_TIMEOUT")
+
+
+def run_hook(hook: str, event: dict[str, Any], timeout: float | None = None) -> tuple[
+        str | None, bytes]:
+    """Run the hook in a session of its own; returns (error or None, output).
+    At the timeout the whole session is killed, children included."""
+    import os
+    import signal
+
+    try:
+        proc = subprocess.Popen([hook], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except PermissionError:
+        return f"hook {hook} is not executable", b""
+    except FileNotFoundError:
+        return f"hook {hook} does not exist", b""
+    except OSError as exc:
+        return f"hook {hook} could not start: {exc.strerror}", b""
+    timeout = hook_timeout() if timeout is None else timeout
+    try:
+        output, _ = proc.communicate(json.dumps(event).encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        output, _ = proc.communicate()
+        return f"hook {hook} timed out after {timeout:g}s", output or b""
+    if proc.returncode != 0:
+        return f"hook {hook} exited {proc.returncode}", output
+    return None, output
+
+
+def _deliver(hook: str) -> int:
+    """Entry of the detached delivery process: read the event from stdin, run
+    the hook, keep its output in the run's log, record a failure in the
+    loop's state."""
+    from loopctl.storage.store import Store
+
+    event = json.loads(sys.stdin.buffer.read())
+    error, output = run_hook(hook, event)
+    if event.get("log"):
+        try:
+            with open(event["log"], "ab") as handle:
+                handle.write(f"# loopctl: hook {hook} for {event['status']}: "
+                             f"{error or 'ok'}\n".encode())
+                handle.write(output)
+        except OSError:
+            pass
+    if error:
+        Store().record_delivery(event, "hook_error", error)
+    return 0 if error is None else 1
+
+
+def hook_for(loop: LoopDef, global_hook: object) -> str | None:
+    if loop.on_attention:
+        return loop.on_attention
+    return global_hook if isinstance(global_hook, str) and global_hook else None
+
+
+# Who hears about a loop's events: its hook and its notification targets,
+# fixed when a run is claimed (`run["hook"]`, `run["notify"]`).
+Receivers = dict[str, Any]
+Pending = list[tuple[dict[str, Any], Receivers]]
+
+
+def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:
+    from loopctl.integrations.notify import targets_for
+
+    return {"hook": hook_for(loop, top.get("on_attention")),
+            "notify": targets_for(loop.notify, top.get("notify"))}
+
+
+def publish(store: Any, pending: Pending) -> None:
+    """Append events; the caller holds the store lock."""
+    for event, _ in pending:
+        store.append_event(event)
+
+
+def dispatch(store: Any, pending: Pending) -> None:
+    """Start hook and notification deliveries; call after the store lock is
+    released. A delivery that cannot even start is recorded on the loop."""
+    from loopctl.integrations import notify
+
+    folder = str(store.paths.state_dir)
+    for event, to in pending:
+        if to.get("hook"):
+            error = deliver_detached(to["hook"], event, folder)
+            if error:
+                store.record_delivery(event, "hook_error", error)
+        if to.get("notify"):
+            error = notify.deliver_detached(event, list(to["notify"]), folder)
+            if error:
+                store.record_delivery(event, "notify_error", error)
+
+
+if __name__ == "__main__":
+    sys.exit(_deliver(sys.argv[1]))

@@ -1,0 +1,273 @@
+"""Driver passes: what `tick`, `daemon` and `run` share (DESIGN §5).
+
+One pass, under the store lock: read definitions and state, reconcile, let
+`lifecycle.plan` decide, then launch a supervisor for every claimed run and
+record its pid before the lock is released, so no other driver can see a
+claim whose owner is unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from loopctl.domain import lifecycle
+from loopctl.domain.errors import BusyError, LoopctlError
+from loopctl.domain.model import to_raw
+from loopctl.domain.plain import factory, record
+from loopctl.domain.schedule import iso
+from loopctl.domain.state import TERMINAL, in_flight, wake_time
+from loopctl.engine import events, procs
+from loopctl.storage.store import Definitions, Store
+
+
+@record
+class PassReport:
+    fired: list[dict[str, Any]] = factory(list)
+    skipped: list[dict[str, str]] = factory(list)
+    lost: list[str] = factory(list)
+    deferred: list[dict[str, Any]] = factory(list)
+    children: list[int] = factory(list)
+    wake_at: float | None = None
+    busy: bool = False
+    invalid: dict[str, str] = factory(dict)
+
+
+def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False) -> int:
+    """Start a detached supervisor (a session of its own) and return its pid.
+
+    It is forked from this driver, which has already imported everything a
+    supervisor needs: a fresh `python -m loopctl.engine.supervisor` costs ~65 ms of
+    CPU per run in start-up and imports (bench/README.md). Its stdout and
+    stderr go to the run's log, so even a crash leaves its reason where the
+    user looks. The store lock this driver holds is closed in the child
+    (loopctl.storage.locks), so the supervisor waits for it like anyone else."""
+    from loopctl.engine.supervisor import Supervisor, exit_code_for, open_log  # before forking
+
+    store.run_dir(loop)
+    fd = open_log(store.paths.run_log(loop, run_id))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(fd)
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(null)
+        os.close(fd)
+        code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
+                                        foreground=False, worktree=worktree).run())
+    except BaseException as exc:  # noqa: BLE001 - the child must never return
+        try:
+            os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
+        except OSError:
+            pass
+    finally:
+        os._exit(code)
+
+
+def wait_for_children(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def reap_children(pids: list[int]) -> list[int]:
+    """Collect the supervisors that have exited; return those still running."""
+    running = []
+    for pid in pids:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        if done == 0:
+            running.append(pid)
+    return running
+
+
+def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
+    """Write the record of a run whose supervisor died, unless the supervisor
+    got as far as writing its own (then only the state was not settled).
+    A worktree it left is removed; its branch is kept when it has commits."""
+    path = store.paths.run_record(loop, run["run_id"])
+    workspace_note = None
+    agent = run.get("agent")
+    if run.get("workspace") and not (agent and procs.alive(agent)):
+        from loopctl.integrations.workspace import cleanup_lost
+
+        try:
+            folder = store.paths.state_dir / "worktrees" / loop
+            workspace_note = cleanup_lost(run["workspace"], folder, loop, run["run_id"])
+        except (LoopctlError, KeyError, TypeError) as exc:
+            workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
+    if path.exists():
+        return
+    note = "supervisor died"
+    if agent and procs.alive(agent):
+        note += f"; agent pid {agent['pid']} still running"
+    if workspace_note:
+        note += f"; {workspace_note}"
+    store.write_json(path, {
+        "version": 1, "run_id": run["run_id"], "loop": loop,
+        "iteration": run["iteration"], "trigger": run.get("trigger"),
+        "due_at": iso(run["due_at"]), "started_at": iso(run.get("started_at")),
+        "ended_at": None, "observed_at": iso(now), "exit_code": None,
+        "outcome": "lost", "missed": run.get("missed", 0), "decision": None,
+        "session_id": None, "cost_usd": None,
+        "log": str(store.paths.run_log(loop, run["run_id"])), "note": note,
+    })
+
+
+def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],
+                now: float) -> None:
+    """Record lost runs; a loop whose supervisor could not save its state
+    (it left an `.unsaved` marker) pauses with reason `error`: a schedule
+    that cannot be persisted must not keep running."""
+    for name, run in lost:
+        record_lost(store, name, run, now)
+        marker = store.paths.unsaved_marker(name, run["run_id"])
+        if marker.exists():
+            st = state["loops"].get(name)
+            if st is not None and st["status"] not in TERMINAL:
+                why = marker.read_text(errors="replace").strip() or "state could not be saved"
+                st["status"], st["reason"] = "paused", "error"
+                st["note"] = (f"run {run['run_id']}: {why}; free the space, then "
+                              f"`loopctl resume {name}`")
+
+
+def signal_supervisor(run: dict[str, Any]) -> bool:
+    """Ask a run's supervisor to stop it (it kills the tree and records it)."""
+    sup = run.get("supervisor")
+    if not sup or not procs.alive(sup):
+        return False
+    try:
+        os.kill(sup["pid"], signal.SIGTERM)
+        return True
+    except OSError:
+        return False
+
+
+def noticed(store: Store, defs: Definitions, state: dict[str, Any],
+            before: dict[str, tuple[str, str | None]],
+            now: float) -> events.Pending:
+    """Events for loops whose status changed in a pass (expiry, limits)."""
+    pending = []
+    for name, st in state["loops"].items():
+        loop = defs.loops.get(name)
+        if loop is None or not events.needs_attention(before.get(name, ("", None)),
+                                                      events.status_key(st)):
+            continue
+        event = events.attention(loop, st, st.get("last_run_id"), None, now)
+        pending.append((event, events.receivers(loop, defs.top)))
+    events.publish(store, pending)
+    return pending
+
+
+def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
+    """The earliest time a loop that can fire needs a driver. Unlike the
+    state's own `wake_at` (the tick fast path's conservative summary), it
+    skips invalid entries and loops blocked by an orphaned agent, whose past
+    due times would otherwise keep a daemon awake."""
+    wakes = [w for name, st in state["loops"].items()
+             if name in defs.loops and not st.get("orphan") and not st.get("run")
+             and (w := wake_time(st)) is not None]
+    return min(wakes) if wakes else None
+
+
+def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> PassReport:
+    """Reconcile, settle what was lost, claim and launch what is due."""
+    report = PassReport()
+    with store.lock():
+        defs = defs or store.read_defs()
+        state = store.read_state()
+        repaired = set(store.repairs)
+        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        # A repaired entry was just paused (`error`): announce it like a limit.
+        before = {name: ("damaged", None) if name in repaired else events.status_key(st)
+                  for name, st in state["loops"].items()}
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        settle_lost(store, state, result.lost, now)
+        pending = noticed(store, defs, state, before, now)
+        report.lost.extend(run["run_id"] for _, run in result.lost)
+        for _, run in result.replace:
+            signal_supervisor(run)
+        for name, run in list(result.fired):
+            run["spec"] = to_raw(defs.loops[name])
+            run.update(events.receivers(defs.loops[name], defs.top))
+            try:
+                child = spawn_supervisor(store, name, run["run_id"],
+                                         defs.loops[name].worktree)
+            except LoopctlError as exc:
+                # This loop only (its run folder is unusable): the others fire.
+                lifecycle.unclaim(state["loops"][name], exc.message)
+                pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
+                                   {name: ("active", None)}, now)
+                report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})
+                continue
+            run["supervisor"] = procs.ref(child)
+            report.children.append(child)
+            report.fired.append({"loop": name, "run_id": run["run_id"],
+                                 "due_at": iso(run["due_at"]), "missed": run["missed"]})
+        if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
+            state["defs_sig"] = defs.signature
+            store.write_state(state)
+        report.wake_at = fireable_wake(defs, state)
+        report.busy = in_flight(state)
+    events.dispatch(store, pending)
+    report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
+    report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
+                       for n, t in result.deferred]
+    report.invalid = dict(defs.invalid)
+    return report
+
+
+@record
+class TickReport:
+    pass_report: PassReport | None
+    deferred_to: dict[str, Any] | None = None
+    records: list[dict[str, Any]] = factory(list)
+
+    def exit_code(self) -> int:
+        outcomes = {r.get("outcome") for r in self.records}
+        if "timeout" in outcomes:
+            return 124
+        if outcomes - {"ok"}:
+            return 1
+        return 0
+
+
+def tick(store: Store, now: float, wait: bool = False) -> TickReport:
+    """One pass by cron or CI: take the lease, fire what is due, release."""
+    from loopctl.storage.lease import LeaseFile, describe
+    from loopctl.storage.runs import read_record
+
+    lease = LeaseFile(store.paths, "tick")
+    try:
+        holder = lease.acquire(now)
+    except BusyError as exc:
+        # Another driver is mid-acquire: it will fire what is due.
+        return TickReport(None, deferred_to={"role": "driver", "pid": None,
+                                             "busy": exc.message})
+    if holder is not None:
+        return TickReport(None, deferred_to=describe(holder))
+    try:
+        report = driver_pass(store, now)
+    finally:
+        lease.release()
+    result = TickReport(report)
+    if wait:
+        wait_for_children(report.children)
+        for fired in report.fired:
+            record = read_record(store.paths, fired["loop"], fired["run_id"])
+            result.records.append(record or {"run_id": fired["run_id"], "outcome": "lost"})
+    return result

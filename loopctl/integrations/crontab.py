@@ -1,0 +1,131 @@
+"""`loopctl cron install|uninstall|status`: one line in the user's crontab.
+
+The line runs `loopctl tick` every minute with the absolute path of this
+installation, a PATH that finds the agents the loops name, LOOPCTL_HOME when
+set, and output appended to `<state>/cron.log`. A trailing marker comment
+naming the home identifies it, so `uninstall` removes exactly that line and
+nothing else of the user's crontab. `LOOPCTL_CRONTAB` names another crontab
+program (the tests use a stand-in).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.domain.model import LoopDef
+from loopctl.storage.store import Store
+
+MARKER = "# loopctl tick for"
+BASE_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
+def crontab_program() -> str:
+    program = os.environ.get("LOOPCTL_CRONTAB") or shutil.which("crontab")
+    if not program:
+        raise LoopctlError("no crontab program found: install cron (Debian/Ubuntu: "
+                           "`apt-get install cron`) or keep `loopctl daemon` running instead")
+    return program
+
+
+def marker(store: Store) -> str:
+    """The comment that ends our line, escaped like the line itself (`%` means
+    newline in a crontab), so a home with `%` in its path still matches."""
+    return f"{MARKER} {store.paths.state_dir}".replace("%", "\\%")
+
+
+def read_crontab() -> list[str]:
+    proc = subprocess.run([crontab_program(), "-l"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        if "no crontab" in (proc.stderr or "").lower():
+            return []
+        raise LoopctlError(f"crontab -l failed: {(proc.stderr or '').strip() or proc.returncode}")
+    return proc.stdout.splitlines()
+
+
+def write_crontab(lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n" if lines else ""
+    proc = subprocess.run([crontab_program(), "-"], input=text, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise LoopctlError(f"crontab refused the new table: {(proc.stderr or '').strip()}")
+
+
+def scheduler_path(loops: Iterable[LoopDef]) -> str:
+    """A PATH for a scheduler's bare environment (cron gives /usr/bin:/bin):
+    where the loops' agents are found now, this interpreter, the usual dirs."""
+    from loopctl.agents.presets import binary
+
+    path: list[str] = []
+    for loop in loops:
+        found = shutil.which(binary(loop))
+        if found and os.path.dirname(found) not in path:
+            path.append(os.path.dirname(found))
+    for folder in [os.path.dirname(sys.executable), *BASE_PATH]:
+        if folder not in path:
+            path.append(folder)
+    return os.pathsep.join(path)
+
+
+def tick_line(store: Store) -> str:
+    """The crontab line for this installation and home."""
+    try:
+        loops = list(store.read_defs().loops.values())
+    except LoopctlError:
+        loops = []
+    path = scheduler_path(loops)
+    env = [f"PATH={shlex.quote(path)}"]
+    if os.environ.get("LOOPCTL_HOME"):
+        env.append(f"LOOPCTL_HOME={shlex.quote(str(store.paths.config_dir))}")
+    log = shlex.quote(str(store.paths.state_dir / "cron.log"))
+    command = f"{shlex.quote(sys.executable)} -m loopctl tick --quiet >> {log} 2>&1"
+    # `%` means newline in a crontab line.
+    line = f"* * * * * {' '.join(env)} {command}".replace("%", "\\%")
+    if any(c in line + marker(store) for c in "\r\n\0"):
+        raise UsageError("a path in the cron line contains a line break; cron reads one "
+                         "line per job: use a LOOPCTL_HOME and Python path without one")
+    return f"{line} {marker(store)}"
+
+
+def install(store: Store) -> dict[str, Any]:
+    from loopctl.storage.paths import ensure_dir
+
+    ensure_dir(store.paths.state_dir)
+    lines = read_crontab()
+    line = tick_line(store)
+    mine = [i for i, existing in enumerate(lines) if existing.endswith(marker(store))]
+    if mine and lines[mine[0]] == line and len(mine) == 1:
+        return {"version": 1, "installed": True, "changed": False, "line": line}
+    kept = [existing for existing in lines if not existing.endswith(marker(store))]
+    write_crontab(kept + [line])
+    return {"version": 1, "installed": True, "changed": True, "line": line}
+
+
+def uninstall(store: Store) -> dict[str, Any]:
+    lines = read_crontab()
+    kept = [existing for existing in lines if not existing.endswith(marker(store))]
+    if len(kept) != len(lines):
+        write_crontab(kept)
+    return {"version": 1, "installed": False, "changed": len(kept) != len(lines)}
+
+
+def cron_daemon_running() -> bool:
+    import psutil
+
+    for proc in psutil.process_iter(["name"]):
+        if proc.info["name"] in ("cron", "crond", "cronie", "busybox-crond"):
+            return True
+    return False
+
+
+def status(store: Store) -> dict[str, Any]:
+    lines = read_crontab()
+    mine = [line for line in lines if line.endswith(marker(store))]
+    return {"version": 1, "installed": bool(mine), "line": mine[0] if mine else None,
+            "cron_running": cron_daemon_running(),
+            "log": str(store.paths.state_dir / "cron.log")}

@@ -1,0 +1,447 @@
+"""`loopctl export NAME --to crontab|systemd|k8s|github`: hand a loop to a
+scheduler people already run, keeping what makes loopctl worth using
+(DESIGN §9):
+
+- every target runs `loopctl run NAME --scheduled`, which fires only when a
+  due fire under `tick` would: the scheduler owns the timing, loopctl the
+  bounds;
+- state lives where the next fire finds it (the local home, a
+  PersistentVolumeClaim, a restored-and-saved Actions cache);
+- env values never enter an exported file: only names travel, and each
+  target takes the values from its own secret store;
+- user text is data: the definition and prompt travel as a ConfigMap value
+  or as base64 in the workflow, never inside a heredoc or a `${{ }}`;
+- wall-clock time keeps its zone (systemd `OnCalendar=` with the zone,
+  CronJob `timeZone`, GitHub: one UTC line per offset plus a guard).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopctl.domain.durations import format_duration
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import LoopDef, to_raw
+from loopctl.integrations.crontab import scheduler_path
+from loopctl.integrations.export_time import (
+    cron_to_calendar,
+    every_to_cron,
+    github_schedule,
+    longest_gap,
+    loop_cron,
+)
+
+__all__ = ["Export", "Target", "every_to_cron", "export", "secret_names"]
+
+TARGETS = ("crontab", "systemd", "k8s", "github")
+GITHUB_MINIMUM = 300
+CACHE_EVICTION_S = 7 * 86400
+K8S_HOME = "/loopctl"
+# Where a workflow puts a prompt file: in the checkout, under a name no
+# repository is likely to use.
+PROMPT_FILE = ".loopctl-prompt.md"
+
+
+@dataclass
+class Target:
+    """Where the export goes and what it needs from the user."""
+
+    name: str
+    home: str | None = None        # LOOPCTL_HOME for local targets
+    state_dir: str = ""
+    image: str | None = None       # k8s
+    state_size: str = "1Gi"        # k8s
+    install: str | None = None     # github: a pinned pip requirement
+    prompt_text: str | None = None
+
+
+@dataclass
+class Export:
+    files: dict[str, str]
+    warnings: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+
+
+def secret_names(loop: LoopDef) -> list[str]:
+    """The env names a run needs from the target's secret store: the loop's
+    own `env` keys and the preset's API key."""
+    from loopctl.agents.presets import PRESETS
+
+    names = set(loop.env)
+    if not loop.command:
+        key = PRESETS[loop.agent or "shell"].api_key_env
+        if key:
+            names.add(key)
+    return sorted(names)
+
+
+def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
+    """The loop alone, as it runs elsewhere: env names without values, `cwd:
+    .` (wherever the job runs), no local hook, a fresh start there."""
+    from loopctl.storage.store import dump_yaml_doc
+
+    raw = to_raw(loop)
+    raw["cwd"] = "."
+    raw.pop("created_at", None)
+    raw.pop("on_attention", None)
+    raw.pop("notify", None)  # Apprise URLs hold tokens: they never travel
+    raw.pop("env", None)
+    if loop.env:
+        raw["env"] = dict.fromkeys(sorted(loop.env))
+    if prompt_path is not None:
+        raw["prompt_file"] = prompt_path
+    return dump_yaml_doc({"version": 1, "loops": {loop.name: raw}})
+
+
+def _scheduled(loop: LoopDef) -> list[str]:
+    return ["run", loop.name, "--scheduled"]
+
+
+def _local_python() -> str:
+    if any(c in sys.executable for c in "\r\n\0"):
+        raise UsageError("the Python path contains a line break; no scheduler can run it")
+    return sys.executable
+
+
+# -- crontab ---------------------------------------------------------------------------
+
+
+def _cron_honours_cron_tz() -> bool:
+    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
+    return shutil.which("crond") is not None
+
+
+def to_crontab(loop: LoopDef, target: Target) -> Export:
+    warnings: list[str] = []
+    schedule = loop_cron(loop, warnings)
+    lines = []
+    if loop.tz:
+        if _cron_honours_cron_tz():
+            lines.append(f"CRON_TZ={loop.tz}")
+        else:
+            warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
+                            f"system zone, not {loop.tz}; use --to systemd to keep the zone")
+    env = f"PATH={shlex.quote(scheduler_path([loop]))} "
+    env += f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
+    log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
+    command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
+    line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
+    if any(c in line for c in "\r\n\0"):
+        raise UsageError("a path in the cron line contains a line break; cron reads one line "
+                         "per job")
+    lines.append(f"{line} # loopctl export {loop.name}")
+    steps = [f"crontab -l | cat - {loop.name}.crontab | crontab -   # add it to your table"]
+    return Export({f"{loop.name}.crontab": "\n".join(lines) + "\n"}, warnings, steps)
+
+
+# -- systemd ---------------------------------------------------------------------------
+
+
+def systemd_quote(value: str, dollar: bool = True) -> str:
+    """One word for a unit file: C-style double quotes, `%` specifiers
+    escaped, and in Exec lines `$` too (systemd expands variables there)."""
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"cannot write {value[:60]!r} into a systemd unit: it contains a "
+                         "line break")
+    text = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    if dollar:
+        text = text.replace("$", "$$")
+    return f'"{text}"'
+
+
+def _systemd_path(value: str) -> str:
+    """A path setting (WorkingDirectory=): no quotes, `%` escaped."""
+    if any(c in value for c in "\r\n\0"):
+        raise UsageError(f"cannot write {value[:60]!r} into a systemd unit: it contains a "
+                         "line break")
+    return value.replace("%", "%%")
+
+
+def to_systemd(loop: LoopDef, target: Target) -> Export:
+    warnings: list[str] = []
+    schedule = loop_cron(loop, warnings)
+    unit = f"loopctl-{loop.name}"
+    # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
+    # one where the agent is found now.
+    env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
+    if target.home:
+        env += f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
+    exec_start = " ".join(systemd_quote(arg) for arg in
+                          [_local_python(), "-m", "loopctl", *_scheduled(loop)])
+    service = (
+        "[Unit]\n"
+        f"Description=loopctl loop {loop.name}\n"
+        "Documentation=man:loopctl(1)\n\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"WorkingDirectory={_systemd_path(loop.cwd)}\n"
+        f"{env}"
+        f"ExecStart={exec_start}\n"
+        f"TimeoutStartSec={loop.timeout + 60}\n"
+        # loopctl's own exit codes: 75 means a run was already in flight.
+        "SuccessExitStatus=75\n"
+    )
+    timer = (
+        "[Unit]\n"
+        f"Description=Fire loopctl loop {loop.name}\n\n"
+        "[Timer]\n"
+        f"OnCalendar={cron_to_calendar(schedule, loop.tz)}\n"
+        # Like loopctl itself: time missed while off fires once on start-up.
+        "Persistent=true\n"
+        "AccuracySec=1s\n"
+        f"Unit={unit}.service\n\n"
+        "[Install]\n"
+        "WantedBy=timers.target\n"
+    )
+    steps = [f"cp {unit}.service {unit}.timer ~/.config/systemd/user/",
+             f"systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"]
+    return Export({f"{unit}.service": service, f"{unit}.timer": timer}, warnings, steps)
+
+
+# -- Kubernetes ------------------------------------------------------------------------
+
+
+def k8s_name(loop: LoopDef) -> str:
+    """`loopctl-NAME` as a DNS label (CronJob names: at most 52). Loop names
+    may hold `_` and `.`, which labels may not: such a name, or one cut to
+    fit, gets a digest of the real name so `a_b` and `a-b` never share
+    objects."""
+    import hashlib
+
+    name = f"loopctl-{loop.name}"
+    if len(name) <= 52 and name.replace("-", "").isalnum():
+        return name
+    digest = hashlib.sha256(loop.name.encode()).hexdigest()[:8]
+    label = name.replace("_", "-").replace(".", "-")[:43].rstrip("-")
+    return f"{label}-{digest}"
+
+
+def _labels() -> dict[str, Any]:
+    return {"app.kubernetes.io/name": "loopctl"}
+
+
+def to_k8s(loop: LoopDef, target: Target) -> Export:
+    import yaml
+
+    if not target.image:
+        raise UsageError("--to k8s needs --image: an image with Python, loopctl and the "
+                         "agent CLI installed (see the README)")
+    warnings: list[str] = []
+    schedule = loop_cron(loop, warnings)
+    name = k8s_name(loop)
+    prompt_path = f"{K8S_HOME}/prompt.md" if loop.prompt_file else None
+    data = {"loops.yaml": traveling_definition(loop, prompt_path)}
+    if loop.prompt_file:
+        data["prompt.md"] = target.prompt_text or ""
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": name, "labels": _labels()}, "data": data}
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": f"{name}-state", "labels": _labels()},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": target.state_size}}}}
+    secret = name
+    env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
+                                 {"name": "HOME", "value": "/work"}]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+            for key in secret_names(loop)]
+    mounts = [{"name": "definition", "mountPath": f"{K8S_HOME}/loops.yaml",
+               "subPath": "loops.yaml", "readOnly": True},
+              {"name": "state", "mountPath": f"{K8S_HOME}/state"},
+              {"name": "work", "mountPath": "/work"}]
+    if loop.prompt_file:
+        mounts.append({"name": "definition", "mountPath": f"{K8S_HOME}/prompt.md",
+                       "subPath": "prompt.md", "readOnly": True})
+    container = {
+        "name": "loopctl", "image": target.image,
+        "command": ["loopctl", *_scheduled(loop)],
+        "workingDir": "/work", "env": env, "volumeMounts": mounts,
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                            "fsGroup": 1000},
+        "containers": [container],
+        "volumes": [
+            {"name": "definition", "configMap": {"name": name}},
+            {"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}},
+            {"name": "work", "emptyDir": {}},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "schedule": schedule,
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": 300,
+        "successfulJobsHistoryLimit": 3,
+        "failedJobsHistoryLimit": 3,
+        "jobTemplate": {"spec": {"backoffLimit": 0,
+                                 "activeDeadlineSeconds": loop.timeout + 120,
+                                 "template": {"spec": pod}}},
+    }
+    if loop.tz:
+        spec["timeZone"] = loop.tz
+    cron_job = {"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": name, "labels": _labels()}, "spec": spec}
+    text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
+    steps = []
+    if secret_names(loop):
+        steps.append(f"kubectl create secret generic {secret} --from-env-file=FILE   "
+                     f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
+                     "`--secrets-file FILE` writes it (0600)")
+    steps.append(f"kubectl apply -f {name}.yaml")
+    return Export({f"{name}.yaml": text}, warnings, steps)
+
+
+# -- GitHub Actions --------------------------------------------------------------------
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _guard_script(loop: LoopDef, offsets: dict[str, str]) -> str:
+    """Runs only the UTC line made for the offset now in force in the zone;
+    the trigger line arrives in an env var, never in the script."""
+    cases = "".join(f"  {shlex.quote(cron)}) want={offset} ;;\n"
+                    for cron, offset in offsets.items())
+    return (
+        'if [ "$EVENT" != schedule ]; then echo "fire=true" >> "$GITHUB_OUTPUT"; exit 0; fi\n'
+        'case "$SCHEDULE" in\n' + cases + "  *) want=none ;;\nesac\n"
+        f'now=$(TZ={shlex.quote(loop.tz or "UTC")} date +%z)\n'
+        'if [ "$now" = "$want" ]; then echo "fire=true" >> "$GITHUB_OUTPUT"\n'
+        f'else echo "not firing: this line is for UTC offset $want, {loop.tz} is at $now"; '
+        'echo "fire=false" >> "$GITHUB_OUTPUT"; fi\n')
+
+
+def to_github(loop: LoopDef, target: Target) -> Export:
+    from loopctl.integrations.install_source import check_spec, installed_spec
+    from loopctl.storage.store import dump_yaml
+
+    warnings: list[str] = []
+    install = check_spec(target.install) if target.install else installed_spec()
+    if not loop.auto and loop.every and loop.every < GITHUB_MINIMUM:
+        warnings.append(f"GitHub runs scheduled workflows at most every 5 minutes; "
+                        f"--every {format_duration(loop.every)} became every 5m")
+        local = "*/5 * * * *"
+    else:
+        local = loop_cron(loop, warnings)
+    utc = github_schedule(local, loop.tz)
+    if loop.tz and loop.tz != "UTC":
+        warnings.append(f"GitHub runs cron in UTC: {local!r} in {loop.tz} became "
+                        + " and ".join(repr(c) for c in utc.crons)
+                        + (" with a guard step that skips the line for the other UTC offset"
+                           if utc.needs_guard else ""))
+    if not loop.command and loop.agent != "shell":
+        from loopctl.agents.presets import binary
+
+        warnings.append(f"the workflow installs loopctl, not {binary(loop)}: add a step that "
+                        f"installs the agent CLI (pinned) before `Run {loop.name}`")
+    if longest_gap(utc.crons[0]) > CACHE_EVICTION_S:
+        warnings.append("GitHub evicts a cache not used for 7 days: with fires further apart "
+                        "than that, the loop's state (runs used, failures, sessions) is lost "
+                        "between fires")
+    state = "${{ runner.temp }}/loopctl/state"
+    # `/` cannot occur in a loop name, so no loop's prefix matches another's
+    # keys (`ci` must never restore the state of `ci-nightly`).
+    key = f"loopctl/{loop.name}/"
+    env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
+    # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
+    env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
+    definition = traveling_definition(loop, PROMPT_FILE if loop.prompt_file else None)
+    write = ('mkdir -p "$LOOPCTL_HOME"\n'
+             'printf %s "$DEFINITION" | base64 -d > "$LOOPCTL_HOME/loops.yaml"\n'
+             'chmod 0400 "$LOOPCTL_HOME/loops.yaml"\n')
+    write_env = {"DEFINITION": _b64(definition)}
+    if loop.prompt_file:
+        write += f'printf %s "$PROMPT" | base64 -d > {PROMPT_FILE}\n'
+        write_env["PROMPT"] = _b64(target.prompt_text or "")
+    run_step: dict[str, Any] = {"name": f"Run {loop.name}",
+                                "run": shlex.join(["loopctl", *_scheduled(loop)])}
+    steps: list[dict[str, Any]] = [
+        {"uses": "actions/checkout@v4"},
+        {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+        {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
+         "run": 'python -m pip install "$LOOPCTL_INSTALL"'},
+        {"name": "Restore the loop's state", "uses": "actions/cache/restore@v4",
+         "with": {"path": state, "key": f"{key}${{{{ github.run_id }}}}",
+                  "restore-keys": key}},
+        {"name": "Write the loop definition", "env": write_env, "run": write},
+    ]
+    if utc.needs_guard:
+        steps.append({"name": f"Fire only at {loop.tz} wall-clock time", "id": "zone",
+                      "env": {"EVENT": "${{ github.event_name }}",
+                              "SCHEDULE": "${{ github.event.schedule }}"},
+                      "run": _guard_script(loop, utc.offsets)})
+        run_step["if"] = "steps.zone.outputs.fire == 'true'"
+    steps += [
+        run_step,
+        {"name": "Save the loop's state", "if": "always()", "uses": "actions/cache/save@v4",
+         "with": {"path": state,
+                  "key": f"{key}${{{{ github.run_id }}}}-${{{{ github.run_attempt }}}}"}},
+        {"name": "Keep the run logs", "if": "always()", "uses": "actions/upload-artifact@v4",
+         "with": {"name": f"loopctl-{loop.name}-logs-${{{{ github.run_id }}}}",
+                  "path": f"{state}/runs", "if-no-files-found": "ignore"}},
+    ]
+    workflow = {
+        "name": f"loopctl {loop.name}",
+        "on": {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}},
+        "concurrency": {"group": f"loopctl-{loop.name}", "cancel-in-progress": False},
+        "permissions": {"contents": "read"},
+        "jobs": {"run": {
+            "runs-on": "ubuntu-latest",
+            "timeout-minutes": max(math.ceil(loop.timeout / 60) + 10, 1),
+            "env": env,
+            "steps": steps,
+        }},
+    }
+    header = ("# Generated by `loopctl export`. GitHub runs schedules in UTC, at most every\n"
+              "# 5 minutes, and may start them late under load.\n")
+    text = header + dump_yaml(workflow)
+    filename = f"loopctl-{loop.name}.yml"
+    next_steps = [f"gh secret set {name}" for name in secret_names(loop)]
+    next_steps.append(f"mkdir -p .github/workflows && cp {filename} .github/workflows/ "
+                      "&& git add .github/workflows && git commit")
+    return Export({filename: text}, warnings, next_steps)
+
+
+WRITERS = {"crontab": to_crontab, "systemd": to_systemd, "k8s": to_k8s, "github": to_github}
+
+
+def export(loop: LoopDef, target: Target) -> Export:
+    writer = WRITERS.get(target.name)
+    if writer is None:
+        raise UsageError(f"bad --to {target.name!r}: expected one of {', '.join(TARGETS)}")
+    result = writer(loop, target)
+    if loop.notify and target.name in ("k8s", "github"):
+        result.warnings.append("notification targets do not travel (their URLs hold tokens); "
+                               "the exported loop notifies no one")
+    return result
+
+
+def secrets_env_file(loop: LoopDef, environ: dict[str, str]) -> tuple[str, list[str]]:
+    """KEY=VALUE lines for `kubectl create secret --from-env-file`: values
+    from the definition, else from this environment; and the names missing."""
+    lines, missing = [], []
+    for key in secret_names(loop):
+        value = loop.env.get(key)
+        if value is None:
+            value = environ.get(key)
+        if value is None or "\n" in value:
+            missing.append(key)
+            continue
+        lines.append(f"{key}={value}")
+    return "".join(line + "\n" for line in lines), missing
+
+
+def as_json(result: Export) -> str:
+    return json.dumps({"version": 1, "files": result.files, "warnings": result.warnings,
+                       "next_steps": result.next_steps}, indent=2)
