@@ -44,7 +44,8 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
     stderr go to the run's log, so even a crash leaves its reason where the
     user looks. The store lock this driver holds is closed in the child
     (loopctl.storage.locks), so the supervisor waits for it like anyone else."""
-    from loopctl.engine.supervisor import Supervisor, exit_code_for, open_log  # before forking
+    from loopctl.engine.steps.context import open_log  # before forking
+    from loopctl.engine.supervisor import Supervisor, exit_code_for
 
     store.run_dir(loop)
     fd = open_log(store.paths.run_log(loop, run_id))

@@ -1,0 +1,172 @@
+"""Step 2: check the claim, write the prompt, start the agent."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.plain import record
+from loopctl.domain.schedule import iso
+from loopctl.engine import procs
+from loopctl.engine.steps.context import RunContext
+from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
+
+if TYPE_CHECKING:
+    from loopctl.integrations.workspace import Workspace
+
+
+@record
+class Launched:
+    proc: subprocess.Popen[bytes] | None  # None: it could not start (note says why)
+    loop: LoopDef
+    run: dict[str, Any]
+    argv: list[str]
+    note: str | None
+
+
+def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
+           started: float) -> Launched:
+    """Under the store lock: the run must still be ours; start its agent and
+    record who runs it. `note` is why an earlier step failed."""
+    with ctx.store.lock():
+        state = ctx.store.read_state()
+        st = state["loops"].get(ctx.name)
+        run = st and st.get("run")
+        if not run or run["run_id"] != ctx.run_id:
+            raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
+        if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
+            raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
+        loop = parse_loop(ctx.name, run["spec"])
+        argv: list[str] = []
+        proc = None
+        try:
+            if loop.worktree and ws is None:
+                raise LoopctlError(note or "the worktree could not be made")
+            argv, proc = _start(ctx, loop, st, run, ws, started)
+        except LoopctlError as exc:
+            note = exc.message
+            ctx.log.hold(f"# loopctl: {exc.message}")
+        run["started_at"] = started
+        run["workspace"] = ws.to_json() if ws else None
+        run["supervisor"] = procs.ref()
+        run["agent"] = procs.ref(proc.pid) if proc else None
+        ctx.store.write_state(state)
+    return Launched(proc, loop, run, argv, note)
+
+
+def _start(ctx: RunContext, loop: LoopDef, st: dict[str, Any], run: dict[str, Any],
+           ws: Workspace | None, started: float) -> tuple[list[str], subprocess.Popen[bytes]]:
+    from loopctl.agents.presets import build_argv
+
+    cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
+    prompt, prompt_path = write_prompt(ctx, loop, cwd, st, run["iteration"], started, ws)
+    resume = st.get("session_id") if loop.continue_session else None
+    argv, stdin_text = build_argv(loop, prompt, prompt_path, ctx.run_id,
+                                  resume_session=resume,
+                                  decision_dir=str(ctx.decision_path.parent))
+    ctx.log.hold(f"# loopctl: run {ctx.run_id} of {ctx.name} (iteration {run['iteration']}) "
+                 f"started {iso(started)} in {cwd}: {one_line(argv)}")
+    return argv, spawn(ctx, loop, argv, stdin_text, cwd, run)
+
+
+def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: dict[str, Any], iteration: int,
+                 now: float, ws: Workspace | None) -> tuple[str, str]:
+    """The text to send and a file holding it (for `{prompt_file}`)."""
+    from loopctl.agents.envelope import wrap
+    from loopctl.agents.presets import wants_envelope
+
+    if loop.prompt_file is None:
+        objective = loop.prompt or ""
+    else:
+        source = Path(cwd, os.path.expanduser(loop.prompt_file))
+        try:
+            # Re-read at every run: editing the file steers the loop.
+            objective = source.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise LoopctlError(f"cannot read prompt file {source}: {reason}") from None
+        if not wants_envelope(loop):
+            return objective, str(source)
+    workspace = ws.to_json() if ws else None
+    text = wrap(loop, objective, st, iteration, now, workspace) \
+        if wants_envelope(loop) else objective
+    path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    return text, str(path)
+
+
+def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> dict[str, str]:
+    from loopctl.agents.presets import env_for
+
+    env = dict(os.environ)
+    env.update(env_for(loop))
+    env.update({k: v for k, v in loop.env.items() if v is not None})
+    env.update(LOOPCTL_LOOP=ctx.name, LOOPCTL_RUN_ID=ctx.run_id,
+               LOOPCTL_ITERATION=str(run["iteration"]),
+               LOOPCTL_DECISION_FILE=str(ctx.decision_path))
+    # Node CLIs (opencode among them) take their project from $PWD when
+    # it is set; the driver's own $PWD would send the agent elsewhere.
+    env["PWD"] = os.path.abspath(cwd)
+    # The agent's `loopctl decide` must reach this installation, whatever
+    # else is on its PATH: a one-file shim directory goes first.
+    env["PATH"] = os.pathsep.join([str(shim_dir(ctx)), env.get("PATH", os.defpath)])
+    return env
+
+
+def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
+          run: dict[str, Any]) -> subprocess.Popen[bytes]:
+    env = agent_env(ctx, loop, cwd, run)
+    stdin: IO[bytes] | int = subprocess.DEVNULL
+    if stdin_text is not None:
+        # A file, not a pipe: an agent that never reads stdin cannot block us.
+        stdin = unnamed_file(ctx.log_path.parent)
+        stdin.write(stdin_text.encode())
+        stdin.seek(0)
+    out: int = subprocess.PIPE if ctx.foreground else ctx.log.fd
+    try:
+        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                close_fds=True)
+    except FileNotFoundError:
+        where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
+        raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
+    except OSError as exc:
+        raise LoopctlError(f"cannot start {argv[0]}: {exc.strerror}") from None
+    finally:
+        if not isinstance(stdin, int):
+            stdin.close()
+
+
+def shim_dir(ctx: RunContext) -> Path:
+    folder = ensure_dir(ctx.store.paths.state_dir / "bin")
+    shim = folder / "loopctl"
+    # Not `-m loopctl`: that would import a `loopctl/` folder from the
+    # agent's working directory first. `-c` starts sys.path with it too,
+    # so the first entry is dropped before loopctl is imported.
+    body = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+            "'import sys; del sys.path[0]; from loopctl.entry import main; main()' "
+            '"$@"\n')
+    try:
+        current = shim.read_text()
+    except OSError:
+        current = None
+    if current != body:
+        from loopctl.storage.store import atomic_write
+
+        atomic_write(shim, body.encode())
+        os.chmod(shim, 0o700)
+    return folder
+
+
+def one_line(argv: list[str], width: int = 160) -> str:
+    """argv for the log header: one line (readers skip it), long args cut."""
+    shown = [a if len(a) <= width else a[: width - 3] + "..." for a in argv]
+    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")

@@ -1,0 +1,122 @@
+"""Step 6: write the run record, settle the loop, tell a human, prune."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from loopctl import clock
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.lifecycle import settle as settle_loop
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import iso
+from loopctl.domain.state import RunResult
+from loopctl.engine import events
+from loopctl.engine.steps.context import RunContext, add_note
+from loopctl.storage.paths import FILE_MODE
+from loopctl.storage.runs import prune
+
+if TYPE_CHECKING:
+    from loopctl.integrations.workspace import Handoff
+
+SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
+
+
+def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: RunResult,
+               handoff: Handoff | None) -> dict[str, Any]:
+    record = {
+        "version": 1, "run_id": ctx.run_id, "loop": ctx.name,
+        "iteration": run["iteration"], "trigger": run.get("trigger"),
+        "due_at": iso(run["due_at"]), "started_at": iso(result.started_at),
+        "ended_at": iso(result.ended_at),
+        "duration_s": round(result.ended_at - result.started_at, 3),
+        "exit_code": result.exit_code, "outcome": result.outcome,
+        "missed": run.get("missed", 0), "decision": result.decision,
+        "session_id": result.session_id, "cost_usd": result.cost_usd,
+        "result": result.result_text[-2000:] if result.result_text else None,
+        "log": str(ctx.log_path), "argv": argv, "note": result.note,
+    }
+    if handoff is not None:
+        record.update(handoff.record())
+    return record
+
+
+def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
+           record: dict[str, Any], handoff: Handoff | None) -> dict[str, Any]:
+    """Save with a few retries (a full disk may free up), then prune."""
+    for attempt in range(SAVE_ATTEMPTS):
+        try:
+            in_flight = save(ctx, loop, run, result, record, handoff)
+            break
+        except LoopctlError as exc:
+            if attempt + 1 < SAVE_ATTEMPTS:
+                time.sleep(2 ** attempt)
+                continue
+            mark_unsaved(ctx, exc.message)
+            raise
+    prune(ctx.store.paths, ctx.name, loop.keep_runs, in_flight)
+    return record
+
+
+def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
+         record: dict[str, Any], handoff: Handoff | None) -> set[str]:
+    """Record the run and settle the loop, under the store lock."""
+    store, paths = ctx.store, ctx.store.paths
+    pending: events.Pending = []
+    with store.lock():
+        state = store.read_state()
+        st = state["loops"].get(ctx.name)
+        if st and st.get("run") and st["run"]["run_id"] == ctx.run_id:
+            before = events.status_key(st)
+            now = clock.now()
+            extra = settle_loop(loop, st, result, now)
+            if extra.get("note"):
+                add_note(result, extra.pop("note"))
+                record["note"] = result.note
+            record.update(extra)
+            record["status_after"] = st["status"]
+            if ctx.dropped:
+                st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
+            store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+            pending = _attention(ctx, loop, st, run, before, now, handoff)
+            events.publish(store, pending)
+            store.write_state(state)
+        elif st is not None:
+            # Recorded lost meanwhile: keep what really happened. A loop
+            # removed meanwhile (`rm`) gets no run files back.
+            store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+        in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+    events.dispatch(store, pending)
+    return in_flight
+
+
+def _attention(ctx: RunContext, loop: LoopDef, st: dict[str, Any], run: dict[str, Any],
+               before: Any, now: float, handoff: Handoff | None) -> events.Pending:
+    pending: events.Pending = []
+    receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
+    log = str(ctx.log_path)
+    if events.needs_attention(before, events.status_key(st)):
+        pending.append((events.attention(loop, st, ctx.run_id, log, now), receivers))
+    if handoff is not None:
+        st["last_handoff"] = events.handoff_summary(handoff.record())
+        failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
+        if failed:
+            pending.append((failed, receivers))
+    return pending
+
+
+def mark_unsaved(ctx: RunContext, message: str) -> None:
+    """Leave a marker the next driver finds: this loop's state could not be
+    saved, so it must pause (`error`) rather than keep firing. An empty
+    file needs no free blocks, so it usually lands even on a full disk."""
+    try:
+        fd = os.open(ctx.store.paths.unsaved_marker(ctx.name, ctx.run_id),
+                     os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
+        try:
+            os.write(fd, message.encode()[:500])
+        except OSError:
+            pass
+        os.close(fd)
+    except OSError:
+        pass
