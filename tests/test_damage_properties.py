@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import loopctl_argv
-from loopctl.domain.state import ENTRY_RULES
+from loopctl.domain.state import SCHEMA
 
 DOCUMENTED = {0, 1, 2, 3, 4, 75, 124, 130}
 SLOW = settings(max_examples=5, deadline=None,
@@ -36,9 +36,9 @@ values = st.recursive(
                                                                 max_size=3),
     max_leaves=8)
 entry_damage = st.one_of(
-    st.tuples(st.just("set"), st.dictionaries(st.sampled_from(sorted(ENTRY_RULES)), values,
+    st.tuples(st.just("set"), st.dictionaries(st.sampled_from(sorted(SCHEMA)), values,
                                               min_size=1, max_size=4)),
-    st.tuples(st.just("drop"), st.lists(st.sampled_from(sorted(ENTRY_RULES)), min_size=1,
+    st.tuples(st.just("drop"), st.lists(st.sampled_from(sorted(SCHEMA)), min_size=1,
                                         max_size=4)),
     st.tuples(st.just("replace"), values))
 

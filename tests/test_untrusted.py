@@ -17,10 +17,11 @@ from loopctl.agents.presets import build_argv
 from loopctl.agents.readers import READERS, Reading, sanitized
 from loopctl.domain.errors import UnreadableError, UsageError
 from loopctl.domain.model import NAME_RE, parse_loop
-from loopctl.domain.state import ENTRY_RULES, new_loop_state, repair, repair_all
+from loopctl.domain.names import is_loop_name, is_run_id
+from loopctl.domain.state import SCHEMA, LoopState, new_loop_state, repair, repair_all
 from loopctl.domain.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
 from loopctl.settings import env_number
-from loopctl.storage.paths import Paths, is_loop_name, is_run_id
+from loopctl.storage.paths import Paths
 from loopctl.storage.runs import clean_record
 from loopctl.storage.store import parse_yaml_text, strict_json
 
@@ -177,7 +178,7 @@ def test_a_bad_field_is_reset_and_pauses_the_loop(key: str, value: Any) -> None:
     entry[key] = value
     clean, bad = repair("x", entry)
     assert bad == [key]
-    assert clean[key] == ENTRY_RULES[key][1] or key == "status"
+    assert clean[key] == SCHEMA[key].repaired or key == "status"
     assert (clean["status"], clean["reason"]) == ("paused", "error")
     assert key in clean["note"] and "loopctl resume x" in clean["note"]
     strict_json(clean)
@@ -197,7 +198,7 @@ def test_entries_under_names_start_would_refuse_are_dropped() -> None:
 
 
 @FAST
-@given(st.dictionaries(st.sampled_from(sorted(ENTRY_RULES)), json_values, max_size=8)
+@given(st.dictionaries(st.sampled_from(sorted(SCHEMA)), json_values, max_size=8)
        | json_values)
 def test_any_damage_repairs_to_an_entry_that_passes_every_rule(damage: Any) -> None:
     entry = dict(fresh_entry(), **damage) if isinstance(damage, dict) else damage
@@ -205,8 +206,18 @@ def test_any_damage_repairs_to_an_entry_that_passes_every_rule(damage: Any) -> N
     again, bad = repair("x", clean)
     assert bad == [] and again == clean
     strict_json(clean)
-    for key, (rule, _) in ENTRY_RULES.items():
-        assert rule(clean[key]) is not INVALID, key
+    for key, field in SCHEMA.items():
+        assert field.rule(clean[key]) is not INVALID, key
+
+
+def test_the_typed_entry_the_schema_and_a_new_entry_name_the_same_fields() -> None:
+    """One schema: a field added to the TypedDict but not to SCHEMA (or the
+    other way round) would be built, or repaired, without a rule."""
+    assert list(LoopState.__annotations__) == list(SCHEMA)
+    assert list(fresh_entry()) == list(SCHEMA)
+    for key, field in SCHEMA.items():
+        assert field.rule(field.initial) is not INVALID, key
+        assert field.rule(field.repaired) is not INVALID, key
 
 
 # -- run records --------------------------------------------------------------------

@@ -10,6 +10,7 @@ from typing import Any
 
 from loopctl.domain.durations import format_duration, format_rough
 from loopctl.domain.model import LoopDef
+from loopctl.domain.state import LoopState
 
 
 def pace(loop: LoopDef) -> str:
@@ -22,7 +23,7 @@ def pace(loop: LoopDef) -> str:
     return f"every {format_duration(loop.every or 0)} after the previous run ends"
 
 
-def wrap(loop: LoopDef, objective: str, st: dict[str, Any], iteration: int,
+def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
          now: float, workspace: dict[str, Any] | None = None) -> str:
     limit = str(loop.max_runs) if loop.max_runs else "unlimited"
     elapsed = format_rough(max(now - st["created"], 0))

@@ -17,13 +17,13 @@ from loopctl.domain import lifecycle, valves
 from loopctl.domain.durations import format_rough, parse_duration
 from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop, NotFiring, UsageError
 from loopctl.domain.model import LoopDef, check_name, parse_loop, to_raw
+from loopctl.domain.names import is_loop_name
 from loopctl.domain.plain import replace
 from loopctl.domain.schedule import iso, parse_iso
 from loopctl.domain.state import TERMINAL, display_status, new_loop_state
 from loopctl.engine import events, procs
 from loopctl.engine.events import status_key as events_key
 from loopctl.integrations.notify import mask
-from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Definitions, Store
 
 JSON_VERSION = 1

@@ -192,6 +192,7 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
                      alive: Alive, result: Pass) -> None:
     run = st["run"]
+    assert run is not None  # the caller saw it
     if not alive(run.get("supervisor")):
         result.lost.append((name, run))
         st["run"] = None

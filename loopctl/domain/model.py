@@ -13,9 +13,9 @@ from typing import Any
 
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
+from loopctl.domain.names import is_loop_name
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.untrusted import shorten
-from loopctl.storage.paths import is_loop_name
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
 PRESETS = (

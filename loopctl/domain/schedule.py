@@ -121,7 +121,7 @@ def next_fire(
     *,
     now: float,
     last_end: float | None,
-    created: float,
+    created: float | None,
     failures: int = 0,
     requested_delay: float | None = None,
 ) -> float:
@@ -133,7 +133,8 @@ def next_fire(
     `now`, so missed slots never pile up.
     """
     if last_end is None:
-        return first_fire(loop, created)
+        # `created` is unknown only in an entry repaired and not yet reconciled.
+        return first_fire(loop, now if created is None else created)
     if loop.cron:
         return cron_next(loop.cron, loop.tz, max(last_end, now))
     if loop.auto:

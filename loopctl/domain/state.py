@@ -9,13 +9,13 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from loopctl.domain import untrusted as check
 from loopctl.domain.model import LoopDef
+from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.plain import record
 from loopctl.domain.schedule import first_fire, parse_iso
-from loopctl.storage.paths import is_loop_name, is_run_id
 
 ACTIVE, PAUSED = "active", "paused"
 TERMINAL = ("completed", "failed", "stopped", "expired")
@@ -25,7 +25,44 @@ REASONS = ("user", "blocked", "iteration_limit", "failure_limit", "no_progress",
 OUTCOMES = check.OUTCOMES
 RECENT = 10
 
-LoopState = dict[str, Any]
+
+
+class LoopState(TypedDict):
+    """One loop's entry in state.json. SCHEMA below holds each field's rule,
+    initial value and repair value: construction and repair share it."""
+
+    status: str
+    reason: str | None
+    # None only between `repair` and `lifecycle.reconcile`, which fills both
+    # in from the definition before anything reads them.
+    created: float
+    deadline: float
+    schedule_key: str
+    next_due: float | None
+    iterations: int
+    failures: int
+    seq: int
+    last_end: float | None
+    last_outcome: str | None
+    last_run_id: str | None
+    outcomes: list[str]
+    run: dict[str, Any] | None
+    pending: bool
+    after_run: str | None
+    orphan: dict[str, Any] | None
+    cost_usd: float
+    session_id: str | None
+    keepalive_misses: int
+    results: list[str]
+    last_decision: dict[str, Any] | None
+    ended_at: float | None
+    observed_at: float | None
+    resume_at: float | None
+    note: str | None
+    deferrals: int
+    hook_error: dict[str, Any] | None
+    notify_error: dict[str, Any] | None
+    last_handoff: dict[str, Any] | None
 
 
 @record
@@ -46,20 +83,16 @@ class RunResult:
 
 
 def new_loop_state(loop: LoopDef, now: float) -> LoopState:
+    """A fresh entry: every field of SCHEMA at its initial value."""
     created = parse_iso(loop.created_at) if loop.created_at else now
-    return {
-        "status": ACTIVE, "reason": None,
-        "created": created, "deadline": created + loop.for_s,
-        "schedule_key": loop.schedule_key,
-        "next_due": first_fire(loop, created),
-        "iterations": 0, "failures": 0, "seq": 0,
-        "last_end": None, "last_outcome": None, "last_run_id": None,
-        "outcomes": [], "run": None, "pending": False, "after_run": None,
-        "orphan": None, "cost_usd": 0.0, "session_id": None,
-        "keepalive_misses": 0, "results": [], "last_decision": None,
-        "ended_at": None, "observed_at": None, "resume_at": None, "note": None,
-        "deferrals": 0, "hook_error": None, "notify_error": None, "last_handoff": None,
-    }
+    st = cast(LoopState, {key: _fresh(field.initial) for key, field in SCHEMA.items()})
+    st["created"], st["deadline"] = created, created + loop.for_s
+    st["schedule_key"], st["next_due"] = loop.schedule_key, first_fire(loop, created)
+    return st
+
+
+def _fresh(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
 
 
 def wake_time(st: LoopState) -> float | None:
@@ -67,11 +100,18 @@ def wake_time(st: LoopState) -> float | None:
     if st["status"] in TERMINAL:
         return None
     times = [st["deadline"] if st["deadline"] is not None else 0.0]
-    if st["status"] == ACTIVE and st.get("next_due") is not None:
-        times.append(st["next_due"])
-    if st.get("resume_at") is not None:
-        times.append(st["resume_at"])
+    due, resume = st.get("next_due"), st.get("resume_at")
+    if st["status"] == ACTIVE and due is not None:
+        times.append(due)
+    if resume is not None:
+        times.append(resume)
     return min(times)
+
+
+def past_deadline(st: LoopState, now: float) -> bool:
+    """The calendar deadline has passed (unknown until reconciled: not yet)."""
+    deadline = st["deadline"]
+    return deadline is not None and now >= deadline
 
 
 def in_flight(state: dict[str, Any]) -> bool:
@@ -86,7 +126,7 @@ def summarize(state: dict[str, Any]) -> None:
     state["busy"] = in_flight(state)
 
 
-def display_status(st: LoopState | None) -> str:
+def display_status(st: LoopState | dict[str, Any] | None) -> str:
     if st is None:
         return "invalid"
     if st.get("run"):
@@ -176,39 +216,52 @@ def _delivery_error(v: Any) -> Any:
     return v
 
 
-# field: (rule returning the clean value or INVALID, default when invalid)
-ENTRY_RULES: dict[str, tuple[Any, Any]] = {
-    "status": (_choice(STATUSES), PAUSED),
-    "reason": (_choice((None, *REASONS)), "error"),
+_SAME = object()
+
+
+@record(frozen=True)
+class Field:
+    rule: Any  # the clean value, or check.INVALID
+    initial: Any  # in a new entry
+    repaired: Any  # in place of a bad value
+
+
+def _field(rule: Any, repaired: Any, initial: Any = _SAME) -> Field:
+    return Field(rule, repaired if initial is _SAME else initial, repaired)
+
+
+SCHEMA: dict[str, Field] = {
+    "status": _field(_choice(STATUSES), PAUSED, initial=ACTIVE),
+    "reason": _field(_choice((None, *REASONS)), "error", initial=None),
     # None: filled in from the definition by `lifecycle.reconcile`.
-    "created": (_optional(check.moment), None),
-    "deadline": (_optional(check.moment), None),
-    "schedule_key": (_required(lambda v: check.text(v, 300)), ""),
-    "next_due": (_optional(check.moment), None),
-    "iterations": (_required(check.count), 0),
-    "failures": (_required(check.count), 0),
-    "seq": (_required(check.count), 0),
-    "last_end": (_optional(check.moment), None),
-    "last_outcome": (_choice((None, *OUTCOMES)), None),
-    "last_run_id": (lambda v: v if v is None or is_run_id(v) else check.INVALID, None),
-    "outcomes": (_strings(RECENT, OUTCOMES), []),
-    "run": (_run, None),
-    "pending": (_choice((True, False)), False),
-    "after_run": (_choice((None, "pause", "stop")), None),
-    "orphan": (_proc, None),
-    "cost_usd": (_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
-    "session_id": (_optional(check.session_id), None),
-    "keepalive_misses": (_required(check.count), 0),
-    "results": (_strings(1000), []),
-    "last_decision": (_decision, None),
-    "ended_at": (_optional(check.moment), None),
-    "observed_at": (_optional(check.moment), None),
-    "resume_at": (_optional(check.moment), None),
-    "note": (_optional(lambda v: check.text(v, 2000)), None),
-    "deferrals": (_required(check.count), 0),
-    "hook_error": (_delivery_error, None),
-    "notify_error": (_delivery_error, None),
-    "last_handoff": (lambda v: v if v is None or isinstance(v, dict) and all(
+    "created": _field(_optional(check.moment), None),
+    "deadline": _field(_optional(check.moment), None),
+    "schedule_key": _field(_required(lambda v: check.text(v, 300)), ""),
+    "next_due": _field(_optional(check.moment), None),
+    "iterations": _field(_required(check.count), 0),
+    "failures": _field(_required(check.count), 0),
+    "seq": _field(_required(check.count), 0),
+    "last_end": _field(_optional(check.moment), None),
+    "last_outcome": _field(_choice((None, *OUTCOMES)), None),
+    "last_run_id": _field(lambda v: v if v is None or is_run_id(v) else check.INVALID, None),
+    "outcomes": _field(_strings(RECENT, OUTCOMES), []),
+    "run": _field(_run, None),
+    "pending": _field(_choice((True, False)), False),
+    "after_run": _field(_choice((None, "pause", "stop")), None),
+    "orphan": _field(_proc, None),
+    "cost_usd": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
+    "session_id": _field(_optional(check.session_id), None),
+    "keepalive_misses": _field(_required(check.count), 0),
+    "results": _field(_strings(1000), []),
+    "last_decision": _field(_decision, None),
+    "ended_at": _field(_optional(check.moment), None),
+    "observed_at": _field(_optional(check.moment), None),
+    "resume_at": _field(_optional(check.moment), None),
+    "note": _field(_optional(lambda v: check.text(v, 2000)), None),
+    "deferrals": _field(_required(check.count), 0),
+    "hook_error": _field(_delivery_error, None),
+    "notify_error": _field(_delivery_error, None),
+    "last_handoff": _field(lambda v: v if v is None or isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),
 }
@@ -223,12 +276,12 @@ def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
     whole = isinstance(st, dict)
     source: dict[str, Any] = st if whole else {}
     bad: list[str] = [] if whole else ["the entry itself"]
-    clean: LoopState = {}
-    for key, (rule, default) in ENTRY_RULES.items():
-        value = rule(source.get(key, default))
+    clean = cast(LoopState, {})
+    for key, field in SCHEMA.items():
+        value = field.rule(source.get(key, field.repaired))
         if whole and (value is check.INVALID or key not in source and key not in LATE_KEYS):
             bad.append(key)
-        clean[key] = default if value is check.INVALID else value
+        clean[key] = field.repaired if value is check.INVALID else value  # type: ignore[literal-required]
     if bad:
         fields = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
         if clean["status"] not in TERMINAL:

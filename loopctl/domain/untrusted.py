@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from loopctl.domain.errors import UsageError
-from loopctl.storage import paths
+from loopctl.domain.names import is_run_id
 
 # Agents' session ids are UUIDs, thread ids or slugs: word characters with
 # a few separators. Never a leading `-` (it would become a flag in argv).
@@ -86,7 +86,7 @@ def session_id(value: Any) -> str | None:
 
 
 def check_run_id(value: str) -> str:
-    if not paths.is_run_id(value):
+    if not is_run_id(value):
         raise UsageError(f"bad run id {value!r}: expected an id like 20261130T031500Z-0007 "
                          "(see `loopctl history NAME`)")
     return value

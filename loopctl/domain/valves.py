@@ -11,7 +11,7 @@ import re
 
 from loopctl.domain.durations import format_duration
 from loopctl.domain.model import LoopDef
-from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult
+from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
 
 KEEPALIVE_STRIKES = 2
 RATE_LIMIT_BACKOFF = 300.0
@@ -78,13 +78,14 @@ def observe(loop: LoopDef, st: LoopState, now: float) -> bool:
     and the budget. True when state changed."""
     if st["status"] in TERMINAL:
         return False
-    if now >= st["deadline"]:
+    if past_deadline(st, now):
         st["status"], st["reason"] = "expired", None
         st["ended_at"], st["observed_at"] = st["deadline"], now
         st["next_due"] = None
         return True
     if st["status"] == PAUSED and st["reason"] == "rate_limited":
-        if st.get("resume_at") is not None and now >= st["resume_at"]:
+        resume = st.get("resume_at")
+        if resume is not None and now >= resume:
             st["status"], st["reason"], st["resume_at"] = ACTIVE, None, None
             st["next_due"] = now
             return True
@@ -102,7 +103,7 @@ def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> No
         pause_for(st, "rate_limited")
         return
     st["deferrals"] = 0
-    if now >= st["deadline"]:
+    if past_deadline(st, now):
         observe(loop, st, now)
     elif failure_limit_reached(loop, st):
         pause_for(st, "failure_limit")
@@ -121,7 +122,7 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
     status = st["status"]
     if status in ("completed", "failed", "stopped"):
         return f"the loop is {status}; start a new loop instead"
-    if now >= st["deadline"]:
+    if past_deadline(st, now):
         return (f"duration_limit: the loop's deadline ({format_duration(loop.for_s)} from its "
                 "start) has passed; raise it with `loopctl update NAME --for ...`")
     if iteration_limit_reached(loop, st):

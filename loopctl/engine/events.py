@@ -15,12 +15,13 @@ from typing import Any
 
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import iso
+from loopctl.domain.state import LoopState
 
 EVENT_VERSION = 1
 NOTICED = ("completed", "failed", "expired")
 
 
-def status_key(st: dict[str, Any]) -> tuple[str, str | None]:
+def status_key(st: LoopState) -> tuple[str, str | None]:
     return st["status"], st.get("reason")
 
 
@@ -31,7 +32,7 @@ def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None
     return status in NOTICED or (status == "paused" and reason != "user")
 
 
-def _loopctl_evidence(st: dict[str, Any], loop: LoopDef) -> str:
+def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
     status, reason = st["status"], st.get("reason")
     if status == "expired":
         return f"the deadline ({iso(st['deadline'])}) passed"
@@ -49,7 +50,7 @@ def _loopctl_evidence(st: dict[str, Any], loop: LoopDef) -> str:
     return texts.get(reason or "", f"{status} ({reason})" if reason else status)
 
 
-def attention(loop: LoopDef, st: dict[str, Any], run_id: str | None, log: str | None,
+def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
               now: float) -> dict[str, Any]:
     """The event for the loop's current (just changed) status."""
     decision = st.get("last_decision") or {}
@@ -83,7 +84,7 @@ def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record.get(k) for k in keys if record.get(k) is not None}
 
 
-def handoff_event(loop: LoopDef, st: dict[str, Any], run_id: str, log: str, now: float,
+def handoff_event(loop: LoopDef, st: LoopState, run_id: str, log: str, now: float,
                   handoff: Any) -> dict[str, Any] | None:
     """`handoff_failed` or `needs_review`: the loop's status is unchanged, but
     a person has work to look at (DESIGN §12)."""

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain import untrusted
-from loopctl.storage.paths import Paths, is_run_id
+from loopctl.domain.names import is_run_id
+from loopctl.storage.paths import Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024

@@ -13,6 +13,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.plain import record
 from loopctl.domain.schedule import iso
+from loopctl.domain.state import LoopState
 from loopctl.engine import procs
 from loopctl.engine.steps.context import RunContext
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
@@ -60,7 +61,7 @@ def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
     return Launched(proc, loop, run, argv, note)
 
 
-def _start(ctx: RunContext, loop: LoopDef, st: dict[str, Any], run: dict[str, Any],
+def _start(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
            ws: Workspace | None, started: float) -> tuple[list[str], subprocess.Popen[bytes]]:
     from loopctl.agents.presets import build_argv
 
@@ -75,7 +76,7 @@ def _start(ctx: RunContext, loop: LoopDef, st: dict[str, Any], run: dict[str, An
     return argv, spawn(ctx, loop, argv, stdin_text, cwd, run)
 
 
-def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: dict[str, Any], iteration: int,
+def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iteration: int,
                  now: float, ws: Workspace | None) -> tuple[str, str]:
     """The text to send and a file holding it (for `{prompt_file}`)."""
     from loopctl.agents.envelope import wrap

@@ -11,7 +11,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import iso
-from loopctl.domain.state import RunResult
+from loopctl.domain.state import LoopState, RunResult
 from loopctl.engine import events
 from loopctl.engine.steps.context import RunContext, add_note
 from loopctl.storage.paths import FILE_MODE
@@ -91,7 +91,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
     return in_flight
 
 
-def _attention(ctx: RunContext, loop: LoopDef, st: dict[str, Any], run: dict[str, Any],
+def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
                before: Any, now: float, handoff: Handoff | None) -> events.Pending:
     pending: events.Pending = []
     receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
