@@ -18,11 +18,11 @@ from loopctl.agents.readers import READERS, Reading, sanitized
 from loopctl.domain.errors import UnreadableError, UsageError
 from loopctl.domain.model import NAME_RE, parse_loop
 from loopctl.domain.names import is_loop_name, is_run_id
+from loopctl.domain.records import clean_record
 from loopctl.domain.state import SCHEMA, LoopState, new_loop_state, repair, repair_all
 from loopctl.domain.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
 from loopctl.settings import env_number
 from loopctl.storage.paths import Paths
-from loopctl.storage.runs import clean_record
 from loopctl.storage.store import parse_yaml_text, strict_json
 
 FAST = settings(max_examples=200, deadline=None,
@@ -429,3 +429,14 @@ def test_decision_text_loses_terminal_escapes_but_keeps_lines() -> None:
     assert decision is not None and notes == []
     assert decision["summary"] == "ok [2J]0;tdone"
     assert decision["evidence"] == "line 1\nline 2\tend"
+
+
+def test_a_record_field_outside_the_schema_is_refused_when_built() -> None:
+    """One schema for what a run records and what `history` reads back: a
+    builder that writes a field the reader does not know fails loudly."""
+    from loopctl.domain.records import new_record
+
+    built = new_record(RUN, "x", outcome="ok", exit_code=0, argv=["a"])
+    assert "damaged" not in clean_record(built, RUN)
+    with pytest.raises(ValueError, match="bogus"):
+        new_record(RUN, "x", outcome="ok", bogus=1)

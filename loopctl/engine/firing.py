@@ -17,6 +17,7 @@ from loopctl.domain import lifecycle
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.model import to_raw
 from loopctl.domain.plain import factory, record
+from loopctl.domain.records import new_record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.engine import events, procs
@@ -118,15 +119,15 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         note += f"; agent pid {agent['pid']} still running"
     if workspace_note:
         note += f"; {workspace_note}"
-    store.write_json(path, {
-        "version": 1, "run_id": run["run_id"], "loop": loop,
-        "iteration": run["iteration"], "trigger": run.get("trigger"),
-        "due_at": iso(run["due_at"]), "started_at": iso(run.get("started_at")),
-        "ended_at": None, "observed_at": iso(now), "exit_code": None,
-        "outcome": "lost", "missed": run.get("missed", 0), "decision": None,
-        "session_id": None, "cost_usd": None,
-        "log": str(store.paths.run_log(loop, run["run_id"])), "note": note,
-    })
+    store.write_json(path, new_record(
+        run["run_id"], loop,
+        iteration=run["iteration"], trigger=run.get("trigger"),
+        due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
+        ended_at=None, observed_at=iso(now), exit_code=None,
+        outcome="lost", missed=run.get("missed", 0), decision=None,
+        session_id=None, cost_usd=None,
+        log=str(store.paths.run_log(loop, run["run_id"])), note=note,
+    ))
 
 
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],

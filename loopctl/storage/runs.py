@@ -2,7 +2,7 @@
 
 Records are read back as untrusted input: a damaged or planted file must not
 break `history` or `logs`, so each is bounded, never read through a symlink,
-and cleaned field by field (`clean_record`).
+and cleaned field by field (`loopctl.domain.records.clean_record`).
 """
 
 from __future__ import annotations
@@ -13,19 +13,12 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from loopctl.domain import untrusted
 from loopctl.domain.names import is_run_id
+from loopctl.domain.records import clean_record
 from loopctl.storage.paths import Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
-RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
-               "outcome", "session_id", "result", "log", "note", "status_after",
-               "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
-               "needs_review", "handoff_note")
-RECORD_NUMBERS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
-                  "next_delay_s", "commits", "files_changed", "insertions", "deletions")
-
 EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
                     "lost": 1, "deferred": 75}
 
@@ -49,38 +42,6 @@ def loop_folder(paths: Paths, loop: str) -> Path | None:
 
 def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     return paths_read_bounded(path, limit)
-
-
-def clean_record(data: Any, run_id: str) -> dict[str, Any]:
-    """A record as `history` can show it: known fields of the right type;
-    what was not is named in `damaged`."""
-    raw = data if isinstance(data, dict) else {}
-    damaged = [] if isinstance(data, dict) else ["the record itself"]
-    out: dict[str, Any] = {"version": 1, "run_id": run_id}
-    for key in RECORD_TEXT:
-        out[key] = untrusted.text(raw.get(key), 4000)
-    for key in RECORD_NUMBERS:
-        out[key] = untrusted.number(raw.get(key), -1e15, 1e15)
-        if out[key] is not None and float(out[key]).is_integer() and key != "duration_s":
-            out[key] = int(out[key])
-    decision = raw.get("decision")
-    out["decision"] = {k: untrusted.text(decision.get(k), 4000)
-                       for k in ("decision", "summary", "evidence")} \
-        if isinstance(decision, dict) else None
-    out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
-    argv = raw.get("argv")
-    out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
-        else None
-    damaged += [k for k in (*RECORD_TEXT, *RECORD_NUMBERS, "decision", "argv")
-                if raw.get(k) is not None and out[k] is None]
-    if raw.get("run_id") != run_id:
-        damaged.append("run_id")
-    if out["outcome"] not in untrusted.OUTCOMES:
-        out["outcome"] = "unknown"
-        damaged.append("outcome")
-    if damaged:
-        out["damaged"] = damaged
-    return out
 
 
 def load_record(path: Path, run_id: str) -> dict[str, Any] | None:

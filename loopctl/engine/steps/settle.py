@@ -10,6 +10,7 @@ from loopctl import clock
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
+from loopctl.domain.records import add_fields, new_record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.engine import events
@@ -25,21 +26,19 @@ SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 
 def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: RunResult,
                handoff: Handoff | None) -> dict[str, Any]:
-    record = {
-        "version": 1, "run_id": ctx.run_id, "loop": ctx.name,
-        "iteration": run["iteration"], "trigger": run.get("trigger"),
-        "due_at": iso(run["due_at"]), "started_at": iso(result.started_at),
-        "ended_at": iso(result.ended_at),
-        "duration_s": round(result.ended_at - result.started_at, 3),
-        "exit_code": result.exit_code, "outcome": result.outcome,
-        "missed": run.get("missed", 0), "decision": result.decision,
-        "session_id": result.session_id, "cost_usd": result.cost_usd,
-        "result": result.result_text[-2000:] if result.result_text else None,
-        "log": str(ctx.log_path), "argv": argv, "note": result.note,
-    }
-    if handoff is not None:
-        record.update(handoff.record())
-    return record
+    record = new_record(
+        ctx.run_id, ctx.name,
+        iteration=run["iteration"], trigger=run.get("trigger"),
+        due_at=iso(run["due_at"]), started_at=iso(result.started_at),
+        ended_at=iso(result.ended_at),
+        duration_s=round(result.ended_at - result.started_at, 3),
+        exit_code=result.exit_code, outcome=result.outcome,
+        missed=run.get("missed", 0), decision=result.decision,
+        session_id=result.session_id, cost_usd=result.cost_usd,
+        result=result.result_text[-2000:] if result.result_text else None,
+        log=str(ctx.log_path), argv=argv, note=result.note,
+    )
+    return add_fields(record, handoff.record()) if handoff is not None else record
 
 
 def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
@@ -74,8 +73,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             if extra.get("note"):
                 add_note(result, extra.pop("note"))
                 record["note"] = result.note
-            record.update(extra)
-            record["status_after"] = st["status"]
+            add_fields(record, {**extra, "status_after": st["status"]})
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)

@@ -1,0 +1,70 @@
+"""The run record, `runs/<loop>/<run-id>.json`: its one schema.
+
+The supervisor and the driver that finds a run lost build records with
+`new_record`, which refuses a field the schema does not name; `history`,
+`digest` and pruning read them back through `clean_record`, which keeps the
+schema's fields of the right type and names the rest `damaged`. A field added
+to what a run records is added here, once, or the run that writes it fails
+its tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.domain import untrusted
+
+TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
+               "outcome", "session_id", "result", "log", "note", "status_after",
+               "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
+               "needs_review", "handoff_note")
+NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
+                 "next_delay_s", "commits", "files_changed", "insertions", "deletions")
+# Checked by clean_record on their own terms.
+OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "damaged")
+FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
+
+
+def new_record(run_id: str, loop: str, **values: Any) -> dict[str, Any]:
+    """A record of the schema's fields; one outside it is a bug, refused."""
+    return add_fields({"version": 1, "run_id": run_id, "loop": loop}, values)
+
+
+def add_fields(record: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(values) - FIELDS
+    if unknown:
+        raise ValueError(f"run record fields outside the schema: {', '.join(sorted(unknown))}")
+    record.update(values)
+    return record
+
+
+def clean_record(data: Any, run_id: str) -> dict[str, Any]:
+    """A record as `history` can show it: known fields of the right type;
+    what was not is named in `damaged`."""
+    raw = data if isinstance(data, dict) else {}
+    damaged = [] if isinstance(data, dict) else ["the record itself"]
+    out: dict[str, Any] = {"version": 1, "run_id": run_id}
+    for key in TEXT_FIELDS:
+        out[key] = untrusted.text(raw.get(key), 4000)
+    for key in NUMBER_FIELDS:
+        out[key] = untrusted.number(raw.get(key), -1e15, 1e15)
+        if out[key] is not None and float(out[key]).is_integer() and key != "duration_s":
+            out[key] = int(out[key])
+    decision = raw.get("decision")
+    out["decision"] = {k: untrusted.text(decision.get(k), 4000)
+                       for k in ("decision", "summary", "evidence")} \
+        if isinstance(decision, dict) else None
+    out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
+    argv = raw.get("argv")
+    out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
+        else None
+    damaged += [k for k in (*TEXT_FIELDS, *NUMBER_FIELDS, "decision", "argv")
+                if raw.get(k) is not None and out[k] is None]
+    if raw.get("run_id") != run_id:
+        damaged.append("run_id")
+    if out["outcome"] not in untrusted.OUTCOMES:
+        out["outcome"] = "unknown"
+        damaged.append("outcome")
+    if damaged:
+        out["damaged"] = damaged
+    return out
