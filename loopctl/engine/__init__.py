@@ -1,1 +1,3 @@
-"""Drivers (tick, daemon, run), the supervisor and the steps of a run; the only spawner of agents."""
+"""Drivers (tick, daemon, run), the supervisor and the steps of a run.
+
+The only spawner of agents."""
