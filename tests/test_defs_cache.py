@@ -13,7 +13,7 @@ import pytest
 
 from conftest import imported_modules
 from loopctl import entry
-from loopctl.commands import core
+from loopctl.commands import define as defining
 from loopctl.storage.store import Store, parse_yaml_text
 
 MIXED = """\
@@ -128,7 +128,7 @@ def test_start_appends_and_keeps_every_byte_before(home: Path) -> None:
     prime(store)  # a driver read it before: cached
     store = Store()
     before = path.read_bytes()
-    core.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
+    defining.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
     after = path.read_bytes()
     assert after.startswith(before), "start rewrote the file instead of appending"
     tail = after[len(before):].decode()
@@ -159,7 +159,7 @@ def test_start_rewrites_when_the_end_cannot_take_an_entry(home: Path, ending: st
     assert (home / "state" / "defs-cache.json").exists()  # cached: the end decided
     store = Store()
     before = path.read_bytes()
-    core.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
+    defining.start(store, {"prompt": "new one", "every": "1h", "agent": "shell"}, "gamma")
     after = path.read_bytes()
     assert not after.startswith(before)
     doc = parse_yaml_text(after.decode(), "loops.yaml")
@@ -171,7 +171,7 @@ def test_flow_style_loops_are_rewritten_not_appended(home: Path) -> None:
     path = write(home, 'version: 1\nloops: {a: {prompt: x, every: 1h}}\n')
     prime()
     store = Store()
-    core.start(store, {"prompt": "y", "every": "1h", "agent": "shell"}, "b")
+    defining.start(store, {"prompt": "y", "every": "1h", "agent": "shell"}, "b")
     doc = parse_yaml_text(path.read_text(), "loops.yaml")
     assert set(doc["loops"]) == {"a", "b"}
 

@@ -52,7 +52,8 @@ def test_json_view_errors_are_the_documented_ones(cli: CLI, args: list[str]) -> 
 def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
     """`ls` reads its rows without building the JSON shape (10,000 loops);
     they must say what `ls --json` says, loop by loop."""
-    from loopctl.commands import core
+    from loopctl.commands import views as reading
+    from loopctl.domain.schedule import parse_iso
     from loopctl.storage.store import Store
 
     cli("start", "p", "--name", "done", "--every", "1h", "--max-runs", "1", "--command",
@@ -63,8 +64,8 @@ def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
     cli("pause", "held", check=0)
     loops_file = cli.home / "loops.yaml"
     loops_file.write_text(loops_file.read_text() + "  broken:\n    prompt: x\n    every: nope\n")
-    full = {d["name"]: d for d in core.list_loops(Store())}
-    brief = core.list_brief(Store())
+    full = {d["name"]: d for d in reading.list_loops(Store())}
+    brief = reading.list_brief(Store())
     assert [b["name"] for b in brief] == list(full) == ["done", "later", "held", "broken"]
     for row in brief:
         whole = full[row["name"]]
@@ -79,6 +80,6 @@ def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
         if whole["next_fire"] is None:
             assert row["next_fire"] is None
         else:
-            assert abs(row["next_fire"] - core.parse_iso(whole["next_fire"])) < 1
+            assert abs(row["next_fire"] - parse_iso(whole["next_fire"])) < 1
     assert {b["status"] for b in brief} >= {"paused", "active", "invalid"}
     assert brief[0]["status"] != "active" and brief[0]["last_outcome"] == "ok"

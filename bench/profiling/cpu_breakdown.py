@@ -31,8 +31,9 @@ from run_cpu import BASELINE, cpu_of, template  # noqa: E402
 
 DIRECT_TICK = ("from loopctl.engine.firing import tick; from loopctl.storage.store import Store; "
                "from loopctl import clock; tick(Store(), clock.now(), wait={wait})")
-DIRECT_RUN = ("from loopctl import core; from loopctl.storage.store import Store; "
-              "core.run_now(Store(), 'cpu')")
+DIRECT_RUN = ("from loopctl.commands import drivers as firing; "
+              "from loopctl.storage.store import Store; "
+              "firing.run_now(Store(), 'cpu')")
 
 CASES = {
     "baseline: python -c subprocess.run(['true'])": (BASELINE, False),
@@ -41,7 +42,7 @@ CASES = {
     "firing.tick(wait=True), no Typer": ([PY, "-c", DIRECT_TICK.format(wait=True)], True),
     "firing.tick(wait=False), no Typer": ([PY, "-c", DIRECT_TICK.format(wait=False)], True),
     "loopctl run NAME": (loopctl("run", "cpu"), True),
-    "core.run_now(), no Typer": ([PY, "-c", DIRECT_RUN], True),
+    "firing.run_now(), no Typer": ([PY, "-c", DIRECT_RUN], True),
     "import: python -c pass": ([PY, "-c", "pass"], False),
     "import loopctl.cli.app (typer)": ([PY, "-c", "import loopctl.cli.app"], False),
     "import pydantic.TypeAdapter (typer 0.29 coercion)":

@@ -13,7 +13,9 @@ import json
 import sys
 from typing import Any
 
-TICK_FLAGS = {"--wait", "--json", "--quiet", "-q"}
+from loopctl.entry import TICK_OPTIONS
+
+TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 
 
 def tick(wait: bool, as_json: bool, quiet: bool) -> int:
@@ -46,7 +48,7 @@ RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
 
 
 def run(name: str, mode: str = "manual") -> int:
-    from loopctl.commands.core import run_now
+    from loopctl.commands.drivers import run_now
     from loopctl.engine.supervisor import exit_code_for
     from loopctl.storage.store import Store
 
@@ -63,14 +65,15 @@ def emit(data: Any) -> None:
 
 def json_view(args: list[str]) -> int:
     """`ls --json` and `status [NAME] --json`: what scripts poll most."""
-    from loopctl.commands import core
+    from loopctl.commands import common
+    from loopctl.commands import views as reading
     from loopctl.storage.store import Store
 
     names = [a for a in args[1:] if a != "--json"]
     if names:
-        emit(dict(core.status(Store(), names[0]), version=core.JSON_VERSION))
+        emit(dict(reading.status(Store(), names[0]), version=common.JSON_VERSION))
     else:
-        emit({"version": core.JSON_VERSION, "loops": core.list_loops(Store())})
+        emit({"version": common.JSON_VERSION, "loops": reading.list_loops(Store())})
     return 0
 
 
@@ -85,8 +88,8 @@ def dispatch(args: list[str]) -> int | None:
     """The exit code if `args` is a plain tick, run or JSON view; None: let
     Typer parse."""
     if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
-        call = lambda: tick("--wait" in args, "--json" in args,  # noqa: E731
-                            bool({"--quiet", "-q"} & set(args)))
+        given = {key for key, flags in TICK_OPTIONS.items() if set(flags) & set(args[1:])}
+        call = lambda: tick("wait" in given, "as_json" in given, "quiet" in given)  # noqa: E731
     elif args[:1] == ["run"] and len(args) in (2, 3) and not args[1].startswith("-") \
             and set(args[2:]) <= set(RUN_FLAGS):
         mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"

@@ -71,3 +71,25 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
             parts.append(paint(text, style, color) if style and color else text)
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+# One mark per outcome, (unicode, ascii): `status` and `watch` show the same.
+MARKS = {"ok": ("✓", "o"), "failed": ("✗", "x"), "timeout": ("⏱", "T"),
+         "killed": ("■", "K"), "lost": ("?", "?"), "deferred": ("↻", "D")}
+
+
+def unicode_ok(encoding: str | None = None) -> bool:
+    """Marks only on a UTF-8 terminal, none under NO_COLOR."""
+    import locale
+
+    if os.environ.get("NO_COLOR"):
+        return False
+    if encoding is None:
+        encoding = getattr(sys.stdout, "encoding", None) or locale.getpreferredencoding(False)
+    return "utf" in encoding.lower()
+
+
+def outcome_strip(outcomes: Sequence[Any], unicode: bool | None = None) -> str:
+    """Recent outcomes, oldest first, one mark each."""
+    pick = 0 if (unicode_ok() if unicode is None else unicode) else 1
+    return "".join(MARKS.get(str(o), ("·", "."))[pick] for o in outcomes)

@@ -1,6 +1,6 @@
 """`loopctl watch`: a live view of every loop, refreshed every few seconds.
 
-Each refresh only reads: `core.list_loops` (no lock, no write) plus the last
+Each refresh only reads: `reading.list_loops` (no lock, no write) plus the last
 4 KiB of each in-flight run's log. `render` is pure (data and `now` in, lines
 out) so it is tested with a fixed clock; `main` owns the terminal: Rich
 `Live`, stdin in cbreak mode, signals, and putting all of it back on exit.
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from loopctl.cli.render import STATUS_STYLE, relative
+from loopctl.cli.render import STATUS_STYLE, outcome_strip, relative, unicode_ok
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
 from loopctl.storage.store import Store
@@ -33,8 +33,6 @@ LOG_TAIL_BYTES = 4096
 SNAPSHOT_WIDTH = 80
 MAX_ERROR_LINES = 3
 HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT")
-MARKS = {"ok": ("✓", "o"), "failed": ("✗", "x"), "timeout": ("⏱", "T"),
-         "killed": ("■", "K"), "lost": ("?", "?"), "deferred": ("↻", "D")}
 
 # Agent output is untrusted: no escape sequence may reach the terminal (CSI
 # can clear the screen or move the cursor, OSC can retitle the window or
@@ -147,7 +145,7 @@ def cells_of(loop: dict[str, Any], now: float, unicode: bool) -> list[str]:
     runs = f"{used}/{limit}" if limit else (f"{used}/∞" if unicode else used)
     last = (loop.get("last_run") or {}).get("outcome") or "-"
     return [name, clean(status), relative(timestamp(loop.get("next_fire")), now),
-            runs, clean(str(last)), strip(loop.get("recent_outcomes") or [], unicode)]
+            runs, clean(str(last)), outcome_strip(loop.get("recent_outcomes") or [], unicode)]
 
 
 def detail_line(row: Row, now: float, unicode: bool) -> str | None:
@@ -162,12 +160,6 @@ def detail_line(row: Row, now: float, unicode: bool) -> str | None:
     elapsed = format_rough(max(now - started, 0)) if started is not None else "starting"
     shown = row.log_line if row.log_line else "(no output yet)"
     return f"  {arrow} {elapsed}  {clean(shown)}"
-
-
-def strip(outcomes: Sequence[Any], unicode: bool) -> str:
-    """Recent outcomes, oldest first, one mark each (as `loopctl status`)."""
-    pick = 0 if unicode else 1
-    return "".join(MARKS.get(str(o), ("·", "."))[pick] for o in outcomes)
 
 
 def fit_columns(table: list[list[str]], width: int) -> list[int]:
@@ -206,10 +198,10 @@ def title(now: float, interval: float, width: int) -> Line:
 def gather(store: Store) -> tuple[list[Row], str | None]:
     """Every loop with its in-flight log line, or ([], the error) when the
     files cannot be read right now (a damaged file must not end the watch)."""
-    from loopctl.commands import core
+    from loopctl.commands import views as reading
 
     try:
-        loops = core.list_loops(store)
+        loops = reading.list_loops(store)
     except Exception as exc:  # noqa: BLE001 - shown in the view; the next refresh retries
         return [], one_line(exc)
     return [Row(loop, last_log_line(store, loop)) for loop in loops], None
@@ -279,16 +271,16 @@ def main(store: Store, interval: float = 2.0) -> int:
 
 def use_unicode(encoding: str | None) -> bool:
     """As `loopctl status`: marks only on a UTF-8 terminal, none under NO_COLOR."""
-    return not os.environ.get("NO_COLOR") and "utf" in (encoding or "").lower()
+    return unicode_ok(encoding or "")
 
 
 def print_snapshot(store: Store) -> int:
     """Not a terminal: the table once, as plain text. Unreadable files raise
     (one line and exit 3 from the CLI's error path, as `ls`)."""
     from loopctl import clock
-    from loopctl.commands import core
+    from loopctl.commands import views as reading
 
-    loops = core.list_loops(store)
+    loops = reading.list_loops(store)
     rows = [Row(loop, last_log_line(store, loop)) for loop in loops]
     lines = render(rows, clock.now(), SNAPSHOT_WIDTH,
                    unicode=use_unicode(getattr(sys.stdout, "encoding", None)))

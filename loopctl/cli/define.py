@@ -1,0 +1,320 @@
+"""`start` and `update`: the options that define a loop, checked before any file
+is touched.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from loopctl import clock
+from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
+from loopctl.cli.render import relative
+from loopctl.commands import common
+from loopctl.commands import define as defining
+from loopctl.commands import views as reading
+from loopctl.domain.durations import parse_duration
+from loopctl.domain.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
+
+
+def _duration(value: str | None, what: str) -> str | None:
+    if value is None:
+        return None
+    parse_duration(value, what)
+    return value
+
+
+def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | None,
+                   max_failures: int | None, no_progress: int | None,
+                   budget_usd: float | None, until: str | None, overlap: str | None,
+                   catch_up: str | None, on_attention: str | None, keep_runs: int | None,
+                   every: str | None = None, cron: str | None = None,
+                   tz: str | None = None, min_delay: str | None = None,
+                   max_delay: str | None = None,
+                   notify: list[str] | None = None) -> dict[str, Any]:
+    """Options given on the command line, as loops.yaml keys (None: not given)."""
+    if overlap is not None and overlap not in OVERLAP:
+        fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
+    if catch_up is not None and catch_up not in CATCH_UP:
+        fail(f"bad --catch-up {catch_up!r}: expected one of {', '.join(CATCH_UP)}")
+    if every is not None and cron is not None:
+        fail("give --every or --cron, not both")
+    if tz is not None and cron is None:
+        fail("--tz only applies to --cron schedules")
+    if every is not None and every != "auto":
+        _duration(every, "--every")
+    clear = object()  # `--on-attention none` removes the hook
+    hook: object = on_attention
+    if on_attention == "none":
+        hook = clear
+    elif on_attention is not None:
+        if not on_attention.strip():
+            fail("bad --on-attention '': expected the path of an executable, "
+                 "or 'none' to remove the hook")
+        hook = str(Path(on_attention).expanduser().absolute())
+    given = {
+        "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
+        "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
+        "budget_usd": budget_usd, "until": until, "overlap": overlap,
+        "catch_up": catch_up, "on_attention": hook, "keep_runs": keep_runs,
+        "every": every, "cron": cron, "tz": tz,
+        "min_delay": _duration(min_delay, "--min-delay"),
+        "max_delay": _duration(max_delay, "--max-delay"),
+    }
+    if notify:
+        from loopctl.integrations.notify import check_urls
+
+        # `--notify none` clears the list (with others: they replace it).
+        given["notify"] = check_urls(notify) or clear
+    # None in the result means "remove this key" (defining.update).
+    return {k: None if v is clear else v for k, v in given.items() if v is not None}
+
+
+Timeout = Annotated[Optional[str], typer.Option(help="Kill a run after this long (default 1h).")]
+
+
+For = Annotated[Optional[str], typer.Option("--for", help="Calendar lifetime from the start (default 7d).")]
+
+
+MaxRuns = Annotated[Optional[int], typer.Option(min=0, help="Runs allowed in all (default 50; 0 = unlimited).")]
+
+
+MaxFailures = Annotated[Optional[int], typer.Option(min=0, help="Consecutive failures before pausing (default 3).")]
+
+
+NoProgress = Annotated[Optional[int], typer.Option(min=0, help="Identical results in a row before pausing (default 3).")]
+
+
+Budget = Annotated[Optional[float], typer.Option(help="Pause before a run once this many USD are spent.")]
+
+
+Until = Annotated[Optional[str], typer.Option(help="Complete when the agent's final result contains this text.")]
+
+
+Overlap = Annotated[Optional[str], typer.Option(help="A fire due during a run: queue (default), skip or replace.")]
+
+
+CatchUp = Annotated[Optional[str], typer.Option(help="After downtime: one catch-up run (default) or none.")]
+
+
+OnAttention = Annotated[Optional[str], typer.Option(help="Executable given attention events on stdin ('none' removes it).")]
+
+
+KeepRuns = Annotated[Optional[int], typer.Option(min=1, help="Run logs kept per loop (default 50).")]
+
+
+Every = Annotated[Optional[str], typer.Option(help="Interval after each run ends (10m, 1h30m) or 'auto'.")]
+
+
+Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")]
+
+
+Tz = Annotated[Optional[str], typer.Option(help="IANA zone for --cron (default: the system's).")]
+
+
+MinDelay = Annotated[Optional[str], typer.Option(help="With --every auto: shortest delay (default 1m).")]
+
+
+Notify = Annotated[Optional[list[str]], typer.Option(help="Apprise URL told about attention events (repeatable; 'none' clears).")]
+
+
+Worktree = Annotated[Optional[bool], typer.Option("--worktree/--no-worktree", help="Run each fire in a fresh git worktree of the repository at --cwd.", show_default=False)]
+
+
+Base = Annotated[Optional[str], typer.Option(help="--worktree: branch each run starts from (default: the one checked out at start).")]
+
+
+BranchPrefix = Annotated[Optional[str], typer.Option(help="--worktree: run branches are PREFIX<loop>/<run-id> (default loopctl/).")]
+
+
+Push = Annotated[Optional[str], typer.Option(help="--worktree: push run branches with commits to this remote.")]
+
+
+Pr = Annotated[Optional[bool], typer.Option("--pr/--no-pr", help="--worktree: open a draft PR with gh after the push.", show_default=False)]
+
+
+Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or rebase the PR once its checks pass.")]
+
+
+ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]
+
+
+Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
+
+
+def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
+                      base: str | None, branch_prefix: str | None, push: str | None,
+                      pr: bool | None, merge: str | None, checks_timeout: str | None,
+                      copy: list[str] | None) -> dict[str, Any]:
+    """--worktree and its hand-off options as loops.yaml keys; checked with
+    git itself (a repository at --cwd, branch names git accepts)."""
+    given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
+             "pr": pr, "merge": merge, "copy": copy,
+             "checks_timeout": _duration(checks_timeout, "--checks-timeout")}
+    if worktree is False:  # off: its hand-off settings go with it
+        return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
+                              "checks_timeout", "copy"))
+    given = {k: v for k, v in given.items() if v is not None}
+    merged = {**current, **given}
+    if not merged.get("worktree"):
+        return given
+    from loopctl.integrations import (
+        workspace,  # only for --worktree loops: it costs every start 6 ms
+    )
+
+    _, branch = workspace.repository(cwd)
+    if merged.get("base") is None:
+        if branch is None:
+            fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
+        given["base"] = branch
+    workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
+    if branch_prefix is not None:
+        workspace.check_prefix(branch_prefix)
+    if merge is not None and merge not in workspace.MERGE_METHODS:
+        fail(f"bad --merge {merge!r}: expected one of {', '.join(workspace.MERGE_METHODS)}")
+    return given
+
+
+MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
+
+
+def start(
+    prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do.", show_default=False)] = None,
+    name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
+    prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
+    agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
+    command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
+    every: Every = None, cron: Cron = None, tz: Tz = None,
+    after: Annotated[Optional[str], typer.Option(help="Delay before the first run.")] = None,
+    min_delay: MinDelay = None, max_delay: MaxDelay = None,
+    cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
+    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent, or KEY to pass this name from the driver's environment at fire time (repeatable).")] = None,
+    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
+    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
+    catch_up: CatchUp = None, on_attention: OnAttention = None, notify: Notify = None,
+    worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
+    push: Push = None, pr: Pr = None, merge: Merge = None,
+    checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
+    continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
+    keep_runs: KeepRuns = None,
+    model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
+    agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
+    yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Define a loop and schedule its first run."""
+    if (prompt is None) == (prompt_file is None):
+        fail("give the prompt as an argument or with --prompt-file (one of them)")
+    if every is None and cron is None:
+        fail("give a schedule: --every DURATION, --every auto, or --cron EXPR")
+    if agent is not None and command is not None:
+        fail("give --agent or --command, not both")
+    if agent is not None and agent not in PRESETS:
+        fail(f"unknown agent {agent!r}: expected one of {', '.join(PRESETS)}")
+    raw_def: dict[str, Any] = policy_changes(
+        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
+        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
+        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
+        notify=notify)
+    raw_def = {k: v for k, v in raw_def.items() if v is not None}
+    if prompt is not None:
+        raw_def["prompt"] = prompt
+    else:
+        assert prompt_file is not None
+        if not prompt_file.is_file():
+            fail(f"bad --prompt-file {prompt_file}: no such file")
+        raw_def["prompt_file"] = str(prompt_file.expanduser().absolute())
+    workdir = (cwd or Path.cwd()).expanduser().absolute()
+    if not workdir.is_dir():
+        fail(f"bad --cwd {workdir}: not a directory")
+    raw_def["cwd"] = str(workdir)
+    raw_def.update({k: v for k, v in workspace_changes(
+        str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
+        push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy).items()
+        if v is not None})
+    if command is not None:
+        raw_def["command"] = command
+    else:
+        raw_def["agent"] = agent or "shell"
+    if after is not None:
+        raw_def["after"] = _duration(after, "--after")
+    if env:
+        raw_def["env"] = dict(check_env_pair(pair) for pair in env)
+    raw_def.update({k: v for k, v in {
+        "raw": raw or None, "continue_session": continue_session or None,
+        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
+        if v is not None})
+    result = defining.start(store(), raw_def, name)
+    if as_json:
+        emit(dict(result, version=common.JSON_VERSION))
+        return
+    print(f"started {result['name']}: {result['schedule']['text']}, "
+          f"next run {relative(ts(result['next_fire']), clock.now())}")
+    _warn_missing_agent(agent, command, yolo)
+
+
+def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
+    import shlex
+    import shutil
+
+    from loopctl.agents.presets import PRESETS as TABLE
+
+    binary = TABLE[agent or "shell"].binary if command is None else shlex.split(command)[0]
+    if shutil.which(binary) is None:
+        print(f"warning: {binary} is not on PATH; runs will fail until it is installed",
+              file=sys.stderr)
+    preset = TABLE.get(agent or "shell") if command is None else None
+    if preset and preset.warning:
+        print(f"warning: {preset.warning}", file=sys.stderr)
+    if yolo and agent == "claude" and os.geteuid() == 0:
+        print("warning: Claude Code refuses --dangerously-skip-permissions as root",
+              file=sys.stderr)
+
+
+def update(
+    name: NameArg,
+    every: Every = None, cron: Cron = None, tz: Tz = None,
+    min_delay: MinDelay = None, max_delay: MaxDelay = None,
+    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
+    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
+    catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
+    notify: Notify = None, worktree: Worktree = None, base: Base = None,
+    branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
+    merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a loop's policy (limits are absolute; --for counts from the start)."""
+    changes = policy_changes(
+        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
+        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
+        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
+        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
+        notify=notify)
+    if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
+                                   checks_timeout, copy)):
+        current = reading.show(store(), name)[name]
+        if not isinstance(current, dict):
+            fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
+        changes.update(workspace_changes(
+            os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
+            base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
+            checks_timeout=checks_timeout, copy=copy))
+    if not changes:
+        fail("nothing to change: give at least one option (see `loopctl update --help`)")
+    result = defining.update(store(), name, changes)
+    if as_json:
+        emit(dict(result, version=common.JSON_VERSION))
+        return
+    from loopctl.integrations.notify import mask
+
+    shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
+    print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
+                                          for k, v in shown.items()))

@@ -1,0 +1,252 @@
+"""The reading commands: `watch`, `ls`, `status`, `show`, `events`, `logs`,
+`history`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from loopctl import clock
+from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
+from loopctl.cli.render import STATUS_STYLE, ago, outcome_strip, paint, relative, table
+from loopctl.commands import common
+from loopctl.commands import views as reading
+from loopctl.domain.durations import format_duration, format_rough
+from loopctl.domain.errors import LoopctlError
+from loopctl.storage.store import Store
+
+
+def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds between refreshes.")] = 2.0) -> None:
+    """Live view of every loop; q or Ctrl-C quits (not a terminal: one snapshot)."""
+    from loopctl.cli import watch as watcher
+
+    raise typer.Exit(watcher.main(store(), interval))
+
+
+def ls(as_json: JsonOpt = False) -> None:
+    """List loops: schedule, status, runs used, next fire, last outcome."""
+    if as_json:
+        emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
+        return
+    loops = reading.list_brief(store())
+    if not loops:
+        print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
+        return
+    now = clock.now()
+    rows, styles = [], []
+    for loop in loops:
+        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
+        if loop["status"] == "invalid":
+            rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
+        else:
+            rows.append([
+                loop["name"], loop["schedule"], status,
+                f"{loop['used']}/{loop['limit'] or '∞'}",
+                relative(loop["next_fire"], now), loop["last_outcome"] or "-",
+            ])
+        styles.append(STATUS_STYLE.get(loop["status"]))
+    print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles))
+
+
+
+
+def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
+           as_json: JsonOpt = False) -> None:
+    """Show where a loop stands (all loops without NAME)."""
+    if name is None:
+        if as_json:
+            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
+        else:
+            ls(as_json=False)
+        return
+    info = reading.status(store(), name)
+    if as_json:
+        emit(dict(info, version=common.JSON_VERSION))
+        return
+    print(render_status(info))
+
+
+def render_status(info: dict[str, Any]) -> str:
+    now = clock.now()
+    if info["status"] == "invalid":
+        return f"{info['name']}: invalid\n  {info['error']}"
+    status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
+    if info.get("rate_limited_until"):
+        until = time.strftime("%H:%M", time.localtime(ts(info["rate_limited_until"]) or 0))
+        status = f"rate_limited until {until}"
+    limit = info["runs"]["limit"]
+    fail_limit = info["failures"]["limit"]
+    cost = info["cost_usd"]
+    lines = [
+        f"{info['name']}: {paint(status, STATUS_STYLE.get(info['status']))}",
+        f"  schedule   {info['schedule']['text']}",
+        f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
+        f"  failures   {info['failures']['consecutive']} in a row"
+        + (f" (pauses at {fail_limit})" if fail_limit else ""),
+        f"  cost       ${cost['spent']:.2f}"
+        + (f" of ${cost['budget']:.2f}" if cost["budget"] is not None else " (no budget)"),
+        f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
+        f"  next fire  {relative(ts(info['next_fire']), now)}",
+    ]
+    if info.get("current_run"):
+        lines.append(f"  running    {info['current_run']['run_id']}")
+    if info.get("last_run"):
+        last = info["last_run"]
+        lines.append(f"  last run   {last['run_id']} {last['outcome']} "
+                     f"{ago(ts(last['ended_at']), now)}")
+    if info.get("recent_outcomes"):
+        lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
+    if info.get("last_decision"):
+        d = info["last_decision"]
+        lines.append(f"  decision   {d.get('decision')}: {d.get('summary') or ''}".rstrip())
+    if info.get("hook_error"):
+        lines.append(f"  hook error {info['hook_error']['message']} ({info['hook_error']['at']})")
+    if info.get("notify_error"):
+        error = info["notify_error"]
+        lines.append(f"  notify error {error['message']} ({error['at']})")
+    if info.get("last_handoff"):
+        lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
+    if info.get("note"):
+        lines.append(f"  note       {info['note']}")
+    return "\n".join(lines)
+
+
+def show(name: NameArg, as_json: JsonOpt = False) -> None:
+    """Print a loop's definition as it stands in loops.yaml."""
+    data = reading.show(store(), name)
+    if as_json:
+        emit({"version": common.JSON_VERSION, "name": name,
+              "definition": reading.definition_json(data[name])})
+        return
+    from loopctl.storage.store import dump_yaml_doc
+
+    print(dump_yaml_doc({name: reading.masked(data[name])}).split("\n", 1)[1], end="")
+
+
+def logs(name: NameArg,
+         run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends.")] = False) -> None:
+    """Print a run's log (the latest by default)."""
+    from loopctl.domain.model import check_name
+    from loopctl.domain.untrusted import check_run_id
+    from loopctl.storage.runs import latest_run_id
+
+    s = store()
+    if run_id is not None:
+        check_run_id(run_id)
+    check_name(name)  # run files exist only under names `start` accepts
+    run_id = run_id or latest_run_id(s.paths, name)
+    if run_id is None:
+        if not s.read_defs().has(name):
+            raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
+        fail(f"loop {name!r} has no runs yet", 1)
+    path = s.paths.run_log(name, run_id)
+    if not path.exists():
+        fail(f"no log for run {run_id!r} of {name!r}", 4)
+    _print_log(s, name, run_id, path, follow)
+
+
+def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
+    from loopctl.storage.runs import read_bounded
+
+    out = sys.stdout.buffer
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        checked = time.monotonic()
+        while True:
+            chunk = handle.read(65536)
+            if chunk:
+                out.write(chunk)
+                continue
+            out.flush()
+            if not follow or read_bounded(s.paths.run_record(name, run_id)) is not None:
+                if follow:  # the footer may land after the record check
+                    out.write(handle.read())
+                return
+            if time.monotonic() - checked >= 1.0:
+                checked = time.monotonic()
+                if not _run_in_flight(s, name, run_id):
+                    out.write(handle.read())
+                    out.flush()
+                    fail(f"run {run_id} of {name} is no longer running and left no record "
+                         "(its supervisor died; the next driver records it as lost)", 1)
+            time.sleep(0.2)
+
+
+def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
+    """The run is still claimed in state and its supervisor is alive."""
+    from loopctl.engine import procs
+
+    try:
+        st = s.read_state()["loops"].get(name) or {}
+    except LoopctlError:
+        return True  # cannot tell: keep following
+    run = st.get("run") or {}
+    return run.get("run_id") == run_id and procs.alive(run.get("supervisor"))
+
+
+def history(name: NameArg,
+            limit: Annotated[int, typer.Option(min=0, help="Most recent N runs (0 = all).")] = 20,
+            as_json: JsonOpt = False) -> None:
+    """List a loop's past runs."""
+    records = reading.history(store(), name, limit)
+    if as_json:
+        emit({"version": common.JSON_VERSION, "loop": name, "runs": records})
+        return
+    if not records:
+        print(f"{name} has no finished runs yet")
+        return
+    rows = []
+    for r in records:
+        duration = r.get("duration_s")
+        exit_code = r.get("exit_code")
+        rows.append([r["run_id"], (r.get("started_at") or "-").replace("T", " ").rstrip("Z"),
+                     format_duration(duration) if duration is not None else "-",
+                     r["outcome"], "-" if exit_code is None else str(exit_code),
+                     (r.get("decision") or {}).get("decision") or "-"])
+    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"], rows))
+    handed = [r for r in records if r.get("handoff")]
+    if handed:
+        print()
+        for r in handed:
+            print(f"{r['run_id']}  {_handoff_text(r)}"[:80])
+
+
+def _handoff_text(h: dict[str, Any]) -> str:
+    """`merged loopctl/w/RUN (3 files, +10 -2) https://...`, or why it failed."""
+    parts = [str(h.get("handoff")), str(h.get("branch") or "")]
+    if h.get("files_changed") is not None:
+        parts.append(f"({h['files_changed']} files, +{h.get('insertions', 0)} "
+                     f"-{h.get('deletions', 0)})")
+    parts += [str(h[k]) for k in ("pr_url", "handoff_error", "needs_review") if h.get(k)]
+    return " ".join(p for p in parts if p)
+
+
+def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,
+           follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = False,
+           as_json: JsonOpt = False) -> None:
+    """Show attention events (completed, failed, paused by a limit, expired)."""
+    s = store()
+    seen = 0
+    while True:
+        found = reading.read_events(s, name)
+        for event in found[seen:]:
+            if as_json:
+                print(json.dumps(event, sort_keys=True, allow_nan=False), flush=True)
+            else:
+                reason = f" ({event['reason']})" if event.get("reason") else ""
+                print(f"{event.get('observed_at')}  {event['loop']}: {event['status']}{reason}: "
+                      f"{event.get('summary')}", flush=True)
+        seen = len(found)
+        if not follow:
+            if not found and not as_json:
+                print("no attention events yet")
+            return
+        time.sleep(0.5)

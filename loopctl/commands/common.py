@@ -1,0 +1,58 @@
+"""What every command shares: the JSON version, the locked read of one loop,
+the reconciled snapshot that reading commands use.
+
+Each module of this package is what one group of commands does, as small
+functions over a Store that return plain data; the CLI renders the results
+as text or `--json`, and tests call them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from loopctl import clock
+from loopctl.domain import lifecycle
+from loopctl.domain.errors import NoSuchLoop, UsageError
+from loopctl.domain.model import LoopDef
+from loopctl.storage.store import Definitions, Store
+
+JSON_VERSION = 1
+
+
+def raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
+    if not defs.has(name):
+        raise NoSuchLoop(name)
+    raw = defs.raw(name)
+    if name in defs.invalid or not isinstance(raw, dict):
+        raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it in "
+                         "loops.yaml first")
+    return raw
+
+
+@contextmanager
+def locked_loop(store: Store, name: str) -> Iterator[tuple[Definitions, dict[str, Any],
+                                                           LoopDef, float]]:
+    """Under the store lock: definitions, reconciled state, the loop, now.
+    Unknown loop: exit 4; invalid entry: exit 2."""
+    now = clock.now()
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        loop = defs.loops.get(name)
+        if loop is None:
+            raw_entry(defs, name)  # raises the right error
+        assert loop is not None
+        yield defs, state, loop, now
+
+
+def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
+    """Definitions and state as they are, reconciled in memory only: reading
+    commands never write."""
+    now = clock.now()
+    defs = store.read_defs()
+    state = store.read_state()
+    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    return defs, state, now

@@ -1,0 +1,79 @@
+"""`pause`, `resume`, `stop` and `rm`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from loopctl.commands.common import JSON_VERSION, locked_loop
+from loopctl.domain import lifecycle
+from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
+from loopctl.domain.model import LoopDef
+from loopctl.domain.names import is_loop_name
+from loopctl.domain.state import display_status
+from loopctl.engine import procs
+from loopctl.storage.store import Store
+
+
+def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str, Any]:
+    """pause / resume / stop."""
+    with locked_loop(store, name) as (defs, state, loop, now):
+        st = state["loops"][name]
+        if verb == "pause":
+            message = lifecycle.pause(st, now)
+        elif verb == "stop":
+            message = lifecycle.stop(st, now)
+            if kill and st.get("run"):
+                from loopctl.engine.firing import signal_supervisor
+
+                signal_supervisor(st["run"])
+                message = "stopping: the current run is being killed"
+        else:
+            message = lifecycle.resume(loop, st, now)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return {"version": JSON_VERSION, "loop": name, "message": message,
+            "status": display_status(st), "reason": st.get("reason")}
+
+
+def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        if not defs.has(name) and name not in state["loops"]:
+            raise NoSuchLoop(name)
+        st = state["loops"].get(name)
+        if st and st.get("run") and procs.alive(st["run"].get("supervisor")):
+            raise BusyError(f"loop {name!r} has a run in flight; "
+                            f"`loopctl stop --kill {name}` first")
+        loop = defs.loops.get(name)
+        defs.remove(name)
+        state["loops"].pop(name, None)
+        store.write_defs(defs)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    # A hand-edited entry under a name like `../x` has no run folder: no path
+    # is ever derived from a name `start` would refuse.
+    if not keep_logs and is_loop_name(name):
+        store.remove_runs(name)
+    kept = _remove_workspace(store, loop) if loop and loop.worktree else []
+    return {"version": JSON_VERSION, "loop": name, "removed": True, "kept_branches": kept}
+
+
+def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:
+    """The loop's worktree goes; its branches go unless they hold commits no
+    remote has (those are the user's work, and `rm` says so)."""
+    from loopctl.integrations import workspace
+
+    try:
+        repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+    except LoopctlError:
+        return []
+    workspace.remove(repo, store.paths.state_dir / "worktrees" / loop.name)
+    kept = []
+    for branch in workspace.loop_branches(repo, loop.branch_prefix, loop.name):
+        if workspace.unpushed(repo, branch):
+            kept.append(branch)
+        else:
+            workspace.git(repo, "branch", "--quiet", "-D", branch, check=False)
+    return kept

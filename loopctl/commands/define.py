@@ -1,0 +1,86 @@
+"""`start` and `update`: add a loop, change its policy (never its objective)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from loopctl import clock
+from loopctl.commands.common import raw_entry
+from loopctl.commands.views import describe
+from loopctl.domain import lifecycle
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import check_name, parse_loop, to_raw
+from loopctl.domain.plain import replace
+from loopctl.domain.schedule import iso
+from loopctl.domain.state import new_loop_state
+from loopctl.storage.store import Store
+
+
+def slug(prompt: str) -> str:
+    words = re.findall(r"[a-z0-9]+", prompt.lower())[:5]
+    return "-".join(words)[:40].strip("-") or "loop"
+
+
+def unique_name(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """Validate and add a loop; both files are written under one lock."""
+    now = clock.now()
+    raw = dict(raw, created_at=iso(now))
+    if name is not None:
+        check_name(name)
+    probe = parse_loop(name or "probe", raw)  # validate before touching any file
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        if name is None:
+            name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem),
+                               set(defs.names) | set(state["loops"]))
+        elif defs.has(name):
+            raise UsageError(f"a loop named {name!r} already exists; pick another --name "
+                             "or change it with `loopctl update`")
+        loop = replace(probe, name=name)
+        state["loops"][name] = new_loop_state(loop, now)
+        store.add_loop(defs, name, to_raw(loop), loop)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return describe(loop, state["loops"][name], now)
+
+
+def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Change policy, never the objective; limits are absolute values."""
+    now = clock.now()
+    with store.lock():
+        defs = store.read_defs()
+        state = store.read_state()
+        current = raw_entry(defs, name)
+        raw = dict(current)
+        for key, value in changes.items():
+            if value is None:
+                raw.pop(key, None)
+            else:
+                raw[key] = value
+        if "cron" in changes:
+            raw.pop("every", None)
+        if "every" in changes:
+            raw.pop("cron", None)
+            raw.pop("tz", None)
+        loop = parse_loop(name, raw)
+        defs.raw_loops[name] = to_raw(loop)
+        st = state["loops"].get(name)
+        if st is not None and st.get("run"):
+            st["run"]["spec"] = defs.raw_loops[name]
+        store.write_defs(defs)
+        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return describe(loop, state["loops"][name], now)

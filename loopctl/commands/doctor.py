@@ -1,0 +1,153 @@
+"""`doctor`: health checks, each finding {level: ok|warn|error, check, message}."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from loopctl import clock
+from loopctl.commands.common import JSON_VERSION
+from loopctl.domain import lifecycle
+from loopctl.domain.durations import format_rough
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.model import LoopDef
+from loopctl.domain.state import TERMINAL
+from loopctl.engine import procs
+from loopctl.storage.store import Definitions, Store
+
+OVERDUE_AFTER = 120.0
+EXPIRY_WARNING = 86400.0
+
+Add = Callable[[str, str, str], None]
+
+
+def doctor(store: Store) -> dict[str, Any]:
+    """Health checks; each finding is {level: ok|warn|error, check, message}."""
+    now = clock.now()
+    findings: list[dict[str, str]] = []
+
+    def add(level: str, check: str, message: str) -> None:
+        findings.append({"level": level, "check": check, "message": message})
+
+    try:
+        defs = store.read_defs()
+        state = store.read_state()
+    except LoopctlError as exc:
+        add("error", "files", exc.message)
+        return {"version": JSON_VERSION, "healthy": False, "findings": findings}
+    add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
+    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    for name, error in defs.invalid.items():
+        add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")
+    for name, bad in store.repairs.items():
+        add("error", "state", f"loop {name!r}: {store.paths.state_file} had bad values "
+            f"({', '.join(bad[:5])}); they are reset and the loop is paused")
+    holder = _lease_holder(store, now, add)
+    daemon = holder is not None and holder.role == "daemon"
+    for name, st in state["loops"].items():
+        loop = defs.loops.get(name)
+        if loop is not None:
+            _check_loop(store, defs, loop, st, now, add, live=holder is not None,
+                        daemon=daemon)
+    _doctor_worktrees(store, defs, state, add)
+    _check_permissions(store, add)
+    healthy = not any(f["level"] == "error" for f in findings)
+    return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
+
+
+def _lease_holder(store: Store, now: float, add: Add) -> Any:
+    """The driver holding a live lease now, or None."""
+    from loopctl.storage.lease import LeaseFile, is_live
+
+    lease = LeaseFile(store.paths, "doctor")
+    holder = lease.read()
+    live = holder is not None and is_live(holder, now, lease.ttl, lease.host,
+                                          lambda pid, ct: procs.alive({"pid": pid, "ct": ct}))
+    if live and holder is not None:
+        add("ok", "scheduler", f"{holder.role} pid {holder.pid} holds the lease")
+        return holder
+    add("ok", "scheduler", "no driver holds the lease now (cron ticks hold it briefly)")
+    return None
+
+
+def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, Any],
+                now: float, add: Add, *, live: bool, daemon: bool) -> None:
+    import shutil
+
+    from loopctl.agents.presets import binary
+
+    name = loop.name
+    due = st.get("next_due")
+    if st["status"] == "active" and not st.get("run") and due is not None \
+            and now - due > OVERDUE_AFTER and not daemon:
+        add("error", "overdue",
+            f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
+            "no scheduler is running; run `loopctl cron install` or `loopctl daemon`")
+    if st["status"] == "paused" and st.get("reason") == "error" \
+            and name not in store.repairs:
+        add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
+    if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
+        add("warn", "expiry", f"loop {name!r} expires in "
+            f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
+            f"{name} --for ...`")
+    if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
+        add("error", "agents", f"loop {name!r} needs {binary(loop)!r}, which is not on PATH")
+    if loop.every and loop.every < 60 and not live:
+        add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
+            "only once a minute: use `loopctl daemon` for sub-minute loops")
+    _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Add) -> None:
+    name = loop.name
+    hook = loop.on_attention or shared_hook
+    if isinstance(hook, str) and not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
+        add("error", "hooks", f"loop {name!r}: hook {hook} is not an executable file")
+    if st.get("hook_error"):
+        add("warn", "hooks", f"loop {name!r}: last hook error: "
+            f"{st['hook_error']['message']}")
+    if st.get("notify_error"):
+        add("warn", "notify", f"loop {name!r}: last notification failed: "
+            f"{st['notify_error']['message']}")
+
+
+def _check_permissions(store: Store, add: Add) -> None:
+    import stat
+
+    for path in (store.paths.loops_file, store.paths.state_file, store.paths.state_dir,
+                 store.paths.config_dir):
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            add("warn", "permissions", f"{path} is mode {mode:o}; expected private "
+                f"({'700' if path.is_dir() else '600'}): chmod go-rwx {path}")
+
+
+def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
+                      add: Add) -> None:
+    """Worktrees no run in flight owns (a killed supervisor's, before a
+    driver noticed), and run branches piling up in the repositories."""
+    from loopctl.integrations import workspace
+
+    folder = store.paths.state_dir / "worktrees"
+    owned = {name for name, st in state["loops"].items() if st.get("run")}
+    if folder.is_dir():
+        for stray in sorted(p.name for p in folder.iterdir() if p.name not in owned):
+            add("warn", "worktrees", f"stray worktree {folder / stray}: no run owns it; the "
+                "next driver pass or `loopctl rm` removes it")
+    for name, loop in defs.loops.items():
+        if not loop.worktree:
+            continue
+        try:
+            repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+            branches = workspace.loop_branches(repo, loop.branch_prefix, name)
+        except LoopctlError as exc:
+            add("error", "worktrees", f"loop {name!r}: {exc.message}")
+            continue
+        if branches:
+            add("warn" if len(branches) > 10 else "ok", "worktrees",
+                f"loop {name!r}: {len(branches)} {loop.branch_prefix}{name}/ branch(es) in "
+                f"{repo}")

@@ -1,0 +1,101 @@
+"""Firing by hand (`run`) and `decide` from inside a run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from loopctl.commands.common import locked_loop
+from loopctl.domain import lifecycle, valves
+from loopctl.domain.errors import BusyError, NotFiring, UsageError
+from loopctl.domain.model import to_raw
+from loopctl.engine import events, procs
+from loopctl.engine.events import status_key as events_key
+from loopctl.storage.store import Store
+
+RUN_MODES = ("manual", "force", "scheduled")
+
+
+def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]:
+    """Claim a run of `name` now; its id, and whether it runs in a worktree.
+
+    `manual` refuses a loop that is not active (exit 2); `force` runs it
+    anyway; `scheduled` is what an external scheduler calls: it fires only
+    when a due fire under `tick` would, without looking at the due time."""
+    from loopctl.engine.firing import noticed, settle_lost
+
+    pending: events.Pending = []
+    try:
+        with locked_loop(store, name) as (defs, state, loop, now):
+            st = state["loops"][name]
+            before = {n: events_key(other) for n, other in state["loops"].items()}
+            result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+                                    only=name)
+            settle_lost(store, state, result.lost, now)
+            state["defs_sig"] = defs.signature
+            busy = _busy(name, st, bool(result.fired))
+            # A fire plan() has just claimed was due and within limits.
+            claimed = bool(result.fired)
+            refusal = None if busy or claimed or mode == "force" \
+                else valves.fire_refusal(loop, st)
+            pending = noticed(store, defs, state, before, now)
+            if busy or refusal:
+                store.write_state(state)
+                if busy:
+                    raise BusyError(busy)
+                assert refusal is not None
+                if st.get("reason") == "rate_limited":
+                    raise BusyError(f"loop {name!r} is {refusal}")
+                if mode == "scheduled":
+                    # Not an error: a completed loop must not turn cron red nightly.
+                    raise NotFiring(f"not firing {name}: it is {refusal}")
+                raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
+                                 f"`loopctl run {name} --force`")
+            # If `name` was due, plan() has just claimed it as a scheduled fire.
+            trigger = "schedule" if mode == "scheduled" else "manual"
+            run = st["run"] or lifecycle.claim(loop, st, now, trigger)
+            run["spec"] = to_raw(loop)
+            run.update(events.receivers(loop, defs.top))
+            run["supervisor"] = procs.ref()
+            store.write_state(state)
+            return str(run["run_id"]), loop.worktree
+    finally:
+        events.dispatch(store, pending)
+
+
+def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
+    if st.get("run") and not claimed:
+        return f"loop {name!r} has a run in flight ({st['run']['run_id']})"
+    if st.get("orphan"):
+        return f"loop {name!r}: agent pid {st['orphan']['pid']} of a lost run is still alive"
+    return None
+
+
+def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
+    from loopctl.engine.supervisor import Supervisor
+
+    run_id, worktree = claim_now(store, name, mode)
+    return Supervisor(store, name, run_id, foreground=True, worktree=worktree).run()
+
+
+def decide(kind: str, summary: str | None, evidence: str | None,
+           next_delay_s: int | None) -> dict[str, Any]:
+    import json
+
+    from loopctl.storage.store import atomic_write
+
+    target = os.environ.get("LOOPCTL_DECISION_FILE")
+    if not target:
+        raise UsageError("loopctl decide only works inside a run (LOOPCTL_DECISION_FILE "
+                         "is not set)")
+    from loopctl.domain.untrusted import MAX_DECISION_TEXT, text
+
+    for option, value in (("--summary", summary), ("--evidence", evidence)):
+        if value is not None and text(value, MAX_DECISION_TEXT) is None:
+            raise UsageError(f"bad {option}: expected UTF-8 text of at most "
+                             f"{MAX_DECISION_TEXT} characters; shorten it")
+    decision = {"version": 1, "decision": kind, "summary": summary, "evidence": evidence,
+                "next_delay_s": next_delay_s}
+    atomic_write(Path(target), json.dumps(decision).encode())
+    return decision

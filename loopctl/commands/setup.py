@@ -1,0 +1,82 @@
+"""`agents`, `digest` and notification targets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.commands.common import snapshot
+from loopctl.commands.views import list_loops, read_events
+from loopctl.domain.errors import NoSuchLoop, UsageError
+from loopctl.domain.model import parse_loop
+from loopctl.storage.store import Store
+
+
+def agents_table() -> list[dict[str, Any]]:
+    """Every preset: on PATH?, version (asked with a short timeout), argv."""
+    import shutil
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from loopctl.agents.presets import PRESETS, build_argv
+
+    def version(binary: str, args: tuple[str, ...]) -> str | None:
+        if not args:
+            return None
+        try:
+            out = subprocess.run([binary, *args], capture_output=True, text=True, timeout=5,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        lines = (out.stdout or out.stderr).strip().splitlines()
+        return lines[0][:60] if out.returncode == 0 and lines else None
+
+    rows = []
+    for preset in PRESETS.values():
+        loop = parse_loop("example", {"prompt": "PROMPT", "every": "1h", "agent": preset.name})
+        argv, stdin = build_argv(loop, "PROMPT", "PROMPT_FILE", "RUN_ID")
+        rows.append({"preset": preset.name, "binary": preset.binary,
+                     "path": shutil.which(preset.binary), "version": None, "argv": argv,
+                     "prompt_on_stdin": stdin is not None,
+                     "safe_default": preset.safe_default, "yolo": list(preset.bypass),
+                     "warning": preset.warning, "verified": preset.verified})
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = [r for r in rows if r["path"]]
+        versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
+                            found)
+        for row, ver in zip(found, versions, strict=True):
+            row["version"] = ver
+    return rows
+
+
+def digest(store: Store, since_s: int) -> dict[str, Any]:
+    """What happened in the last `since_s` seconds, "needs you" first."""
+    from loopctl.domain import digest as report
+    from loopctl.storage.runs import list_records
+
+    defs, state, now = snapshot(store)
+    loops = list_loops(store)
+    records = {name: list_records(store.paths, name) for name in defs.loops}
+    return report.build(loops, records, read_events(store), now - since_s, now)
+
+
+def notify_targets(store: Store, name: str | None) -> list[str]:
+    """A loop's targets (with the shared ones), or every target of every loop."""
+    from loopctl.integrations.notify import targets_for
+
+    defs = store.read_defs()
+    if name is not None:
+        if not defs.has(name):
+            raise NoSuchLoop(name)
+        loop = defs.loops.get(name)
+        if loop is None:
+            raise UsageError(f"loop {name!r} is invalid ({defs.invalid.get(name)})")
+        return targets_for(loop.notify, defs.top.get("notify"))
+    urls = [u for loop in defs.loops.values() for u in loop.notify]
+    return targets_for(urls, defs.top.get("notify"))
+
+
+def send_notification(urls: list[str], title: str, body: str) -> list[dict[str, Any]]:
+    """Send now, in this process (commands that report each result)."""
+    from loopctl.integrations.notify import check_urls, send
+
+    return send(check_urls(urls), title, body)

@@ -1,0 +1,180 @@
+"""The reading commands: the LOOP object, `ls`, `status`, `show`, `validate`,
+`history`, `events`. They never write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopctl.commands.common import JSON_VERSION, snapshot
+from loopctl.domain.durations import parse_duration
+from loopctl.domain.errors import LoopctlError, NoSuchLoop
+from loopctl.domain.model import LoopDef, check_name
+from loopctl.domain.schedule import iso, parse_iso
+from loopctl.domain.state import display_status
+from loopctl.integrations.notify import mask
+from loopctl.storage.store import Store
+
+
+def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
+             name: str | None = None, invalid: str | None = None) -> dict[str, Any]:
+    """The stable JSON shape of one loop (documented in the README)."""
+    name = loop.name if loop else name
+    out: dict[str, Any] = {"name": name, "status": "invalid" if invalid else display_status(st)}
+    if invalid:
+        out["error"] = invalid
+        return out
+    assert loop is not None and st is not None
+    out.update({
+        "reason": st.get("reason"),
+        "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
+                     "tz": loop.tz, "text": loop.schedule_text()},
+        "agent": loop.agent, "command": list(loop.command) if loop.command else None,
+        "cwd": loop.cwd,
+        "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
+        "failures": {"consecutive": st["failures"], "limit": loop.max_failures or None},
+        "cost_usd": {"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd},
+        "created_at": iso(st["created"]), "deadline": iso(st["deadline"]),
+        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
+        "next_fire": iso(st["next_due"]) if st["status"] == "active" else None,
+        "last_run": {"run_id": st.get("last_run_id"), "outcome": st.get("last_outcome"),
+                     "ended_at": iso(st.get("last_end"))} if st.get("last_run_id") else None,
+        "current_run": {"run_id": st["run"]["run_id"], "started_at": iso(
+            st["run"].get("started_at"))} if st.get("run") else None,
+        "pending_fire": bool(st.get("pending")),
+        "after_run": st.get("after_run"),
+        "recent_outcomes": list(st.get("outcomes", [])),
+        "last_decision": st.get("last_decision"),
+        "ended_at": iso(st.get("ended_at")), "observed_at": iso(st.get("observed_at")),
+        "note": st.get("note"),
+        "rate_limited_until": iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
+        else None,
+        "hook_error": _delivery_error(st.get("hook_error")),
+        "notify": [mask(url) for url in loop.notify],
+        "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
+                      "push": loop.push, "pr": loop.pr, "merge": loop.merge}
+        if loop.worktree else None,
+        "last_handoff": st.get("last_handoff"),
+        "notify_error": _delivery_error(st.get("notify_error")),
+    })
+    return out
+
+
+def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {"at": iso(error["at"]), "message": error["message"]} if error else None
+
+
+def masked(raw: Any) -> Any:
+    """A definition as shown: notification URLs hold tokens."""
+    if not isinstance(raw, dict) or raw.get("notify") is None:
+        return raw
+    urls = raw["notify"] if isinstance(raw["notify"], list) else [raw["notify"]]
+    return dict(raw, notify=[mask(u) if isinstance(u, str) else "****" for u in urls])
+
+
+def list_loops(store: Store) -> list[dict[str, Any]]:
+    defs, state, now = snapshot(store)
+    out = []
+    for name in defs.names:
+        if name in defs.invalid:
+            out.append(describe(None, None, now, name=str(name), invalid=defs.invalid[name]))
+        else:
+            out.append(describe(defs.loops[name], state["loops"][name], now))
+    return out
+
+
+def list_brief(store: Store) -> list[dict[str, Any]]:
+    """What the `ls` table shows, read straight from the definitions and the
+    state: `describe` builds the whole JSON shape (eight timestamps turned
+    into text), which at 10,000 loops costs more than reading them."""
+    defs, state, now = snapshot(store)
+    out: list[dict[str, Any]] = []
+    for name in defs.names:
+        if name in defs.invalid:
+            out.append({"name": name, "status": "invalid", "error": defs.invalid[name]})
+            continue
+        loop, st = defs.loops[name], state["loops"][name]
+        out.append({
+            "name": name, "status": display_status(st), "reason": st.get("reason"),
+            "schedule": loop.schedule_text(), "used": st["iterations"],
+            "limit": loop.max_runs or None,
+            "next_fire": st["next_due"] if st["status"] == "active" else None,
+            "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
+        })
+    return out
+
+
+def status(store: Store, name: str) -> dict[str, Any]:
+    defs, state, now = snapshot(store)
+    if name in defs.invalid:
+        return describe(None, None, now, name=name, invalid=defs.invalid[name])
+    if name not in defs.loops:
+        raise NoSuchLoop(name)
+    return describe(defs.loops[name], state["loops"][name], now)
+
+
+def show(store: Store, name: str) -> dict[str, Any]:
+    defs = store.read_defs()
+    if not defs.has(name):
+        raise NoSuchLoop(name)
+    return {name: defs.raw(name)}
+
+
+DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeout", "for")
+
+
+def definition_json(raw: Any) -> Any:
+    """A definition for `--json`: durations in seconds where they parse,
+    notification URLs masked."""
+    if not isinstance(raw, dict):
+        return raw
+    out = masked(raw)
+    if out.get("created_at") is not None:
+        try:
+            out["created_at"] = iso(parse_iso(str(out["created_at"])))
+        except ValueError:
+            pass
+    for key in DURATION_KEYS:
+        value = out.get(key)
+        if value is None or value == "auto":
+            continue
+        try:
+            out[key] = parse_duration(value)
+        except LoopctlError:
+            pass  # an invalid entry is shown as written
+    return out
+
+
+def validate(store: Store, path: Path | None) -> dict[str, Any]:
+    defs = store.read_defs(path)
+    return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
+            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items()))}
+
+
+def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
+    from loopctl.storage.runs import list_records, loop_folder
+
+    defs = store.read_defs()
+    if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
+        raise NoSuchLoop(name)
+    records = list_records(store.paths, name)
+    return records[-limit:] if limit else records
+
+
+def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:
+    import json
+
+    out = []
+    try:
+        with open(store.paths.events_file, "rb") as handle:
+            for line in handle:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if loop is None or event.get("loop") == loop:
+                    out.append(event)
+    except FileNotFoundError:
+        pass
+    return out
