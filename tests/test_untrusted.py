@@ -20,9 +20,10 @@ from loopctl.domain.model import NAME_RE, parse_loop
 from loopctl.domain.state import ENTRY_RULES, new_loop_state, repair, repair_all
 from loopctl.domain.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
 from loopctl.settings import env_number
+from loopctl.storage.atomic import strict_json
 from loopctl.storage.paths import Paths, is_loop_name, is_run_id
 from loopctl.storage.runs import clean_record
-from loopctl.storage.store import parse_yaml_text, strict_json
+from loopctl.storage.yamlio import parse_yaml_text
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

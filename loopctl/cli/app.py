@@ -448,7 +448,7 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
         emit({"version": core.JSON_VERSION, "name": name,
               "definition": core.definition_json(data[name])})
         return
-    from loopctl.storage.store import dump_yaml_doc
+    from loopctl.storage.yamlio import dump_yaml_doc
 
     print(dump_yaml_doc({name: core.masked(data[name])}).split("\n", 1)[1], end="")
 
@@ -869,8 +869,8 @@ def export_cmd(
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if output is not None:
+        from loopctl.storage.atomic import atomic_write
         from loopctl.storage.paths import ensure_dir
-        from loopctl.storage.store import atomic_write
 
         ensure_dir(output)
         for filename, text in result.files.items():
@@ -900,7 +900,7 @@ def _write_secrets_file(loop: Any, path: Path, result: Any) -> None:
     """Values for `kubectl create secret ... --from-env-file`; written 0600
     and never into an exported file."""
     from loopctl.integrations import export as exporter
-    from loopctl.storage.store import atomic_write
+    from loopctl.storage.atomic import atomic_write
 
     text, missing = exporter.secrets_env_file(loop, dict(os.environ))
     atomic_write(path.expanduser().absolute(), text.encode())

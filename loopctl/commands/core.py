@@ -23,8 +23,9 @@ from loopctl.domain.state import TERMINAL, display_status, new_loop_state
 from loopctl.engine import events, procs
 from loopctl.engine.events import status_key as events_key
 from loopctl.integrations.notify import mask
+from loopctl.storage.definitions import Definitions
 from loopctl.storage.paths import is_loop_name
-from loopctl.storage.store import Definitions, Store
+from loopctl.storage.store import Store
 
 JSON_VERSION = 1
 
@@ -421,7 +422,7 @@ def decide(kind: str, summary: str | None, evidence: str | None,
            next_delay_s: int | None) -> dict[str, Any]:
     import json
 
-    from loopctl.storage.store import atomic_write
+    from loopctl.storage.atomic import atomic_write
 
     target = os.environ.get("LOOPCTL_DECISION_FILE")
     if not target:
