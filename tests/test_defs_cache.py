@@ -14,7 +14,8 @@ import pytest
 from conftest import imported_modules
 from loopctl import entry
 from loopctl.commands import define as defining
-from loopctl.storage.store import Store, parse_yaml_text
+from loopctl.storage.store import Store
+from loopctl.storage.yamlio import parse_yaml_text
 
 MIXED = """\
 # my loops; keep this comment

@@ -18,7 +18,7 @@ from loopctl.integrations.export import (
 )
 from loopctl.integrations.export_time import github_schedule, longest_gap, zone_offsets
 from loopctl.integrations.install_source import check_spec, spec_from_direct_url
-from loopctl.storage.store import parse_yaml_text
+from loopctl.storage.yamlio import parse_yaml_text
 
 
 @pytest.mark.parametrize(("expr", "tz", "crons", "offsets"), [

@@ -28,13 +28,10 @@ from loopctl.domain.model import (
     parse_loop,
     to_raw,
 )
-from loopctl.storage.store import (
-    Store,
-    dump_yaml_doc,
-    load_yaml_doc,
-    parse_yaml_text,
-    read_state_file,
-)
+from loopctl.storage.definitions import load_yaml_doc
+from loopctl.storage.statefile import read_state_file
+from loopctl.storage.store import Store
+from loopctl.storage.yamlio import dump_yaml_doc, parse_yaml_text
 
 FAST = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from loopctl.domain.errors import LoopctlError, UnreadableError
-from loopctl.storage.store import Store, atomic_write, load_yaml_doc, strict_json
+from loopctl.storage.atomic import atomic_write, strict_json
+from loopctl.storage.definitions import load_yaml_doc
+from loopctl.storage.store import Store
 
 GOOD_LOOP = "  job:\n    prompt: p\n    command: 'true'\n    every: 1h\n"
 

@@ -22,8 +22,9 @@ from loopctl.domain.records import clean_record
 from loopctl.domain.state import SCHEMA, LoopState, new_loop_state, repair, repair_all
 from loopctl.domain.untrusted import INVALID, MAX_DECISION_BYTES, read_decision
 from loopctl.settings import env_number
+from loopctl.storage.atomic import strict_json
 from loopctl.storage.paths import Paths
-from loopctl.storage.store import parse_yaml_text, strict_json
+from loopctl.storage.yamlio import parse_yaml_text
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow])

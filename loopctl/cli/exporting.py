@@ -80,8 +80,8 @@ def _prompt_text(loop: LoopDef) -> str | None:
 
 
 def _write_files(output: Path, files: dict[str, str], quiet: bool) -> None:
+    from loopctl.storage.atomic import atomic_write
     from loopctl.storage.paths import ensure_dir
-    from loopctl.storage.store import atomic_write
 
     ensure_dir(output)
     for filename, text in files.items():
@@ -101,7 +101,7 @@ def _write_secrets_file(loop: Any, path: Path, result: Any) -> None:
     """Values for `kubectl create secret ... --from-env-file`; written 0600
     and never into an exported file."""
     from loopctl.integrations import export as exporter
-    from loopctl.storage.store import atomic_write
+    from loopctl.storage.atomic import atomic_write
 
     text, missing = exporter.secrets_env_file(loop, dict(os.environ))
     atomic_write(path.expanduser().absolute(), text.encode())

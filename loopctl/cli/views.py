@@ -125,7 +125,7 @@ def show(name: NameArg, as_json: JsonOpt = False) -> None:
         emit({"version": common.JSON_VERSION, "name": name,
               "definition": reading.definition_json(data[name])})
         return
-    from loopctl.storage.store import dump_yaml_doc
+    from loopctl.storage.yamlio import dump_yaml_doc
 
     print(dump_yaml_doc({name: reading.masked(data[name])}).split("\n", 1)[1], end="")
 

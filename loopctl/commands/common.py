@@ -16,7 +16,8 @@ from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import LoopDef
-from loopctl.storage.store import Definitions, Store
+from loopctl.storage.definitions import Definitions
+from loopctl.storage.store import Store
 
 JSON_VERSION = 1
 

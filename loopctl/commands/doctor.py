@@ -14,7 +14,8 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import TERMINAL
 from loopctl.engine import procs
-from loopctl.storage.store import Definitions, Store
+from loopctl.storage.definitions import Definitions
+from loopctl.storage.store import Store
 
 OVERDUE_AFTER = 120.0
 EXPIRY_WARNING = 86400.0

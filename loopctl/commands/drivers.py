@@ -83,7 +83,7 @@ def decide(kind: str, summary: str | None, evidence: str | None,
            next_delay_s: int | None) -> dict[str, Any]:
     import json
 
-    from loopctl.storage.store import atomic_write
+    from loopctl.storage.atomic import atomic_write
 
     target = os.environ.get("LOOPCTL_DECISION_FILE")
     if not target:

@@ -21,7 +21,8 @@ from loopctl.domain.records import new_record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.engine import events, procs
-from loopctl.storage.store import Definitions, Store
+from loopctl.storage.definitions import Definitions
+from loopctl.storage.store import Store
 
 
 @record

@@ -85,7 +85,7 @@ def secret_names(loop: LoopDef) -> list[str]:
 def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
     """The loop alone, as it runs elsewhere: env names without values, `cwd:
     .` (wherever the job runs), no local hook, a fresh start there."""
-    from loopctl.storage.store import dump_yaml_doc
+    from loopctl.storage.yamlio import dump_yaml_doc
 
     raw = to_raw(loop)
     raw["cwd"] = "."
@@ -324,7 +324,7 @@ def _guard_script(loop: LoopDef, offsets: dict[str, str]) -> str:
 
 def to_github(loop: LoopDef, target: Target) -> Export:
     from loopctl.integrations.install_source import check_spec, installed_spec
-    from loopctl.storage.store import dump_yaml
+    from loopctl.storage.yamlio import dump_yaml
 
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()

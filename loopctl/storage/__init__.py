@@ -1,1 +1,2 @@
-"""loopctl's own files: paths, the store, the lease, locks, run records and logs, caches."""
+"""loopctl's own files: paths, the store (definitions, state, records), atomic
+writes, YAML io, the lease, locks, run logs and derived caches."""

@@ -112,7 +112,7 @@ class LeaseFile:
         self.held = False
 
     def _write(self, lease: Lease) -> None:
-        from loopctl.storage.store import atomic_write
+        from loopctl.storage.atomic import atomic_write
 
         atomic_write(self.paths.lease_file, json.dumps(asdict(lease)).encode())
 

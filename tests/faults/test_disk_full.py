@@ -20,7 +20,7 @@ import pytest
 from conftest import CLI, agent_command, wait_for
 from loopctl.cli.app import run_app
 from loopctl.domain.errors import LoopctlError
-from loopctl.storage import store as store_mod
+from loopctl.storage import atomic as store_mod
 
 from .support import count_lines, in_flight, one_clear_line, start_gated, supervisors
 

@@ -160,7 +160,7 @@ def shim_dir(ctx: RunContext) -> Path:
     except OSError:
         current = None
     if current != body:
-        from loopctl.storage.store import atomic_write
+        from loopctl.storage.atomic import atomic_write
 
         atomic_write(shim, body.encode())
         os.chmod(shim, 0o700)
