@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -18,11 +19,13 @@ import pytest
 TESTS = Path(__file__).parent
 FAKE_AGENT = TESTS / "fake_agent.py"
 REAL_HOME = Path(os.path.expanduser("~"))
-# loopctl's own folders, and the folders where any of its files could land
-# if a path were derived from the real HOME (their listings must not change).
-REAL_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
-               REAL_HOME / ".config", REAL_HOME / ".local" / "state",
-               REAL_HOME / ".config" / "systemd" / "user"]
+# loopctl's own folders (every file in them, at any depth), and the folders
+# where any of its files could land if a path were derived from the real HOME
+# (what sits directly in them): nothing in them may be added, removed,
+# rewritten or have its mode changed by a test.
+REAL_OWN_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
+                   REAL_HOME / ".config" / "systemd" / "user"]
+REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,20 +100,55 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("waits_on_wall_clock") is None)
 
 
-def _fingerprint(places: list[Path]) -> list[Any]:
-    out = []
-    for place in places:
-        try:
-            out.append((str(place), sorted(os.listdir(place))))
-        except FileNotFoundError:
-            out.append((str(place), None))
+def _entry(path: str) -> tuple[Any, ...]:
+    """What an entry is: its type and mode, and a file's bytes (by hash) or
+    a symlink's target. A rewrite of the same size within the same second
+    still changes the hash; the mtime alone would not say so."""
+    import hashlib
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ("gone",)
+    if stat.S_ISLNK(info.st_mode):
+        return ("symlink", os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return ("other", info.st_mode)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:  # unreadable: its mode and size still say something
+        return ("file", info.st_mode, info.st_size, exc.errno)
+    return ("file", info.st_mode, digest.hexdigest())
+
+
+def _fingerprint(own: list[Path], near: list[Path]) -> dict[str, Any]:
+    """Every entry under `own` (recursively, never following a symlink) and
+    directly in `near`, each with `_entry`; a missing place is None."""
+    out: dict[str, Any] = {}
+    for place, recursive in [(p, True) for p in own] + [(p, False) for p in near]:
+        if not os.path.isdir(place):
+            out[str(place)] = None if not os.path.lexists(place) else _entry(str(place))
+            continue
+        out[str(place)] = _entry(str(place)) if os.path.islink(place) else "dir"
+        for top, dirs, files in os.walk(place):
+            for name in dirs + files:
+                out[os.path.join(top, name)] = _entry(os.path.join(top, name))
+            if not recursive:
+                break
     return out
+
+
+def real_home_fingerprint() -> dict[str, Any]:
+    return _fingerprint(REAL_OWN_PLACES, REAL_NEAR_PLACES)
 
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test."""
-    before = _fingerprint(REAL_PLACES)
+    before = real_home_fingerprint()
     loop_home = tmp_path / "loopctl-home"
     fake_home = tmp_path / "user-home"
     fake_home.mkdir()
@@ -124,7 +162,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("LOOPCTL_DECISION_FILE", raising=False)
     monkeypatch.delenv("LOOPCTL_LEASE_TTL", raising=False)
     yield loop_home
-    assert _fingerprint(REAL_PLACES) == before, "a test touched the real home directory"
+    after = real_home_fingerprint()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test touched the real home directory: {changed}"
 
 
 def loopctl_argv(*args: str) -> list[str]:
