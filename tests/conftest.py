@@ -145,9 +145,47 @@ def real_home_fingerprint() -> dict[str, Any]:
     return _fingerprint(REAL_OWN_PLACES, REAL_NEAR_PLACES)
 
 
+# What a developer may have installed that a test must never run: every
+# agent CLI loopctl has a preset for (except `sh`, the shell preset's) and the
+# GitHub CLI. Tests that want one put a fake (tests/bin, tests/workspace) or
+# the pinned real ones ($LOOPCTL_E2E_BIN, the e2e tests) first on PATH.
+HIDDEN_TOOLS = frozenset({"aider", "amp", "claude", "codex", "copilot", "crush", "cursor-agent",
+                          "gemini", "goose", "opencode", "pi", "qwen", "gh"})
+
+
+def controlled_path(path: str, shadows: Path, hidden: frozenset[str] = HIDDEN_TOOLS) -> str:
+    """`path` with every folder holding a hidden tool replaced by a shadow
+    folder of symlinks to everything else in it: /usr/bin keeps git and sh
+    when it also holds the developer's gh or claude."""
+    out = []
+    for index, folder in enumerate(path.split(os.pathsep)):
+        try:
+            names = set(os.listdir(folder)) if folder else set()
+        except OSError:
+            names = set()
+        if not names & hidden:
+            out.append(folder)
+            continue
+        shadow = shadows / str(index)
+        shadow.mkdir(parents=True, exist_ok=True)
+        for name in sorted(names - hidden):
+            if not os.path.lexists(shadow / name):
+                os.symlink(os.path.join(folder, name), shadow / name)
+        out.append(str(shadow))
+    return os.pathsep.join(out)
+
+
+@pytest.fixture(scope="session")
+def test_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The PATH every test starts with (see HIDDEN_TOOLS)."""
+    return controlled_path(os.environ.get("PATH", os.defpath),
+                           tmp_path_factory.mktemp("path-shadows"))
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test."""
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Iterator[Path]:
+    """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test, and a PATH
+    that finds none of the developer's agent CLIs or gh."""
     before = real_home_fingerprint()
     loop_home = tmp_path / "loopctl-home"
     fake_home = tmp_path / "user-home"
@@ -156,6 +194,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("HOME", str(fake_home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(fake_home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(fake_home / ".local" / "state"))
+    monkeypatch.setenv("PATH", test_path)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("LOOPCTL_KILL_GRACE", "2")
     monkeypatch.delenv("LOOPCTL_CLOCK_OFFSET", raising=False)
