@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -18,11 +19,13 @@ import pytest
 TESTS = Path(__file__).parent
 FAKE_AGENT = TESTS / "fake_agent.py"
 REAL_HOME = Path(os.path.expanduser("~"))
-# loopctl's own folders, and the folders where any of its files could land
-# if a path were derived from the real HOME (their listings must not change).
-REAL_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
-               REAL_HOME / ".config", REAL_HOME / ".local" / "state",
-               REAL_HOME / ".config" / "systemd" / "user"]
+# loopctl's own folders (every file in them, at any depth), and the folders
+# where any of its files could land if a path were derived from the real HOME
+# (what sits directly in them): nothing in them may be added, removed,
+# rewritten or have its mode changed by a test.
+REAL_OWN_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
+                   REAL_HOME / ".config" / "systemd" / "user"]
+REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -97,20 +100,93 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.get_closest_marker("waits_on_wall_clock") is None)
 
 
-def _fingerprint(places: list[Path]) -> list[Any]:
-    out = []
-    for place in places:
-        try:
-            out.append((str(place), sorted(os.listdir(place))))
-        except FileNotFoundError:
-            out.append((str(place), None))
+def _entry(path: str) -> tuple[Any, ...]:
+    """What an entry is: its type and mode, and a file's bytes (by hash) or
+    a symlink's target. A rewrite of the same size within the same second
+    still changes the hash; the mtime alone would not say so."""
+    import hashlib
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return ("gone",)
+    if stat.S_ISLNK(info.st_mode):
+        return ("symlink", os.readlink(path))
+    if not stat.S_ISREG(info.st_mode):
+        return ("other", info.st_mode)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:  # unreadable: its mode and size still say something
+        return ("file", info.st_mode, info.st_size, exc.errno)
+    return ("file", info.st_mode, digest.hexdigest())
+
+
+def _fingerprint(own: list[Path], near: list[Path]) -> dict[str, Any]:
+    """Every entry under `own` (recursively, never following a symlink) and
+    directly in `near`, each with `_entry`; a missing place is None."""
+    out: dict[str, Any] = {}
+    for place, recursive in [(p, True) for p in own] + [(p, False) for p in near]:
+        if not os.path.isdir(place):
+            out[str(place)] = None if not os.path.lexists(place) else _entry(str(place))
+            continue
+        out[str(place)] = _entry(str(place)) if os.path.islink(place) else "dir"
+        for top, dirs, files in os.walk(place):
+            for name in dirs + files:
+                out[os.path.join(top, name)] = _entry(os.path.join(top, name))
+            if not recursive:
+                break
     return out
 
 
+def real_home_fingerprint() -> dict[str, Any]:
+    return _fingerprint(REAL_OWN_PLACES, REAL_NEAR_PLACES)
+
+
+# What a developer may have installed that a test must never run: every
+# agent CLI loopctl has a preset for (except `sh`, the shell preset's) and the
+# GitHub CLI. Tests that want one put a fake (tests/bin, tests/workspace) or
+# the pinned real ones ($LOOPCTL_E2E_BIN, the e2e tests) first on PATH.
+HIDDEN_TOOLS = frozenset({"aider", "amp", "claude", "codex", "copilot", "crush", "cursor-agent",
+                          "gemini", "goose", "opencode", "pi", "qwen", "gh"})
+
+
+def controlled_path(path: str, shadows: Path, hidden: frozenset[str] = HIDDEN_TOOLS) -> str:
+    """`path` with every folder holding a hidden tool replaced by a shadow
+    folder of symlinks to everything else in it: /usr/bin keeps git and sh
+    when it also holds the developer's gh or claude."""
+    out = []
+    for index, folder in enumerate(path.split(os.pathsep)):
+        try:
+            names = set(os.listdir(folder)) if folder else set()
+        except OSError:
+            names = set()
+        if not names & hidden:
+            out.append(folder)
+            continue
+        shadow = shadows / str(index)
+        shadow.mkdir(parents=True, exist_ok=True)
+        for name in sorted(names - hidden):
+            if not os.path.lexists(shadow / name):
+                os.symlink(os.path.join(folder, name), shadow / name)
+        out.append(str(shadow))
+    return os.pathsep.join(out)
+
+
+@pytest.fixture(scope="session")
+def test_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The PATH every test starts with (see HIDDEN_TOOLS)."""
+    return controlled_path(os.environ.get("PATH", os.defpath),
+                           tmp_path_factory.mktemp("path-shadows"))
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test."""
-    before = _fingerprint(REAL_PLACES)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Iterator[Path]:
+    """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test, and a PATH
+    that finds none of the developer's agent CLIs or gh."""
+    before = real_home_fingerprint()
     loop_home = tmp_path / "loopctl-home"
     fake_home = tmp_path / "user-home"
     fake_home.mkdir()
@@ -118,13 +194,16 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("HOME", str(fake_home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(fake_home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(fake_home / ".local" / "state"))
+    monkeypatch.setenv("PATH", test_path)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("LOOPCTL_KILL_GRACE", "2")
     monkeypatch.delenv("LOOPCTL_CLOCK_OFFSET", raising=False)
     monkeypatch.delenv("LOOPCTL_DECISION_FILE", raising=False)
     monkeypatch.delenv("LOOPCTL_LEASE_TTL", raising=False)
     yield loop_home
-    assert _fingerprint(REAL_PLACES) == before, "a test touched the real home directory"
+    after = real_home_fingerprint()
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed, f"a test touched the real home directory: {changed}"
 
 
 def loopctl_argv(*args: str) -> list[str]:

@@ -88,24 +88,42 @@ def test_a_yaml_alias_bomb_is_refused_quickly(cli: CLI, home: Path, tmp_path: Pa
     assert cli.records("good") == []
 
 
-@pytest.mark.parametrize("where", ["home", "file"])
-def test_a_loops_file_over_10_mib_is_refused(cli: CLI, home: Path, tmp_path: Path,
-                                            where: str) -> None:
-    text = "version: 1\nloops:\n  good:\n    prompt: p\n    command: 'true'\n    every: 1h\n"
+def defs_of_size(size: int) -> str:
+    """A valid loops.yaml (one loop, `good`) padded with comments to exactly `size` bytes."""
+    head = "version: 1\nloops:\n  good:\n    prompt: p\n    command: 'true'\n    every: 1h\n"
     line = "# " + "padding " * 12 + "\n"
-    text += line * (10 * MIB // len(line) + 1000)
-    assert len(text) > 10 * MIB
+    body = line * ((size - len(head)) // len(line))
+    rest = size - len(head) - len(body)
+    text = head + body + ("#" + "x" * (rest - 2) + "\n" if rest >= 2 else "\n" * rest)
+    assert len(text.encode()) == size
+    return text
+
+
+# 8 MiB is the product's limit (loopctl.storage.store.MAX_DEFS_BYTES), written
+# out here so that moving it fails this test: exactly 8 MiB is read, one byte
+# more is refused by every reader.
+@pytest.mark.parametrize("where", ["home", "file"])
+@pytest.mark.parametrize("size", [8 * MIB, 8 * MIB + 1], ids=["8MiB", "8MiB+1"])
+def test_a_loops_file_over_8_mib_is_refused_and_8_mib_is_read(
+        cli: CLI, home: Path, tmp_path: Path, where: str, size: int) -> None:
+    text = defs_of_size(size)
     if where == "home":
         write_defs(home, text)
-        commands = [["validate"], ["ls"], ["tick"]]
+        commands = [["validate"], ["ls"], ["tick", "--wait"]]
     else:
         big = tmp_path / "big.yaml"
         big.write_text(text)
         commands = [["validate", str(big)]]
     for command in commands:
-        proc = cli(*command, timeout=20)
-        assert proc.returncode == 3, (command, proc.returncode, proc.stdout, proc.stderr)
-        one_line_error(proc)
+        proc = cli(*command, timeout=30)
+        if size == 8 * MIB:
+            assert proc.returncode == 0, (command, proc.returncode, proc.stdout, proc.stderr)
+        else:
+            assert proc.returncode == 3, (command, proc.returncode, proc.stdout, proc.stderr)
+            assert "larger than 8 MiB; expected a loops.yaml" in one_line_error(proc)
+    if where == "home":
+        assert len(cli.records("good")) == (size == 8 * MIB)  # read, it ran once
+        assert (home / "loops.yaml").read_text() == text  # nothing rewrote it
 
 
 # -- 2. a damaged state.json -------------------------------------------------------

@@ -552,13 +552,29 @@ def test_doctor_notify_tells_about_an_invalid_entry(cli: CLI, receiver: Receiver
 # -- 8. import discipline -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["tick", "ls"])
-def test_tick_and_ls_never_import_apprise_or_rich(
-        cli: CLI, receiver: Receiver, command: str) -> None:
+def test_a_tick_that_sends_never_imports_apprise_or_rich(
+        cli: CLI, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tick's notify branch runs (an expiry is due, the event reaches
+    both targets) and Apprise is loaded only by the delivery process."""
+    cli("start", "p", "--name", "quiet", "--every", "1h", "--for", "30s", "--after", "1h",
+        "--notify", receiver.url(), "--command", agent_command(), check=0)
+    add_top_level_notify(cli, [receiver.url("/top")])
+    monkeypatch.setenv("LOOPCTL_CLOCK_OFFSET", "40")  # the loop expired 10 s ago
+    modules = imported_modules("tick")
+    assert {"loopctl.engine.firing", "loopctl.engine.events",
+            "loopctl.integrations.notify"} <= set(modules)  # the full pass, not the fast path
+    heavy = [m for m in modules if m.split(".")[0] in ("apprise", "rich")]
+    assert not heavy, heavy
+    posts = receiver.wait(2)
+    assert sorted((p.path, p.title) for p in posts) == [("/", "loopctl: quiet expired"),
+                                                        ("/top", "loopctl: quiet expired")]
+
+
+def test_ls_never_imports_apprise_or_rich(cli: CLI, receiver: Receiver) -> None:
     cli("start", "p", "--name", "quiet", "--every", "1h", "--after", "1h",
         "--notify", receiver.url(), "--command", agent_command(), check=0)
     add_top_level_notify(cli, [receiver.url("/top")])
-    modules = imported_modules(command)
-    assert "loopctl.cli.app" in modules or "loopctl" in modules  # the parse works
+    modules = imported_modules("ls")
+    assert "loopctl.cli.render" in modules  # the table was drawn
     heavy = [m for m in modules if m.split(".")[0] in ("apprise", "rich")]
     assert not heavy, heavy

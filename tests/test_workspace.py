@@ -15,12 +15,14 @@ import signal
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
+from workspace.fake_gh import refusals
 
 from conftest import CLI, TESTS, wait_for
 from loopctl.engine import procs
@@ -110,14 +112,17 @@ class FakeGh:
 
 
 @pytest.fixture
-def gh(tmp_path: Path) -> FakeGh:
+def gh(tmp_path: Path) -> Iterator[FakeGh]:
     folder = tmp_path / "gh-bin"
     folder.mkdir()
     script = folder / "gh"
     script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
                       f"{shlex.quote(str(FAKE_GH))} \"$@\"\n")
     script.chmod(0o755)
-    return FakeGh(folder, tmp_path / "gh.jsonl")
+    fake = FakeGh(folder, tmp_path / "gh.jsonl")
+    yield fake
+    # loopctl asked only about the PR it opened (never the base branch's).
+    assert refusals(fake.log) == []
 
 
 # -- loopctl helpers -------------------------------------------------------------------

@@ -7,18 +7,22 @@ a lost run never follows a symlink planted in its place."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from workspace.fake_gh import refusals
 
 from conftest import TESTS
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.model import parse_loop
+from loopctl.domain.plain import replace
 from loopctl.integrations import workspace
 from loopctl.integrations.workspace import GitError, Workspace
 
@@ -233,7 +237,7 @@ def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
 
 
 @pytest.fixture
-def fake_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def fake_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     folder = tmp_path / "gh-bin"
     folder.mkdir()
     script = folder / "gh"
@@ -243,7 +247,9 @@ def fake_gh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     log = tmp_path / "gh.jsonl"
     monkeypatch.setenv("FAKE_GH_LOG", str(log))
-    return log
+    yield log
+    # loopctl asked only about the PR it opened (never the base branch's).
+    assert refusals(log) == []
 
 
 def ws_for(repo: Path, tmp_path: Path) -> Workspace:
@@ -251,22 +257,64 @@ def ws_for(repo: Path, tmp_path: Path) -> Workspace:
     return Workspace(str(repo), tmp_path / "wt", f"loopctl/job/{RUN_ID}", "main", "main", sha)
 
 
+def merge_after_checks(repo: Path, tmp_path: Path) -> workspace.Handoff:
+    """Open the run's PR and hand it to `merge()` with a 0.3 s checks timeout,
+    as the hand-off does after the push."""
+    ws = ws_for(repo, tmp_path)
+    loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo), "worktree": True,
+                              "push": "origin", "pr": True, "merge": "squash"})
+    loop = replace(loop, checks_timeout=0.3)  # below the 1 s a definition can say
+    result = workspace.Handoff("pr_opened", {"pr_url": workspace.open_pr(ws, "title", "body")})
+    workspace.merge(ws, loop, result)
+    return result
+
+
+def gh_calls(log: Path) -> list[list[str]]:
+    return [json.loads(line)["argv"] for line in log.read_text().splitlines()]
+
+
+def assert_left_for_review(result: workspace.Handoff, log: Path, verdict: str) -> None:
+    assert (result.handoff, result.review) == ("needs_review", verdict), result
+    assert "merged" not in result.fields
+    calls = gh_calls(log)
+    assert ["pr", "checks", f"loopctl/job/{RUN_ID}", "--json", "name,state,bucket"] in calls
+    assert not any(c[:2] in (["pr", "ready"], ["pr", "merge"]) for c in calls), calls
+
+
 @pytest.mark.parametrize("answer", ["[]", "gh: this output is not JSON", '{"ci": "pass"}'])
 def test_a_pr_whose_checks_never_appear_is_not_merged(
         repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch,
         answer: str) -> None:
     monkeypatch.setenv("FAKE_GH_CHECKS", answer)
-    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
-    assert verdict == "no checks reported: not merged without them"
-    assert '"checks"' in fake_gh.read_text()  # it asked gh, and no merge was attempted
-    assert '"merge"' not in fake_gh.read_text()
+    result = merge_after_checks(repo, tmp_path)
+    assert_left_for_review(result, fake_gh, "no checks reported: not merged without them")
 
 
 def test_a_pr_whose_checks_stay_pending_is_not_merged(
         repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_GH_CHECKS", '[{"name": "ci", "bucket": "pending"}]')
-    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
-    assert verdict == "checks still pending after 0.3s"
+    result = merge_after_checks(repo, tmp_path)
+    assert_left_for_review(result, fake_gh, "checks still pending after 0.3s")
+
+
+def test_a_pr_whose_checks_pass_is_merged(repo: Path, tmp_path: Path, fake_gh: Path) -> None:
+    """The control for the two above: the same call merges when checks pass."""
+    result = merge_after_checks(repo, tmp_path)
+    assert (result.handoff, result.fields.get("merged")) == ("merged", True), result
+    assert gh_calls(fake_gh)[-1] == ["pr", "merge", f"loopctl/job/{RUN_ID}", "--squash"]
+
+
+def test_the_fake_gh_refuses_a_pr_it_did_not_open(repo: Path, tmp_path: Path,
+                                                 fake_gh: Path) -> None:
+    """What makes the fixtures' check mean something: asking about the base
+    branch (or any branch without a PR) is refused as gh refuses it."""
+    workspace.open_pr(ws_for(repo, tmp_path), "title", "body")
+    proc = workspace.gh("pr", "checks", "main", "--json", "name", cwd=str(repo))
+    assert (proc.returncode, proc.stderr.strip()) == \
+        (1, 'no pull requests found for branch "main"')
+    assert refusals(fake_gh) == ['gh pr checks main --json name: no pull requests found '
+                                 'for branch "main"']
+    fake_gh.write_text("")  # seen: the fixture's own check stays for the other tests
 
 
 def test_without_gh_a_pr_cannot_be_opened_and_says_why(

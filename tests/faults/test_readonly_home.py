@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI
+from conftest import CLI, TESTS
 
 from .support import one_clear_line, stop, supervisors
 
@@ -51,6 +51,13 @@ def test_reading_commands_work(frozen: CLI) -> None:
         assert "Traceback" not in proc.stderr, (argv, proc.stderr)
     assert "hello" in frozen("logs", "done").stdout
     assert frozen.json("status", "due")["status"] == "active"
+    # `agents` runs `--version` of every agent CLI it finds: only the fake
+    # claude of tests/bin may be found (the test PATH hides the developer's).
+    env = {"PATH": f"{TESTS / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    found = {row["preset"]: row for row in frozen.json("agents", env=env)["agents"]
+             if row["path"] and row["preset"] != "shell"}
+    assert list(found) == ["claude"], found
+    assert found["claude"]["path"] == str(TESTS / "bin" / "claude")
 
 
 def test_writing_commands_fail_in_one_clear_line(frozen: CLI) -> None:

@@ -278,7 +278,16 @@ class K8sSimulator(Simulator):
         return Path(str(self.fire_dir() / "work") + path[len("/work"):])
 
     def remap(self, text: str) -> str:
-        return text.replace(K8S_ROOT + "/", str(self.root) + "/")
+        """The ConfigMap's loops.yaml with its container paths on our disk.
+        Only the fields the export sets to a container path (`prompt_file`)
+        are mapped: a text replace of every `/loopctl/` also rewrote the
+        agent's command when the checkout lives in a folder named loopctl."""
+        doc = yaml.safe_load(text)
+        for raw in doc["loops"].values():
+            value = raw.get("prompt_file")
+            if isinstance(value, str) and value.startswith(K8S_ROOT + "/"):
+                raw["prompt_file"] = str(self._mapped(value))
+        return yaml.safe_dump(doc, sort_keys=False)
 
     def _build_root(self) -> None:
         self.root.mkdir()

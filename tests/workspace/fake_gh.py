@@ -1,11 +1,17 @@
 """A stand-in for the GitHub CLI (`gh`) in loopctl's workspace tests.
 
 Every call appends its argv (without `gh`) and cwd as one JSON line to
-$FAKE_GH_LOG. It answers:
-  pr create   prints https://github.com/o/r/pull/7
-  pr checks   prints $FAKE_GH_CHECKS (default: one passing check "ci")
-  pr ready    exit 0
-  pr merge    exit 0
+$FAKE_GH_LOG. It knows only the pull requests it opened (kept in
+$FAKE_GH_LOG.prs.json), as GitHub would:
+  pr create --base B --head H   opens PR 7 for branch H (H must not be B, and
+                                must have no open PR yet); prints its URL
+  pr checks|ready|merge SEL     SEL must name an open PR: its head branch,
+                                its number or its URL; prints $FAKE_GH_CHECKS
+                                (default: one passing check "ci") for checks
+Anything else about a PR (the base branch, another branch, no selector) is
+refused as gh refuses it ("no pull requests found", exit 1), and the log line
+gets a "refused" key: the fixtures fail a test whose product asked about a
+PR it did not open (`refusals`).
 FAKE_GH_FAIL=create|checks|ready|merge makes that subcommand print an error
 on stderr and exit 1.
 """
@@ -15,25 +21,92 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
-PR_URL = "https://github.com/o/r/pull/7"
+PR_NUMBER = 7
+PR_URL = f"https://github.com/o/r/pull/{PR_NUMBER}"
 PASSING = [{"name": "ci", "state": "SUCCESS", "bucket": "pass"}]
+ASKS_ABOUT_A_PR = {"checks", "ready", "merge"}
+
+
+def option(argv: list[str], name: str) -> str | None:
+    """The value after `name` (gh takes the next argument whatever it is)."""
+    if name in argv and argv.index(name) + 1 < len(argv):
+        return argv[argv.index(name) + 1]
+    return None
+
+
+def open_prs(log: Path) -> dict[str, str]:
+    """Head branch -> base branch of every PR this fake opened for the test."""
+    try:
+        return dict(json.loads(Path(f"{log}.prs.json").read_text()))
+    except FileNotFoundError:
+        return {}
+
+
+def create(argv: list[str], log: Path) -> str | None:
+    """Open the PR, or why not."""
+    base, head = option(argv, "--base"), option(argv, "--head")
+    prs = open_prs(log)
+    if not base or not head:
+        return "pr create: --base and --head are required (no TTY to ask)"
+    if head == base:
+        return f"pr create: head branch {head!r} is the base branch"
+    if head in prs:
+        return f"a pull request for branch {head!r} already exists"
+    prs[head] = base
+    Path(f"{log}.prs.json").write_text(json.dumps(prs))
+    return None
+
+
+def selected(argv: list[str], log: Path) -> str | None:
+    """Why the PR `gh pr SUB SEL` names is not one this fake opened, or None."""
+    sel = argv[2] if len(argv) > 2 and not argv[2].startswith("-") else None
+    prs = open_prs(log)
+    if sel is None:
+        return "no PR named: gh would guess from the current branch"
+    if sel in prs or (prs and sel in (str(PR_NUMBER), PR_URL)):
+        return None
+    return f'no pull requests found for branch "{sel}"'
+
+
+def refusal(sub: str | None, argv: list[str], log: Path) -> str | None:
+    if sub == "create":
+        return create(argv, log)
+    if sub in ASKS_ABOUT_A_PR:
+        return selected(argv, log)
+    return None
 
 
 def main(argv: list[str]) -> int:
-    log = os.environ.get("FAKE_GH_LOG")
-    if log:
-        with open(log, "a") as handle:
-            handle.write(json.dumps({"argv": argv, "cwd": os.getcwd()}) + "\n")
+    log = Path(os.environ["FAKE_GH_LOG"])
     sub = argv[1] if len(argv) > 1 and argv[0] == "pr" else None
-    if sub is not None and sub == os.environ.get("FAKE_GH_FAIL"):
+    failing = sub is not None and sub == os.environ.get("FAKE_GH_FAIL")
+    refused = None if failing else refusal(sub, argv, log)
+    entry: dict[str, object] = {"argv": argv, "cwd": os.getcwd()}
+    if refused:
+        entry["refused"] = refused
+    with open(log, "a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+    if failing:
         print(f"fake gh: pr {sub} refused (FAKE_GH_FAIL)", file=sys.stderr)
+        return 1
+    if refused:
+        print(refused, file=sys.stderr)
         return 1
     if sub == "create":
         print(PR_URL)
     elif sub == "checks":
         print(os.environ.get("FAKE_GH_CHECKS") or json.dumps(PASSING))
     return 0
+
+
+def refusals(log: Path) -> list[str]:
+    """What the fake refused during a test (the fixtures assert none)."""
+    if not log.exists():
+        return []
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return [f"gh {' '.join(e['argv'])}: {e['refused']}" for e in lines if "refused" in e]
 
 
 if __name__ == "__main__":

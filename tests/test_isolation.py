@@ -1,0 +1,176 @@
+"""What keeps a test from reaching the developer's machine (tests/conftest.py):
+the autouse real-home guard catches a test that changes what is already in
+the real home's loopctl places, not only one that adds or removes a file
+there (shown by an inner pytest session whose "real" home is a folder of
+this test's: the guard reads HOME at import); and the PATH every test starts
+with finds none of the developer's agent CLIs or gh."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TESTS, controlled_path, loopctl_argv
+
+LOOPS = "version: 1\nloops: {}\n"
+INNER_TESTS = '''
+import os
+from pathlib import Path
+
+REAL = Path(os.environ["GUARDED_HOME"])
+
+def test_path_hides_the_developers_agents():
+    import shutil
+
+    assert shutil.which("claude") is None and shutil.which("gh") is None
+    assert shutil.which("needed-tool") is not None
+
+
+# In this order: each test starts from what the one before left.
+def test_reads_only():
+    assert (REAL / ".config/loopctl/loops.yaml").read_text()
+    os.listdir(REAL / ".config")
+
+
+def test_rewrite_same_size():
+    (REAL / ".config/loopctl/loops.yaml").write_text("version: 1\\nloops: []\\n")
+
+
+def test_chmod():
+    (REAL / ".config/loopctl/loops.yaml").chmod(0o644)
+
+
+def test_rewrite_deep_state():
+    (REAL / ".local/state/loopctl/runs/job/1.json").write_text("{}")
+
+
+def test_file_beside_the_config_folder():
+    (REAL / ".config/user-dirs.dirs").write_text("XDG_X=y\\n")
+
+
+def test_symlink_instead_of_file():
+    target = REAL / ".config/loopctl/loops.yaml"
+    target.unlink()
+    target.symlink_to("/dev/null")
+'''
+
+
+def guarded_home(root: Path) -> Path:
+    home = root / "real-home"
+    loops = home / ".config" / "loopctl" / "loops.yaml"
+    loops.parent.mkdir(parents=True)
+    loops.write_text(LOOPS)
+    loops.chmod(0o600)
+    run = home / ".local" / "state" / "loopctl" / "runs" / "job" / "1.json"
+    run.parent.mkdir(parents=True)
+    run.write_text("[]")
+    (home / ".config" / "user-dirs.dirs").write_text("XDG_X=x\n")
+    return home
+
+
+def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path) -> None:
+    home = guarded_home(tmp_path)
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    (inner / "conftest.py").write_text((TESTS / "conftest.py").read_text())
+    (inner / "test_guarded.py").write_text(INNER_TESTS)
+    (inner / "pytest.ini").write_text("[pytest]\n")  # not this checkout's addopts
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LOOPCTL_"))}
+    planted = tmp_path / "dev-bin"
+    planted_tools(planted, tmp_path / "ran")
+    env.update(HOME=str(home), GUARDED_HOME=str(home), COLUMNS="400",
+               PATH=f"{planted}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist",
+         "-p", "no:cacheprovider", "-rA", str(inner)],
+        cwd=inner, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    for name in ("rewrite_same_size", "chmod", "rewrite_deep_state", "symlink_instead_of_file",
+                 "file_beside_the_config_folder"):
+        assert f"ERROR test_guarded.py::test_{name} - AssertionError: a test touched the real " \
+               "home directory" in out, out[-3000:]
+    assert "ERROR test_guarded.py::test_reads_only" not in out, out[-3000:]
+    assert "PASSED test_guarded.py::test_path_hides_the_developers_agents" in out, out[-3000:]
+    assert "7 passed, 5 errors" in out, out[-3000:]  # every call passed; 5 teardowns did not
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_what_lies_deeper_in_the_near_places_is_not_hashed(tmp_path: Path, depth: int) -> None:
+    """Speed: ~/.config is another program's too; only what sits directly in
+    it is fingerprinted, loopctl's own folders at every depth."""
+    from conftest import _fingerprint
+
+    near = tmp_path / "config"
+    folder = near / "other-app" if depth else near
+    folder.mkdir(parents=True)
+    (folder / "settings").write_text("a")
+    before = _fingerprint([], [near])
+    (folder / "settings").write_text("b")
+    assert (_fingerprint([], [near]) != before) is (depth == 0)
+
+
+# -- the PATH -----------------------------------------------------------------
+
+
+def test_every_agent_cli_with_a_preset_is_hidden() -> None:
+    from conftest import HIDDEN_TOOLS
+    from loopctl.agents.presets import PRESETS
+
+    assert {p.binary for p in PRESETS.values()} - {"sh"} <= HIDDEN_TOOLS
+    assert "gh" in HIDDEN_TOOLS and "sh" not in HIDDEN_TOOLS
+
+
+def planted_tools(folder: Path, marker: Path) -> None:
+    """A developer's bin folder: claude, codex and gh that leave a mark when
+    run, beside a tool a test may need."""
+    folder.mkdir()
+    for name in ("claude", "codex", "gh", "needed-tool"):
+        tool = folder / name
+        tool.write_text(f"#!/bin/sh\necho {name} >> {marker}\necho {name} 1.0\n")
+        tool.chmod(0o755)
+
+
+def agents_run_under(path: str) -> dict[str, str | None]:
+    import json
+
+    proc = subprocess.run([*loopctl_argv("agents", "--json")], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return {row["preset"]: row["path"] for row in json.loads(proc.stdout)["agents"]}
+
+
+def test_the_test_path_never_runs_a_developers_agent_cli(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    planted = tmp_path / "dev-bin"
+    planted_tools(planted, marker)
+    developers = f"{planted}{os.pathsep}{os.environ['PATH']}"
+    # The control: under the developer's own PATH, `agents` runs them.
+    assert agents_run_under(developers)["claude"] == str(planted / "claude")
+    assert sorted(marker.read_text().split()) == ["claude", "codex"]
+    marker.unlink()
+    path = controlled_path(developers, tmp_path / "shadows")
+    found = agents_run_under(path)
+    assert (found["claude"], found["codex"]) == (None, None)
+    assert not marker.exists()
+    import shutil
+
+    assert shutil.which("gh", path=path) is None
+    needed = shutil.which("needed-tool", path=path)
+    assert needed is not None and os.path.realpath(needed) == str(planted / "needed-tool")
+    assert shutil.which("sh", path=path) is not None
+
+
+def test_every_test_starts_with_the_controlled_path(test_path: str) -> None:
+    import shutil
+
+    from conftest import HIDDEN_TOOLS
+
+    assert os.environ["PATH"] == test_path
+    found = {name: shutil.which(name) for name in HIDDEN_TOOLS}
+    assert found == dict.fromkeys(HIDDEN_TOOLS), found
