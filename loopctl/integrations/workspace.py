@@ -142,6 +142,23 @@ def has_remote(repo: str, remote: str) -> bool:
     return git(repo, "remote", "get-url", remote, check=False).returncode == 0
 
 
+def check_handoff_targets(repo: str, base: str, remote: str | None) -> None:
+    """At `start`/`update`: the base a run branches from and the remote it
+    pushes to exist now, rather than failing every run later."""
+    if remote is not None and not has_remote(repo, remote):
+        raise UsageError(f"bad --push {remote!r}: {repo} has no remote of that name; "
+                         "add it with `git remote add` (see `git remote -v`)")
+    refs = [f"refs/heads/{base}", f"{base}^{{commit}}"]
+    if remote is not None:
+        refs.insert(0, f"refs/remotes/{remote}/{base}")
+    for ref in refs:
+        if git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0:
+            return
+    raise UsageError(f"bad --base {base!r}: {repo} has no such branch"
+                     + (f" (nor {remote}/{base})" if remote else "")
+                     + "; see `git branch -a`")
+
+
 def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:
     """A fresh worktree at `folder` on a new branch from the base."""
     repo, _ = repository(os.path.expanduser(loop.cwd))
