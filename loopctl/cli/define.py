@@ -18,7 +18,7 @@ from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.durations import parse_duration
-from loopctl.domain.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
+from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS, check_env_pair
 
 
 def _duration(value: str | None, what: str) -> str | None:
@@ -200,8 +200,8 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
     if branch_prefix is not None:
         workspace.check_prefix(branch_prefix)
-    if merge is not None and merge not in workspace.MERGE_METHODS:
-        fail(f"bad --merge {merge!r}: expected one of {', '.join(workspace.MERGE_METHODS)}")
+    if merge is not None and merge not in MERGE_METHODS:
+        fail(f"bad --merge {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
     if {"base", "push", "worktree"} & set(given):
         workspace.check_handoff_targets(repo, str(merged.get("base") or given["base"]),
                                         merged.get("push"))

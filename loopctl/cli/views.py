@@ -163,11 +163,29 @@ def logs(name: NameArg,
     if run_id is None:
         if not s.read_defs().has(name):
             raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
-        fail(f"loop {name!r} has no runs yet", 1)
+        if not follow:
+            fail(f"loop {name!r} has no runs yet (`loopctl logs -f {name}` waits for the "
+                 "first)", 1)
+        run_id = _first_run(s, name)
     path = s.paths.run_log(name, run_id)
     if not path.exists():
         fail(f"no log for run {run_id!r} of {name!r}", 4)
     _print_log(s, name, run_id, path, follow)
+
+
+def _first_run(s: Store, name: str) -> str:
+    """`logs -f` before the first run: wait for its log to appear (Ctrl-C
+    stops), and say so once, on stderr, where a pipe does not see it."""
+    from loopctl.storage.runs import latest_run_id
+
+    print(f"waiting for the first run of {name}...", file=sys.stderr, flush=True)
+    while True:
+        run_id = latest_run_id(s.paths, name)
+        if run_id is not None and s.paths.run_log(name, run_id).exists():
+            return run_id
+        if not s.read_defs().has(name):
+            raise LoopctlError(f"loop {name!r} was removed before its first run", 4)
+        time.sleep(0.25)
 
 
 def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:

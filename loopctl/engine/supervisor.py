@@ -159,8 +159,9 @@ class Supervisor:
                 f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
         self.handoff = workspace.finish(self.workspace, loop, self.run_id, message, body)
         fields = self.handoff.record()
-        self._write_line(log_fd, "# loopctl: hand-off " + ", ".join(
-            f"{k} {v}" for k, v in fields.items() if v is not None))
+        # `hand-off: no_change, branch ...`: the kind first, not `handoff no_change`.
+        self._write_line(log_fd, f"# loopctl: hand-off: {fields.get('handoff')}" + "".join(
+            f", {k} {v}" for k, v in fields.items() if v is not None and k != "handoff"))
 
     # -- launching -----------------------------------------------------------
 

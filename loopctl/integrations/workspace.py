@@ -26,7 +26,6 @@ GIT_TIMEOUT = 120.0
 LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
 PUSH_ATTEMPTS = 3
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
-MERGE_METHODS = ("squash", "merge", "rebase")
 IDENTITY = ("loopctl", "loopctl@localhost")
 _LOCKED = re.compile(r"\.lock'?: File exists|cannot lock ref|Unable to create .*\.lock|"
                      r"could not lock", re.I)
