@@ -17,6 +17,7 @@ _loopctl() {
         --agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell" -- "$cur")); return ;;
         --overlap) COMPREPLY=($(compgen -W "queue skip replace" -- "$cur")); return ;;
         --catch-up) COMPREPLY=($(compgen -W "one none" -- "$cur")); return ;;
+        --merge) COMPREPLY=($(compgen -W "squash merge rebase" -- "$cur")); return ;;
         --to) COMPREPLY=($(compgen -W "crontab systemd k8s github" -- "$cur")); return ;;
         --cwd|--prompt-file|--on-attention|--output|-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
@@ -39,7 +40,7 @@ _loopctl() {
         resume) opts="--json --help -h" ;;
         rm) opts="--keep-logs --json --help -h" ;;
         run) opts="--scheduled --force --help -h" ;;
-        show) opts="--json --help -h" ;;
+        show) opts="--json --reveal --help -h" ;;
         start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --raw --continue-session --keep-runs --model --agent-arg --yolo --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;

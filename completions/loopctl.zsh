@@ -27,7 +27,7 @@ _loopctl() {
         'resume:Resume a paused loop (refused while a limit is still reached).'
         'rm:Remove a loop'\''s definition, state and (unless --keep-logs) its logs.'
         'run:Run a loop now, in the foreground; exit code is the run'\''s.'
-        'show:Print a loop'\''s definition as it stands in loops.yaml.'
+        'show:Print a loop'\''s definition as it stands in loops.yaml (secrets masked).'
         'start:Define a loop and schedule its first run.'
         'status:Show where a loop stands (all loops without NAME).'
         'stop:Stop a loop for good (a run in flight finishes first, unless --kill).'
@@ -177,6 +177,7 @@ _loopctl() {
         show)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
+                '--reveal[Print env values and notification URLs in clear (they may hold tokens).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'
@@ -213,7 +214,7 @@ _loopctl() {
                 '--push[--worktree\: push run branches with commits to this remote.]:push: ' \
                 '--pr[--worktree\: open a draft PR with gh after the push.]' \
                 '--no-pr[--worktree\: open a draft PR with gh after the push.]' \
-                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge: ' \
+                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge:(squash merge rebase)' \
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
@@ -277,7 +278,7 @@ _loopctl() {
                 '--push[--worktree\: push run branches with commits to this remote.]:push: ' \
                 '--pr[--worktree\: open a draft PR with gh after the push.]' \
                 '--no-pr[--worktree\: open a draft PR with gh after the push.]' \
-                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge: ' \
+                '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge:(squash merge rebase)' \
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--json[Print JSON (stable shape).]' \

@@ -70,6 +70,17 @@ def _summary(summary_file: str, state_file: str) -> dict[str, Any] | None:
     return summary
 
 
+def lease_present() -> bool:
+    """A plain `tick` (a person typing it; cron's line has --quiet) while a
+    driver holds the lease takes the full path, which says who holds it."""
+    import os
+
+    from loopctl.storage import paths
+
+    _, state_dir = paths.roots()
+    return os.path.lexists(os.path.join(state_dir, "lease.json"))
+
+
 def print_names() -> None:
     """Loop names for shell completion: one per line, nothing on any error."""
     import os
@@ -99,7 +110,8 @@ def main() -> None:
         from loopctl.domain.errors import report
 
         sys.exit(report(exc))
-    if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due():
+    if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due() \
+            and (args[1:] or not lease_present()):
         sys.exit(0)
     if args == ["__names"]:
         print_names()

@@ -213,10 +213,10 @@ def test_a_hanging_hook_does_not_delay_the_next_run(cli: CLI, tmp_path: Path) ->
 def test_a_failing_hook_is_recorded_and_changes_nothing(
         cli: CLI, tmp_path: Path, kind: str) -> None:
     hook, _ = hook_script(tmp_path, "sys.exit(1)\n")
-    if kind == "not-executable":
-        hook.chmod(0o600)
     cli("start", "p", "--name", "hk", "--every", "1h", "--on-attention", str(hook),
         "--command", agent_command("--decide", "block"), check=0)
+    if kind == "not-executable":  # `start` refuses one; it can lose its x bit later
+        hook.chmod(0o600)
     cli("run", "hk", check=0)
     error = wait_for(lambda: cli.json("status", "hk").get("hook_error"))
     assert ("exited 1" if kind == "exits-1" else "not executable") in error["message"]

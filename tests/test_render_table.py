@@ -30,11 +30,52 @@ def test_the_fast_path_prints_what_cell_by_cell_padding_prints(rows: list[list[s
 def test_cut_and_painted_tables_still_take_the_careful_path(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
-    wide = render.table(HEADERS, [["x" * 90, "every 1h", "active", "0/50", "in 1h", "ok"]])
-    assert wide.splitlines()[1].startswith("x" * 10) and "…" in wide
+    wide = render.table(HEADERS, [["a", "every 1h", "active", "0/50", "in 1h", "x" * 90]],
+                        width=80)
+    assert wide.splitlines()[1].endswith("…") and "x" * 10 in wide
     assert max(len(line) for line in wide.splitlines()) <= 80
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setattr(render, "use_color", lambda stream=None: True)
     painted = render.table(HEADERS, [["a", "every 1h", "active", "0/50", "in 1h", "ok"]],
                            ["green"])
     assert "\x1b[1mNAME" in painted and "\x1b[32mactive" in painted
+
+
+def test_free_text_is_cut_before_names_and_two_names_never_print_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29: `nightly-backup-primary` and `nightly-backup-replica` printed
+    as the same `nightly-backup-p…`. Names are identifiers: never cut."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    names = ["nightly-backup-primary-" + "x" * 40, "nightly-backup-replica-" + "x" * 40]
+    rows = [[n, "every 1h", "failed (failure_limit)", "3/50", "in 1h",
+             "failed: Not logged in · Please run /login"] for n in names]
+    for width in (40, 60, 80, 130):
+        lines = render.table(HEADERS, rows, width=width, first=(5,)).splitlines()
+        assert [line.split("  ")[0] for line in lines[1:]] == names, width
+    # The reason column gives way first; the rest keep what fits.
+    lines = render.table(HEADERS, rows, width=120, first=(5,)).splitlines()
+    assert "failed (failure_limit)" in lines[1] and lines[1].endswith("…")
+    assert len(lines[1]) <= 120
+
+
+def test_the_width_is_the_terminal_s_or_columns_else_80(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert render.terminal_width(io.StringIO()) == 80  # not a terminal
+    monkeypatch.setenv("COLUMNS", "132")
+    assert render.terminal_width(io.StringIO()) == 132
+    monkeypatch.setenv("COLUMNS", "junk")
+    assert render.terminal_width(io.StringIO()) == 80
+
+
+def test_fit_line_keeps_identifiers_whole_and_marks_what_it_cut() -> None:
+    url = "https://github.com/o/r/pull/12345"
+    line = render.fit_line(["20261202T063419Z-0001 ", "failed", "loopctl/w/20261202T063419Z-0001",
+                            url], ["remote: " + "e" * 200], width=120)
+    assert url in line and line.endswith("…") and len(line) <= 120
+    # No room left: the identifiers still print whole, and the cut shows.
+    narrow = render.fit_line(["run", url], ["remote: rejected"], width=20)
+    assert narrow == f"run {url} …"
+    assert render.fit_line(["a", url], ["short"], width=60) == f"a {url} short"

@@ -108,7 +108,9 @@ def test_fire_refusal_names_the_fix_for_each_reason() -> None:
         st["status"], st["reason"] = "paused", reason
         assert valves.fire_refusal(loop, st) == f"paused ({reason}): {fix}"
     st["status"] = "completed"
-    assert valves.fire_refusal(loop, st) == "completed; start a new loop to run it again"
+    assert valves.fire_refusal(loop, st) == (
+        "completed; remove it with `loopctl rm job` and start it again, or start a new loop "
+        "under another --name")
 
 
 def test_an_empty_result_clears_the_no_progress_digests() -> None:

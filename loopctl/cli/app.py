@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Callable
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -79,6 +79,28 @@ def _narrowed(args: list[str]) -> typer.Typer:
     return narrow
 
 
+# What a loop does, as `start` options: `update` refuses them (it changes
+# policy, never the objective), and says so rather than suggest `--pr`.
+OBJECTIVE_OPTIONS = ("--prompt", "--prompt-file", "--agent", "--command", "--model", "--env",
+                     "--agent-arg", "--cwd", "--raw", "--continue-session", "--yolo", "--name")
+
+
+def _no_such_option(exc: Any) -> str:
+    hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+    command = exc.ctx.command.name if exc.ctx else None
+    if command == "update" and exc.option_name in OBJECTIVE_OPTIONS:
+        return (f"`update` changes a loop's policy, never its objective, and "
+                f"{exc.option_name} is part of the objective (prompt, agent, model, env, agent "
+                "arguments, cwd): remove the loop with `loopctl rm NAME` and start it again "
+                f"with the new {exc.option_name}, or start a new loop under another --name")
+    import difflib
+
+    # click offers up to three loose matches (`--prompt` -> `--pr`): one close one or none.
+    best = difflib.get_close_matches(exc.option_name, exc.possibilities or [], 1, 0.75)
+    guess = f"; did you mean {best[0]}?" if best else ""
+    return f"no such option: {exc.option_name}{guess}{hint}"
+
+
 def run_app(args: list[str]) -> NoReturn:
     """Run the CLI with one-line errors and the documented exit codes."""
     # Typer 0.29 vendors click as typer._click; its exceptions are only
@@ -95,6 +117,9 @@ def run_app(args: list[str]) -> NoReturn:
         code = EXIT_INTERRUPTED
     except cx.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
+        code = 2
+    except cx.NoSuchOption as exc:
+        print(f"loopctl: error: {_no_such_option(exc)}", file=sys.stderr)
         code = 2
     except cx.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""

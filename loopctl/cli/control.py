@@ -44,3 +44,7 @@ def rm(name: NameArg,
         emit(result)
     else:
         print(f"removed {name}")
+        for branch in result["kept_branches"]:
+            # The user's work: commits no remote has.
+            print(f"kept branch {branch} (it has commits no remote has; "
+                  f"`git branch -D {branch}` when done with it)")

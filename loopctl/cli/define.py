@@ -18,14 +18,51 @@ from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.durations import parse_duration
-from loopctl.domain.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
+from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS, check_env_pair
 
 
 def _duration(value: str | None, what: str) -> str | None:
     if value is None:
         return None
+    if value.strip().isdigit() and int(value) > 0:
+        # A bare number parses as seconds; at the command line that is
+        # more often a forgotten unit (`--every 10` meaning ten minutes).
+        fail(f"bad {what} {value!r}: give a unit, like {value.strip()}s or {value.strip()}m")
     parse_duration(value, what)
     return value
+
+
+def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
+    """Each error names the option given, not the loop it would become."""
+    from loopctl.domain.model import check_cron, check_tz
+
+    if every is not None and cron is not None:
+        fail("give --every or --cron, not both")
+    if tz is not None and cron is None:
+        fail("--tz only applies to --cron schedules")
+    if every is not None and every != "auto":
+        _duration(every, "--every")
+    if cron is not None:
+        check_cron(cron, "--cron")
+    if tz is not None:
+        check_tz(tz, "--tz")
+
+
+def _hook(on_attention: str | None, clear: object) -> object:
+    """`--on-attention PATH` as stored (absolute), `clear` for 'none'; an
+    executable file now, not a failure at the first attention event."""
+    if on_attention is None or on_attention == "none":
+        return clear if on_attention == "none" else None
+    if not on_attention.strip():
+        fail("bad --on-attention '': expected the path of an executable, "
+             "or 'none' to remove the hook")
+    path = str(Path(on_attention).expanduser().absolute())
+    if not os.path.isfile(path):
+        fail(f"bad --on-attention {on_attention!r}: no such file ({path})")
+    if not os.access(path, os.X_OK):
+        fail(f"bad --on-attention {on_attention!r}: {path} is not executable; "
+             f"`chmod +x {path}`")
+    return path
 
 
 def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | None,
@@ -41,21 +78,9 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
     if catch_up is not None and catch_up not in CATCH_UP:
         fail(f"bad --catch-up {catch_up!r}: expected one of {', '.join(CATCH_UP)}")
-    if every is not None and cron is not None:
-        fail("give --every or --cron, not both")
-    if tz is not None and cron is None:
-        fail("--tz only applies to --cron schedules")
-    if every is not None and every != "auto":
-        _duration(every, "--every")
+    _check_schedule(every, cron, tz)
     clear = object()  # `--on-attention none` removes the hook
-    hook: object = on_attention
-    if on_attention == "none":
-        hook = clear
-    elif on_attention is not None:
-        if not on_attention.strip():
-            fail("bad --on-attention '': expected the path of an executable, "
-                 "or 'none' to remove the hook")
-        hook = str(Path(on_attention).expanduser().absolute())
+    hook = _hook(on_attention, clear)
     given = {
         "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
         "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
@@ -160,13 +185,14 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
                               "checks_timeout", "copy"))
     given = {k: v for k, v in given.items() if v is not None}
     merged = {**current, **given}
+    _check_handoff_options(merged)
     if not merged.get("worktree"):
         return given
     from loopctl.integrations import (
         workspace,  # only for --worktree loops: it costs every start 6 ms
     )
 
-    _, branch = workspace.repository(cwd)
+    repo, branch = workspace.repository(cwd)
     if merged.get("base") is None:
         if branch is None:
             fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
@@ -174,9 +200,27 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
     if branch_prefix is not None:
         workspace.check_prefix(branch_prefix)
-    if merge is not None and merge not in workspace.MERGE_METHODS:
-        fail(f"bad --merge {merge!r}: expected one of {', '.join(workspace.MERGE_METHODS)}")
+    if merge is not None and merge not in MERGE_METHODS:
+        fail(f"bad --merge {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
+    if {"base", "push", "worktree"} & set(given):
+        workspace.check_handoff_targets(repo, str(merged.get("base") or given["base"]),
+                                        merged.get("push"))
     return given
+
+
+HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
+                 ("merge", "worktree"), ("copy", "worktree"), ("pr", "push"),
+                 ("merge", "pr"))
+
+
+def _check_handoff_options(merged: dict[str, Any]) -> None:
+    """In option names: the loops.yaml check says `'push' needs 'worktree: true'`."""
+    for key, needed in HANDOFF_NEEDS:
+        if merged.get(key) and not merged.get(needed):
+            what = "--worktree" if needed == "worktree" else f"--{needed}"
+            fail(f"--{key.replace('_', '-')} needs {what}"
+                 + (" (it hands off the branch of each run's worktree)"
+                    if needed == "worktree" else ""))
 
 
 MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
@@ -224,17 +268,7 @@ def start(
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
         notify=notify)
     raw_def = {k: v for k, v in raw_def.items() if v is not None}
-    if prompt is not None:
-        raw_def["prompt"] = prompt
-    else:
-        assert prompt_file is not None
-        if not prompt_file.is_file():
-            fail(f"bad --prompt-file {prompt_file}: no such file")
-        raw_def["prompt_file"] = str(prompt_file.expanduser().absolute())
-    workdir = (cwd or Path.cwd()).expanduser().absolute()
-    if not workdir.is_dir():
-        fail(f"bad --cwd {workdir}: not a directory")
-    raw_def["cwd"] = str(workdir)
+    workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
         str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy).items()
@@ -258,6 +292,32 @@ def start(
     print(f"started {result['name']}: {result['schedule']['text']}, "
           f"next run {relative(ts(result['next_fire']), clock.now())}")
     _warn_missing_agent(agent, command, yolo)
+    _warn_unset_env(raw_def.get("env") or {})
+
+
+def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,
+               cwd: Path | None) -> Path:
+    """The prompt (or its file) and the working directory, into `raw_def`."""
+    if prompt is not None:
+        raw_def["prompt"] = prompt
+    else:
+        assert prompt_file is not None
+        if not prompt_file.is_file():
+            fail(f"bad --prompt-file {prompt_file}: no such file")
+        raw_def["prompt_file"] = str(prompt_file.expanduser().absolute())
+    workdir = (cwd or Path.cwd()).expanduser().absolute()
+    if not workdir.is_dir():
+        fail(f"bad --cwd {workdir}: not a directory")
+    raw_def["cwd"] = str(workdir)
+    return workdir
+
+
+def _warn_unset_env(env: dict[str, str | None]) -> None:
+    """`--env KEY` passes KEY from the driver's environment at fire time: if
+    this shell lacks it, a cron or daemon driver most likely does too."""
+    for key in sorted(k for k, v in env.items() if v is None and k not in os.environ):
+        print(f"warning: --env {key}: {key} is not set here; runs get it only if the "
+              f"driver's environment has it (or give --env {key}=VALUE)", file=sys.stderr)
 
 
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
@@ -318,3 +378,6 @@ def update(
     shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
                                           for k, v in shown.items()))
+    if result["status"] in ("stopped", "completed", "failed", "expired"):
+        print(f"note: {name} is {result['status']} and stays so; to run it again: "
+              f"`loopctl rm {name}`, then `loopctl start --name {name} ...`", file=sys.stderr)

@@ -46,7 +46,7 @@ def decide(
     decision: Annotated[str, typer.Argument(help="continue, complete, fail or block.")],
     summary: Annotated[Optional[str], typer.Option(help="What happened in this run.")] = None,
     evidence: Annotated[Optional[str], typer.Option(help="How you know.")] = None,
-    next_: Annotated[Optional[str], typer.Option("--next", help="With continue on auto pace: delay before the next run.")] = None,
+    next_: Annotated[Optional[str], typer.Option("--next", metavar="DURATION", help="With continue on auto pace: delay before the next run.")] = None,
 ) -> None:
     """Report this run's decision (only inside a run started by loopctl)."""
     if decision not in ("continue", "complete", "fail", "block"):

@@ -37,7 +37,9 @@ def export_cmd(
     target = exporter.Target(
         to, home=str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None,
         state_dir=str(s.paths.state_dir), image=image, state_size=state_size,
-        install=install, prompt_text=_prompt_text(loop))
+        install=install, prompt_text=_prompt_text(loop),
+        out_dir=str(output) if output is not None else None,
+        secrets_file=str(secrets_file) if secrets_file is not None else None)
     result = exporter.export(loop, target)
     if secrets_file is not None:
         _write_secrets_file(loop, secrets_file, result)

@@ -15,14 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import __version__
+from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP
+from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_ARG_COMMANDS = ("status", "show", "update", "pause", "resume", "stop", "rm", "run",
                      "logs", "history", "export", "events")
+# From the rules themselves, so a new value is offered where it is accepted.
 CHOICES = {
-    "--overlap": ("queue", "skip", "replace"),
-    "--catch-up": ("one", "none"),
-    "--to": ("crontab", "systemd", "k8s", "github"),
+    "--overlap": OVERLAP,
+    "--catch-up": CATCH_UP,
+    "--merge": MERGE_METHODS,
+    "--to": TARGETS,
 }
 PATH_OPTIONS = ("--cwd", "--prompt-file", "--on-attention", "--output", "-o")
 DECISIONS = ("continue", "complete", "fail", "block")

@@ -45,15 +45,41 @@ def ago(ts: float | None, now: float) -> str:
     return "just now" if delta < 1 else f"{format_rough(delta)} ago"
 
 
+def terminal_width(stream: Any = None) -> int:
+    """Columns for human output: `COLUMNS` when set, else the terminal's
+    width, else (not a terminal: a pipe, a file, cron's mail) 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    stream = stream or sys.stdout
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns or 80
+    except (AttributeError, OSError, ValueError):
+        pass
+    return 80
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
-          styles: list[str | None] | None = None, width: int = 80) -> str:
-    """Columns padded to their widest cell; while the table is wider than
-    `width`, the widest column gives up a character (cells end in "…")."""
+          styles: list[str | None] | None = None, width: int | None = None,
+          keep: Sequence[int] = (0,), first: Sequence[int] = ()) -> str:
+    """Columns padded to their widest cell. While the table is wider than
+    `width` (default: the terminal's), the widest column not in `keep` gives
+    up a character (cells end in "…"): free text is shortened, identifiers
+    (the columns in `keep`: names, run ids) never are, so two different
+    loops never print alike; a table of long names is wider instead. The
+    columns in `first` (a reason, an error) give way before the others."""
+    width = terminal_width() if width is None else width
     cells = [list(headers)] + [list(r) for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     widths = list(natural)
-    while sum(widths) + 2 * (len(widths) - 1) > width and max(widths) > 4:
-        widths[widths.index(max(widths))] -= 1
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [i for i in first if widths[i] > 4] \
+            or [i for i in range(len(widths)) if i not in keep and widths[i] > 4]
+        if not free:
+            break
+        widest = max(free, key=lambda i: widths[i])
+        widths[widest] -= 1
     color = use_color()  # once: 10,000 rows would ask the terminal 10,000 times
     last = len(headers) - 1
     if not color and widths == natural and all(len(row) == len(headers) for row in rows):
@@ -71,6 +97,20 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
             parts.append(paint(text, style, color) if style and color else text)
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def fit_line(fixed: Sequence[str], free: Sequence[str], width: int | None = None) -> str:
+    """One line: the identifiers in `fixed` whole (run ids, branches, URLs),
+    then the free text, shortened with "…" to what is left of `width`."""
+    width = terminal_width() if width is None else width
+    head = " ".join(part for part in fixed if part)
+    tail = " ".join(part for part in free if part)
+    if not tail:
+        return head
+    room = width - len(head) - 1
+    if len(tail) > room:
+        tail = tail[: room - 1] + "…" if room > 1 else "…"
+    return f"{head} {tail}".rstrip()
 
 
 # One mark per outcome, (unicode, ascii): `status` and `watch` show the same.

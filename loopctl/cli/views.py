@@ -15,11 +15,20 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
-from loopctl.cli.render import STATUS_STYLE, ago, outcome_strip, paint, relative, table
+from loopctl.cli.render import (
+    STATUS_STYLE,
+    ago,
+    fit_line,
+    outcome_strip,
+    paint,
+    relative,
+    table,
+)
 from loopctl.commands import common
 from loopctl.commands import views as reading
-from loopctl.domain.durations import format_duration, format_rough
+from loopctl.domain.durations import format_duration, format_rough, format_usd
 from loopctl.domain.errors import LoopctlError
+from loopctl.domain.reason import one_line
 from loopctl.storage.store import Store
 
 
@@ -46,13 +55,16 @@ def ls(as_json: JsonOpt = False) -> None:
         if loop["status"] == "invalid":
             rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
         else:
+            last = loop["last_outcome"] or "-"
+            if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
+                last = f"{last}: {loop['last_reason']}"
             rows.append([
                 loop["name"], loop["schedule"], status,
-                f"{loop['used']}/{loop['limit'] or '∞'}",
-                relative(loop["next_fire"], now), loop["last_outcome"] or "-",
+                f"{loop['used']}/{loop['limit'] or '∞'}", relative(loop["next_fire"], now), last,
             ])
         styles.append(STATUS_STYLE.get(loop["status"]))
-    print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles))
+    print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
+                first=(5,)))
 
 
 
@@ -90,8 +102,9 @@ def render_status(info: dict[str, Any]) -> str:
         f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
         f"  failures   {info['failures']['consecutive']} in a row"
         + (f" (pauses at {fail_limit})" if fail_limit else ""),
-        f"  cost       ${cost['spent']:.2f}"
-        + (f" of ${cost['budget']:.2f}" if cost["budget"] is not None else " (no budget)"),
+        f"  cost       {format_usd(cost['spent'])}"
+        + (f" of {format_usd(cost['budget'])}" if cost["budget"] is not None
+           else " (no budget)"),
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {relative(ts(info['next_fire']), now)}",
     ]
@@ -101,6 +114,8 @@ def render_status(info: dict[str, Any]) -> str:
         last = info["last_run"]
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
                      f"{ago(ts(last['ended_at']), now)}")
+        if last.get("reason"):
+            lines.append(fit_line(["  reason    "], [last["reason"]]))
     if info.get("recent_outcomes"):
         lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
     if info.get("last_decision"):
@@ -118,16 +133,18 @@ def render_status(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def show(name: NameArg, as_json: JsonOpt = False) -> None:
-    """Print a loop's definition as it stands in loops.yaml."""
+def show(name: NameArg, as_json: JsonOpt = False,
+         reveal: Annotated[bool, typer.Option("--reveal", help="Print env values and notification URLs in clear (they may hold tokens).")] = False) -> None:
+    """Print a loop's definition as it stands in loops.yaml (secrets masked)."""
     data = reading.show(store(), name)
     if as_json:
         emit({"version": common.JSON_VERSION, "name": name,
-              "definition": reading.definition_json(data[name])})
+              "definition": reading.definition_json(data[name], reveal=reveal)})
         return
     from loopctl.storage.yamlio import dump_yaml_doc
 
-    print(dump_yaml_doc({name: reading.masked(data[name])}).split("\n", 1)[1], end="")
+    shown = data[name] if reveal else reading.masked(data[name])
+    print(dump_yaml_doc({name: shown}).split("\n", 1)[1], end="")
 
 
 def logs(name: NameArg,
@@ -146,11 +163,29 @@ def logs(name: NameArg,
     if run_id is None:
         if not s.read_defs().has(name):
             raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
-        fail(f"loop {name!r} has no runs yet", 1)
+        if not follow:
+            fail(f"loop {name!r} has no runs yet (`loopctl logs -f {name}` waits for the "
+                 "first)", 1)
+        run_id = _first_run(s, name)
     path = s.paths.run_log(name, run_id)
     if not path.exists():
         fail(f"no log for run {run_id!r} of {name!r}", 4)
     _print_log(s, name, run_id, path, follow)
+
+
+def _first_run(s: Store, name: str) -> str:
+    """`logs -f` before the first run: wait for its log to appear (Ctrl-C
+    stops), and say so once, on stderr, where a pipe does not see it."""
+    from loopctl.storage.runs import latest_run_id
+
+    print(f"waiting for the first run of {name}...", file=sys.stderr, flush=True)
+    while True:
+        run_id = latest_run_id(s.paths, name)
+        if run_id is not None and s.paths.run_log(name, run_id).exists():
+            return run_id
+        if not s.read_defs().has(name):
+            raise LoopctlError(f"loop {name!r} was removed before its first run", 4)
+        time.sleep(0.25)
 
 
 def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
@@ -216,17 +251,44 @@ def history(name: NameArg,
     if handed:
         print()
         for r in handed:
-            print(f"{r['run_id']}  {_handoff_text(r)}"[:80])
+            fixed, free = _handoff_parts(r)
+            print(fit_line([r["run_id"] + " ", *fixed], free))
+
+
+def _handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(identifiers, free text) of a hand-off: the branch and PR URL are
+    printed whole, the counts and git's error may be shortened."""
+    fixed = [str(h.get("handoff")), str(h.get("branch") or ""), str(h.get("pr_url") or "")]
+    free = []
+    files = h.get("files_changed")
+    if files is not None:
+        free.append(f"({files} file{'' if files == 1 else 's'}, +{h.get('insertions', 0)} "
+                    f"-{h.get('deletions', 0)})")
+    free += [one_line(str(h[k])) for k in ("handoff_error", "needs_review") if h.get(k)]
+    return [p for p in fixed if p], free
 
 
 def _handoff_text(h: dict[str, Any]) -> str:
-    """`merged loopctl/w/RUN (3 files, +10 -2) https://...`, or why it failed."""
-    parts = [str(h.get("handoff")), str(h.get("branch") or "")]
-    if h.get("files_changed") is not None:
-        parts.append(f"({h['files_changed']} files, +{h.get('insertions', 0)} "
-                     f"-{h.get('deletions', 0)})")
-    parts += [str(h[k]) for k in ("pr_url", "handoff_error", "needs_review") if h.get(k)]
-    return " ".join(p for p in parts if p)
+    """`merged loopctl/w/RUN https://... (3 files, +10 -2)`, or why it failed."""
+    fixed, free = _handoff_parts(h)
+    return " ".join(fixed + free)
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """`AT  LOOP: STATUS (REASON): WHAT, evidence: HOW`; the agent's words
+    are untrusted and printed as one plain line."""
+    reason = f" ({event['reason']})" if event.get("reason") else ""
+    head = f"{event.get('observed_at')}  {event.get('loop')}: {event.get('status')}{reason}"
+    summary = str(event.get("summary") or "")
+    evidence: dict[str, Any] = event.get("evidence") or {}
+    if not isinstance(evidence, dict):
+        evidence = {}
+    proof = str(evidence.get("text") or "")
+    if evidence.get("source") == "loopctl" and proof:
+        summary = proof  # loopctl's summary only repeats the status
+        proof = ""
+    line = head + (f": {one_line(summary)}" if summary else "")
+    return line + (f"; evidence: {one_line(proof)}" if proof else "")
 
 
 def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,
@@ -241,9 +303,7 @@ def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's 
             if as_json:
                 print(json.dumps(event, sort_keys=True, allow_nan=False), flush=True)
             else:
-                reason = f" ({event['reason']})" if event.get("reason") else ""
-                print(f"{event.get('observed_at')}  {event['loop']}: {event['status']}{reason}: "
-                      f"{event.get('summary')}", flush=True)
+                print(event_line(event), flush=True)
         seen = len(found)
         if not follow:
             if not found and not as_json:

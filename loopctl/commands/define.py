@@ -14,7 +14,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import check_name, parse_loop, to_raw
 from loopctl.domain.plain import replace
 from loopctl.domain.schedule import iso
-from loopctl.domain.state import new_loop_state
+from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.storage.store import Store
 
 
@@ -46,14 +46,23 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
             name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem),
                                set(defs.names) | set(state["loops"]))
         elif defs.has(name):
-            raise UsageError(f"a loop named {name!r} already exists; pick another --name "
-                             "or change it with `loopctl update`")
+            raise UsageError(_taken(name, state["loops"].get(name)))
         loop = replace(probe, name=name)
         state["loops"][name] = new_loop_state(loop, now)
         store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)
+
+
+def _taken(name: str, st: dict[str, Any] | None) -> str:
+    """Why `start --name NAME` refuses, with the fix that applies: a loop that
+    ended for good cannot be updated back to life."""
+    if st is not None and st.get("status") in TERMINAL:
+        return (f"a loop named {name!r} already exists and is {st['status']}; remove it with "
+                f"`loopctl rm {name}` first, or pick another --name")
+    return (f"a loop named {name!r} already exists; pick another --name or change it with "
+            f"`loopctl update {name}`")
 
 
 def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import JSON_VERSION
+from loopctl.commands.doctor_drivers import check_drivers
 from loopctl.domain import lifecycle
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import LoopctlError
@@ -51,6 +52,9 @@ def doctor(store: Store) -> dict[str, Any]:
         if loop is not None:
             _check_loop(store, defs, loop, st, now, add, live=holder is not None,
                         daemon=daemon)
+    active = [defs.loops[n] for n, st in state["loops"].items()
+              if n in defs.loops and st["status"] == "active"]
+    check_drivers(store, active, holder, add)
     _doctor_worktrees(store, defs, state, add)
     _check_permissions(store, add)
     healthy = not any(f["level"] == "error" for f in findings)
@@ -84,7 +88,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
             and now - due > OVERDUE_AFTER and not daemon:
         add("error", "overdue",
             f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
-            "no scheduler is running; run `loopctl cron install` or `loopctl daemon`")
+            "no driver fired it (the `drivers` finding says which fix applies)")
     if st["status"] == "paused" and st.get("reason") == "error" \
             and name not in store.repairs:
         add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
@@ -111,6 +115,12 @@ def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Ad
     if st.get("notify_error"):
         add("warn", "notify", f"loop {name!r}: last notification failed: "
             f"{st['notify_error']['message']}")
+    handoff = st.get("last_handoff") or {}
+    if handoff.get("handoff_error"):
+        # `digest` lists it under "Needs you": the run's work sits on a branch.
+        add("error", "handoff", f"loop {name!r}: the last hand-off failed "
+            f"({handoff['handoff_error']}); its work is on branch {handoff.get('branch')}: "
+            "push it by hand once the remote is fixed")
 
 
 def _check_permissions(store: Store, add: Add) -> None:

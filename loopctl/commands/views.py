@@ -14,6 +14,7 @@ from loopctl.domain.model import LoopDef, check_name
 from loopctl.domain.schedule import iso, parse_iso
 from loopctl.domain.state import display_status
 from loopctl.integrations.notify import mask
+from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store
 
 
@@ -66,11 +67,19 @@ def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def masked(raw: Any) -> Any:
-    """A definition as shown: notification URLs hold tokens."""
-    if not isinstance(raw, dict) or raw.get("notify") is None:
+    """A definition as shown: notification URLs hold tokens, and so may env
+    values (`--env ANTHROPIC_API_KEY=sk-...`); `show --reveal` prints them."""
+    if not isinstance(raw, dict):
         return raw
-    urls = raw["notify"] if isinstance(raw["notify"], list) else [raw["notify"]]
-    return dict(raw, notify=[mask(u) if isinstance(u, str) else "****" for u in urls])
+    out = dict(raw)
+    if raw.get("notify") is not None:
+        urls = raw["notify"] if isinstance(raw["notify"], list) else [raw["notify"]]
+        out["notify"] = [mask(u) if isinstance(u, str) else "****" for u in urls]
+    if isinstance(raw.get("env"), dict):
+        out["env"] = {k: None if v is None else "****" for k, v in raw["env"].items()}
+    elif raw.get("env") is not None:
+        out["env"] = "****"
+    return out
 
 
 def list_loops(store: Store) -> list[dict[str, Any]]:
@@ -80,7 +89,8 @@ def list_loops(store: Store) -> list[dict[str, Any]]:
         if name in defs.invalid:
             out.append(describe(None, None, now, name=str(name), invalid=defs.invalid[name]))
         else:
-            out.append(describe(defs.loops[name], state["loops"][name], now))
+            out.append(with_reason(store, describe(defs.loops[name], state["loops"][name],
+                                                   now)))
     return out
 
 
@@ -101,6 +111,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             "limit": loop.max_runs or None,
             "next_fire": st["next_due"] if st["status"] == "active" else None,
             "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
+            "last_reason": last_reason(store, name, st),
         })
     return out
 
@@ -111,7 +122,29 @@ def status(store: Store, name: str) -> dict[str, Any]:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:
         raise NoSuchLoop(name)
-    return describe(defs.loops[name], state["loops"][name], now)
+    return with_reason(store, describe(defs.loops[name], state["loops"][name], now))
+
+
+def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
+    """Why the loop's last run did not end ok, read from its record (only
+    for such runs: one small file each)."""
+    from loopctl.domain.reason import run_reason
+    from loopctl.storage.runs import read_record
+
+    run_id = st.get("last_run_id")
+    if not run_id or st.get("last_outcome") in (None, "ok") or not is_loop_name(name):
+        return None
+    return run_reason(read_record(store.paths, name, str(run_id)))
+
+
+def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
+    """`last_run.reason` in the LOOP object: the record's note or the last
+    line the agent printed, sanitized (None after an ok run)."""
+    last = described.get("last_run")
+    if last:
+        last["reason"] = last_reason(store, described["name"], {
+            "last_run_id": last["run_id"], "last_outcome": last["outcome"]})
+    return described
 
 
 def show(store: Store, name: str) -> dict[str, Any]:
@@ -124,12 +157,12 @@ def show(store: Store, name: str) -> dict[str, Any]:
 DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeout", "for")
 
 
-def definition_json(raw: Any) -> Any:
+def definition_json(raw: Any, reveal: bool = False) -> Any:
     """A definition for `--json`: durations in seconds where they parse,
-    notification URLs masked."""
+    notification URLs and env values masked (unless `reveal`)."""
     if not isinstance(raw, dict):
         return raw
-    out = masked(raw)
+    out = dict(raw) if reveal else masked(raw)
     if out.get("created_at") is not None:
         try:
             out["created_at"] = iso(parse_iso(str(out["created_at"])))

@@ -82,3 +82,16 @@ def format_rough(seconds: float) -> str:
         if len(parts) == 2 or (parts and count == 0):
             break
     return "".join(parts)
+
+
+def format_usd(amount: float) -> str:
+    """Dollars to the cent, and below a cent to two significant digits:
+    Claude's `$0.00028` is not `$0.00`, nor a budget of 0.0005."""
+    import math
+
+    if amount == 0 or not math.isfinite(amount):
+        return f"${amount:.2f}"
+    if abs(amount) >= 0.01:
+        return f"${amount:.2f}"
+    digits = 1 - math.floor(math.log10(abs(amount)))
+    return "$" + f"{amount:.{digits}f}".rstrip("0")

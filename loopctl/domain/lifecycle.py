@@ -361,11 +361,17 @@ def resume(loop: LoopDef, st: LoopState, now: float) -> str:
             st["after_run"] = None
             return "resumed (the pending pause was cancelled)"
         return "already active"
+    backed_off = st["failures"] > 0
     st["status"], st["reason"] = ACTIVE, None
     st["ended_at"] = st["observed_at"] = st["resume_at"] = None
     st["results"] = []
     st["failures"] = 0
     st["keepalive_misses"] = 0
+    if not st["run"] and backed_off and st["last_end"] is not None and not loop.cron:
+        # The failures are forgiven, so is their backoff: a due time left
+        # x8 out would look, to the next pass, like a clock set back.
+        st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"],
+                                   created=st["created"], failures=0)
     if not st["run"] and (st["next_due"] is None or st["next_due"] < now):
         st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else now
     return "resumed"

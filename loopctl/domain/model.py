@@ -162,30 +162,31 @@ def check_name(name: object) -> str:
     return name
 
 
-def check_cron(expr: str) -> str:
-    """Five fields (or an @daily-style alias), and a date that can occur."""
+def check_cron(expr: str, what: str = "cron") -> str:
+    """Five fields (or an @daily-style alias), and a date that can occur.
+    `what` names the option at `start` (`bad --cron ...`)."""
     from croniter import croniter
 
     text = " ".join(expr.split())
     if text.startswith("@"):
         if text == "@reboot":
-            raise UsageError("bad cron '@reboot': loopctl has no boot event; use --after")
+            raise UsageError(f"bad {what} '@reboot': loopctl has no boot event; use --after")
     elif len(text.split(" ")) != 5:
         raise UsageError(
-            f"bad cron {expr!r}: expected five fields (minute hour day month weekday)"
+            f"bad {what} {expr!r}: expected five fields (minute hour day month weekday)"
         )
     if not croniter.is_valid(text):
-        raise UsageError(f"bad cron {expr!r}: expected five valid cron fields")
+        raise UsageError(f"bad {what} {expr!r}: expected five valid cron fields")
     try:
         from datetime import datetime
 
         croniter(text, datetime(2026, 1, 1)).get_next(datetime)
     except Exception:
-        raise UsageError(f"bad cron {expr!r}: it names a date that never occurs") from None
+        raise UsageError(f"bad {what} {expr!r}: it names a date that never occurs") from None
     return text
 
 
-def check_tz(zone: str) -> str:
+def check_tz(zone: str, what: str = "time zone") -> str:
     from zoneinfo import ZoneInfo
 
     try:
@@ -194,7 +195,7 @@ def check_tz(zone: str) -> str:
         ZoneInfo(zone)
     except Exception:
         raise UsageError(
-            f"bad time zone {zone!r}: expected an IANA name like Europe/Berlin or UTC"
+            f"bad {what} {zone!r}: expected an IANA name like Europe/Berlin or UTC"
         ) from None
     return zone
 

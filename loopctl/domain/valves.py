@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from loopctl.domain.durations import format_duration
+from loopctl.domain.durations import format_duration, format_usd
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
 
@@ -121,7 +121,8 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
     """Why `resume` must refuse, or None. Limits are raised with `update`."""
     status = st["status"]
     if status in ("completed", "failed", "stopped"):
-        return f"the loop is {status}; start a new loop instead"
+        return (f"the loop is {status} for good; remove it with `loopctl rm {loop.name}` and "
+                f"start it again, or start a new loop under another --name")
     if past_deadline(st, now):
         return (f"duration_limit: the loop's deadline ({format_duration(loop.for_s)} from its "
                 "start) has passed; raise it with `loopctl update NAME --for ...`")
@@ -129,7 +130,8 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
         return (f"iteration_limit: {st['iterations']}/{loop.max_runs} runs used; raise it "
                 "with `loopctl update NAME --max-runs ...`")
     if budget_reached(loop, st):
-        return (f"budget_limit: ${st['cost_usd']:.2f} of ${loop.budget_usd:.2f} spent; raise "
+        return (f"budget_limit: {format_usd(st['cost_usd'])} of {format_usd(loop.budget_usd or 0)} "
+                "spent; raise "
                 "it with `loopctl update NAME --budget-usd ...`")
     return None
 
@@ -144,14 +146,16 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
     if status == ACTIVE:
         return None
     if status in TERMINAL:
-        return f"{status}; start a new loop to run it again"
+        return (f"{status}; remove it with `loopctl rm {loop.name}` and start it again, or "
+                "start a new loop under another --name")
     fixes = {
         "user": f"`loopctl resume {loop.name}` first",
         "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used; raise it with "
                            f"`loopctl update {loop.name} --max-runs N`, then resume",
         "failure_limit": f"{st['failures']} failures in a row; fix the cause, then "
                          f"`loopctl resume {loop.name}`",
-        "budget_limit": f"${st.get('cost_usd', 0):.2f} of ${loop.budget_usd or 0:.2f} spent; "
+        "budget_limit": f"{format_usd(st.get('cost_usd', 0))} of "
+                        f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
         "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
     }

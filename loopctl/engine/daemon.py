@@ -36,6 +36,9 @@ class Daemon:
         self.children: list[int] = []
         self.last_error: str | None = None
         self.busy = False
+        from loopctl.engine.narrator import Narrator
+
+        self.narrator = Narrator(store)
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -118,8 +121,11 @@ class Daemon:
         for fired in report.fired:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
+            self.narrator.fired(fired["loop"], fired["run_id"])
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
+        for line in self.narrator.lines():
+            self.log(line)
         self.children.extend(report.children)
         self.busy = report.busy
         return report.wake_at

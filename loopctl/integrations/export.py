@@ -60,6 +60,13 @@ class Target:
     state_size: str = "1Gi"        # k8s
     install: str | None = None     # github: a pinned pip requirement
     prompt_text: str | None = None
+    out_dir: str | None = None     # where `-o DIR` writes the files: the next steps say so
+    secrets_file: str | None = None  # k8s: where `--secrets-file` writes the env file
+
+    def at(self, filename: str) -> str:
+        """A written file as the next steps must name it (quoted for a shell)."""
+        return shlex.quote(f"{self.out_dir.rstrip('/')}/{filename}" if self.out_dir
+                           else filename)
 
 
 @dataclass
@@ -137,7 +144,8 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
         raise UsageError("a path in the cron line contains a line break; cron reads one line "
                          "per job")
     lines.append(f"{line} # loopctl export {loop.name}")
-    steps = [f"crontab -l | cat - {loop.name}.crontab | crontab -   # add it to your table"]
+    steps = [f"crontab -l | cat - {target.at(loop.name + '.crontab')} | crontab -   "
+             "# add it to your table"]
     return Export({f"{loop.name}.crontab": "\n".join(lines) + "\n"}, warnings, steps)
 
 
@@ -166,7 +174,6 @@ def _systemd_path(value: str) -> str:
 
 def to_systemd(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
-    schedule = loop_cron(loop, warnings)
     unit = f"loopctl-{loop.name}"
     # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
     # one where the agent is found now.
@@ -192,17 +199,28 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
         "[Unit]\n"
         f"Description=Fire loopctl loop {loop.name}\n\n"
         "[Timer]\n"
-        f"OnCalendar={cron_to_calendar(schedule, loop.tz)}\n"
-        # Like loopctl itself: time missed while off fires once on start-up.
-        "Persistent=true\n"
+        f"{_systemd_timing(loop, warnings)}"
         "AccuracySec=1s\n"
         f"Unit={unit}.service\n\n"
         "[Install]\n"
         "WantedBy=timers.target\n"
     )
-    steps = [f"cp {unit}.service {unit}.timer ~/.config/systemd/user/",
+    steps = [f"cp {target.at(unit + '.service')} {target.at(unit + '.timer')} "
+             "~/.config/systemd/user/",
              f"systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"]
     return Export({f"{unit}.service": service, f"{unit}.timer": timer}, warnings, steps)
+
+
+def _systemd_timing(loop: LoopDef, warnings: list[str]) -> str:
+    """`--every` as loopctl means it: wait that long after each run ends
+    (`OnUnitInactiveSec=`, any interval, seconds too), the first fire
+    `--after` the timer starts; cron schedules as wall-clock `OnCalendar=`
+    slots in their zone, a slot missed while off fired once on start."""
+    if loop.every and not loop.auto:
+        return (f"OnActiveSec={max(loop.after or 0, 1)}s\n"
+                f"OnUnitInactiveSec={loop.every}s\n")
+    schedule = loop_cron(loop, warnings)
+    return f"OnCalendar={cron_to_calendar(schedule, loop.tz)}\nPersistent=true\n"
 
 
 # -- Kubernetes ------------------------------------------------------------------------
@@ -294,10 +312,14 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
     steps = []
     if secret_names(loop):
-        steps.append(f"kubectl create secret generic {secret} --from-env-file=FILE   "
-                     f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
-                     "`--secrets-file FILE` writes it (0600)")
-    steps.append(f"kubectl apply -f {name}.yaml")
+        if target.secrets_file:
+            steps.append(f"kubectl create secret generic {secret} "
+                         f"--from-env-file={shlex.quote(target.secrets_file)}")
+        else:
+            steps.append(f"kubectl create secret generic {secret} --from-env-file=FILE   "
+                         f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
+                         "`--secrets-file FILE` writes it (0600)")
+    steps.append(f"kubectl apply -f {target.at(name + '.yaml')}")
     return Export({f"{name}.yaml": text}, warnings, steps)
 
 
@@ -332,11 +354,23 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
+    if loop.worktree and loop.pr:
+        # gh reads GH_TOKEN; the workflow's own token opens the PR.
+        env["GH_TOKEN"] = "${{ github.token }}"
+        warnings.append(
+            "the PR is opened with the workflow's own token, and PRs opened with it start no "
+            "other workflow: your checks will not run on it"
+            + (", so --merge waits for checks that never come (needs_review)" if loop.merge
+               else "")
+            + "; to have them run, store a personal access token (or a GitHub App token) as a "
+            "secret and set GH_TOKEN: ${{ secrets.NAME }} in the workflow")
+    warnings.append("GitHub disables a scheduled workflow after 60 days without activity in a "
+                    "public repository: re-enable it in the Actions tab (or push now and then)")
     workflow = {
         "name": f"loopctl {loop.name}",
         "on": {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}},
         "concurrency": {"group": f"loopctl-{loop.name}", "cancel-in-progress": False},
-        "permissions": {"contents": "read"},
+        "permissions": _github_permissions(loop),
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
             "timeout-minutes": max(math.ceil(loop.timeout / 60) + 10, 1),
@@ -349,9 +383,22 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     text = header + dump_yaml(workflow)
     filename = f"loopctl-{loop.name}.yml"
     next_steps = [f"gh secret set {name}" for name in secret_names(loop)]
-    next_steps.append(f"mkdir -p .github/workflows && cp {filename} .github/workflows/ "
-                      "&& git add .github/workflows && git commit")
+    next_steps.append(f"mkdir -p .github/workflows && cp {target.at(filename)} "
+                      ".github/workflows/ && git add .github/workflows && git commit")
     return Export({filename: text}, warnings, next_steps)
+
+
+def _github_permissions(loop: LoopDef) -> dict[str, str]:
+    """Exactly what the hand-off needs of the workflow's token: a push
+    writes contents, a PR writes pull requests, a merge reads the checks."""
+    if not (loop.worktree and loop.push):
+        return {"contents": "read"}
+    permissions = {"contents": "write"}
+    if loop.pr:
+        permissions["pull-requests"] = "write"
+    if loop.merge:
+        permissions.update({"checks": "read", "statuses": "read"})
+    return permissions
 
 
 def _github_crons(loop: LoopDef, warnings: list[str]) -> Any:

@@ -26,7 +26,6 @@ GIT_TIMEOUT = 120.0
 LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
 PUSH_ATTEMPTS = 3
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
-MERGE_METHODS = ("squash", "merge", "rebase")
 IDENTITY = ("loopctl", "loopctl@localhost")
 _LOCKED = re.compile(r"\.lock'?: File exists|cannot lock ref|Unable to create .*\.lock|"
                      r"could not lock", re.I)
@@ -140,6 +139,23 @@ def repository(cwd: str) -> tuple[str, str | None]:
 
 def has_remote(repo: str, remote: str) -> bool:
     return git(repo, "remote", "get-url", remote, check=False).returncode == 0
+
+
+def check_handoff_targets(repo: str, base: str, remote: str | None) -> None:
+    """At `start`/`update`: the base a run branches from and the remote it
+    pushes to exist now, rather than failing every run later."""
+    if remote is not None and not has_remote(repo, remote):
+        raise UsageError(f"bad --push {remote!r}: {repo} has no remote of that name; "
+                         "add it with `git remote add` (see `git remote -v`)")
+    refs = [f"refs/heads/{base}", f"{base}^{{commit}}"]
+    if remote is not None:
+        refs.insert(0, f"refs/remotes/{remote}/{base}")
+    for ref in refs:
+        if git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0:
+            return
+    raise UsageError(f"bad --base {base!r}: {repo} has no such branch"
+                     + (f" (nor {remote}/{base})" if remote else "")
+                     + "; see `git branch -a`")
 
 
 def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:

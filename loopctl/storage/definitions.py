@@ -135,29 +135,29 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
         raise UnreadableError(f"{where}, line 1: expected a mapping with 'version' and "
                               f"'loops', got {type(doc).__name__}")
     if doc.get("version") != DEFS_VERSION:
-        line = line_of(path, "version:") or 1
+        line = line_of(path, "version:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: unknown version "
                               f"{doc.get('version')!r}; expected version: {DEFS_VERSION}")
     unknown = sorted(str(k) for k in doc if k not in TOP_KEYS)
     if unknown:
-        line = line_of(path, f"{unknown[0]}:") or 1
+        line = line_of(path, f"{unknown[0]}:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
                               "expected version, loops, on_attention, notify")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
     elif not isinstance(loops, dict):
-        line = line_of(path, "loops:") or 1
+        line = line_of(path, "loops:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: 'loops' must be a mapping of "
                               "loop names to definitions")
     hook = doc.get("on_attention")
     if hook is not None and not isinstance(hook, str):
-        line = line_of(path, "on_attention:") or 1
+        line = line_of(path, "on_attention:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: 'on_attention' must be a path")
     try:
         check_notify_urls(doc.get("notify"), "top level")
     except LoopctlError as exc:
-        line = line_of(path, "notify:") or 1
+        line = line_of(path, "notify:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
     return doc, _append_indent(root, text)
 
@@ -197,8 +197,10 @@ def _append_indent(root: Any, text: str) -> int | None:
 def appendable_entry(defs: Definitions, name: str, raw: dict[str, Any]) -> bytes | None:
     """`name: raw` as YAML text at the file's loop indentation, if the file
     can take it at its end and it reads back exactly as `raw`."""
-    if defs.parsed_doc is not None or defs.append_indent is None or defs.source is None \
-            or defs.cached_names is None:
+    # Parsed or cached alike: a hand-edited file (read fresh, its cache stale)
+    # keeps its comments too.
+    if defs.append_indent is None or defs.source is None \
+            or (defs.parsed_doc is None and defs.cached_names is None):
         return None
     pad = " " * defs.append_indent
     text = "".join(pad + line if line.strip() else line
@@ -210,13 +212,16 @@ def appendable_entry(defs: Definitions, name: str, raw: dict[str, Any]) -> bytes
     return text.encode() if back == {"loops": {name: raw}} else None
 
 
-def line_of(path: Path, key: str) -> int | None:
-    """Line of the first `key` at the start of a line (error messages only)."""
+def line_of(path: Path, key: str, top: bool = False) -> int | None:
+    """Line of the first `key` at the start of a line (error messages only);
+    `top`: only unindented, so a top-level key is not found inside a loop."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return None
-    pattern = re.compile(r"^\s*['\"]?" + re.escape(key.rstrip(":")) + r"['\"]?\s*:", re.M)
+    indent = "" if top else r"\s*"
+    pattern = re.compile("^" + indent + r"['\"]?" + re.escape(key.rstrip(":")) + r"['\"]?\s*:",
+                         re.M)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else None
 

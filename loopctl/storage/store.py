@@ -141,13 +141,18 @@ class Store:
             defs.loops[name] = loop
             self.write_defs(defs)
             return
-        assert defs.source is not None and defs.cached_names is not None
+        assert defs.source is not None
         source = defs.source + (b"" if defs.source.endswith(b"\n") else b"\n") + entry
         atomic_write(self.paths.loops_file, source)
         defs.source, defs.signature = source, file_signature(self.paths.loops_file)
         defs.loops[name] = loop
-        defs.cached_names = [*defs.cached_names, name]
-        loops_json = defs_cache.extended(defs.cache_data, loop)
+        loops_json = None
+        if defs.parsed_doc is not None:  # parsed just now (edited by hand since the cache)
+            defs.raw_loops[name] = raw
+        else:
+            assert defs.cached_names is not None
+            defs.cached_names = [*defs.cached_names, name]
+            loops_json = defs_cache.extended(defs.cache_data, loop)
         self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, loops_json))
 
     def _defs_cache_bytes(self, key: str, defs: Definitions,

@@ -36,6 +36,8 @@ def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
     ignore_stop_signals()
     handoff = workspace.finish(ws, loop, ctx.run_id, commit_message(loop, run, result),
                                pr_body(loop, ctx.run_id, result))
-    ctx.log.write("# loopctl: hand-off " + ", ".join(
-        f"{k} {v}" for k, v in handoff.record().items() if v is not None))
+    fields = handoff.record()
+    # `hand-off: no_change, branch ...`: the kind first, not `handoff no_change`.
+    ctx.log.write(f"# loopctl: hand-off: {fields.get('handoff')}" + "".join(
+        f", {k} {v}" for k, v in fields.items() if v is not None and k != "handoff"))
     return handoff

@@ -1,0 +1,105 @@
+"""`doctor`'s question about drivers: will anything fire the active loops,
+and can that driver find each loop's agent?
+
+A driver is the daemon holding the lease or the crontab line `loopctl cron
+install` wrote (cron must be running for it to count). Each has its own PATH:
+the daemon's is read from the process (/proc, through psutil), the cron
+line's from the line itself. A loop whose agent is missing there fails at
+every fire, however healthy `doctor` looks from the user's shell."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.model import LoopDef
+from loopctl.storage.store import Store
+
+Add = Callable[[str, str, str], None]
+
+
+def cron_driver(store: Store) -> dict[str, Any]:
+    """{installed, running, path, error}: the crontab line and cron itself."""
+    from loopctl.integrations import crontab
+
+    try:
+        status = crontab.status(store)
+    except LoopctlError as exc:  # no crontab program, or it failed
+        return {"installed": False, "running": False, "path": None, "error": exc.message}
+    return {"installed": status["installed"], "running": status["cron_running"],
+            "path": line_path(status["line"]) if status["line"] else None, "error": None}
+
+
+def line_path(line: str) -> str | None:
+    """The `PATH=...` assignment of a crontab line, unquoted."""
+    import shlex
+
+    try:
+        words = shlex.split(line.replace("\\%", "%"))
+    except ValueError:
+        return None
+    return next((w[len("PATH="):] for w in words if w.startswith("PATH=")), None)
+
+
+def process_path(pid: int) -> str | None:
+    """The PATH a process runs with (None when it cannot be read)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).environ().get("PATH")
+    except (psutil.Error, OSError):
+        return None
+
+
+def check_drivers(store: Store, loops: list[LoopDef], holder: Any, add: Add) -> None:
+    """`loops`: the active ones. Error when nothing will fire them, with the
+    one fix that applies; a warning per agent the driver's PATH lacks."""
+    if not loops:
+        return
+    daemon = holder is not None and holder.role == "daemon"
+    cron = cron_driver(store)
+    count = f"{len(loops)} active loop{'s' if len(loops) != 1 else ''}"
+    if daemon:
+        add("ok", "drivers", f"the daemon (pid {holder.pid}) fires {count}")
+        _check_paths(loops, process_path(holder.pid), f"the daemon's (pid {holder.pid})",
+                     "restart `loopctl daemon` from a shell whose PATH finds it", add)
+        return
+    if cron["installed"] and cron["running"]:
+        add("ok", "drivers", f"the crontab line fires {count} every minute")
+        _check_paths(loops, cron["path"], "the crontab line's",
+                     "run `loopctl cron install` again (it writes the PATH of today's agents)",
+                     add)
+        return
+    them = "them" if len(loops) != 1 else "it"
+    add("error", "drivers", f"{count} but nothing will fire {them}: " + _fix(cron))
+
+
+def _fix(cron: dict[str, Any]) -> str:
+    if cron["installed"]:
+        return ("the crontab line is installed but no cron daemon is running; start cron "
+                "(e.g. `sudo service cron start`) or keep `loopctl daemon` running")
+    if cron["error"] and cron["error"].startswith("no crontab program"):
+        return ("no daemon holds the lease and there is no crontab program; keep `loopctl "
+                "daemon` running (or install cron, then `loopctl cron install`)")
+    if cron["error"]:
+        return f"no daemon holds the lease and {cron['error']}; keep `loopctl daemon` running"
+    if not cron["running"]:
+        return ("no daemon holds the lease, no crontab line runs `loopctl tick`, and no cron "
+                "daemon is running; keep `loopctl daemon` running")
+    return ("no daemon holds the lease and no crontab line runs `loopctl tick`; run "
+            "`loopctl cron install` (or keep `loopctl daemon` running)")
+
+
+def _check_paths(loops: list[LoopDef], path: str | None, whose: str, fix: str,
+                 add: Add) -> None:
+    from loopctl.agents.presets import binary
+
+    if path is None:
+        return  # cannot tell: say nothing rather than guess
+    for loop in loops:
+        agent = binary(loop)
+        if shutil.which(agent, path=path) is None:
+            add("warn", "agents", f"loop {loop.name!r} needs {agent!r}, which is not on "
+                f"{whose} PATH ({path}): its runs fail with `agent not found`; {fix}")

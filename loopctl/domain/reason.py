@@ -1,0 +1,36 @@
+"""Why a run ended as it did, in one line a person can act on.
+
+The reason is loopctl's own note when it has one (`agent not found on PATH:
+claude`, the reader's `the agent reported an error: Not logged in`), else the
+last line the agent printed. The agent's text is untrusted: control
+characters are dropped and the line is bounded before anyone prints it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.domain.untrusted import plain
+
+MAX_REASON = 300
+
+
+def one_line(text: str, limit: int = MAX_REASON) -> str:
+    """`text` as one printable line of at most `limit` characters."""
+    line = " ".join(plain(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def run_reason(record: dict[str, Any] | None) -> str | None:
+    """Why the run in `record` did not end ok; None when it did (or when no
+    reason was left)."""
+    if not record or record.get("outcome") in (None, "ok"):
+        return None
+    note = record.get("note")
+    if isinstance(note, str) and note.strip():
+        return one_line(note)
+    result = record.get("result")
+    if isinstance(result, str):
+        lines = [ln for ln in plain(result).splitlines() if ln.strip()]
+        if lines:
+            return one_line(lines[-1])
+    return None
