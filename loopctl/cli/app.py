@@ -19,6 +19,7 @@ from loopctl.domain.durations import format_duration, format_rough, parse_durati
 from loopctl.domain.errors import EXIT_INTERRUPTED, LoopctlError, report
 from loopctl.domain.model import CATCH_UP, OVERLAP, PRESETS, check_env_pair
 from loopctl.domain.schedule import parse_iso
+from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 
 app = typer.Typer(
@@ -398,7 +399,7 @@ def outcome_strip(outcomes: list[str]) -> str:
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
-        return f"{info['name']}: invalid\n  {info['error']}"
+        return f"{line(info['name'])}: invalid\n  {line(info['error'])}"
     status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
     if info.get("rate_limited_until"):
         until = time.strftime("%H:%M", time.localtime(_ts(info["rate_limited_until"]) or 0))
@@ -407,7 +408,7 @@ def render_status(info: dict[str, Any]) -> str:
     fail_limit = info["failures"]["limit"]
     cost = info["cost_usd"]
     lines = [
-        f"{info['name']}: {paint(status, STATUS_STYLE.get(info['status']))}",
+        f"{line(info['name'])}: {paint(line(status), STATUS_STYLE.get(info['status']))}",
         f"  schedule   {info['schedule']['text']}",
         f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
         f"  failures   {info['failures']['consecutive']} in a row"
@@ -437,7 +438,9 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
-    return "\n".join(lines)
+    # One field, one line: agent summaries and hand-edited text cannot forge
+    # a line (the first is already clean, and painted).
+    return "\n".join([lines[0], *(line(text) for text in lines[1:])])
 
 
 @app.command()
@@ -502,7 +505,7 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
         emit(result)
     else:
         for error in result["invalid"].values():
-            print(f"invalid: {error}")
+            print(f"invalid: {line(error)}")
         print(f"{result['file']}: {len(result['valid'])} valid, "
               f"{len(result['invalid'])} invalid")
     if result["invalid"]:
@@ -700,14 +703,14 @@ def doctor(as_json: JsonOpt = False,
         styles = {"ok": "green", "warn": "yellow", "error": "red"}
         for finding in report["findings"]:
             print(f"{paint(marks[finding['level']], styles[finding['level']])} "
-                  f"{finding['check']}: {finding['message']}")
+                  + line(f"{finding['check']}: {finding['message']}"))
         print("healthy" if report["healthy"] else "needs attention")
     raise typer.Exit(0 if report["healthy"] else 1)
 
 
 def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> None:
     for r in results:
-        print(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}",
+        print(line(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}"),
               file=sys.stderr if to_stderr else sys.stdout)
 
 
@@ -769,8 +772,8 @@ def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's 
                 print(json.dumps(event, sort_keys=True, allow_nan=False), flush=True)
             else:
                 reason = f" ({event['reason']})" if event.get("reason") else ""
-                print(f"{event.get('observed_at')}  {event['loop']}: {event['status']}{reason}: "
-                      f"{event.get('summary')}", flush=True)
+                print(line(f"{event.get('observed_at')}  {event.get('loop')}: "
+                           f"{event.get('status')}{reason}: {event.get('summary')}"), flush=True)
         seen = len(found)
         if not follow:
             if not found and not as_json:

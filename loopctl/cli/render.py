@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopctl.domain.durations import format_rough
+from loopctl.domain.untrusted import line
 
 STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
 STATUS_STYLE = {"active": "green", "running": "cyan", "paused": "yellow", "failed": "red",
@@ -48,8 +49,10 @@ def ago(ts: float | None, now: float) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int = 80) -> str:
     """Columns padded to their widest cell; while the table is wider than
-    `width`, the widest column gives up a character (cells end in "…")."""
-    cells = [list(headers)] + [list(r) for r in rows]
+    `width`, the widest column gives up a character (cells end in "…").
+    Every cell is one sanitized line: a name or an error read from a
+    hand-edited loops.yaml must not reach the terminal as escape sequences."""
+    cells = [list(headers)] + [[line(cell) for cell in r] for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     widths = list(natural)
     while sum(widths) + 2 * (len(widths) - 1) > width and max(widths) > 4:
