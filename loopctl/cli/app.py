@@ -686,15 +686,17 @@ def agents(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def doctor(as_json: JsonOpt = False,
-           notify: Annotated[Optional[list[str]], typer.Option(help="Apprise URL told when unhealthy, silent when healthy: a dead-man's switch for cron (repeatable).")] = None) -> None:
+           notify: Annotated[Optional[list[str]], typer.Option(help="Apprise URL, or a name from notify_targets: in loops.yaml, told when unhealthy, silent when healthy: a dead-man's switch for cron (repeatable).")] = None) -> None:
     """Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell."""
-    report = core.doctor(store())
+    s = store()
+    report = core.doctor(s)
     if notify and not report["healthy"]:
         problems = [f"{f['check']}: {f['message']}" for f in report["findings"]
                     if f["level"] == "error"]
         report["notified"] = core.send_notification(
-            notify, f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
-            "\n".join(problems))
+            core.resolve_targets(s, notify),
+            f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
+            "\n".join(problems), s.paths.state_dir)
         _print_delivery(report["notified"], to_stderr=as_json)
     if as_json:
         emit(report)
@@ -717,14 +719,16 @@ def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> N
 @app.command()
 def digest(since: Annotated[str, typer.Option(help="How far back, like 24h or 7d.")] = "24h",
            as_json: JsonOpt = False,
-           notify: Annotated[Optional[list[str]], typer.Option(help="Also send the digest to this Apprise URL (repeatable).")] = None) -> None:
+           notify: Annotated[Optional[list[str]], typer.Option(help="Also send the digest to this Apprise URL, or a name from notify_targets: in loops.yaml (repeatable).")] = None) -> None:
     """What happened since a time: needs you, runs, decisions, cost, events."""
     from loopctl.domain import digest as report
 
-    result = core.digest(store(), parse_duration(since, "--since"))
+    s = store()
+    result = core.digest(s, parse_duration(since, "--since"))
     text = report.render(result)
     if notify:
-        result["notified"] = core.send_notification(notify, "loopctl digest", text)
+        result["notified"] = core.send_notification(core.resolve_targets(s, notify),
+                                                    "loopctl digest", text, s.paths.state_dir)
     if as_json:
         emit(result)
     else:
@@ -750,7 +754,8 @@ def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise UR
         fail("no notification targets: give a URL, or set one with "
              "`loopctl update NAME --notify URL`")
     results = core.send_notification(urls, "loopctl: test notification",
-                                     f"This is a test from loopctl on {os.uname().nodename}.")
+                                     f"This is a test from loopctl on {os.uname().nodename}.",
+                                     s.paths.state_dir)
     if as_json:
         emit({"version": core.JSON_VERSION, "results": results})
     else:

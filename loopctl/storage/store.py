@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import LoopctlError, UnreadableError
-from loopctl.domain.model import LoopDef, check_notify_urls, parse_loop
+from loopctl.domain.model import LoopDef, check_notify_targets, check_notify_urls, parse_loop
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import shorten
 from loopctl.storage import defs_cache
@@ -32,7 +32,7 @@ MAX_DEFS_BYTES = 8 * 1024 * 1024
 # The cache holds less than the YAML it was made from; anything bigger is not ours.
 MAX_CACHE_BYTES = 2 * MAX_DEFS_BYTES
 LOCK_TIMEOUT = 60.0
-TOP_KEYS = {"version", "loops", "on_attention", "notify"}
+TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets"}
 
 Signature = list[int] | None
 
@@ -208,6 +208,7 @@ class Store:
         # Notification URLs hold tokens, which never leave loops.yaml (the
         # state folder travels: GitHub's cache, a PVC, a bug report).
         if names is None or not defs_cache.json_exact(defs.top) or defs.top.get("notify") \
+                or defs.top.get("notify_targets") \
                 or any(loop.notify for loop in defs.loops.values()):
             return None
         return defs_cache.encode(key, defs_cache.Parsed(
@@ -564,7 +565,7 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     if unknown:
         line = _line_of(path, f"{unknown[0]}:") or 1
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
-                              "expected version, loops, on_attention, notify")
+                              "expected version, loops, on_attention, notify, notify_targets")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -581,11 +582,17 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     except LoopctlError as exc:
         line = _line_of(path, "notify:") or 1
         raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
+    try:
+        check_notify_targets(doc.get("notify_targets"), "top level")
+    except LoopctlError as exc:
+        line = _line_of(path, "notify_targets:") or 1
+        raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
     return doc, _append_indent(root, text)
 
 
 def _top_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in ("on_attention", "notify") if doc.get(k) is not None}
+    return {k: doc[k] for k in ("on_attention", "notify", "notify_targets")
+            if doc.get(k) is not None}
 
 
 # YAML 1.1 line breaks besides \n; with any of them the marks' line numbers
