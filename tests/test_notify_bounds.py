@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_notify import Receiver, receiver  # noqa: F401 - a fixture
 
 from conftest import CLI, agent_command, wait_for
 from loopctl.integrations.notify import scrub, secrets_of
-from test_notify import Receiver, receiver  # noqa: F401 - a fixture
 
 SHORT = {"LOOPCTL_NOTIFY_TIMEOUT": "4"}  # room for Apprise to start on a busy machine
 
