@@ -75,14 +75,14 @@ _loopctl() {
             _arguments -s \
                 '--since[How far back, like 24h or 7d.]:since: ' \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Also send the digest to this Apprise URL (repeatable).]:notify: ' \
+                '--notify[Also send the digest to this Apprise URL, or a name from notify_targets\: in loops.yaml (repeatable).]:notify: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
         doctor)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Apprise URL told when unhealthy, silent when healthy\: a dead-man'\''s switch for cron (repeatable).]:notify: ' \
+                '--notify[Apprise URL, or a name from notify_targets\: in loops.yaml, told when unhealthy, silent when healthy\: a dead-man'\''s switch for cron (repeatable).]:notify: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;

@@ -8,13 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopctl.cli import render
+from loopctl.domain.untrusted import line
 
 HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
 cell = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=0x2200), max_size=8)
 
 
 def cell_by_cell(rows: list[list[str]]) -> str:
-    cells = [HEADERS, *rows]
+    cells = [HEADERS, *[[line(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(HEADERS))]
     return "\n".join("  ".join(c.ljust(widths[i]) if i < len(HEADERS) - 1 else c
                                for i, c in enumerate(r)).rstrip() for r in cells)

@@ -423,13 +423,13 @@ def test_the_envelopes_example_line_is_not_a_decision() -> None:
     assert decision_from_text(text)[0] is None  # an echoed prompt decides nothing
 
 
-def test_decision_text_loses_terminal_escapes_but_keeps_lines() -> None:
+def test_decision_text_loses_terminal_escapes_and_is_one_line() -> None:
     raw = json.dumps({"decision": "complete", "summary": "ok \x1b[2J\x1b]0;t\x07done",
                       "evidence": "line 1\nline 2\tend"}).encode()
     decision, notes = read_decision(raw)
     assert decision is not None and notes == []
-    assert decision["summary"] == "ok [2J]0;tdone"
-    assert decision["evidence"] == "line 1\nline 2\tend"
+    assert decision["summary"] == "ok done"
+    assert decision["evidence"] == "line 1 line 2 end"  # one field, one line (issue 25)
 
 
 def test_a_record_field_outside_the_schema_is_refused_when_built() -> None:

@@ -318,11 +318,6 @@ def read_copilot(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
 Reader = Callable[[bytes, bytes, int | None], Reading]
 
 
-def _printable(value: str) -> str:
-    """JSON escapes can smuggle lone surrogates, which no terminal can print."""
-    return value.encode("utf-8", "replace").decode("utf-8")
-
-
 def sanitized(reading: Reading, now: float) -> Reading:
     """Well-formed JSON can still carry hostile values: keep only sane ones,
     and note what was dropped (DESIGN §11)."""
@@ -343,10 +338,12 @@ def sanitized(reading: Reading, now: float) -> Reading:
     if reset is None:
         drop("usage-limit reset time", reading.reset_at, "a time within a week")
     reading.reset_at = reset
-    reading.result_text = _printable(reading.result_text[-RESULT_CHARS:]) \
+    # The final message stays multi-line (the decision line and `--until` are
+    # found in it); the error is a field shown on one line.
+    reading.result_text = untrusted.utf8(reading.result_text[-RESULT_CHARS:]) \
         if isinstance(reading.result_text, str) else None
     if reading.error is not None:
-        reading.error = _printable(str(reading.error)[:RESULT_CHARS])
+        reading.error = untrusted.line(str(reading.error)[:RESULT_CHARS])
     reading.is_error, reading.rate_limited = bool(reading.is_error), bool(reading.rate_limited)
     return reading
 

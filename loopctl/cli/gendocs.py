@@ -300,6 +300,7 @@ MAN_ENV = [
     ("LOOPCTL_HOME", "Keep loops.yaml and state/ in this one folder."),
     ("LOOPCTL_LEASE_TTL", "Lease time-to-live in seconds (default 90)."),
     ("LOOPCTL_KILL_GRACE", "Seconds between SIGTERM and SIGKILL on timeout (default 10)."),
+    ("LOOPCTL_NOTIFY_TIMEOUT", "Seconds before a notification's sender is killed (default 30)."),
     ("LOOPCTL_CLOCK_OFFSET", "Seconds added to loopctl's clock (fault tests)."),
     ("LOOPCTL_CRONTAB", "The crontab program to use (default: crontab on PATH)."),
     ("LOOPCTL_DEBUG", "Show a traceback on unexpected errors."),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopctl.domain.durations import format_rough
+from loopctl.domain.untrusted import line
 
 STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
 STATUS_STYLE = {"active": "green", "running": "cyan", "paused": "yellow", "failed": "red",
@@ -68,9 +69,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     up a character (cells end in "…"): free text is shortened, identifiers
     (the columns in `keep`: names, run ids) never are, so two different
     loops never print alike; a table of long names is wider instead. The
-    columns in `first` (a reason, an error) give way before the others."""
+    columns in `first` (a reason, an error) give way before the others.
+    Every cell is one sanitized line: a name or an error read from a
+    hand-edited loops.yaml must not reach the terminal as escape sequences."""
     width = terminal_width() if width is None else width
-    cells = [list(headers)] + [list(r) for r in rows]
+    cells = [list(headers)] + [[line(cell) for cell in r] for r in rows]
     natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     widths = list(natural)
     while sum(widths) + 2 * (len(widths) - 1) > width:

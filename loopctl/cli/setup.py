@@ -18,6 +18,7 @@ from loopctl.commands import doctor as checks
 from loopctl.commands import setup as setups
 from loopctl.commands import views as reading
 from loopctl.domain.durations import parse_duration
+from loopctl.domain.untrusted import line
 
 
 def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check (default: loops.yaml).")] = None,
@@ -28,7 +29,7 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
         emit(result)
     else:
         for error in result["invalid"].values():
-            print(f"invalid: {error}")
+            print(f"invalid: {line(error)}")
         print(f"{result['file']}: {len(result['valid'])} valid, "
               f"{len(result['invalid'])} invalid")
     if result["invalid"]:
@@ -55,15 +56,17 @@ def agents(as_json: JsonOpt = False) -> None:
 
 
 def doctor(as_json: JsonOpt = False,
-           notify: Annotated[Optional[list[str]], typer.Option(help="Apprise URL told when unhealthy, silent when healthy: a dead-man's switch for cron (repeatable).")] = None) -> None:
+           notify: Annotated[Optional[list[str]], typer.Option(help="Apprise URL, or a name from notify_targets: in loops.yaml, told when unhealthy, silent when healthy: a dead-man's switch for cron (repeatable).")] = None) -> None:
     """Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell."""
-    report = checks.doctor(store())
+    s = store()
+    report = checks.doctor(s)
     if notify and not report["healthy"]:
         problems = [f"{f['check']}: {f['message']}" for f in report["findings"]
                     if f["level"] == "error"]
         report["notified"] = setups.send_notification(
-            notify, f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
-            "\n".join(problems))
+            setups.resolve_targets(s, notify),
+            f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
+            "\n".join(problems), s.paths.state_dir)
         _print_delivery(report["notified"], to_stderr=as_json)
     if as_json:
         emit(report)
@@ -72,14 +75,14 @@ def doctor(as_json: JsonOpt = False,
         styles = {"ok": "green", "warn": "yellow", "error": "red"}
         for finding in report["findings"]:
             print(f"{paint(marks[finding['level']], styles[finding['level']])} "
-                  f"{finding['check']}: {finding['message']}")
+                  + line(f"{finding['check']}: {finding['message']}"))
         print("healthy" if report["healthy"] else "needs attention")
     raise typer.Exit(0 if report["healthy"] else 1)
 
 
 def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> None:
     for r in results:
-        print(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}",
+        print(line(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}"),
               file=sys.stderr if to_stderr else sys.stdout)
 
 
@@ -119,7 +122,8 @@ def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise UR
         fail("no notification targets: give a URL, or set one with "
              "`loopctl update NAME --notify URL`")
     results = setups.send_notification(urls, "loopctl: test notification",
-                                     f"This is a test from loopctl on {os.uname().nodename}.")
+                                     f"This is a test from loopctl on {os.uname().nodename}.",
+                                     s.paths.state_dir)
     if as_json:
         emit({"version": common.JSON_VERSION, "results": results})
     else:

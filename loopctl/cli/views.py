@@ -29,6 +29,7 @@ from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration, format_rough, format_usd
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.reason import one_line
+from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 
 
@@ -88,7 +89,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
-        return f"{info['name']}: invalid\n  {info['error']}"
+        return f"{line(info['name'])}: invalid\n  {line(info['error'])}"
     status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
     if info.get("rate_limited_until"):
         until = time.strftime("%H:%M", time.localtime(ts(info["rate_limited_until"]) or 0))
@@ -97,7 +98,7 @@ def render_status(info: dict[str, Any]) -> str:
     fail_limit = info["failures"]["limit"]
     cost = info["cost_usd"]
     lines = [
-        f"{info['name']}: {paint(status, STATUS_STYLE.get(info['status']))}",
+        f"{line(info['name'])}: {paint(line(status), STATUS_STYLE.get(info['status']))}",
         f"  schedule   {info['schedule']['text']}",
         f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
         f"  failures   {info['failures']['consecutive']} in a row"
@@ -130,7 +131,9 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
-    return "\n".join(lines)
+    # One field, one line: agent summaries and hand-edited text cannot forge
+    # a line (the first is already clean, and painted).
+    return "\n".join([lines[0], *(line(text) for text in lines[1:])])
 
 
 def show(name: NameArg, as_json: JsonOpt = False,
@@ -287,8 +290,8 @@ def event_line(event: dict[str, Any]) -> str:
     if evidence.get("source") == "loopctl" and proof:
         summary = proof  # loopctl's summary only repeats the status
         proof = ""
-    line = head + (f": {one_line(summary)}" if summary else "")
-    return line + (f"; evidence: {one_line(proof)}" if proof else "")
+    shown = one_line(head, 1000) + (f": {one_line(summary)}" if summary else "")
+    return shown + (f"; evidence: {one_line(proof)}" if proof else "")
 
 
 def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,

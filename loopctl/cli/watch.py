@@ -27,6 +27,7 @@ from typing import Any
 from loopctl.cli.render import STATUS_STYLE, outcome_strip, relative, unicode_ok
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
+from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 
 LOG_TAIL_BYTES = 4096
@@ -34,18 +35,10 @@ SNAPSHOT_WIDTH = 80
 MAX_ERROR_LINES = 3
 HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT")
 
-# Agent output is untrusted: no escape sequence may reach the terminal (CSI
-# can clear the screen or move the cursor, OSC can retitle the window or
-# write the clipboard), whether 7-bit (ESC [) or 8-bit (0x9b).
-_ESCAPES = re.compile(
-    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, to BEL/ST or the end
-    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS SOS PM APC
-    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI
-    r"|\x1b[ -/]*[0-~]?"  # two-character escapes (ESC c resets the terminal)
-)
+# Agent output is untrusted: every shown field goes through the one
+# sanitizer (loopctl.domain.untrusted.line). A log's last line is found by
+# splitting on every break a terminal honours, a bare CR included.
 _LINE_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]")
-# Bidi overrides reorder what is shown (Trojan Source); the rest of Cf is harmless.
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 @dataclass(frozen=True)
@@ -71,10 +64,8 @@ class Line:
 
 
 def clean(text: str) -> str:
-    """`text` with escape sequences and control characters removed, tabs as spaces."""
-    text = _ESCAPES.sub("", text)
-    return "".join(" " if c == "\t" else c for c in text
-                   if c == "\t" or not (unicodedata.category(c) in ("Cc", "Cs") or c in _BIDI))
+    """`text` as one line the terminal shows as written (see `untrusted.line`)."""
+    return line(text)
 
 
 def char_cells(char: str) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from loopctl.commands.common import snapshot
@@ -75,8 +76,21 @@ def notify_targets(store: Store, name: str | None) -> list[str]:
     return targets_for(urls, defs.top.get("notify"))
 
 
-def send_notification(urls: list[str], title: str, body: str) -> list[dict[str, Any]]:
-    """Send now, in this process (commands that report each result)."""
-    from loopctl.integrations.notify import check_urls, send
+def resolve_targets(store: Store, values: list[str]) -> list[str]:
+    """`--notify` URLs and names of top-level `notify_targets:` as URLs."""
+    from loopctl.integrations.notify import resolve
 
-    return send(check_urls(urls), title, body)
+    named = store.read_defs().top.get("notify_targets") \
+        if any("://" not in v for v in values) else None
+    return resolve(values, named)
+
+
+def send_notification(urls: list[str], title: str, body: str,
+                      folder: Path | None = None) -> list[dict[str, Any]]:
+    """Send now and wait, bounded like every delivery (commands that report
+    each result). `folder`: where the sender starts (the state folder when
+    there is one: `-m` imports from the working directory)."""
+    from loopctl.integrations.notify import check_urls, send_bounded
+
+    where = str(folder) if folder is not None and folder.is_dir() else "/"
+    return send_bounded(check_urls(urls), title, body, where)

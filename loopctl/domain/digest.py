@@ -11,6 +11,7 @@ import textwrap
 from typing import Any
 
 from loopctl.domain.schedule import parse_iso
+from loopctl.domain.untrusted import line as one_line
 
 DIGEST_VERSION = 1
 WIDTH = 80
@@ -81,14 +82,8 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
             "needs_you": needs_you, "loops": out}
 
 
-def _printable(text: str) -> str:
-    """Agent text without control characters: no escape sequence reaches a
-    terminal (or a notification) through the digest."""
-    return "".join(c if c.isprintable() else " " for c in text)
-
-
 def _wrap(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(" ".join(_printable(text).split()), width=WIDTH, initial_indent=indent,
+    return textwrap.wrap(" ".join(one_line(text).split()), width=WIDTH, initial_indent=indent,
                          subsequent_indent=indent + "  ", max_lines=3,
                          placeholder=" ...") or [indent]
 

@@ -150,6 +150,19 @@ def check_notify_urls(urls: object, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(urls))
 
 
+def check_notify_targets(value: object, where: str) -> dict[str, tuple[str, ...]]:
+    """Top-level `notify_targets:`, names for URLs, so that `digest --notify
+    NAME` and `doctor --notify NAME` keep tokens out of argv and crontabs."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or len(value) > MAX_NOTIFY_TARGETS \
+            or not all(is_loop_name(k) for k in value):
+        raise UsageError(f"{where}: 'notify_targets' must map names (1-64 of a-z 0-9 . _ -) "
+                         f"to Apprise URLs, like 'ops: ntfy://topic' (at most "
+                         f"{MAX_NOTIFY_TARGETS})")
+    return {k: check_notify_urls(v, f"{where}: notify_targets {k}") for k, v in value.items()}
+
+
 def check_name(name: object) -> str:
     if not isinstance(name, str):
         raise UsageError(f"bad loop name {name!r}: YAML reads it as {type(name).__name__}, "

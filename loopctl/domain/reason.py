@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.domain.untrusted import plain
+from loopctl.domain.untrusted import line
 
 MAX_REASON = 300
 
 
 def one_line(text: str, limit: int = MAX_REASON) -> str:
     """`text` as one printable line of at most `limit` characters."""
-    line = " ".join(plain(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    shown = " ".join(line(text).split())
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def run_reason(record: dict[str, Any] | None) -> str | None:
@@ -30,7 +30,8 @@ def run_reason(record: dict[str, Any] | None) -> str | None:
         return one_line(note)
     result = record.get("result")
     if isinstance(result, str):
-        lines = [ln for ln in plain(result).splitlines() if ln.strip()]
+        # Split before sanitizing: `line` makes the whole text one line.
+        lines = [ln for ln in result.splitlines() if line(ln).strip()]
         if lines:
             return one_line(lines[-1])
     return None

@@ -72,13 +72,47 @@ def text(value: Any, limit: int) -> str | None:
     return value
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# -- text shown to a human ------------------------------------------------------
+#
+# ONE sanitizer for every field loopctl shows (terminals, `events`, `status`,
+# `doctor`, notifications, the digest, the PR body): agent text and hand-edited
+# files must not drive a terminal, reorder what is shown or forge a line.
+
+# Escape sequences go whole (CSI can clear the screen or move the cursor, OSC
+# can retitle the window or write the clipboard), 7-bit (ESC [) or 8-bit (0x9b).
+_ESCAPES = re.compile(
+    r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, to BEL/ST or the end
+    r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS SOS PM APC
+    r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI
+    r"|\x1b[ -/]*[0-~]?"  # two-character escapes (ESC c resets the terminal)
+)
+# Whatever a terminal, a log reader or a chat client may take as the end of a
+# line: one field must stay one line, or it can forge the next one.
+_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]")
+# The rest of C0 and C1, DEL, the bidi embeddings, overrides, isolates and
+# marks (Trojan Source: they reorder what is shown), and lone surrogates (no
+# terminal can print them, UTF-8 cannot store them).
+_HIDDEN = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f"
+                     "\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def plain(value: str) -> str:
-    """Text with control characters (escape sequences that would drive a
-    terminal) removed; newlines and tabs kept."""
-    return _CONTROL.sub("", value)
+def line(value: object) -> str:
+    """`value` as one printable line: escape sequences and hidden controls
+    removed, every line break and tab a space."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():  # C speed: false for every character replaced below
+        return text
+    return _HIDDEN.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text)))
+
+
+# The older name, kept so callers written against it read as before.
+plain = line
+
+
+def utf8(value: str) -> str:
+    """Text UTF-8 can store: JSON escapes can smuggle lone surrogates in
+    (kept multi-line: this is for storing, `line` is for showing)."""
+    return value.encode("utf-8", "replace").decode("utf-8")
 
 
 def session_id(value: Any) -> str | None:
@@ -119,7 +153,7 @@ def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
     for key in ("summary", "evidence"):
         value = raw.get(key)
         checked = text(value, MAX_DECISION_TEXT)
-        decision[key] = plain(checked) if checked is not None else None
+        decision[key] = line(checked) if checked is not None else None
         if value is not None and decision[key] is None:
             notes.append(f"decision {key} dropped: expected text of at most "
                          f"{MAX_DECISION_TEXT} characters")
@@ -136,17 +170,29 @@ def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
 # "evidence": ..., "next": "20m"}`. Only the final result text is searched
 # (never the prompt echoed into the log), and the line is checked exactly like
 # a decision file, which wins when both exist.
+#
+# It counts only as the LAST non-empty line, split on `\n` alone: a line a
+# reader would not see as a line of its own (behind U+2028 or `\x1e`, which
+# `str.splitlines` splits on) or one the message goes on to retract is not
+# the agent's last word. Only spaces, tabs and a CR are trimmed around it
+# (`str.strip` would also eat `\x1c-\x1f` and U+2028), and one pair of
+# backticks, which models put around code.
 DECISION_LINE = "LOOPCTL-DECISION:"
 
 
 def decision_from_text(text: str | None) -> tuple[dict[str, Any] | None, list[str]]:
     if not text or DECISION_LINE not in text:
         return None, []
-    lines = [ln.strip().strip("`").strip() for ln in text.splitlines()]
-    found = [ln for ln in lines if ln.startswith(DECISION_LINE)]
-    if not found:
-        return None, []
-    payload = found[-1][len(DECISION_LINE):].strip()
+    last = next((ln.strip(" \t\r") for ln in reversed(text.split("\n"))
+                 if ln.strip(" \t\r")), "")
+    if last.startswith("`") and last.endswith("`") and len(last) > 1:
+        last = last[1:-1].strip(" \t")
+    if not last.startswith(DECISION_LINE):
+        # A mention mid-sentence says nothing; a line that looks like one does.
+        looks = any(ln.strip().strip("`").startswith(DECISION_LINE) for ln in text.splitlines())
+        return None, ["decision line ignored: it must be the last line of the final message"
+                      ] if looks else []
+    payload = last[len(DECISION_LINE):].strip(" \t")
     try:
         raw = json.loads(payload)
     except (ValueError, RecursionError):

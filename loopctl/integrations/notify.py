@@ -4,9 +4,17 @@ dead service never delays a run, never fails it and never changes the loop.
 
 Notification URLs carry tokens (`slack://T0/B0/secret`): they are stored only
 in `loops.yaml` (0600) and in the claimed run, and shown everywhere else as
-`slack://****`. Apprise itself is imported only by the delivery process and
-the commands that send (`notify test`, `digest --notify`, `doctor
---notify`): the `tick` and `ls` paths never load it.
+`slack://****`; an error text is scrubbed of every piece of its URL (an ntfy
+topic is the secret, and Apprise quotes it). Apprise itself is imported only
+by the sending process (and the URL check of the commands that send): the
+`tick` and `ls` paths never load it.
+
+Bounded for real (DESIGN §15): Apprise's requests can be kept alive for
+hours by an endpoint that answers a byte a second, and its threads ignore an
+alarm, so the sending is a process of its own, in a session of its own,
+SIGKILLed at the timeout. Detached deliveries take one of a few slots (file
+locks under the state folder) first; a few more wait their turn, the rest
+are dropped with a note (the run's log, `status`, `doctor`).
 """
 
 from __future__ import annotations
@@ -15,13 +23,19 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import UsageError
 
-DELIVERY_TIMEOUT = 30.0
+DELIVERY_TIMEOUT = 30.0  # LOOPCTL_NOTIFY_TIMEOUT (tests shorten it)
+SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
+WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
+# requests' own wording for the path it asked for ("with url: /hook/SECRET").
+_URL_PATH = re.compile(r"(\burl:\s*)/\S*")
 
 
 def mask(url: str) -> str:
@@ -35,6 +49,37 @@ def mask(url: str) -> str:
 def mask_text(text: str) -> str:
     """Every URL inside `text` masked (Apprise's log lines quote them)."""
     return _URL.sub(lambda m: f"{m.group(1)}://****", text)
+
+
+def secrets_of(url: str) -> list[str]:
+    """Every piece of `url` that may be a secret: user, password, host (an
+    ntfy topic or a Slack team can sit there), each path segment, each query
+    value; as written and percent-decoded, longest first. Shorter than 3
+    characters is no secret worth replacing every `a` of a message for."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    _, _, rest = url.partition("://")
+    try:
+        parts = urlsplit("x://" + rest)
+        pieces = [parts.username, parts.password, parts.hostname, parts.netloc, parts.path,
+                  parts.query, parts.fragment, *parts.path.split("/"),
+                  *(v for _, v in parse_qsl(parts.query))]
+    except ValueError:  # an odd port or bracket: fall back to plain splitting
+        pieces = [rest, *re.split(r"[/@:?&=#]", rest)]
+    found = {p for piece in pieces if piece for p in (piece, unquote(piece))}
+    return sorted((p for p in found if len(p) >= 3), key=len, reverse=True)
+
+
+def scrub(text: str, urls: Iterable[str]) -> str:
+    """`text` safe to show: one line, every URL masked, no piece of the
+    targets' URLs left (`status`, `--json`, `doctor` and the log show it)."""
+    from loopctl.domain.untrusted import line
+
+    shown = line(text)
+    for url in urls:
+        for piece in secrets_of(url):
+            shown = shown.replace(piece, "****")
+    return _URL_PATH.sub(r"\1/****", mask_text(shown))
 
 
 def check_urls(urls: Iterable[str]) -> list[str]:
@@ -52,6 +97,24 @@ def check_urls(urls: Iterable[str]) -> list[str]:
                              "json://host:port/path (see Apprise's service list)")
         checked.append(url)
     return checked
+
+
+def resolve(values: Iterable[str], named: object) -> list[str]:
+    """`--notify` values as URLs: a URL as given, a name as the URLs top-level
+    `notify_targets:` gives it (so cron lines carry no token)."""
+    urls: list[str] = []
+    table = named if isinstance(named, dict) else {}
+    for value in values:
+        if "://" in value:
+            urls.append(value)
+        elif value in table:
+            found = table[value]
+            urls += [found] if isinstance(found, str) else list(found)
+        else:
+            known = ", ".join(sorted(table)) or "none defined"
+            raise UsageError(f"unknown notification target {value[:64]!r}: expected an Apprise "
+                             f"URL or a name from notify_targets: in loops.yaml ({known})")
+    return list(dict.fromkeys(urls))
 
 
 def targets_for(loop_notify: Iterable[str], global_notify: object) -> list[str]:
@@ -90,10 +153,17 @@ def _cost(value: object) -> str | None:
 # -- sending ------------------------------------------------------------------------
 
 
+def timeout() -> float:
+    from loopctl.settings import knob
+
+    return knob("LOOPCTL_NOTIFY_TIMEOUT")
+
+
 def send(targets: Iterable[str], title: str, body: str,
          results: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Send to each target on its own; one result per target, masked,
-    appended to `results` as each one is known."""
+    """Send to each target on its own, in this process and unbounded (the
+    sending process runs it); one scrubbed result per target, appended to
+    `results` as each one is known."""
     import logging
 
     import apprise
@@ -104,8 +174,56 @@ def send(targets: Iterable[str], title: str, body: str,
         with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as log:
             ok = bool(hub.add(url)) and bool(hub.notify(title=title, body=body))
             detail = log.getvalue().strip().splitlines() if not ok else []
-        error = None if ok else mask_text(detail[-1] if detail else "not delivered")[:300]
+        error = None if ok else scrub(detail[-1] if detail else "not delivered", [url])[:300]
         results.append({"target": mask(url), "ok": ok, "error": error})
+    return results
+
+
+def send_bounded(targets: list[str], title: str, body: str, folder: str,
+                 limit: float | None = None) -> list[dict[str, Any]]:
+    """`send` in a process of its own, killed with everything it started at
+    `limit` seconds (default: the timeout) whatever Apprise is doing. The
+    job travels on its stdin (never argv, where `ps` shows it); one JSON
+    line of result per target comes back on its stdout."""
+    import os
+    import signal
+
+    limit = timeout() if limit is None else limit
+    job = json.dumps({"targets": targets, "title": title, "body": body}).encode()
+    # cwd: `-m` puts the working directory first on sys.path, and the
+    # driver's may hold anyone's `apprise.py`; the state dir is ours.
+    proc = subprocess.Popen([sys.executable, "-m", "loopctl.integrations.notify", "--send"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, cwd=folder, start_new_session=True,
+                            close_fds=True)
+    why = None
+    try:  # the job goes in and the results come out under the same deadline
+        out, _ = proc.communicate(job, timeout=limit)
+        if proc.returncode:
+            why = f"delivery process exited {proc.returncode}"
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        out, _ = proc.communicate()
+        why = f"timed out after {limit:g}s"
+    return _results(out, targets, why or "not delivered")
+
+
+def _results(out: bytes, targets: list[str], why: str) -> list[dict[str, Any]]:
+    """The sender's lines, trusted no further than their shape, one per
+    target; the targets it did not get to carry `why`."""
+    results: list[dict[str, Any]] = []
+    for raw, url in zip(out.splitlines(), targets, strict=False):
+        try:
+            got = json.loads(raw)
+            ok = got["ok"] is True
+            error = None if ok else scrub(str(got.get("error") or why), targets)[:300]
+        except (ValueError, TypeError, KeyError):
+            break
+        results.append({"target": mask(url), "ok": ok, "error": error})
+    results += [{"target": mask(u), "ok": False, "error": why} for u in targets[len(results):]]
     return results
 
 
@@ -113,14 +231,12 @@ def deliver_detached(event: dict[str, Any], targets: list[str], folder: str) -> 
     """Start a delivery process for one event; the error if it cannot start.
     Event and URLs travel on its stdin through an unnamed 0600 file: never
     in argv, where `ps` shows them to every user."""
-    import tempfile
+    from loopctl.storage.paths import unnamed_file
 
     try:
-        with tempfile.TemporaryFile(dir=folder) as body:
+        with unnamed_file(folder) as body:
             body.write(json.dumps({"event": event, "targets": targets}).encode())
             body.seek(0)
-            # cwd: `-m` puts the working directory first on sys.path, and the
-            # driver's may hold anyone's `apprise.py`; the state dir is ours.
             subprocess.Popen([sys.executable, "-m", "loopctl.integrations.notify"], stdin=body,
                              cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, close_fds=True)
@@ -135,31 +251,79 @@ def summary(results: list[dict[str, Any]]) -> str | None:
     return "; ".join(failed)[:1000] if failed else None
 
 
-def _timed_out(_signum: int, _frame: Any) -> None:
-    raise TimeoutError
+# -- taking turns ---------------------------------------------------------------------
+
+
+def slots() -> int:
+    """LOOPCTL_NOTIFY_SLOTS, 1-64; anything else is the default (the sender
+    is detached: there is no one to tell about a typo but the log)."""
+    import os
+
+    raw = os.environ.get("LOOPCTL_NOTIFY_SLOTS", "")
+    return int(raw) if raw.isdigit() and 1 <= int(raw) <= 64 else SLOTS
+
+
+@contextmanager
+def turn(folder: Path, limit: float) -> Iterator[str | None]:
+    """Hold a sending slot for the block (None), or say why there was none:
+    every slot and every waiting place is taken, or the wait outlasted what
+    the deliveries ahead can take. Slots are flock()ed files, so a killed
+    delivery frees its slot with its last breath."""
+    from loopctl.storage.locks import LockTimeout, hold
+    from loopctl.storage.paths import ensure_dir
+
+    count = slots()
+    ensure_dir(folder)
+    with ExitStack() as held:
+        if _first_free(held, [folder / f"slot-{n}.lock" for n in range(count)]) is None:
+            with ExitStack() as waiting:  # the waiting place is given back once in a slot
+                ticket = _first_free(waiting, [folder / f"wait-{n}.lock"
+                                               for n in range(count * WAITING_PER_SLOT)])
+                if ticket is None:
+                    yield (f"dropped: {count} deliveries sending and "
+                           f"{count * WAITING_PER_SLOT} waiting")
+                    return
+                try:  # each slot has its own queue: the deliveries ahead are bounded
+                    held.enter_context(hold(folder / f"slot-{ticket % count}.lock",
+                                            (WAITING_PER_SLOT + 1) * (limit + 5)))
+                except LockTimeout:
+                    yield "dropped: waited too long for a delivery slot"
+                    return
+        yield None
+
+
+def _first_free(held: ExitStack, candidates: list[Path]) -> int | None:
+    from loopctl.storage.locks import LockTimeout, hold
+
+    for n, path in enumerate(candidates):
+        try:
+            held.enter_context(hold(path, 0))
+            return n
+        except LockTimeout:
+            continue
+    return None
 
 
 def _main() -> int:
-    """The delivery process: send, note each result in the run's log, and
-    record a failure on the loop (shown by `status`, warned by `doctor`)."""
-    import signal
-
+    """The delivery process: wait for a turn, send through a bounded sender,
+    note each result in the run's log, and record a failure on the loop
+    (shown by `status`, warned by `doctor`)."""
     from loopctl.storage.store import Store
 
     job = json.loads(sys.stdin.buffer.read())
     event, targets = job["event"], job["targets"]
     title, body = message(event)
-    signal.signal(signal.SIGALRM, _timed_out)
-    signal.alarm(int(DELIVERY_TIMEOUT))
-    results: list[dict[str, Any]] = []
+    store = Store()
+    limit = timeout()
     try:
-        send(targets, title, body, results)
-    except TimeoutError:
-        results += [{"target": mask(u), "ok": False,
-                     "error": f"timed out after {DELIVERY_TIMEOUT:g}s"}
-                    for u in targets[len(results):]]
-    finally:
-        signal.alarm(0)
+        with turn(store.paths.state_dir / "notify", limit) as dropped:
+            results = [{"target": mask(u), "ok": False, "error": dropped} for u in targets] \
+                if dropped else send_bounded(targets, title, body, str(store.paths.state_dir),
+                                             limit)
+    except OSError as exc:
+        results = [{"target": mask(u), "ok": False,
+                    "error": f"dropped: no delivery slot ({exc.strerror or exc})"}
+                   for u in targets]
     if event.get("log"):
         try:
             with open(event["log"], "ab") as handle:
@@ -168,9 +332,21 @@ def _main() -> int:
                                  f"{'ok' if r['ok'] else r['error']}\n".encode())
         except OSError:
             pass
-    Store().record_delivery(event, "notify_error", summary(results))
+    store.record_delivery(event, "notify_error", summary(results))
     return 0 if all(r["ok"] for r in results) else 1
 
 
+def _send_main() -> int:
+    """The sending process: one JSON line per target, as each is known."""
+    job = json.loads(sys.stdin.buffer.read())
+    results: list[dict[str, Any]] = []
+    for url in job["targets"]:
+        send([url], job["title"], job["body"], results)
+        sys.stdout.write(json.dumps({"ok": results[-1]["ok"], "error": results[-1]["error"]})
+                         + "\n")
+        sys.stdout.flush()
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(_send_main() if sys.argv[1:] == ["--send"] else _main())

@@ -162,6 +162,7 @@ class Store:
         # Notification URLs hold tokens, which never leave loops.yaml (the
         # state folder travels: GitHub's cache, a PVC, a bug report).
         if names is None or not defs_cache.json_exact(defs.top) or defs.top.get("notify") \
+                or defs.top.get("notify_targets") \
                 or any(loop.notify for loop in defs.loops.values()):
             return None
         return defs_cache.encode(key, defs_cache.Parsed(
