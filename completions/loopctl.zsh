@@ -75,7 +75,7 @@ _loopctl() {
             _arguments -s \
                 '--since[How far back, like 24h or 7d.]:since: ' \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Also send the digest to this Apprise URL, or a name from notify_targets\: in loops.yaml (repeatable).]:notify: ' \
+                '--notify[Also send the digest to this Apprise URL (repeatable).]:notify: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
