@@ -19,11 +19,14 @@ import pytest
 from conftest import TESTS
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.model import parse_loop
+from loopctl.integrations import gh as github
+from loopctl.integrations import git as gitrun
 from loopctl.integrations import workspace
 from loopctl.integrations.workspace import GitError, Workspace
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 RUN_ID = "20261201T030000Z-0001"
+PR = "https://github.com/o/r/pull/7"
 
 
 def run_git(cwd: Path, *args: str) -> str:
@@ -68,7 +71,7 @@ def test_git_waits_for_another_git_to_release_its_index_lock(repo: Path) -> None
 
 def test_a_lock_never_released_fails_with_gits_reason(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workspace, "LOCK_RETRIES", 2)  # 0.6 s of waiting, not 12.6 s
+    monkeypatch.setattr(gitrun, "LOCK_RETRIES", 2)  # 0.6 s of waiting, not 12.6 s
     (repo / "new.txt").write_text("x\n")
     (repo / ".git" / "index.lock").write_text("")
     with pytest.raises(GitError) as info:
@@ -155,7 +158,7 @@ def test_remove_unlinks_a_symlink_in_place_of_the_worktree_and_keeps_its_target(
     folder = tmp_path / "worktrees" / "job"
     folder.parent.mkdir()
     folder.symlink_to(precious)
-    workspace.remove(str(repo), folder)
+    workspace.discard(str(repo), folder)
     assert not folder.exists() and not folder.is_symlink()
     assert (precious / "keep.txt").read_text() == "keep\n"
 
@@ -164,7 +167,7 @@ def test_remove_deletes_a_folder_git_does_not_know(repo: Path, tmp_path: Path) -
     folder = tmp_path / "worktrees" / "job"
     (folder / "deep").mkdir(parents=True)
     (folder / "deep" / "file").write_text("x")
-    workspace.remove(str(repo), folder)
+    workspace.discard(str(repo), folder)
     assert not folder.exists()
 
 
@@ -215,7 +218,7 @@ def test_cleanup_after_a_lost_run_keeps_the_branch_when_its_commits_cannot_be_co
 # -- the hand-off ------------------------------------------------------------------------
 
 
-def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
+def test_a_worktree_whose_link_the_agent_removed_still_commits_on_the_run_branch(
         repo: Path, tmp_path: Path) -> None:
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
                               "worktree": True})
@@ -224,9 +227,26 @@ def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
     (folder / "work.txt").write_text("half done\n")
     (folder / ".git").unlink()  # the agent removed the worktree's link to the repository
     handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
+    # loopctl's record of the worktree, not its `.git` link, names the repository.
+    assert handoff.handoff == "committed", handoff
+    assert run_git(repo, "show", f"{ws.branch}:work.txt") == "half done\n"
+    assert not folder.exists()
+    assert run_git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_worktree_whose_record_is_gone_hands_off_as_failed_and_is_removed(
+        repo: Path, tmp_path: Path) -> None:
+    loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
+                              "worktree": True})
+    folder = tmp_path / "worktrees" / "job"
+    ws = workspace.prepare(loop, RUN_ID, folder)
+    (folder / "work.txt").write_text("half done\n")
+    import shutil
+
+    shutil.rmtree(ws.admin)
+    handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
     assert handoff.handoff == "handoff_failed"
-    assert handoff.failure is not None
-    assert handoff.failure.startswith("commit: git add --all failed: fatal: not a git repository")
+    assert handoff.failure == "commit: the worktree's record in the repository is gone"
     assert handoff.record()["branch"] == ws.branch
     assert not folder.exists()
     assert ws.branch in branches(repo)  # kept: a person may want to look
@@ -256,7 +276,7 @@ def test_a_pr_whose_checks_never_appear_is_not_merged(
         repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch,
         answer: str) -> None:
     monkeypatch.setenv("FAKE_GH_CHECKS", answer)
-    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
+    verdict = github.wait_for_checks(str(repo), PR, timeout=0.3)
     assert verdict == "no checks reported: not merged without them"
     assert '"checks"' in fake_gh.read_text()  # it asked gh, and no merge was attempted
     assert '"merge"' not in fake_gh.read_text()
@@ -265,7 +285,7 @@ def test_a_pr_whose_checks_never_appear_is_not_merged(
 def test_a_pr_whose_checks_stay_pending_is_not_merged(
         repo: Path, tmp_path: Path, fake_gh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAKE_GH_CHECKS", '[{"name": "ci", "bucket": "pending"}]')
-    verdict = workspace.wait_for_checks(ws_for(repo, tmp_path), timeout=0.3)
+    verdict = github.wait_for_checks(str(repo), PR, timeout=0.3)
     assert verdict == "checks still pending after 0.3s"
 
 
@@ -276,10 +296,10 @@ def test_without_gh_a_pr_cannot_be_opened_and_says_why(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     with pytest.raises(LoopctlError, match=r"^gh \(GitHub CLI\) is not on PATH; install it "):
-        workspace.open_pr(ws, "title", "body")
+        github.open_pr(ws.repo, ws.base, ws.branch, "title", "body")
 
 
 def test_a_gh_that_outlives_its_timeout_is_an_error(
         repo: Path, tmp_path: Path, fake_gh: Path) -> None:
     with pytest.raises(GitError, match=r"^gh pr checks timed out$"):
-        workspace.gh("pr", "checks", "x", cwd=str(repo), timeout=0.000001)
+        github.gh("pr", "checks", "x", cwd=str(repo), timeout=0.000001)

@@ -77,6 +77,7 @@ class Supervisor:
         self.dropped: list[str] = []
         self.workspace: Workspace | None = None
         self.handoff: Handoff | None = None
+        self.signalled = False  # a signal came during the hand-off
         # loopctl's own log lines from before the agent ran wait for it to
         # exit: the log starts with the agent's bytes at offset 0. A header
         # there would leave every page-sized write of a flooding agent
@@ -143,12 +144,15 @@ class Supervisor:
     def _hand_off(self, loop: LoopDef, run: dict[str, Any], result: RunResult,
                   log_fd: int) -> None:
         """Commit what the agent left, remove the worktree, hand the branch off.
-        Further signals wait: a half-made commit or push helps no one."""
+        A signal (`stop --kill` sends SIGTERM) no longer interrupts: it is
+        noted and stops the hand-off at its next step, as `stop` or `pause`
+        seen in the state do; a half-made commit or push helps no one."""
         from loopctl.integrations import workspace
 
         assert self.workspace is not None
+        self.signalled = False
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(signum, signal.SIG_IGN)
+            signal.signal(signum, self._note_signal)
         decision = result.decision or {}
         first = (result.result_text or "").strip().splitlines()[:1]
         what = decision.get("summary") or (first[0] if first else result.outcome)
@@ -157,10 +161,30 @@ class Supervisor:
                 f"Decision: {decision.get('decision') or '-'}: {decision.get('summary') or '-'}"
                 f"\nEvidence: {decision.get('evidence') or '-'}\nRun: {self.run_id}\n"
                 f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
-        self.handoff = workspace.finish(self.workspace, loop, self.run_id, message, body)
+        made = workspace.commit(self.workspace, message, self.run_id, loop.max_file_size)
+        workspace.remove(self.workspace)
+        self.handoff = workspace.hand_off(self.workspace, loop, made, message, body,
+                                          self._cancelled)
         fields = self.handoff.record()
         self._write_line(log_fd, "# loopctl: hand-off " + ", ".join(
             f"{k} {v}" for k, v in fields.items() if v is not None))
+
+    def _note_signal(self, signum: int, _frame: Any) -> None:
+        self.signalled = True
+
+    def _cancelled(self) -> bool:
+        """Asked before each hand-off step: a signal, or the loop stopped,
+        paused or taken over since the run started."""
+        if self.signalled:
+            return True
+        try:
+            with self.store.lock():
+                st = self.store.read_state()["loops"].get(self.name) or {}
+        except LoopctlError:
+            return False  # the state cannot be read: the signal flag still counts
+        run = st.get("run") or {}
+        return run.get("run_id") != self.run_id or st.get("after_run") in ("stop", "pause") \
+            or st.get("status") in ("stopped", "paused")
 
     # -- launching -----------------------------------------------------------
 
