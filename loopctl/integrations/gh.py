@@ -18,6 +18,7 @@ from typing import Any
 from loopctl.integrations.git import GIT_TIMEOUT, GitError, last_line
 
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
+CANCEL_POLL = 0.5
 _PR_URL = re.compile(r"https://[^\s/]+/[^\s/]+/[^\s/]+/pull/[0-9]+")
 
 
@@ -81,9 +82,21 @@ def wait_for_checks(repo: str, pr: str, timeout: float,
             return "no checks reported: not merged without them"
         if elapsed >= timeout:
             return f"checks still pending after {timeout:g}s"
-        if cancelled():
+        if _wait_or_cancel(min(10.0, max(timeout - elapsed, 0.1)), cancelled):
             return "hand-off cancelled while checks were pending"
-        time.sleep(min(10.0, max(timeout - elapsed, 0.1)))
+
+
+def _wait_or_cancel(seconds: float, cancelled: Callable[[], bool]) -> bool:
+    """Sleep `seconds` in short slices; True as soon as `cancelled()` is:
+    a `stop --kill` during a 30-minute wait takes effect within a second."""
+    end = time.monotonic() + seconds
+    while True:
+        if cancelled():
+            return True
+        left = end - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(CANCEL_POLL, left))
 
 
 def _checks(text: str) -> list[dict[str, Any]]:

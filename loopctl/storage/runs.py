@@ -50,6 +50,15 @@ def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     return paths_read_bounded(path, limit)
 
 
+def _left_out(value: Any) -> list[dict[str, Any]] | None:
+    """The hand-off's files over --max-file-size: {"path", "bytes"} each."""
+    if not isinstance(value, list):
+        return None
+    return [{"path": untrusted.text(item.get("path"), 4000),
+             "bytes": untrusted.number(item.get("bytes"), 0, 1e15)}
+            for item in value[:1000] if isinstance(item, dict)]
+
+
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     """A record as `history` can show it: known fields of the right type;
     what was not is named in `damaged`."""
@@ -67,6 +76,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
                        for k in ("decision", "summary", "evidence")} \
         if isinstance(decision, dict) else None
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
+    out["left_out"] = _left_out(raw.get("left_out"))
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None
