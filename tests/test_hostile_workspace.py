@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -252,6 +253,24 @@ def test_a_file_over_the_limit_in_the_agents_own_commit_is_never_pushed(
     assert repo.remote_sha(str(record["branch"])) is None
 
 
+def test_sizes_parse_as_people_type_them() -> None:
+    from loopctl.domain.sizes import format_size, parse_size
+
+    assert [parse_size(t) for t in ("1048576", "500K", "50MiB", "50M", "1GB", "2g")] == \
+        [2**20, 500 * 2**10, 50 * 2**20, 50 * 2**20, 2**30, 2 * 2**30]
+    assert [format_size(n) for n in (2**20, 3 * 2**30, 1000)] == ["1MiB", "3GiB", "1000"]
+    loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": "/tmp", "worktree": True,
+                              "max_file_size": "10M"})
+    assert loop.max_file_size == 10 * 2**20
+
+
+def test_update_changes_max_file_size(cli: CLI, repo: Repo) -> None:
+    start(cli, repo, "upd", "true")
+    assert "max_file_size" not in cli.json("show", "upd")["definition"]
+    cli("update", "upd", "--max-file-size", "5M", check=0)
+    assert cli.json("show", "upd")["definition"]["max_file_size"] == "5MiB"
+
+
 @pytest.mark.parametrize("size", ["0", "-1", "lots", "5T"])
 def test_a_bad_max_file_size_is_refused(cli: CLI, repo: Repo, size: str) -> None:
     proc = start(cli, repo, "badsize", "true", "--max-file-size", size, check=2)
@@ -384,8 +403,9 @@ def test_a_hand_off_cancelled_after_the_pr_opens_neither_readies_nor_merges(
     assert "hand-off cancelled before gh pr ready" in handoff.fields["handoff_note"]
 
 
-@pytest.mark.parametrize("verb", [["stop", "--kill"], ["pause"]])
-def test_stop_kill_or_pause_while_checks_are_pending_stops_the_hand_off(
+@pytest.mark.parametrize("verb", [["stop", "--kill"], ["pause"], ["SIGTERM"]],
+                         ids=["stop-kill", "pause", "sigterm"])
+def test_stop_kill_pause_or_sigterm_while_checks_are_pending_stops_the_hand_off(
         cli: CLI, repo: Repo, fake_gh: FakeGh, tmp_path: Path, verb: list[str]) -> None:
     answer = tmp_path / "checks.json"
     answer.write_text(json.dumps([{"name": "ci", "bucket": "pending"}]))
@@ -396,7 +416,10 @@ def test_stop_kill_or_pause_while_checks_are_pending_stops_the_hand_off(
                        stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: any(c[:2] == ["pr", "checks"] for c in fake_gh.calls()), timeout=60)
-        cli(*verb, "cancel", check=0)
+        if verb == ["SIGTERM"]:
+            runner.send_signal(signal.SIGTERM)  # the flag alone: the state says nothing
+        else:
+            cli(*verb, "cancel", check=0)
         answer.write_text(json.dumps([{"name": "ci", "bucket": "pass"}]))  # checks now pass
         runner.wait(timeout=60)
     finally:
