@@ -217,6 +217,7 @@ _loopctl() {
                 '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge:(squash merge rebase)' \
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
+                '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -281,6 +282,7 @@ _loopctl() {
                 '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge:(squash merge rebase)' \
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
+                '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -358,9 +358,11 @@ def test_handoff_levels(cli: CLI, repo: Repo, gh: FakeGh, extra: list[str],
     assert create[create.index("--head") + 1] == branch
     if handoff == "merged":
         assert record["merged"] is True
-        assert ["pr", "ready", branch] in calls
-        assert calls[-1] == ["pr", "merge", branch, "--squash"]
-        assert calls.index(["pr", "ready", branch]) < len(calls) - 1
+        # Addressed by the URL `gh pr create` printed, never by branch.
+        assert calls[1][:3] == ["pr", "checks", PR_URL]
+        assert ["pr", "ready", PR_URL] in calls
+        assert calls[-1] == ["pr", "merge", PR_URL, "--squash"]
+        assert calls.index(["pr", "ready", PR_URL]) < len(calls) - 1
     else:
         assert "merged" not in record
         assert not any(c[:2] in (["pr", "merge"], ["pr", "ready"]) for c in calls)

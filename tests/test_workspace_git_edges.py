@@ -23,11 +23,14 @@ from conftest import TESTS
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.domain.plain import replace
+from loopctl.integrations import gh as github
+from loopctl.integrations import git as gitrun
 from loopctl.integrations import workspace
 from loopctl.integrations.workspace import GitError, Workspace
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 RUN_ID = "20261201T030000Z-0001"
+PR = "https://github.com/o/r/pull/7"
 
 
 def run_git(cwd: Path, *args: str) -> str:
@@ -72,7 +75,7 @@ def test_git_waits_for_another_git_to_release_its_index_lock(repo: Path) -> None
 
 def test_a_lock_never_released_fails_with_gits_reason(
         repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workspace, "LOCK_RETRIES", 2)  # 0.6 s of waiting, not 12.6 s
+    monkeypatch.setattr(gitrun, "LOCK_RETRIES", 2)  # 0.6 s of waiting, not 12.6 s
     (repo / "new.txt").write_text("x\n")
     (repo / ".git" / "index.lock").write_text("")
     with pytest.raises(GitError) as info:
@@ -159,7 +162,7 @@ def test_remove_unlinks_a_symlink_in_place_of_the_worktree_and_keeps_its_target(
     folder = tmp_path / "worktrees" / "job"
     folder.parent.mkdir()
     folder.symlink_to(precious)
-    workspace.remove(str(repo), folder)
+    workspace.discard(str(repo), folder)
     assert not folder.exists() and not folder.is_symlink()
     assert (precious / "keep.txt").read_text() == "keep\n"
 
@@ -168,7 +171,7 @@ def test_remove_deletes_a_folder_git_does_not_know(repo: Path, tmp_path: Path) -
     folder = tmp_path / "worktrees" / "job"
     (folder / "deep").mkdir(parents=True)
     (folder / "deep" / "file").write_text("x")
-    workspace.remove(str(repo), folder)
+    workspace.discard(str(repo), folder)
     assert not folder.exists()
 
 
@@ -219,7 +222,7 @@ def test_cleanup_after_a_lost_run_keeps_the_branch_when_its_commits_cannot_be_co
 # -- the hand-off ------------------------------------------------------------------------
 
 
-def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
+def test_a_worktree_whose_link_the_agent_removed_still_commits_on_the_run_branch(
         repo: Path, tmp_path: Path) -> None:
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
                               "worktree": True})
@@ -228,9 +231,26 @@ def test_a_worktree_the_agent_broke_hands_off_as_failed_and_is_removed(
     (folder / "work.txt").write_text("half done\n")
     (folder / ".git").unlink()  # the agent removed the worktree's link to the repository
     handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
+    # loopctl's record of the worktree, not its `.git` link, names the repository.
+    assert handoff.handoff == "committed", handoff
+    assert run_git(repo, "show", f"{ws.branch}:work.txt") == "half done\n"
+    assert not folder.exists()
+    assert run_git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_worktree_whose_record_is_gone_hands_off_as_failed_and_is_removed(
+        repo: Path, tmp_path: Path) -> None:
+    loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
+                              "worktree": True})
+    folder = tmp_path / "worktrees" / "job"
+    ws = workspace.prepare(loop, RUN_ID, folder)
+    (folder / "work.txt").write_text("half done\n")
+    import shutil
+
+    shutil.rmtree(ws.admin)
+    handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
     assert handoff.handoff == "handoff_failed"
-    assert handoff.failure is not None
-    assert handoff.failure.startswith("commit: git add --all failed: fatal: not a git repository")
+    assert handoff.failure == "commit: the worktree's record in the repository is gone"
     assert handoff.record()["branch"] == ws.branch
     assert not folder.exists()
     assert ws.branch in branches(repo)  # kept: a person may want to look
@@ -264,8 +284,9 @@ def merge_after_checks(repo: Path, tmp_path: Path) -> workspace.Handoff:
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo), "worktree": True,
                               "push": "origin", "pr": True, "merge": "squash"})
     loop = replace(loop, checks_timeout=0.3)  # below the 1 s a definition can say
-    result = workspace.Handoff("pr_opened", {"pr_url": workspace.open_pr(ws, "title", "body")})
-    workspace.merge(ws, loop, result)
+    pr = github.open_pr(str(repo), "main", ws.branch, "title", "body")
+    result = workspace.Handoff("pr_opened", {"pr_url": pr})
+    workspace._merge(ws, loop, pr, result, lambda step: False)
     return result
 
 
@@ -277,7 +298,7 @@ def assert_left_for_review(result: workspace.Handoff, log: Path, verdict: str) -
     assert (result.handoff, result.review) == ("needs_review", verdict), result
     assert "merged" not in result.fields
     calls = gh_calls(log)
-    assert ["pr", "checks", f"loopctl/job/{RUN_ID}", "--json", "name,state,bucket"] in calls
+    assert ["pr", "checks", PR, "--json", "name,state,bucket"] in calls
     assert not any(c[:2] in (["pr", "ready"], ["pr", "merge"]) for c in calls), calls
 
 
@@ -301,15 +322,16 @@ def test_a_pr_whose_checks_pass_is_merged(repo: Path, tmp_path: Path, fake_gh: P
     """The control for the two above: the same call merges when checks pass."""
     result = merge_after_checks(repo, tmp_path)
     assert (result.handoff, result.fields.get("merged")) == ("merged", True), result
-    assert gh_calls(fake_gh)[-1] == ["pr", "merge", f"loopctl/job/{RUN_ID}", "--squash"]
+    assert gh_calls(fake_gh)[-1] == ["pr", "merge", PR, "--squash"]
 
 
 def test_the_fake_gh_refuses_a_pr_it_did_not_open(repo: Path, tmp_path: Path,
                                                  fake_gh: Path) -> None:
     """What makes the fixtures' check mean something: asking about the base
     branch (or any branch without a PR) is refused as gh refuses it."""
-    workspace.open_pr(ws_for(repo, tmp_path), "title", "body")
-    proc = workspace.gh("pr", "checks", "main", "--json", "name", cwd=str(repo))
+    ws = ws_for(repo, tmp_path)
+    github.open_pr(str(repo), "main", ws.branch, "title", "body")
+    proc = github.gh("pr", "checks", "main", "--json", "name", cwd=str(repo))
     assert (proc.returncode, proc.stderr.strip()) == \
         (1, 'no pull requests found for branch "main"')
     assert refusals(fake_gh) == ['gh pr checks main --json name: no pull requests found '
@@ -324,10 +346,10 @@ def test_without_gh_a_pr_cannot_be_opened_and_says_why(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     with pytest.raises(LoopctlError, match=r"^gh \(GitHub CLI\) is not on PATH; install it "):
-        workspace.open_pr(ws, "title", "body")
+        github.open_pr(ws.repo, ws.base, ws.branch, "title", "body")
 
 
 def test_a_gh_that_outlives_its_timeout_is_an_error(
         repo: Path, tmp_path: Path, fake_gh: Path) -> None:
     with pytest.raises(GitError, match=r"^gh pr checks timed out$"):
-        workspace.gh("pr", "checks", "x", cwd=str(repo), timeout=0.000001)
+        github.gh("pr", "checks", "x", cwd=str(repo), timeout=0.000001)

@@ -169,20 +169,23 @@ ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to
 
 
 Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
+MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
                       base: str | None, branch_prefix: str | None, push: str | None,
                       pr: bool | None, merge: str | None, checks_timeout: str | None,
-                      copy: list[str] | None) -> dict[str, Any]:
+                      copy: list[str] | None, max_file_size: str | None = None
+                      ) -> dict[str, Any]:
     """--worktree and its hand-off options as loops.yaml keys; checked with
     git itself (a repository at --cwd, branch names git accepts)."""
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
-             "checks_timeout": _duration(checks_timeout, "--checks-timeout")}
+             "checks_timeout": _duration(checks_timeout, "--checks-timeout"),
+             "max_file_size": _size(max_file_size)}
     if worktree is False:  # off: its hand-off settings go with it
         return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy"))
+                              "checks_timeout", "copy", "max_file_size"))
     given = {k: v for k, v in given.items() if v is not None}
     merged = {**current, **given}
     _check_handoff_options(merged)
@@ -205,7 +208,19 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     if {"base", "push", "worktree"} & set(given):
         workspace.check_handoff_targets(repo, str(merged.get("base") or given["base"]),
                                         merged.get("push"))
+    if copy:
+        from loopctl.integrations.copying import refuse_tracked
+
+        refuse_tracked(repo, tuple(copy))
     return given
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from loopctl.domain.sizes import parse_size
+
+    return parse_size(text, "--max-file-size")
 
 
 HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
@@ -244,6 +259,7 @@ def start(
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    max_file_size: MaxFileSize = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -271,7 +287,8 @@ def start(
     workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
         str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
-        push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy).items()
+        push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
+        max_file_size=max_file_size).items()
         if v is not None})
     if command is not None:
         raw_def["command"] = command
@@ -349,6 +366,7 @@ def update(
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    max_file_size: MaxFileSize = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -359,14 +377,14 @@ def update(
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
         notify=notify)
     if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
-                                   checks_timeout, copy)):
+                                   checks_timeout, copy, max_file_size)):
         current = reading.show(store(), name)[name]
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
-            checks_timeout=checks_timeout, copy=copy))
+            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -69,11 +69,13 @@ def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:
         repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
     except LoopctlError:
         return []
-    workspace.remove(repo, store.paths.state_dir / "worktrees" / loop.name)
+    # Only the loop's own worktree, by the path loopctl gave it: no prune.
+    workspace.discard(repo, store.paths.state_dir / "worktrees" / loop.name)
     kept = []
     for branch in workspace.loop_branches(repo, loop.branch_prefix, loop.name):
         if workspace.unpushed(repo, branch):
             kept.append(branch)
         else:
-            workspace.git(repo, "branch", "--quiet", "-D", branch, check=False)
+            workspace.git(repo, "branch", "--quiet", "-D", "--end-of-options", branch,
+                          check=False)
     return kept

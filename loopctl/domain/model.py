@@ -43,10 +43,12 @@ KEYS = {
     "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
     "created_at", "model", "agent_args", "yolo", "notify",
     "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
+    "max_file_size",
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
+DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
 # Git refs and remotes as typed by people; git's own check-ref-format runs at
 # `start`, this keeps a hand-edited file from holding an option or a `..`.
 _REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
@@ -101,6 +103,7 @@ class LoopDef:
     merge: str | None = None
     checks_timeout: int = DEFAULT_CHECKS_TIMEOUT
     copy: tuple[str, ...] = ()
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     @property
     def schedule_key(self) -> str:
@@ -462,11 +465,20 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
             for g in copy):
         raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
     fields["copy"] = tuple(copy)
+    size = raw.get("max_file_size")
+    if size is None:
+        fields["max_file_size"] = DEFAULT_MAX_FILE_SIZE
+    else:
+        from loopctl.domain.sizes import parse_size  # rare: not on the tick path
+
+        fields["max_file_size"] = parse_size(size, f"{where}: 'max_file_size'")
     needs = [("pr", "push"), ("merge", "pr")] if fields["worktree"] else []
     for key, required in needs:
         if fields[key] and not fields[required]:
             raise UsageError(f"{where}: {key!r} needs {required!r}")
     extras = [k for k in ("base", "push", "pr", "merge", "copy") if fields[k]]
+    if fields["max_file_size"] != DEFAULT_MAX_FILE_SIZE:
+        extras.append("max_file_size")
     if extras and not fields["worktree"]:
         raise UsageError(f"{where}: {extras[0]!r} needs 'worktree: true'")
 
@@ -517,6 +529,8 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
     if loop.worktree:
+        from loopctl.domain.sizes import format_size
+
         workspace = {
             "worktree": True, "base": loop.base,
             "branch_prefix": loop.branch_prefix
@@ -525,6 +539,8 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
             "checks_timeout": fd(loop.checks_timeout)
             if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
             "copy": list(loop.copy) or None,
+            "max_file_size": format_size(loop.max_file_size)
+            if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
         }
         raw.update({k: v for k, v in workspace.items() if v is not None})
     return raw

@@ -21,7 +21,7 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions")
 # Checked by clean_record on their own terms.
-OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "damaged")
+OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "damaged")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -36,6 +36,15 @@ def add_fields(record: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
         raise ValueError(f"run record fields outside the schema: {', '.join(sorted(unknown))}")
     record.update(values)
     return record
+
+
+def _left_out(value: Any) -> list[dict[str, Any]] | None:
+    """The hand-off's files over --max-file-size: {"path", "bytes"} each."""
+    if not isinstance(value, list):
+        return None
+    return [{"path": untrusted.text(item.get("path"), 4000),
+             "bytes": untrusted.number(item.get("bytes"), 0, 1e15)}
+            for item in value[:1000] if isinstance(item, dict)]
 
 
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
@@ -55,6 +64,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
                        for k in ("decision", "summary", "evidence")} \
         if isinstance(decision, dict) else None
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
+    out["left_out"] = _left_out(raw.get("left_out"))
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

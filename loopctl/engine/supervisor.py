@@ -25,7 +25,7 @@ from loopctl.storage.runs import EXIT_FOR_OUTCOME
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Handoff
+    from loopctl.integrations.workspace import Handoff, Workspace
 
 # Kept importable from here: the drivers and tests name them.
 one_line = launch.one_line
@@ -60,13 +60,20 @@ class Supervisor:
             output.read_decision(ctx, result)
             log.flush_held()
             if ws is not None:
-                moved = handoff.hand_off(ctx, ws, launched.loop, launched.run, result)
+                moved = self._hand_off(ctx, ws, launched, result)
             log.write(footer(self.run_id, result))
         finally:
             log.flush_held()
             log.close()
         record = settle.run_record(ctx, launched.run, launched.argv, result, moved)
         return settle.settle(ctx, launched.loop, launched.run, result, record, moved)
+
+    @staticmethod
+    def _hand_off(ctx: RunContext, ws: Workspace, launched: launch.Launched,
+                  result: RunResult) -> Handoff:
+        cancelled = handoff.cancellation(ctx)
+        made = handoff.commit(ctx, ws, launched.loop, launched.run, result)
+        return handoff.hand_off(ctx, ws, launched.loop, launched.run, made, result, cancelled)
 
     @staticmethod
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:

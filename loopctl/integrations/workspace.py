@@ -1,11 +1,23 @@
-"""Isolated workspaces (DESIGN §12): each run of a `--worktree` loop works in
-a git worktree of its own, on branch `<prefix><loop>/<run-id>` cut from the
-base, and what it leaves is committed and handed off as a branch, a draft PR
-or a merge. The user's checkout is never touched: every git command here
-runs against the worktree or the repository's refs, never its working files.
+"""Isolated workspaces (DESIGN §12, §15): each run of a `--worktree` loop works
+in a git worktree of its own, on branch `<prefix><loop>/<run-id>` cut from
+the base, and what it leaves is committed and handed off as a branch, a draft
+PR or a merge. The user's checkout is never touched: every git command here
+runs against the worktree (named by loopctl's record of it, never by its
+`.git` link) or the repository's refs, never its working files.
 
-Only the supervisor (and the driver cleaning up after a lost run) calls this
-module; every git and gh call is a real subprocess with a timeout.
+The hand-off is three steps the supervisor orders, each with data in and out:
+
+    commit(ws, message, run_id, max_file_size) -> Commit   never raises
+    remove(ws)                                             never raises
+    hand_off(ws, loop, commit, title, body, cancelled) -> Handoff   never raises
+
+`cancelled()` is asked before each step that reaches outside the machine
+(push, PR, ready, merge) and while checks are pending: `stop --kill`,
+`pause` or SIGTERM during a hand-off stop it at the next step. `finish`
+runs the three in order.
+
+Only the supervisor (and the driver cleaning up after a lost run, and `rm`)
+calls this module; every git and gh call is a real subprocess with a timeout.
 """
 
 from __future__ import annotations
@@ -13,29 +25,38 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import plain
+from loopctl.integrations import gh as github
+from loopctl.integrations.copying import copy_ignored
+from loopctl.integrations.git import (
+    GitError,
+    check_prefix,
+    check_ref,
+    drivers_off,
+    git,
+    last_line,
+    named_drivers,
+    run,
+    tree_git,
+)
 
-GIT_TIMEOUT = 120.0
-LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
+__all__ = ["GitError", "check_prefix", "check_ref", "git", "last_line"]
+
 PUSH_ATTEMPTS = 3
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
 IDENTITY = ("loopctl", "loopctl@localhost")
-_LOCKED = re.compile(r"\.lock'?: File exists|cannot lock ref|Unable to create .*\.lock|"
-                     r"could not lock", re.I)
+DEFAULT_MAX_FILE_SIZE = 50 * 2**20
+LEFT_OUT_SHOWN = 50       # of the files left out, how many the PR body names
 
 
-class GitError(LoopctlError):
-    pass
-
-
-@dataclass
+@record
 class Workspace:
     repo: str          # the repository's top level (the user's checkout)
     path: Path         # the worktree
@@ -45,6 +66,9 @@ class Workspace:
     base_sha: str
     subdir: str = ""   # where `--cwd` sits inside the repository
     note: str | None = None
+    # The worktree's git directory (`<repo>/.git/worktrees/<id>`), read when
+    # loopctl made the worktree, before any agent ran in it.
+    admin: str = ""
 
     @property
     def cwd(self) -> str:
@@ -52,15 +76,27 @@ class Workspace:
 
     def to_json(self) -> dict[str, Any]:
         return {"repo": self.repo, "path": str(self.path), "branch": self.branch,
-                "base": self.base, "base_ref": self.base_ref, "base_sha": self.base_sha}
+                "base": self.base, "base_ref": self.base_ref, "base_sha": self.base_sha,
+                "admin": self.admin}
 
 
-@dataclass
+@record
+class Commit:
+    """What `commit` made of the agent's leftovers."""
+
+    info: dict[str, Any] = factory(dict)       # summarize(): branch, head, commits, diffstat
+    left_out: list[dict[str, Any]] = factory(list)  # {"path", "bytes"}: over --max-file-size
+    oversized: list[str] = factory(list)       # in the agent's own commits: never pushed
+    note: str | None = None                    # the agent switched branches
+    failure: str | None = None                 # nothing could be committed: why
+
+
+@record
 class Handoff:
     """What became of a run's work; merged into its record."""
 
     handoff: str = "no_change"
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = factory(dict)
     failure: str | None = None      # handoff_failed: why
     review: str | None = None       # needs_review: why
 
@@ -73,55 +109,6 @@ class Handoff:
         return out
 
 
-# -- running git ---------------------------------------------------------------------
-
-
-def git(repo: str | Path, *args: str, check: bool = True,
-        timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """`git -C repo ARGS`, retrying while another git holds one of its locks."""
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
-    for attempt in range(LOCK_RETRIES):
-        try:
-            proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
-                                  text=True, timeout=timeout, env=env,
-                                  stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            raise UsageError("git is not installed; --worktree needs it") from None
-        except subprocess.TimeoutExpired:
-            raise GitError(f"git {args[0]} timed out after {timeout:g}s") from None
-        if proc.returncode == 0 or not _LOCKED.search(proc.stderr):
-            break
-        time.sleep(0.2 * 2 ** attempt)
-    if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:2])} failed: {last_line(proc)}")
-    return proc
-
-
-def last_line(proc: subprocess.CompletedProcess[str]) -> str:
-    """git's own reason: its `fatal:`/`error:` line when there is one (the
-    last line is often advice)."""
-    lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
-    reasons = [ln for ln in lines if ln.startswith(("fatal:", "error:", "remote:", "!"))]
-    chosen = reasons[0] if reasons else (lines[-1] if lines else f"exit {proc.returncode}")
-    return plain(chosen)[:300]  # a remote's `remote:` lines are anyone's text
-
-
-def check_ref(name: str, what: str) -> str:
-    """A branch name git accepts and no command can mistake for an option."""
-    if not name or name.startswith("-") or len(name) > 200 or subprocess.run(
-            ["git", "check-ref-format", "--branch", name], capture_output=True,
-            stdin=subprocess.DEVNULL).returncode != 0:
-        raise UsageError(f"bad {what} {name!r}: expected a git branch name like main")
-    return name
-
-
-def check_prefix(prefix: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,60}/", prefix) or ".." in prefix:
-        raise UsageError(f"bad --branch-prefix {prefix!r}: expected letters, digits, . _ - "
-                         "and ending in /, like loopctl/")
-    return prefix
-
-
 def repository(cwd: str) -> tuple[str, str | None]:
     """(top level, checked-out branch or None when detached) of `cwd`; exit 2
     when git is missing or `cwd` is not in a repository."""
@@ -132,9 +119,6 @@ def repository(cwd: str) -> tuple[str, str | None]:
         raise UsageError(f"--worktree: {cwd} is not in a git repository")
     head = git(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     return top.stdout.strip(), head.stdout.strip() or None
-
-
-# -- a run's worktree ------------------------------------------------------------------
 
 
 def has_remote(repo: str, remote: str) -> bool:
@@ -156,10 +140,17 @@ def check_handoff_targets(repo: str, base: str, remote: str | None) -> None:
     raise UsageError(f"bad --base {base!r}: {repo} has no such branch"
                      + (f" (nor {remote}/{base})" if remote else "")
                      + "; see `git branch -a`")
+def common_dir(repo: str) -> Path:
+    out = git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").stdout
+    return Path(out.strip())
+
+
+# -- a run's worktree ------------------------------------------------------------------
 
 
 def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:
-    """A fresh worktree at `folder` on a new branch from the base."""
+    """A fresh worktree at `folder` on a new branch from the base, with the
+    `--copy` files in it. A copy that fails removes the worktree again."""
     repo, _ = repository(os.path.expanduser(loop.cwd))
     subdir = os.path.relpath(os.path.realpath(os.path.expanduser(loop.cwd)),
                              os.path.realpath(repo))
@@ -175,78 +166,189 @@ def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:
             base_ref = f"{loop.push}/{base}"
         else:
             note = f"fetch from {loop.push} failed ({last_line(fetched)}); branched from {base}"
-    base_sha = git(repo, "rev-parse", "--verify", "--quiet", f"{base_ref}^{{commit}}").stdout
+    base_sha = git(repo, "rev-parse", "--verify", "--quiet",
+                   f"{base_ref}^{{commit}}").stdout.strip()
     branch = f"{loop.branch_prefix}{loop.name}/{run_id}"
-    remove(repo, folder)
-    git(repo, "worktree", "add", "--quiet", "-b", branch, str(folder), base_sha.strip())
-    ws = Workspace(repo, folder, branch, base, base_ref, base_sha.strip(),
-                   "" if subdir == "." else subdir, note)
-    copy_ignored(repo, folder, loop.copy)
+    discard(repo, folder)
+    git(repo, "worktree", "add", "--quiet", "-b", branch, str(folder), base_sha)
+    admin = _admin_of(repo, folder)
+    ws = Workspace(repo, folder, branch, base, base_ref, base_sha,
+                   "" if subdir == "." else subdir, note, str(admin))
+    try:
+        copy_ignored(repo, folder, loop.copy)
+    except LoopctlError:
+        remove(ws)
+        git(repo, "branch", "--quiet", "-D", branch, check=False)
+        raise
     return ws
 
 
-def copy_ignored(repo: str, folder: Path, patterns: tuple[str, ...]) -> None:
-    """Copy files git ignores (`.env`) that match `--copy` into the worktree:
-    regular files inside the repository only, never through a symlink."""
-    root = Path(repo).resolve()
-    inside = folder.resolve()
-    for pattern in patterns:
-        for source in root.glob(pattern):
-            real = source.resolve()
-            if source.is_symlink() or not source.is_file() or root not in real.parents:
-                continue
-            target = folder / source.relative_to(root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            # A committed symlink on the way (`config -> /etc`) must not
-            # carry the copy out of the worktree.
-            parent = target.parent.resolve()
-            if not (parent == inside or inside in parent.parents) or target.is_symlink():
-                continue
-            shutil.copy2(source, target)
+def _admin_of(repo: str, folder: Path) -> Path:
+    """The git directory `worktree add` just made for `folder`: found by its
+    `gitdir` back-link, and inside the repository's own `worktrees/`."""
+    found = find_admin(common_dir(repo), folder)
+    if found is None:
+        raise GitError(f"git worktree add made no record of {folder}")
+    return found
 
 
-def remove(repo: str, folder: Path) -> None:
-    """Remove a worktree (and git's record of it); nothing if there is none."""
-    git(repo, "worktree", "prune", check=False)
-    if folder.exists() or folder.is_symlink():
+def find_admin(common: Path, folder: Path) -> Path | None:
+    """The `worktrees/<id>` folder whose `gitdir` names `folder/.git`: git's
+    record of that one worktree, whether or not the folder still exists."""
+    wanted = os.path.join(os.path.realpath(folder), ".git")
+    admins = common / "worktrees"
+    try:
+        entries = sorted(admins.iterdir())
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            named = (entry / "gitdir").read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not entry.is_symlink() and os.path.realpath(named) == wanted:
+            return entry
+    return None
+
+
+def restore_link(ws: Workspace) -> None:
+    """Put back the worktree's `.git` file as git wrote it: whatever the agent
+    left there (a file naming another git directory, a folder, a symlink)
+    goes, so that `git worktree remove` and nothing else reads it."""
+    link = ws.path / ".git"
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.exists():
+        shutil.rmtree(link, ignore_errors=True)
+    fd = os.open(link, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(f"gitdir: {ws.admin}\n")
+
+
+def remove(ws: Workspace) -> None:
+    """Remove this run's worktree and git's record of it, nothing else: no
+    repository-wide prune (a user's worktree on an unmounted drive keeps its
+    metadata). Never raises."""
+    try:
+        if ws.admin and ws.path.is_dir() and not ws.path.is_symlink():
+            restore_link(ws)
+        discard(ws.repo, ws.path)
+    except (LoopctlError, OSError):
+        _delete_folder(ws.path)
+
+
+def discard(repo: str, folder: Path) -> None:
+    """Remove the worktree at `folder` (loopctl's own path) and its record in
+    the repository; nothing if there is none."""
+    admin = find_admin(common_dir(repo), folder)
+    if admin is not None and folder.is_dir() and not folder.is_symlink():
         git(repo, "worktree", "remove", "--force", "--force", str(folder), check=False)
-        if folder.is_symlink():
-            folder.unlink()
-        elif folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-        git(repo, "worktree", "prune", check=False)
+    _delete_folder(folder)
+    if admin is not None and admin.is_dir():
+        shutil.rmtree(admin, ignore_errors=True)
 
 
-def identity(repo: str) -> list[str]:
-    """`-c user.name=... -c user.email=...` when the repository has no identity."""
+def _delete_folder(folder: Path) -> None:
+    if folder.is_symlink():
+        folder.unlink()
+    elif folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# -- step 1: commit --------------------------------------------------------------------
+
+
+def identity(repo: str) -> dict[str, str]:
+    """Author and committer: the repository's identity, else loopctl's."""
     email = git(repo, "config", "user.email", check=False).stdout.strip()
     name = git(repo, "config", "user.name", check=False).stdout.strip()
-    if email and name:
+    name, email = name or IDENTITY[0], email or IDENTITY[1]
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+
+
+def commit(ws: Workspace, message: str, run_id: str,
+           max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Commit:
+    """Commit whatever the agent left uncommitted (any outcome) on the run
+    branch, and nothing but the run branch moves. Never raises."""
+    try:
+        return _commit(ws, message, run_id, max_file_size)
+    except (LoopctlError, OSError) as exc:
+        reason = exc.message if isinstance(exc, LoopctlError) else str(exc)
+        return Commit(failure=reason)
+
+
+def _commit(ws: Workspace, message: str, run_id: str, max_file_size: int) -> Commit:
+    if not ws.admin or not Path(ws.admin).is_dir():
+        raise GitError("the worktree's record in the repository is gone")
+    if not ws.path.is_dir() or ws.path.is_symlink():
+        raise GitError("the worktree folder is gone")
+    restore_link(ws)
+    listed = tree_git(ws.admin, ws.path, "ls-files", "-z", "--cached", "--others",
+                      "--exclude-standard").stdout.split("\0")
+    env = drivers_off(named_drivers(ws.admin, ws.path, [p for p in listed if p]))
+    left_out = _too_big(ws, env, max_file_size)
+    specs = "".join(f":(exclude,literal){item['path']}\0" for item in left_out)
+    tree_git(ws.admin, ws.path, "add", "--all", "--pathspec-from-file=-",
+             "--pathspec-file-nul", env=env, stdin=".\0" + specs)
+    tree = tree_git(ws.admin, ws.path, "write-tree", env=env).stdout.strip()
+    parent = tree_git(ws.admin, ws.path, "rev-parse", "--verify", "HEAD^{commit}",
+                      env=env).stdout.strip()
+    head = parent
+    if tree != tree_git(ws.admin, ws.path, "rev-parse", f"{parent}^{{tree}}").stdout.strip():
+        head = tree_git(ws.admin, ws.path, "commit-tree", "--no-gpg-sign", tree, "-p", parent,
+                        "-m", message, "-m", f"Loopctl-Run: {run_id}",
+                        env={**env, **identity(ws.repo)}).stdout.strip()
+    # Only the run branch moves, whatever HEAD the agent left: a HEAD
+    # pointed at the user's `main` must not carry loopctl's commit there.
+    tree_git(ws.admin, ws.path, "update-ref", f"refs/heads/{ws.branch}", head)
+    current = tree_git(ws.admin, ws.path, "symbolic-ref", "--quiet", "--short", "HEAD",
+                       check=False).stdout.strip()
+    note = None
+    if current != ws.branch:
+        note = f"the agent switched to {plain(current) or 'a detached HEAD'}; " \
+               f"its work is on {ws.branch}"
+    info = summarize(ws)
+    return Commit(info, left_out, oversized(ws.repo, ws.base_sha, head, max_file_size), note)
+
+
+def _too_big(ws: Workspace, env: dict[str, str], limit: int) -> list[dict[str, Any]]:
+    """New or changed files over the limit: never hashed into the repository."""
+    changed = tree_git(ws.admin, ws.path, "ls-files", "-z", "--others", "--modified",
+                       "--exclude-standard", env=env).stdout.split("\0")
+    out = []
+    for path in sorted({p for p in changed if p}):
+        try:
+            size = os.lstat(ws.path / path).st_size
+        except OSError:
+            continue  # deleted: nothing to add
+        if size > limit and not (ws.path / path).is_symlink():
+            out.append({"path": path, "bytes": size})
+    return out
+
+
+def oversized(repo: str, base: str, head: str, limit: int) -> list[str]:
+    """Files over the limit in commits beyond the base (the agent's own)."""
+    objects = git(repo, "rev-list", "--objects", f"{base}..{head}").stdout
+    if not objects.strip():
         return []
-    return ["-c", f"user.name={name or IDENTITY[0]}", "-c", f"user.email={email or IDENTITY[1]}"]
-
-
-def commit_leftovers(ws: Workspace, message: str, run_id: str) -> str | None:
-    """Commit whatever the agent left uncommitted (any outcome), and keep its
-    work on the run branch even if it switched branches. A note if it did."""
-    git(ws.path, "add", "--all")
-    if git(ws.path, "diff", "--cached", "--quiet", check=False).returncode != 0:
-        git(ws.path, *identity(ws.repo), "commit", "--quiet", "--no-verify",
-            "-m", message, "-m", f"Loopctl-Run: {run_id}")
-    current = git(ws.path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-    if current.stdout.strip() == ws.branch:
-        return None
-    head = git(ws.path, "rev-parse", "HEAD").stdout.strip()
-    git(ws.repo, "update-ref", f"refs/heads/{ws.branch}", head)
-    where = current.stdout.strip() or "a detached HEAD"
-    return f"the agent switched to {where}; its work is on {ws.branch}"
+    checked = run(["-C", repo, "cat-file",
+                   "--batch-check=%(objecttype) %(objectsize) %(rest)"],
+                  stdin=objects, what="cat-file").stdout
+    found = []
+    for line in checked.splitlines():
+        kind, size, *rest = line.split(" ", 2) + [""]
+        if kind == "blob" and int(size) > limit:
+            found.append(plain(rest[0]) or "?")
+    return found
 
 
 def summarize(ws: Workspace) -> dict[str, Any]:
     """Commits beyond the base on the run branch, and their diffstat."""
     head = git(ws.repo, "rev-parse", f"refs/heads/{ws.branch}").stdout.strip()
-    commits = int(git(ws.path, "rev-list", "--count", f"{ws.base_sha}..{head}").stdout)
-    stat = git(ws.path, "diff", "--shortstat", ws.base_sha, head).stdout
+    commits = int(git(ws.repo, "rev-list", "--count", f"{ws.base_sha}..{head}").stdout)
+    stat = git(ws.repo, "diff-tree", "-r", "--shortstat", "--no-ext-diff", "--no-textconv",
+               ws.base_sha, head).stdout
     numbers = {key: int(m.group(1)) if (m := re.search(rf"(\d+) {word}", stat)) else 0
                for key, word in (("files_changed", "file"), ("insertions", "insertion"),
                                  ("deletions", "deletion"))}
@@ -254,48 +356,104 @@ def summarize(ws: Workspace) -> dict[str, Any]:
             "commits": commits, **numbers}
 
 
-def finish(ws: Workspace, loop: Any, run_id: str, message: str, pr_body: str) -> Handoff:
-    """Commit, remove the worktree, then hand off. Never raises: a failed
-    hand-off keeps the branch and says why."""
-    result = Handoff()
-    try:
-        switched = commit_leftovers(ws, message, run_id)
-        info = summarize(ws)
-    except LoopctlError as exc:
-        remove(ws.repo, ws.path)
+# -- step 3: hand off --------------------------------------------------------------------
+
+
+def hand_off(ws: Workspace, loop: Any, made: Commit, title: str, body: str,
+             cancelled: Callable[[], bool] = lambda: False) -> Handoff:
+    """Push, open the PR, merge, as far as the loop asks and `cancelled()`
+    lets it. Run after `remove` (a branch checked out in a worktree cannot
+    be deleted). Never raises: a failed hand-off keeps the branch."""
+    if made.failure:
         return Handoff("handoff_failed", {"branch": ws.branch, "base": ws.base},
-                       failure=f"commit: {exc.message}")
-    remove(ws.repo, ws.path)
-    notes = [n for n in (ws.note, switched) if n]
-    if info["commits"] == 0:
+                       failure=f"commit: {made.failure}")
+    notes = [n for n in (ws.note, made.note) if n]
+    result = Handoff()
+    if made.left_out:
+        result.fields["left_out"] = made.left_out
+    if made.info.get("commits", 0) == 0:
         git(ws.repo, "branch", "--quiet", "-D", ws.branch, check=False)
-        result.fields = {"handoff_note": "; ".join(notes)} if notes else {}
-        return result
-    result.handoff, result.fields = "committed", info
+    else:
+        result.handoff = "committed"
+        result.fields.update(made.info)
+        if loop.push:
+            _remote(ws, loop, made, result, title, body + left_out_text(made),
+                    _checkpoint(cancelled, notes))
     if notes:
         result.fields["handoff_note"] = "; ".join(notes)
-    if loop.push:
-        handoff_remote(ws, loop, result, message, pr_body)
     return result
 
 
-def handoff_remote(ws: Workspace, loop: Any, result: Handoff, title: str, body: str) -> None:
+def _checkpoint(cancelled: Callable[[], bool], notes: list[str]) -> Callable[[str], bool]:
+    """`stop_before(step)`: True (and a note saying where) once cancelled."""
+    def stop_before(step: str) -> bool:
+        if cancelled():
+            note = f"hand-off cancelled before {step}"
+            if note not in notes:  # asked again while checks are pending
+                notes.append(note)
+            return True
+        return False
+
+    return stop_before
+
+
+def _remote(ws: Workspace, loop: Any, made: Commit, result: Handoff, title: str, body: str,
+            stop_before: Callable[[str], bool]) -> None:
+    if made.oversized:
+        result.handoff, result.failure = "handoff_failed", (
+            f"not pushed: the run's commits hold files over --max-file-size: "
+            f"{', '.join(made.oversized[:5])}")
+        return
     try:
+        if stop_before("the push"):
+            return
         push(ws, loop.push)
         result.handoff = "pushed"
-        if loop.pr:
-            result.fields["pr_url"] = open_pr(ws, title, body)
-            result.handoff = "pr_opened"
-            if loop.merge:
-                merge(ws, loop, result)
+        if not loop.pr or stop_before("gh pr create"):
+            return
+        pr = github.open_pr(ws.repo, ws.base, ws.branch, title, body)
+        result.fields["pr_url"] = pr
+        result.handoff = "pr_opened"
+        if loop.merge:
+            _merge(ws, loop, pr, result, stop_before)
     except LoopctlError as exc:
         result.handoff, result.failure = "handoff_failed", exc.message
 
 
+def _merge(ws: Workspace, loop: Any, pr: str, result: Handoff,
+           stop_before: Callable[[str], bool]) -> None:
+    """Merge once every check passed; otherwise leave the PR for a person.
+    Cancelled while waiting: `stop_before` notes it at the next step."""
+    verdict = github.wait_for_checks(ws.repo, pr, loop.checks_timeout,
+                                     lambda: stop_before("gh pr ready"))
+    if stop_before("gh pr ready"):
+        return
+    if verdict is not None:
+        result.handoff, result.review = "needs_review", verdict
+        return
+    github.ready(ws.repo, pr)
+    if stop_before("gh pr merge"):
+        return
+    github.merge(ws.repo, pr, loop.merge)
+    result.handoff, result.fields["merged"] = "merged", True
+
+
+def left_out_text(made: Commit) -> str:
+    """The PR body's list of what the hand-off did not commit."""
+    if not made.left_out:
+        return ""
+    lines = [f"- `{plain(item['path'])[:200]}` ({item['bytes']} bytes)"
+             for item in made.left_out[:LEFT_OUT_SHOWN]]
+    more = len(made.left_out) - LEFT_OUT_SHOWN
+    if more > 0:
+        lines.append(f"- and {more} more")
+    return "\nLeft out (over --max-file-size):\n" + "\n".join(lines) + "\n"
+
+
 def push(ws: Workspace, remote: str) -> None:
     for attempt in range(PUSH_ATTEMPTS):
-        proc = git(ws.repo, "push", "--quiet", remote, f"{ws.branch}:refs/heads/{ws.branch}",
-                   check=False)
+        proc = git(ws.repo, "push", "--quiet", "--no-verify", remote,
+                   f"refs/heads/{ws.branch}:refs/heads/{ws.branch}", check=False)
         if proc.returncode == 0:
             return
         if attempt + 1 < PUSH_ATTEMPTS:
@@ -303,73 +461,12 @@ def push(ws: Workspace, remote: str) -> None:
     raise GitError(f"push to {remote} failed: {last_line(proc)}")
 
 
-def gh(*args: str, cwd: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    try:
-        proc = subprocess.run(["gh", *args], capture_output=True, text=True, cwd=cwd,
-                              timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=dict(os.environ, GH_PROMPT_DISABLED="1", NO_COLOR="1"))
-    except FileNotFoundError:
-        raise GitError("gh (GitHub CLI) is not on PATH; install it and `gh auth login`") \
-            from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"gh {args[0]} {args[1]} timed out") from None
-    return proc
-
-
-def open_pr(ws: Workspace, title: str, body: str) -> str:
-    # gh (pflag) takes the next argument as the value even when it starts
-    # with `-`, so a prompt opening the body cannot become a flag.
-    proc = gh("pr", "create", "--draft", "--base", ws.base, "--head", ws.branch,
-              "--title", title[:250], "--body", body, cwd=ws.repo)
-    if proc.returncode != 0:
-        raise GitError(f"gh pr create failed: {last_line(proc)}")
-    urls = re.findall(r"https?://\S+", proc.stdout)
-    return urls[-1] if urls else proc.stdout.strip()[:300]
-
-
-def merge(ws: Workspace, loop: Any, result: Handoff) -> None:
-    """Merge once every check passed; otherwise leave the PR for a person."""
-    verdict = wait_for_checks(ws, loop.checks_timeout)
-    if verdict is not None:
-        result.handoff, result.review = "needs_review", verdict
-        return
-    ready = gh("pr", "ready", ws.branch, cwd=ws.repo)
-    if ready.returncode != 0:
-        raise GitError(f"gh pr ready failed: {last_line(ready)}")
-    proc = gh("pr", "merge", ws.branch, f"--{loop.merge}", cwd=ws.repo)
-    if proc.returncode != 0:
-        raise GitError(f"gh pr merge failed: {last_line(proc)}")
-    result.handoff, result.fields["merged"] = "merged", True
-
-
-def wait_for_checks(ws: Workspace, timeout: float) -> str | None:
-    """None when all checks passed; else why not (failing, pending, none)."""
-    started = time.monotonic()
-    while True:
-        proc = gh("pr", "checks", ws.branch, "--json", "name,state,bucket", cwd=ws.repo)
-        checks = _checks(proc.stdout) if proc.returncode in (0, 1, 8) else None
-        elapsed = time.monotonic() - started
-        if checks:
-            failing = [c["name"] for c in checks if c.get("bucket") in ("fail", "cancel")]
-            if failing:
-                return "checks failing: " + ", ".join(str(n) for n in failing)[:300]
-            if all(c.get("bucket") in ("pass", "skipping") for c in checks):
-                return None
-        elif elapsed >= min(NO_CHECKS_AFTER, timeout):
-            return "no checks reported: not merged without them"
-        if elapsed >= timeout:
-            return f"checks still pending after {timeout:g}s"
-        time.sleep(min(10.0, max(timeout - elapsed, 0.1)))
-
-
-def _checks(text: str) -> list[dict[str, Any]]:
-    import json
-
-    try:
-        data = json.loads(text or "[]")
-    except ValueError:
-        return []
-    return [c for c in data if isinstance(c, dict)] if isinstance(data, list) else []
+def finish(ws: Workspace, loop: Any, run_id: str, message: str, pr_body: str,
+           cancelled: Callable[[], bool] = lambda: False) -> Handoff:
+    """commit, remove, hand_off: the whole hand-off in the usual order."""
+    made = commit(ws, message, run_id, getattr(loop, "max_file_size", DEFAULT_MAX_FILE_SIZE))
+    remove(ws)
+    return hand_off(ws, loop, made, message, pr_body, cancelled)
 
 
 # -- after a lost run, and for doctor / rm ---------------------------------------------
@@ -387,16 +484,13 @@ def cleanup_lost(info: dict[str, Any], folder: Path, loop: str, run_id: str) -> 
             and branch.endswith(f"/{loop}/{run_id}") and not branch.startswith("-")
             and re.fullmatch(r"[0-9a-f]{7,64}", base_sha)
             and git(repo, "rev-parse", "--git-dir", check=False).returncode == 0):
-        if folder.is_symlink():
-            folder.unlink()
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
+        _delete_folder(folder)
         return "worktree folder removed; its recorded repository or branch was not usable"
     try:
         count: int | None = int(git(repo, "rev-list", "--count", f"{base_sha}..{branch}").stdout)
     except (LoopctlError, ValueError):
         count = None  # cannot tell: a branch that may hold work is never deleted
-    remove(repo, folder)
+    discard(repo, folder)
     if count is None:
         return f"worktree removed; branch {branch} kept (its commits could not be counted)"
     if count:
@@ -405,13 +499,21 @@ def cleanup_lost(info: dict[str, Any], folder: Path, loop: str, run_id: str) -> 
     return "worktree removed; no commits, branch deleted"
 
 
+RUN_ID = r"[0-9]{8}T[0-9]{6}Z-[0-9]{4,}"   # lifecycle.run_id_for
+
+
 def loop_branches(repo: str, prefix: str, loop: str) -> list[str]:
+    """This loop's run branches: exactly `<prefix><loop>/<run-id>`, never a
+    branch of another loop whose prefix or name overlaps (`<prefix><loop>-b/`,
+    `<prefix><loop>/x/...`)."""
     proc = git(repo, "for-each-ref", "--format=%(refname:short)",
                f"refs/heads/{prefix}{loop}/", check=False)
-    return [b for b in proc.stdout.split() if b]
+    shape = re.compile(re.escape(f"{prefix}{loop}/") + RUN_ID)
+    return [b for b in proc.stdout.split() if shape.fullmatch(b)]
 
 
 def unpushed(repo: str, branch: str) -> bool:
     """Commits on `branch` that no remote-tracking ref holds."""
-    proc = git(repo, "rev-list", "--count", branch, "--not", "--remotes", check=False)
+    proc = git(repo, "rev-list", "--count", f"refs/heads/{branch}", "--not", "--remotes",
+               check=False)
     return proc.returncode == 0 and proc.stdout.strip() not in ("", "0")

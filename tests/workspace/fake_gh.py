@@ -13,7 +13,12 @@ refused as gh refuses it ("no pull requests found", exit 1), and the log line
 gets a "refused" key: the fixtures fail a test whose product asked about a
 PR it did not open (`refusals`).
 FAKE_GH_FAIL=create|checks|ready|merge makes that subcommand print an error
-on stderr and exit 1.
+on stderr and exit 1. FAKE_GH_PR_URL replaces the URL `pr create` prints
+(`none`: it prints no URL at all); FAKE_GH_CHECKS_FILE names a file whose
+text `pr checks` prints, read at each call. Each logged line of `pr checks`, `pr
+ready` and `pr merge` also has "pr": the PR it was asked about (its first
+argument after the subcommand), so a test can check that loopctl named the
+PR `pr create` returned rather than a branch.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ def selected(argv: list[str], log: Path) -> str | None:
     prs = open_prs(log)
     if sel is None:
         return "no PR named: gh would guess from the current branch"
-    if sel in prs or (prs and sel in (str(PR_NUMBER), PR_URL)):
+    urls = (PR_URL, os.environ.get("FAKE_GH_PR_URL") or PR_URL)
+    if sel in prs or (prs and sel in (str(PR_NUMBER), *urls)):
         return None
     return f'no pull requests found for branch "{sel}"'
 
@@ -78,12 +84,24 @@ def refusal(sub: str | None, argv: list[str], log: Path) -> str | None:
     return None
 
 
+def _checks_answer() -> str:
+    """$FAKE_GH_CHECKS_FILE's text when set (a test can change the answer
+    while a hand-off waits), else $FAKE_GH_CHECKS, else one passing check."""
+    path = os.environ.get("FAKE_GH_CHECKS_FILE")
+    if path:
+        with open(path) as handle:
+            return handle.read()
+    return os.environ.get("FAKE_GH_CHECKS") or json.dumps(PASSING)
+
+
 def main(argv: list[str]) -> int:
     log = Path(os.environ["FAKE_GH_LOG"])
     sub = argv[1] if len(argv) > 1 and argv[0] == "pr" else None
     failing = sub is not None and sub == os.environ.get("FAKE_GH_FAIL")
     refused = None if failing else refusal(sub, argv, log)
     entry: dict[str, object] = {"argv": argv, "cwd": os.getcwd()}
+    if sub in ASKS_ABOUT_A_PR:
+        entry["pr"] = argv[2] if len(argv) > 2 else None
     if refused:
         entry["refused"] = refused
     with open(log, "a") as handle:
@@ -95,9 +113,10 @@ def main(argv: list[str]) -> int:
         print(refused, file=sys.stderr)
         return 1
     if sub == "create":
-        print(PR_URL)
+        url = os.environ.get("FAKE_GH_PR_URL") or PR_URL
+        print("Creating draft pull request" if url == "none" else url)
     elif sub == "checks":
-        print(os.environ.get("FAKE_GH_CHECKS") or json.dumps(PASSING))
+        print(_checks_answer())
     return 0
 
 

@@ -1,16 +1,25 @@
-"""Step 5: commit what the agent left in its worktree and hand the branch off."""
+"""Step 5: commit what the agent left in its worktree; step 6: hand the branch off.
+
+Two steps, so that one can sit between them (a check that gates the push).
+From the commit on, a signal (`stop --kill` sends SIGTERM) no longer
+interrupts: it is noted and stops the hand-off at its next step, as `stop`
+or `pause` seen in the state do; a half-made commit or push helps no one.
+"""
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
 from loopctl.engine.steps.context import RunContext
-from loopctl.engine.steps.wait import ignore_stop_signals
+from loopctl.engine.steps.wait import STOP_SIGNALS
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Handoff, Workspace
+    from loopctl.integrations.workspace import Commit, Handoff, Workspace
 
 
 def commit_message(loop: LoopDef, run: dict[str, Any], result: RunResult) -> str:
@@ -28,14 +37,46 @@ def pr_body(loop: LoopDef, run_id: str, result: RunResult) -> str:
             f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
 
 
-def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
-             result: RunResult) -> Handoff:
-    """Commit, remove the worktree, push / open the PR / merge as asked."""
+def cancellation(ctx: RunContext) -> Callable[[], bool]:
+    """From now on stop signals are noted, not raised; the callable, asked
+    before each hand-off step, says whether to stop: a signal came, or the
+    loop was stopped, paused or taken over since the run started."""
+    signalled: list[int] = []
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda num, _frame: signalled.append(num))
+
+    def cancelled() -> bool:
+        if signalled:
+            return True
+        try:
+            with ctx.store.lock():
+                st = ctx.store.read_state()["loops"].get(ctx.name) or {}
+        except LoopctlError:
+            return False  # the state cannot be read: the signal flag still counts
+        run = st.get("run") or {}
+        return run.get("run_id") != ctx.run_id or st.get("after_run") in ("stop", "pause") \
+            or st.get("status") in ("stopped", "paused")
+
+    return cancelled
+
+
+def commit(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
+           result: RunResult) -> Commit:
+    """What the agent left, committed on the run branch (nothing else moves)."""
     from loopctl.integrations import workspace
 
-    ignore_stop_signals()
-    handoff = workspace.finish(ws, loop, ctx.run_id, commit_message(loop, run, result),
-                               pr_body(loop, ctx.run_id, result))
+    return workspace.commit(ws, commit_message(loop, run, result), ctx.run_id,
+                            loop.max_file_size)
+
+
+def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any], made: Commit,
+             result: RunResult, cancelled: Callable[[], bool]) -> Handoff:
+    """Remove the worktree, then push / open the PR / merge as asked."""
+    from loopctl.integrations import workspace
+
+    workspace.remove(ws)
+    handoff = workspace.hand_off(ws, loop, made, commit_message(loop, run, result),
+                                 pr_body(loop, ctx.run_id, result), cancelled)
     fields = handoff.record()
     # `hand-off: no_change, branch ...`: the kind first, not `handoff no_change`.
     ctx.log.write(f"# loopctl: hand-off: {fields.get('handoff')}" + "".join(

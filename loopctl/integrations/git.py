@@ -1,0 +1,170 @@
+"""Running git for workspaces (DESIGN §12, §15) so that nothing the agent left
+in its worktree can choose what git runs.
+
+Two kinds of call:
+- `git(repo, ...)` runs against the user's repository (fetch, push, branches,
+  `worktree add/remove`) from its checkout, which no agent works in.
+- `tree_git(ws, ...)` runs against one run's worktree with `--git-dir` set to
+  the admin folder loopctl recorded when it made the worktree and
+  `--work-tree` to the worktree: the worktree's `.git` link is never read, so
+  an agent pointing it at a git directory it wrote (or at the user's own
+  repository) changes nothing.
+
+Every call forces off what would run a program from configuration the agent
+could have reached (`git config` in the worktree writes the repository's
+config, or with `extensions.worktreeConfig` its `config.worktree`, which `-c`
+cannot switch off but does override): fsmonitor, hooks, signing, automatic
+gc, the `ext::` transport. Filter drivers named by attributes in the tree are
+switched off one by one (`drivers_off`): git 2.39 has no `--attr-source`,
+and an info/attributes override would change the user's own checkout too.
+The user's global config stays read: it holds `core.excludesFile` (dropping
+it would commit what the user ignores everywhere) and push credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.domain.untrusted import plain
+
+GIT_TIMEOUT = 120.0
+LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
+_LOCKED = re.compile(r"\.lock'?: File exists|cannot lock ref|Unable to create .*\.lock|"
+                     r"could not lock", re.I)
+# `-c` beats every config file, includes and config.worktree among them.
+SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+        "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
+        "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+        "-c", "protocol.ext.allow=never", "-c", "core.untrackedCache=false",
+        "-c", "diff.external=", "-c", "core.pager=cat")
+# What a driver named in attributes runs, per attribute.
+_DRIVER_KEYS = {"filter": ("clean", "smudge", "process"), "diff": ("command", "textconv"),
+                "merge": ("driver",)}
+# Variables that would make git look somewhere else than loopctl says.
+_DROPPED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
+            "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE",
+            "GIT_CEILING_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
+            "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_ASKPASS",
+            "GIT_EXEC_PATH", "GIT_ATTR_SOURCE")
+
+
+class GitError(LoopctlError):
+    pass
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _DROPPED and not k.startswith("GIT_CONFIG_KEY_")
+           and not k.startswith("GIT_CONFIG_VALUE_")}
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C",
+               GIT_PAGER="cat", GIT_ATTR_NOSYSTEM="1")
+    env.update(extra or {})
+    return env
+
+
+def run(argv: Sequence[str], *, check: bool = True, timeout: float = GIT_TIMEOUT,
+        env: dict[str, str] | None = None, stdin: str | None = None,
+        what: str = "") -> subprocess.CompletedProcess[str]:
+    """`git ARGV` with loopctl's safety settings, retrying while another git
+    holds one of its locks."""
+    for attempt in range(LOCK_RETRIES):
+        try:
+            proc = subprocess.run(["git", *SAFE, *argv], capture_output=True, text=True,
+                                  timeout=timeout, env=environment(env), input=stdin,
+                                  stdin=None if stdin is not None else subprocess.DEVNULL,
+                                  errors="surrogateescape")
+        except FileNotFoundError:
+            raise UsageError("git is not installed; --worktree needs it") from None
+        except subprocess.TimeoutExpired:
+            raise GitError(f"git {what} timed out after {timeout:g}s") from None
+        if proc.returncode == 0 or not _LOCKED.search(proc.stderr):
+            break
+        time.sleep(0.2 * 2 ** attempt)
+    if check and proc.returncode != 0:
+        raise GitError(f"git {what} failed: {last_line(proc)}")
+    return proc
+
+
+def _what(args: Sequence[str]) -> str:
+    return " ".join(a for a in args[:2] if not a.startswith("-c"))
+
+
+def git(repo: str | Path, *args: str, check: bool = True,
+        timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """A git command on the user's repository, from its top level (the
+    user's checkout, which the agent never works in)."""
+    return run(["-C", str(repo), *args], check=check, timeout=timeout, what=_what(args))
+
+
+def tree_git(git_dir: str | Path, work_tree: str | Path, *args: str, check: bool = True,
+             env: dict[str, str] | None = None,
+             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """A git command on one worktree, named by loopctl's record of it."""
+    return run(["--git-dir", str(git_dir), "--work-tree", str(work_tree), *args],
+               check=check, env=env, stdin=stdin, what=_what(args))
+
+
+def drivers_off(names: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """GIT_CONFIG_COUNT variables emptying every driver named: an empty
+    `filter.X.clean` (or `process`) means no filter (verified with git 2.39)."""
+    env: dict[str, str] = {}
+    count = 0
+    for attribute, name in sorted(set(names)):
+        for key in _DRIVER_KEYS.get(attribute, ()):
+            env[f"GIT_CONFIG_KEY_{count}"] = f"{attribute}.{name}.{key}"
+            env[f"GIT_CONFIG_VALUE_{count}"] = ""
+            count += 1
+        if attribute == "filter":
+            env[f"GIT_CONFIG_KEY_{count}"] = f"filter.{name}.required"
+            env[f"GIT_CONFIG_VALUE_{count}"] = "false"
+            count += 1
+    if count:
+        env["GIT_CONFIG_COUNT"] = str(count)
+    return env
+
+
+def named_drivers(git_dir: str | Path, work_tree: str | Path,
+                  paths: Sequence[str]) -> set[tuple[str, str]]:
+    """(attribute, driver) pairs the attributes in the tree name for `paths`."""
+    if not paths:
+        return set()
+    proc = tree_git(git_dir, work_tree, "check-attr", "-z", "--stdin", *_DRIVER_KEYS,
+                    stdin="\0".join(paths) + "\0")
+    fields = proc.stdout.split("\0")
+    found = set()
+    for i in range(0, len(fields) - 2, 3):
+        attribute, value = fields[i + 1], fields[i + 2]
+        if value not in ("unspecified", "unset", "set", ""):
+            found.add((attribute, value))
+    return found
+
+
+def last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """git's own reason: its `fatal:`/`error:` line when there is one (the
+    last line is often advice)."""
+    lines = [ln.strip() for ln in (proc.stderr or proc.stdout or "").splitlines() if ln.strip()]
+    reasons = [ln for ln in lines if ln.startswith(("fatal:", "error:", "remote:", "!"))]
+    chosen = reasons[0] if reasons else (lines[-1] if lines else f"exit {proc.returncode}")
+    return plain(chosen)[:300]  # a remote's `remote:` lines are anyone's text
+
+
+def check_ref(name: str, what: str) -> str:
+    """A branch name git accepts and no command can mistake for an option."""
+    if not name or name.startswith("-") or len(name) > 200 or subprocess.run(
+            ["git", "check-ref-format", "--branch", name], capture_output=True,
+            stdin=subprocess.DEVNULL).returncode != 0:
+        raise UsageError(f"bad {what} {name!r}: expected a git branch name like main")
+    return name
+
+
+def check_prefix(prefix: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,60}/", prefix) or ".." in prefix:
+        raise UsageError(f"bad --branch-prefix {prefix!r}: expected letters, digits, . _ - "
+                         "and ending in /, like loopctl/")
+    return prefix
