@@ -143,6 +143,40 @@ Pr = Annotated[Optional[bool], typer.Option("--pr/--no-pr", help="--worktree: op
 Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or rebase the PR once its checks pass.")]
 ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]
 Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
+MaxLog = Annotated[Optional[str], typer.Option(help="Agent output kept per run log (default 100MiB); the rest is discarded.")]
+MaxMemory = Annotated[Optional[str], typer.Option(help="Memory of a run's processes, where cgroup v2 is delegated ('none' clears).")]
+MaxProcs = Annotated[Optional[str], typer.Option(help="Processes a run may have at once, where cgroup v2 is delegated ('none' clears).")]
+
+
+def bounds_changes(max_log: str | None, max_memory: str | None,
+                   max_procs: str | None) -> dict[str, Any]:
+    """--max-log, --max-memory, --max-procs as loops.yaml keys (DESIGN §14);
+    'none' clears (None), an absent option is left out."""
+    from loopctl.domain.model import MIN_MAX_LOG, MIN_MAX_MEMORY
+    from loopctl.domain.sizes import format_size, parse_size
+
+    out: dict[str, Any] = {}
+    if max_log is not None:
+        out["max_log"] = format_size(parse_size(max_log, "--max-log", MIN_MAX_LOG))
+    if max_memory is not None:
+        out["max_memory"] = None if max_memory == "none" else \
+            format_size(parse_size(max_memory, "--max-memory", MIN_MAX_MEMORY))
+    if max_procs is not None:
+        if max_procs != "none" and not (max_procs.isascii() and max_procs.isdigit()
+                                        and 0 < int(max_procs) <= 10**9):
+            fail(f"bad --max-procs {max_procs[:40]!r}: expected a whole number >= 1 or 'none'")
+        out["max_procs"] = None if max_procs == "none" else int(max_procs)
+    return out
+
+
+def _warn_bounds(raw: dict[str, Any]) -> None:
+    """Say which bounds asked for this machine cannot enforce (DESIGN §14)."""
+    if raw.get("max_memory") is None and raw.get("max_procs") is None:
+        return
+    from loopctl.engine.reaper import unenforceable
+
+    for line in unenforceable(raw.get("max_memory"), raw.get("max_procs")):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
@@ -198,6 +232,7 @@ def start(
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -249,7 +284,10 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
         if v is not None})
+    raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
+                    if v is not None})
     result = core.start(store(), raw_def, name)
+    _warn_bounds(raw_def)
     if as_json:
         emit(dict(result, version=core.JSON_VERSION))
         return
@@ -292,6 +330,7 @@ def update(
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -310,9 +349,11 @@ def update(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy))
+    changes.update(bounds_changes(max_log, max_memory, max_procs))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = core.update(store(), name, changes)
+    _warn_bounds(changes)
     if as_json:
         emit(dict(result, version=core.JSON_VERSION))
         return

@@ -102,6 +102,11 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
     path = store.paths.run_record(loop, run["run_id"])
     workspace_note = None
     agent = run.get("agent")
+    # Before anything else: what the dead supervisor left must not run on
+    # beside the next fire (DESIGN §14).
+    from loopctl.engine.reaper import sweep_lost
+
+    swept = sweep_lost(store.paths.state_dir, loop, run)
     if run.get("workspace") and not (agent and procs.alive(agent)):
         from loopctl.integrations.workspace import cleanup_lost
 
@@ -113,6 +118,8 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
     if path.exists():
         return
     note = "supervisor died"
+    if swept:
+        note += f"; killed {swept} process(es) it left"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
     if workspace_note:
@@ -135,6 +142,9 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
     that cannot be persisted must not keep running."""
     for name, run in lost:
         record_lost(store, name, run, now)
+        st = state["loops"].get(name)
+        if st is not None and st.get("orphan") and not procs.alive(st["orphan"]):
+            st["orphan"] = None  # killed just now by record_lost
         marker = store.paths.unsaved_marker(name, run["run_id"])
         if marker.exists():
             st = state["loops"].get(name)

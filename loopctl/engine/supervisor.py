@@ -28,7 +28,8 @@ from loopctl.domain.lifecycle import settle
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
-from loopctl.engine import events, procs
+from loopctl.engine import events, procs, reaper
+from loopctl.engine.logcap import CappedCopy, LogPump, note_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
 from loopctl.storage.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.storage.store import Store
@@ -82,6 +83,11 @@ class Supervisor:
         # there would leave every page-sized write of a flooding agent
         # straddling two pages (measured: 8-10% more CPU per byte).
         self.preamble: list[str] = []
+        # Bounds (DESIGN §14): the run's processes and its log.
+        self.held = reaper.Containment(reaper.run_mark(self.paths.state_dir, loop_name, run_id))
+        self.launched = False  # the claim is ours: the run's folders are ours to make and remove
+        self.pump: LogPump | None = None
+        self.capped: CappedCopy | None = None
 
     # -- the whole run -------------------------------------------------------
 
@@ -90,7 +96,8 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, _raise_interrupted)
         self.store.run_dir(self.name)
-        log_fd = open_log(self.log_path)
+        self.log_fd = log_fd = open_log(self.log_path)
+        self.log_truncated = False
         try:
             started = clock.now()
             self._prepare_workspace()
@@ -111,6 +118,7 @@ class Supervisor:
                              + (f" ({result.note})" if result.note else ""))
         finally:
             self._flush_preamble(log_fd)
+            self._end_bounds(log_fd)
             os.close(log_fd)
         return self._settle(loop, run, argv, result)
 
@@ -177,6 +185,11 @@ class Supervisor:
             if not self.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
                 raise LoopctlError(f"run {self.run_id} belongs to another supervisor")
             loop = parse_loop(self.name, run["spec"])
+            self.launched = True
+            self.held = reaper.contain(self.paths.state_dir, self.name, self.run_id)
+            for note in reaper.apply_limits(self.held, loop.max_memory, loop.max_procs):
+                self.preamble.append(f"# loopctl: {note}")
+            ensure_dir(self.decision_path.parent)
             cwd = self.workspace.cwd if self.workspace else os.path.expanduser(loop.cwd)
             argv: list[str] = []
             proc = None
@@ -199,6 +212,7 @@ class Supervisor:
             run["workspace"] = self.workspace.to_json() if self.workspace else None
             run["supervisor"] = procs.ref()
             run["agent"] = procs.ref(proc.pid) if proc else None
+            run["contain"] = self.held.to_json()
             self.store.write_state(state)
         return proc, loop, run, argv
 
@@ -239,6 +253,8 @@ class Supervisor:
         env.update(LOOPCTL_LOOP=self.name, LOOPCTL_RUN_ID=self.run_id,
                    LOOPCTL_ITERATION=str(run["iteration"]),
                    LOOPCTL_DECISION_FILE=str(self.decision_path))
+        # How the next driver finds what a SIGKILLed supervisor left (reaper).
+        env[reaper.MARK_VAR] = self.held.mark
         # Node CLIs (opencode among them) take their project from $PWD when
         # it is set; the driver's own $PWD would send the agent elsewhere.
         env["PWD"] = os.path.abspath(cwd)
@@ -251,11 +267,18 @@ class Supervisor:
             stdin = unnamed_file(self.log_path.parent)
             stdin.write(stdin_text.encode())
             stdin.seek(0)
-        out: int = subprocess.PIPE if self.foreground else log_fd
+        out: int = subprocess.PIPE
+        if not self.foreground:
+            self.pump = LogPump(log_fd, loop.max_log)
+            out = self.pump.write_end
+        else:
+            self.capped = CappedCopy(log_fd, loop.max_log)
+        procs_fd = reaper.open_procs(self.held)
         try:
             return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                    close_fds=True)
+                                    close_fds=True,
+                                    preexec_fn=reaper.child_setup(os.getpid(), procs_fd))
         except FileNotFoundError:
             where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
             raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
@@ -264,6 +287,10 @@ class Supervisor:
         finally:
             if not isinstance(stdin, int):
                 stdin.close()
+            if procs_fd is not None:
+                os.close(procs_fd)
+            if self.pump is not None:
+                self.pump.start()  # closes our write end; after a failed spawn: EOF at once
 
     def _shim_dir(self) -> Path:
         folder = ensure_dir(self.paths.state_dir / "bin")
@@ -302,10 +329,16 @@ class Supervisor:
         leftovers = procs.descendants()
         if leftovers:
             procs.kill_tree(None, min(kill_grace(), 2.0))
+        # The polite round above works from snapshots; this one loops until
+        # nothing the run started is left (forkers, TERM-ignorers, setsid).
+        killed = len({p.pid for p in leftovers} | reaper.finish(self.held))
+        if killed:
             self.note = (self.note + "; " if self.note else "") + \
-                f"killed {len(leftovers)} leftover process(es)"
+                f"killed {killed} leftover process(es)"
         if tee:
             tee.join(timeout=5)
+        if self.pump is not None:
+            self.pump.join(timeout=5)
         code = proc.returncode
         exit_code = code if code >= 0 else 128 - code
         if outcome is None:
@@ -324,9 +357,15 @@ class Supervisor:
         source = proc.stdout.fileno()
         terminal = sys.stdout.fileno()
 
+        capped = self.capped
+        assert capped is not None
+
         def copy() -> None:
             while chunk := os.read(source, 65536):
-                os.write(log_fd, chunk)
+                try:
+                    capped.write(chunk)
+                except OSError:
+                    capped.left = 0  # a full disk stops the log, not the run
                 try:
                     os.write(terminal, chunk)
                 except OSError:
@@ -343,11 +382,12 @@ class Supervisor:
         from loopctl.agents.presets import is_agent, read_output
 
         try:
-            with open(self.log_path, "rb") as handle:
-                head = handle.read(HEAD_BYTES)
-                size = handle.seek(0, os.SEEK_END)
-                handle.seek(max(size - TAIL_BYTES, 0))
-                tail = handle.read()
+            # Through the descriptor this supervisor opened, never the path:
+            # the agent may have put a symlink where the log was.
+            head = os.pread(self.log_fd, HEAD_BYTES, 0)
+            size = os.fstat(self.log_fd).st_size
+            start = max(size - TAIL_BYTES, 0)
+            tail = os.pread(self.log_fd, size - start, start)
         except OSError:
             return
         reading = read_output(loop, head, tail, result.exit_code)
@@ -417,6 +457,7 @@ class Supervisor:
             "session_id": result.session_id, "cost_usd": result.cost_usd,
             "result": result.result_text[-2000:] if result.result_text else None,
             "log": str(self.log_path), "argv": argv, "note": result.note,
+            "log_truncated": self.log_truncated,
         }
         if self.handoff is not None:
             record.update(self.handoff.record())
@@ -486,6 +527,20 @@ class Supervisor:
             os.close(fd)
         except OSError:
             pass
+
+    def _end_bounds(self, log_fd: int) -> None:
+        """The log's last line says it was cut; the decision folder goes."""
+        import shutil
+
+        cap = self.pump or self.capped
+        self.log_truncated = bool(cap and cap.truncated)
+        if self.pump is not None and self.pump.error:
+            self.preamble.append(f"# loopctl: log stopped: {self.pump.error}")
+        if cap is not None and cap.truncated:
+            self.preamble.append(note_line(cap.limit))
+        self._flush_preamble(log_fd)
+        if self.launched:  # rmtree does not follow symlinks the agent left in its folder
+            shutil.rmtree(self.decision_path.parent, ignore_errors=True)
 
     def _flush_preamble(self, log_fd: int) -> None:
         """After the agent: its last line ended, then the lines held back.
