@@ -593,13 +593,17 @@ def logs(name: NameArg,
     """Print a run's log (the latest by default)."""
     from loopctl.domain.model import check_name
     from loopctl.domain.untrusted import check_run_id
-    from loopctl.storage.runs import latest_run_id
+    from loopctl.storage.runs import is_known, latest_run_id
 
     s = store()
     if run_id is not None:
         check_run_id(run_id)
     check_name(name)  # run files exist only under names `start` accepts
-    run_id = run_id or latest_run_id(s.paths, name)
+    # Only runs loopctl recorded, or the one in flight: never a planted file.
+    current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+    if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
+        fail(f"no log for run {run_id!r} of {name!r}", 4)
+    run_id = run_id or latest_run_id(s.paths, name, current)
     if run_id is None:
         if not s.read_defs().has(name):
             raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)

@@ -116,6 +116,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         except (LoopctlError, KeyError, TypeError) as exc:
             workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
     if path.exists():
+        from loopctl.storage.runs import remember
+
+        remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
         return
     note = "supervisor died"
     if swept:
@@ -133,6 +136,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         "session_id": None, "cost_usd": None,
         "log": str(store.paths.run_log(loop, run["run_id"])), "note": note,
     })
+    from loopctl.storage.runs import remember
+
+    remember(store.paths, loop, run["run_id"])
 
 
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],

@@ -31,7 +31,7 @@ from loopctl.domain.state import RunResult
 from loopctl.engine import events, procs, reaper
 from loopctl.engine.logcap import CappedCopy, LogPump, note_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
-from loopctl.storage.runs import EXIT_FOR_OUTCOME, prune
+from loopctl.storage.runs import EXIT_FOR_OUTCOME, prune, remember
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
@@ -463,7 +463,7 @@ class Supervisor:
             record.update(self.handoff.record())
         for attempt in range(SAVE_ATTEMPTS):
             try:
-                in_flight = self._save(loop, run, result, record)
+                self._save(loop, run, result, record)
                 break
             except LoopctlError as exc:
                 if attempt + 1 < SAVE_ATTEMPTS:
@@ -471,7 +471,6 @@ class Supervisor:
                     continue
                 self._mark_unsaved(exc.message)
                 raise
-        prune(self.paths, self.name, loop.keep_runs, in_flight)
         return record
 
     def _save(self, loop: LoopDef, run: dict[str, Any], result: RunResult,
@@ -493,6 +492,7 @@ class Supervisor:
                 if self.dropped:
                     st["note"] = f"run {self.run_id}: {'; '.join(self.dropped)}"[:2000]
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+                remember(self.paths, self.name, self.run_id)
                 receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
                 if events.needs_attention(before, events.status_key(st)):
                     event = events.attention(loop, st, self.run_id, str(self.log_path), now)
@@ -509,7 +509,10 @@ class Supervisor:
                 # Recorded lost meanwhile: keep what really happened. A loop
                 # removed meanwhile (`rm`) gets no run files back.
                 self.store.write_json(self.paths.run_record(self.name, self.run_id), record)
+                remember(self.paths, self.name, self.run_id)
             in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+            if st is not None:
+                prune(self.paths, self.name, loop.keep_runs, in_flight)
         events.dispatch(self.store, pending)
         return in_flight
 

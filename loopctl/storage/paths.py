@@ -109,9 +109,10 @@ class Paths:
         return self.decision_dir(loop, run_id) / "decision.json"
 
     def run_index(self, loop: str) -> Path:
-        """The run ids loopctl recorded for `loop`, oldest first: what
-        `history`, `logs` and pruning trust, never a listing of the folder."""
-        return self.runs_dir / f"{self.loop_runs_dir(loop).name}.index"
+        """`run-index/<loop>.json`: the run ids loopctl recorded for `loop`,
+        oldest first. `history`, `logs` and pruning trust it, never a
+        listing of the run folder something else could have planted into."""
+        return self.state_dir / "run-index" / f"{self.loop_runs_dir(loop).name}.json"
 
 
 # Plain sets, not regular expressions: `re` is not loaded on the `tick` fast path.

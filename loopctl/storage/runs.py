@@ -2,7 +2,11 @@
 
 Records are read back as untrusted input: a damaged or planted file must not
 break `history` or `logs`, so each is bounded, never read through a symlink,
-and cleaned field by field (`clean_record`).
+and cleaned field by field (`clean_record`). Which runs exist is what
+loopctl itself wrote down (`run-index/<loop>.json`, updated under the store
+lock whenever a record is written), never what a listing of the folder
+shows: a file planted there with a run id's name is neither shown nor
+decides what `--keep-runs` deletes (DESIGN §14).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from loopctl.storage.paths import Paths, is_run_id
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
+MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved")
 RECORD_TEXT = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
                "outcome", "session_id", "result", "log", "note", "status_after",
                "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
@@ -113,29 +119,80 @@ def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
 
 
 def run_ids(paths: Paths, loop: str) -> list[str]:
-    folder = loop_folder(paths, loop)
-    if folder is None:
+    """The runs loopctl recorded for `loop`, in claim order."""
+    data = read_bounded(paths.run_index(loop), MAX_INDEX_BYTES)
+    if data is None:
         return []
-    return sorted({run_id for p in folder.iterdir()
-                   if is_run_id(run_id := p.name.split(".", 1)[0])}, key=run_order)
+    try:
+        listed = json.loads(data).get("runs")
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return sorted({r for r in listed if is_run_id(r)}, key=run_order)
+
+
+def _write_index(paths: Paths, loop: str, ids: list[str]) -> None:
+    from loopctl.storage.paths import ensure_dir
+    from loopctl.storage.store import atomic_write, strict_json
+
+    path = paths.run_index(loop)
+    ensure_dir(path.parent)
+    atomic_write(path, (strict_json({"version": 1, "runs": ids}) + "\n").encode())
+
+
+def start_index(paths: Paths, loop: str, legacy: bool) -> None:
+    """Make the loop's index if it has none. Called when its run folder is
+    made (`legacy` False: nothing can have been planted yet) or found
+    without an index (a home from before the index: its records are taken
+    once, as the listing shows them)."""
+    if paths.run_index(loop).exists():
+        return
+    ids: list[str] = []
+    folder = loop_folder(paths, loop)
+    if legacy and folder is not None:
+        ids = sorted({p.name[:-5] for p in folder.iterdir()
+                      if p.name.endswith(".json") and is_run_id(p.name[:-5])}, key=run_order)
+    _write_index(paths, loop, ids)
+
+
+def remember(paths: Paths, loop: str, run_id: str) -> None:
+    """Add a run whose record loopctl just wrote (under the store lock)."""
+    ids = run_ids(paths, loop)
+    if run_id not in ids:
+        _write_index(paths, loop, sorted([*ids, run_id], key=run_order))
+
+
+def is_known(paths: Paths, loop: str, run_id: str) -> bool:
+    return run_id in run_ids(paths, loop)
 
 
 def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
-    """Delete the files of the oldest runs beyond `keep`; never one in flight."""
-    ids = [r for r in run_ids(paths, loop) if r not in in_flight]
-    doomed = ids[: max(len(ids) - keep, 0)]
+    """Delete the files of the oldest recorded runs beyond `keep`; never one
+    in flight, never a file loopctl did not name itself. Under the store lock."""
+    ids = run_ids(paths, loop)
+    finished = [r for r in ids if r not in in_flight]
+    doomed = finished[: max(len(finished) - keep, 0)]
     folder = loop_folder(paths, loop)
-    if folder is None:
+    if folder is None or not doomed:
         return []
     for run_id in doomed:
-        for path in folder.glob(f"{run_id}.*"):
+        for suffix in RUN_FILES:
             try:
-                path.unlink()
+                (folder / f"{run_id}{suffix}").unlink()
             except OSError:
                 pass
+    from loopctl.domain.errors import LoopctlError
+
+    try:
+        _write_index(paths, loop, [r for r in ids if r not in doomed])
+    except LoopctlError:
+        pass  # a full disk: the index names runs whose files are gone, which readers skip
     return doomed
 
 
-def latest_run_id(paths: Paths, loop: str) -> str | None:
-    ids = run_ids(paths, loop)
-    return ids[-1] if ids else None
+def latest_run_id(paths: Paths, loop: str, current: str | None = None) -> str | None:
+    """The newest recorded run, or `current` (the run in flight) if newer."""
+    ids = run_ids(paths, loop) + ([current] if isinstance(current, str) and is_run_id(current)
+                                  else [])
+    return max(ids, key=run_order) if ids else None
