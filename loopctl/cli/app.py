@@ -615,10 +615,18 @@ def logs(name: NameArg,
 
 
 def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
+    import stat
+
     from loopctl.storage.runs import read_bounded
 
     out = sys.stdout.buffer
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # non-blocking: a FIFO planted as the log must not hang `logs`
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        fail(f"cannot read the log of run {run_id}: {exc.strerror}", 1)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        fail(f"cannot read the log of run {run_id}: not a regular file", 1)
     with os.fdopen(fd, "rb") as handle:
         checked = time.monotonic()
         while True:

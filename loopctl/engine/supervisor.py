@@ -31,7 +31,7 @@ from loopctl.domain.state import RunResult
 from loopctl.engine import events, procs, reaper
 from loopctl.engine.logcap import CappedCopy, LogPump, note_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
-from loopctl.storage.runs import EXIT_FOR_OUTCOME, prune, remember
+from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log, prune, remember
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
@@ -561,15 +561,6 @@ class Supervisor:
     @staticmethod
     def _write_line(fd: int, line: str) -> None:
         os.write(fd, (line + "\n").encode(errors="replace"))
-
-
-def open_log(path: Path) -> int:
-    """The run's log for appending; a symlink planted in its place is refused."""
-    try:
-        # Read too: the footer checks whether the agent's last line ended.
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as exc:
-        raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
 
 
 def one_line(argv: list[str], width: int = 160) -> str:

@@ -161,13 +161,11 @@ def _main() -> int:
     finally:
         signal.alarm(0)
     if event.get("log"):
-        try:
-            with open(event["log"], "ab") as handle:
-                for r in results:
-                    handle.write(f"# loopctl: notify {r['target']} for {event.get('status')}: "
-                                 f"{'ok' if r['ok'] else r['error']}\n".encode())
-        except OSError:
-            pass
+        from loopctl.storage.runs import append_to_log
+
+        append_to_log(event["log"], b"".join(
+            f"# loopctl: notify {r['target']} for {event.get('status')}: "
+            f"{'ok' if r['ok'] else r['error']}\n".encode() for r in results))
     Store().record_delivery(event, "notify_error", summary(results))
     return 0 if all(r["ok"] for r in results) else 1
 

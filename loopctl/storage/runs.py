@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain import untrusted
-from loopctl.storage.paths import Paths, is_run_id
+from loopctl.domain.errors import LoopctlError
+from loopctl.storage.paths import FILE_MODE, Paths, is_run_id
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
@@ -52,6 +53,46 @@ def loop_folder(paths: Paths, loop: str) -> Path | None:
     return folder if stat.S_ISDIR(mode) else None
 
 
+def open_log(path: Path) -> int:
+    """The run's log for appending; a symlink planted in its place is refused."""
+    try:
+        # Read too: the footer checks whether the agent's last line ended.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     FILE_MODE)
+    except OSError as exc:
+        raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
+    seen = os.fstat(fd)
+    # A FIFO, a device or a second name of another file (a hard link to
+    # state.json) planted there is not loopctl's log.
+    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+        os.close(fd)
+        raise LoopctlError(f"cannot open the run log {path}: not a file loopctl made")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def append_to_log(path: str | Path, data: bytes) -> bool:
+    """Append loopctl's lines (hook and notification results) to an existing
+    run log. Never through a symlink, never into a FIFO or device (opened
+    non-blocking, checked by fstat), never into a file with a second name
+    (a hard link to state.json): False then, and nothing is written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return False
+    try:
+        seen = os.fstat(fd)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+            return False
+        os.write(fd, data)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     return paths_read_bounded(path, limit)
 
@@ -73,6 +114,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
                        for k in ("decision", "summary", "evidence")} \
         if isinstance(decision, dict) else None
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
+    out["log_truncated"] = raw.get("log_truncated") is True
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None
@@ -182,8 +224,6 @@ def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
                 (folder / f"{run_id}{suffix}").unlink()
             except OSError:
                 pass
-    from loopctl.domain.errors import LoopctlError
-
     try:
         _write_index(paths, loop, [r for r in ids if r not in doomed])
     except LoopctlError:
