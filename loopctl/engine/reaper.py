@@ -95,6 +95,8 @@ def own_cgroup() -> str | None:
 
 def base_cgroup() -> tuple[str | None, str]:
     """Where this process may create run cgroups, or (None, why not)."""
+    if os.environ.get("LOOPCTL_CGROUP") == "off":
+        return None, "turned off by LOOPCTL_CGROUP=off"
     folder = own_cgroup()
     if folder is None:
         return None, "no cgroup v2 hierarchy is mounted"
