@@ -15,7 +15,8 @@ Each option is one behaviour, applied in the order below:
                     forking while loopctl kills; pids to $FAKE_AGENT_PIDS
   --scrub-env       with --grandchild/--hydra: their environment is emptied
                     (no $LOOPCTL_RUN_MARK to find them by)
-  --plant-log WHAT  replace this run's log with WHAT: symlink:TARGET or fifo
+  --plant-log WHAT  replace this run's log with WHAT: symlink:TARGET,
+                    hardlink:TARGET or fifo
   --plant-runs N    plant N forged run files (ids ...-9990 up) in the run folder
   --kill-parent     SIGKILL the parent (the supervisor), then go on
   --sleep S         sleep S seconds
@@ -62,12 +63,19 @@ os.setsid()
 depth, pid_file, scrub = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
 with open(pid_file, "a") as handle:
     handle.write(f"{os.getpid()}\\n")
-for _ in range(2 if depth > 0 else 0):
+def started():
+    with open(pid_file) as handle:
+        return sum(1 for _ in handle)
+# Two children each, down to depth 0; the leaves keep forking new leaves
+# (up to 150 processes in all), so any snapshot of the tree is out of date.
+for _ in range(2 if depth > 0 else 10**6):
+    if depth == 0 and started() >= 150:
+        break
     time.sleep(0.05)  # still forking while loopctl is killing
     # Double fork: the middle exits, its child is re-parented.
     middle = "import subprocess, sys; subprocess.Popen(sys.argv[1:])"
     subprocess.run([sys.executable, "-c", middle, sys.executable, "-c", sys.argv[4],
-                    str(depth - 1), pid_file, sys.argv[3], sys.argv[4]],
+                    str(max(depth - 1, 0)), pid_file, sys.argv[3], sys.argv[4]],
                    env={} if scrub else None)
 while True:
     time.sleep(60)
@@ -88,6 +96,8 @@ def plant_log(what: str) -> None:
     os.unlink(log)
     if what == "fifo":
         os.mkfifo(log)
+    elif what.startswith("hardlink:"):
+        os.link(what.removeprefix("hardlink:"), log)
     else:
         os.symlink(what.removeprefix("symlink:"), log)
 

@@ -188,15 +188,19 @@ def deliveries_done(tmp_path: Path) -> bool:
                 if "loopctl.engine.events" in " ".join(p.cmdline())]
 
 
-def test_a_symlink_planted_as_the_log_is_neither_read_back_nor_written_through(
-        cli: CLI, tmp_path: Path) -> None:
-    secret = tmp_path / "netrc"
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_link_planted_as_the_log_is_neither_read_back_nor_written_through(
+        cli: CLI, tmp_path: Path, kind: str) -> None:
+    # A hard link needs the same file system: the secret sits in the state
+    # directory, as state.json does.
+    secret = (cli.state_dir if kind == "hardlink" else tmp_path) / "netrc"
+    secret.parent.mkdir(parents=True, exist_ok=True)
     secret.write_text("machine example.com password SECRET-TOKEN\n")
     before = secret.read_bytes()
     hook = hook_that_says(tmp_path / "hook.sh")
     # --max-runs 1: the run pauses the loop, an attention event runs the
     # hook, whose output is appended to the run's log.
-    start(cli, "planter", "--print", "real output", "--plant-log", f"symlink:{secret}",
+    start(cli, "planter", "--print", "real output", "--plant-log", f"{kind}:{secret}",
           extra=("--max-runs", "1", "--on-attention", str(hook)))
     cli("tick", "--wait", check=0)
     (record,) = cli.records("planter")
@@ -206,7 +210,7 @@ def test_a_symlink_planted_as_the_log_is_neither_read_back_nor_written_through(
     wait_for(lambda: deliveries_done(tmp_path))
     assert secret.read_bytes() == before  # the hook's lines went nowhere
     proc = cli("logs", "planter")
-    assert "SECRET" not in proc.stdout
+    assert "SECRET" not in proc.stdout + proc.stderr
 
 
 def test_a_fifo_planted_as_the_log_blocks_nothing(cli: CLI, tmp_path: Path) -> None:

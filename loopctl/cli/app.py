@@ -624,7 +624,8 @@ def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> No
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         fail(f"cannot read the log of run {run_id}: {exc.strerror}", 1)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    seen = os.fstat(fd)
+    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:  # a link to another file
         os.close(fd)
         fail(f"cannot read the log of run {run_id}: not a regular file", 1)
     with os.fdopen(fd, "rb") as handle:
