@@ -218,6 +218,9 @@ _loopctl() {
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
+                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
+                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -283,6 +286,9 @@ _loopctl() {
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
+                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
+                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -10,6 +10,15 @@ Each option is one behaviour, applied in the order below:
   --close-stdout    close stdout early, then keep going
   --grandchild S    spawn a grandchild that calls setsid() and sleeps S s;
                     its pid goes to $FAKE_AGENT_PIDS if set
+  --hydra DEPTH     start a tree of 2^(DEPTH+1)-1 processes that ignore SIGTERM,
+                    each double-forked into a session of its own and still
+                    forking while loopctl kills; pids to $FAKE_AGENT_PIDS
+  --scrub-env       with --grandchild/--hydra: their environment is emptied
+                    (no $LOOPCTL_RUN_MARK to find them by)
+  --plant-log WHAT  replace this run's log with WHAT: symlink:TARGET,
+                    hardlink:TARGET or fifo
+  --plant-runs N    plant N forged run files (ids ...-9990 up) in the run folder
+  --kill-parent     SIGKILL the parent (the supervisor), then go on
   --sleep S         sleep S seconds
   --wait-for FILE   wait (at most 60 s) until FILE exists
   --ignore-term     ignore SIGTERM (for kill escalation tests)
@@ -28,11 +37,12 @@ import sys
 import time
 
 
-def spawn_grandchild(seconds: float) -> None:
+def spawn_grandchild(seconds: float, scrub: bool = False) -> None:
+    pid_file = os.environ.get("FAKE_AGENT_PIDS")
     code = (
         "import os, sys, time\n"
         "os.setsid()\n"
-        "pid_file = os.environ.get('FAKE_AGENT_PIDS')\n"
+        f"pid_file = {pid_file!r}\n"
         "if pid_file:\n"
         "    open(pid_file, 'a').write(f'{os.getpid()}\\n')\n"
         f"time.sleep({seconds})\n"
@@ -41,9 +51,66 @@ def spawn_grandchild(seconds: float) -> None:
     # outside the agent's process group: the hardest case to clean up.
     middle = (
         "import subprocess, sys\n"
-        f"subprocess.Popen([sys.executable, '-c', {code!r}])\n"
+        f"subprocess.Popen([sys.executable, '-c', {code!r}], env={{}} if {scrub} else None)\n"
     )
     subprocess.run([sys.executable, "-c", middle], check=True)
+
+
+HYDRA = """
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.setsid()
+depth, pid_file, scrub = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+with open(pid_file, "a") as handle:
+    handle.write(f"{os.getpid()}\\n")
+def started():
+    with open(pid_file) as handle:
+        return sum(1 for _ in handle)
+# Two children each, down to depth 0; the leaves keep forking new leaves
+# (up to 150 processes in all), so any snapshot of the tree is out of date.
+for _ in range(2 if depth > 0 else 10**6):
+    if depth == 0 and started() >= 150:
+        break
+    time.sleep(0.05)  # still forking while loopctl is killing
+    # Double fork: the middle exits, its child is re-parented.
+    middle = "import subprocess, sys; subprocess.Popen(sys.argv[1:])"
+    subprocess.run([sys.executable, "-c", middle, sys.executable, "-c", sys.argv[4],
+                    str(max(depth - 1, 0)), pid_file, sys.argv[3], sys.argv[4]],
+                   env={} if scrub else None)
+while True:
+    time.sleep(60)
+"""
+
+
+def spawn_hydra(depth: int, scrub: bool) -> None:
+    pid_file = os.environ["FAKE_AGENT_PIDS"]
+    subprocess.Popen([sys.executable, "-c", HYDRA, str(depth), pid_file, "1" if scrub else "0",
+                      HYDRA], env={} if scrub else None)
+
+
+def plant_log(what: str) -> None:
+    """Replace this run's log, as an agent with write access to its run
+    folder could (DESIGN §14: it must gain nothing)."""
+    folder = os.path.join(os.environ["LOOPCTL_HOME"], "state", "runs", os.environ["LOOPCTL_LOOP"])
+    log = os.path.join(folder, os.environ["LOOPCTL_RUN_ID"] + ".log")
+    os.unlink(log)
+    if what == "fifo":
+        os.mkfifo(log)
+    elif what.startswith("hardlink:"):
+        os.link(what.removeprefix("hardlink:"), log)
+    else:
+        os.symlink(what.removeprefix("symlink:"), log)
+
+
+def plant_runs(count: int) -> None:
+    folder = os.path.join(os.environ["LOOPCTL_HOME"], "state", "runs", os.environ["LOOPCTL_LOOP"])
+    for i in range(count):
+        run_id = f"20991130T031500Z-{9990 + i}"
+        with open(os.path.join(folder, run_id + ".json"), "w") as handle:
+            json.dump({"version": 1, "run_id": run_id, "loop": os.environ["LOOPCTL_LOOP"],
+                       "outcome": "ok", "result": "FORGED RESULT", "exit_code": 0}, handle)
+        with open(os.path.join(folder, run_id + ".log"), "w") as handle:
+            handle.write("FORGED LOG\n")
 
 
 def main() -> int:
@@ -56,6 +123,11 @@ def main() -> int:
     parser.add_argument("--invalid-utf8", action="store_true")
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--grandchild", type=float)
+    parser.add_argument("--hydra", type=int)
+    parser.add_argument("--scrub-env", action="store_true")
+    parser.add_argument("--plant-log")
+    parser.add_argument("--plant-runs", type=int)
+    parser.add_argument("--kill-parent", action="store_true")
     parser.add_argument("--sleep", type=float)
     parser.add_argument("--wait-for")
     parser.add_argument("--ignore-term", action="store_true")
@@ -102,7 +174,15 @@ def main() -> int:
         sys.stdout.flush()
         os.close(1)
     if args.grandchild is not None:
-        spawn_grandchild(args.grandchild)
+        spawn_grandchild(args.grandchild, args.scrub_env)
+    if args.hydra is not None:
+        spawn_hydra(args.hydra, args.scrub_env)
+    if args.plant_log:
+        plant_log(args.plant_log)
+    if args.plant_runs:
+        plant_runs(args.plant_runs)
+    if args.kill_parent:
+        os.kill(os.getppid(), signal.SIGKILL)
     if args.sleep:
         time.sleep(args.sleep)
     if args.wait_for:

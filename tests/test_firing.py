@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from conftest import CLI, agent_command, wait_for
+from loopctl.engine import procs
 
 
 def start(cli: CLI, name: str, *agent_args: str, every: str = "1h",
@@ -135,7 +136,10 @@ def test_agent_gets_loop_environment_and_prompt_on_stdin(cli: CLI, tmp_path: Pat
     assert env["LOOPCTL_ITERATION"] == "1"
     assert env["FAKE_COLOR"] == "blue"
     run_id = env["LOOPCTL_RUN_ID"]
-    assert env["LOOPCTL_DECISION_FILE"].endswith(f"{run_id}.decision.json")
+    # Its own folder, outside the run folder only loopctl writes (DESIGN §14).
+    decision = Path(env["LOOPCTL_DECISION_FILE"])
+    assert decision == cli.state_dir / "decisions" / "envy" / run_id / "decision.json"
+    assert not decision.parent.exists()  # removed after the run
     assert seen["stdin"] == "the prompt"  # no {prompt} placeholder: prompt on stdin
 
 
@@ -170,19 +174,20 @@ def test_supervisor_killed_mid_run_is_recorded_lost(cli: CLI, tmp_path: Path) ->
     wait_for(lambda: not psutil.pid_exists(run["supervisor"]["pid"]))
     report = cli.json("tick")
     assert report["lost"] == [run["run_id"]]
-    assert report["fired"] == []  # its agent is still alive: not started twice
-    assert any("still alive" in s["reason"] for s in report["skipped"])
+    assert report["fired"] == []  # the pass that finds it lost fires nothing for it
     record = cli.records("victim")[0]
     assert record["outcome"] == "lost"
-    wait_for(lambda: not psutil.pid_exists(run["agent"]["pid"]), timeout=15)
+    # The agent died with its supervisor (DESIGN §14), not 4 s later.
+    assert not procs.alive(run["agent"])
     state = cli.state()["loops"]["victim"]
     assert state["status"] == "active" and state["next_due"] is not None
+    assert state["failures"] == 1  # a lost run counts toward --max-failures
     assert len(cli.records("victim")) == 1  # lost once, never started a second time
 
 
 def test_log_holds_a_large_flood_of_output(cli: CLI) -> None:
     size = 200 * 1024 * 1024
-    start(cli, "flood", "--flood", str(size))
+    start(cli, "flood", "--flood", str(size), extra=("--max-log", "300MiB"))
     cli("tick", "--wait", check=0)
     record = cli.records("flood")[0]
     log = Path(record["log"])

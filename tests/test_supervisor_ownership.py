@@ -4,7 +4,9 @@
   or that nobody claimed (`python -m loopctl.engine.supervisor LOOP RUN_ID` by hand).
 - A run that a driver meanwhile recorded `lost` (it believed the supervisor
   dead) is recorded by the supervisor when it ends, but the loop, already
-  settled by the driver, is not settled a second time.
+  settled by the driver, is not settled a second time. The driver also
+  killed the run's agent, as it kills whatever a dead supervisor left
+  (DESIGN §14): the supervisor's record says so.
 - A run whose loop was removed meanwhile (`loopctl rm`, possible once the run
   was recorded lost) ends cleanly and does not bring the loop back.
 """
@@ -57,8 +59,9 @@ def record_lost(cli: CLI, name: str, run: dict[str, Any]) -> None:
     believe_supervisor_dead(cli, name)
     report = cli.json("tick")
     assert report["lost"] == [run["run_id"]], report
-    assert report["fired"] == [], report  # its agent still lives: not started twice
-    assert [r["outcome"] for r in cli.records(name)] == ["lost"]
+    assert report["fired"] == [], report  # the pass that finds it lost fires nothing for it
+    # The driver killed what it took for a dead supervisor's leftovers.
+    wait_for(lambda: gone(run["agent"]["pid"]), timeout=10)
 
 
 @pytest.mark.parametrize("whose", ["another-supervisor", "unclaimed"])
@@ -95,15 +98,14 @@ def test_a_run_recorded_lost_meanwhile_is_recorded_but_not_settled_again(
     cli("tick", check=0)
     run = wait_for(lambda: in_flight(cli, "lost"))
     record_lost(cli, "lost", run)
+    wait_for(lambda: gone(run["supervisor"]["pid"]), timeout=20)
     settled_by_driver = loop_state(cli, "lost")
     assert settled_by_driver["outcomes"] == ["lost"] and settled_by_driver["run"] is None
-
-    gate.touch()
-    wait_for(lambda: gone(run["supervisor"]["pid"]), timeout=20)
-    # The supervisor's record (what really happened) replaces the guess...
+    # The supervisor's record (what really happened: its agent was killed)
+    # replaces the guess...
     (record,) = cli.records("lost")
     assert record["run_id"] == run["run_id"]
-    assert (record["outcome"], record["exit_code"]) == ("ok", 0), record
+    assert (record["outcome"], record["exit_code"]) == ("failed", 137), record
     # ...but the loop keeps the driver's settlement: no second iteration,
     # outcome or next due time from the same run.
     assert loop_state(cli, "lost") == settled_by_driver
@@ -126,10 +128,9 @@ def test_a_run_whose_loop_was_removed_meanwhile_ends_without_bringing_it_back(
 
     record_lost(cli, "doomed", run)
     cli("rm", "doomed", check=0)
-    gate.touch()
     _, err = runner.communicate(timeout=30)
-    assert runner.returncode == 0, err
-    assert ": ok (exit 0)" in one_clear_line(err)
+    assert runner.returncode == 1, err
+    assert ": failed (exit 137)" in one_clear_line(err)
     # Neither the definition nor the state entry came back.
     assert cli.json("ls")["loops"] == []
     assert "doomed" not in cli.state()["loops"]

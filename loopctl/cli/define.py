@@ -12,6 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
+from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.commands import common
@@ -260,6 +261,7 @@ def start(
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
+    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -302,7 +304,10 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
         if v is not None})
+    raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
+                    if v is not None})
     result = defining.start(store(), raw_def, name)
+    warn_bounds(raw_def)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
@@ -367,6 +372,7 @@ def update(
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
+    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -385,9 +391,11 @@ def update(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
+    changes.update(bounds_changes(max_log, max_memory, max_procs))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
+    warn_bounds(changes)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return

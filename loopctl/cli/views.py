@@ -156,13 +156,17 @@ def logs(name: NameArg,
     """Print a run's log (the latest by default)."""
     from loopctl.domain.model import check_name
     from loopctl.domain.untrusted import check_run_id
-    from loopctl.storage.runs import latest_run_id
+    from loopctl.storage.runs import is_known, latest_run_id
 
     s = store()
     if run_id is not None:
         check_run_id(run_id)
     check_name(name)  # run files exist only under names `start` accepts
-    run_id = run_id or latest_run_id(s.paths, name)
+    # Only runs loopctl recorded, or the one in flight: never a planted file.
+    current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+    if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
+        fail(f"no log for run {run_id!r} of {name!r}", 4)
+    run_id = run_id or latest_run_id(s.paths, name, current)
     if run_id is None:
         if not s.read_defs().has(name):
             raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
@@ -183,7 +187,9 @@ def _first_run(s: Store, name: str) -> str:
 
     print(f"waiting for the first run of {name}...", file=sys.stderr, flush=True)
     while True:
-        run_id = latest_run_id(s.paths, name)
+        # The run in flight is in the state, not yet in the index of runs.
+        current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+        run_id = latest_run_id(s.paths, name, current)
         if run_id is not None and s.paths.run_log(name, run_id).exists():
             return run_id
         if not s.read_defs().has(name):
@@ -192,10 +198,19 @@ def _first_run(s: Store, name: str) -> str:
 
 
 def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
+    import stat
+
     from loopctl.storage.runs import read_bounded
 
     out = sys.stdout.buffer
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:  # non-blocking: a FIFO planted as the log must not hang `logs`
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        fail(f"cannot read the log of run {run_id}: {exc.strerror}", 1)
+    seen = os.fstat(fd)
+    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:  # a link to another file
+        os.close(fd)
+        fail(f"cannot read the log of run {run_id}: not a regular file", 1)
     with os.fdopen(fd, "rb") as handle:
         checked = time.monotonic()
         while True:

@@ -223,9 +223,15 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     st["last_outcome"] = "lost"
     st["last_run_id"] = run["run_id"]
     st["outcomes"] = (st["outcomes"] + ["lost"])[-RECENT:]
+    # A failure (DESIGN §5): an agent that kills its supervisor must not
+    # escape --max-failures by doing it again and again.
+    st["failures"] += 1
     _apply_control(st, now)
+    if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
+        valves.pause_for(st, "failure_limit")
     if loop is not None and st["status"] == ACTIVE:
-        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
+        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"],
+                                   failures=st["failures"])
 
 
 def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.names import is_loop_name
 from loopctl.domain.plain import asdict, factory, record
+from loopctl.domain.sizes import format_size, parse_size
 from loopctl.domain.untrusted import shorten
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
@@ -35,13 +36,17 @@ DEFAULT_MIN_DELAY = 60
 DEFAULT_MAX_DELAY = 3600
 DEFAULT_KEEPALIVE = 1200
 DEFAULT_KEEP_RUNS = 50
+DEFAULT_MAX_LOG = 100 * 1024**2
+MIN_MAX_LOG = 4096  # the truncation note and loopctl's own lines need room
+MIN_MAX_MEMORY = 16 * 1024**2
 
 KEYS = {
     "prompt", "prompt_file", "agent", "command", "every", "cron", "tz", "after",
     "min_delay", "max_delay", "keepalive", "cwd", "env", "timeout", "max_runs",
     "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
     "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
-    "created_at", "model", "agent_args", "yolo", "notify",
+    "created_at", "model", "agent_args", "yolo", "notify", "max_log", "max_memory",
+    "max_procs",
     "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
     "max_file_size",
 }
@@ -90,6 +95,9 @@ class LoopDef:
     raw: bool = False
     continue_session: bool = False
     keep_runs: int = DEFAULT_KEEP_RUNS
+    max_log: int = DEFAULT_MAX_LOG  # bytes of the agent's output kept in the run log
+    max_memory: int | None = None  # bytes, where a cgroup v2 memory controller is delegated
+    max_procs: int | None = None  # processes, where a cgroup v2 pids controller is delegated
     created_at: str | None = None
     model: str | None = None
     agent_args: tuple[str, ...] = ()
@@ -424,6 +432,7 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
     fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where)
     fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
+    _parse_bounds(raw, fields, where)
     budget = raw.get("budget_usd")
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
@@ -434,6 +443,19 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
         if value not in allowed:
             raise UsageError(f"{where}: {key!r} must be one of {', '.join(allowed)}, got {value!r}")
         fields[key] = value
+
+
+def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    """--max-log, --max-memory, --max-procs (DESIGN §14)."""
+    try:
+        if raw.get("max_log") is not None:
+            fields["max_log"] = parse_size(raw["max_log"], "'max_log'", MIN_MAX_LOG)
+        if raw.get("max_memory") is not None:
+            fields["max_memory"] = parse_size(raw["max_memory"], "'max_memory'", MIN_MAX_MEMORY)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
+    if raw.get("max_procs") is not None:
+        fields["max_procs"] = _count(raw, "max_procs", 0, where, low=1)
 
 
 def _ref(raw: dict[str, Any], key: str, pattern: re.Pattern[str], where: str) -> str | None:
@@ -525,12 +547,13 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
         "raw": loop.raw or None, "continue_session": loop.continue_session or None,
         "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
+        "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
+        "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
+        "max_procs": loop.max_procs,
         "created_at": loop.created_at,
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
     if loop.worktree:
-        from loopctl.domain.sizes import format_size
-
         workspace = {
             "worktree": True, "base": loop.base,
             "branch_prefix": loop.branch_prefix

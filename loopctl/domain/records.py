@@ -21,7 +21,8 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions")
 # Checked by clean_record on their own terms.
-OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "damaged")
+OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
+                "damaged")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -65,6 +66,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
         if isinstance(decision, dict) else None
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
     out["left_out"] = _left_out(raw.get("left_out"))
+    out["log_truncated"] = raw.get("log_truncated") is True
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

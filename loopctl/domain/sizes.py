@@ -1,5 +1,4 @@
-"""Sizes as people type them (`--max-file-size 50MiB`): bytes, or a number
-with K, M or G (binary: `M`, `MB` and `MiB` all mean 2**20)."""
+"""Sizes like `100MiB`, `512k`, `2G` <-> bytes (powers of 1024, as `ls -h`)."""
 
 from __future__ import annotations
 
@@ -7,28 +6,33 @@ import re
 
 from loopctl.domain.errors import UsageError
 
-_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
-_SIZE = re.compile(r"\s*([0-9]{1,15})\s*([kmg]?)(?:i?b)?\s*", re.I)
-MAX_SIZE = 2**40
+UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"([0-9]{1,15})\s*([kmgt]?)(?:i?b)?")
+EXPECTED = "a size like 100MiB, 512k or 2G"
+MAX_BYTES = 1024**5  # a pebibyte: past that it is a typo
 
 
-def parse_size(text: object, what: str = "size") -> int:
-    """Bytes; UsageError naming `what` and the expected form otherwise."""
-    if isinstance(text, int) and not isinstance(text, bool):
+def parse_size(text: object, what: str = "size", low: int = 1) -> int:
+    """Bytes from a size; a bare integer (YAML) counts as bytes."""
+    if isinstance(text, bool) or not isinstance(text, (int, str)):
+        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+    if isinstance(text, int):
         value = text
     else:
-        match = _SIZE.fullmatch(text) if isinstance(text, str) else None
-        if match is None:
-            raise UsageError(f"bad {what} {str(text)[:40]!r}: expected a size like 50MiB, "
-                             "500K or 1048576")
-        value = int(match.group(1)) * _UNITS[match.group(2).lower()]
-    if not 0 < value <= MAX_SIZE:
-        raise UsageError(f"bad {what} {value}: expected more than 0 and at most 1TiB")
+        match = _SIZE.fullmatch(text.strip().lower())
+        if not match:
+            raise UsageError(f"bad {what} {text[:40]!r}: expected {EXPECTED}")
+        value = int(match.group(1)) * UNITS[match.group(2)]
+    if value < low:
+        raise UsageError(f"bad {what} {text!r}: must be at least {format_size(low)}")
+    if value > MAX_BYTES:
+        raise UsageError(f"bad {what} {text!r}: larger than 1 PiB")
     return value
 
 
 def format_size(value: int) -> str:
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value % factor == 0:
-            return f"{value // factor}{unit}"
-    return str(value)
+    """The largest unit that divides exactly: 104857600 -> `100MiB`."""
+    for unit, name in (("t", "TiB"), ("g", "GiB"), ("m", "MiB"), ("k", "KiB")):
+        if value >= UNITS[unit] and value % UNITS[unit] == 0:
+            return f"{value // UNITS[unit]}{name}"
+    return f"{value}B"

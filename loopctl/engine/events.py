@@ -167,13 +167,10 @@ def _deliver(hook: str) -> int:
     event = json.loads(sys.stdin.buffer.read())
     error, output = run_hook(hook, event)
     if event.get("log"):
-        try:
-            with open(event["log"], "ab") as handle:
-                handle.write(f"# loopctl: hook {hook} for {event['status']}: "
-                             f"{error or 'ok'}\n".encode())
-                handle.write(output)
-        except OSError:
-            pass
+        from loopctl.storage.runs import append_to_log
+
+        append_to_log(event["log"], f"# loopctl: hook {hook} for {event['status']}: "
+                      f"{error or 'ok'}\n".encode() + output)
     if error:
         Store().record_delivery(event, "hook_error", error)
     return 0 if error is None else 1

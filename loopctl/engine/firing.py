@@ -46,8 +46,8 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
     stderr go to the run's log, so even a crash leaves its reason where the
     user looks. The store lock this driver holds is closed in the child
     (loopctl.storage.locks), so the supervisor waits for it like anyone else."""
-    from loopctl.engine.steps.context import open_log  # before forking
     from loopctl.engine.supervisor import Supervisor, exit_code_for
+    from loopctl.storage.runs import open_log  # before forking
 
     store.run_dir(loop)
     fd = open_log(store.paths.run_log(loop, run_id))
@@ -105,6 +105,11 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
     path = store.paths.run_record(loop, run["run_id"])
     workspace_note = None
     agent = run.get("agent")
+    # Before anything else: what the dead supervisor left must not run on
+    # beside the next fire (DESIGN §14).
+    from loopctl.engine.reaper import sweep_lost
+
+    swept = sweep_lost(store.paths.state_dir, loop, run)
     if run.get("workspace") and not (agent and procs.alive(agent)):
         from loopctl.integrations.workspace import cleanup_lost
 
@@ -114,8 +119,13 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         except (LoopctlError, KeyError, TypeError) as exc:
             workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
     if path.exists():
+        from loopctl.storage.runs import remember
+
+        remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
         return
     note = "supervisor died"
+    if swept:
+        note += f"; killed {swept} process(es) it left"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
     if workspace_note:
@@ -129,6 +139,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         session_id=None, cost_usd=None,
         log=str(store.paths.run_log(loop, run["run_id"])), note=note,
     ))
+    from loopctl.storage.runs import remember
+
+    remember(store.paths, loop, run["run_id"])
 
 
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],
@@ -138,6 +151,9 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
     that cannot be persisted must not keep running."""
     for name, run in lost:
         record_lost(store, name, run, now)
+        st = state["loops"].get(name)
+        if st is not None and st.get("orphan") and not procs.alive(st["orphan"]):
+            st["orphan"] = None  # killed just now by record_lost
         marker = store.paths.unsaved_marker(name, run["run_id"])
         if marker.exists():
             st = state["loops"].get(name)

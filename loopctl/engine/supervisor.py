@@ -19,9 +19,9 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
-from loopctl.engine.steps import handoff, launch, output, prepare, settle, wait
-from loopctl.engine.steps.context import RunContext, RunLog, open_log
-from loopctl.storage.runs import EXIT_FOR_OUTCOME
+from loopctl.engine.steps import bounds, handoff, launch, output, prepare, settle, wait
+from loopctl.engine.steps.context import RunContext, RunLog
+from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:
@@ -50,7 +50,8 @@ class Supervisor:
         wait.interruptible()
         self.store.run_dir(self.name)
         log = RunLog(open_log(self.store.paths.run_log(self.name, self.run_id)))
-        ctx = RunContext(self.store, self.name, self.run_id, self.foreground, log, [])
+        ctx = RunContext(self.store, self.name, self.run_id, self.foreground, log, [],
+                         bounds.unheld(self.store.paths.state_dir, self.name, self.run_id))
         moved: Handoff | None = None
         try:
             started = clock.now()
@@ -64,6 +65,7 @@ class Supervisor:
             log.write(footer(self.run_id, result))
         finally:
             log.flush_held()
+            bounds.end(ctx)
             log.close()
         record = settle.run_record(ctx, launched.run, launched.argv, result, moved)
         return settle.settle(ctx, launched.loop, launched.run, result, record, moved)
@@ -79,8 +81,7 @@ class Supervisor:
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
-        result = wait.wait(launched.proc, launched.loop.timeout, ctx.log.fd, ctx.foreground,
-                           started)
+        result = wait.wait(ctx, launched.proc, launched.loop.timeout, started)
         output.read_result(ctx, launched.loop, result)
         return result
 

@@ -325,13 +325,11 @@ def _main() -> int:
                     "error": f"dropped: no delivery slot ({exc.strerror or exc})"}
                    for u in targets]
     if event.get("log"):
-        try:
-            with open(event["log"], "ab") as handle:
-                for r in results:
-                    handle.write(f"# loopctl: notify {r['target']} for {event.get('status')}: "
-                                 f"{'ok' if r['ok'] else r['error']}\n".encode())
-        except OSError:
-            pass
+        from loopctl.storage.runs import append_to_log
+
+        append_to_log(event["log"], b"".join(
+            f"# loopctl: notify {r['target']} for {event.get('status')}: "
+            f"{'ok' if r['ok'] else r['error']}\n".encode() for r in results))
     store.record_delivery(event, "notify_error", summary(results))
     return 0 if all(r["ok"] for r in results) else 1
 

@@ -96,8 +96,25 @@ class Paths:
     def unsaved_marker(self, loop: str, run_id: str) -> Path:
         return self.run_file(loop, run_id, ".unsaved")
 
+    def decision_dir(self, loop: str, run_id: str) -> Path:
+        """`decisions/<loop>/<run-id>/`: the one folder of loopctl's the run's
+        agent may write (its decision; the sandbox makes it writable), kept
+        apart from the run folder, which only loopctl writes (DESIGN §14).
+        Made by the supervisor before the agent starts, removed after."""
+        if not is_run_id(run_id):
+            raise _bad_component("run id", run_id)
+        if not is_loop_name(loop):
+            raise _bad_component("loop name", loop)
+        return self.state_dir / "decisions" / loop / run_id
+
     def decision_file(self, loop: str, run_id: str) -> Path:
-        return self.run_file(loop, run_id, ".decision.json")
+        return self.decision_dir(loop, run_id) / "decision.json"
+
+    def run_index(self, loop: str) -> Path:
+        """`run-index/<loop>.json`: the run ids loopctl recorded for `loop`,
+        oldest first. `history`, `logs` and pruning trust it, never a
+        listing of the run folder something else could have planted into."""
+        return self.state_dir / "run-index" / f"{self.loop_runs_dir(loop).name}.json"
 
 
 def _bad_component(what: str, value: str) -> Exception:

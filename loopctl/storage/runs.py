@@ -2,7 +2,11 @@
 
 Records are read back as untrusted input: a damaged or planted file must not
 break `history` or `logs`, so each is bounded, never read through a symlink,
-and cleaned field by field (`loopctl.domain.records.clean_record`).
+and cleaned field by field (`loopctl.domain.records.clean_record`). Which
+runs exist is what loopctl itself wrote down (`run-index/<loop>.json`,
+updated under the store lock whenever a record is written), never what a
+listing of the folder shows: a file planted there with a run id's name is
+neither shown nor decides what `--keep-runs` deletes (DESIGN §14).
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
-from loopctl.storage.paths import Paths
+from loopctl.storage.paths import FILE_MODE, Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
+MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved")
 EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
                     "lost": 1, "deferred": 75}
 
@@ -38,6 +45,46 @@ def loop_folder(paths: Paths, loop: str) -> Path | None:
     except OSError:
         return None
     return folder if stat.S_ISDIR(mode) else None
+
+
+def open_log(path: Path) -> int:
+    """The run's log for appending; a symlink planted in its place is refused."""
+    try:
+        # Read too: the footer checks whether the agent's last line ended.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     FILE_MODE)
+    except OSError as exc:
+        raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
+    seen = os.fstat(fd)
+    # A FIFO, a device or a second name of another file (a hard link to
+    # state.json) planted there is not loopctl's log.
+    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+        os.close(fd)
+        raise LoopctlError(f"cannot open the run log {path}: not a file loopctl made")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def append_to_log(path: str | Path, data: bytes) -> bool:
+    """Append loopctl's lines (hook and notification results) to an existing
+    run log. Never through a symlink, never into a FIFO or device (opened
+    non-blocking, checked by fstat), never into a file with a second name
+    (a hard link to state.json): False then, and nothing is written."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return False
+    try:
+        seen = os.fstat(fd)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+            return False
+        os.write(fd, data)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
@@ -75,29 +122,78 @@ def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
 
 
 def run_ids(paths: Paths, loop: str) -> list[str]:
-    folder = loop_folder(paths, loop)
-    if folder is None:
+    """The runs loopctl recorded for `loop`, in claim order."""
+    data = read_bounded(paths.run_index(loop), MAX_INDEX_BYTES)
+    if data is None:
         return []
-    return sorted({run_id for p in folder.iterdir()
-                   if is_run_id(run_id := p.name.split(".", 1)[0])}, key=run_order)
+    try:
+        listed = json.loads(data).get("runs")
+    except (ValueError, AttributeError, RecursionError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return sorted({r for r in listed if is_run_id(r)}, key=run_order)
+
+
+def _write_index(paths: Paths, loop: str, ids: list[str]) -> None:
+    from loopctl.storage.atomic import atomic_write, strict_json
+    from loopctl.storage.paths import ensure_dir
+
+    path = paths.run_index(loop)
+    ensure_dir(path.parent)
+    atomic_write(path, (strict_json({"version": 1, "runs": ids}) + "\n").encode())
+
+
+def start_index(paths: Paths, loop: str, legacy: bool) -> None:
+    """Make the loop's index if it has none. Called when its run folder is
+    made (`legacy` False: nothing can have been planted yet) or found
+    without an index (a home from before the index: its records are taken
+    once, as the listing shows them)."""
+    if paths.run_index(loop).exists():
+        return
+    ids: list[str] = []
+    folder = loop_folder(paths, loop)
+    if legacy and folder is not None:
+        ids = sorted({p.name[:-5] for p in folder.iterdir()
+                      if p.name.endswith(".json") and is_run_id(p.name[:-5])}, key=run_order)
+    _write_index(paths, loop, ids)
+
+
+def remember(paths: Paths, loop: str, run_id: str) -> None:
+    """Add a run whose record loopctl just wrote (under the store lock)."""
+    ids = run_ids(paths, loop)
+    if run_id not in ids:
+        _write_index(paths, loop, sorted([*ids, run_id], key=run_order))
+
+
+def is_known(paths: Paths, loop: str, run_id: str) -> bool:
+    return run_id in run_ids(paths, loop)
 
 
 def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
-    """Delete the files of the oldest runs beyond `keep`; never one in flight."""
-    ids = [r for r in run_ids(paths, loop) if r not in in_flight]
-    doomed = ids[: max(len(ids) - keep, 0)]
+    """Delete the files of the oldest recorded runs beyond `keep`; never one
+    in flight, never a file loopctl did not name itself. Under the store lock."""
+    ids = run_ids(paths, loop)
+    finished = [r for r in ids if r not in in_flight]
+    doomed = finished[: max(len(finished) - keep, 0)]
     folder = loop_folder(paths, loop)
-    if folder is None:
+    if folder is None or not doomed:
         return []
     for run_id in doomed:
-        for path in folder.glob(f"{run_id}.*"):
+        for suffix in RUN_FILES:
             try:
-                path.unlink()
+                (folder / f"{run_id}{suffix}").unlink()
             except OSError:
                 pass
+    try:
+        _write_index(paths, loop, [r for r in ids if r not in doomed])
+    except LoopctlError:
+        pass  # a full disk: the index names runs whose files are gone, which readers skip
     return doomed
 
 
-def latest_run_id(paths: Paths, loop: str) -> str | None:
-    ids = run_ids(paths, loop)
-    return ids[-1] if ids else None
+def latest_run_id(paths: Paths, loop: str, current: str | None = None) -> str | None:
+    """The newest recorded run, or `current` (the run in flight) if newer."""
+    ids = run_ids(paths, loop) + ([current] if isinstance(current, str) and is_run_id(current)
+                                  else [])
+    return max(ids, key=run_order) if ids else None

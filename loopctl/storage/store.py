@@ -260,8 +260,13 @@ class Store:
     def run_dir(self, loop: str) -> Path:
         """`runs/<loop>`, created private; refused when either level is a
         symlink or not a directory."""
+        from loopctl.storage.runs import start_index
+
         paths_mod.real_dir(self.paths.runs_dir)
-        return paths_mod.real_dir(self.paths.loop_runs_dir(loop))
+        legacy = os.path.lexists(self.paths.loop_runs_dir(loop))
+        folder = paths_mod.real_dir(self.paths.loop_runs_dir(loop))
+        start_index(self.paths, loop, legacy)  # before any agent can plant a file
+        return folder
 
     def remove_runs(self, loop: str) -> None:
         """Delete a loop's run files; a symlink is removed, never followed."""
@@ -269,6 +274,10 @@ class Store:
         import stat
 
         folder = self.paths.loop_runs_dir(loop)
+        try:
+            self.paths.run_index(loop).unlink()
+        except OSError:
+            pass
         try:
             mode = os.lstat(folder).st_mode
         except FileNotFoundError:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from loopctl.domain.errors import LoopctlError
 from loopctl.domain.plain import record
 from loopctl.domain.state import RunResult
-from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.store import Store
+
+if TYPE_CHECKING:
+    from loopctl.engine.steps.bounds import RunBounds
 
 
 class RunLog:
@@ -47,15 +49,6 @@ class RunLog:
         os.close(self.fd)
 
 
-def open_log(path: Path) -> int:
-    """The run's log for appending; a symlink planted in its place is refused."""
-    try:
-        # Read too: the footer checks whether the agent's last line ended.
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, FILE_MODE)
-    except OSError as exc:
-        raise LoopctlError(f"cannot open the run log {path}: {exc.strerror}") from None
-
-
 @record
 class RunContext:
     store: Store
@@ -66,6 +59,7 @@ class RunContext:
     # What the agent reported that failed a check (DESIGN §11): noted on the
     # record and on the loop, so `status` shows it.
     dropped: list[str]
+    bounds: RunBounds
 
     @property
     def log_path(self) -> Path:

@@ -14,7 +14,8 @@ from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.plain import record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
-from loopctl.engine import procs
+from loopctl.engine import procs, reaper
+from loopctl.engine.steps import bounds
 from loopctl.engine.steps.context import RunContext
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
 
@@ -44,6 +45,7 @@ def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
         if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
             raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
         loop = parse_loop(ctx.name, run["spec"])
+        bounds.hold(ctx, loop)
         argv: list[str] = []
         proc = None
         try:
@@ -57,6 +59,7 @@ def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
         run["workspace"] = ws.to_json() if ws else None
         run["supervisor"] = procs.ref()
         run["agent"] = procs.ref(proc.pid) if proc else None
+        run["contain"] = ctx.bounds.held.to_json()
         ctx.store.write_state(state)
     return Launched(proc, loop, run, argv, note)
 
@@ -113,6 +116,8 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
     env.update(LOOPCTL_LOOP=ctx.name, LOOPCTL_RUN_ID=ctx.run_id,
                LOOPCTL_ITERATION=str(run["iteration"]),
                LOOPCTL_DECISION_FILE=str(ctx.decision_path))
+    # How the next driver finds what a SIGKILLed supervisor left (reaper).
+    env[reaper.MARK_VAR] = ctx.bounds.held.mark
     # Node CLIs (opencode among them) take their project from $PWD when
     # it is set; the driver's own $PWD would send the agent elsewhere.
     env["PWD"] = os.path.abspath(cwd)
@@ -131,11 +136,11 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
         stdin = unnamed_file(ctx.log_path.parent)
         stdin.write(stdin_text.encode())
         stdin.seek(0)
-    out: int = subprocess.PIPE if ctx.foreground else ctx.log.fd
+    out = bounds.agent_output(ctx, loop)
     try:
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                close_fds=True)
+                                close_fds=True, preexec_fn=bounds.child_setup(ctx))
     except FileNotFoundError:
         where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
         raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
@@ -144,6 +149,7 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
     finally:
         if not isinstance(stdin, int):
             stdin.close()
+        bounds.spawned(ctx)
 
 
 def shim_dir(ctx: RunContext) -> Path:

@@ -19,11 +19,12 @@ def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
     from loopctl.agents.presets import is_agent, read_output
 
     try:
-        with open(ctx.log_path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(size - TAIL_BYTES, 0))
-            tail = handle.read()
+        # Through the descriptor this supervisor opened, never the path:
+        # the agent may have put a symlink where the log was.
+        head = os.pread(ctx.log.fd, HEAD_BYTES, 0)
+        size = os.fstat(ctx.log.fd).st_size
+        start = max(size - TAIL_BYTES, 0)
+        tail = os.pread(ctx.log.fd, size - start, start)
     except OSError:
         return
     reading = read_output(loop, head, tail, result.exit_code)

@@ -16,7 +16,7 @@ from loopctl.domain.state import LoopState, RunResult
 from loopctl.engine import events
 from loopctl.engine.steps.context import RunContext, add_note
 from loopctl.storage.paths import FILE_MODE
-from loopctl.storage.runs import prune
+from loopctl.storage.runs import prune, remember
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Handoff
@@ -37,6 +37,7 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         session_id=result.session_id, cost_usd=result.cost_usd,
         result=result.result_text[-2000:] if result.result_text else None,
         log=str(ctx.log_path), argv=argv, note=result.note,
+        log_truncated=ctx.bounds.truncated,
     )
     return add_fields(record, handoff.record()) if handoff is not None else record
 
@@ -46,7 +47,7 @@ def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResul
     """Save with a few retries (a full disk may free up), then prune."""
     for attempt in range(SAVE_ATTEMPTS):
         try:
-            in_flight = save(ctx, loop, run, result, record, handoff)
+            save(ctx, loop, run, result, record, handoff)
             break
         except LoopctlError as exc:
             if attempt + 1 < SAVE_ATTEMPTS:
@@ -54,7 +55,6 @@ def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResul
                 continue
             mark_unsaved(ctx, exc.message)
             raise
-    prune(ctx.store.paths, ctx.name, loop.keep_runs, in_flight)
     return record
 
 
@@ -77,6 +77,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+            remember(paths, ctx.name, ctx.run_id)
             pending = _attention(ctx, loop, st, run, before, now, handoff)
             events.publish(store, pending)
             store.write_state(state)
@@ -84,7 +85,10 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             # Recorded lost meanwhile: keep what really happened. A loop
             # removed meanwhile (`rm`) gets no run files back.
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+            remember(paths, ctx.name, ctx.run_id)
         in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+        if st is not None:  # under the lock: the index and the files agree
+            prune(paths, ctx.name, loop.keep_runs, in_flight)
     events.dispatch(store, pending)
     return in_flight
 

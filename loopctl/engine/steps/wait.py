@@ -12,6 +12,8 @@ from typing import Any
 from loopctl import clock
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
+from loopctl.engine.steps import bounds
+from loopctl.engine.steps.context import RunContext
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -45,9 +47,9 @@ def kill_grace() -> float:
     return knob("LOOPCTL_KILL_GRACE")
 
 
-def wait(proc: subprocess.Popen[bytes], timeout: float | None, log_fd: int, foreground: bool,
+def wait(ctx: RunContext, proc: subprocess.Popen[bytes], timeout: float | None,
          started: float) -> RunResult:
-    tee = start_tee(proc, log_fd) if foreground else None
+    tee = start_tee(ctx, proc) if ctx.foreground else None
     outcome = note = None
     try:
         proc.wait(timeout=timeout)
@@ -60,9 +62,14 @@ def wait(proc: subprocess.Popen[bytes], timeout: float | None, log_fd: int, fore
     leftovers = procs.descendants()
     if leftovers:
         procs.kill_tree(None, min(kill_grace(), 2.0))
-        note = (note + "; " if note else "") + f"killed {len(leftovers)} leftover process(es)"
+    # The polite round above works from snapshots; this one loops until
+    # nothing the run started is left (forkers, TERM-ignorers, setsid).
+    killed = len({p.pid for p in leftovers} | bounds.reap(ctx))
+    if killed:
+        note = (note + "; " if note else "") + f"killed {killed} leftover process(es)"
     if tee:
         tee.join(timeout=5)
+    bounds.drained(ctx)
     code = proc.returncode
     exit_code = code if code >= 0 else 128 - code
     if outcome is None:
@@ -75,15 +82,15 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     procs.kill_tree(proc, kill_grace())
 
 
-def start_tee(proc: subprocess.Popen[bytes], log_fd: int) -> threading.Thread:
-    """`loopctl run` in a terminal: the output to the log and to the screen."""
+def start_tee(ctx: RunContext, proc: subprocess.Popen[bytes]) -> threading.Thread:
+    """`loopctl run` in a terminal: the output to the (capped) log and to the screen."""
     assert proc.stdout is not None
     source = proc.stdout.fileno()
     terminal = sys.stdout.fileno()
 
     def copy() -> None:
         while chunk := os.read(source, 65536):
-            os.write(log_fd, chunk)
+            bounds.tee_write(ctx, chunk)
             try:
                 os.write(terminal, chunk)
             except OSError:

@@ -1,0 +1,116 @@
+"""The run's bounds (DESIGN §14): its processes held and reaped, its log capped.
+
+Set up while launching, applied in the child before exec, finished after
+the wait; the supervisor's other steps only ask this module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl.domain.plain import record
+from loopctl.engine import reaper
+from loopctl.engine.logcap import CappedCopy, LogPump, note_line
+
+if TYPE_CHECKING:
+    from loopctl.domain.model import LoopDef
+    from loopctl.engine.steps.context import RunContext
+
+
+@record
+class RunBounds:
+    held: reaper.Containment
+    launched: bool = False  # the claim is ours: the run's folders are ours to make and remove
+    pump: LogPump | None = None  # scheduled runs: agent output -> log, up to the cap
+    capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
+    procs_fd: int | None = None  # the cgroup's procs file, joined in the child
+
+    @property
+    def truncated(self) -> bool:
+        cap = self.pump or self.capped
+        return bool(cap and cap.truncated)
+
+
+def unheld(state_dir: Path, name: str, run_id: str) -> RunBounds:
+    """Before the claim is checked: only the marker the run's processes carry."""
+    return RunBounds(reaper.Containment(reaper.run_mark(state_dir, name, run_id)))
+
+
+def hold(ctx: RunContext, loop: LoopDef) -> None:
+    """The run is ours (under the store lock): a cgroup for its processes,
+    its limits, its decision folder."""
+    b = ctx.bounds
+    b.launched = True
+    b.held = reaper.contain(ctx.store.paths.state_dir, ctx.name, ctx.run_id)
+    for note in reaper.apply_limits(b.held, loop.max_memory, loop.max_procs):
+        ctx.log.hold(f"# loopctl: {note}")
+    from loopctl.storage.paths import ensure_dir
+
+    ensure_dir(ctx.decision_path.parent)
+
+
+def agent_output(ctx: RunContext, loop: LoopDef) -> int:
+    """Where the agent's stdout and stderr go: a pump into the capped log, or
+    (in the foreground) a pipe the tee copies through the cap."""
+    import subprocess
+
+    b = ctx.bounds
+    if ctx.foreground:
+        b.capped = CappedCopy(ctx.log.fd, loop.max_log)
+        return subprocess.PIPE
+    b.pump = LogPump(ctx.log.fd, loop.max_log)
+    return b.pump.write_end
+
+
+def child_setup(ctx: RunContext) -> Callable[[], None]:
+    """Run in the child between fork and exec: die with the supervisor, join
+    the run's cgroup."""
+    ctx.bounds.procs_fd = reaper.open_procs(ctx.bounds.held)
+    return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd)
+
+
+def spawned(ctx: RunContext) -> None:
+    """After Popen, started or not: close our ends; a failed spawn's pump
+    sees EOF at once."""
+    b = ctx.bounds
+    if b.procs_fd is not None:
+        os.close(b.procs_fd)
+        b.procs_fd = None
+    if b.pump is not None:
+        b.pump.start()
+
+
+def reap(ctx: RunContext) -> set[int]:
+    """Kill until nothing the run started is left (forkers, TERM-ignorers,
+    setsid); the pids killed."""
+    return reaper.finish(ctx.bounds.held)
+
+
+def drained(ctx: RunContext) -> None:
+    if ctx.bounds.pump is not None:
+        ctx.bounds.pump.join(timeout=5)
+
+
+def tee_write(ctx: RunContext, chunk: bytes) -> None:
+    capped = ctx.bounds.capped
+    assert capped is not None
+    try:
+        capped.write(chunk)
+    except OSError:
+        capped.left = 0  # a full disk stops the log, not the run
+
+
+def end(ctx: RunContext) -> None:
+    """The log's last line says it was cut; the decision folder goes."""
+    b = ctx.bounds
+    if b.pump is not None and b.pump.error:
+        ctx.log.hold(f"# loopctl: log stopped: {b.pump.error}")
+    cap = b.pump or b.capped
+    if cap is not None and cap.truncated:
+        ctx.log.hold(note_line(cap.limit))
+    ctx.log.flush_held()
+    if b.launched:  # rmtree does not follow symlinks the agent left in its folder
+        shutil.rmtree(ctx.decision_path.parent, ignore_errors=True)

@@ -1,0 +1,250 @@
+"""Bounds that hold with or without the sandbox (DESIGN §14), tried as a
+hostile agent would, with real supervisors and the fake agent:
+
+- an agent that SIGKILLs its supervisor: it dies with it, what it left is
+  killed by the next driver before anything fires, the run is `lost` and
+  counts toward --max-failures;
+- a forker whose processes ignore SIGTERM, double-fork and call setsid:
+  none is left once the run is recorded (with and without a cgroup);
+- a flood past --max-log: the log is bounded, the run goes on, the log
+  and the record say so;
+- a symlink or FIFO planted as the run log: nothing written through it,
+  nothing read back from it, nothing blocks;
+- run-shaped files planted in the run folder: not shown, pruning unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from faults.support import gone, home_processes, in_flight
+from process_support import kill_leftovers, pids_in
+
+from conftest import CLI, agent_command, wait_for
+from loopctl.engine import procs, reaper
+
+HAS_CGROUP = reaper.base_cgroup()[0] is not None
+CGROUP_MODES = [pytest.param({}, id="cgroup", marks=pytest.mark.skipif(
+    not HAS_CGROUP, reason="no writable cgroup v2 here")),
+    pytest.param({"LOOPCTL_CGROUP": "off"}, id="no-cgroup")]
+
+
+@pytest.fixture(autouse=True)
+def reap(tmp_path: Path) -> Iterator[None]:
+    yield
+    kill_leftovers(tmp_path)
+    for pid in pids_in(tmp_path / "pids"):  # scrubbed ones carry no LOOPCTL_HOME
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if not gone(p)]
+
+
+def start(cli: CLI, name: str, *agent_args: str, extra: tuple[str, ...] = (),
+          env: dict[str, str] | None = None) -> None:
+    cli("start", "p", "--name", name, "--every", "1s", *extra,
+        "--command", agent_command(*agent_args), check=0, env=env)
+
+
+# -- 1. an agent that kills its supervisor ------------------------------------------
+
+
+@pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])
+def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
+        cli: CLI, tmp_path: Path, scrub: bool) -> None:
+    if scrub and not HAS_CGROUP:
+        pytest.skip("a scrubbed environment is found only through a cgroup")
+    pid_file = tmp_path / "pids"
+    start(cli, "escapee", "--grandchild", "300", *(["--scrub-env"] if scrub else []),
+          "--kill-parent", "--sleep", "300",
+          extra=("--env", f"FAKE_AGENT_PIDS={pid_file}", "--max-failures", "2",
+                 "--timeout", "2s"))
+    cli("tick", check=0)
+    run = wait_for(lambda: in_flight(cli, "escapee"))
+    (grandchild,) = wait_for(lambda: pids_in(pid_file))
+    wait_for(lambda: gone(run["supervisor"]["pid"]))
+    # The agent itself died with its supervisor (PR_SET_PDEATHSIG).
+    wait_for(lambda: not procs.alive(wait_for(lambda: in_flight(cli, "escapee"))["agent"]),
+             timeout=5)
+    assert not gone(grandchild)  # orphaned to init: only the next driver can end it
+
+    report = cli.json("tick")
+    assert report["lost"] == [run["run_id"]] and report["fired"] == []
+    assert gone(grandchild)  # killed by that driver before it returned
+    (record,) = cli.records("escapee")
+    assert record["outcome"] == "lost"
+    assert "killed 1 process(es) it left" in record["note"], record
+    st = cli.state()["loops"]["escapee"]
+    assert st["failures"] == 1 and st["orphan"] is None and st["status"] == "active"
+
+    # The next fire: the same escape again reaches --max-failures 2.
+    wait_for(lambda: cli.json("tick")["fired"], timeout=10)
+    run2 = wait_for(lambda: in_flight(cli, "escapee"))
+    wait_for(lambda: gone(run2["supervisor"]["pid"]))
+    assert cli.json("tick")["lost"] == [run2["run_id"]]
+    st = cli.state()["loops"]["escapee"]
+    assert (st["status"], st["reason"], st["failures"]) == ("paused", "failure_limit", 2)
+    assert alive(pids_in(pid_file)) == []
+
+
+# -- 2. a forker ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env", CGROUP_MODES)
+def test_a_forker_that_ignores_sigterm_and_leaves_its_session_leaves_nothing(
+        cli: CLI, tmp_path: Path, env: dict[str, str]) -> None:
+    # Its environment scrubbed too: no marker to find it by; the cgroup, or
+    # descent from the living supervisor (a subreaper), must do.
+    scrub = True
+    pid_file, gate = tmp_path / "pids", tmp_path / "gate"
+    depth = 4  # 31 processes, each TERM-ignoring, double-forked, setsid
+    start(cli, "hydra", "--hydra", str(depth), *(["--scrub-env"] if scrub else []),
+          "--wait-for", str(gate), extra=("--env", f"FAKE_AGENT_PIDS={pid_file}"), env=env)
+    cli("tick", check=0, env=env)
+    wait_for(lambda: len(pids_in(pid_file)) >= 8)  # still growing when the agent exits
+    gate.touch()
+    (record,) = wait_for(lambda: cli.records("hydra"), timeout=30)
+    assert record["outcome"] == "ok", record
+    assert "leftover process(es)" in (record["note"] or ""), record
+    # Recorded after the last one was gone: no waiting here.
+    started = pids_in(pid_file)
+    assert started and alive(started) == [], (len(started), alive(started))
+    if env == {} and HAS_CGROUP:
+        held = reaper.run_mark(cli.state_dir, "hydra", record["run_id"]).replace("/", ".")
+        assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
+                                               reaper.CGROUP_PREFIX + held))
+
+
+def test_the_agent_joins_its_runs_cgroup_and_carries_the_marker(cli: CLI, tmp_path: Path) -> None:
+    if not HAS_CGROUP:
+        pytest.skip("no writable cgroup v2 here")
+    out = tmp_path / "seen"
+    script = tmp_path / "look.sh"
+    script.write_text(f"#!/bin/sh\ncat /proc/self/cgroup > {out}\n"
+                      f"echo \"$LOOPCTL_RUN_MARK\" >> {out}\n")
+    script.chmod(0o700)
+    cli("start", "p", "--name", "member", "--every", "1h", "--command", str(script), check=0)
+    cli("tick", "--wait", check=0)
+    (record,) = cli.records("member")
+    mark = reaper.run_mark(cli.state_dir, "member", record["run_id"])
+    lines = out.read_text().splitlines()
+    (v2,) = [line for line in lines if line.startswith("0::")]
+    assert v2.endswith(f"/{reaper.CGROUP_PREFIX}{mark.replace('/', '.')}"), lines
+    assert lines[-1] == mark
+
+
+# -- 3. a flood past --max-log -------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", ["tick", "run"])
+def test_a_flood_past_max_log_is_cut_and_the_run_goes_on(cli: CLI, driver: str) -> None:
+    start(cli, "flood", "--flood", str(8 * 2**20), "--decide", "continue",
+          "--summary", "after the flood", extra=("--max-log", "1MiB"))
+    if driver == "tick":
+        cli("tick", "--wait", check=0)
+    else:
+        cli("run", "flood", check=0)
+    (record,) = cli.records("flood")
+    # The agent went on past the cut: it decided after flooding.
+    assert record["outcome"] == "ok" and record["log_truncated"] is True, record
+    assert record["decision"]["summary"] == "after the flood"
+    data = Path(record["log"]).read_bytes()
+    agent_bytes = sum(len(line) for line in data.splitlines(keepends=True)
+                      if not line.startswith(b"# loopctl:"))
+    assert agent_bytes <= 2**20 + 1, agent_bytes  # +1: loopctl ends the cut line
+    assert data.rstrip(b"\n").rsplit(b"\n", 1)[-1] == b"# loopctl: log truncated at 1MiB"
+    assert cli.json("history", "flood")["runs"][0]["log_truncated"] is True
+
+
+def test_output_under_max_log_is_kept_whole(cli: CLI) -> None:
+    start(cli, "small", "--flood", str(2**20), extra=("--max-log", "1MiB"))
+    cli("tick", "--wait", check=0)
+    (record,) = cli.records("small")
+    assert record["log_truncated"] is False
+    assert b"truncated" not in Path(record["log"]).read_bytes()
+
+
+# -- 4. a log replaced by the agent ---------------------------------------------------
+
+
+def hook_that_says(path: Path) -> Path:
+    path.write_text("#!/bin/sh\necho HOOK OUTPUT\n")
+    path.chmod(0o700)
+    return path
+
+
+def deliveries_done(tmp_path: Path) -> bool:
+    """No hook delivery process of this test is left (it appends to the
+    log after the hook exits)."""
+    return not [p for p in home_processes(tmp_path)
+                if "loopctl.engine.events" in " ".join(p.cmdline())]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_link_planted_as_the_log_is_neither_read_back_nor_written_through(
+        cli: CLI, tmp_path: Path, kind: str) -> None:
+    # A hard link needs the same file system: the secret sits in the state
+    # directory, as state.json does.
+    secret = (cli.state_dir if kind == "hardlink" else tmp_path) / "netrc"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("machine example.com password SECRET-TOKEN\n")
+    before = secret.read_bytes()
+    hook = hook_that_says(tmp_path / "hook.sh")
+    # --max-runs 1: the run pauses the loop, an attention event runs the
+    # hook, whose output is appended to the run's log.
+    start(cli, "planter", "--print", "real output", "--plant-log", f"{kind}:{secret}",
+          extra=("--max-runs", "1", "--on-attention", str(hook)))
+    cli("tick", "--wait", check=0)
+    (record,) = cli.records("planter")
+    assert "SECRET" not in str(record), record
+    assert record["result"] and "real output" in record["result"], record
+    assert cli.state()["loops"]["planter"]["status"] == "paused"
+    wait_for(lambda: deliveries_done(tmp_path))
+    assert secret.read_bytes() == before  # the hook's lines went nowhere
+    proc = cli("logs", "planter")
+    assert "SECRET" not in proc.stdout + proc.stderr
+
+
+def test_a_fifo_planted_as_the_log_blocks_nothing(cli: CLI, tmp_path: Path) -> None:
+    hook = hook_that_says(tmp_path / "hook.sh")
+    start(cli, "fifo", "--print", "out", "--plant-log", "fifo",
+          extra=("--max-runs", "1", "--on-attention", str(hook)))
+    cli("tick", "--wait", check=0, timeout=30)
+    (record,) = cli.records("fifo")
+    assert record["outcome"] == "ok"
+    assert cli.state()["loops"]["fifo"]["status"] == "paused"
+    wait_for(lambda: deliveries_done(tmp_path))  # it did not block on the FIFO
+    proc = cli("logs", "fifo", timeout=10)
+    assert proc.returncode == 1 and "not a regular file" in proc.stderr, proc
+
+
+# -- 5. run-shaped files planted in the run folder --------------------------------------
+
+
+def test_planted_run_files_are_not_shown_and_do_not_steer_pruning(cli: CLI) -> None:
+    start(cli, "forger", "--print", "genuine", "--plant-runs", "3",
+          extra=("--keep-runs", "1"))
+    cli("tick", "--wait", check=0)
+    cli("run", "forger", check=0)
+    history = cli.json("history", "forger")["runs"]
+    assert len(history) == 1, history  # --keep-runs 1, the forged ones not counted
+    (kept,) = history
+    assert "FORGED" not in str(history) and "genuine" in (kept["result"] or "")
+    folder = cli.state_dir / "runs" / "forger"
+    # The newest real run survived pruning; its log and record are there.
+    assert (folder / f"{kept['run_id']}.json").is_file()
+    assert (folder / f"{kept['run_id']}.log").is_file()
+    shown = cli("logs", "forger", check=0).stdout
+    assert "FORGED" not in shown and "genuine" in shown
+    refused = cli("logs", "forger", "--run", "20991130T031500Z-9990")
+    assert refused.returncode == 4 and "FORGED" not in refused.stdout
+    text = cli("history", "forger", check=0).stdout
+    assert "9990" not in text
