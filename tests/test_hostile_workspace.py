@@ -94,7 +94,8 @@ def planted_config(markers: Path, git_dir: str) -> str:
         "gc.auto": "1",
         "include.path": str(include),
     }
-    lines += [f"git --git-dir={shlex.quote(git_dir)} config {k} {shlex.quote(v)}"
+    # `git_dir` is shell text (it may be `"$GD"`), the values are quoted.
+    lines += [f"git --git-dir={git_dir} config {k} {shlex.quote(v)}"
               for k, v in settings.items()]
     lines.append("printf '* filter=evil diff=evil merge=evil\\n*.p filter=proc\\n' "
                  "> .gitattributes")
@@ -123,7 +124,7 @@ def tree_of(repo: Repo, branch: str) -> list[str]:
 def test_a_git_link_to_a_git_directory_the_agent_wrote_runs_nothing(
         cli: CLI, repo: Repo, markers: Path, tmp_path: Path) -> None:
     evil = tmp_path / "evil"
-    script = f"git init -q {evil}\n" + planted_config(markers, str(evil / ".git")) + \
+    script = f"git init -q {evil}\n" + planted_config(markers, shlex.quote(str(evil / ".git"))) + \
         f"\necho 'gitdir: {evil / '.git'}' > .git\necho work > work.txt\n"
     before = snapshot(repo.path)
     record = run_once(cli, repo, "evil", script)
@@ -170,7 +171,7 @@ def test_config_the_agent_wrote_through_its_link_runs_nothing(
     """`git config` in the worktree writes the repository's config (and, with
     extensions.worktreeConfig, config.worktree): `-c` and the drivers-off
     list override every key that would run a program."""
-    script = planted_config(markers, "$(git rev-parse --git-common-dir)") + "\n" + \
+    script = "GD=$(git rev-parse --git-common-dir)\n" + planted_config(markers, '"$GD"') + "\n" + \
         "git config extensions.worktreeConfig true\n" + \
         f"git config --worktree core.fsmonitor {shlex.quote(hook(markers, 'wt-fsmonitor'))}\n" \
         "echo work > work.txt\n"
