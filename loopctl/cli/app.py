@@ -660,6 +660,8 @@ def _handoff_text(h: dict[str, Any]) -> str:
         parts.append(f"({h['files_changed']} files, +{h.get('insertions', 0)} "
                      f"-{h.get('deletions', 0)})")
     parts += [str(h[k]) for k in ("pr_url", "handoff_error", "needs_review") if h.get(k)]
+    if h.get("left_out"):
+        parts.append(f"({len(h['left_out'])} file(s) over --max-file-size left out)")
     return " ".join(p for p in parts if p)
 
 

@@ -201,10 +201,10 @@ def restore_link(ws: Workspace) -> None:
     left there (a file naming another git directory, a folder, a symlink)
     goes, so that `git worktree remove` and nothing else reads it."""
     link = ws.path / ".git"
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.exists():
-        shutil.rmtree(link, ignore_errors=True)
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    elif link.exists() or link.is_symlink():
+        link.unlink()  # a file, a symlink, a fifo: never followed, never read
     fd = os.open(link, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as handle:
         handle.write(f"gitdir: {ws.admin}\n")
