@@ -468,6 +468,20 @@ def test_rm_deletes_only_its_own_loops_branches(cli: CLI, repo: Repo) -> None:
     assert sorted(repo.branches("loopctl/**")) == sorted(others)
 
 
+def test_the_cleanup_after_a_lost_run_ignores_a_planted_git_link(
+        repo: Repo, tmp_path: Path) -> None:
+    """A supervisor killed before its hand-off: the next driver removes the
+    worktree whatever its `.git` says, and the user's repository keeps its
+    branch, index and files."""
+    _, ws = prepared(repo, tmp_path)
+    (ws.path / ".git").write_text(f"gitdir: {repo.path / '.git'}\n")
+    before = snapshot(repo.path)
+    note = workspace.cleanup_lost(ws.to_json(), ws.path, "job", RUN_ID)
+    assert note == "worktree removed; no commits, branch deleted"
+    assert not ws.path.exists() and not Path(ws.admin).exists()
+    assert snapshot(repo.path) == before and repo.branches() == []
+
+
 def test_discard_removes_only_the_worktree_at_loopctls_path(
         repo: Repo, tmp_path: Path) -> None:
     theirs = tmp_path / "theirs"

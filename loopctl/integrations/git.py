@@ -141,7 +141,9 @@ def named_drivers(git_dir: str | Path, work_tree: str | Path,
     found = set()
     for i in range(0, len(fields) - 2, 3):
         attribute, value = fields[i + 1], fields[i + 2]
-        if value not in ("unspecified", "unset", "set", ""):
+        # Even "set"/"unset"/"unspecified": a driver may bear that name,
+        # and emptying one that does not exist costs nothing.
+        if value:
             found.add((attribute, value))
     return found
 
