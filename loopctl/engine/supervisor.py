@@ -36,6 +36,7 @@ from loopctl.storage.store import Store
 if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
     from loopctl.integrations.workspace import Handoff, Workspace
 
+STATE_POLL = 2.0  # seconds between reads of the state while a hand-off waits
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 # Readers look at the start (session ids) and the end (results) of the output.
 HEAD_BYTES = 64 * 1024
@@ -78,6 +79,7 @@ class Supervisor:
         self.workspace: Workspace | None = None
         self.handoff: Handoff | None = None
         self.signalled = False  # a signal came during the hand-off
+        self.state_read_at = -STATE_POLL
         # loopctl's own log lines from before the agent ran wait for it to
         # exit: the log starts with the agent's bytes at offset 0. A header
         # there would leave every page-sized write of a flooding agent
@@ -177,6 +179,11 @@ class Supervisor:
         paused or taken over since the run started."""
         if self.signalled:
             return True
+        # While checks are pending this is asked twice a second: the state
+        # (one file for every loop) is read at most every STATE_POLL seconds.
+        if time.monotonic() - self.state_read_at < STATE_POLL:
+            return False
+        self.state_read_at = time.monotonic()
         try:
             with self.store.lock():
                 st = self.store.read_state()["loops"].get(self.name) or {}

@@ -370,14 +370,15 @@ def hand_off(ws: Workspace, loop: Any, made: Commit, title: str, body: str,
 
 
 def _checkpoint(cancelled: Callable[[], bool], notes: list[str]) -> Callable[[str], bool]:
-    """`stop_before(step)`: True (and a note saying where) once cancelled."""
+    """`stop_before(step)`: True (and a note saying where) once cancelled,
+    and from then on: a cancel is never taken back."""
+    seen: list[str] = []
+
     def stop_before(step: str) -> bool:
-        if cancelled():
-            note = f"hand-off cancelled before {step}"
-            if note not in notes:  # asked again while checks are pending
-                notes.append(note)
-            return True
-        return False
+        if not seen and cancelled():
+            seen.append(step)
+            notes.append(f"hand-off cancelled before {step}")
+        return bool(seen)
 
     return stop_before
 
