@@ -181,6 +181,11 @@ def test_config_the_agent_wrote_through_its_link_runs_nothing(
     assert record["handoff"] == "committed", record
     assert repo.git("show", f"{record['branch']}:file.p") == "data\n"  # no filter applied
     assert repo.sha("main") == main
+    # The next run's `worktree add` (a checkout: post-checkout hook,
+    # fsmonitor) under the config the last agent left runs nothing either.
+    cli("run", "viaconfig", check=0)
+    assert_nothing_ran(markers)
+    assert last_record(cli, "viaconfig")["handoff"] == "committed"
 
 
 def test_a_head_pointed_at_the_users_branch_moves_only_the_run_branch(
