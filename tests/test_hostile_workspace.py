@@ -94,7 +94,8 @@ def planted_config(markers: Path, git_dir: str) -> str:
         "gc.auto": "1",
         "include.path": str(include),
     }
-    lines += [f"git --git-dir={shlex.quote(git_dir)} config {k} {shlex.quote(v)}"
+    # `git_dir` is shell text (it may be `"$GD"`), the values are quoted.
+    lines += [f"git --git-dir={git_dir} config {k} {shlex.quote(v)}"
               for k, v in settings.items()]
     lines.append("printf '* filter=evil diff=evil merge=evil\\n*.p filter=proc\\n' "
                  "> .gitattributes")
@@ -123,7 +124,7 @@ def tree_of(repo: Repo, branch: str) -> list[str]:
 def test_a_git_link_to_a_git_directory_the_agent_wrote_runs_nothing(
         cli: CLI, repo: Repo, markers: Path, tmp_path: Path) -> None:
     evil = tmp_path / "evil"
-    script = f"git init -q {evil}\n" + planted_config(markers, str(evil / ".git")) + \
+    script = f"git init -q {evil}\n" + planted_config(markers, shlex.quote(str(evil / ".git"))) + \
         f"\necho 'gitdir: {evil / '.git'}' > .git\necho work > work.txt\n"
     before = snapshot(repo.path)
     record = run_once(cli, repo, "evil", script)
@@ -170,7 +171,7 @@ def test_config_the_agent_wrote_through_its_link_runs_nothing(
     """`git config` in the worktree writes the repository's config (and, with
     extensions.worktreeConfig, config.worktree): `-c` and the drivers-off
     list override every key that would run a program."""
-    script = planted_config(markers, "$(git rev-parse --git-common-dir)") + "\n" + \
+    script = "GD=$(git rev-parse --git-common-dir)\n" + planted_config(markers, '"$GD"') + "\n" + \
         "git config extensions.worktreeConfig true\n" + \
         f"git config --worktree core.fsmonitor {shlex.quote(hook(markers, 'wt-fsmonitor'))}\n" \
         "echo work > work.txt\n"
@@ -180,6 +181,11 @@ def test_config_the_agent_wrote_through_its_link_runs_nothing(
     assert record["handoff"] == "committed", record
     assert repo.git("show", f"{record['branch']}:file.p") == "data\n"  # no filter applied
     assert repo.sha("main") == main
+    # The next run's `worktree add` (a checkout: post-checkout hook,
+    # fsmonitor) under the config the last agent left runs nothing either.
+    cli("run", "viaconfig", check=0)
+    assert_nothing_ran(markers)
+    assert last_record(cli, "viaconfig")["handoff"] == "committed"
 
 
 def test_a_head_pointed_at_the_users_branch_moves_only_the_run_branch(
@@ -465,6 +471,20 @@ def test_rm_deletes_only_its_own_loops_branches(cli: CLI, repo: Repo) -> None:
     assert workspace.loop_branches(str(repo.path), "loopctl/", "a") == [own]
     cli("rm", "a", check=0)
     assert sorted(repo.branches("loopctl/**")) == sorted(others)
+
+
+def test_the_cleanup_after_a_lost_run_ignores_a_planted_git_link(
+        repo: Repo, tmp_path: Path) -> None:
+    """A supervisor killed before its hand-off: the next driver removes the
+    worktree whatever its `.git` says, and the user's repository keeps its
+    branch, index and files."""
+    _, ws = prepared(repo, tmp_path)
+    (ws.path / ".git").write_text(f"gitdir: {repo.path / '.git'}\n")
+    before = snapshot(repo.path)
+    note = workspace.cleanup_lost(ws.to_json(), ws.path, "job", RUN_ID)
+    assert note == "worktree removed; no commits, branch deleted"
+    assert not ws.path.exists() and not Path(ws.admin).exists()
+    assert snapshot(repo.path) == before and repo.branches() == []
 
 
 def test_discard_removes_only_the_worktree_at_loopctls_path(

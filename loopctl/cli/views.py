@@ -283,6 +283,8 @@ def _handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:
         free.append(f"({files} file{'' if files == 1 else 's'}, +{h.get('insertions', 0)} "
                     f"-{h.get('deletions', 0)})")
     free += [one_line(str(h[k])) for k in ("handoff_error", "needs_review") if h.get(k)]
+    if h.get("left_out"):
+        free.append(f"({len(h['left_out'])} file(s) over --max-file-size left out)")
     return [p for p in fixed if p], free
 
 

@@ -46,12 +46,13 @@ SAFE = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
 # What a driver named in attributes runs, per attribute.
 _DRIVER_KEYS = {"filter": ("clean", "smudge", "process"), "diff": ("command", "textconv"),
                 "merge": ("driver",)}
-# Variables that would make git look somewhere else than loopctl says.
+# Variables that would make git look somewhere else than loopctl says, or
+# read config loopctl did not name. (GIT_SSH and the like stay: they are the
+# driver's own environment, which the agent cannot set, and pushes need them.)
 _DROPPED = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR",
             "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE",
             "GIT_CEILING_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS",
-            "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_ASKPASS",
-            "GIT_EXEC_PATH", "GIT_ATTR_SOURCE")
+            "GIT_CONFIG_COUNT", "GIT_EXTERNAL_DIFF", "GIT_ATTR_SOURCE")
 
 
 class GitError(LoopctlError):
@@ -140,7 +141,9 @@ def named_drivers(git_dir: str | Path, work_tree: str | Path,
     found = set()
     for i in range(0, len(fields) - 2, 3):
         attribute, value = fields[i + 1], fields[i + 2]
-        if value not in ("unspecified", "unset", "set", ""):
+        # Even "set"/"unset"/"unspecified": a driver may bear that name,
+        # and emptying one that does not exist costs nothing.
+        if value:
             found.add((attribute, value))
     return found
 

@@ -216,10 +216,10 @@ def restore_link(ws: Workspace) -> None:
     left there (a file naming another git directory, a folder, a symlink)
     goes, so that `git worktree remove` and nothing else reads it."""
     link = ws.path / ".git"
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.exists():
-        shutil.rmtree(link, ignore_errors=True)
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    elif link.exists() or link.is_symlink():
+        link.unlink()  # a file, a symlink, a fifo: never followed, never read
     fd = os.open(link, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     with os.fdopen(fd, "w") as handle:
         handle.write(f"gitdir: {ws.admin}\n")
@@ -385,14 +385,15 @@ def hand_off(ws: Workspace, loop: Any, made: Commit, title: str, body: str,
 
 
 def _checkpoint(cancelled: Callable[[], bool], notes: list[str]) -> Callable[[str], bool]:
-    """`stop_before(step)`: True (and a note saying where) once cancelled."""
+    """`stop_before(step)`: True (and a note saying where) once cancelled,
+    and from then on: a cancel is never taken back."""
+    seen: list[str] = []
+
     def stop_before(step: str) -> bool:
-        if cancelled():
-            note = f"hand-off cancelled before {step}"
-            if note not in notes:  # asked again while checks are pending
-                notes.append(note)
-            return True
-        return False
+        if not seen and cancelled():
+            seen.append(step)
+            notes.append(f"hand-off cancelled before {step}")
+        return bool(seen)
 
     return stop_before
 

@@ -9,6 +9,7 @@ or `pause` seen in the state do; a half-made commit or push helps no one.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,25 +38,35 @@ def pr_body(loop: LoopDef, run_id: str, result: RunResult) -> str:
             f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
 
 
+STATE_POLL = 2.0  # seconds between reads of the state while a hand-off waits
+
+
 def cancellation(ctx: RunContext) -> Callable[[], bool]:
     """From now on stop signals are noted, not raised; the callable, asked
     before each hand-off step, says whether to stop: a signal came, or the
-    loop was stopped, paused or taken over since the run started."""
-    signalled: list[int] = []
+    loop was stopped, paused or taken over since the run started. Once
+    true it stays true."""
+    seen: list[object] = []
+    read_at = [-STATE_POLL]
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda num, _frame: signalled.append(num))
+        signal.signal(signum, lambda num, _frame: seen.append(num))
 
     def cancelled() -> bool:
-        if signalled:
-            return True
+        # While checks are pending this is asked twice a second: the state
+        # (one file for every loop) is read at most every STATE_POLL seconds.
+        if seen or time.monotonic() - read_at[0] < STATE_POLL:
+            return bool(seen)
+        read_at[0] = time.monotonic()
         try:
             with ctx.store.lock():
                 st = ctx.store.read_state()["loops"].get(ctx.name) or {}
         except LoopctlError:
             return False  # the state cannot be read: the signal flag still counts
         run = st.get("run") or {}
-        return run.get("run_id") != ctx.run_id or st.get("after_run") in ("stop", "pause") \
-            or st.get("status") in ("stopped", "paused")
+        if run.get("run_id") != ctx.run_id or st.get("after_run") in ("stop", "pause") \
+                or st.get("status") in ("stopped", "paused"):
+            seen.append("state")
+        return bool(seen)
 
     return cancelled
 
