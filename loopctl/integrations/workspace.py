@@ -215,8 +215,11 @@ def commit_leftovers(ws: Workspace, message: str, run_id: str) -> str | None:
     work on the run branch even if it switched branches. A note if it did."""
     git(ws.path, "add", "--all")
     if git(ws.path, "diff", "--cached", "--quiet", check=False).returncode != 0:
-        git(ws.path, *identity(ws.repo), "commit", "--quiet", "--no-verify",
-            "-m", message, "-m", f"Loopctl-Run: {run_id}")
+        # No hook runs on loopctl's commit: --no-verify skips pre-commit and
+        # commit-msg only, and prepare-commit-msg (which can refuse it) or
+        # post-commit would still run code over the agent's work.
+        git(ws.path, *identity(ws.repo), "-c", "core.hooksPath=/dev/null", "commit",
+            "--quiet", "--no-verify", "-m", message, "-m", f"Loopctl-Run: {run_id}")
     current = git(ws.path, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if current.stdout.strip() == ws.branch:
         return None
