@@ -3,6 +3,7 @@ that touches the real user's loopctl files fails."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shlex
@@ -25,7 +26,11 @@ REAL_HOME = Path(os.path.expanduser("~"))
 # rewritten or have its mode changed by a test.
 REAL_OWN_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
                    REAL_HOME / ".config" / "systemd" / "user"]
-REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state"]
+REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state",
+                    # the user's crontab (`loopctl cron install` edits it),
+                    # where Debian's and Red Hat's cron keep it
+                    *(Path(spool) / getpass.getuser()
+                      for spool in ("/var/spool/cron/crontabs", "/var/spool/cron"))]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,8 +113,8 @@ def _entry(path: str) -> tuple[Any, ...]:
 
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return ("gone",)
+    except OSError as exc:  # gone, or in a folder this user may not search
+        return ("gone", exc.errno)
     if stat.S_ISLNK(info.st_mode):
         return ("symlink", os.readlink(path))
     if not stat.S_ISREG(info.st_mode):
