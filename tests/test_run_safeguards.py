@@ -139,6 +139,26 @@ def test_loopctls_commit_runs_none_of_the_repositorys_hooks(
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.xfail(strict=True, reason="not contained yet: loopctl's `git push` runs the "
+                   "repository's pre-push and reference-transaction hooks, which the agent "
+                   "can write (the containment issue)")
+def test_a_hook_the_agent_plants_never_runs_in_the_hand_off(
+        cli: CLI, repo: Repo, tmp_path: Path) -> None:
+    """The agent runs as the user and can write the repository's hooks
+    folder: whatever it plants there must not run in loopctl's hand-off,
+    after the agent's processes were killed and outside its timeout."""
+    marker = tmp_path / "planted-hook-ran"
+    plant = ('hooks="$(git rev-parse --git-common-dir)/hooks"; '
+             'for h in pre-commit prepare-commit-msg post-commit pre-push '
+             'reference-transaction post-checkout; do '
+             f'printf "#!/bin/sh\\necho $h >> {shlex.quote(str(marker))}\\n" > "$hooks/$h"; '
+             'chmod +x "$hooks/$h"; done; echo work > new.txt')
+    start(cli, repo, "plant", plant, "--push", "origin")
+    cli("run", "plant", check=0)
+    assert last_record(cli, "plant")["handoff"] == "pushed"
+    assert not marker.exists(), marker.read_text()
+
+
 # -- the push retry ----------------------------------------------------------------------
 
 
