@@ -200,6 +200,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Ite
     monkeypatch.setenv("XDG_CONFIG_HOME", str(fake_home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(fake_home / ".local" / "state"))
     monkeypatch.setenv("PATH", test_path)
+    # Nor the machine's /etc/gitconfig (a `commit.gpgsign`, a hooksPath).
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("LOOPCTL_KILL_GRACE", "2")
     monkeypatch.delenv("LOOPCTL_CLOCK_OFFSET", raising=False)

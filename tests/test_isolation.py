@@ -176,3 +176,16 @@ def test_every_test_starts_with_the_controlled_path(test_path: str) -> None:
     assert os.environ["PATH"] == test_path
     found = {name: shutil.which(name) for name in HIDDEN_TOOLS}
     assert found == dict.fromkeys(HIDDEN_TOOLS), found
+
+
+def test_git_reads_no_system_config(tmp_path: Path) -> None:
+    """A machine's /etc/gitconfig (`commit.gpgsign`, a hooksPath) is not read
+    in a test (GIT_CONFIG_SYSTEM points git at a stand-in for it)."""
+    system = tmp_path / "gitconfig"
+    system.write_text("[loopctl]\n\tprobe = from-the-system\n")
+    env = dict(os.environ, GIT_CONFIG_SYSTEM=str(system))
+    probe = ["git", "config", "--get", "loopctl.probe"]
+    assert subprocess.run(probe, env=env, capture_output=True).returncode == 1
+    env.pop("GIT_CONFIG_NOSYSTEM")  # the control: without it, git reads that file
+    assert subprocess.run(probe, env=env, capture_output=True, text=True).stdout == \
+        "from-the-system\n"
