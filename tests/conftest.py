@@ -3,6 +3,7 @@ that touches the real user's loopctl files fails."""
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shlex
@@ -25,7 +26,11 @@ REAL_HOME = Path(os.path.expanduser("~"))
 # rewritten or have its mode changed by a test.
 REAL_OWN_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
                    REAL_HOME / ".config" / "systemd" / "user"]
-REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state"]
+REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state",
+                    # the user's crontab (`loopctl cron install` edits it),
+                    # where Debian's and Red Hat's cron keep it
+                    *(Path(spool) / getpass.getuser()
+                      for spool in ("/var/spool/cron/crontabs", "/var/spool/cron"))]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,8 +113,8 @@ def _entry(path: str) -> tuple[Any, ...]:
 
     try:
         info = os.lstat(path)
-    except FileNotFoundError:
-        return ("gone",)
+    except OSError as exc:  # gone, or in a folder this user may not search
+        return ("gone", exc.errno)
     if stat.S_ISLNK(info.st_mode):
         return ("symlink", os.readlink(path))
     if not stat.S_ISREG(info.st_mode):
@@ -195,6 +200,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Ite
     monkeypatch.setenv("XDG_CONFIG_HOME", str(fake_home / ".config"))
     monkeypatch.setenv("XDG_STATE_HOME", str(fake_home / ".local" / "state"))
     monkeypatch.setenv("PATH", test_path)
+    # Nor the machine's /etc/gitconfig (a `commit.gpgsign`, a hooksPath).
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("LOOPCTL_KILL_GRACE", "2")
     monkeypatch.delenv("LOOPCTL_CLOCK_OFFSET", raising=False)

@@ -276,3 +276,35 @@ def test_a_rewrite_leaves_a_parsed_copy_for_the_next_driver(cli, last: str) -> N
     modules = imported_modules("run", "first")
     assert "loopctl.storage.store" in modules
     assert not [m for m in modules if m.split(".")[0] == "yaml"]
+
+
+def read_alpha_every(version: str | None) -> tuple[int, bool]:
+    """`alpha`'s `every` and whether loops.yaml was parsed, as read by a fresh
+    loopctl process whose `__version__` is `version` (None: this one's)."""
+    import subprocess
+    import sys
+
+    code = ("import loopctl, sys\n"
+            "if sys.argv[1]: loopctl.__version__ = sys.argv[1]\n"
+            "from loopctl.storage.store import Store\n"
+            "defs = Store().read_defs()\n"
+            "print(defs.loops['alpha'].every, defs.parsed_doc is not None)\n")
+    proc = subprocess.run([sys.executable, "-c", code, version or ""], capture_output=True,
+                          text=True, timeout=60, check=True)
+    every, parsed = proc.stdout.split()
+    return int(every), parsed == "True"
+
+
+def test_a_cache_made_by_another_loopctl_version_is_not_used(home: Path) -> None:
+    """The key holds the version: a release that parses a field differently
+    never reuses what an older one cached. A cache that claims this file's
+    key but says `every: 5` shows which read was used."""
+    write(home, MIXED)
+    prime()
+    cache = home / "state" / "defs-cache.json"
+    doc = json.loads(cache.read_bytes())
+    assert doc["loops"][0]["every"] == 600
+    doc["loops"][0]["every"] = 5
+    cache.write_text(json.dumps(doc, separators=(",", ":")))
+    assert read_alpha_every(None) == (5, False)  # the control: this version trusts its cache
+    assert read_alpha_every("0.0.0+another") == (600, True)

@@ -72,6 +72,7 @@ def guarded_home(root: Path) -> Path:
     return home
 
 
+@pytest.mark.slow
 def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path) -> None:
     home = guarded_home(tmp_path)
     inner = tmp_path / "inner"
@@ -82,11 +83,12 @@ def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LOOPCTL_"))}
     planted = tmp_path / "dev-bin"
     planted_tools(planted, tmp_path / "ran")
+    # No third-party plugin (xdist, randomly, hypothesis...): a faster start.
     env.update(HOME=str(home), GUARDED_HOME=str(home), COLUMNS="400",
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                PATH=f"{planted}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist",
-         "-p", "no:cacheprovider", "-rA", str(inner)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(inner)],
         cwd=inner, env=env, capture_output=True, text=True, timeout=120)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
@@ -174,3 +176,16 @@ def test_every_test_starts_with_the_controlled_path(test_path: str) -> None:
     assert os.environ["PATH"] == test_path
     found = {name: shutil.which(name) for name in HIDDEN_TOOLS}
     assert found == dict.fromkeys(HIDDEN_TOOLS), found
+
+
+def test_git_reads_no_system_config(tmp_path: Path) -> None:
+    """A machine's /etc/gitconfig (`commit.gpgsign`, a hooksPath) is not read
+    in a test (GIT_CONFIG_SYSTEM points git at a stand-in for it)."""
+    system = tmp_path / "gitconfig"
+    system.write_text("[loopctl]\n\tprobe = from-the-system\n")
+    env = dict(os.environ, GIT_CONFIG_SYSTEM=str(system))
+    probe = ["git", "config", "--get", "loopctl.probe"]
+    assert subprocess.run(probe, env=env, capture_output=True).returncode == 1
+    env.pop("GIT_CONFIG_NOSYSTEM")  # the control: without it, git reads that file
+    assert subprocess.run(probe, env=env, capture_output=True, text=True).stdout == \
+        "from-the-system\n"
