@@ -139,9 +139,6 @@ def test_loopctls_commit_runs_none_of_the_repositorys_hooks(
     assert not marker.exists(), marker.read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="not contained yet: loopctl's `git push` runs the "
-                   "repository's pre-push and reference-transaction hooks, which the agent "
-                   "can write (the containment issue)")
 def test_a_hook_the_agent_plants_never_runs_in_the_hand_off(
         cli: CLI, repo: Repo, tmp_path: Path) -> None:
     """The agent runs as the user and can write the repository's hooks
