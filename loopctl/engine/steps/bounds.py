@@ -11,27 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.domain.plain import record
 from loopctl.engine import reaper
 from loopctl.engine.logcap import CappedCopy, LogPump, note_line
+from loopctl.engine.steps.held import RunBounds
 
 if TYPE_CHECKING:
     from loopctl.domain.model import LoopDef
     from loopctl.engine.steps.context import RunContext
-
-
-@record
-class RunBounds:
-    held: reaper.Containment
-    launched: bool = False  # the claim is ours: the run's folders are ours to make and remove
-    pump: LogPump | None = None  # scheduled runs: agent output -> log, up to the cap
-    capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
-    procs_fd: int | None = None  # the cgroup's procs file, joined in the child
-
-    @property
-    def truncated(self) -> bool:
-        cap = self.pump or self.capped
-        return bool(cap and cap.truncated)
 
 
 def unheld(state_dir: Path, name: str, run_id: str) -> RunBounds:

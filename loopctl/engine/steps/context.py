@@ -11,7 +11,7 @@ from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:
-    from loopctl.engine.steps.bounds import RunBounds
+    from loopctl.engine.steps.held import RunBounds
 
 
 class RunLog:
