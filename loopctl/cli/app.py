@@ -14,6 +14,7 @@ import typer
 
 from loopctl import __version__, clock
 from loopctl.cli.render import STATUS_STYLE, ago, paint, relative, table
+from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.commands import core
 from loopctl.domain.durations import format_duration, format_rough, parse_duration
 from loopctl.domain.errors import EXIT_INTERRUPTED, LoopctlError, report
@@ -204,6 +205,7 @@ def start(
     model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Define a loop and schedule its first run."""
@@ -249,6 +251,8 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
         if v is not None})
+    raw_def.update({k: v for k, v in sandbox_changes(sandbox, sandbox_write, sandbox_read).items()
+                    if v is not None})
     result = core.start(store(), raw_def, name)
     if as_json:
         emit(dict(result, version=core.JSON_VERSION))
@@ -256,6 +260,9 @@ def start(
     print(f"started {result['name']}: {result['schedule']['text']}, "
           f"next run {relative(_ts(result['next_fire']), clock.now())}")
     _warn_missing_agent(agent, command, yolo)
+    from loopctl.cli import sandbox_opts
+
+    sandbox_opts.warn(raw_def, store().read_defs().top.get("sandbox"))
 
 
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
@@ -292,6 +299,7 @@ def update(
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
+    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -310,6 +318,7 @@ def update(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy))
+    changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = core.update(store(), name, changes)

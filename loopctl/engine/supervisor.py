@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from loopctl.storage.runs import EXIT_FOR_OUTCOME, prune
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
+    from loopctl.engine.sandbox import Confinement
     from loopctl.integrations.workspace import Handoff, Workspace
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
@@ -82,6 +84,10 @@ class Supervisor:
         # there would leave every page-sized write of a flooding agent
         # straddling two pages (measured: 8-10% more CPU per byte).
         self.preamble: list[str] = []
+        # DESIGN §14: the agent's Landlock domain, and what the record says.
+        self.confinement: Confinement | None = None
+        self.sandbox = "off"
+        self.prompt_path: str | None = None
 
     # -- the whole run -------------------------------------------------------
 
@@ -110,6 +116,8 @@ class Supervisor:
                              f"{result.ended_at - result.started_at:.1f}s"
                              + (f" ({result.note})" if result.note else ""))
         finally:
+            if self.confinement is not None:
+                self.confinement.close()
             self._flush_preamble(log_fd)
             os.close(log_fd)
         return self._settle(loop, run, argv, result)
@@ -184,6 +192,7 @@ class Supervisor:
                 if loop.worktree and self.workspace is None:
                     raise LoopctlError(self.note or "the worktree could not be made")
                 prompt, prompt_path = self._prompt(loop, cwd, st, run["iteration"], started)
+                self.prompt_path = prompt_path
                 resume = st.get("session_id") if loop.continue_session else None
                 argv, stdin_text = build_argv(loop, prompt, prompt_path, self.run_id,
                                               resume_session=resume,
@@ -245,6 +254,7 @@ class Supervisor:
         # The agent's `loopctl decide` must reach this installation, whatever
         # else is on its PATH: a one-file shim directory goes first.
         env["PATH"] = os.pathsep.join([str(self._shim_dir()), env.get("PATH", os.defpath)])
+        preexec = self._confine(loop, cwd, env, run)
         stdin: IO[bytes] | int = subprocess.DEVNULL
         if stdin_text is not None:
             # A file, not a pipe: an agent that never reads stdin cannot block us.
@@ -255,7 +265,10 @@ class Supervisor:
         try:
             return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                    close_fds=True)
+                                    close_fds=True, preexec_fn=preexec)
+        except subprocess.SubprocessError:  # only the sandbox hook raises one
+            raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
+                               "agent (landlock_restrict_self)") from None
         except FileNotFoundError:
             where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
             raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
@@ -264,6 +277,29 @@ class Supervisor:
         finally:
             if not isinstance(stdin, int):
                 stdin.close()
+
+    def _confine(self, loop: LoopDef, cwd: str, env: dict[str, str],
+                 run: dict[str, Any]) -> Callable[[], None] | None:
+        """DESIGN §14: the hook that confines the agent (None: unconfined);
+        `--sandbox on` that cannot be honoured raises, and the run fails."""
+        from loopctl.agents.presets import is_agent
+        from loopctl.engine.sandbox import confinement_for
+
+        shim = str(self._shim_dir() / "loopctl")
+        files = [shim] + ([self.prompt_path] if self.prompt_path else [])
+        own = [str(self.paths.config_dir), str(self.paths.state_dir)]
+        self.confinement, why = confinement_for(
+            loop, is_agent(loop), run.get("sandbox_default"), cwd, env,
+            str(self.decision_path.parent), files, own, self.run_id)
+        if self.confinement is None:
+            self.sandbox = why or "off"
+            if why:
+                self.preamble.append(f"# loopctl: {why}")
+            return None
+        env.update(self.confinement.env())
+        self.sandbox = f"landlock ABI {self.confinement.ruleset.version}"
+        self.preamble.append(f"# loopctl: {self.confinement.summary()}")
+        return self.confinement.preexec
 
     def _shim_dir(self) -> Path:
         folder = ensure_dir(self.paths.state_dir / "bin")
@@ -417,6 +453,7 @@ class Supervisor:
             "session_id": result.session_id, "cost_usd": result.cost_usd,
             "result": result.result_text[-2000:] if result.result_text else None,
             "log": str(self.log_path), "argv": argv, "note": result.note,
+            "sandbox": self.sandbox,
         }
         if self.handoff is not None:
             record.update(self.handoff.record())

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import LoopctlError, UnreadableError
-from loopctl.domain.model import LoopDef, check_notify_urls, parse_loop
+from loopctl.domain.model import LoopDef, check_notify_urls, check_sandbox_mode, parse_loop
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import shorten
 from loopctl.storage import defs_cache
@@ -32,7 +32,7 @@ MAX_DEFS_BYTES = 8 * 1024 * 1024
 # The cache holds less than the YAML it was made from; anything bigger is not ours.
 MAX_CACHE_BYTES = 2 * MAX_DEFS_BYTES
 LOCK_TIMEOUT = 60.0
-TOP_KEYS = {"version", "loops", "on_attention", "notify"}
+TOP_KEYS = {"version", "loops", "on_attention", "notify", "sandbox"}
 
 Signature = list[int] | None
 
@@ -564,7 +564,7 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     if unknown:
         line = _line_of(path, f"{unknown[0]}:") or 1
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
-                              "expected version, loops, on_attention, notify")
+                              "expected version, loops, on_attention, notify, sandbox")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -576,16 +576,17 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     if hook is not None and not isinstance(hook, str):
         line = _line_of(path, "on_attention:") or 1
         raise UnreadableError(f"{where}, line {line}: 'on_attention' must be a path")
-    try:
-        check_notify_urls(doc.get("notify"), "top level")
-    except LoopctlError as exc:
-        line = _line_of(path, "notify:") or 1
-        raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
+    for key, check in (("notify", check_notify_urls), ("sandbox", check_sandbox_mode)):
+        try:
+            check(doc.get(key), "top level")
+        except LoopctlError as exc:
+            line = _line_of(path, f"{key}:") or 1
+            raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
     return doc, _append_indent(root, text)
 
 
 def _top_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in ("on_attention", "notify") if doc.get(k) is not None}
+    return {k: doc[k] for k in ("on_attention", "notify", "sandbox") if doc.get(k) is not None}
 
 
 # YAML 1.1 line breaks besides \n; with any of them the marks' line numbers
