@@ -447,6 +447,7 @@ def agents_table() -> list[dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
     from loopctl.agents.presets import PRESETS, build_argv
+    from loopctl.domain.confinement import preset_write
 
     def version(binary: str, args: tuple[str, ...]) -> str | None:
         if not args:
@@ -467,7 +468,8 @@ def agents_table() -> list[dict[str, Any]]:
                      "path": shutil.which(preset.binary), "version": None, "argv": argv,
                      "prompt_on_stdin": stdin is not None,
                      "safe_default": preset.safe_default, "yolo": list(preset.bypass),
-                     "warning": preset.warning, "verified": preset.verified})
+                     "warning": preset.warning, "verified": preset.verified,
+                     "sandbox_write": list(preset_write(preset.name, "~"))})
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = [r for r in rows if r["path"]]
         versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
@@ -502,6 +504,10 @@ def doctor(store: Store) -> dict[str, Any]:
         add("error", "files", exc.message)
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
     add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
+    from loopctl.engine.sandbox import doctor_findings
+
+    for level, check, message in doctor_findings(defs.loops, defs.top.get("sandbox")):
+        add(level, check, message)
     lifecycle.reconcile(defs.loops, defs.invalid, state, now)
     for name, error in defs.invalid.items():
         add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")

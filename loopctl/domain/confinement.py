@@ -127,16 +127,17 @@ def wants(mode: str, agent: bool) -> bool:
 
 def program_dirs(entry: str, home: str) -> tuple[str, ...]:
     """What to make readable for one PATH entry: the entry, and when it is
-    the `bin` of an installation prefix in the home (~/.nvm/versions/node/X,
-    ~/.pyenv, ~/.cargo, a node_modules), the prefix: its programs are links
-    into lib/ or a package folder beside it. Never the home itself or
-    ~/.local (which holds other tools' data): then only the entry."""
+    the `bin` (or pyenv's `shims`) of an installation prefix such as
+    ~/.nvm/versions/node/X, ~/.pyenv, ~/.cargo, /usr/local or a node_modules,
+    the prefix: its programs are links into lib/ or a package folder beside
+    it. Never a home, `/` or a `.local` (which holds other tools' data):
+    then only the entry."""
     if not entry.startswith("/") or entry in ("/", home):
         return ()
     parent = posixpath.dirname(entry)
-    broad = (home, posixpath.join(home, ".local"), "/")
-    if posixpath.basename(entry) in ("bin", ".bin", "shims") and parent not in broad \
-            and (parent + "/").startswith(home + "/"):
+    broad = parent in ("/", home, "/root") or posixpath.dirname(parent) == "/home" \
+        or posixpath.basename(parent) == ".local"
+    if posixpath.basename(entry) in ("bin", ".bin", "shims") and not broad:
         return (entry, parent)
     return (entry,)
 

@@ -466,6 +466,8 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
 def check_sandbox_mode(value: object, where: str) -> str | None:
     from loopctl.domain.confinement import MODES
 
+    if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
+        value = "on" if value else "off"
     if value is not None and value not in MODES:
         raise UsageError(f"{where}: 'sandbox' must be one of {', '.join(MODES)}, got "
                          f"{shorten(str(value), 40)!r}")

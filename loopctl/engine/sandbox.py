@@ -254,3 +254,33 @@ def _linked_git_dirs(dot_git: str) -> tuple[str, ...]:
     except OSError:
         return (git_dir,)
     return (git_dir, common)
+
+
+def status_line() -> tuple[bool, str]:
+    """(available, what `agents` and `doctor` say about the sandbox here)."""
+    version, why = available()
+    if why is not None:
+        return False, (f"unavailable here ({why}): agent presets in auto run unconfined, "
+                       "loops with --sandbox on fail")
+    scoped = "signals scoped" if version >= 6 else "signals NOT scoped (ABI < 6)"
+    return True, f"Landlock ABI {version} ({scoped}): auto confines agent presets"
+
+
+def doctor_findings(loops: Mapping[str, LoopDef],
+                    default: str | None) -> list[tuple[str, str, str]]:
+    """(level, check, message) for `doctor`: whether runs are confined here."""
+    from loopctl.agents.presets import is_agent
+
+    ok, line = status_line()
+    if ok:
+        version, _ = available()
+        return [("ok" if version >= 6 else "warn", "sandbox", line)]
+    strict = sorted(n for n, loop in loops.items()
+                    if confinement.mode_for(loop.sandbox, default) == "on")
+    loose = sorted(n for n, loop in loops.items() if is_agent(loop)
+                   and confinement.mode_for(loop.sandbox, default) == "auto")
+    found = [("warn", "sandbox", line)]
+    found += [("error", "sandbox", f"loop {n!r} has sandbox on, and cannot run here")
+              for n in strict]
+    found += [("warn", "sandbox", f"loop {n!r} runs its agent unconfined") for n in loose]
+    return found

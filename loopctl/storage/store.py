@@ -586,7 +586,10 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
 
 
 def _top_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in ("on_attention", "notify", "sandbox") if doc.get(k) is not None}
+    top = {k: doc[k] for k in ("on_attention", "notify", "sandbox") if doc.get(k) is not None}
+    if "sandbox" in top:  # a bare `on` is YAML's true
+        top["sandbox"] = check_sandbox_mode(top["sandbox"], "top level")
+    return top
 
 
 # YAML 1.1 line breaks besides \n; with any of them the marks' line numbers
