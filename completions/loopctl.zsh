@@ -222,6 +222,9 @@ _loopctl() {
                 '--model[Model name passed with the preset'\''s model flag.]:model: ' \
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
+                '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -280,6 +283,9 @@ _loopctl() {
                 '--merge[--worktree\: squash, merge or rebase the PR once its checks pass.]:merge: ' \
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
+                '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

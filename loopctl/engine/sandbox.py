@@ -98,6 +98,21 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
         return None, f"sandbox unavailable, running unconfined: {reason}"
 
 
+def confined_argv(loop: LoopDef, argv: list[str]) -> list[str]:
+    """The preset's argv for a confined run (codex: its own sandbox, which
+    cannot start inside Landlock, replaced by loopctl's)."""
+    from loopctl.agents.presets import PRESETS
+
+    preset = PRESETS.get(loop.agent or "shell")
+    if loop.command or preset is None or not preset.confined_swap[0]:
+        return argv
+    old, new = preset.confined_swap
+    for i in range(len(argv) - len(old) + 1):
+        if tuple(argv[i:i + len(old)]) == old:
+            return argv[:i] + list(new) + argv[i + len(old):]
+    return argv
+
+
 def build(version: int, policy: confinement.Policy) -> Confinement:
     ruleset = landlock.Ruleset(version)
     try:

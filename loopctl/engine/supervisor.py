@@ -255,6 +255,13 @@ class Supervisor:
         # else is on its PATH: a one-file shim directory goes first.
         env["PATH"] = os.pathsep.join([str(self._shim_dir()), env.get("PATH", os.defpath)])
         preexec = self._confine(loop, cwd, env, run)
+        if preexec is not None:  # in place: the record shows what really ran
+            from loopctl.engine.sandbox import confined_argv
+
+            changed = confined_argv(loop, argv)
+            if changed != argv:
+                self.preamble.append(f"# loopctl: confined, the agent runs {one_line(changed)}")
+                argv[:] = changed
         stdin: IO[bytes] | int = subprocess.DEVNULL
         if stdin_text is not None:
             # A file, not a pipe: an agent that never reads stdin cannot block us.
