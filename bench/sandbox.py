@@ -41,10 +41,10 @@ from _common import (
 WRAPPER = ("import os, sys\n"
            "from loopctl.engine import landlock\n"
            "r = landlock.Ruleset(landlock.abi())\n"
-           "for p in ('/usr', '/bin', '/lib', '/lib64', '/etc'):\n"
+           "for p in ('/usr', '/bin', '/lib', '/lib64', '/etc', sys.base_prefix):\n"
            "    r.allow(p, landlock.READ)\n"
            "r.apply()\n"
-           "os.execvp(sys.argv[1], sys.argv[1:])\n")
+           "os.execv(sys.argv[1], sys.argv[1:])\n")
 
 
 def make_home(ws: Workspace, label: str, names: list[str], mode: str) -> tuple[Path, Path]:
@@ -79,7 +79,8 @@ def hook_vs_wrapper(n: int) -> dict[str, list[float]]:
     ways = {
         "plain Popen": lambda: subprocess.run(["true"], check=True),
         "preexec hook": lambda: subprocess.run(["true"], check=True, preexec_fn=ruleset.apply),
-        "exec wrapper": lambda: subprocess.run([PY, "-c", WRAPPER, "true"], check=True),
+        "exec wrapper": lambda: subprocess.run([PY, "-c", WRAPPER, "/usr/bin/true"],
+                                                check=True),
     }
     times: dict[str, list[float]] = {k: [] for k in ways}
     for _ in range(n):

@@ -233,8 +233,8 @@ def install_paths() -> list[str]:
     package = os.path.dirname(os.path.realpath(loopctl.__file__))
     places = {sys.prefix, sys.exec_prefix, sys.base_prefix, package,
               os.path.dirname(os.path.realpath(sys.executable))}
-    for key in ("purelib", "platlib", "stdlib", "platstdlib"):
-        places.add(sysconfig.get_paths()[key])
+    found = sysconfig.get_paths()  # one call: each expands every scheme variable
+    places.update(found[key] for key in ("purelib", "platlib", "stdlib", "platstdlib"))
     return sorted(os.path.realpath(p) for p in places)
 
 
