@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
+import sys
 
 # x86_64, aarch64, riscv64 and every other architecture on the generic table
 # share these numbers (arch/*/unistd: 444-446 since Linux 5.13).
@@ -90,8 +90,8 @@ def _fail(what: str) -> LandlockError:
 
 def abi() -> int:
     """The kernel's Landlock ABI version; raises LandlockError saying why none."""
-    if platform.system() != "Linux":
-        raise LandlockError(f"Landlock is Linux only (this is {platform.system()})")
+    if not sys.platform.startswith("linux"):
+        raise LandlockError(f"Landlock is Linux only (this is {sys.platform})")
     version = _lib().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
                              ctypes.c_uint32(CREATE_RULESET_VERSION))
     if version < 0:
