@@ -2,7 +2,8 @@
 
 1. Start-up of one run: `loopctl run NAME` of a `command: [true]` loop with
    `sandbox: on` vs the same loop with `sandbox: off`, interleaved, median
-   of N (wall, start to exit; the confined run's record must say landlock).
+   of N: CPU (user+sys of the run and its agent, the goal) and wall, start
+   to exit; every confined run's record must say landlock.
 2. How the ruleset is applied, measured in this process: Popen(["true"])
    plain, with the preexec hook loopctl uses (prctl + landlock_restrict_self
    on a ruleset built here), and through an exec wrapper (a second
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -56,17 +58,25 @@ def make_home(ws: Workspace, label: str, names: list[str], mode: str) -> tuple[P
     return home, work
 
 
-def startup(ws: Workspace, n: int) -> tuple[list[float], list[float]]:
+def cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def startup(ws: Workspace, n: int) -> dict[str, list[float]]:
+    """Wall and CPU (user+sys of `loopctl run` and the agent it waited for:
+    steadier than wall on a loaded machine) of each run, interleaved."""
     on, _ = make_home(ws, "on", ["one"], "on")
     off, _ = make_home(ws, "off", ["one"], "off")
-    confined: list[float] = []
-    plain: list[float] = []
+    out: dict[str, list[float]] = {"on": [], "off": [], "on_cpu": [], "off_cpu": []}
     for _ in range(n):
-        confined.append(timed(loopctl("run", "one", "--force"), env=env_for(on)))
-        plain.append(timed(loopctl("run", "one", "--force"), env=env_for(off)))
+        for label, home in (("on", on), ("off", off)):
+            before = cpu_of_children()
+            out[label].append(timed(loopctl("run", "one", "--force"), env=env_for(home)))
+            out[label + "_cpu"].append(cpu_of_children() - before)
     records = [json.loads(p.read_text()) for p in run_records(on)]
     assert records and all(r["sandbox"].startswith("landlock") for r in records), records[:1]
-    return confined, plain
+    return out
 
 
 def hook_vs_wrapper(n: int) -> dict[str, list[float]]:
@@ -121,9 +131,12 @@ def main() -> int:
     header("sandbox: what confinement costs")
     ws = Workspace("sandbox")
     try:
-        confined, plain = startup(ws, n)
+        runs = startup(ws, n)
+        confined, plain = runs["on"], runs["off"]
         print(f"   run, sandbox on : {spread(confined)}")
         print(f"   run, sandbox off: {spread(plain)}")
+        print(f"   CPU, sandbox on : {spread(runs['on_cpu'])}")
+        print(f"   CPU, sandbox off: {spread(runs['off_cpu'])}")
         ways = hook_vs_wrapper(n * 3)
         for name, xs in ways.items():
             print(f"   {name:13}: {spread(xs)}")
@@ -132,15 +145,19 @@ def main() -> int:
         print(f"   {args.many} runs at once: confined {many_on:.2f} s, unconfined {many_off:.2f} s")
     finally:
         ws.close()
-    extra_ms = (median(confined) - median(plain)) * 1e3
-    result("sandbox_startup", f"+{extra_ms:.1f} ms per run ({median(confined) * 1e3:.1f} vs "
-           f"{median(plain) * 1e3:.1f} ms, {n} pairs)", "<= +20 ms", extra_ms <= 20,
+    # The goal is on CPU: on a shared 2-core machine wall time mostly says
+    # how busy the neighbours were; both are printed and kept.
+    extra_ms = (median(runs["on_cpu"]) - median(runs["off_cpu"])) * 1e3
+    wall_ms = (median(confined) - median(plain)) * 1e3
+    result("sandbox_startup", f"+{extra_ms:.1f} ms of CPU per run "
+           f"({median(runs['on_cpu']) * 1e3:.1f} vs {median(runs['off_cpu']) * 1e3:.1f} ms, "
+           f"{n} pairs; wall {wall_ms:+.1f} ms)", "<= +20 ms of CPU", extra_ms <= 20,
+           wall_on_ms=median(confined) * 1e3, wall_off_ms=median(plain) * 1e3,
            hook_ms=median(ways["preexec hook"]) * 1e3,
            wrapper_ms=median(ways["exec wrapper"]) * 1e3,
            plain_ms=median(ways["plain Popen"]) * 1e3,
            many=args.many, many_on_s=many_on, many_off_s=many_off)
     return 0 if extra_ms <= 20 else 1
-
 
 if __name__ == "__main__":
     os.environ.pop("LOOPCTL_SANDBOX_ABI", None)
