@@ -189,8 +189,9 @@ def test_yolo_with_off_warns(cli: CLI, tmp_path: Path) -> None:
 def test_a_working_directory_holding_the_home_is_refused(cli: CLI, tmp_path: Path) -> None:
     """Confined in a folder that holds the home, the agent could write all of
     it: `on` refuses to start rather than pretend."""
-    cli("start", "true", "--name", "wide", "--every", "1h", "--cwd", str(tmp_path),
-        "--sandbox", "on", check=0)
+    started = cli("start", "true", "--name", "wide", "--every", "1h", "--cwd", str(tmp_path),
+                  "--sandbox", "on", check=0)
+    assert "holds your home" in started.stderr and "every run will fail" in started.stderr
     assert cli("run", "wide").returncode != 0
     [record] = cli.records("wide")
     assert record["outcome"] == "failed"
