@@ -169,8 +169,9 @@ def test_on_never_runs_unconfined(cli: CLI, tmp_path: Path) -> None:
 
 def test_auto_says_once_when_it_cannot_confine(cli: CLI, tmp_path: Path) -> None:
     env = {"LOOPCTL_SANDBOX_ABI": "0", "PATH": f"{HOSTILE_BIN}{os.pathsep}{os.environ['PATH']}"}
+    (tmp_path / "work").mkdir()
     proc = cli("start", "p", "--name", "loose", "--agent", "claude", "--every", "1h",
-               "--cwd", str(tmp_path), env=env, check=0)
+               "--cwd", str(tmp_path / "work"), env=env, check=0)
     assert "sandbox is unavailable here (LOOPCTL_SANDBOX_ABI=0" in proc.stderr
     assert "runs will be unconfined" in proc.stderr
     cli("run", "loose", env=env, check=0)
