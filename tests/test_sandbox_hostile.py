@@ -163,7 +163,7 @@ def test_on_never_runs_unconfined(cli: CLI, tmp_path: Path) -> None:
     proc = cli("run", "strict", env={"LOOPCTL_SANDBOX_ABI": "0"})
     assert proc.returncode != 0 and not marker.exists()
     [record] = cli.records("strict")
-    assert record["outcome"] == "failed"
+    assert record["outcome"] == "failed" and record["sandbox"] == "unavailable"
     assert record["note"].startswith("sandbox unavailable: LOOPCTL_SANDBOX_ABI=0")
 
 
@@ -198,6 +198,33 @@ def test_a_working_directory_holding_the_home_is_refused(cli: CLI, tmp_path: Pat
     assert record["outcome"] == "failed"
     assert record["note"].startswith("sandbox unavailable: the working directory ")
     assert "holds the home" in record["note"]
+
+
+def test_nothing_a_run_plants_makes_the_next_one_unconfined(cli: CLI, tmp_path: Path) -> None:
+    """A confined opencode may write ~/.cache, so it can turn its own
+    ~/.cache/opencode into a file. The next run (auto) must not then fall
+    back to running unconfined: it fails, saying why."""
+    planted = Path(os.environ["HOME"]) / ".cache" / "opencode"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("not a folder")
+    work = tmp_path / "work"
+    work.mkdir()
+    cli("start", "p", "--name", "oc", "--agent", "opencode", "--every", "1h",
+        "--cwd", str(work), check=0)
+    assert cli("run", "oc").returncode != 0
+    [record] = cli.records("oc")
+    assert record["outcome"] == "failed" and record["sandbox"] == "unavailable"
+    assert record["note"].startswith("sandbox unavailable: File exists")
+
+
+def test_auto_refuses_a_working_directory_holding_the_home(cli: CLI, tmp_path: Path) -> None:
+    env = {"PATH": f"{HOSTILE_BIN}{os.pathsep}{os.environ['PATH']}"}
+    started = cli("start", "p", "--name", "wide", "--agent", "claude", "--every", "1h",
+                  "--cwd", str(tmp_path), env=env, check=0)
+    assert "holds your home" in started.stderr
+    assert cli("run", "wide", env=env).returncode != 0
+    [record] = cli.records("wide")
+    assert record["outcome"] == "failed" and "holds the home" in record["note"]
 
 
 def test_sandbox_write_and_read_widen_it(cli: CLI, tmp_path: Path) -> None:

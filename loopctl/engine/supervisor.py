@@ -295,6 +295,7 @@ class Supervisor:
         shim = str(self._shim_dir() / "loopctl")
         files = [shim] + ([self.prompt_path] if self.prompt_path else [])
         own = [str(self.paths.config_dir), str(self.paths.state_dir)]
+        self.sandbox = "unavailable"  # what the record says if the next call raises
         self.confinement, why = confinement_for(
             loop, is_agent(loop), run.get("sandbox_default"), cwd, env,
             str(self.decision_path.parent), files, own, self.run_id)
