@@ -192,6 +192,8 @@ def test_the_policy_never_grants_the_home() -> None:
     ("/root/bin", ("/root/bin",)),
     ("/bin", ("/bin",)),
     (HOME, ()),
+    ("/home", ()),
+    ("/", ()),
     ("relative/bin", ()),
 ])
 def test_program_dirs_widen_to_a_prefix_never_a_home(entry: str,

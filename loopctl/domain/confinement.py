@@ -132,8 +132,8 @@ def program_dirs(entry: str, home: str) -> tuple[str, ...]:
     the prefix: its programs are links into lib/ or a package folder beside
     it. Never a home, `/` or a `.local` (which holds other tools' data):
     then only the entry."""
-    if not entry.startswith("/") or entry in ("/", home):
-        return ()
+    if not entry.startswith("/") or (home + "/").startswith(entry.rstrip("/") + "/"):
+        return ()  # relative, or the home or a folder above it (/, /home)
     parent = posixpath.dirname(entry)
     broad = parent in ("/", home, "/root") or posixpath.dirname(parent) == "/home" \
         or posixpath.basename(parent) == ".local"
