@@ -11,7 +11,8 @@ import math
 import os
 
 
-def env_number(name: str, default: float, low: float, high: float) -> float:
+def env_number(name: str, default: float, low: float, high: float,
+               unit: str = "a number of seconds") -> float:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -23,7 +24,7 @@ def env_number(name: str, default: float, low: float, high: float) -> float:
         from loopctl.domain.errors import UsageError
 
         shown = raw if len(raw) <= 40 else raw[:37] + "..."
-        raise UsageError(f"bad {name}={shown!r}: expected a number of seconds "
+        raise UsageError(f"bad {name}={shown!r}: expected {unit} "
                          f"from {_plain(low)} to {_plain(high)}")
     return value
 
@@ -41,12 +42,17 @@ KNOBS = {
     "LOOPCTL_KILL_GRACE": (10.0, 0.0, 3600.0),
     "LOOPCTL_HOOK_TIMEOUT": (10.0, 0.1, 3600.0),
     "LOOPCTL_NOTIFY_TIMEOUT": (30.0, 0.1, 3600.0),
+    # The highest Landlock ABI loopctl may use: 0 acts as a kernel without
+    # Landlock (how `--sandbox on` refusing to run is tested), 1-5 as an
+    # older kernel; unset, whatever the kernel offers.
+    "LOOPCTL_SANDBOX_ABI": (99.0, 0.0, 99.0),
 }
+UNITS = {"LOOPCTL_SANDBOX_ABI": "a Landlock ABI version"}
 
 
 def knob(name: str) -> float:
     default, low, high = KNOBS[name]
-    return env_number(name, default, low, high)
+    return env_number(name, default, low, high, UNITS.get(name, "a number of seconds"))
 
 
 def check_env() -> None:

@@ -130,7 +130,7 @@ def test_three_failures_back_off_pause_and_emit_one_event(cli: CLI, tmp_path: Pa
 def test_rate_limit_defers_then_runs_after_the_reset(cli: CLI, tmp_path: Path) -> None:
     cli("start", "--name", "limited", "--every", "1h", "--agent", "claude",
         "--env", "FAKE_RESET_IN=3", "--env", f"FAKE_LIMIT_ONCE={tmp_path / 'once'}",
-        "--", "p", check=0)
+        "--sandbox", "off", "--", "p", check=0)  # the marker is outside its cwd
     daemon = cli.popen("daemon", "--quiet")
     try:
         wait_for(lambda: len(cli.records("limited")) >= 2, timeout=20)

@@ -122,7 +122,7 @@ def test_until_matches_the_final_result_not_the_prompt(cli: CLI) -> None:
 
 def test_continue_session_resumes_the_previous_session(cli: CLI, tmp_path: Path) -> None:
     record = tmp_path / "argv.jsonl"
-    claude_loop(cli, "chat", "--every", "1h", "--continue-session",
+    claude_loop(cli, "chat", "--every", "1h", "--continue-session", "--sandbox", "off",
                 env={"FAKE_RECORD": str(record)})
     cli("run", "chat", check=0)
     first_session = cli.records("chat")[0]["session_id"]
@@ -135,7 +135,7 @@ def test_continue_session_resumes_the_previous_session(cli: CLI, tmp_path: Path)
 
 def test_preset_prompt_is_wrapped_in_the_envelope(cli: CLI, tmp_path: Path) -> None:
     record = tmp_path / "argv.jsonl"
-    claude_loop(cli, "wrapped", "--every", "1h", "--max-runs", "7",
+    claude_loop(cli, "wrapped", "--every", "1h", "--max-runs", "7", "--sandbox", "off",
                 env={"FAKE_RECORD": str(record)}, prompt="-fix the flaky test")
     cli("run", "wrapped", check=0)
     argv = json.loads(record.read_text())["argv"]

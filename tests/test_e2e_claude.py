@@ -47,7 +47,7 @@ def start(cli: CLI, tmp_path: Path, *extra: str) -> Path:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "c", "--every", "1h", "--agent", "claude",
-        "--cwd", str(work), *extra, check=0)
+        "--cwd", str(work), "--sandbox", "on", *extra, check=0)
     return work
 
 
@@ -177,7 +177,7 @@ def test_continue_session_resumes_inside_a_worktree(cli: CLI, tmp_path: Path) ->
     subprocess.run(["git", "-C", str(repo), "-c", "user.name=u", "-c", "user.email=u@x",
                     "commit", "-q", "--allow-empty", "-m", "init"], check=True)
     cli("start", "do the thing", "--name", "c", "--every", "1h", "--agent", "claude",
-        "--cwd", str(repo), "--worktree", "--continue-session", check=0)
+        "--cwd", str(repo), "--worktree", "--continue-session", "--sandbox", "on", check=0)
     first = 'loopctl decide continue --summary "first" --evidence "one"'
     with claude_api(first, final="First run done.") as (stub, _model):
         run(cli, stub)

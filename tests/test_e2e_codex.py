@@ -4,9 +4,12 @@ tests/e2e/common.py), whose model is a local stub of the OpenAI Responses API
 
 Each test runs loopctl as a user would (`start`, then `run` in the
 foreground) and checks that the decision protocol works through Codex's
-real tool loop inside the preset's workspace-write sandbox: `loopctl decide`
-through the shell tool (run with `bash -c`, the decision folder granted by
-writable_roots), the final-message line, and `--continue-session`.
+real tool loop confined by loopctl (`--sandbox on`: Landlock, in which
+codex's own sandbox cannot start, so the preset swaps it for
+danger-full-access) and, once, unconfined in the preset's workspace-write
+sandbox: `loopctl decide` through the shell tool (run with `bash -c`, the
+decision folder granted by writable_roots), the final-message line, and
+`--continue-session`.
 
 There is no chained-command test: the preset sets no Codex command rule (no
 `.rules` prefix allowance); its guard is the sandbox, which confines every
@@ -48,7 +51,8 @@ def start(cli: CLI, tmp_path: Path, *extra: str) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "x", "--every", "1h", "--agent", "codex",
-        "--cwd", str(work), "--timeout", "60s", *extra, env=codex_env(), check=0)
+        "--cwd", str(work), "--timeout", "60s", "--sandbox", "on", *extra, env=codex_env(),
+        check=0)
 
 
 def run(cli: CLI, model: CodexModel) -> None:
@@ -77,11 +81,14 @@ def commands_run(record: dict[str, Any]) -> list[dict[str, Any]]:
             and e["item"].get("type") == "command_execution"]
 
 
-def assert_sandboxed(model: CodexModel) -> None:
-    """Every request came from the preset's sandbox, with the stub's key."""
+def assert_sandboxed(model: CodexModel, mode: str = "danger-full-access") -> None:
+    """Every request came from a confined run, with the stub's key. Inside
+    loopctl's sandbox (`--sandbox on`) codex 0.171's own cannot start (its
+    bubblewrap needs mount(2), which Landlock denies), so the preset swaps
+    it for danger-full-access and loopctl's Landlock bounds the commands."""
     assert model.calls
     for call in model.calls:
-        assert call.metadata.get("sandbox_mode") == "workspace-write", call.metadata
+        assert call.metadata.get("sandbox_mode") == mode, call.metadata
         assert call.headers.get("authorization") == f"Bearer {KEY}"
 
 
@@ -97,6 +104,8 @@ def test_decide_through_the_shell_tool(cli: CLI, tmp_path: Path) -> None:
     assert command in ran["command"]
     assert ran["exit_code"] == 0, ran["aggregated_output"]
     assert len(model.outputs) == 1 and "exited with code 0" in model.outputs[0], model.outputs
+    assert record["sandbox"].startswith("landlock ABI ")
+    assert record["argv"][2:4] == ["--sandbox", "danger-full-access"], record["argv"]
     status = cli.json("status", "x")
     assert status["status"] == "completed"
     assert status["last_decision"]["summary"] == "stub summary"
@@ -110,6 +119,20 @@ def test_decide_through_the_shell_tool(cli: CLI, tmp_path: Path) -> None:
                for t in model.calls[0].texts())
     assert_sandboxed(model)
     assert {c.metadata.get("thread_id") for c in model.calls} == {thread}
+
+
+def test_unconfined_codex_keeps_its_own_sandbox(cli: CLI, tmp_path: Path) -> None:
+    """`--sandbox off`: codex's workspace-write sandbox runs the command."""
+    start(cli, tmp_path, "--sandbox", "off")
+    command = DECIDE.format("complete", "own sandbox", "e")
+    with codex_model(Path(os.environ["HOME"]), Turn("All done.", command=command)) as model:
+        run(cli, model)
+    [record] = cli.records("x")
+    [ran] = commands_run(record)
+    assert ran["exit_code"] == 0, ran["aggregated_output"]
+    assert record["sandbox"] == "off" and "workspace-write" in record["argv"]
+    assert cli.json("status", "x")["last_decision"]["summary"] == "own sandbox"
+    assert_sandboxed(model, "workspace-write")
 
 
 def test_decision_line_in_the_final_message(cli: CLI, tmp_path: Path) -> None:

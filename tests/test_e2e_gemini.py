@@ -28,7 +28,7 @@ def start(cli: Any, tmp_path: Path, *extra: str) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "g", "--every", "1h", "--agent", "gemini",
-        "--cwd", str(work), *extra, check=0)
+        "--cwd", str(work), "--sandbox", "on", *extra, check=0)
 
 
 def run(cli: Any, gemini: Path, api_env: dict[str, str]) -> Any:

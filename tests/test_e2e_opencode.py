@@ -35,7 +35,9 @@ pytestmark = pytest.mark.slow
 def env_for(stub: Stub, tmp_path: Path) -> dict[str, str]:
     """The pinned CLI first on PATH, the stub as the only provider."""
     bin_dir = str(agent_cli("opencode").parent)
-    env = opencode_env(stub, tmp_path)
+    # The stub's config is outside the working directory: granted read
+    # with --sandbox-read at start, as a user would for a config of theirs.
+    env = opencode_env(stub, tmp_path / "config")
     env["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", os.defpath)])
     return env
 
@@ -43,8 +45,10 @@ def env_for(stub: Stub, tmp_path: Path) -> dict[str, str]:
 def start(cli: CLI, tmp_path: Path, *extra: str) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
+    (tmp_path / "config").mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "o", "--every", "1h", "--agent", "opencode",
-        "--model", MODEL_ID, "--cwd", str(work), "--timeout", "50s", *extra, check=0)
+        "--model", MODEL_ID, "--cwd", str(work), "--timeout", "50s", "--sandbox", "on",
+        "--sandbox-read", str(tmp_path / "config"), *extra, check=0)
 
 
 def run(cli: CLI, stub: Stub, tmp_path: Path) -> Any:

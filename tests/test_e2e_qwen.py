@@ -28,7 +28,7 @@ def start(cli: Any, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "q", "--every", "1h", "--agent", "qwen",
-        "--cwd", str(work), check=0)
+        "--cwd", str(work), "--sandbox", "on", check=0)
 
 
 def run(cli: Any, qwen: Path, api_env: dict[str, str]) -> Any:

@@ -185,8 +185,10 @@ def test_a_hostile_session_id_is_never_resumed(cli: CLI, tmp_path: Path,
     work = tmp_path / "work"
     work.mkdir()
     hostile_claude["session"].write_text(session)
+    # --sandbox off: the agent records its argv outside its working directory
+    # (what a confined agent cannot reach is tests/test_sandbox_hostile.py's).
     cli("start", "p", "--name", "chat", "--agent", "claude", "--every", "1h",
-        "--continue-session", "--cwd", str(work), check=0)
+        "--continue-session", "--cwd", str(work), "--sandbox", "off", check=0)
     first = cli("run", "chat")
     no_traceback(first)
     assert first.returncode in (0, 1), first.stderr
@@ -233,7 +235,7 @@ def test_a_hostile_cost_never_switches_the_budget_off(cli: CLI,
                                                       cost: str) -> None:
     hostile_claude["cost"].write_text(cost)
     cli("start", "p", "--name", "spend", "--agent", "claude", "--every", "1h",
-        "--budget-usd", "0.5", "--no-progress", "0", check=0)
+        "--budget-usd", "0.5", "--no-progress", "0", "--sandbox", "off", check=0)
     first = cli("run", "spend")
     no_traceback(first)
     assert first.returncode in (0, 1), first.stderr
@@ -257,7 +259,7 @@ def test_an_output_flood_is_recorded(cli: CLI, hostile_claude: dict[str, Path], 
     how = ["--agent", "claude"] if agent == "claude" else [
         "--command", shlex.join([sys.executable, str(FAKE_CLAUDE)])]
     cli("start", "p", "--name", "flood", "--every", "1h", *how, "--env",
-        f"HOSTILE_FLOOD={flood}", check=0)
+        f"HOSTILE_FLOOD={flood}", "--sandbox", "off", check=0)
     # Bytes, not text: the agent's output is copied to this stdout as is.
     proc = subprocess.run(loopctl_argv("run", "flood"), capture_output=True, timeout=60,
                           env=os.environ.copy())

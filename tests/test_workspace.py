@@ -618,7 +618,7 @@ def test_envelope_names_branch_and_base(cli: CLI, repo: Repo, tmp_path: Path,
     env = {"PATH": f"{TESTS / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "FAKE_RECORD": str(seen)}
     cli("start", "improve the docs", "--name", "env", "--every", "1h", "--cwd", str(repo.path),
-        "--worktree", "--agent", "claude", *extra, env=env, check=0)
+        "--worktree", "--agent", "claude", *extra, "--sandbox", "off", env=env, check=0)
     cli("run", "env", env=env, check=0)
     record = last_record(cli, "env")
     prompt = json.loads(seen.read_text().splitlines()[0])["argv"][-1]

@@ -42,6 +42,8 @@ class Preset:
     warning: str | None = None
     version_args: tuple[str, ...] = ("--version",)
     api_key_env: str | None = None  # what exports take from a secret
+    # When loopctl's sandbox confines the run (DESIGN §14): args replaced.
+    confined_swap: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     # How far the decision protocol is proven: end to end with the real CLI
     # (tests/test_e2e_*.py, against a stub of its model API), or only its flags.
     verified: str = "flags from --help"
@@ -73,6 +75,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            prompt_via="stdin", last=("-",), resume=("resume", "{session}"),
            bypass=("--dangerously-bypass-approvals-and-sandbox",),
            drop_for_bypass=("--sandbox", "workspace-write"),
+           # Confined by loopctl, codex 0.171's own sandbox cannot start: its
+           # bubblewrap needs mount(2), which Landlock denies to the domain,
+           # and its Landlock fallback refuses to restrict files without
+           # bubblewrap. loopctl's sandbox then bounds its commands instead.
+           confined_swap=(("--sandbox", "workspace-write"), ("--sandbox", "danger-full-access")),
            reader="codex", safe_default="--sandbox workspace-write",
            api_key_env="OPENAI_API_KEY",
            verified="end to end with codex 0.171.0: decide, decision line, session "

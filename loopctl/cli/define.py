@@ -15,6 +15,7 @@ from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
+from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
@@ -268,6 +269,7 @@ def start(
     model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Define a loop and schedule its first run."""
@@ -306,6 +308,8 @@ def start(
         if v is not None})
     raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
                     if v is not None})
+    raw_def.update({k: v for k, v in sandbox_changes(sandbox, sandbox_write, sandbox_read).items()
+                    if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -315,6 +319,9 @@ def start(
           f"next run {relative(ts(result['next_fire']), clock.now())}")
     _warn_missing_agent(agent, command, yolo)
     _warn_unset_env(raw_def.get("env") or {})
+    from loopctl.cli import sandbox_opts
+
+    sandbox_opts.warn(raw_def, store().read_defs().top.get("sandbox"))
 
 
 def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,
@@ -373,6 +380,7 @@ def update(
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -392,6 +400,7 @@ def update(
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
     changes.update(bounds_changes(max_log, max_memory, max_procs))
+    changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -40,11 +40,18 @@ def agents(as_json: JsonOpt = False) -> None:
     """List the agent presets: installed?, version, the command each runs."""
     import shlex
 
+    from loopctl.engine.sandbox import status_line
+
     rows = setups.agents_table()
+    available, sandbox = status_line()
     if as_json:
-        emit({"version": common.JSON_VERSION, "agents": rows})
+        emit({"version": common.JSON_VERSION, "agents": rows,
+              "sandbox": {"available": available, "status": sandbox}})
         return
     import textwrap
+
+    print(f"sandbox: {sandbox}; a confined run also writes its working directory, "
+          "its TMPDIR and its decision folder")
 
     for row in rows:
         found = row["version"] or ("installed" if row["path"] else "not on PATH")
@@ -53,6 +60,7 @@ def agents(as_json: JsonOpt = False) -> None:
         print(textwrap.fill(command, width=78, initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
+        print(f"    confined, may write: {', '.join(row['sandbox_write'])}")
 
 
 def doctor(as_json: JsonOpt = False,

@@ -40,6 +40,10 @@ def doctor(store: Store) -> dict[str, Any]:
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
     add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
     _doctor_bounds(store, defs, add)
+    from loopctl.engine.sandbox import doctor_findings
+
+    for level, check, message in doctor_findings(defs.loops, defs.top.get("sandbox")):
+        add(level, check, message)
     lifecycle.reconcile(defs.loops, defs.invalid, state, now)
     for name, error in defs.invalid.items():
         add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")

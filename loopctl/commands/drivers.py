@@ -56,6 +56,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             trigger = "schedule" if mode == "scheduled" else "manual"
             run = st["run"] or lifecycle.claim(loop, st, now, trigger)
             run["spec"] = to_raw(loop)
+            run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             run.update(events.receivers(loop, defs.top))
             run["supervisor"] = procs.ref()
             store.write_state(state)

@@ -19,6 +19,7 @@ def agents_table() -> list[dict[str, Any]]:
     from concurrent.futures import ThreadPoolExecutor
 
     from loopctl.agents.presets import PRESETS, build_argv
+    from loopctl.domain.confinement import preset_write
 
     def version(binary: str, args: tuple[str, ...]) -> str | None:
         if not args:
@@ -39,7 +40,8 @@ def agents_table() -> list[dict[str, Any]]:
                      "path": shutil.which(preset.binary), "version": None, "argv": argv,
                      "prompt_on_stdin": stdin is not None,
                      "safe_default": preset.safe_default, "yolo": list(preset.bypass),
-                     "warning": preset.warning, "verified": preset.verified})
+                     "warning": preset.warning, "verified": preset.verified,
+                     "sandbox_write": list(preset_write(preset.name, "~"))})
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = [r for r in rows if r["path"]]
         versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),

@@ -49,6 +49,7 @@ KEYS = {
     "max_procs",
     "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
     "max_file_size",
+    "sandbox", "sandbox_write", "sandbox_read",
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -112,6 +113,10 @@ class LoopDef:
     checks_timeout: int = DEFAULT_CHECKS_TIMEOUT
     copy: tuple[str, ...] = ()
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    # DESIGN §14; None: the file's top-level `sandbox:`, else auto.
+    sandbox: str | None = None
+    sandbox_write: tuple[str, ...] = ()
+    sandbox_read: tuple[str, ...] = ()
 
     @property
     def schedule_key(self) -> str:
@@ -277,6 +282,7 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         _parse_schedule(raw, fields, where)
         _parse_policy(raw, fields, where)
         _parse_workspace(raw, fields, where)
+        _parse_sandbox(raw, fields, where)
     except UsageError as exc:
         if exc.message.startswith(where):
             raise
@@ -505,6 +511,33 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
         raise UsageError(f"{where}: {extras[0]!r} needs 'worktree: true'")
 
 
+def check_sandbox_mode(value: object, where: str) -> str | None:
+    from loopctl.domain.confinement import MODES
+
+    if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
+        value = "on" if value else "off"
+    if value is not None and value not in MODES:
+        raise UsageError(f"{where}: 'sandbox' must be one of {', '.join(MODES)}, got "
+                         f"{shorten(str(value), 40)!r}")
+    return value if value is None else str(value)
+
+
+def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    from loopctl.domain.confinement import check_extra
+
+    fields["sandbox"] = check_sandbox_mode(raw.get("sandbox"), where)
+    for key in ("sandbox_write", "sandbox_read"):
+        paths = raw.get(key) or []
+        if not isinstance(paths, list) or len(paths) > 100 \
+                or not all(isinstance(p, str) for p in paths):
+            raise UsageError(f"{where}: {key!r} must be a list of paths")
+        for path in paths:
+            problem = check_extra(path, "--" + key.replace("_", "-"))
+            if problem:
+                raise UsageError(f"{where}: {problem}")
+        fields[key] = tuple(dict.fromkeys(paths))
+
+
 def to_raw(loop: LoopDef) -> dict[str, Any]:
     """The `loops.yaml` form of a definition: what `parse_loop` reads back.
     Limits are always written out so the file says what bounds each loop."""
@@ -566,4 +599,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
             if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
         }
         raw.update({k: v for k, v in workspace.items() if v is not None})
+    sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
+               "sandbox_read": list(loop.sandbox_read) or None}
+    raw.update({k: v for k, v in sandbox.items() if v is not None})
     return raw

@@ -222,6 +222,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             signal_supervisor(run)
         for name, run in list(result.fired):
             run["spec"] = to_raw(defs.loops[name])
+            run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             run.update(events.receivers(defs.loops[name], defs.top))
             try:
                 child = spawn_supervisor(store, name, run["run_id"],

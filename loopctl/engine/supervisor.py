@@ -19,7 +19,17 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
-from loopctl.engine.steps import bounds, handoff, launch, output, prepare, settle, wait
+from loopctl.engine.steps import (
+    bounds,
+    confine,
+    context,
+    handoff,
+    launch,
+    output,
+    prepare,
+    settle,
+    wait,
+)
 from loopctl.engine.steps.context import RunContext, RunLog
 from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log
 from loopctl.storage.store import Store
@@ -28,7 +38,7 @@ if TYPE_CHECKING:
     from loopctl.integrations.workspace import Handoff, Workspace
 
 # Kept importable from here: the drivers and tests name them.
-one_line = launch.one_line
+one_line = context.one_line
 Interrupted = wait.Interrupted
 
 
@@ -64,6 +74,7 @@ class Supervisor:
                 moved = self._hand_off(ctx, ws, launched, result)
             log.write(footer(self.run_id, result))
         finally:
+            confine.release(ctx)
             log.flush_held()
             bounds.end(ctx)
             log.close()

@@ -15,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import LoopctlError, UnreadableError
-from loopctl.domain.model import LoopDef, check_notify_targets, check_notify_urls
+from loopctl.domain.model import (
+    LoopDef,
+    check_notify_targets,
+    check_notify_urls,
+    check_sandbox_mode,
+)
 from loopctl.domain.plain import factory, record
 from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
 
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024
-TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets"}
+TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets", "sandbox"}
 
 Signature = list[int] | None
 
@@ -142,7 +147,8 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     if unknown:
         line = line_of(path, f"{unknown[0]}:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
-                              "expected version, loops, on_attention, notify, notify_targets")
+                              "expected version, loops, on_attention, notify, notify_targets, "
+                              "sandbox")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -159,17 +165,22 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     except LoopctlError as exc:
         line = line_of(path, "notify:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
-    try:
-        check_notify_targets(doc.get("notify_targets"), "top level")
-    except LoopctlError as exc:
-        line = line_of(path, "notify_targets:", top=True) or 1
-        raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
+    for key, check in (("notify_targets", check_notify_targets),
+                       ("sandbox", check_sandbox_mode)):
+        try:
+            check(doc.get(key), "top level")
+        except LoopctlError as exc:
+            line = line_of(path, f"{key}:", top=True) or 1
+            raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
     return doc, _append_indent(root, text)
 
 
 def top_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in ("on_attention", "notify", "notify_targets")
-            if doc.get(k) is not None}
+    top = {k: doc[k] for k in ("on_attention", "notify", "notify_targets", "sandbox")
+           if doc.get(k) is not None}
+    if "sandbox" in top:  # a bare `on` is YAML's true
+        top["sandbox"] = check_sandbox_mode(top["sandbox"], "top level")
+    return top
 
 
 # YAML 1.1 line breaks besides \n; with any of them the marks' line numbers

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.plain import record
 from loopctl.domain.state import RunResult
@@ -60,6 +61,9 @@ class RunContext:
     # record and on the loop, so `status` shows it.
     dropped: list[str]
     bounds: RunBounds
+    sandbox: str = "off"  # what the record says: `landlock ABI 7`, `off`, or why not
+    confinement: Any = None  # engine.sandbox.Confinement while the agent runs
+    prompt_path: str | None = None  # the prompt file the agent may read
 
     @property
     def log_path(self) -> Path:
@@ -78,3 +82,9 @@ def add_dropped(ctx: RunContext, result: RunResult, notes: list[str]) -> None:
     ctx.dropped += notes
     for note in notes:
         add_note(result, note)
+
+
+def one_line(argv: list[str], width: int = 160) -> str:
+    """argv for the log header: one line (readers skip it), long args cut."""
+    shown = [a if len(a) <= width else a[: width - 3] + "..." for a in argv]
+    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")

@@ -6,6 +6,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -15,8 +16,8 @@ from loopctl.domain.plain import record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
 from loopctl.engine import procs, reaper
-from loopctl.engine.steps import bounds
-from loopctl.engine.steps.context import RunContext
+from loopctl.engine.steps import bounds, confine
+from loopctl.engine.steps.context import RunContext, one_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ def _start(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
 
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
     prompt, prompt_path = write_prompt(ctx, loop, cwd, st, run["iteration"], started, ws)
+    ctx.prompt_path = prompt_path
     resume = st.get("session_id") if loop.continue_session else None
     argv, stdin_text = build_argv(loop, prompt, prompt_path, ctx.run_id,
                                   resume_session=resume,
@@ -130,6 +132,8 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
 def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
           run: dict[str, Any]) -> subprocess.Popen[bytes]:
     env = agent_env(ctx, loop, cwd, run)
+    files = [str(shim_dir(ctx) / "loopctl")] + ([ctx.prompt_path] if ctx.prompt_path else [])
+    confined = confine.confine(ctx, loop, cwd, env, run, argv, files)
     stdin: IO[bytes] | int = subprocess.DEVNULL
     if stdin_text is not None:
         # A file, not a pipe: an agent that never reads stdin cannot block us.
@@ -140,7 +144,11 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
     try:
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                close_fds=True, preexec_fn=bounds.child_setup(ctx))
+                                close_fds=True,
+                                preexec_fn=_in_child(bounds.child_setup(ctx), confined))
+    except subprocess.SubprocessError:  # only the sandbox hook raises one
+        raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
+                           "agent (landlock_restrict_self)") from None
     except FileNotFoundError:
         where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
         raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
@@ -150,6 +158,18 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
         if not isinstance(stdin, int):
             stdin.close()
         bounds.spawned(ctx)
+
+
+def _in_child(*hooks: Callable[[], None] | None) -> Callable[[], None]:
+    """Between fork and exec, in order: the bounds (the cgroup must be
+    joined while its files can still be written), then the sandbox."""
+    steps = [hook for hook in hooks if hook is not None]
+
+    def run_all() -> None:
+        for hook in steps:
+            hook()
+
+    return run_all
 
 
 def shim_dir(ctx: RunContext) -> Path:
@@ -171,9 +191,3 @@ def shim_dir(ctx: RunContext) -> Path:
         atomic_write(shim, body.encode())
         os.chmod(shim, 0o700)
     return folder
-
-
-def one_line(argv: list[str], width: int = 160) -> str:
-    """argv for the log header: one line (readers skip it), long args cut."""
-    shown = [a if len(a) <= width else a[: width - 3] + "..." for a in argv]
-    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")

@@ -37,7 +37,7 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         session_id=result.session_id, cost_usd=result.cost_usd,
         result=result.result_text[-2000:] if result.result_text else None,
         log=str(ctx.log_path), argv=argv, note=result.note,
-        log_truncated=ctx.bounds.truncated,
+        log_truncated=ctx.bounds.truncated, sandbox=ctx.sandbox,
     )
     return add_fields(record, handoff.record()) if handoff is not None else record
 

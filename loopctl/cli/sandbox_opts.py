@@ -1,0 +1,81 @@
+"""`--sandbox`, `--sandbox-write`, `--sandbox-read` for `start` and `update`
+(DESIGN §14): the options, their checks, and what `start` warns about."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from loopctl.domain.confinement import MODES, check_extra
+from loopctl.domain.errors import UsageError
+
+_MODE_HELP = ("Confine the agent with Landlock: auto (agent presets, where the kernel "
+              "allows), on (never unconfined), off.")
+_WRITE_HELP = "A path the confined agent may also write (repeatable; 'none' clears)."
+_READ_HELP = "A path the confined agent may also read (repeatable; 'none' clears)."
+Sandbox = Annotated[Optional[str], typer.Option(help=_MODE_HELP)]
+SandboxWrite = Annotated[Optional[list[str]], typer.Option(help=_WRITE_HELP)]
+SandboxRead = Annotated[Optional[list[str]], typer.Option(help=_READ_HELP)]
+
+
+def sandbox_changes(mode: str | None, write: list[str] | None,
+                    read: list[str] | None) -> dict[str, Any]:
+    """The options as loops.yaml keys; paths made absolute and checked to
+    exist now, so a typo fails at `start`, not at 3 a.m."""
+    changes: dict[str, Any] = {}
+    if mode is not None:
+        if mode not in MODES:
+            raise UsageError(f"bad --sandbox {mode!r}: expected one of {', '.join(MODES)}")
+        changes["sandbox"] = mode
+    for key, given in (("sandbox_write", write), ("sandbox_read", read)):
+        if given is None:
+            continue
+        option = "--" + key.replace("_", "-")
+        if given == ["none"]:
+            changes[key] = None
+            continue
+        changes[key] = [_checked(path, option) for path in given]
+    return changes
+
+
+def _checked(path: str, option: str) -> str:
+    expanded = os.path.expanduser(path) if path.startswith("~/") else path
+    problem = check_extra(os.path.abspath(expanded) if expanded else "", option)
+    if problem:
+        raise UsageError(problem)
+    if not os.path.exists(expanded):
+        raise UsageError(f"bad {option} {path!r}: no such file or directory")
+    return os.path.realpath(expanded)
+
+
+def warn(raw: dict[str, Any], top_mode: str | None) -> None:
+    """Said once, at `start`: a loop that will not be confined as asked."""
+    from loopctl.domain import confinement
+    from loopctl.engine.sandbox import available
+
+    mode = confinement.mode_for(raw.get("sandbox"), top_mode)
+    agent = raw.get("command") is None and raw.get("agent", "shell") != "shell"
+    if mode == "off" and raw.get("yolo"):
+        print("warning: --yolo with --sandbox off: the agent may run anything you can, "
+              "unconfined", file=sys.stderr)
+    if not confinement.wants(mode, agent):
+        return
+    home = os.path.realpath(os.path.expanduser("~"))
+    cwd = os.path.realpath(str(raw.get("cwd") or "."))
+    if (home + "/").startswith(cwd.rstrip("/") + "/"):
+        print(f"warning: --cwd {cwd} holds your home: confined there the agent could write "
+              "all of it, so every run will fail; give a folder of its own, or --sandbox off",
+              file=sys.stderr)
+        return
+    _, why = available()
+    if why is None:
+        return
+    if mode == "on":
+        print(f"warning: the sandbox is unavailable here ({why}); with --sandbox on every "
+              "run will fail until it is", file=sys.stderr)
+    else:
+        print(f"warning: the sandbox is unavailable here ({why}); runs will be unconfined",
+              file=sys.stderr)

@@ -1,0 +1,303 @@
+"""Confining one run (DESIGN §14): find what the run needs on disk, ask the
+pure policy what it may touch, build the Landlock ruleset, hand Popen the
+hook that applies it.
+
+The supervisor calls `confinement_for` once per run and gets a
+`Confinement` (apply it), None (run unconfined; `.note` says why when it is
+worth saying), or a LoopctlError (`on` and the kernel cannot: the run fails).
+
+Applied as Popen's `preexec_fn`: two system calls in the forked child
+(prctl, landlock_restrict_self) on a ruleset built here in the supervisor.
+An exec wrapper would cost a second interpreter start per run (bench/sandbox.py
+measures both); the hook costs the fork-instead-of-vfork Popen makes for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+
+from loopctl.domain import confinement
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.model import LoopDef
+from loopctl.engine import landlock
+
+SHEBANG_BYTES = 256
+
+
+class Unavailable(Exception):
+    """Why this run cannot be confined here."""
+
+
+def available() -> tuple[int, str | None]:
+    """(the Landlock ABI loopctl will use, None) or (0, why not)."""
+    from loopctl.settings import knob
+
+    cap = int(knob("LOOPCTL_SANDBOX_ABI"))
+    if cap == 0:
+        return 0, "LOOPCTL_SANDBOX_ABI=0 (set in the environment)"
+    try:
+        return min(landlock.abi(), cap), None
+    except landlock.LandlockError as exc:
+        return 0, str(exc)
+
+
+class Confinement:
+    """A ruleset ready for one run's agent, and its private TMPDIR."""
+
+    def __init__(self, ruleset: landlock.Ruleset, policy: confinement.Policy) -> None:
+        self.ruleset = ruleset
+        self.policy = policy
+        self.tmpdir = policy.tmpdir
+
+    def preexec(self) -> None:
+        self.ruleset.apply()
+
+    def env(self) -> dict[str, str]:
+        return {"TMPDIR": self.tmpdir, "TMP": self.tmpdir, "TEMP": self.tmpdir}
+
+    def summary(self) -> str:
+        scoped = "signals and abstract sockets scoped" if self.ruleset.version >= 6 \
+            else "signals NOT scoped (ABI < 6)"
+        return (f"sandbox: landlock ABI {self.ruleset.version}, {scoped}; writable: "
+                + ", ".join(self.policy.writable))
+
+    def close(self) -> None:
+        """After the run: the ruleset's fd, and the TMPDIR with whatever the
+        agent left in it (rmtree never follows a symlink planted there)."""
+        self.ruleset.close()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
+                    env: Mapping[str, str], decision_dir: str, files: list[str],
+                    own_dirs: list[str], run_id: str) -> tuple[Confinement | None, str | None]:
+    """The run's confinement, or (None, why it runs unconfined: a note for
+    the log, None when that is simply the loop's setting). `on` that cannot
+    be honoured raises: such a run must not start."""
+    mode = confinement.mode_for(loop.sandbox, default)
+    if not confinement.wants(mode, agent):
+        return None, None
+    try:
+        version, why = available()
+        if why is not None:
+            raise Unavailable(why)
+        inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id)
+        try:
+            return build(version, confinement.policy(inputs)), None
+        except BaseException:
+            shutil.rmtree(inputs.tmpdir, ignore_errors=True)
+            raise
+    except (Unavailable, landlock.LandlockError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if mode == "on":
+            raise LoopctlError(f"sandbox unavailable: {reason}") from None
+        return None, f"sandbox unavailable, running unconfined: {reason}"
+
+
+def confined_argv(loop: LoopDef, argv: list[str]) -> list[str]:
+    """The preset's argv for a confined run (codex: its own sandbox, which
+    cannot start inside Landlock, replaced by loopctl's)."""
+    from loopctl.agents.presets import PRESETS
+
+    preset = PRESETS.get(loop.agent or "shell")
+    if loop.command or preset is None or not preset.confined_swap[0]:
+        return argv
+    old, new = preset.confined_swap
+    for i in range(len(argv) - len(old) + 1):
+        if tuple(argv[i:i + len(old)]) == old:
+            return argv[:i] + list(new) + argv[i + len(old):]
+    return argv
+
+
+def build(version: int, policy: confinement.Policy) -> Confinement:
+    ruleset = landlock.Ruleset(version)
+    try:
+        every = ruleset.handled
+        for path in policy.writable:
+            ruleset.allow(path, every)
+        for path in policy.readable:
+            ruleset.allow(path, landlock.READ)
+        for path in ("/dev", *policy.listable):
+            ruleset.allow(path, landlock.FS_READ_DIR)
+        for path in policy.devices:
+            rights = landlock.DEVICE | landlock.READ
+            if path in confinement.DEVICE_DIRS:
+                rights = every
+            ruleset.allow(path, rights)
+    except BaseException:
+        ruleset.close()
+        raise
+    return Confinement(ruleset, policy)
+
+
+def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
+           files: list[str], own_dirs: list[str], run_id: str) -> confinement.Inputs:
+    """What this run needs, found on disk: every path resolved, so a symlink
+    cannot widen a rule later (the kernel holds the directory it opened)."""
+    home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    real_cwd = os.path.realpath(cwd)
+    if real_cwd == home or (home + "/").startswith(real_cwd.rstrip("/") + "/"):
+        raise Unavailable(f"the working directory {real_cwd} holds the home {home}; "
+                          "confined there the agent could write all of it")
+    preset = "shell" if loop.command else (loop.agent or "shell")
+    make_state_dirs(preset, home)
+    own = [os.path.realpath(d) for d in own_dirs]
+    programs = program_paths(env.get("PATH", os.defpath), home, own)
+    programs += interpreter_paths(loop, env, home)
+    programs += install_paths()
+    import loopctl
+
+    package = os.path.dirname(os.path.realpath(loopctl.__file__))
+    tmpdir = tempfile.mkdtemp(prefix=f"loopctl-{loop.name}-{run_id}-")
+    return confinement.Inputs(
+        preset=preset, home=home, cwd=real_cwd, tmpdir=os.path.realpath(tmpdir),
+        decision_dir=os.path.realpath(decision_dir), repo=repository(real_cwd),
+        programs=tuple(programs), files=tuple(os.path.realpath(f) for f in files),
+        listable=(os.path.dirname(package),),
+        extra_write=tuple(resolve(p, home) for p in loop.sandbox_write),
+        extra_read=tuple(resolve(p, home) for p in loop.sandbox_read))
+
+
+def resolve(path: str, home: str) -> str:
+    return os.path.realpath(home + path[1:] if path.startswith("~/") else path)
+
+
+def make_state_dirs(preset: str, home: str) -> None:
+    """A preset's state folders exist before it starts: confined, it could
+    not create them in the home (files such as ~/.claude.json it makes in
+    a folder it may write, or not at all)."""
+    for path in confinement.preset_write(preset, home):
+        if not path.endswith((".json", ".backup", ".yml", ".yaml", ".toml")):
+            os.makedirs(path, mode=0o700, exist_ok=True)
+
+
+def program_paths(path_var: str, home: str, own: list[str]) -> list[str]:
+    out: list[str] = []
+    for entry in path_var.split(os.pathsep):
+        if not entry.startswith("/"):
+            continue  # relative: would follow the agent's own cwd around
+        real = os.path.realpath(entry)
+        if any(real == d or real.startswith(d + "/") or d.startswith(real + "/")
+               for d in own):
+            continue  # loopctl's own folders (its shim is granted as a file)
+        out += confinement.program_dirs(real, home)
+    return out
+
+
+def interpreter_paths(loop: LoopDef, env: Mapping[str, str], home: str) -> list[str]:
+    """The agent's program resolved through links, and its `#!` interpreter
+    (`#!/usr/bin/env node` resolved on the run's PATH): a node CLI linked
+    from ~/.nvm's bin runs files from lib/, and node from elsewhere."""
+    from loopctl.agents.presets import binary
+
+    out: list[str] = []
+    path_var = env.get("PATH", os.defpath)
+    found = shutil.which(binary(loop), path=path_var)
+    if found is None:
+        return out
+    for program in (found, _interpreter(found, path_var)):
+        if program:
+            real = os.path.realpath(program)
+            out += confinement.program_dirs(os.path.dirname(real), home) or [real]
+    if loop.command:  # `python3 /path/script.py`: the script, as a file
+        out += [os.path.realpath(a) for a in loop.command[1:]
+                if a.startswith("/") and os.path.isfile(a)]
+    return out
+
+
+def _interpreter(program: str, path_var: str) -> str | None:
+    try:
+        with open(program, "rb") as handle:
+            head = handle.read(SHEBANG_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-")]
+        return shutil.which(words[0], path=path_var) if words else None
+    return words[0] if words else None
+
+
+def install_paths() -> list[str]:
+    """loopctl's installation, so `loopctl decide` works inside the sandbox:
+    its package, the interpreter's prefixes, and the site-packages folders
+    on sys.path (its dependencies; a user-site install among them). Not
+    sysconfig: it costs 5 ms of every confined start to say the same."""
+    import loopctl
+
+    package = os.path.dirname(os.path.realpath(loopctl.__file__))
+    places = {sys.prefix, sys.exec_prefix, sys.base_prefix, package,
+              os.path.dirname(os.path.realpath(sys.executable))}
+    places.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    # The standard library, wherever the interpreter was built to find it.
+    places.add(os.path.dirname(os.__file__))
+    return sorted(os.path.realpath(p) for p in places)
+
+
+def repository(cwd: str) -> tuple[str, ...]:
+    """The repository holding `cwd`, read only: its root, and for a linked
+    worktree (`.git` is a file) its git dir and the common one."""
+    folder = cwd
+    while True:
+        dot_git = os.path.join(folder, ".git")
+        if os.path.isdir(dot_git):
+            return (folder,)
+        if os.path.isfile(dot_git):
+            return (folder, *_linked_git_dirs(dot_git))
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return ()
+        folder = parent
+
+
+def _linked_git_dirs(dot_git: str) -> tuple[str, ...]:
+    try:
+        with open(dot_git, encoding="utf-8", errors="replace") as handle:
+            line = handle.read(4096).strip()
+    except OSError:
+        return ()
+    if not line.startswith("gitdir: "):
+        return ()
+    git_dir = os.path.realpath(os.path.join(os.path.dirname(dot_git), line[8:].strip()))
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
+            common = os.path.realpath(os.path.join(git_dir, handle.read(4096).strip()))
+    except OSError:
+        return (git_dir,)
+    return (git_dir, common)
+
+
+def status_line() -> tuple[bool, str]:
+    """(available, what `agents` and `doctor` say about the sandbox here)."""
+    version, why = available()
+    if why is not None:
+        return False, (f"unavailable here ({why}): agent presets in auto run unconfined, "
+                       "loops with --sandbox on fail")
+    scoped = "signals scoped" if version >= 6 else "signals NOT scoped (ABI < 6)"
+    return True, f"Landlock ABI {version} ({scoped}): auto confines agent presets"
+
+
+def doctor_findings(loops: Mapping[str, LoopDef],
+                    default: str | None) -> list[tuple[str, str, str]]:
+    """(level, check, message) for `doctor`: whether runs are confined here."""
+    from loopctl.agents.presets import is_agent
+
+    ok, line = status_line()
+    if ok:
+        version, _ = available()
+        return [("ok" if version >= 6 else "warn", "sandbox", line)]
+    strict = sorted(n for n, loop in loops.items()
+                    if confinement.mode_for(loop.sandbox, default) == "on")
+    loose = sorted(n for n, loop in loops.items() if is_agent(loop)
+                   and confinement.mode_for(loop.sandbox, default) == "auto")
+    found = [("warn", "sandbox", line)]
+    found += [("error", "sandbox", f"loop {n!r} has sandbox on, and cannot run here")
+              for n in strict]
+    found += [("warn", "sandbox", f"loop {n!r} runs its agent unconfined") for n in loose]
+    return found
