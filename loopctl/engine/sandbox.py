@@ -76,26 +76,30 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
                     env: Mapping[str, str], decision_dir: str, files: list[str],
                     own_dirs: list[str], run_id: str) -> tuple[Confinement | None, str | None]:
     """The run's confinement, or (None, why it runs unconfined: a note for
-    the log, None when that is simply the loop's setting). `on` that cannot
-    be honoured raises: such a run must not start."""
+    the log, None when that is simply the loop's setting). Only a kernel
+    that cannot confine lets `auto` run unconfined; `on` then, and anything
+    else that stops confinement in either mode (a working directory that
+    holds the home, a state folder the agent turned into a file), raise:
+    nothing a previous run planted may downgrade the next one."""
     mode = confinement.mode_for(loop.sandbox, default)
     if not confinement.wants(mode, agent):
         return None, None
-    try:
-        version, why = available()
-        if why is not None:
-            raise Unavailable(why)
-        inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id)
-        try:
-            return build(version, confinement.policy(inputs)), None
-        except BaseException:
-            shutil.rmtree(inputs.tmpdir, ignore_errors=True)
-            raise
-    except (Unavailable, landlock.LandlockError, OSError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    version, why = available()
+    if why is not None:
         if mode == "on":
-            raise LoopctlError(f"sandbox unavailable: {reason}") from None
-        return None, f"sandbox unavailable, running unconfined: {reason}"
+            raise LoopctlError(f"sandbox unavailable: {why}")
+        return None, f"sandbox unavailable, running unconfined: {why}"
+    try:
+        inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id)
+    except (Unavailable, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+        raise LoopctlError(f"sandbox unavailable: {reason}{where}") from None
+    try:
+        return build(version, confinement.policy(inputs)), None
+    except (landlock.LandlockError, OSError) as exc:
+        shutil.rmtree(inputs.tmpdir, ignore_errors=True)
+        raise LoopctlError(f"sandbox unavailable: {exc}") from None
 
 
 def confined_argv(loop: LoopDef, argv: list[str]) -> list[str]:
