@@ -9,7 +9,6 @@ run, and reports medians and ratios. The last line a benchmark prints is
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import shutil
