@@ -144,6 +144,7 @@ class Supervisor:
                   log_fd: int) -> None:
         """Commit what the agent left, remove the worktree, hand the branch off.
         Further signals wait: a half-made commit or push helps no one."""
+        from loopctl.domain import untrusted
         from loopctl.integrations import workspace
 
         assert self.workspace is not None
@@ -151,7 +152,7 @@ class Supervisor:
             signal.signal(signum, signal.SIG_IGN)
         decision = result.decision or {}
         first = (result.result_text or "").strip().splitlines()[:1]
-        what = decision.get("summary") or (first[0] if first else result.outcome)
+        what = untrusted.line(decision.get("summary") or (first[0] if first else result.outcome))
         message = f"loopctl: {loop.name} run {run['iteration']}: {what}"[:200]
         body = (f"{loop.prompt or 'file:' + str(loop.prompt_file)}\n\n"
                 f"Decision: {decision.get('decision') or '-'}: {decision.get('summary') or '-'}"
