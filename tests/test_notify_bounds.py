@@ -227,11 +227,13 @@ def test_digest_and_doctor_send_to_a_named_target(cli: CLI, receiver: Receiver) 
     named_home(cli, f"  ops: {receiver.url('/ops')}\n  both: [{receiver.url('/b1')}]\n")
     cli("digest", "--notify", "ops", check=0)
     assert receiver.wait(1)[0].path == "/ops"
+    cli("notify", "test", "ops", check=0)
+    assert receiver.wait(2)[1].path == "/ops"
     # unhealthy: an invalid entry, told through a name
     text = (cli.home / "loops.yaml").read_text() + "  bad:\n    every: sometimes\n"
     (cli.home / "loops.yaml").write_text(text)
     assert cli("doctor", "--notify", "both").returncode == 1
-    assert receiver.wait(2)[1].path == "/b1"
+    assert receiver.wait(3)[2].path == "/b1"
     # the URLs never land in loopctl's derived files
     cli("tick", check=0)
     for path in cli.state_dir.glob("*.json"):
