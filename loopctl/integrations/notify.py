@@ -30,7 +30,6 @@ from typing import Any
 
 from loopctl.domain.errors import UsageError
 
-DELIVERY_TIMEOUT = 30.0  # LOOPCTL_NOTIFY_TIMEOUT (tests shorten it)
 SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
 WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
