@@ -355,6 +355,8 @@ def test_the_home_key_is_private_and_one_that_is_not_is_not_used(cli) -> None:  
     key_file.chmod(0o644)  # readable by others: anyone could seal with it
     assert home_key.load(cli.state_dir) is None
     assert Store().read_defs().parsed_doc is not None
+    doctor = cli("doctor").stdout
+    assert "home.key is not a private 32-byte file" in doctor, doctor
     key_file.unlink()
     key_file.symlink_to(cli.home / "loops.yaml")
     assert home_key.load(cli.state_dir, create=True) is None

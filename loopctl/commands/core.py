@@ -549,6 +549,7 @@ def doctor(store: Store) -> dict[str, Any]:
             add("warn", "notify", f"loop {name!r}: last notification failed: "
                 f"{st['notify_error']['message']}")
     _doctor_worktrees(store, defs, state, add)
+    _doctor_home_key(store, add)
     for path in (store.paths.loops_file, store.paths.state_file, store.paths.state_dir,
                  store.paths.config_dir):
         try:
@@ -560,6 +561,18 @@ def doctor(store: Store) -> dict[str, Any]:
                 f"({'700' if path.is_dir() else '600'}): chmod go-rwx {path}")
     healthy = not any(f["level"] == "error" for f in findings)
     return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
+
+
+def _doctor_home_key(store: Store, add: Any) -> None:
+    """A key loopctl will not use (another's, readable by others, a link)
+    leaves every derived file untrusted: safe, but every read parses YAML."""
+    from loopctl.storage import home_key
+
+    path = store.paths.state_dir / home_key.NAME
+    if os.path.lexists(path) and home_key.load(store.paths.state_dir) is None:
+        add("warn", "home key", f"{path} is not a private {home_key.KEY_BYTES}-byte file of "
+            "yours, so no derived file is trusted (every read parses loops.yaml): remove "
+            "it and loopctl makes a new one")
 
 
 def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
