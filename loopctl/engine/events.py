@@ -16,6 +16,7 @@ from typing import Any
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
+from loopctl.domain.untrusted import line
 
 EVENT_VERSION = 1
 NOTICED = ("completed", "failed", "expired")
@@ -63,9 +64,12 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
         summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
                                                       else "")
         evidence = {"source": "loopctl", "text": text}
+    # One field, one line, in events.jsonl and for every hook: the agent's
+    # words (and a state note) are the same text `events` prints.
+    evidence["text"] = line(evidence["text"])
     return {
         "version": EVENT_VERSION, "status": st["status"], "reason": st.get("reason"),
-        "loop": loop.name, "summary": summary, "evidence": evidence,
+        "loop": loop.name, "summary": line(summary), "evidence": evidence,
         "objective": loop.prompt if loop.prompt is not None else f"file:{loop.prompt_file}",
         "iteration": st["iterations"], "max_runs": loop.max_runs or None,
         "elapsed_s": round(now - st["created"]),
@@ -94,6 +98,7 @@ def handoff_event(loop: LoopDef, st: LoopState, run_id: str, log: str, now: floa
     text = handoff.failure or handoff.review
     event = attention(loop, st, run_id, log, now)
     branch = handoff.fields.get("branch")
+    text = line(text)  # git's and gh's words quote anyone's (a remote's `remote:` lines)
     event.update(reason=reason, summary=f"{loop.name}: {reason.replace('_', ' ')}: {text}",
                  evidence={"source": "loopctl", "text": text}, branch=branch,
                  pr=handoff.fields.get("pr_url"))

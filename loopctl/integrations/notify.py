@@ -30,7 +30,6 @@ from typing import Any
 
 from loopctl.domain.errors import UsageError
 
-DELIVERY_TIMEOUT = 30.0  # LOOPCTL_NOTIFY_TIMEOUT (tests shorten it)
 SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
 WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
@@ -125,9 +124,12 @@ def targets_for(loop_notify: Iterable[str], global_notify: object) -> list[str]:
 
 
 def message(event: dict[str, Any]) -> tuple[str, str]:
-    """Title and body of the notification for an attention event."""
+    """Title and body of the notification for an attention event: each
+    field one sanitized line (a chat client renders what a terminal would)."""
+    from loopctl.domain.untrusted import line
+
     reason = f" ({event['reason']})" if event.get("reason") else ""
-    title = f"loopctl: {event.get('loop')} {event.get('status')}{reason}"
+    title = line(f"loopctl: {event.get('loop')} {event.get('status')}{reason}")
     evidence = event.get("evidence") or {}
     lines = [str(event.get("summary") or "")]
     if isinstance(evidence, dict) and evidence.get("text"):
@@ -136,7 +138,7 @@ def message(event: dict[str, Any]) -> tuple[str, str]:
              ("Cost", _cost(event.get("cost_usd"))), ("Branch", event.get("branch")),
              ("Pull request", event.get("pr")), ("Log", event.get("log"))]
     lines += [f"{label}: {value}" for label, value in facts if value]
-    return title, "\n".join(line for line in lines if line)[:4000]
+    return title, "\n".join(line(text) for text in lines if text)[:4000]
 
 
 def _of(event: dict[str, Any]) -> str | None:

@@ -8,6 +8,13 @@ state, and reuses it while the SHA-256 of `loops.yaml` is the one it was made
 from. The cache is loopctl's own derived file in its private state folder;
 one that does not decode exactly as written is ignored and rebuilt.
 
+That hash is no secret: anyone can compute it, so a cache planted with the
+right key could make `tick` run a command `loops.yaml` does not hold (and
+`show` and `validate`, which read the YAML, do not display). A derived file
+must never widen what runs: the file is sealed, its first line an HMAC of
+the rest under the home's secret key (storage/home_key.py), and a file
+whose seal does not verify is no cache.
+
 Pure functions only: the store reads and writes the file.
 """
 
@@ -132,6 +139,23 @@ def decode(data: bytes, key: str) -> Parsed | None:
     except (ValueError, KeyError, TypeError):
         return None
     return Parsed(loops=loops, invalid=invalid, top=top, names=names, append_indent=indent)
+
+
+def seal(key: bytes, payload: bytes) -> bytes:
+    """The file's bytes: the payload's HMAC on a line of its own, then it."""
+    from loopctl.storage.home_key import mac
+
+    return mac(key, payload).encode() + b"\n" + payload
+
+
+def unseal(key: bytes | None, data: bytes) -> bytes | None:
+    """The payload of a file sealed under `key`, else None."""
+    from loopctl.storage.home_key import verify
+
+    tag, newline, payload = data.partition(b"\n")
+    if not newline or not tag.isascii():
+        return None
+    return payload if verify(key, payload, tag.decode()) else None
 
 
 def _refuse(constant: str) -> Any:

@@ -44,7 +44,7 @@ from loopctl.storage.definitions import (
 from loopctl.storage.definitions import load_yaml_doc as load_yaml_doc
 from loopctl.storage.paths import FILE_MODE, Paths, file_signature
 from loopctl.storage.statefile import STATE_VERSION as STATE_VERSION
-from loopctl.storage.statefile import SUMMARY_KEYS, parse_state, read_state_bytes, sha256_hex
+from loopctl.storage.statefile import SUMMARY_KEYS, parse_state, read_state_bytes
 from loopctl.storage.statefile import empty_state as empty_state
 from loopctl.storage.statefile import read_state_file as read_state_file
 from loopctl.storage.yamlio import dump_yaml as dump_yaml
@@ -67,6 +67,7 @@ class Store:
         self.repairs: dict[str, list[str]] = {}
         # The parsed-definitions cache of the last full read, not yet saved.
         self.pending_cache: tuple[str, Definitions] | None = None
+        self._key: bytes | None = None
 
     # -- locking -----------------------------------------------------------
 
@@ -88,7 +89,8 @@ class Store:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
         key = defs_cache.digest(source)
-        data = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES) if mine else None
+        sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES) if mine else None
+        data = defs_cache.unseal(self._home_key(), sealed) if sealed else None
         cached = defs_cache.decode(data, key) if data else None
         if cached is not None:
             return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
@@ -174,8 +176,11 @@ class Store:
         self.pending_cache = None
         if data is None or not self.paths.state_dir.is_dir():
             return
+        key = self._home_key(create=True)
+        if key is None:
+            return  # no key of ours: a cache no one could tell from a planted one
         try:
-            atomic_write(self.paths.defs_cache, data, durable=False)
+            atomic_write(self.paths.defs_cache, defs_cache.seal(key, data), durable=False)
         except LoopctlError:
             pass
 
@@ -197,11 +202,25 @@ class Store:
         (the summary records their hash): checking 10,000 entries field by
         field again would cost more than the rest of a read."""
         summary = paths_mod.read_summary(self.paths.summary_file)
-        return summary is not None and summary.get("state_sha") == sha256_hex(raw)
+        from loopctl.storage.home_key import verify
+
+        # A MAC, not a hash: a planted state.json with a summary naming its
+        # hash would skip the checks that keep a flag-shaped session id or
+        # a bad number out of argv and state (DESIGN §15).
+        return summary is not None and verify(self._home_key(), raw, summary.get("state_mac"))
+
+    def _home_key(self, create: bool = False) -> bytes | None:
+        """The home's secret key (storage/home_key.py), read once."""
+        from loopctl.storage import home_key
+
+        if self._key is None:
+            self._key = home_key.load(self.paths.state_dir, create)
+        return self._key
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
         from loopctl.domain.state import summarize
+        from loopctl.storage.home_key import mac
 
         summarize(state)
         # The tick fast path compares this with now: a clock set back must
@@ -211,7 +230,9 @@ class Store:
         data = strict_json(state, sort_keys=False).encode()
         atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
-        summary.update(state_sha=sha256_hex(data), state_sig=file_signature(self.paths.state_file))
+        key = self._home_key(create=True)
+        summary.update(state_mac=key and mac(key, data),
+                       state_sig=file_signature(self.paths.state_file))
         try:
             # Derived: if it is lost or stale, readers fall back to state.json.
             atomic_write(self.paths.summary_file, strict_json(summary).encode(), durable=False)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
+from loopctl.domain.untrusted import line
 from loopctl.engine.steps.context import RunContext
 from loopctl.engine.steps.wait import STOP_SIGNALS
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 def commit_message(loop: LoopDef, run: dict[str, Any], result: RunResult) -> str:
     decision = result.decision or {}
     first = (result.result_text or "").strip().splitlines()[:1]
-    what = decision.get("summary") or (first[0] if first else result.outcome)
+    what = line(decision.get("summary") or (first[0] if first else result.outcome))
     return f"loopctl: {loop.name} run {run['iteration']}: {what}"[:200]
 
 
