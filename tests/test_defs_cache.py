@@ -308,10 +308,15 @@ def test_a_cache_made_by_another_loopctl_version_is_not_used(home: Path) -> None
     write(home, MIXED)
     prime()
     cache = home / "state" / "defs-cache.json"
-    doc = json.loads(cache.read_bytes())
+    key = home_key.load(home / "state")
+    assert key is not None
+    payload = defs_cache.unseal(key, cache.read_bytes())
+    assert payload is not None
+    doc = json.loads(payload)
     assert doc["loops"][0]["every"] == 600
     doc["loops"][0]["every"] = 5
-    cache.write_text(json.dumps(doc, separators=(",", ":")))
+    # Sealed with the home's key, as loopctl seals: only the version differs.
+    cache.write_bytes(defs_cache.seal(key, json.dumps(doc, separators=(",", ":")).encode()))
     assert read_alpha_every(None) == (5, False)  # the control: this version trusts its cache
     assert read_alpha_every("0.0.0+another") == (600, True)
 

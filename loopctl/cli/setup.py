@@ -96,14 +96,16 @@ def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> N
 
 def digest(since: Annotated[str, typer.Option(help="How far back, like 24h or 7d.")] = "24h",
            as_json: JsonOpt = False,
-           notify: Annotated[Optional[list[str]], typer.Option(help="Also send the digest to this Apprise URL (repeatable).")] = None) -> None:
+           notify: Annotated[Optional[list[str]], typer.Option(help="Also send the digest to this Apprise URL, or a name from notify_targets: in loops.yaml (repeatable).")] = None) -> None:
     """What happened since a time: needs you, runs, decisions, cost, events."""
     from loopctl.domain import digest as report
 
-    result = setups.digest(store(), parse_duration(since, "--since"))
+    s = store()
+    result = setups.digest(s, parse_duration(since, "--since"))
     text = report.render(result)
     if notify:
-        result["notified"] = setups.send_notification(notify, "loopctl digest", text)
+        result["notified"] = setups.send_notification(setups.resolve_targets(s, notify),
+                                                      "loopctl digest", text, s.paths.state_dir)
     if as_json:
         emit(result)
     else:
