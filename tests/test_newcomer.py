@@ -84,6 +84,21 @@ def test_an_agent_cannot_drive_the_terminal_through_its_reason(cli: CLI) -> None
     assert "cleared" in out
 
 
+def test_a_forged_record_cannot_drive_the_terminal_either(cli: CLI, home: Path) -> None:
+    """The agent runs as the user: it can write its own run's record. What
+    `status`, `ls` and the daemon print from it is still one plain line."""
+    cli("start", "p", "--name", "forged", "--every", "1h", "--command",
+        agent_command("--exit", "3"), check=0)
+    cli("run", "forged")
+    [record_file] = (home / "state" / "runs" / "forged").glob("*.json")
+    record = json.loads(record_file.read_text())
+    record["note"] = "\x1b]52;c;cHduZWQ=\x07\x1b[2Jgone\nsecond line"
+    record_file.write_text(json.dumps(record))
+    out = cli("status", "forged", check=0).stdout + cli("ls", check=0).stdout
+    assert ESC not in out and "\x07" not in out
+    assert "gone second line" in out  # one line: its line break is a space
+
+
 def test_events_print_the_evidence(cli: CLI) -> None:
     cli("start", "p", "--name", "flaky", "--every", "1h", "--max-failures", "1",
         "--command", agent_command("--exit", "2"), check=0)
