@@ -192,6 +192,9 @@ BAD_AT_START = [
     (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "bad --tz 'Mars/Olympus'"),
     (["--push", "origin"], "--push needs --worktree"),
     (["--worktree", "--pr"], "--pr needs --push"),
+    (["--every", "auto", "--min-delay", "1h", "--max-delay", "1m"],
+     "--min-delay is longer than --max-delay"),
+    (["--budget-usd", "-1"], "--budget-usd must be a positive number"),
 ]
 
 
