@@ -410,6 +410,15 @@ def test_small_costs_and_budgets_keep_their_digits(cli: CLI, home: Path) -> None
     assert "cost       $0.00028 of $0.0005" in out, out
 
 
+@pytest.mark.parametrize("amount, shown", [
+    (0, "$0.00"), (0.00028, "$0.00028"), (0.0005, "$0.0005"), (0.004, "$0.004"),
+    (0.01, "$0.01"), (1.234, "$1.23"), (12.5, "$12.50")])
+def test_dollars_to_the_cent_and_below_it_two_digits(amount: float, shown: str) -> None:
+    from loopctl.domain.durations import format_usd
+
+    assert format_usd(amount) == shown
+
+
 def test_an_unknown_top_level_key_names_its_own_line(cli: CLI, home: Path) -> None:
     cli("start", "p", "--name", "a", "--every", "1h", check=0)
     loops_file = home / "loops.yaml"
