@@ -218,6 +218,15 @@ def test_start_refuses_what_would_fail_every_run(cli: CLI, home: Path, tmp_path:
     assert files_of(home) == before
 
 
+def test_a_repository_without_a_commit_is_refused_at_start(cli: CLI, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    proc = cli("start", "p", "--name", "w", "--every", "1h", "--cwd", str(empty), "--worktree")
+    assert proc.returncode == 2
+    assert "'main', has no commit to start runs from" in one_line_error(proc)
+
+
 def test_update_checks_what_start_checks(cli: CLI, tmp_path: Path) -> None:
     repo = make_repo(tmp_path)
     cli("start", "p", "--name", "w", "--every", "1h", "--cwd", str(repo), "--worktree",
