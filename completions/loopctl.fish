@@ -40,7 +40,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from decide' -l next -x -d 'With 
 complete -c loopctl -n '__fish_seen_subcommand_from decide' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from digest' -l since -x -d 'How far back, like 24h or 7d.'
 complete -c loopctl -n '__fish_seen_subcommand_from digest' -l json -d 'Print JSON (stable shape).'
-complete -c loopctl -n '__fish_seen_subcommand_from digest' -l notify -x -d 'Also send the digest to this Apprise URL (repeatable).'
+complete -c loopctl -n '__fish_seen_subcommand_from digest' -l notify -x -d 'Also send the digest to this Apprise URL, or a name from notify_targets: in loops.yaml (repeatable).'
 complete -c loopctl -n '__fish_seen_subcommand_from digest' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from doctor' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from doctor' -l notify -x -d 'Apprise URL, or a name from notify_targets: in loops.yaml, told when unhealthy, silent when healthy: a dead-man\'s switch for cron (repeatable).'

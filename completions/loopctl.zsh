@@ -66,7 +66,7 @@ _loopctl() {
             _arguments -s \
                 '--summary[What happened in this run.]:summary: ' \
                 '--evidence[How you know.]:evidence: ' \
-                '--next[With continue on auto pace\: delay before the next run.]:next_: ' \
+                '--next[With continue on auto pace\: delay before the next run.]:duration: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:decision:(continue complete fail block)'
@@ -75,7 +75,7 @@ _loopctl() {
             _arguments -s \
                 '--since[How far back, like 24h or 7d.]:since: ' \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Also send the digest to this Apprise URL (repeatable).]:notify: ' \
+                '--notify[Also send the digest to this Apprise URL, or a name from notify_targets\: in loops.yaml (repeatable).]:notify: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -197,7 +197,7 @@ _loopctl() {
                 '--cwd[Working directory (default\: here).]:path:_files' \
                 '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
                 '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
-                '--for[Calendar lifetime from the start (default 7d).]:for_: ' \
+                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
                 '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
                 '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
                 '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
@@ -267,7 +267,7 @@ _loopctl() {
                 '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
                 '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
                 '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
-                '--for[Calendar lifetime from the start (default 7d).]:for_: ' \
+                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
                 '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
                 '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
                 '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \

@@ -523,6 +523,8 @@ def test_digest_notify_posts_the_text(cli: CLI, receiver: Receiver) -> None:
 
 def test_doctor_notify_is_silent_when_healthy(cli: CLI, receiver: Receiver) -> None:
     cli("start", "p", "--name", "fresh", "--every", "1h", "--command", agent_command(), check=0)
+    # Paused: an active loop with no driver to fire it is itself unhealthy (issue 29).
+    cli("pause", "fresh", check=0)
     cli("doctor", "--notify", receiver.url("/doctor"), check=0)
     cli("notify", "test", receiver.url("/test"), check=0)
     first = receiver.wait(1)[0]

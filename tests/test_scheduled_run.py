@@ -76,7 +76,7 @@ def test_env_name_without_value_comes_from_the_driver_at_fire_time(cli: CLI) -> 
     cli("start", "p", "--name", "envy", "--every", "1h", "--env", "FAKE_FROM_DRIVER",
         "--env", "FAKE_FIXED=fixed", "--command", agent_command("--record", str(record)),
         check=0)
-    assert cli.json("show", "envy")["definition"]["env"] == {"FAKE_FROM_DRIVER": None,
+    assert cli.json("show", "envy", "--reveal")["definition"]["env"] == {"FAKE_FROM_DRIVER": None,
                                                              "FAKE_FIXED": "fixed"}
     assert "from-the-driver" not in (cli.home / "loops.yaml").read_text()
     cli("run", "envy", env={"FAKE_FROM_DRIVER": "from-the-driver"}, check=0)

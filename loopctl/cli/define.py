@@ -20,6 +20,7 @@ from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.durations import parse_duration
+from loopctl.domain.errors import UsageError
 from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS, check_env_pair
 
 
@@ -208,8 +209,14 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     if merge is not None and merge not in MERGE_METHODS:
         fail(f"bad --merge {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
     if {"base", "push", "worktree"} & set(given):
-        workspace.check_handoff_targets(repo, str(merged.get("base") or given["base"]),
-                                        merged.get("push"))
+        base_ref = str(merged.get("base") or given["base"])
+        try:
+            workspace.check_handoff_targets(repo, base_ref, merged.get("push"))
+        except UsageError as exc:
+            if base is not None or "--base" not in exc.message:
+                raise
+            fail(f"--worktree: the branch checked out in {repo}, {base_ref!r}, has no commit "
+                 "to start runs from; commit first, or give --base")
     if copy:
         from loopctl.integrations.copying import refuse_tracked
 

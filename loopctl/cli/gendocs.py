@@ -69,7 +69,9 @@ def _command_tree() -> Command:
             if param.name in ("install_completion", "show_completion"):
                 continue
             names = [*param.opts, *param.secondary_opts]
-            metavar = (param.name or "").upper()
+            # The option's own metavar (`--next DURATION`), else its name without
+            # the trailing `_` that dodges a keyword (`next_`, `for_`).
+            metavar = getattr(param, "metavar", None) or (param.name or "").rstrip("_").upper()
             options.append(Option(names, (param.help or "").strip(), not param.is_flag,
                                   metavar))
         options.append(Option(["--help", "-h"], "Show help and exit.", False, ""))

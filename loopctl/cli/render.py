@@ -47,17 +47,19 @@ def ago(ts: float | None, now: float) -> str:
 
 
 def terminal_width(stream: Any = None) -> int:
-    """Columns for human output: `COLUMNS` when set, else the terminal's
-    width, else (not a terminal: a pipe, a file, cron's mail) 80."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
+    """Columns for human output: a terminal's own width (an exported
+    `COLUMNS` goes stale when the window is resized, and lines wider than
+    the terminal wrap), else `COLUMNS` when set, else 80 (a pipe, a file,
+    cron's mail)."""
     stream = stream or sys.stdout
     try:
         if stream.isatty():
             return os.get_terminal_size(stream.fileno()).columns or 80
     except (AttributeError, OSError, ValueError):
         pass
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     return 80
 
 

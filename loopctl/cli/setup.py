@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl.cli.options import JsonOpt, emit, fail, store
-from loopctl.cli.render import paint
+from loopctl.cli.render import paint, terminal_width
 from loopctl.commands import common
 from loopctl.commands import doctor as checks
 from loopctl.commands import setup as setups
@@ -57,7 +57,7 @@ def agents(as_json: JsonOpt = False) -> None:
         found = row["version"] or ("installed" if row["path"] else "not on PATH")
         command = shlex.join(row["argv"]) + (" < PROMPT" if row["prompt_on_stdin"] else "")
         print(f"{paint(row['preset'], 'bold')}  ({found}; decisions: {row['verified']})")
-        print(textwrap.fill(command, width=78, initial_indent="    ",
+        print(textwrap.fill(command, width=max(terminal_width() - 2, 40), initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
         print(f"    confined, may write: {', '.join(row['sandbox_write'])}")

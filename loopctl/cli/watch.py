@@ -24,14 +24,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from loopctl.cli.render import STATUS_STYLE, outcome_strip, relative, unicode_ok
+from loopctl.cli.render import (
+    STATUS_STYLE,
+    outcome_strip,
+    relative,
+    terminal_width,
+    unicode_ok,
+)
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
 from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 
 LOG_TAIL_BYTES = 4096
-SNAPSHOT_WIDTH = 80
 MAX_ERROR_LINES = 3
 HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT")
 
@@ -155,10 +160,16 @@ def detail_line(row: Row, now: float, unicode: bool) -> str | None:
 
 def fit_columns(table: list[list[str]], width: int) -> list[int]:
     """Natural column widths; while the row is wider than `width`, the widest
-    column gives up a column (as `render.table` does for `ls`)."""
+    column but NAME gives up a column (as `render.table` does for `ls`): two
+    loops never show the same name; a name wider than the terminal leaves
+    less room for the rest of its row instead."""
     widths = [max(cells(clean(row[i])) for row in table) for i in range(len(table[0]))]
-    while sum(widths) + 2 * (len(widths) - 1) > width and max(widths) > 4:
-        widths[widths.index(max(widths))] -= 1
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [i for i in range(1, len(widths)) if widths[i] > 4]
+        if not free:
+            break
+        widest = max(free, key=lambda i: widths[i])
+        widths[widest] -= 1
     return widths
 
 
@@ -273,7 +284,7 @@ def print_snapshot(store: Store) -> int:
 
     loops = reading.list_loops(store)
     rows = [Row(loop, last_log_line(store, loop)) for loop in loops]
-    lines = render(rows, clock.now(), SNAPSHOT_WIDTH,
+    lines = render(rows, clock.now(), terminal_width(sys.stdout),
                    unicode=use_unicode(getattr(sys.stdout, "encoding", None)))
     print("\n".join(line.text for line in lines), flush=True)
     return EXIT_OK
@@ -290,7 +301,10 @@ def live(store: Store, interval: float) -> int:
 
     def frame() -> Group:
         rows, error = gather(store)
-        now, width = clock.now(), console.width
+        # The terminal's own width, each frame: Rich trusts COLUMNS, and a
+        # stale one made every row wrap and pushed the header off (issue 29).
+        console.width = width = terminal_width(sys.stdout)
+        now = clock.now()
         lines = [title(now, interval, width)]
         lines += render(rows, now, width, unicode=unicode, error=error)
         return Group(*(to_text(line) for line in lines))

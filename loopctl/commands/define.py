@@ -11,7 +11,7 @@ from loopctl.commands.common import raw_entry
 from loopctl.commands.views import describe
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import check_name, parse_loop, to_raw
+from loopctl.domain.model import KEYS, LoopDef, check_name, parse_loop, to_raw
 from loopctl.domain.plain import replace
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, new_loop_state
@@ -38,7 +38,7 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
     raw = dict(raw, created_at=iso(now))
     if name is not None:
         check_name(name)
-    probe = parse_loop(name or "probe", raw)  # validate before touching any file
+    probe = _probe(name or "probe", raw)  # validate before touching any file
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
@@ -53,6 +53,25 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)
+
+
+def _probe(name: str, raw: dict[str, Any]) -> LoopDef:
+    """`parse_loop`, its errors in `start`'s words: the loop does not exist
+    yet (no `loop 'probe': `), and loops.yaml keys are the options given
+    (`'push' needs 'worktree: true'` is `--push needs --worktree`)."""
+    try:
+        return parse_loop(name, raw)
+    except UsageError as exc:
+        message = exc.message.removeprefix(f"loop {name!r}: ")
+
+        def option(match: re.Match[str]) -> str:
+            key = match.group(1)
+            if key not in KEYS:
+                return match.group(0)
+            return "--agent-arg" if key == "agent_args" else "--" + key.replace("_", "-")
+
+        message = re.sub(r"'([a-z_]+)(?:: true)?'", option, message)
+        raise UsageError(message) from None
 
 
 def _taken(name: str, st: dict[str, Any] | None) -> str:

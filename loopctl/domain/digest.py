@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from loopctl.domain.durations import format_usd
 from loopctl.domain.schedule import parse_iso
 from loopctl.domain.untrusted import line as one_line
 
@@ -95,7 +96,7 @@ def render(report: dict[str, Any]) -> str:
         lines += _wrap(f"{item['loop']}: {item['why']}", "  ")
     for loop in report["loops"]:
         runs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(loop["runs"].items()))
-        cost = f", ${loop['cost_usd']:.2f}" if loop["cost_usd"] else ""
+        cost = f", {format_usd(loop['cost_usd'])}" if loop["cost_usd"] else ""
         reason = f" ({loop['reason']})" if loop.get("reason") else ""
         lines += ["", *_wrap(f"{loop['name']}: {loop['status']}{reason}; runs: "
                              f"{runs or 'none'}{cost}", "")]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
+from loopctl.domain.durations import format_usd
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
@@ -42,7 +43,8 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
         "failure_limit": f"{st['failures']} failures in a row "
                          f"(last outcome {st.get('last_outcome')})",
         "no_progress": f"{loop.no_progress} identical results in a row",
-        "budget_limit": f"${st.get('cost_usd', 0):.4f} spent of ${loop.budget_usd or 0:.2f}",
+        "budget_limit": f"{format_usd(st.get('cost_usd', 0))} spent of "
+                        f"{format_usd(loop.budget_usd or 0)}",
         "keepalive_exhausted": "two runs in a row ended without a decision",
         "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
         "blocked": "the agent reported block",

@@ -310,6 +310,11 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     cron_job = {"apiVersion": "batch/v1", "kind": "CronJob",
                 "metadata": {"name": name, "labels": _labels()}, "spec": spec}
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
+    steps = _k8s_steps(loop, target, name, secret)
+    return Export({f"{name}.yaml": text}, warnings, steps)
+
+
+def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[str]:
     steps = []
     if secret_names(loop):
         if target.secrets_file:
@@ -320,7 +325,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
                          f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
                          "`--secrets-file FILE` writes it (0600)")
     steps.append(f"kubectl apply -f {target.at(name + '.yaml')}")
-    return Export({f"{name}.yaml": text}, warnings, steps)
+    return steps
 
 
 # -- GitHub Actions --------------------------------------------------------------------

@@ -27,9 +27,12 @@ def blocked_loop(cli: CLI, hook: Path) -> None:
 def test_a_hook_that_cannot_run_is_recorded_and_changes_nothing(
         cli: CLI, tmp_path: Path, kind: str) -> None:
     hook = tmp_path / "no-such-hook"
+    hook.write_text("#!/bin/sh\n")
+    hook.chmod(0o700)
+    blocked_loop(cli, hook)  # `start` checks the hook; it goes away later
+    hook.unlink()
     if kind == "directory":
         hook.mkdir()
-    blocked_loop(cli, hook)
     cli("run", "hooked", check=0)
     error = wait_for(lambda: cli.json("status", "hooked").get("hook_error"))
     assert str(hook) in error["message"]
@@ -51,12 +54,12 @@ def test_a_hook_that_cannot_run_is_recorded_and_changes_nothing(
 def test_doctor_reports_a_failed_or_unusable_hook(cli: CLI, tmp_path: Path,
                                                   kind: str) -> None:
     hook = tmp_path / "hook"
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o700)
+    blocked_loop(cli, hook)  # `start` checks the hook; it can be replaced later
     if kind == "directory":
+        hook.unlink()
         hook.mkdir()
-    else:
-        hook.write_text("#!/bin/sh\nexit 1\n")
-        hook.chmod(0o700)
-    blocked_loop(cli, hook)
     cli("run", "hooked", check=0)
     wait_for(lambda: cli.json("status", "hooked").get("hook_error"))
     doctor = cli("doctor")

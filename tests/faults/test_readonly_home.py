@@ -47,7 +47,13 @@ def frozen(cli: CLI, read_only: Callable[[Path], Path]) -> CLI:
 def test_reading_commands_work(frozen: CLI) -> None:
     for argv in READERS:
         proc = frozen(*argv)
-        assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
+        if argv == ("doctor",):
+            # It works, and says the one thing wrong here: nothing drives `due`.
+            failed = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
+            assert proc.returncode == 1 and len(failed) == 1, proc.stdout
+            assert failed[0].startswith("FAIL drivers: ") and "nothing will fire" in failed[0]
+        else:
+            assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr, (argv, proc.stderr)
     assert "hello" in frozen("logs", "done").stdout
     assert frozen.json("status", "due")["status"] == "active"
