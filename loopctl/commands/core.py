@@ -253,9 +253,10 @@ def masked(raw: Any) -> Any:
 
 def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
     """Definitions and state as they are, reconciled in memory only: reading
-    commands never write."""
+    commands never write loops.yaml or state.json."""
     now = clock.now()
     defs = store.read_defs()
+    store.keep_parsed()  # the one file a reading command writes: a derived copy
     state = store.read_state()
     lifecycle.reconcile(defs.loops, defs.invalid, state, now)
     return defs, state, now

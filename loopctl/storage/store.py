@@ -163,6 +163,24 @@ class Store:
             loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
             append_indent=defs.append_indent), loops_json)
 
+    def keep_parsed(self) -> None:
+        """Save now the parsed copy of the `loops.yaml` just read, for a
+        reading command (`ls`, `status`): a hand-edited file is then parsed
+        once, not by every `ls` until a driver runs. Safe without the lock,
+        beside drivers: the copy is keyed by the bytes it was parsed from and
+        replaces the file atomically, so a reader sees one whole copy or
+        another, and a copy of other bytes (a race lost to a driver that read
+        a newer file) is only not used. Never a failure: without a state
+        folder it makes one (0700); on a read-only disk it gives up."""
+        if self.pending_cache is None:
+            return
+        try:
+            paths_mod.ensure_dir(self.paths.state_dir)
+        except OSError:
+            self.pending_cache = None
+            return
+        self._save_defs_cache(self._defs_cache_bytes(*self.pending_cache))
+
     def _save_defs_cache(self, data: bytes | None) -> None:
         """Best effort: a read-only or full disk only costs the next read time."""
         self.pending_cache = None
@@ -195,14 +213,16 @@ class Store:
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
-        from loopctl.domain.state import summarize
+        from loopctl.domain.state import pack, summarize
 
         summarize(state)
         # The tick fast path compares this with now: a clock set back must
         # not leave loops waiting on due times from the future.
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
-        data = strict_json(state, sort_keys=False).encode()
+        state["version"] = STATE_VERSION
+        data = strict_json(dict(state, loops={name: pack(st) for name, st in
+                                              state["loops"].items()}), sort_keys=False).encode()
         atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         summary.update(state_sha=sha256_hex(data), state_sig=file_signature(self.paths.state_file))
