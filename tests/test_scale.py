@@ -278,3 +278,23 @@ WHOLE = strategies.integers(min_value=0, max_value=2**34)
 def test_iso_is_what_datetime_writes(ts: float) -> None:
     expected = datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert schedule.iso(ts) == expected
+
+
+def test_status_of_one_loop_says_what_ls_says_of_it(cli: CLI, home: Path) -> None:
+    """`status NAME` reconciles that loop alone: it must describe it exactly
+    as the listing does, also for a loop no driver has seen yet."""
+    hand_written(home, 3)
+    cli("tick")
+    with (home / "loops.yaml").open("a") as handle:
+        handle.write("  late:\n    prompt: p\n    command: [\"true\"]\n    every: 10m\n")
+    cli("pause", "job001")
+
+    def steady(info: dict[str, Any]) -> dict[str, Any]:
+        info.pop("version", None)
+        info.pop("deadline_remaining_s")  # counts down between the two commands
+        return info
+
+    listing = {loop["name"]: steady(loop) for loop in cli.json("ls")["loops"]}
+    assert sorted(listing) == ["job000", "job001", "job002", "late"]
+    for name in ("job001", "late", "job002"):
+        assert steady(cli.json("status", name)) == listing[name], name

@@ -251,14 +251,20 @@ def masked(raw: Any) -> Any:
     return dict(raw, notify=[mask(u) if isinstance(u, str) else "****" for u in urls])
 
 
-def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
+def snapshot(store: Store, name: str | None = None) -> tuple[Definitions, dict[str, Any], float]:
     """Definitions and state as they are, reconciled in memory only: reading
-    commands never write loops.yaml or state.json."""
+    commands never write loops.yaml or state.json. With `name`, the state
+    holds that loop alone (`status` of one of 10,000 reconciles one)."""
     now = clock.now()
     defs = store.read_defs()
     store.keep_parsed()  # the one file a reading command writes: a derived copy
     state = store.read_state()
-    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    loops = defs.loops
+    if name is not None:
+        loops = {name: defs.loops[name]} if name in defs.loops else {}
+        entry = state["loops"].get(name)
+        state["loops"] = {} if entry is None else {name: entry}
+    lifecycle.reconcile(loops, defs.invalid, state, now)
     return defs, state, now
 
 
@@ -295,7 +301,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
 
 
 def status(store: Store, name: str) -> dict[str, Any]:
-    defs, state, now = snapshot(store)
+    defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:
