@@ -65,7 +65,7 @@ def new_loop_state(loop: LoopDef, now: float) -> LoopState:
 # -- state.json's entries on disk (version 2) --------------------------------
 #
 # Most fields of most loops hold what every new loop starts with (no run, no
-# failure, no note): written out, they were 530 of an idle loop's 560 bytes
+# failure, no note): written out, they were 400 of an idle loop's 530 bytes
 # in state.json, which every `ls`, `status` and driver pass decodes. An entry
 # on disk leaves out each field at that common value; reading puts it back,
 # so in memory every entry has every field.
@@ -87,8 +87,8 @@ def common_values() -> dict[str, Any]:
 
 
 def pack(st: LoopState) -> dict[str, Any]:
-    """The entry as written: the fields that differ from `common_values`.
-    `type` too: `0` is not `False`, nor `0.0` an unset cost to a reader."""
+    """The entry as written: the fields that differ from `common_values`,
+    in value or in type (a `0` left out would be read back as `False`)."""
     common = common_values()
     return {k: v for k, v in st.items()
             if k not in common or v != (c := common[k]) or type(v) is not type(c)}

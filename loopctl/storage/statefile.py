@@ -29,7 +29,6 @@ def empty_state() -> dict[str, Any]:
             "busy": False, "loops": {}}
 
 
-
 # What the `tick` fast path needs, kept beside state.json (entry.py).
 SUMMARY_KEYS = ("version", "wake_at", "busy", "defs_sig", "saved_at")
 
