@@ -59,7 +59,8 @@ def run(name: str, mode: str = "manual") -> int:
 def emit(data: Any) -> None:
     """`--json` output, byte for byte what the Typer commands print:
     `json.dumps(data, indent=2, default=str, allow_nan=False)`, written by
-    `jsontext` at C speed (tests/test_jsontext.py holds them equal)."""
+    `jsontext`, mostly in the C encoder (tests/test_jsontext.py holds them
+    equal)."""
     from loopctl.cli import jsontext
 
     print(jsontext.dumps(data))

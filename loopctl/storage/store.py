@@ -3,17 +3,19 @@
 This is where loopctl reads and writes its own files (DESIGN §2):
 `loops.yaml` (only when a command was asked to change it), `state.json` and
 the two files derived from it and from the definitions (`summary.json`,
-`defs-cache.json`), `events.jsonl` and the run records. Every write is atomic
-(`loopctl.storage.atomic`) and every read-modify-write happens under one file
-lock (`loopctl.storage.locks`). The formats live beside it: `definitions`
-(the YAML document), `yamlio`, `statefile`, `defs_cache`.
+`defs-cache.json`), `events.jsonl` (appended to) and the run records. Every
+rewrite is atomic (`loopctl.storage.atomic`) and every read-modify-write
+happens under one file lock (`loopctl.storage.locks`). The formats live
+beside it: `definitions` (the YAML document), `yamlio`, `statefile`,
+`defs_cache`.
 
-Other writers, each of a file that is its own: `lease` (lease.json),
+Other writers, each of files that are its own: `lease` (lease.json),
 `locks` (the lock files), `runs` (pruning records and logs), `paths` (the
-folders); outside storage, the supervisor (a run's log, the agent's
-decision file and the shim), `workspace` (the worktrees and `--copy`),
-`notify` and `events` (their delivery logs), and the CLI's `export`,
-`decide` and `gendocs` (files the user named).
+folders); outside storage, the supervisor (a run's log, prompt file and
+unsaved marker, and the PATH shim), `workspace` (the worktrees and
+`--copy`), `notify` and `events` (a line in the run's log per delivery),
+`decide` (the agent's decision file) and the CLI's `export` and `gendocs`
+(files the user named).
 """
 
 from __future__ import annotations
