@@ -298,3 +298,12 @@ def test_status_of_one_loop_says_what_ls_says_of_it(cli: CLI, home: Path) -> Non
     assert sorted(listing) == ["job000", "job001", "job002", "late"]
     for name in ("job001", "late", "job002"):
         assert steady(cli.json("status", name)) == listing[name], name
+
+
+def test_a_reading_command_that_fails_on_a_damaged_state_writes_nothing(home: Path) -> None:
+    hand_written(home, 2)
+    (home / "state").mkdir(mode=0o700)
+    (home / "state" / "state.json").write_bytes(b"{not json")
+    proc = in_process("ls")
+    assert proc.returncode == 3, proc.stderr
+    assert sorted(p.name for p in (home / "state").iterdir()) == ["state.json"]

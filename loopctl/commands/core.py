@@ -257,7 +257,6 @@ def snapshot(store: Store, name: str | None = None) -> tuple[Definitions, dict[s
     holds that loop alone (`status` of one of 10,000 reconciles one)."""
     now = clock.now()
     defs = store.read_defs()
-    store.keep_parsed()  # the one file a reading command writes: a derived copy
     state = store.read_state()
     loops = defs.loops
     if name is not None:
@@ -265,6 +264,9 @@ def snapshot(store: Store, name: str | None = None) -> tuple[Definitions, dict[s
         entry = state["loops"].get(name)
         state["loops"] = {} if entry is None else {name: entry}
     lifecycle.reconcile(loops, defs.invalid, state, now)
+    # The one file a reading command writes, a derived copy; last, so that a
+    # command failing on a damaged state.json leaves every file as it was.
+    store.keep_parsed()
     return defs, state, now
 
 
