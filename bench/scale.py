@@ -159,8 +159,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)),
                     help="loop counts, the first being the baseline")
+    ap.add_argument("--loops", type=int, help="one size against 10 (the older interface)")
     args = ap.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",")] if args.loops is None else [10, args.loops]
     if args.quick:
         sizes = [n for n in sizes if n <= 1000]
     become_subreaper()
