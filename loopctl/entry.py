@@ -43,7 +43,7 @@ def nothing_due() -> bool:
             if data is None:  # missing, or not a regular file: the full path says which
                 return not os.path.exists(loops_file) and not os.path.lexists(state_file)
             summary = json.loads(data)
-        if summary.get("version") != 1 or summary.get("busy"):
+        if summary.get("version") not in (1, 2) or summary.get("busy"):
             return False
         if summary.get("defs_sig") != paths.file_signature(loops_file):
             return False

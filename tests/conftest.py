@@ -327,7 +327,11 @@ class CLI:
         return self.home / "state"
 
     def state(self) -> dict[str, Any]:
-        return json.loads((self.state_dir / "state.json").read_text())
+        """state.json as loopctl reads it: every entry with every field
+        (on disk each leaves out the fields at their common value)."""
+        from loopctl.storage.statefile import read_state_file
+
+        return read_state_file(self.state_dir / "state.json")
 
     def records(self, loop: str) -> list[dict[str, Any]]:
         folder = self.state_dir / "runs" / loop

@@ -207,7 +207,7 @@ def test_a_damaged_state_entry_disables_only_that_loop(cli: CLI, home: Path, two
 TOP_DAMAGES = [
     pytest.param(b"[]", id="list"),
     pytest.param(b'{"version":1,"loops":[]}', id="loops-list"),
-    pytest.param(b'{"version":2,"loops":{}}', id="version-2"),
+    pytest.param(b'{"version":3,"loops":{}}', id="version-3"),
     pytest.param(b'{"version":1}', id="no-loops"),
     pytest.param(b"this is not JSON at all\n", id="not-json"),
     pytest.param(b'{"version":1,"loops":{"\xff\xfe":{}}}', id="invalid-utf8"),

@@ -25,6 +25,7 @@ import pytest
 import yaml
 
 from conftest import CLI, loopctl_argv
+from loopctl.storage.statefile import read_state_file
 
 TMP_LOOPS = re.compile(r"^\.loops\.yaml\..+\.tmp$")
 TMP_STATE = re.compile(r"^\.(state|summary|defs-cache)\.json\..+\.tmp$")
@@ -43,9 +44,9 @@ def read_state(home: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
     state = json.loads(path.read_bytes())
-    assert isinstance(state, dict) and state.get("version") == 1, state
+    assert isinstance(state, dict) and state.get("version") == 2, state
     assert isinstance(state.get("loops"), dict), state
-    return state
+    return read_state_file(path)
 
 
 # -- twenty at once --------------------------------------------------------------

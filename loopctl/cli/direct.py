@@ -59,8 +59,13 @@ def run(name: str, mode: str = "manual") -> int:
 
 
 def emit(data: Any) -> None:
-    """`--json` output, byte for byte what the Typer commands print."""
-    print(json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False))
+    """`--json` output, byte for byte what the Typer commands print:
+    `json.dumps(data, indent=2, default=str, allow_nan=False)`, written by
+    `jsontext`, mostly in the C encoder (tests/test_jsontext.py holds them
+    equal)."""
+    from loopctl.cli import jsontext
+
+    print(jsontext.dumps(data))
 
 
 def json_view(args: list[str]) -> int:

@@ -49,11 +49,20 @@ def locked_loop(store: Store, name: str) -> Iterator[tuple[Definitions, dict[str
         yield defs, state, loop, now
 
 
-def snapshot(store: Store) -> tuple[Definitions, dict[str, Any], float]:
+def snapshot(store: Store, name: str | None = None) -> tuple[Definitions, dict[str, Any], float]:
     """Definitions and state as they are, reconciled in memory only: reading
-    commands never write."""
+    commands never write loops.yaml or state.json. With `name`, the state
+    holds that loop alone (`status` of one of 10,000 reconciles one)."""
     now = clock.now()
     defs = store.read_defs()
     state = store.read_state()
-    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    loops = defs.loops
+    if name is not None:
+        loops = {name: defs.loops[name]} if name in defs.loops else {}
+        entry = state["loops"].get(name)
+        state["loops"] = {} if entry is None else {name: entry}
+    lifecycle.reconcile(loops, defs.invalid, state, now)
+    # The one file a reading command writes, a derived copy; last, so that a
+    # command failing on a damaged state.json leaves every file as it was.
+    store.keep_parsed()
     return defs, state, now

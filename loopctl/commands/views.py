@@ -117,7 +117,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
 
 
 def status(store: Store, name: str) -> dict[str, Any]:
-    defs, state, now = snapshot(store)
+    defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:

@@ -18,13 +18,15 @@ from typing import Any
 from loopctl.domain.errors import UnreadableError
 from loopctl.domain.untrusted import shorten
 
-STATE_VERSION = 1
+# 2: each entry leaves out the fields at their common value (domain.state.pack).
+# 1 (every field written out) is still read; the next write makes it 2.
+STATE_VERSION = 2
+READ_VERSIONS = (1, STATE_VERSION)
 
 
 def empty_state() -> dict[str, Any]:
     return {"version": STATE_VERSION, "defs_sig": None, "wake_at": None,
             "busy": False, "loops": {}}
-
 
 
 # What the `tick` fast path needs, kept beside state.json (entry.py).
@@ -75,11 +77,16 @@ def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise UnreadableError(f"{path}: state is a JSON {type(state).__name__}; expected an "
                               "object with 'version' and 'loops'; move it aside to start over")
-    if state.get("version") != STATE_VERSION:
+    if state.get("version") not in READ_VERSIONS:
         raise UnreadableError(f"{path}: unknown state version {shorten(state.get('version'))}; "
                               f"expected {STATE_VERSION}")
-    if not isinstance(state.get("loops"), dict):
+    loops = state.get("loops")
+    if not isinstance(loops, dict):
         raise UnreadableError(f"{path}: state has no 'loops' mapping; move it aside to "
                               "start over")
+    if state["version"] == STATE_VERSION:
+        from loopctl.domain.state import unpack
+
+        state["loops"] = {name: unpack(entry) for name, entry in loops.items()}
     return state
 

@@ -3,17 +3,19 @@
 This is where loopctl reads and writes its own files (DESIGN §2):
 `loops.yaml` (only when a command was asked to change it), `state.json` and
 the two files derived from it and from the definitions (`summary.json`,
-`defs-cache.json`), `events.jsonl` and the run records. Every write is atomic
-(`loopctl.storage.atomic`) and every read-modify-write happens under one file
-lock (`loopctl.storage.locks`). The formats live beside it: `definitions`
-(the YAML document), `yamlio`, `statefile`, `defs_cache`.
+`defs-cache.json`), `events.jsonl` (appended to) and the run records. Every
+rewrite is atomic (`loopctl.storage.atomic`) and every read-modify-write
+happens under one file lock (`loopctl.storage.locks`). The formats live
+beside it: `definitions` (the YAML document), `yamlio`, `statefile`,
+`defs_cache`.
 
-Other writers, each of a file that is its own: `lease` (lease.json),
+Other writers, each of files that are its own: `lease` (lease.json),
 `locks` (the lock files), `runs` (pruning records and logs), `paths` (the
-folders); outside storage, the supervisor (a run's log, the agent's
-decision file and the shim), `workspace` (the worktrees and `--copy`),
-`notify` and `events` (their delivery logs), and the CLI's `export`,
-`decide` and `gendocs` (files the user named).
+folders); outside storage, the supervisor (a run's log, prompt file and
+unsaved marker, and the PATH shim), `workspace` (the worktrees and
+`--copy`), `notify` and `events` (a line in the run's log per delivery),
+`decide` (the agent's decision file) and the CLI's `export` and `gendocs`
+(files the user named).
 """
 
 from __future__ import annotations
@@ -171,6 +173,24 @@ class Store:
             loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
             append_indent=defs.append_indent), loops_json)
 
+    def keep_parsed(self) -> None:
+        """Save now the parsed copy of the `loops.yaml` just read, for a
+        reading command (`ls`, `status`): a hand-edited file is then parsed
+        once, not by every `ls` until a driver runs. Safe without the lock,
+        beside drivers: the copy is keyed by the bytes it was parsed from and
+        replaces the file atomically, so a reader sees one whole copy or
+        another, and a copy of other bytes (a race lost to a driver that read
+        a newer file) is only not used. Never a failure: without a state
+        folder it makes one (0700); on a read-only disk it gives up."""
+        if self.pending_cache is None:
+            return
+        try:
+            paths_mod.ensure_dir(self.paths.state_dir)
+        except OSError:
+            self.pending_cache = None
+            return
+        self._save_defs_cache(self._defs_cache_bytes(*self.pending_cache))
+
     def _save_defs_cache(self, data: bytes | None) -> None:
         """Best effort: a read-only or full disk only costs the next read time."""
         self.pending_cache = None
@@ -219,7 +239,7 @@ class Store:
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
-        from loopctl.domain.state import summarize
+        from loopctl.domain.state import pack, summarize
         from loopctl.storage.home_key import mac
 
         summarize(state)
@@ -227,7 +247,9 @@ class Store:
         # not leave loops waiting on due times from the future.
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
-        data = strict_json(state, sort_keys=False).encode()
+        state["version"] = STATE_VERSION
+        data = strict_json(dict(state, loops={name: pack(st) for name, st in
+                                              state["loops"].items()}), sort_keys=False).encode()
         atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import CLI, loopctl_argv, wait_for
+from loopctl.storage.statefile import read_state_file
 
 from .support import supervisors
 
@@ -36,8 +37,9 @@ HOT = "hot"  # always due: ticks keep starting supervisors to kill
 def read_files(home: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     doc = yaml.safe_load((home / "loops.yaml").read_text())
     assert doc["version"] == 1 and isinstance(doc["loops"], dict), doc
-    state = json.loads((home / "state" / "state.json").read_text())
-    assert state["version"] == 1 and isinstance(state["loops"], dict), state
+    raw = json.loads((home / "state" / "state.json").read_text())
+    assert raw["version"] == 2 and isinstance(raw["loops"], dict), raw
+    state = read_state_file(home / "state" / "state.json")  # the left-out fields filled in
     return {str(k): v for k, v in doc["loops"].items()}, state
 
 

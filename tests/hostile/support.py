@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import loopctl_argv
+from loopctl.storage.statefile import read_state_file
 
 HERE = Path(__file__).parent
 HOSTILE_BIN = HERE / "bin"
@@ -70,7 +71,9 @@ def strict_state(home: Path) -> dict[str, Any]:
     """state.json, which must be strict JSON (written with allow_nan=False)."""
     data = strict_json((home / "state" / "state.json").read_bytes())
     assert isinstance(data, dict)
-    return data
+    # As loopctl reads it: on disk an entry leaves out its fields at their
+    # common value (domain.state.pack).
+    return read_state_file(home / "state" / "state.json")
 
 
 def make_template(factory: pytest.TempPathFactory, *starts: list[str]) -> Path:

@@ -1,0 +1,70 @@
+"""`--json` output: `loopctl.cli.jsontext.dumps` prints exactly what
+`json.dumps(data, indent=2, default=str, allow_nan=False)` prints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CLI, in_process
+from loopctl.cli import jsontext
+
+
+def standard(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False)
+
+
+# Text that includes the placeholder jsontext uses inside, escapes, line
+# separators and non-ASCII: nothing the data holds may be confused with it.
+TEXT = st.one_of(st.text(max_size=8), st.sampled_from(
+    [jsontext._HOLE, "\x00", "a\u2028b", "\n", '"', "\\", "é", "🙂", "{", "]"]))
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), TEXT,
+                    st.floats(allow_nan=False, allow_infinity=False))
+KEYS = st.one_of(TEXT, st.integers(), st.booleans(), st.none(),
+                 st.floats(allow_nan=False, allow_infinity=False))
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=5),
+                            st.lists(inner, max_size=3).map(tuple),
+                            st.dictionaries(KEYS, inner, max_size=5)),
+    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(VALUES)
+def test_the_same_text_as_the_standard_library(data: Any) -> None:
+    assert jsontext.dumps(data) == standard(data)
+
+
+@pytest.mark.parametrize("data", [
+    {}, [], (), {"a": {}}, {"a": [[]]}, [{"a": 1}, {"b": [1, 2]}, []],
+    {"loops": [{"name": "x", "schedule": {"every_s": 60}, "command": ["true"], "notify": []}]},
+    {"a": {"b": {"c": {"d": [1, {"e": None}]}}}},
+    {"a": Path("/tmp/x"), "b": [Path("/y")]},  # default=str
+    {7: "int key", 2.5: "float key", True: "bool key", None: "null key"},
+    {"hole": jsontext._HOLE, "nested": {"x": jsontext._HOLE}},
+], ids=repr)
+def test_edges(data: Any) -> None:
+    assert jsontext.dumps(data) == standard(data)
+
+
+@pytest.mark.parametrize("data", [float("nan"), {"a": [float("inf")]}, [{"b": -float("inf")}],
+                                  {(1, 2): 3}, {"a": {(1,): 2}}], ids=repr)
+def test_what_json_refuses_is_refused(data: Any) -> None:
+    with pytest.raises((ValueError, TypeError)) as std:
+        standard(data)
+    with pytest.raises(std.type):
+        jsontext.dumps(data)
+
+
+def test_ls_json_prints_the_standard_text(cli: CLI) -> None:
+    cli("start", "--name", "one", "--every", "1h", "--command", "true", "the prompt")
+    cli("start", "--name", "two", "--cron", "*/5 * * * *", "--command", "true", "p")
+    proc = in_process("ls", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == standard(json.loads(proc.stdout)) + "\n"
