@@ -67,8 +67,9 @@ def warn(raw: dict[str, Any], top_mode: str | None) -> None:
     cwd = os.path.realpath(str(raw.get("cwd") or "."))
     if (home + "/").startswith(cwd.rstrip("/") + "/"):
         print(f"warning: --cwd {cwd} holds your home: confined there the agent could write "
-              "all of it, so every run will fail; give a folder of its own, or --sandbox off",
-              file=sys.stderr)
+              "all of it, so " + ("every run will fail (--sandbox on)" if mode == "on"
+                                  else "runs will be unconfined") + "; give it a folder "
+              "of its own", file=sys.stderr)
         return
     _, why = available()
     if why is None:

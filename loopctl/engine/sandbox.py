@@ -76,11 +76,12 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
                     env: Mapping[str, str], decision_dir: str, files: list[str],
                     own_dirs: list[str], run_id: str) -> tuple[Confinement | None, str | None]:
     """The run's confinement, or (None, why it runs unconfined: a note for
-    the log, None when that is simply the loop's setting). Only a kernel
-    that cannot confine lets `auto` run unconfined; `on` then, and anything
-    else that stops confinement in either mode (a working directory that
-    holds the home, a state folder the agent turned into a file), raise:
-    nothing a previous run planted may downgrade the next one."""
+    the log, None when that is simply the loop's setting). `auto` runs
+    unconfined only where the kernel cannot confine or the loop's own
+    working directory holds the home (a container whose HOME is its
+    workdir); `on` then raises, and so does, in either mode, anything a
+    previous run could have planted (a state folder turned into a file):
+    no agent may downgrade the next run."""
     mode = confinement.mode_for(loop.sandbox, default)
     if not confinement.wants(mode, agent):
         return None, None
@@ -91,10 +92,13 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
         return None, f"sandbox unavailable, running unconfined: {why}"
     try:
         inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id)
-    except (Unavailable, OSError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
-        raise LoopctlError(f"sandbox unavailable: {reason}{where}") from None
+    except Unavailable as exc:  # the loop's own setting (a container's HOME=cwd)
+        if mode == "on":
+            raise LoopctlError(f"sandbox unavailable: {exc}") from None
+        return None, f"sandbox unavailable, running unconfined: {exc}"
+    except OSError as exc:  # what an agent may have planted: never a downgrade
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise LoopctlError(f"sandbox unavailable: {exc.strerror or exc}{where}") from None
     try:
         return build(version, confinement.policy(inputs)), None
     except (landlock.LandlockError, OSError) as exc:
