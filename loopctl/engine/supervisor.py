@@ -29,7 +29,7 @@ from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
 from loopctl.engine import events, procs, reaper
-from loopctl.engine.logcap import CappedCopy, LogPump, note_line
+from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
 from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log, prune, remember
 from loopctl.storage.store import Store
@@ -86,7 +86,7 @@ class Supervisor:
         # Bounds (DESIGN §14): the run's processes and its log.
         self.held = reaper.Containment(reaper.run_mark(self.paths.state_dir, loop_name, run_id))
         self.launched = False  # the claim is ours: the run's folders are ours to make and remove
-        self.pump: LogPump | None = None
+        self.trim: LogTrim | None = None
         self.capped: CappedCopy | None = None
 
     # -- the whole run -------------------------------------------------------
@@ -267,11 +267,8 @@ class Supervisor:
             stdin = unnamed_file(self.log_path.parent)
             stdin.write(stdin_text.encode())
             stdin.seek(0)
-        out: int = subprocess.PIPE
-        if not self.foreground:
-            self.pump = LogPump(log_fd, loop.max_log)
-            out = self.pump.write_end
-        else:
+        out: int = subprocess.PIPE if self.foreground else log_fd
+        if self.foreground:
             self.capped = CappedCopy(log_fd, loop.max_log)
         procs_fd = reaper.open_procs(self.held)
         try:
@@ -289,8 +286,6 @@ class Supervisor:
                 stdin.close()
             if procs_fd is not None:
                 os.close(procs_fd)
-            if self.pump is not None:
-                self.pump.start()  # closes our write end; after a failed spawn: EOF at once
 
     def _shim_dir(self) -> Path:
         folder = ensure_dir(self.paths.state_dir / "bin")
@@ -317,6 +312,9 @@ class Supervisor:
     def _wait(self, proc: subprocess.Popen[bytes], loop: LoopDef, log_fd: int,
               started: float) -> RunResult:
         tee = self._start_tee(proc, log_fd) if self.foreground else None
+        if not self.foreground:
+            self.trim = LogTrim(log_fd, loop.max_log)
+            self.trim.start()
         outcome = None
         try:
             proc.wait(timeout=loop.timeout)
@@ -337,8 +335,8 @@ class Supervisor:
                 f"killed {killed} leftover process(es)"
         if tee:
             tee.join(timeout=5)
-        if self.pump is not None:
-            self.pump.join(timeout=5)
+        if self.trim is not None:
+            self.trim.stop()
         code = proc.returncode
         exit_code = code if code >= 0 else 128 - code
         if outcome is None:
@@ -535,10 +533,10 @@ class Supervisor:
         """The log's last line says it was cut; the decision folder goes."""
         import shutil
 
-        cap = self.pump or self.capped
+        cap = self.trim or self.capped
         self.log_truncated = bool(cap and cap.truncated)
-        if self.pump is not None and self.pump.error:
-            self.preamble.append(f"# loopctl: log stopped: {self.pump.error}")
+        if self.trim is not None and self.trim.error:
+            self.preamble.append(f"# loopctl: log bound not kept: {self.trim.error}")
         if cap is not None and cap.truncated:
             self.preamble.append(note_line(cap.limit))
         self._flush_preamble(log_fd)
