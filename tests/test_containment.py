@@ -82,6 +82,7 @@ def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
     (record,) = cli.records("escapee")
     assert record["outcome"] == "lost"
     assert "killed 1 process(es) it left" in record["note"], record
+    assert not (cli.state_dir / "decisions" / "escapee" / run["run_id"]).exists()
     st = cli.state()["loops"]["escapee"]
     assert st["failures"] == 1 and st["orphan"] is None and st["status"] == "active"
 

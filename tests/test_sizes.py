@@ -58,3 +58,20 @@ def test_start_says_which_bounds_this_machine_cannot_enforce(cli: CLI) -> None:
                "--max-memory", "1G", "--max-procs", "100", check=0)
     for name, option in (("memory", "--max-memory"), ("pids", "--max-procs")):
         assert (f"{option} cannot be enforced here" in proc.stderr) is bool(limits_here()[name])
+
+
+def test_doctor_says_which_bounds_this_machine_enforces(cli: CLI) -> None:
+    from loopctl.engine.reaper import base_cgroup, limits_here
+
+    cli("start", "p", "--name", "b", "--every", "1h", "--command", "true",
+        "--max-memory", "1G", check=0)
+    found = cli.json("doctor")["findings"]
+    bounds = [f for f in found if f["check"] == "bounds"]
+    assert any(("cgroup under" in f["message"]) is (base_cgroup()[0] is not None)
+               for f in bounds), bounds
+    memory = [f for f in bounds if "--max-memory" in f["message"]]
+    if limits_here()["memory"]:
+        assert memory and memory[0]["level"] == "warn" and "(set for b)" in memory[0]["message"]
+    else:
+        assert not memory
+    assert [f["level"] for f in found if f["check"] == "disk"] == ["ok"]
