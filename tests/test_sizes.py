@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import CLI
@@ -75,3 +77,17 @@ def test_doctor_says_which_bounds_this_machine_enforces(cli: CLI) -> None:
     else:
         assert not memory
     assert [f["level"] for f in found if f["check"] == "disk"] == ["ok"]
+
+
+def test_limits_are_written_into_the_runs_cgroup(tmp_path: Path) -> None:
+    from loopctl.engine.reaper import Containment, apply_limits
+
+    folder = tmp_path / "loopctl-run"
+    folder.mkdir()
+    held = Containment("mark", str(folder))
+    assert apply_limits(held, 2**30, 64) == []
+    assert (folder / "memory.max").read_text() == str(2**30)
+    assert (folder / "pids.max").read_text() == "64"
+    unheld = Containment("mark", None, "no cgroup v2 hierarchy is mounted")
+    notes = apply_limits(unheld, 2**30, None)
+    assert notes == ["--max-memory not enforced: no cgroup v2 hierarchy is mounted"]

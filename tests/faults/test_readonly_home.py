@@ -1,6 +1,7 @@
 """Fault 13: a read-only home (a read-only bind mount: file modes do not stop
 root). Reading commands work; writing commands fail with one clear line;
-`tick` fires nothing and says why."""
+`tick` fires nothing and says why; `doctor` fails (nothing could be
+recorded, DESIGN §14) naming the file system."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ EROFS_TEXT = os.strerror(errno.EROFS)  # "Read-only file system"
 READERS = [
     ("ls",), ("ls", "--json"), ("status",), ("status", "done"), ("status", "due", "--json"),
     ("show", "done"), ("show", "done", "--json"), ("history", "done"),
-    ("history", "done", "--json"), ("logs", "done"), ("validate",), ("doctor",),
+    ("history", "done", "--json"), ("logs", "done"), ("validate",),
     ("events",), ("agents",),
 ]
 WRITERS = [
@@ -51,6 +52,9 @@ def test_reading_commands_work(frozen: CLI) -> None:
         assert "Traceback" not in proc.stderr, (argv, proc.stderr)
     assert "hello" in frozen("logs", "done").stdout
     assert frozen.json("status", "due")["status"] == "active"
+    doctor = frozen("doctor")
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr, doctor
+    assert f"FAIL disk: cannot write to {frozen.state_dir}: {EROFS_TEXT}" in doctor.stdout
 
 
 def test_writing_commands_fail_in_one_clear_line(frozen: CLI) -> None:
