@@ -266,3 +266,21 @@ def test_a_home_from_before_the_index_keeps_its_history(cli: CLI) -> None:
     cli("run", "old", check=0)
     assert len(cli.json("history", "old")["runs"]) == 2
     assert (cli.state_dir / "run-index" / "old.json").is_file()  # written from then on
+
+
+def test_a_supervisor_moved_into_its_runs_cgroup_steps_out_before_killing_it(
+        cli: CLI, tmp_path: Path) -> None:
+    if not HAS_CGROUP:
+        pytest.skip("no writable cgroup v2 here")
+    # An agent running as root may write its supervisor's pid into the run's
+    # cgroup.procs: cgroup.kill would then end the supervisor too.
+    mount = next(m for m in reaper.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
+    script = tmp_path / "mover.sh"
+    script.write_text("#!/bin/sh\n"
+                      "own=$(grep '^0::' /proc/self/cgroup | cut -d: -f3)\n"
+                      f'echo $PPID > "{mount}$own/cgroup.procs"\n')
+    script.chmod(0o700)
+    cli("start", "p", "--name", "mover", "--every", "1h", "--command", str(script), check=0)
+    cli("tick", "--wait", check=0)
+    (record,) = cli.records("mover")
+    assert record["outcome"] == "ok", record  # recorded by the supervisor itself, not lost
