@@ -38,11 +38,17 @@ CGROUP_MODES = [pytest.param({}, id="cgroup", marks=pytest.mark.skipif(
 def reap(tmp_path: Path) -> Iterator[None]:
     yield
     kill_leftovers(tmp_path)
-    for pid in pids_in(tmp_path / "pids"):  # scrubbed ones carry no LOOPCTL_HOME
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    # Scrubbed ones carry no LOOPCTL_HOME; a failed test's forker may still fork.
+    for _ in range(50):
+        living = alive(pids_in(tmp_path / "pids"))
+        if not living:
+            break
+        for pid in living:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        wait_for(lambda living=living: not alive(living), timeout=5)
 
 
 def alive(pids: list[int]) -> list[int]:
