@@ -53,7 +53,9 @@ def agent(size: int) -> list[str]:
 
 def fresh_home(ws: Workspace, size: int):  # type: ignore[no-untyped-def]
     home = ws.home("flood")
-    write_loops(home, [loop_entry("flood", agent(size), every="1h", cwd=str(ws.root))])
+    # --max-log above the flood: the whole of it goes through the log pump.
+    write_loops(home, [loop_entry("flood", agent(size), every="1h", cwd=str(ws.root),
+                                  max_log="2GiB")])
     return home
 
 
@@ -144,8 +146,9 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
             os.sync()
             cpu0 = daemon_cpu(daemon)
             subprocess.run(loopctl("start", "--name", f"flood{n}", "--every", "1h",
-                                   "--cwd", str(ws.root), "--command", " ".join(agent(size)),
-                                   "bench"), env=env, check=True, stdout=subprocess.DEVNULL)
+                                   "--max-log", "2GiB", "--cwd", str(ws.root),
+                                   "--command", " ".join(agent(size)), "bench"),
+                           env=env, check=True, stdout=subprocess.DEVNULL)
             sup = wait_new_child(daemon, seen, home)
             t0 = time.perf_counter()
             seen.add(sup.pid)

@@ -113,6 +113,26 @@ def plant_runs(count: int) -> None:
             handle.write("FORGED LOG\n")
 
 
+def add_hostile(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hydra", type=int)
+    parser.add_argument("--scrub-env", action="store_true")
+    parser.add_argument("--plant-log")
+    parser.add_argument("--plant-runs", type=int)
+    parser.add_argument("--kill-parent", action="store_true")
+
+
+def hostile(args: argparse.Namespace) -> None:
+    """What an agent trying to escape its bounds does (DESIGN §14)."""
+    if args.hydra is not None:
+        spawn_hydra(args.hydra, args.scrub_env)
+    if args.plant_log:
+        plant_log(args.plant_log)
+    if args.plant_runs:
+        plant_runs(args.plant_runs)
+    if args.kill_parent:
+        os.kill(os.getppid(), signal.SIGKILL)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record")
@@ -123,11 +143,7 @@ def main() -> int:
     parser.add_argument("--invalid-utf8", action="store_true")
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--grandchild", type=float)
-    parser.add_argument("--hydra", type=int)
-    parser.add_argument("--scrub-env", action="store_true")
-    parser.add_argument("--plant-log")
-    parser.add_argument("--plant-runs", type=int)
-    parser.add_argument("--kill-parent", action="store_true")
+    add_hostile(parser)
     parser.add_argument("--sleep", type=float)
     parser.add_argument("--wait-for")
     parser.add_argument("--ignore-term", action="store_true")
@@ -175,14 +191,7 @@ def main() -> int:
         os.close(1)
     if args.grandchild is not None:
         spawn_grandchild(args.grandchild, args.scrub_env)
-    if args.hydra is not None:
-        spawn_hydra(args.hydra, args.scrub_env)
-    if args.plant_log:
-        plant_log(args.plant_log)
-    if args.plant_runs:
-        plant_runs(args.plant_runs)
-    if args.kill_parent:
-        os.kill(os.getppid(), signal.SIGKILL)
+    hostile(args)
     if args.sleep:
         time.sleep(args.sleep)
     if args.wait_for:

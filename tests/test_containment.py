@@ -20,6 +20,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from faults.support import gone, home_processes, in_flight
 from process_support import kill_leftovers, pids_in
@@ -37,11 +38,17 @@ CGROUP_MODES = [pytest.param({}, id="cgroup", marks=pytest.mark.skipif(
 def reap(tmp_path: Path) -> Iterator[None]:
     yield
     kill_leftovers(tmp_path)
-    for pid in pids_in(tmp_path / "pids"):  # scrubbed ones carry no LOOPCTL_HOME
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    # Scrubbed ones carry no LOOPCTL_HOME; a failed test's forker may still fork.
+    for _ in range(50):
+        living = alive(pids_in(tmp_path / "pids"))
+        if not living:
+            break
+        for pid in living:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        wait_for(lambda living=living: not alive(living), timeout=5)
 
 
 def alive(pids: list[int]) -> list[int]:
@@ -82,6 +89,7 @@ def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
     (record,) = cli.records("escapee")
     assert record["outcome"] == "lost"
     assert "killed 1 process(es) it left" in record["note"], record
+    assert not (cli.state_dir / "decisions" / "escapee" / run["run_id"]).exists()
     st = cli.state()["loops"]["escapee"]
     assert st["failures"] == 1 and st["orphan"] is None and st["status"] == "active"
 
@@ -184,8 +192,13 @@ def hook_that_says(path: Path) -> Path:
 def deliveries_done(tmp_path: Path) -> bool:
     """No hook delivery process of this test is left (it appends to the
     log after the hook exits)."""
-    return not [p for p in home_processes(tmp_path)
-                if "loopctl.engine.events" in " ".join(p.cmdline())]
+    for proc in home_processes(tmp_path):
+        try:
+            if "loopctl.engine.events" in " ".join(proc.cmdline()):
+                return False
+        except psutil.Error:  # gone meanwhile, or a zombie: done
+            continue
+    return True
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
@@ -248,3 +261,32 @@ def test_planted_run_files_are_not_shown_and_do_not_steer_pruning(cli: CLI) -> N
     assert refused.returncode == 4 and "FORGED" not in refused.stdout
     text = cli("history", "forger", check=0).stdout
     assert "9990" not in text
+
+
+def test_a_home_from_before_the_index_keeps_its_history(cli: CLI) -> None:
+    start(cli, "old", "--print", "before the index")
+    cli("tick", "--wait", check=0)
+    (cli.state_dir / "run-index" / "old.json").unlink()  # as a home made before it
+    (before,) = cli.json("history", "old")["runs"]
+    assert "before the index" in (before["result"] or "")
+    cli("run", "old", check=0)
+    assert len(cli.json("history", "old")["runs"]) == 2
+    assert (cli.state_dir / "run-index" / "old.json").is_file()  # written from then on
+
+
+def test_a_supervisor_moved_into_its_runs_cgroup_steps_out_before_killing_it(
+        cli: CLI, tmp_path: Path) -> None:
+    if not HAS_CGROUP:
+        pytest.skip("no writable cgroup v2 here")
+    # An agent running as root may write its supervisor's pid into the run's
+    # cgroup.procs: cgroup.kill would then end the supervisor too.
+    mount = next(m for m in reaper.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
+    script = tmp_path / "mover.sh"
+    script.write_text("#!/bin/sh\n"
+                      "own=$(grep '^0::' /proc/self/cgroup | cut -d: -f3)\n"
+                      f'echo $PPID > "{mount}$own/cgroup.procs"\n')
+    script.chmod(0o700)
+    cli("start", "p", "--name", "mover", "--every", "1h", "--command", str(script), check=0)
+    cli("tick", "--wait", check=0)
+    (record,) = cli.records("mover")
+    assert record["outcome"] == "ok", record  # recorded by the supervisor itself, not lost

@@ -287,7 +287,23 @@ def test_lost_run_is_recorded_and_cleared_and_the_schedule_goes_on() -> None:
     assert w.st["orphan"] is None
     assert w.st["last_outcome"] == "lost"
     assert w.st["status"] == "active"
-    assert w.st["next_due"] == now + 10 * MINUTE
+    # A failure toward --max-failures (DESIGN §5), so the delay backs off x2.
+    assert w.st["failures"] == 1
+    assert w.st["next_due"] == now + 20 * MINUTE
+
+
+def test_lost_runs_reach_the_failure_limit() -> None:
+    # An agent that kills its supervisor at every run must not escape
+    # --max-failures (default 3) by doing it again and again.
+    w = World(make())
+    now = T0
+    for _ in range(3):
+        w.fire(now)
+        w.procs.live.clear()
+        w.plan(now + 60)  # finds it lost
+        now += DAY
+    assert (w.st["status"], w.st["reason"], w.st["failures"]) == ("paused", "failure_limit", 3)
+    assert w.plan(now).fired == []
 
 
 def test_lost_run_with_a_live_agent_leaves_an_orphan_that_blocks_firing() -> None:
@@ -297,7 +313,7 @@ def test_lost_run_with_a_live_agent_leaves_an_orphan_that_blocks_firing() -> Non
     result = w.plan(T0 + 60)
     assert [name for name, _ in result.lost] == ["job"]
     assert w.st["orphan"] == AGENT
-    later = T0 + 60 + 10 * MINUTE  # due again
+    later = T0 + 60 + 20 * MINUTE  # due again (backed off: a lost run is a failure)
     blocked = w.plan(later)
     assert blocked.fired == []
     assert any("still alive" in why for _, why in blocked.skipped)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loopctl import clock
+from loopctl.commands.bounds import doctor_bounds
 from loopctl.commands.common import JSON_VERSION
 from loopctl.commands.doctor_drivers import check_drivers
 from loopctl.domain import lifecycle
@@ -39,7 +40,7 @@ def doctor(store: Store) -> dict[str, Any]:
         add("error", "files", exc.message)
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
     add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
-    _doctor_bounds(store, defs, add)
+    doctor_bounds(store, defs, add)
     from loopctl.engine.sandbox import doctor_findings
 
     for level, check, message in doctor_findings(defs.loops, defs.top.get("sandbox")):
@@ -153,31 +154,6 @@ def _doctor_home_key(store: Store, add: Add) -> None:
         add("warn", "home key", f"{path} is not a private {home_key.KEY_BYTES}-byte file of "
             "yours, so no derived file is trusted (every read parses loops.yaml): remove "
             "it and loopctl makes a new one")
-
-
-def _doctor_bounds(store: Store, defs: Definitions, add: Add) -> None:
-    """Free space for loopctl's files; which run bounds this machine enforces."""
-    from loopctl.engine import reaper
-    from loopctl.storage.space import check_space
-
-    problem, free = check_space(store.paths.state_dir)
-    if problem:
-        add("error", "disk", f"{problem}: run logs and records cannot be written; free space")
-    else:
-        add("ok", "disk", f"{free / 1024**3:.1f} GiB free for {store.paths.state_dir}")
-    base, why = reaper.base_cgroup()
-    if base:
-        add("ok", "bounds", f"each run's processes are held in a cgroup under {base}")
-    else:
-        add("warn", "bounds", f"no cgroup per run ({why}): a run's leftovers are found by "
-            "descent and by an environment marker an agent can remove")
-    for name, problem_here in reaper.limits_here().items():
-        option = reaper.LIMITS[name][1]
-        asking = [n for n, loop in defs.loops.items()
-                  if (loop.max_memory if name == "memory" else loop.max_procs) is not None]
-        if problem_here:
-            add("warn" if asking else "ok", "bounds", f"{option} cannot be enforced here: "
-                f"{problem_here}" + (f" (set for {', '.join(asking[:5])})" if asking else ""))
 
 
 def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],

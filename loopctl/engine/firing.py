@@ -110,6 +110,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
     from loopctl.engine.reaper import sweep_lost
 
     swept = sweep_lost(store.paths.state_dir, loop, run)
+    import shutil
+
+    shutil.rmtree(store.paths.decision_dir(loop, run["run_id"]), ignore_errors=True)
     if run.get("workspace") and not (agent and procs.alive(agent)):
         from loopctl.integrations.workspace import cleanup_lost
 

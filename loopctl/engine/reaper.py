@@ -206,6 +206,14 @@ def kill_cgroup(folder: str, deadline: float) -> set[int]:
     """Kill every member (the kernel's cgroup.kill where present, else by
     pid until empty), wait until it is empty, remove it. Returns the pids."""
     members = set(cgroup_pids(folder))
+    if os.getpid() in members:
+        # Moved in by an agent running as root: step out before killing all.
+        try:
+            with open(os.path.join(os.path.dirname(folder), "cgroup.procs"), "w") as handle:
+                handle.write("0")
+        except OSError:
+            return members  # better a survivor than killing ourselves
+        members.discard(os.getpid())
     try:
         with open(os.path.join(folder, "cgroup.kill"), "w") as handle:
             handle.write("1")

@@ -92,7 +92,7 @@ class Supervisor:
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
-        result = wait.wait(ctx, launched.proc, launched.loop.timeout, started)
+        result = wait.wait(ctx, launched.proc, launched.loop, started)
         output.read_result(ctx, launched.loop, result)
         return result
 

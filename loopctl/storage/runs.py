@@ -123,7 +123,10 @@ def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
 
 def run_ids(paths: Paths, loop: str) -> list[str]:
     """The runs loopctl recorded for `loop`, in claim order."""
-    data = read_bounded(paths.run_index(loop), MAX_INDEX_BYTES)
+    index = paths.run_index(loop)
+    if not os.path.lexists(index):
+        return _legacy_ids(paths, loop)
+    data = read_bounded(index, MAX_INDEX_BYTES)
     if data is None:
         return []
     try:
@@ -144,19 +147,24 @@ def _write_index(paths: Paths, loop: str, ids: list[str]) -> None:
     atomic_write(path, (strict_json({"version": 1, "runs": ids}) + "\n").encode())
 
 
+def _legacy_ids(paths: Paths, loop: str) -> list[str]:
+    """A home from before the index: its records, as the listing shows them
+    (taken once; from then on the index is written with every record)."""
+    folder = loop_folder(paths, loop)
+    if folder is None:
+        return []
+    return sorted({p.name[:-5] for p in folder.iterdir()
+                   if p.name.endswith(".json") and is_run_id(p.name[:-5])}, key=run_order)
+
+
 def start_index(paths: Paths, loop: str, legacy: bool) -> None:
     """Make the loop's index if it has none. Called when its run folder is
     made (`legacy` False: nothing can have been planted yet) or found
     without an index (a home from before the index: its records are taken
     once, as the listing shows them)."""
-    if paths.run_index(loop).exists():
+    if os.path.lexists(paths.run_index(loop)):
         return
-    ids: list[str] = []
-    folder = loop_folder(paths, loop)
-    if legacy and folder is not None:
-        ids = sorted({p.name[:-5] for p in folder.iterdir()
-                      if p.name.endswith(".json") and is_run_id(p.name[:-5])}, key=run_order)
-    _write_index(paths, loop, ids)
+    _write_index(paths, loop, _legacy_ids(paths, loop) if legacy else [])
 
 
 def remember(paths: Paths, loop: str, run_id: str) -> None:

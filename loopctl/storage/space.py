@@ -15,7 +15,8 @@ PROBE = 64 * 1024
 
 def check_space(folder: Path) -> tuple[str | None, int]:
     """(what is wrong or None, bytes free to this user). A state directory
-    not made yet is checked where it will be made."""
+    not made yet is checked where it will be made. Wrong means a write
+    fails; little room (under MIN_FREE) is the caller's warning."""
     while not folder.is_dir() and folder.parent != folder:
         folder = folder.parent
     try:
@@ -34,6 +35,4 @@ def check_space(folder: Path) -> tuple[str | None, int]:
             os.fsync(probe.fileno())
     except OSError as exc:
         return f"cannot write to {folder}: {exc.strerror}", free
-    if free < MIN_FREE:
-        return f"only {free // 1024} KiB free on the file system of {folder}", free
     return None, free

@@ -12,12 +12,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import CLI, agent_command, wait_for
+from conftest import CLI, agent_command, loopctl_argv, wait_for
 from loopctl.cli.app import run_app
 from loopctl.domain.errors import LoopctlError
 from loopctl.storage import atomic as store_mod
@@ -147,6 +148,41 @@ def test_a_loop_whose_state_cannot_be_saved_is_paused_with_error(
     assert (status["status"], status["reason"]) == ("paused", "error"), status
     assert cli.json("tick")["fired"] == []
     assert count_lines(starts) == 1
+
+
+def test_a_full_disk_makes_doctor_fail_and_leaves_the_state_whole(small_home: CLI) -> None:
+    cli = small_home
+    cli("start", "p", "--name", "kept", "--every", "1h", "--after", "1h",
+        "--command", "true", check=0)
+    healthy = cli.json("doctor")
+    assert healthy["healthy"], healthy
+    before = files(cli.home)
+    filler = fill(cli.home)
+    report = cli("doctor", "--json")
+    assert report.returncode == 1, (report.stdout, report.stderr)
+    found = json.loads(report.stdout)
+    (disk,) = [f for f in found["findings"] if f["check"] == "disk"]
+    assert disk["level"] == "error" and ENOSPC_TEXT in disk["message"], disk
+    assert files(cli.home) == before, "doctor's probe left something behind"
+    filler.unlink()
+    assert cli.json("doctor")["healthy"]
+
+
+def test_a_flood_on_a_full_disk_stops_the_log_and_the_run_goes_on(small_home: CLI) -> None:
+    cli = small_home
+    cli("start", "p", "--name", "flood", "--every", "1h",
+        "--command", agent_command("--flood", str(4 * 2**20), "--print", "x"), check=0)
+    spare = cli.home / "spare"
+    spare.write_bytes(b"\0" * 128 * 1024)
+    proc = subprocess.Popen(loopctl_argv("tick", "--wait"), env=dict(os.environ),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The log stops growing at the full disk; the agent is not stuck on it.
+    wait_for(lambda: not supervisors(cli.home) and proc.poll() is not None, timeout=30)
+    spare.unlink()
+    cli("tick", check=0)
+    (run,) = cli.json("history", "flood")["runs"]
+    assert run["outcome"] in ("ok", "lost"), run  # recorded by its supervisor or the next driver
+    cli.state()  # parses
 
 
 # -- injected ENOSPC (no mount needed) ----------------------------------------------

@@ -1,6 +1,7 @@
 """Fault 13: a read-only home (a read-only bind mount: file modes do not stop
 root). Reading commands work; writing commands fail with one clear line;
-`tick` fires nothing and says why."""
+`tick` fires nothing and says why; `doctor` fails (nothing could be
+recorded, DESIGN §14) naming the file system."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ EROFS_TEXT = os.strerror(errno.EROFS)  # "Read-only file system"
 READERS = [
     ("ls",), ("ls", "--json"), ("status",), ("status", "done"), ("status", "due", "--json"),
     ("show", "done"), ("show", "done", "--json"), ("history", "done"),
-    ("history", "done", "--json"), ("logs", "done"), ("validate",), ("doctor",),
+    ("history", "done", "--json"), ("logs", "done"), ("validate",),
     ("events",), ("agents",),
 ]
 WRITERS = [
@@ -48,10 +49,12 @@ def test_reading_commands_work(frozen: CLI) -> None:
     for argv in READERS:
         proc = frozen(*argv)
         if argv == ("doctor",):
-            # It works, and says the one thing wrong here: nothing drives `due`.
-            failed = [line for line in proc.stdout.splitlines() if line.startswith("FAIL")]
-            assert proc.returncode == 1 and len(failed) == 1, proc.stdout
-            assert failed[0].startswith("FAIL drivers: ") and "nothing will fire" in failed[0]
+            # It works, and says the two things wrong here: nothing drives
+            # `due`, and no run could be recorded on this read-only disk.
+            failed = sorted(line for line in proc.stdout.splitlines() if line.startswith("FAIL"))
+            assert proc.returncode == 1 and len(failed) == 2, proc.stdout
+            assert failed[0].startswith("FAIL disk: cannot write to ")
+            assert failed[1].startswith("FAIL drivers: ") and "nothing will fire" in failed[1]
         else:
             assert proc.returncode == 0, (argv, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr, (argv, proc.stderr)
@@ -64,6 +67,9 @@ def test_reading_commands_work(frozen: CLI) -> None:
              if row["path"] and row["preset"] != "shell"}
     assert list(found) == ["claude"], found
     assert found["claude"]["path"] == str(TESTS / "bin" / "claude")
+    doctor = frozen("doctor")
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stderr, doctor
+    assert f"FAIL disk: cannot write to {frozen.state_dir}: {EROFS_TEXT}" in doctor.stdout
 
 
 def test_writing_commands_fail_in_one_clear_line(frozen: CLI) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loopctl.engine import reaper
-from loopctl.engine.logcap import CappedCopy, LogPump, note_line
+from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
 from loopctl.engine.steps.held import RunBounds
 
 if TYPE_CHECKING:
@@ -39,16 +39,22 @@ def hold(ctx: RunContext, loop: LoopDef) -> None:
 
 
 def agent_output(ctx: RunContext, loop: LoopDef) -> int:
-    """Where the agent's stdout and stderr go: a pump into the capped log, or
-    (in the foreground) a pipe the tee copies through the cap."""
+    """Where the agent's stdout and stderr go: straight into the log (no
+    byte through Python; a watcher cuts it back to the bound while it
+    waits), or in the foreground a pipe the tee copies through the cap."""
     import subprocess
 
-    b = ctx.bounds
     if ctx.foreground:
-        b.capped = CappedCopy(ctx.log.fd, loop.max_log)
+        ctx.bounds.capped = CappedCopy(ctx.log.fd, loop.max_log)
         return subprocess.PIPE
-    b.pump = LogPump(ctx.log.fd, loop.max_log)
-    return b.pump.write_end
+    return ctx.log.fd
+
+
+def watch_log(ctx: RunContext, loop: LoopDef) -> None:
+    """While the agent runs: keep the log within --max-log."""
+    if not ctx.foreground:
+        ctx.bounds.trim = LogTrim(ctx.log.fd, loop.max_log)
+        ctx.bounds.trim.start()
 
 
 def child_setup(ctx: RunContext) -> Callable[[], None]:
@@ -59,14 +65,11 @@ def child_setup(ctx: RunContext) -> Callable[[], None]:
 
 
 def spawned(ctx: RunContext) -> None:
-    """After Popen, started or not: close our ends; a failed spawn's pump
-    sees EOF at once."""
+    """After Popen, started or not: close our end of the cgroup's file."""
     b = ctx.bounds
     if b.procs_fd is not None:
         os.close(b.procs_fd)
         b.procs_fd = None
-    if b.pump is not None:
-        b.pump.start()
 
 
 def reap(ctx: RunContext) -> set[int]:
@@ -76,8 +79,8 @@ def reap(ctx: RunContext) -> set[int]:
 
 
 def drained(ctx: RunContext) -> None:
-    if ctx.bounds.pump is not None:
-        ctx.bounds.pump.join(timeout=5)
+    if ctx.bounds.trim is not None:
+        ctx.bounds.trim.stop()
 
 
 def tee_write(ctx: RunContext, chunk: bytes) -> None:
@@ -92,9 +95,9 @@ def tee_write(ctx: RunContext, chunk: bytes) -> None:
 def end(ctx: RunContext) -> None:
     """The log's last line says it was cut; the decision folder goes."""
     b = ctx.bounds
-    if b.pump is not None and b.pump.error:
-        ctx.log.hold(f"# loopctl: log stopped: {b.pump.error}")
-    cap = b.pump or b.capped
+    if b.trim is not None and b.trim.error:
+        ctx.log.hold(f"# loopctl: log bound not kept: {b.trim.error}")
+    cap = b.trim or b.capped
     if cap is not None and cap.truncated:
         ctx.log.hold(note_line(cap.limit))
     ctx.log.flush_held()

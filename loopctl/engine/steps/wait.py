@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from loopctl import clock
+from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
 from loopctl.engine.steps import bounds
@@ -47,9 +48,11 @@ def kill_grace() -> float:
     return knob("LOOPCTL_KILL_GRACE")
 
 
-def wait(ctx: RunContext, proc: subprocess.Popen[bytes], timeout: float | None,
+def wait(ctx: RunContext, proc: subprocess.Popen[bytes], loop: LoopDef,
          started: float) -> RunResult:
+    timeout = loop.timeout
     tee = start_tee(ctx, proc) if ctx.foreground else None
+    bounds.watch_log(ctx, loop)
     outcome = note = None
     try:
         proc.wait(timeout=timeout)
