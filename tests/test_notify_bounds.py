@@ -105,6 +105,9 @@ def deliver(cli: CLI, url: str, env: dict[str, str], log: Path) -> subprocess.Po
     event = {"version": 1, "loop": "x", "status": "completed", "summary": "s",
              "log": str(log)}
     cli.state_dir.mkdir(parents=True, exist_ok=True)
+    # The run's log exists before any delivery: loopctl appends its lines to
+    # a log it made, and never creates one where an agent could have.
+    log.touch(mode=0o600, exist_ok=True)
     proc = subprocess.Popen([sys.executable, "-m", "loopctl.integrations.notify"],
                             stdin=subprocess.PIPE, cwd=cli.state_dir,
                             env=dict(os.environ, **env))

@@ -26,7 +26,7 @@ from conftest import CLI, imported_modules, in_process, loopctl_argv
 from loopctl.domain import schedule
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import common_values, new_loop_state, pack, unpack
-from loopctl.storage import defs_cache
+from loopctl.storage import defs_cache, home_key
 from loopctl.storage.statefile import read_state_file
 from loopctl.storage.store import Store
 
@@ -49,6 +49,15 @@ def listed(proc: subprocess.CompletedProcess[str]) -> list[str]:
 # -- a reading command keeps the parsed copy --------------------------------------
 
 
+def unsealed(home: Path, data: bytes) -> bytes:
+    """The cache's payload: loopctl seals it with the home's key (issue 25)."""
+    key = home_key.load(home / "state")
+    assert key is not None, "no home key beside a sealed cache"
+    payload = defs_cache.unseal(key, data)
+    assert payload is not None, "the cache is not sealed with the home's key"
+    return payload
+
+
 def test_ls_of_a_hand_written_file_saves_the_parsed_copy_and_writes_nothing_else(
         home: Path) -> None:
     source = hand_written(home, 3)
@@ -58,9 +67,10 @@ def test_ls_of_a_hand_written_file_saves_the_parsed_copy_and_writes_nothing_else
     assert cache.is_file(), "the parsed copy was not saved"
     assert stat.S_IMODE(cache.stat().st_mode) == 0o600
     assert stat.S_IMODE((home / "state").stat().st_mode) == 0o700
-    assert sorted(p.name for p in (home / "state").iterdir()) == ["defs-cache.json"]
+    # The copy and the key it is sealed with (made with it); nothing else.
+    assert sorted(p.name for p in (home / "state").iterdir()) == ["defs-cache.json", "home.key"]
     assert (home / "loops.yaml").read_bytes() == source
-    parsed = defs_cache.decode(cache.read_bytes(), defs_cache.digest(source))
+    parsed = defs_cache.decode(unsealed(home, cache.read_bytes()), defs_cache.digest(source))
     assert parsed is not None and parsed.names == ["job000", "job001", "job002"]
 
 
@@ -80,7 +90,7 @@ def test_an_edit_after_the_copy_is_seen_and_the_copy_rebuilt(home: Path) -> None
     source = hand_written(home, 3)
     assert listed(in_process("ls", "--json")) == ["job000", "job001", "job002"]
     cache = (home / "state" / "defs-cache.json").read_bytes()
-    assert defs_cache.decode(cache, defs_cache.digest(source)) is not None
+    assert defs_cache.decode(unsealed(home, cache), defs_cache.digest(source)) is not None
 
 
 @pytest.mark.parametrize("damage", ["garbage", "stale-key", "symlink"])
@@ -89,7 +99,9 @@ def test_a_damaged_copy_is_ignored_and_rebuilt_by_ls(home: Path, tmp_path: Path,
     source = hand_written(home, 2)
     in_process("ls")
     cache = home / "state" / "defs-cache.json"
-    doc = json.loads(cache.read_bytes())
+    key = home_key.load(home / "state")
+    assert key is not None
+    doc = json.loads(unsealed(home, cache.read_bytes()))
     if damage == "garbage":
         cache.write_bytes(b"\x00{half a file")
     elif damage == "stale-key":
@@ -97,7 +109,7 @@ def test_a_damaged_copy_is_ignored_and_rebuilt_by_ls(home: Path, tmp_path: Path,
         doc["names"].append("planted")
         doc["loops"].append(dict(doc["loops"][0], name="planted"))
         doc["key"] = defs_cache.digest(b"version: 1\nloops: {}\n")
-        cache.write_text(json.dumps(doc))
+        cache.write_bytes(defs_cache.seal(key, json.dumps(doc).encode()))
     else:
         target = tmp_path / "outside.json"
         target.write_text(json.dumps(doc))
@@ -105,7 +117,7 @@ def test_a_damaged_copy_is_ignored_and_rebuilt_by_ls(home: Path, tmp_path: Path,
         cache.symlink_to(target)
     assert listed(in_process("ls", "--json")) == ["job000", "job001"]
     assert not cache.is_symlink(), "the copy was written through a planted link"
-    rebuilt = defs_cache.decode(cache.read_bytes(), defs_cache.digest(source))
+    rebuilt = defs_cache.decode(unsealed(home, cache.read_bytes()), defs_cache.digest(source))
     assert rebuilt is not None and rebuilt.names == ["job000", "job001"]
     if damage == "symlink":
         assert json.loads(target.read_text()) == doc, "the link's target was written"

@@ -154,6 +154,7 @@ def test_a_full_disk_makes_doctor_fail_and_leaves_the_state_whole(small_home: CL
     cli = small_home
     cli("start", "p", "--name", "kept", "--every", "1h", "--after", "1h",
         "--command", "true", check=0)
+    cli("pause", "kept", check=0)  # an active loop with no driver is itself unhealthy
     healthy = cli.json("doctor")
     assert healthy["healthy"], healthy
     before = files(cli.home)
