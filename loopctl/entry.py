@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import sys
 
+from loopctl.cli.flags import FAST_TICK_FLAGS
+
 TYPE_CHECKING = False  # not `typing`: ~4 ms of every cron tick
 
 if TYPE_CHECKING:
     from typing import Any
 
-# `tick`'s options, the one list: the Typer command declares them from here,
-# `cli.direct` runs a tick given only these, and the idle fast path below
-# takes the ones that print nothing when nothing is due.
-TICK_OPTIONS = {"wait": ("--wait",), "as_json": ("--json",), "quiet": ("--quiet", "-q")}
-FAST_TICK_FLAGS = set(TICK_OPTIONS["quiet"])
 CLOCK_SLACK = 5.0
 
 

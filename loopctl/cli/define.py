@@ -301,22 +301,12 @@ def start(
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
         max_file_size=max_file_size).items()
         if v is not None})
-    if command is not None:
-        raw_def["command"] = command
-    else:
-        raw_def["agent"] = agent or "shell"
-    if after is not None:
-        raw_def["after"] = _duration(after, "--after")
-    if env:
-        raw_def["env"] = dict(check_env_pair(pair) for pair in env)
-    raw_def.update({k: v for k, v in {
+    raw_def.update(_agent_fields(command, agent, after, env, {
         "raw": raw or None, "continue_session": continue_session or None,
-        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
-        if v is not None})
-    raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
-                    if v is not None})
-    raw_def.update({k: v for k, v in sandbox_changes(sandbox, sandbox_write, sandbox_read).items()
-                    if v is not None})
+        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
+    raw_def.update({k: v for k, v in {
+        **bounds_changes(max_log, max_memory, max_procs),
+        **sandbox_changes(sandbox, sandbox_write, sandbox_read)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -324,6 +314,24 @@ def start(
         return
     print(f"started {result['name']}: {result['schedule']['text']}, "
           f"next run {relative(ts(result['next_fire']), clock.now())}")
+    _warn_after_start(raw_def, agent, command, yolo)
+
+
+def _agent_fields(command: str | None, agent: str | None, after: str | None,
+                  env: list[str] | None, flags: dict[str, Any]) -> dict[str, Any]:
+    """What runs, when first, with which environment, as loops.yaml keys."""
+    out: dict[str, Any] = {"command": command} if command is not None \
+        else {"agent": agent or "shell"}
+    if after is not None:
+        out["after"] = _duration(after, "--after")
+    if env:
+        out["env"] = dict(check_env_pair(pair) for pair in env)
+    out.update({k: v for k, v in flags.items() if v is not None})
+    return out
+
+
+def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str | None,
+                      yolo: bool) -> None:
     _warn_missing_agent(agent, command, yolo)
     _warn_unset_env(raw_def.get("env") or {})
     from loopctl.cli import sandbox_opts

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from loopctl.entry import TICK_OPTIONS
+from loopctl.cli.flags import TICK_OPTIONS
 
 TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 

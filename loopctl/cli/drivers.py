@@ -6,10 +6,10 @@ from typing import Annotated, Optional
 
 import typer
 
+from loopctl.cli.flags import TICK_OPTIONS
 from loopctl.cli.options import NameArg, fail, store
 from loopctl.commands import drivers as firing
 from loopctl.domain.durations import parse_duration
-from loopctl.entry import TICK_OPTIONS
 
 
 def run(name: NameArg,

@@ -10,12 +10,12 @@ values, and ask `loopctl __names` (a fast path that skips Typer) for loop names.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loopctl import __version__
 from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP
+from loopctl.domain.plain import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ PATH_OPTIONS = ("--cwd", "--prompt-file", "--on-attention", "--output", "-o")
 DECISIONS = ("continue", "complete", "fail", "block")
 
 
-@dataclass
+@record
 class Option:
     names: list[str]
     help: str
@@ -40,7 +40,7 @@ class Option:
     metavar: str
 
 
-@dataclass
+@record
 class Command:
     name: str
     help: str

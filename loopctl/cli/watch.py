@@ -19,7 +19,6 @@ import time
 import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -33,6 +32,7 @@ from loopctl.cli.render import (
 )
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
+from loopctl.domain.plain import record
 from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 
@@ -46,7 +46,7 @@ HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT")
 _LINE_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Row:
     """One LOOP object (README "The LOOP object") and, while a run is in
     flight, the last non-empty line of its log."""
@@ -55,7 +55,7 @@ class Row:
     log_line: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Line:
     """One line of the view; `style` (a Rich style name) covers text[start:end]."""
 

@@ -23,12 +23,12 @@ import math
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef, to_raw
+from loopctl.domain.plain import factory, record
 from loopctl.integrations.crontab import scheduler_path
 from loopctl.integrations.export_time import (
     cron_to_calendar,
@@ -49,7 +49,7 @@ K8S_HOME = "/loopctl"
 PROMPT_FILE = ".loopctl-prompt.md"
 
 
-@dataclass
+@record
 class Target:
     """Where the export goes and what it needs from the user."""
 
@@ -69,11 +69,11 @@ class Target:
                            else filename)
 
 
-@dataclass
+@record
 class Export:
     files: dict[str, str]
-    warnings: list[str] = field(default_factory=list)
-    next_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = factory(list)
+    next_steps: list[str] = factory(list)
 
 
 def secret_names(loop: LoopDef) -> list[str]:

@@ -9,12 +9,12 @@ faithful conversion exists (under a minute, self-paced loops).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
+from loopctl.domain.plain import record
 
 DOW_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
@@ -116,7 +116,7 @@ def cron_to_calendar(expr: str, tz: str | None) -> str:
 # -- GitHub: cron in UTC only ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UtcSchedule:
     """GitHub cron lines for a local schedule, one per UTC offset the zone
     uses. With more than one, a guard step runs only the line made for the
