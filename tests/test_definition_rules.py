@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from loopctl.domain.checks import check_notify_urls, split_command
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import check_notify_urls, parse_loop, split_command
+from loopctl.domain.model import parse_loop
 
 BASE = {"prompt": "p", "every": "10m"}
 

@@ -19,9 +19,10 @@ from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
+from loopctl.domain.checks import check_env_pair
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS, check_env_pair
+from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS
 
 
 def _duration(value: str | None, what: str) -> str | None:
@@ -37,7 +38,7 @@ def _duration(value: str | None, what: str) -> str | None:
 
 def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
     """Each error names the option given, not the loop it would become."""
-    from loopctl.domain.model import check_cron, check_tz
+    from loopctl.domain.checks import check_cron, check_tz
 
     if every is not None and cron is not None:
         fail("give --every or --cron, not both")

@@ -154,7 +154,7 @@ def logs(name: NameArg,
          run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends.")] = False) -> None:
     """Print a run's log (the latest by default)."""
-    from loopctl.domain.model import check_name
+    from loopctl.domain.checks import check_name
     from loopctl.domain.untrusted import check_run_id
     from loopctl.storage.runs import is_known, latest_run_id
 

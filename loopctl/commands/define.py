@@ -10,8 +10,9 @@ from loopctl import clock
 from loopctl.commands.common import raw_entry
 from loopctl.commands.views import describe
 from loopctl.domain import lifecycle
+from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import KEYS, LoopDef, check_name, parse_loop, to_raw
+from loopctl.domain.model import KEYS, LoopDef, parse_loop, to_raw
 from loopctl.domain.plain import replace
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, new_loop_state

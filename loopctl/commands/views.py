@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
+from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
-from loopctl.domain.model import LoopDef, check_name
+from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import iso, parse_iso
 from loopctl.domain.state import display_status
 from loopctl.integrations.notify import mask

@@ -8,12 +8,18 @@ is what the store keeps, so an entry that fails here is preserved as written.
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
+from loopctl.domain.checks import (
+    check_cron,
+    check_env_pair,
+    check_name,
+    check_notify_urls,
+    check_tz,
+    split_command,
+)
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
-from loopctl.domain.names import is_loop_name
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import format_size, parse_size
 from loopctl.domain.untrusted import shorten
@@ -25,7 +31,6 @@ PRESETS = (
 )
 OVERLAP = ("queue", "skip", "replace")
 CATCH_UP = ("one", "none")
-PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
 
 DEFAULT_MAX_RUNS = 50
 DEFAULT_FOR = 7 * 86400
@@ -144,123 +149,6 @@ class LoopDef:
         data = asdict(self)
         data["for"] = data.pop("for_s")
         return data
-
-
-MAX_NOTIFY_URL = 2000
-MAX_NOTIFY_TARGETS = 20
-
-
-def check_notify_urls(urls: object, where: str) -> tuple[str, ...]:
-    """What a definition may hold: a list of short `scheme://...` strings.
-    Pure and light (every read of loops.yaml runs it); Apprise's own parser
-    checks them at `start`, `update` and `notify test`."""
-    if urls is None:
-        return ()
-    if isinstance(urls, str):
-        urls = [urls]
-    if not isinstance(urls, list) or len(urls) > MAX_NOTIFY_TARGETS or not all(
-            isinstance(u, str) and "://" in u and len(u) <= MAX_NOTIFY_URL
-            and not any(c in u for c in "\r\n\0 ") for u in urls):
-        raise UsageError(f"{where}: 'notify' must be a list of Apprise URLs like "
-                         f"'ntfy://topic' (at most {MAX_NOTIFY_TARGETS})")
-    return tuple(dict.fromkeys(urls))
-
-
-def check_notify_targets(value: object, where: str) -> dict[str, tuple[str, ...]]:
-    """Top-level `notify_targets:`, names for URLs, so that `digest --notify
-    NAME` and `doctor --notify NAME` keep tokens out of argv and crontabs."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or len(value) > MAX_NOTIFY_TARGETS \
-            or not all(is_loop_name(k) for k in value):
-        raise UsageError(f"{where}: 'notify_targets' must map names (1-64 of a-z 0-9 . _ -) "
-                         f"to Apprise URLs, like 'ops: ntfy://topic' (at most "
-                         f"{MAX_NOTIFY_TARGETS})")
-    return {k: check_notify_urls(v, f"{where}: notify_targets {k}") for k, v in value.items()}
-
-
-def check_name(name: object) -> str:
-    if not isinstance(name, str):
-        raise UsageError(f"bad loop name {name!r}: YAML reads it as {type(name).__name__}, "
-                         "not text; quote it")
-    if not is_loop_name(name):
-        raise UsageError(
-            f"bad loop name {shorten(name, 80)}: expected 1-64 of a-z 0-9 . _ -, "
-            "not starting with . or -"
-        )
-    return name
-
-
-def check_cron(expr: str, what: str = "cron") -> str:
-    """Five fields (or an @daily-style alias), and a date that can occur.
-    `what` names the option at `start` (`bad --cron ...`)."""
-    from croniter import croniter
-
-    text = " ".join(expr.split())
-    if text.startswith("@"):
-        if text == "@reboot":
-            raise UsageError(f"bad {what} '@reboot': loopctl has no boot event; use --after")
-    elif len(text.split(" ")) != 5:
-        raise UsageError(
-            f"bad {what} {expr!r}: expected five fields (minute hour day month weekday)"
-        )
-    if not croniter.is_valid(text):
-        raise UsageError(f"bad {what} {expr!r}: expected five valid cron fields")
-    try:
-        from datetime import datetime
-
-        croniter(text, datetime(2026, 1, 1)).get_next(datetime)
-    except Exception:
-        raise UsageError(f"bad {what} {expr!r}: it names a date that never occurs") from None
-    return text
-
-
-def check_tz(zone: str, what: str = "time zone") -> str:
-    from zoneinfo import ZoneInfo
-
-    try:
-        if not zone or zone.startswith(("/", ".")) or ".." in zone:
-            raise ValueError(zone)
-        ZoneInfo(zone)
-    except Exception:
-        raise UsageError(
-            f"bad {what} {zone!r}: expected an IANA name like Europe/Berlin or UTC"
-        ) from None
-    return zone
-
-
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-
-
-def check_env_pair(pair: str) -> tuple[str, str | None]:
-    """`KEY=VALUE`, or `KEY` alone: take KEY from the driver's environment at
-    fire time (how secrets stay out of loops.yaml and every export)."""
-    key, sep, value = pair.partition("=")
-    if not ENV_NAME_RE.fullmatch(key):
-        raise UsageError(f"bad --env {pair!r}: expected KEY=VALUE or KEY, with KEY like MY_VAR")
-    return key, value if sep else None
-
-
-def split_command(command: object, where: str) -> tuple[str, ...]:
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise UsageError(f"{where}: bad command {command!r}: {exc}") from None
-    elif isinstance(command, list) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise UsageError(f"{where}: 'command' must be a string or a list of strings")
-    if not argv:
-        raise UsageError(f"{where}: 'command' is empty; expected a program and arguments")
-    for arg in argv:
-        for name in re.findall(r"\{(\w*)\}", arg):
-            if name not in PLACEHOLDERS:
-                raise UsageError(
-                    f"{where}: unknown placeholder {{{name}}} in command; expected one of "
-                    + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
-                )
-    return tuple(argv)
 
 
 def parse_loop(name: object, raw: object) -> LoopDef:

@@ -14,13 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from loopctl.domain.checks import check_notify_targets, check_notify_urls
 from loopctl.domain.errors import LoopctlError, UnreadableError
-from loopctl.domain.model import (
-    LoopDef,
-    check_notify_targets,
-    check_notify_urls,
-    check_sandbox_mode,
-)
+from loopctl.domain.model import LoopDef, check_sandbox_mode
 from loopctl.domain.plain import factory, record
 from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
 
