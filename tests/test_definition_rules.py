@@ -63,10 +63,11 @@ def refused(raw: dict[str, Any]) -> str:
     ({"catch_up": "all"}, "loop 'job': 'catch_up' must be one of one, none, got 'all'"),
     # the workspace
     ({"worktree": True, "base": "-main"}, "loop 'job': bad 'base' '-main': expected a git "
-                                          "name like main"),
+                                          "branch name like main"),
     ({"worktree": True, "base": "a..b"}, "loop 'job': bad 'base' 'a..b'"),
     ({"worktree": True, "branch_prefix": "bots"},
-     "loop 'job': bad 'branch_prefix' 'bots': expected a git name like loopctl/"),
+     "loop 'job': bad 'branch_prefix' 'bots': expected letters, digits, . _ - and ending "
+     "in /, like loopctl/"),
     ({"worktree": True, "push": "origin", "pr": True, "merge": "fast-forward"},
      "loop 'job': 'merge' must be one of squash, merge, rebase"),
     ({"worktree": True, "copy": ["/etc/passwd"]},
@@ -109,3 +110,63 @@ def test_notify_urls_are_deduplicated_in_order_and_a_single_url_is_a_list() -> N
         ("json://a", "ntfy://t")
     with pytest.raises(UsageError, match="at most 20"):
         check_notify_urls([f"ntfy://t{i}" for i in range(21)], "w")
+
+
+# -- git names: one rule for loops.yaml and the options (issue 23) -----------------------
+
+GIT_NAMES = ["main", "release/1.x", "_bots", "a..b", "a/.hidden", "x.lock", "a//b", "a/",
+             "-rf", "HEAD", "a@{1}", "trailing.", "ünïcode", "a b", "a" * 201]
+PREFIXES = ["loopctl/", "_bots/", "bots/team/", "nope", "a..b/", ".x/", "x.lock/", "-x/",
+            "a//", "/"]
+
+
+@pytest.mark.parametrize("name", GIT_NAMES)
+def test_a_base_branch_is_judged_alike_in_loops_yaml_and_by_the_option(name: str) -> None:
+    """The option (`--base`) and the file (`base:`) share one rule, and what it
+    accepts git accepts too (`git check-ref-format --branch`)."""
+    import subprocess
+
+    from loopctl.integrations.git import check_ref
+
+    def by_option() -> bool:
+        try:
+            check_ref(name, "--base")
+            return True
+        except UsageError:
+            return False
+
+    def by_file() -> bool:
+        try:
+            parse_loop("x", {"prompt": "p", "every": "1h", "cwd": "/tmp", "worktree": True,
+                             "base": name})
+            return True
+        except UsageError:
+            return False
+
+    git = subprocess.run(["git", "check-ref-format", "--branch", name],
+                         capture_output=True).returncode == 0
+    assert by_option() == by_file()
+    assert not by_option() or git, f"loopctl accepts {name!r}, git refuses it"
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_a_branch_prefix_is_judged_alike_in_loops_yaml_and_by_the_option(prefix: str) -> None:
+    from loopctl.integrations.git import check_prefix
+
+    def by_option() -> bool:
+        try:
+            check_prefix(prefix)
+            return True
+        except UsageError:
+            return False
+
+    def by_file() -> bool:
+        try:
+            parse_loop("x", {"prompt": "p", "every": "1h", "cwd": "/tmp", "worktree": True,
+                             "branch_prefix": prefix})
+            return True
+        except UsageError:
+            return False
+
+    assert by_option() == by_file(), prefix
+    assert by_option() == (prefix in ("loopctl/", "_bots/", "bots/team/")), prefix

@@ -128,3 +128,52 @@ def split_command(command: object, where: str) -> tuple[str, ...]:
                     + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
                 )
     return tuple(argv)
+
+
+# -- git names ------------------------------------------------------------------------
+#
+# One rule for a branch (`--base`, `base:`) and one for a prefix of run
+# branches, shared by loops.yaml and the options: the characters a person
+# types into a branch name here, and git's own structural rules
+# (git-check-ref-format(1)), so that nothing accepted in one place is refused
+# by git, or by the other place, later.
+_BRANCH_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_REMOTE_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+MAX_PREFIX = 61
+
+
+def is_branch_name(name: object) -> bool:
+    """What git accepts as a branch (`check-ref-format --branch`), in the
+    characters above: no `..`, no `@{`, no component starting with `.` or
+    ending in `.lock`, no empty component, not ending in `.` or `/`, not
+    `HEAD`, never starting with `-`."""
+    if not isinstance(name, str) or not _BRANCH_CHARS.fullmatch(name) or name == "HEAD":
+        return False
+    if ".." in name or "@{" in name or name.endswith((".", "/")):
+        return False
+    return all(part and not part.startswith(".") and not part.endswith(".lock")
+               for part in name.split("/"))
+
+
+def check_branch(name: object, what: str) -> str:
+    if not is_branch_name(name):
+        raise UsageError(f"bad {what} {str(name)[:80]!r}: expected a git branch name like main")
+    assert isinstance(name, str)
+    return name
+
+
+def check_branch_prefix(prefix: object, what: str) -> str:
+    """A prefix of run branches: ends in `/`, and a branch under it is one."""
+    if not isinstance(prefix, str) or not prefix.endswith("/") or len(prefix) > MAX_PREFIX \
+            or not is_branch_name(prefix + "x"):
+        raise UsageError(f"bad {what} {str(prefix)[:80]!r}: expected letters, digits, . _ - "
+                         "and ending in /, like loopctl/")
+    return prefix
+
+
+def check_remote(name: object, what: str) -> str:
+    if not isinstance(name, str) or not _REMOTE_CHARS.fullmatch(name) or ".." in name \
+            or name.endswith((".lock", ".")):
+        raise UsageError(f"bad {what} {str(name)[:80]!r}: expected a git remote name like "
+                         "origin")
+    return name

@@ -11,10 +11,13 @@ import re
 from typing import Any
 
 from loopctl.domain.checks import (
+    check_branch,
+    check_branch_prefix,
     check_cron,
     check_env_pair,
     check_name,
     check_notify_urls,
+    check_remote,
     check_tz,
     split_command,
 )
@@ -62,9 +65,6 @@ DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
 # Git refs and remotes as typed by people; git's own check-ref-format runs at
 # `start`, this keeps a hand-edited file from holding an option or a `..`.
-_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
-_PREFIX = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,60}/")
-_REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 
 _EVERY_TEXT: dict[int, str] = {}
@@ -352,22 +352,24 @@ def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
         fields["max_procs"] = _count(raw, "max_procs", 0, where, low=1)
 
 
-def _ref(raw: dict[str, Any], key: str, pattern: re.Pattern[str], where: str) -> str | None:
+def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
+    """A git name from loops.yaml, by the rule its option uses (domain/checks)."""
     value = _text(raw, key, where)
-    if value is not None and (not pattern.fullmatch(value) or ".." in value
-                              or value.endswith((".lock", "/.", "."))):
-        raise UsageError(f"{where}: bad {key!r} {value[:80]!r}: expected a git name like "
-                         + ("loopctl/" if key == "branch_prefix" else "main"))
-    return value
+    if value is None:
+        return None
+    try:
+        return str(check(value, repr(key)))
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
 
 
 def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     fields["worktree"] = _flag(raw, "worktree", where)
     fields["pr"] = _flag(raw, "pr", where)
-    fields["base"] = _ref(raw, "base", _REF, where)
-    fields["branch_prefix"] = _ref(raw, "branch_prefix", _PREFIX, where) \
+    fields["base"] = _ref(raw, "base", check_branch, where)
+    fields["branch_prefix"] = _ref(raw, "branch_prefix", check_branch_prefix, where) \
         or DEFAULT_BRANCH_PREFIX
-    fields["push"] = _ref(raw, "push", _REMOTE, where)
+    fields["push"] = _ref(raw, "push", check_remote, where)
     merge = raw.get("merge")
     if merge is not None and merge not in MERGE_METHODS:
         raise UsageError(f"{where}: 'merge' must be one of {', '.join(MERGE_METHODS)}")

@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from loopctl.domain.checks import check_branch, check_branch_prefix
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.untrusted import plain
 
@@ -158,16 +159,10 @@ def last_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def check_ref(name: str, what: str) -> str:
-    """A branch name git accepts and no command can mistake for an option."""
-    if not name or name.startswith("-") or len(name) > 200 or subprocess.run(
-            ["git", "check-ref-format", "--branch", name], capture_output=True,
-            stdin=subprocess.DEVNULL).returncode != 0:
-        raise UsageError(f"bad {what} {name!r}: expected a git branch name like main")
-    return name
+    """A branch name git accepts and no command can mistake for an option:
+    the one rule of loopctl.domain.checks."""
+    return check_branch(name, what)
 
 
 def check_prefix(prefix: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,60}/", prefix) or ".." in prefix:
-        raise UsageError(f"bad --branch-prefix {prefix!r}: expected letters, digits, . _ - "
-                         "and ending in /, like loopctl/")
-    return prefix
+    return check_branch_prefix(prefix, "--branch-prefix")
