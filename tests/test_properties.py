@@ -33,7 +33,7 @@ from loopctl.storage.statefile import read_state_file
 from loopctl.storage.store import Store
 from loopctl.storage.yamlio import dump_yaml_doc, parse_yaml_text
 
-FAST = settings(max_examples=300, deadline=None,
+FAST = settings(max_examples=150, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
 

@@ -58,7 +58,7 @@ def loopctl(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None,
+@settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(args=start_args())
 @example(args=["start", "p", "--name", "ok", "--command", "true", "--env", "A=b",
