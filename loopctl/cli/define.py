@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.commands import common
@@ -262,6 +263,7 @@ def start(
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -273,8 +275,10 @@ def start(
     """Define a loop and schedule its first run."""
     if (prompt is None) == (prompt_file is None):
         fail("give the prompt as an argument or with --prompt-file (one of them)")
-    if every is None and cron is None:
-        fail("give a schedule: --every DURATION, --every auto, or --cron EXPR")
+    if every is None and cron is None and not on_demand:
+        fail("give a schedule: --every DURATION, --every auto, --cron EXPR, or --on-demand")
+    if on_demand and (every is not None or cron is not None or after is not None):
+        fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
@@ -305,6 +309,8 @@ def start(
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
         if v is not None})
     raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
+                    if v is not None})
+    raw_def.update({k: v for k, v in gate_changes(gate, if_timeout, on_demand).items()
                     if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
@@ -373,6 +379,7 @@ def update(
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -392,6 +399,9 @@ def update(
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
     changes.update(bounds_changes(max_log, max_memory, max_procs))
+    if on_demand and (every is not None or cron is not None):
+        fail("give --on-demand or a schedule (--every, --cron), not both")
+    changes.update(gate_changes(gate, if_timeout, on_demand))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -23,7 +23,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
     when a due fire under `tick` would, without looking at the due time."""
-    from loopctl.engine.firing import noticed, settle_lost
+    from loopctl.engine.firing import noticed, settle_lost, take_payload
 
     pending: events.Pending = []
     try:
@@ -56,6 +56,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             trigger = "schedule" if mode == "scheduled" else "manual"
             run = st["run"] or lifecycle.claim(loop, st, now, trigger)
             run["spec"] = to_raw(loop)
+            take_payload(store, name, run)
             run.update(events.receivers(loop, defs.top))
             run["supervisor"] = procs.ref()
             store.write_state(state)

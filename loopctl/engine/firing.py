@@ -164,6 +164,15 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
                               f"`loopctl resume {name}`")
 
 
+def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
+    """A fire a trigger asked for takes its payload, under the lock that
+    claimed it: a trigger after the claim waits for the next fire."""
+    if run.get("trigger") == "api":
+        from loopctl.storage.triggers import take_pending
+
+        take_pending(store.paths, name, run["run_id"])
+
+
 def signal_supervisor(run: dict[str, Any]) -> bool:
     """Ask a run's supervisor to stop it (it kills the tree and records it)."""
     sup = run.get("supervisor")
@@ -223,6 +232,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         for name, run in list(result.fired):
             run["spec"] = to_raw(defs.loops[name])
             run.update(events.receivers(defs.loops[name], defs.top))
+            take_payload(store, name, run)
             try:
                 child = spawn_supervisor(store, name, run["run_id"],
                                          defs.loops[name].worktree)
@@ -260,7 +270,7 @@ class TickReport:
         outcomes = {r.get("outcome") for r in self.records}
         if "timeout" in outcomes:
             return 124
-        if outcomes - {"ok"}:
+        if outcomes - {"ok", "skipped"}:  # a gate that found nothing to do is fine
             return 1
         return 0
 

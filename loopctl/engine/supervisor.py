@@ -19,7 +19,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
-from loopctl.engine.steps import bounds, handoff, launch, output, prepare, settle, wait
+from loopctl.engine.steps import bounds, gate, handoff, launch, output, prepare, settle, wait
 from loopctl.engine.steps.context import RunContext, RunLog
 from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log
 from loopctl.storage.store import Store
@@ -56,6 +56,7 @@ class Supervisor:
         try:
             started = clock.now()
             ws, note = prepare.prepare_workspace(ctx, self.worktree)
+            gate.gate(ctx, ws)
             launched = launch.launch(ctx, ws, note, started)
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)
@@ -79,6 +80,8 @@ class Supervisor:
 
     @staticmethod
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:
+        if gate.blocked(ctx):
+            return gate.outcome(ctx, started)
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
         result = wait.wait(ctx, launched.proc, launched.loop.timeout, started)

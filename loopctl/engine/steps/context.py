@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.plain import record
 from loopctl.domain.state import RunResult
@@ -60,6 +60,7 @@ class RunContext:
     # record and on the loop, so `status` shows it.
     dropped: list[str]
     bounds: RunBounds
+    gate: Any = None  # steps.gate.Gate once the loop's gate ran
 
     @property
     def log_path(self) -> Path:

@@ -39,6 +39,10 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         log=str(ctx.log_path), argv=argv, note=result.note,
         log_truncated=ctx.bounds.truncated,
     )
+    if ctx.gate is not None:
+        add_fields(record, {"gate": ctx.gate.record()})
+    if run.get("triggers"):
+        add_fields(record, {"triggers": run["triggers"]})
     return add_fields(record, handoff.record()) if handoff is not None else record
 
 
