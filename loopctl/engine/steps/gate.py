@@ -69,9 +69,10 @@ def gate(ctx: RunContext, ws: Workspace | None) -> Gate | None:
 
 
 def _claimed(ctx: RunContext) -> tuple[LoopDef, dict[str, Any]] | None:
-    # No lock: state.json is replaced atomically, and launching checks the
-    # claim again under the lock before anything else starts.
-    st = ctx.store.read_state()["loops"].get(ctx.name) or {}
+    # Under the lock: the driver that forked us writes the claim before it
+    # lets go. Launching checks the claim again before the agent starts.
+    with ctx.store.lock():
+        st = ctx.store.read_state()["loops"].get(ctx.name) or {}
     run = st.get("run") or {}
     if run.get("run_id") != ctx.run_id or not isinstance(run.get("spec"), dict):
         return None
@@ -100,14 +101,20 @@ def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str],
         bounds.reap(ctx)
         proc.stdout.close()
         return Gate(argv, None, "killed", "", time.monotonic() - started, "stopped during the gate")
+    if not timed_out:  # its output ended (EOF); it may still be running
+        try:
+            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            timed_out = True
     if timed_out:
         note = f"gate timed out after {timeout:g}s"
         procs.kill_tree(proc, wait.kill_grace())
+    # Before reaping the rest: its exit status is the gate's answer.
+    code = proc.wait()
     leftovers = bounds.reap(ctx)  # what the gate left behind goes before the agent
     if leftovers:
         note = (note + "; " if note else "") + f"killed {len(leftovers)} process(es) the gate left"
     proc.stdout.close()
-    code = proc.wait()
     exit_code = None if timed_out else (code if code >= 0 else 128 - code)
     outcome = gate_outcome(exit_code, timed_out)
     if outcome == "gate_error" and note is None:
