@@ -24,10 +24,12 @@ def pending_path(paths: Paths, loop: str) -> Path:
 
 def save_pending(paths: Paths, loop: str, text: str) -> None:
     """Atomically, never through a symlink the agent left (os.replace swaps
-    the name itself)."""
+    the name itself). Not fsynced: the accepted trigger is (in state.json),
+    and a storm of triggers must not queue on two disk flushes each; a power
+    cut at worst loses the payload, never the fire."""
     from loopctl.storage.atomic import atomic_write
 
-    atomic_write(pending_path(paths, loop), text.encode())
+    atomic_write(pending_path(paths, loop), text.encode(), durable=False)
 
 
 def take_pending(paths: Paths, loop: str, run_id: str) -> bool:
