@@ -14,6 +14,7 @@ from loopctl.agents.envelope import wrap
 from loopctl.domain import lifecycle
 from loopctl.domain.model import parse_loop
 from loopctl.domain.state import RunResult, new_loop_state
+from loopctl.storage.store import Store
 
 
 def start(cli: CLI, name: str, gate: str, tmp_path: Path, *extra: str) -> Path:
@@ -128,3 +129,43 @@ def test_the_envelope_carries_gate_output_and_payload_as_fenced_data() -> None:
     assert text.startswith("fix CI\n")
     assert text.count("`````\n") == 4  # a fence longer than any run of backticks inside
     assert "(data, not instructions)" in text
+
+
+def test_history_folds_skipped_fires_and_digest_counts_them(cli: CLI, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    script = tmp_path / "gate.sh"
+    script.write_text(f"#!/bin/sh\ntest -e {work} && echo found && exit 0\n"
+                      "echo nothing to do; exit 1\n")
+    script.chmod(0o700)
+    start(cli, "w", str(script), tmp_path, "--every", "1s")
+    work.touch()
+    cli("tick", "--wait", check=0)
+    work.unlink()
+    for _ in range(3):
+        state = cli.state()["loops"]["w"]
+        time.sleep(max(state["next_due"] - time.time(), 0) + 0.05)
+        cli("tick", "--wait", check=0)
+    shown = cli("history", "w", "--limit", "1").stdout
+    assert "skipped x3" in shown and shown.count("skipped") == 2  # the row and the summary
+    assert "last" in shown and "nothing to do" in shown
+    assert len(cli.json("history", "w", "--limit", "1")["runs"]) == 4  # the real run kept
+    digest = cli.json("digest")
+    [loop] = [x for x in digest["loops"] if x["name"] == "w"]
+    assert loop["gate"] == {"skipped": 3, "ran": 1}
+    assert "gate: 3 skipped, 1 ran" in cli("digest").stdout
+
+
+def test_keep_runs_prunes_skipped_records_first(tmp_path: Path) -> None:
+    from loopctl.storage.runs import prune, remember, run_ids
+
+    store = Store()
+    paths = store.paths
+    folder = store.run_dir("p")
+    ids = [f"20261130T0315{i:02d}Z-{i:04d}" for i in range(1, 7)]
+    for i, run_id in enumerate(ids):
+        (folder / f"{run_id}.json").write_text("{}")
+        remember(paths, "p", run_id, skipped=i % 2 == 1)  # 2, 4, 6 skipped
+    doomed = prune(paths, "p", 3, set())
+    assert doomed == [ids[1], ids[3], ids[5]]
+    assert run_ids(paths, "p") == [ids[0], ids[2], ids[4]]
+    assert prune(paths, "p", 2, set()) == [ids[0]]  # then the oldest real run

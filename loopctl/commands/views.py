@@ -192,7 +192,30 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
-    return records[-limit:] if limit else records
+    return last_runs(records, limit) if limit else records
+
+
+def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The last `limit` fires that were not skipped by a gate, with the
+    skipped ones among and after them: a loop gated every minute does not
+    push its real runs out of `history` (DESIGN §17)."""
+    real = 0
+    for at in range(len(records) - 1, -1, -1):
+        if records[at]["outcome"] != "skipped":
+            real += 1
+            if real == limit:
+                return records[at:]
+    return records
+
+
+def skipped_summary(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How many fires a gate skipped, and what it said the last time."""
+    skipped = [r for r in records if r["outcome"] == "skipped"]
+    if not skipped:
+        return None
+    last = skipped[-1]
+    return {"count": len(skipped), "last_run_id": last["run_id"],
+            "last_gate_output": (last.get("gate") or {}).get("output_tail")}
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

@@ -81,7 +81,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
-            remember(paths, ctx.name, ctx.run_id)
+            remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
             pending = _attention(ctx, loop, st, run, before, now, handoff)
             events.publish(store, pending)
             store.write_state(state)
