@@ -145,8 +145,8 @@ class LoopDef:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["for"] = data.pop("for_s")
         data["if"], data["if_timeout"] = data.pop("gate"), data.pop("gate_timeout")
+        data["for"] = data.pop("for_s")
         return data
 
 
