@@ -185,3 +185,30 @@ def test_trigger_help_names_the_payload_limit() -> None:
     proc = subprocess.run([sys.executable, "-m", "loopctl", "trigger", "--help"],
                           capture_output=True, text=True)
     assert "64 KiB" in proc.stdout
+
+
+def test_a_payload_file_the_agent_planted_is_never_read_back(cli: CLI, tmp_path: Path) -> None:
+    """The agent may write anywhere its user can: a symlink (to a secret) or
+    a FIFO left as the pending payload, or as its next run's payload file,
+    is neither followed nor handed to the next run."""
+    secret = tmp_path / "secret"
+    secret.write_text("TOKEN=hunter2")
+    calls = tmp_path / "calls.jsonl"
+    on_demand(cli, "od", "--record", str(calls))
+    cli("trigger", "od", check=0)
+    cli("tick", "--wait", check=0)
+    folder = cli.state_dir / "runs" / "od"
+    (folder / "trigger.pending").symlink_to(secret)
+    cli("trigger", "od", check=0)
+    cli("tick", "--wait", check=0)
+    second = agent_calls(calls)[1]["env"]
+    assert "LOOPCTL_TRIGGER_FILE" not in second  # the symlink is not a payload
+    assert secret.read_text() == "TOKEN=hunter2"
+    import os
+
+    os.mkfifo(folder / "trigger.pending.fifo")
+    os.replace(folder / "trigger.pending.fifo", folder / "trigger.pending")
+    cli("trigger", "od", check=0)
+    tick = cli("tick", "--wait", timeout=30)  # a FIFO must not block the run
+    assert tick.returncode == 0
+    assert "LOOPCTL_TRIGGER_FILE" not in agent_calls(calls)[2]["env"]

@@ -30,7 +30,7 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
     out.update({
         "reason": st.get("reason"),
         "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
-                     "tz": loop.tz, "text": loop.schedule_text()},
+                     "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()},
         "agent": loop.agent, "command": list(loop.command) if loop.command else None,
         "cwd": loop.cwd,
         "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
