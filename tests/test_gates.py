@@ -169,3 +169,15 @@ def test_keep_runs_prunes_skipped_records_first(tmp_path: Path) -> None:
     assert doomed == [ids[1], ids[3], ids[5]]
     assert run_ids(paths, "p") == [ids[0], ids[2], ids[4]]
     assert prune(paths, "p", 2, set()) == [ids[0]]  # then the oldest real run
+
+
+def test_what_a_skipping_gate_leaves_behind_is_killed(cli: CLI, tmp_path: Path) -> None:
+    """No agent runs after a skipped fire, so no later step would find a
+    child the gate left (setsid, its own session): the gate step kills it."""
+    pids = tmp_path / "pids"
+    start(cli, "left", agent_command("--grandchild", "60", "--exit", "1"), tmp_path)
+    cli("tick", "--wait", env={"FAKE_AGENT_PIDS": str(pids)}, check=0)
+    record = only_record(cli, "left")
+    assert record["outcome"] == "skipped" and "the gate left" in record["note"]
+    for pid in map(int, pids.read_text().split()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
