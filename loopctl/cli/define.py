@@ -317,8 +317,12 @@ def start(
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
-    print(f"started {result['name']}: {result['schedule']['text']}, "
-          f"next run {relative(ts(result['next_fire']), clock.now())}")
+    if on_demand:
+        print(f"started {result['name']}: on demand; fire it with "
+              f"`loopctl trigger {result['name']}`")
+    else:
+        print(f"started {result['name']}: {result['schedule']['text']}, "
+              f"next run {relative(ts(result['next_fire']), clock.now())}")
     _warn_missing_agent(agent, command, yolo)
     _warn_unset_env(raw_def.get("env") or {})
 
