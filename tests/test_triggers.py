@@ -231,3 +231,23 @@ def test_a_preset_agent_gets_gate_output_and_payload_in_its_envelope(
     prompt = next(a for a in agent_calls(calls)[0]["argv"] if a.startswith("fix CI"))
     assert "job 12 is red" in prompt and "PR 42 {prompt}" in prompt
     assert prompt.count("(data, not instructions)") == 2
+
+
+def test_a_trigger_during_a_run_whose_supervisor_died_still_fires() -> None:
+    from loopctl.domain import lifecycle
+    from loopctl.domain.model import parse_loop
+    from loopctl.domain.state import new_loop_state
+
+    loop = parse_loop("od", {"prompt": "p", "on_demand": True})
+    st = new_loop_state(loop, 1000.0)
+    assert st["next_due"] is None
+    st["triggered"], st["next_due"] = {"count": 1, "at": 1000.0}, 1000.0
+    state = {"loops": {"od": st}}
+    run = lifecycle.plan({"od": loop}, {}, state, 1001.0, lambda ref: True).fired[0][1]
+    assert (run["trigger"], run["triggers"]) == ("api", 1)
+    run["supervisor"] = {"pid": 99999, "ct": 1.0}
+    st["triggered"], st["pending"] = {"count": 1, "at": 1002.0}, True  # trigger mid-run
+    lost = lifecycle.plan({"od": loop}, {}, state, 1003.0, lambda ref: False)
+    assert lost.lost and st["next_due"] == 1003.0
+    again = lifecycle.plan({"od": loop}, {}, state, 1004.0, lambda ref: True)
+    assert again.fired and again.fired[0][1]["trigger"] == "api"

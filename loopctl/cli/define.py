@@ -275,10 +275,7 @@ def start(
     """Define a loop and schedule its first run."""
     if (prompt is None) == (prompt_file is None):
         fail("give the prompt as an argument or with --prompt-file (one of them)")
-    if every is None and cron is None and not on_demand:
-        fail("give a schedule: --every DURATION, --every auto, --cron EXPR, or --on-demand")
-    if on_demand and (every is not None or cron is not None or after is not None):
-        fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
+    _check_schedule_given(every, cron, after, on_demand)
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
@@ -308,23 +305,34 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}.items()
         if v is not None})
-    raw_def.update({k: v for k, v in bounds_changes(max_log, max_memory, max_procs).items()
-                    if v is not None})
-    raw_def.update({k: v for k, v in gate_changes(gate, if_timeout, on_demand).items()
+    raw_def.update({k: v for k, v in {**bounds_changes(max_log, max_memory, max_procs),
+                                      **gate_changes(gate, if_timeout, on_demand)}.items()
                     if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
-    if on_demand:
-        print(f"started {result['name']}: on demand; fire it with "
-              f"`loopctl trigger {result['name']}`")
-    else:
-        print(f"started {result['name']}: {result['schedule']['text']}, "
-              f"next run {relative(ts(result['next_fire']), clock.now())}")
+    _say_started(result)
     _warn_missing_agent(agent, command, yolo)
     _warn_unset_env(raw_def.get("env") or {})
+
+
+def _check_schedule_given(every: str | None, cron: str | None, after: str | None,
+                          on_demand: bool) -> None:
+    if every is None and cron is None and not on_demand:
+        fail("give a schedule: --every DURATION, --every auto, --cron EXPR, or --on-demand")
+    if on_demand and (every is not None or cron is not None or after is not None):
+        fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
+
+
+def _say_started(result: dict[str, Any]) -> None:
+    name = result["name"]
+    if result["schedule"].get("on_demand"):
+        print(f"started {name}: on demand; fire it with `loopctl trigger {name}`")
+    else:
+        print(f"started {name}: {result['schedule']['text']}, "
+              f"next run {relative(ts(result['next_fire']), clock.now())}")
 
 
 def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,

@@ -324,6 +324,12 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     cron_job = {"apiVersion": "batch/v1", "kind": "CronJob",
                 "metadata": {"name": name, "labels": _labels()}, "spec": spec}
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
+    return Export({f"{name}.yaml": text}, warnings, _k8s_steps(loop, target, name, secret))
+
+
+def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[str]:
+    """Create the Secret, apply the objects, and for an on-demand loop how
+    to fire it."""
     steps = []
     if secret_names(loop):
         if target.secrets_file:
@@ -337,7 +343,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     if loop.on_demand:
         steps.append(f'kubectl create job --from=cronjob/{name} "{name[:40]}-$(date +%s)"'
                      "   # one fire")
-    return Export({f"{name}.yaml": text}, warnings, steps)
+    return steps
 
 
 # -- GitHub Actions --------------------------------------------------------------------
