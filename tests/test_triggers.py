@@ -251,3 +251,23 @@ def test_a_trigger_during_a_run_whose_supervisor_died_still_fires() -> None:
     assert lost.lost and st["next_due"] == 1003.0
     again = lifecycle.plan({"od": loop}, {}, state, 1004.0, lambda ref: True)
     assert again.fired and again.fired[0][1]["trigger"] == "api"
+
+
+def test_a_run_cannot_trigger_its_own_loop(cli: CLI, tmp_path: Path) -> None:
+    """An agent has `loopctl` on its PATH; triggering its own loop from its
+    run (even from a setsid grandchild, which stays under the subreaper)
+    would bypass the loop's pacing."""
+    out = tmp_path / "codes"
+    script = (f"loopctl trigger od 2>>{out}.err; echo $? >> {out}; "
+              f"setsid sh -c 'loopctl trigger od 2>>{out}.err; echo $? >> {out}'; "
+              "loopctl trigger other; echo $? >> " + str(out))
+    cli("start", "p", "--name", "od", "--on-demand", "--command", f"sh -c {script!r}",
+        check=0)
+    on_demand(cli, "other")
+    cli("trigger", "od", check=0)
+    cli("tick", "--wait", check=0)
+    assert out.read_text().split() == ["2", "2", "0"]  # another loop may be chained
+    assert "its own run" in Path(f"{out}.err").read_text()
+    st = cli.state()["loops"]
+    assert st["od"]["triggered"] is None and st["od"]["next_due"] is None
+    assert st["other"]["triggered"]["count"] == 1
