@@ -14,6 +14,7 @@ from loopctl.commands.common import JSON_VERSION, locked_loop
 from loopctl.domain import valves
 from loopctl.domain.errors import UsageError
 from loopctl.domain.schedule import iso
+from loopctl.engine import procs
 from loopctl.storage.store import Store
 
 
@@ -28,9 +29,14 @@ def trigger(store: Store, name: str, payload: str | None = None) -> dict[str, An
             if changed:
                 store.write_state(state)  # an expiry seen is kept, as a driver would
             raise UsageError(f"not triggering {name}: it is {refusal}")
+        running = st.get("run")
+        if running and procs.is_ancestor(running.get("supervisor")):
+            # The run itself asking for another: that would bypass the
+            # loop's pacing (a self-paced loop says `decide continue --next`).
+            raise UsageError(f"not triggering {name}: this is its own run "
+                             f"({running['run_id']}); a run cannot trigger its own loop")
         count = (st.get("triggered") or {}).get("count", 0) + 1
         st["triggered"] = {"count": count, "at": now}
-        running = st.get("run")
         if running:
             st["pending"] = True  # the one pending fire, taken when the run ends
         else:
