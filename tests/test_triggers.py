@@ -271,3 +271,17 @@ def test_a_run_cannot_trigger_its_own_loop(cli: CLI, tmp_path: Path) -> None:
     st = cli.state()["loops"]
     assert st["od"]["triggered"] is None and st["od"]["next_due"] is None
     assert st["other"]["triggered"]["count"] == 1
+
+
+def test_the_gate_reads_the_payload_and_may_skip_the_triggered_fire(
+        cli: CLI, tmp_path: Path) -> None:
+    cli("start", "p", "--name", "od", "--on-demand", "--command", agent_command(),
+        "--if", "sh -c 'cat \"$LOOPCTL_TRIGGER_FILE\"; exit 1'", check=0)
+    payload = tmp_path / "payload"
+    payload.write_text("nothing for you")
+    cli("trigger", "od", "--payload", str(payload), check=0)
+    cli("tick", "--wait", check=0)
+    [record] = cli.records("od")
+    assert (record["outcome"], record["trigger"], record["triggers"]) == ("skipped", "api", 1)
+    assert record["gate"]["output_tail"] == "nothing for you"
+    assert cli.state()["loops"]["od"]["triggered"] is None  # the trigger was answered

@@ -58,10 +58,8 @@ def gate(ctx: RunContext, ws: Workspace | None) -> Gate | None:
         return None
     bounds.hold(ctx, loop)
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
+    # The agent's environment, $LOOPCTL_TRIGGER_FILE included.
     env = launch.agent_env(ctx, loop, cwd, run)
-    payload = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".trigger")
-    if payload.exists():
-        env["LOOPCTL_TRIGGER_FILE"] = str(payload)
     result = _run(ctx, list(loop.gate), cwd, env, loop.gate_timeout)
     ctx.gate = result
     _log(ctx, result)
