@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 
-from conftest import CLI, agent_command
+from conftest import CLI, agent_command, wait_for
 from loopctl.agents.envelope import wrap
 from loopctl.domain import lifecycle
 from loopctl.domain.model import parse_loop
@@ -181,3 +181,15 @@ def test_what_a_skipping_gate_leaves_behind_is_killed(cli: CLI, tmp_path: Path) 
     assert record["outcome"] == "skipped" and "the gate left" in record["note"]
     for pid in map(int, pids.read_text().split()):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+
+def test_stop_kill_during_the_gate_ends_the_run_as_killed(cli: CLI, tmp_path: Path) -> None:
+    began = tmp_path / "gate-began"
+    ran = start(cli, "slow", agent_command("--record", str(began), "--sleep", "60"), tmp_path)
+    tick = cli.popen("tick", "--wait")
+    wait_for(began.exists)
+    cli("stop", "slow", "--kill", check=0)
+    assert tick.wait(30) != 0
+    record = only_record(cli, "slow")
+    assert record["outcome"] == "killed" and record["gate"]["exit_code"] is None
+    assert not ran.exists()
