@@ -285,3 +285,16 @@ def test_the_gate_reads_the_payload_and_may_skip_the_triggered_fire(
     assert (record["outcome"], record["trigger"], record["triggers"]) == ("skipped", "api", 1)
     assert record["gate"]["output_tail"] == "nothing for you"
     assert cli.state()["loops"]["od"]["triggered"] is None  # the trigger was answered
+
+
+def test_status_shows_the_gate_and_the_triggers_waiting(cli: CLI) -> None:
+    cli("start", "p", "--name", "od", "--on-demand", "--if", "test -e go",
+        "--command", "true", check=0)
+    cli("trigger", "od", check=0)
+    cli("trigger", "od", check=0)
+    shown = cli("status", "od").stdout
+    assert "gate       test -e go" in shown and "triggered  2 time(s)" in shown
+    info = cli.json("status", "od")
+    info = info.get("loops", [info])[0] if "loops" in info else info
+    assert info["gate"] == {"argv": ["test", "-e", "go"], "timeout_s": 120}
+    assert info["triggers_pending"] == 2

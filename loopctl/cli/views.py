@@ -86,6 +86,19 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     print(render_status(info))
 
 
+def _gate_lines(info: dict[str, Any]) -> list[str]:
+    """The loop's gate and the triggers waiting for a fire (DESIGN §17)."""
+    import shlex
+
+    lines = []
+    if info.get("gate"):
+        lines.append(fit_line(["  gate      "], [one_line(shlex.join(info["gate"]["argv"]))]))
+    if info.get("triggers_pending"):
+        lines.append(f"  triggered  {info['triggers_pending']} time(s); fires at the next "
+                     "driver pass" + (" after the run" if info.get("current_run") else ""))
+    return lines
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -109,6 +122,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {relative(ts(info['next_fire']), now)}",
     ]
+    lines += _gate_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):

@@ -58,6 +58,9 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         if loop.worktree else None,
         "last_handoff": st.get("last_handoff"),
         "notify_error": _delivery_error(st.get("notify_error")),
+        "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
+        else None,
+        "triggers_pending": (st.get("triggered") or {}).get("count", 0),
     })
     return out
 
