@@ -37,7 +37,8 @@ class PassReport:
     invalid: dict[str, str] = factory(dict)
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False) -> int:
+def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False,
+                     gated: bool = False) -> int:
     """Start a detached supervisor (a session of its own) and return its pid.
 
     It is forked from this driver, which has already imported everything a
@@ -67,7 +68,8 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         os.close(null)
         os.close(fd)
         code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
-                                        foreground=False, worktree=worktree).run())
+                                        foreground=False, worktree=worktree,
+                                        gated=gated).run())
     except BaseException as exc:  # noqa: BLE001 - the child must never return
         try:
             os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
@@ -235,7 +237,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             take_payload(store, name, run)
             try:
                 child = spawn_supervisor(store, name, run["run_id"],
-                                         defs.loops[name].worktree)
+                                         defs.loops[name].worktree,
+                                         defs.loops[name].gate is not None)
             except LoopctlError as exc:
                 # This loop only (its run folder is unusable): the others fire.
                 lifecycle.unclaim(state["loops"][name], exc.message)

@@ -36,7 +36,7 @@ class Supervisor:
     """Orders the steps of one run (loopctl.engine.steps); does none itself."""
 
     def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool,
-                 worktree: bool | None = None) -> None:
+                 worktree: bool | None = None, gated: bool | None = None) -> None:
         self.store = store
         self.name = loop_name
         self.run_id = run_id
@@ -44,6 +44,7 @@ class Supervisor:
         # Known to the driver that claimed the run; None (a supervisor started
         # by hand) means: look in the claimed run's definition.
         self.worktree = worktree
+        self.gated = gated  # likewise: does the loop have `--if`
 
     def run(self) -> dict[str, Any]:
         procs.become_subreaper()
@@ -56,7 +57,7 @@ class Supervisor:
         try:
             started = clock.now()
             ws, note = prepare.prepare_workspace(ctx, self.worktree)
-            gate.gate(ctx, ws)
+            gate.gate(ctx, ws, self.gated)
             launched = launch.launch(ctx, ws, note, started)
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)

@@ -47,9 +47,12 @@ class Gate:
         return {"exit_code": self.exit_code, "output_tail": self.output}
 
 
-def gate(ctx: RunContext, ws: Workspace | None) -> Gate | None:
+def gate(ctx: RunContext, ws: Workspace | None, gated: bool | None = None) -> Gate | None:
     """Run the loop's gate, if it has one; None when it has none (or the run
-    is no longer ours: launching says why)."""
+    is no longer ours: launching says why). `gated` is what the driver knew
+    (False: no second read of the state for the common case)."""
+    if gated is False:
+        return None
     claimed = _claimed(ctx)
     if claimed is None:
         return None
