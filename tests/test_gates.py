@@ -4,6 +4,7 @@ processes (the gate is the fake agent), and the rules in pure form."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -193,3 +194,16 @@ def test_stop_kill_during_the_gate_ends_the_run_as_killed(cli: CLI, tmp_path: Pa
     record = only_record(cli, "slow")
     assert record["outcome"] == "killed" and record["gate"]["exit_code"] is None
     assert not ran.exists()
+
+
+def test_the_gate_is_confined_like_the_agent(cli: CLI, tmp_path: Path) -> None:
+    from loopctl.engine.reaper import base_cgroup
+
+    start(cli, "c", "sh -c 'echo mark=$LOOPCTL_RUN_MARK; cat /proc/self/cgroup; exit 1'",
+          tmp_path)
+    cli("tick", "--wait", check=0)
+    record = only_record(cli, "c")
+    tail = record["gate"]["output_tail"]
+    assert f"/c/{record['run_id']}" in tail  # the marker the next driver sweeps by
+    if base_cgroup()[0] is not None and os.environ.get("LOOPCTL_CGROUP") != "off":
+        assert f".c.{record['run_id']}" in tail  # inside the run's own cgroup
