@@ -97,16 +97,16 @@ def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str],
     note = None
     try:
         tail, timed_out = _read(proc, started + timeout)
+        if not timed_out:  # its output ended (EOF); it may still be running
+            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        timed_out = True
     except wait.Interrupted:
+        wait.ignore_stop_signals()  # a second Ctrl-C must not leave the gate's tree behind
         procs.kill_tree(proc, wait.kill_grace())
         bounds.reap(ctx)
         proc.stdout.close()
         return Gate(argv, None, "killed", "", time.monotonic() - started, "stopped during the gate")
-    if not timed_out:  # its output ended (EOF); it may still be running
-        try:
-            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
-        except subprocess.TimeoutExpired:
-            timed_out = True
     if timed_out:
         note = f"gate timed out after {timeout:g}s"
         procs.kill_tree(proc, wait.kill_grace())
