@@ -32,6 +32,7 @@ _loopctl() {
         'status:Show where a loop stands (all loops without NAME).'
         'stop:Stop a loop for good (a run in flight finishes first, unless --kill).'
         'tick:Fire every due loop once and exit (for cron and CI).'
+        'trigger:Fire a loop as soon as a driver can (a daemon\: within about a second).'
         'update:Change a loop'\''s policy (limits are absolute; --for counts from the start).'
         'validate:Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid.'
         'watch:Live view of every loop; q or Ctrl-C quits (not a terminal\: one snapshot).'
@@ -221,6 +222,9 @@ _loopctl() {
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
+                '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
+                '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
+                '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -256,6 +260,13 @@ _loopctl() {
                 '--json[Print JSON (stable shape).]' \
                 '--quiet[Print nothing but errors.]' \
                 '-q[Print nothing but errors.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]'
+            ;;
+        trigger)
+            _arguments -s \
+                '--payload[Up to 64 KiB of UTF-8 text the run'\''s agent reads at $LOOPCTL_TRIGGER_FILE ('\''-'\''\: stdin).]:file|-: ' \
+                '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -295,6 +306,9 @@ _loopctl() {
                 '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
+                '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
+                '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
+                '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -268,7 +268,8 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
 # real processes. (`start --notify URL` only checks and stores the URL;
 # `doctor --notify` sends.)
 IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resume", "stop",
-              "rm", "validate", "history", "agents", "events", "export", "logs", "doctor"}
+              "rm", "validate", "history", "agents", "events", "export", "logs", "doctor",
+              "trigger"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
 SENDS_WITH_NOTIFY = {"doctor"}
 # Read once per process (schedule.zone caches the system zone): a test that

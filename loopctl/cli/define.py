@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
@@ -271,6 +272,7 @@ def start(
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -283,8 +285,7 @@ def start(
     """Define a loop and schedule its first run."""
     if (prompt is None) == (prompt_file is None):
         fail("give the prompt as an argument or with --prompt-file (one of them)")
-    if every is None and cron is None:
-        fail("give a schedule: --every DURATION, --every auto, or --cron EXPR")
+    _check_schedule_given(every, cron, after, on_demand)
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
@@ -307,14 +308,14 @@ def start(
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
     raw_def.update({k: v for k, v in {
         **bounds_changes(max_log, max_memory, max_procs),
-        **sandbox_changes(sandbox, sandbox_write, sandbox_read)}.items() if v is not None})
+        **sandbox_changes(sandbox, sandbox_write, sandbox_read),
+        **gate_changes(gate, if_timeout, on_demand)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
-    print(f"started {result['name']}: {result['schedule']['text']}, "
-          f"next run {relative(ts(result['next_fire']), clock.now())}")
+    _say_started(result)
     _warn_after_start(raw_def, agent, command, yolo)
 
 
@@ -338,6 +339,23 @@ def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str |
     from loopctl.cli import sandbox_opts
 
     sandbox_opts.warn(raw_def, store().read_defs().top.get("sandbox"))
+
+
+def _check_schedule_given(every: str | None, cron: str | None, after: str | None,
+                          on_demand: bool) -> None:
+    if every is None and cron is None and not on_demand:
+        fail("give a schedule: --every DURATION, --every auto, --cron EXPR, or --on-demand")
+    if on_demand and (every is not None or cron is not None or after is not None):
+        fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
+
+
+def _say_started(result: dict[str, Any]) -> None:
+    name = result["name"]
+    if result["schedule"].get("on_demand"):
+        print(f"started {name}: on demand; fire it with `loopctl trigger {name}`")
+    else:
+        print(f"started {name}: {result['schedule']['text']}, "
+              f"next run {relative(ts(result['next_fire']), clock.now())}")
 
 
 def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,
@@ -397,6 +415,7 @@ def update(
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
+    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -417,6 +436,9 @@ def update(
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
     changes.update(bounds_changes(max_log, max_memory, max_procs))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
+    if on_demand and (every is not None or cron is not None):
+        fail("give --on-demand or a schedule (--every, --cron), not both")
+    changes.update(gate_changes(gate, if_timeout, on_demand))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -53,8 +53,9 @@ def run(name: str, mode: str = "manual") -> int:
     from loopctl.storage.store import Store
 
     record: dict[str, Any] = run_now(Store(), name, mode)
+    who = "the gate exited" if record["outcome"] in ("skipped", "gate_error") else "exit"
     print(f"loopctl: run {record['run_id']}: {record['outcome']} "
-          f"(exit {record['exit_code']}); log {record['log']}", file=sys.stderr)
+          f"({who} {record['exit_code']}); log {record['log']}", file=sys.stderr)
     return exit_code_for(record)
 
 

@@ -86,6 +86,19 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     print(render_status(info))
 
 
+def _gate_lines(info: dict[str, Any]) -> list[str]:
+    """The loop's gate and the triggers waiting for a fire (DESIGN §17)."""
+    import shlex
+
+    lines = []
+    if info.get("gate"):
+        lines.append(fit_line(["  gate      "], [one_line(shlex.join(info["gate"]["argv"]))]))
+    if info.get("triggers_pending"):
+        lines.append(f"  triggered  {info['triggers_pending']} time(s); fires at the next "
+                     "driver pass" + (" after the run" if info.get("current_run") else ""))
+    return lines
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -109,6 +122,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {relative(ts(info['next_fire']), now)}",
     ]
+    lines += _gate_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):
@@ -251,26 +265,49 @@ def history(name: NameArg,
     """List a loop's past runs."""
     records = reading.history(store(), name, limit)
     if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "runs": records})
+        emit({"version": common.JSON_VERSION, "loop": name, "runs": records,
+              "skipped": reading.skipped_summary(records)})
         return
     if not records:
         print(f"{name} has no finished runs yet")
         return
-    rows = []
-    for r in records:
-        duration = r.get("duration_s")
-        exit_code = r.get("exit_code")
-        rows.append([r["run_id"], (r.get("started_at") or "-").replace("T", " ").rstrip("Z"),
-                     format_duration(duration) if duration is not None else "-",
-                     r["outcome"], "-" if exit_code is None else str(exit_code),
-                     (r.get("decision") or {}).get("decision") or "-"])
-    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"], rows))
+    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"],
+                _history_rows(records)))
+    skipped = reading.skipped_summary(records)
+    if skipped:
+        said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
+        print(fit_line([f"{skipped['count']} fire(s) skipped by the gate; last "
+                        f"({skipped['last_run_id']}) said:"], [said]))
     handed = [r for r in records if r.get("handoff")]
     if handed:
         print()
         for r in handed:
             fixed, free = _handoff_parts(r)
             print(fit_line([r["run_id"] + " ", *fixed], free))
+
+
+def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    """One row per run; skipped fires in a row fold into one (`skipped x12`)."""
+    rows: list[list[str]] = []
+    folded = 0
+    for r in records:
+        duration = r.get("duration_s")
+        exit_code = r.get("exit_code")
+        if r["outcome"] == "skipped" and folded:
+            folded += 1
+            rows[-1][0], rows[-1][1] = r["run_id"], _started(r)
+            rows[-1][3] = f"skipped x{folded}"
+            continue
+        folded = 1 if r["outcome"] == "skipped" else 0
+        rows.append([r["run_id"], _started(r),
+                     format_duration(duration) if duration is not None else "-",
+                     r["outcome"], "-" if exit_code is None else str(exit_code),
+                     (r.get("decision") or {}).get("decision") or "-"])
+    return rows
+
+
+def _started(r: dict[str, Any]) -> str:
+    return (r.get("started_at") or "-").replace("T", " ").rstrip("Z")
 
 
 def _handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:

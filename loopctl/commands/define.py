@@ -103,6 +103,11 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
         if "every" in changes:
             raw.pop("cron", None)
             raw.pop("tz", None)
+        if "every" in changes or "cron" in changes:
+            raw.pop("on_demand", None)
+        if changes.get("on_demand"):  # no time schedule left
+            for key in ("every", "cron", "tz", "after"):
+                raw.pop(key, None)
         loop = parse_loop(name, raw)
         defs.raw_loops[name] = to_raw(loop)
         st = state["loops"].get(name)

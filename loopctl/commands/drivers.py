@@ -23,7 +23,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
     when a due fire under `tick` would, without looking at the due time."""
-    from loopctl.engine.firing import noticed, settle_lost
+    from loopctl.engine.firing import noticed, settle_lost, take_payload
 
     pending: events.Pending = []
     try:
@@ -57,6 +57,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             run = st["run"] or lifecycle.claim(loop, st, now, trigger)
             run["spec"] = to_raw(loop)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
+            take_payload(store, name, run)
             run.update(events.receivers(loop, defs.top))
             run["supervisor"] = procs.ref()
             store.write_state(state)

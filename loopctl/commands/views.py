@@ -31,7 +31,7 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
     out.update({
         "reason": st.get("reason"),
         "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
-                     "tz": loop.tz, "text": loop.schedule_text()},
+                     "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()},
         "agent": loop.agent, "command": list(loop.command) if loop.command else None,
         "cwd": loop.cwd,
         "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
@@ -59,6 +59,9 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         if loop.worktree else None,
         "last_handoff": st.get("last_handoff"),
         "notify_error": _delivery_error(st.get("notify_error")),
+        "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
+        else None,
+        "triggers_pending": (st.get("triggered") or {}).get("count", 0),
     })
     return out
 
@@ -193,7 +196,30 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
-    return records[-limit:] if limit else records
+    return last_runs(records, limit) if limit else records
+
+
+def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The last `limit` fires that were not skipped by a gate, with the
+    skipped ones among and after them: a loop gated every minute does not
+    push its real runs out of `history` (DESIGN §17)."""
+    real = 0
+    for at in range(len(records) - 1, -1, -1):
+        if records[at]["outcome"] != "skipped":
+            real += 1
+            if real == limit:
+                return records[at:]
+    return records
+
+
+def skipped_summary(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """How many fires a gate skipped, and what it said the last time."""
+    skipped = [r for r in records if r["outcome"] == "skipped"]
+    if not skipped:
+        return None
+    last = skipped[-1]
+    return {"count": len(skipped), "last_run_id": last["run_id"],
+            "last_gate_output": (last.get("gate") or {}).get("output_tail")}
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

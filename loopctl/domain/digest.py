@@ -66,9 +66,14 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
         outcomes: dict[str, int] = {}
         for r in runs:
             outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
+        gated = [r for r in runs if r.get("gate")]
         out.append({
             "name": loop["name"], "status": loop["status"], "reason": loop.get("reason"),
             "runs": outcomes,
+            # Fires a gate (--if) decided: how many it skipped, how many ran the agent.
+            "gate": {"skipped": outcomes.get("skipped", 0),
+                     "ran": sum(1 for r in gated if r["gate"].get("exit_code") == 0)}
+            if gated else None,
             "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
             "decisions": [{"run_id": r["run_id"], **(r.get("decision") or {})}
                           for r in runs if r.get("decision")],
@@ -98,8 +103,10 @@ def render(report: dict[str, Any]) -> str:
         runs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(loop["runs"].items()))
         cost = f", {format_usd(loop['cost_usd'])}" if loop["cost_usd"] else ""
         reason = f" ({loop['reason']})" if loop.get("reason") else ""
+        gate = loop.get("gate")
+        gated = f"; gate: {gate['skipped']} skipped, {gate['ran']} ran" if gate else ""
         lines += ["", *_wrap(f"{loop['name']}: {loop['status']}{reason}; runs: "
-                             f"{runs or 'none'}{cost}", "")]
+                             f"{runs or 'none'}{cost}{gated}", "")]
         for decision in loop["decisions"][-5:]:
             lines += _wrap(f"{decision.get('decision')}: {decision.get('summary') or '-'}",
                            "  ")

@@ -81,7 +81,8 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
                 st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
                                            created=st["created"])
             changed = True
-        if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None:
+        if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None \
+                and not loop.on_demand:
             # Armed nowhere (its run was lost while the entry was invalid).
             st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
                                        created=st["created"])
@@ -102,12 +103,17 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     """Record a fire before anything is launched: the exactly-once point."""
     st["seq"] += 1
     st["iterations"] += 1
+    triggered, st["triggered"] = st.get("triggered"), None
+    if triggered:
+        trigger = "api"  # the fire a trigger asked for, whoever takes it
     run = {
         "run_id": run_id_for(now, st["seq"]), "iteration": st["iterations"],
         "due_at": st["next_due"] if trigger == "schedule" else now,
         "claimed_at": now, "missed": missed, "trigger": trigger,
         "supervisor": None, "agent": None,
     }
+    if triggered:
+        run["triggers"] = triggered["count"]
     st["run"] = run
     st["pending"] = False
     # Cron keeps counting slots while a run is in flight so overlap can act;
@@ -178,8 +184,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.changed = True
         result.skipped.append((name, "paused: iteration_limit"))
         return
-    missed = missed_count(loop, due, now)
-    if loop.catch_up == "none" and now - due > CATCH_UP_GRACE:
+    # A trigger asked for this fire: no occurrence was missed, none is skipped.
+    missed = 0 if st.get("triggered") else missed_count(loop, due, now)
+    if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
         st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
         st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
         result.changed = True
@@ -232,6 +239,8 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     if loop is not None and st["status"] == ACTIVE:
         st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"],
                                    failures=st["failures"])
+        if st.get("triggered"):  # a trigger during the lost run still asks for a fire
+            st["next_due"] = now
 
 
 def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[str, Any]:
@@ -242,13 +251,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
     st["last_end"] = result.ended_at
     st["last_outcome"] = result.outcome
     st["last_run_id"] = run.get("run_id")
-    st["outcomes"] = (st["outcomes"] + [result.outcome])[-RECENT:]
-    if result.outcome in ("failed", "timeout"):
-        st["failures"] += 1
-    elif result.outcome == "ok":
-        st["failures"] = 0
-    elif result.outcome == "deferred":
-        st["iterations"] = max(st["iterations"] - 1, 0)  # a rate-limited run did no work
+    _count_outcome(st, result.outcome)
     if result.track_progress and result.outcome == "ok":
         valves.record_result(loop, st, result.result_text)
     if result.session_id:
@@ -281,6 +284,18 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
                                    created=st["created"], failures=st["failures"],
                                    requested_delay=requested)
     return extra
+
+
+def _count_outcome(st: LoopState, outcome: str) -> None:
+    if outcome != "skipped":  # a gated loop's marks show its real runs
+        st["outcomes"] = (st["outcomes"] + [outcome])[-RECENT:]
+    if outcome in ("failed", "timeout", "gate_error"):
+        st["failures"] += 1
+    elif outcome == "ok":
+        st["failures"] = 0
+    elif outcome in ("deferred", "skipped"):
+        # A rate-limited run did no work; a gate found none: no run is used.
+        st["iterations"] = max(st["iterations"] - 1, 0)
 
 
 def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
@@ -378,6 +393,7 @@ def resume(loop: LoopDef, st: LoopState, now: float) -> str:
         # x8 out would look, to the next pass, like a clock set back.
         st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"],
                                    created=st["created"], failures=0)
-    if not st["run"] and (st["next_due"] is None or st["next_due"] < now):
+    if not st["run"] and not loop.on_demand and (st["next_due"] is None
+                                                 or st["next_due"] < now):
         st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else now
     return "resumed"

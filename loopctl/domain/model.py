@@ -58,11 +58,13 @@ KEYS = {
     "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
     "max_file_size",
     "sandbox", "sandbox_write", "sandbox_read",
+    "if", "if_timeout", "on_demand",
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
+DEFAULT_IF_TIMEOUT = 120  # a gate (DESIGN §17) is a quick check, not a second agent
 # Git refs and remotes as typed by people; git's own check-ref-format runs at
 # `start`, this keeps a hand-edited file from holding an option or a `..`.
 
@@ -122,10 +124,15 @@ class LoopDef:
     sandbox: str | None = None
     sandbox_write: tuple[str, ...] = ()
     sandbox_read: tuple[str, ...] = ()
+    gate: tuple[str, ...] | None = None  # `--if CMD` (YAML `if`), DESIGN §17
+    gate_timeout: int = DEFAULT_IF_TIMEOUT
+    on_demand: bool = False  # no time schedule: fired by `trigger` and `run` only
 
     @property
     def schedule_key(self) -> str:
         """Changes exactly when the schedule changes (state re-arms then)."""
+        if self.on_demand:
+            return "on_demand"
         if self.cron:
             return f"cron:{self.cron}@{self.tz or ''}"
         if self.auto:
@@ -133,6 +140,8 @@ class LoopDef:
         return f"every:{self.every}"
 
     def schedule_text(self) -> str:
+        if self.on_demand:
+            return "on demand"
         if self.cron:
             return f"cron {self.cron}" + (f" {self.tz}" if self.tz else "")
         if self.auto:
@@ -147,6 +156,7 @@ class LoopDef:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["if"], data["if_timeout"] = data.pop("gate"), data.pop("gate_timeout")
         data["for"] = data.pop("for_s")
         return data
 
@@ -291,17 +301,27 @@ def _created_at(raw: dict[str, Any], where: str) -> str | None:
                      "like 2026-11-30T03:00:00Z")
 
 
+def _on_demand(raw: dict[str, Any], where: str) -> bool:
+    on_demand = _flag(raw, "on_demand", where)
+    for key in ("every", "cron", "tz", "after") if on_demand else ():
+        if raw.get(key) is not None:
+            raise UsageError(f"{where}: {key!r} does not apply to an 'on_demand' loop "
+                             "(it has no time schedule)")
+    return on_demand
+
+
 def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     every, cron = raw.get("every"), raw.get("cron")
-    if (every is None) == (cron is None):
-        raise UsageError(f"{where}: give exactly one of 'every' or 'cron'")
+    fields["on_demand"] = _on_demand(raw, where)
+    if not fields["on_demand"] and (every is None) == (cron is None):
+        raise UsageError(f"{where}: give exactly one of 'every' or 'cron' (or 'on_demand: true')")
     if cron is not None:
         if not isinstance(cron, str):
             raise UsageError(f"{where}: 'cron' must be text like '*/10 * * * *'")
         fields["cron"] = check_cron(cron)
         tz = _text(raw, "tz", where)
         fields["tz"] = check_tz(tz) if tz is not None else None
-    else:
+    elif not fields["on_demand"]:
         if raw.get("tz") is not None:
             raise UsageError(f"{where}: 'tz' only applies to 'cron' schedules")
         if every == "auto":
@@ -327,6 +347,9 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where)
     fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
     _parse_bounds(raw, fields, where)
+    from loopctl.domain.gates import parse_gate
+
+    fields.update(parse_gate(raw, where))
     budget = raw.get("budget_usd")
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
@@ -442,7 +465,9 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         raw["command"] = list(loop.command)
     else:
         raw["agent"] = loop.agent
-    if loop.cron:
+    if loop.on_demand:
+        raw["on_demand"] = True
+    elif loop.cron:
         raw["cron"] = loop.cron
         if loop.tz:
             raw["tz"] = loop.tz
@@ -473,6 +498,8 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
         "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
         "max_procs": loop.max_procs,
+        "if": list(loop.gate) if loop.gate else None,
+        "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
         "created_at": loop.created_at,
     }
     raw.update({k: v for k, v in policy.items() if v is not None})

@@ -19,10 +19,11 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
                "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
                "needs_review", "handoff_note", "sandbox")
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
-                 "next_delay_s", "commits", "files_changed", "insertions", "deletions")
+                 "next_delay_s", "commits", "files_changed", "insertions", "deletions",
+                 "triggers")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged")
+                "damaged", "gate")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -48,6 +49,15 @@ def _left_out(value: Any) -> list[dict[str, Any]] | None:
             for item in value[:1000] if isinstance(item, dict)]
 
 
+def _gate(value: Any) -> dict[str, Any] | None:
+    """`{exit_code, output_tail}` of the run's gate (DESIGN §17)."""
+    if not isinstance(value, dict):
+        return None
+    code = untrusted.number(value.get("exit_code"), -1e9, 1e9)
+    return {"exit_code": int(code) if code is not None else None,
+            "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or ""}
+
+
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     """A record as `history` can show it: known fields of the right type;
     what was not is named in `damaged`."""
@@ -67,6 +77,9 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
     out["left_out"] = _left_out(raw.get("left_out"))
     out["log_truncated"] = raw.get("log_truncated") is True
+    out["gate"] = _gate(raw.get("gate"))
+    if raw.get("gate") is not None and out["gate"] is None:
+        damaged.append("gate")
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

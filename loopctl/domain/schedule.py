@@ -109,8 +109,11 @@ def clamp_delay(loop: LoopDef, requested: float) -> tuple[float, bool]:
     return clamped, clamped != requested
 
 
-def first_fire(loop: LoopDef, created: float) -> float:
-    """Due time of a new loop: `--every` at once, cron at its first slot."""
+def first_fire(loop: LoopDef, created: float) -> float | None:
+    """Due time of a new loop: `--every` at once, cron at its first slot, an
+    `--on-demand` loop never (a trigger arms it)."""
+    if loop.on_demand:
+        return None
     start = created + (loop.after or 0)
     if loop.cron:
         return cron_next(loop.cron, loop.tz, start if loop.after else created)
@@ -125,7 +128,7 @@ def next_fire(
     created: float | None,
     failures: int = 0,
     requested_delay: float | None = None,
-) -> float:
+) -> float | None:
     """When `loop` is next due, given when its last run ended (or never).
 
     `--every` waits from the end of the last run, backing off after failures;
@@ -133,6 +136,8 @@ def next_fire(
     keepalive; cron takes the next slot after the later of the run's end and
     `now`, so missed slots never pile up.
     """
+    if loop.on_demand:
+        return None
     if last_end is None:
         # `created` is unknown only in an entry repaired and not yet reconciled.
         return first_fire(loop, now if created is None else created)
@@ -146,7 +151,7 @@ def next_fire(
 
 def missed_count(loop: LoopDef, due: float, now: float) -> int:
     """Occurrences that came due in (due, now]: collapsed into one catch-up."""
-    if now <= due:
+    if now <= due or loop.on_demand:
         return 0
     if loop.cron:
         return cron_count(loop.cron, loop.tz, due, now)

@@ -63,6 +63,8 @@ class LoopState(TypedDict):
     hook_error: dict[str, Any] | None
     notify_error: dict[str, Any] | None
     last_handoff: dict[str, Any] | None
+    # Triggers accepted since the last fire (DESIGN §17): {"count", "at"}.
+    triggered: dict[str, Any] | None
 
 
 @record
@@ -205,7 +207,8 @@ def _run(value: Any) -> Any:
             or check.count(value.get("iteration")) is None \
             or check.moment(value.get("due_at")) is None \
             or check.count(value.get("missed", 0)) is None \
-            or value.get("trigger") not in (None, "schedule", "manual") \
+            or value.get("trigger") not in (None, "schedule", "manual", "api") \
+            or check.count(value.get("triggers", 0)) is None \
             or not isinstance(value.get("spec", {}), dict) \
             or not isinstance(value.get("hook"), (str, type(None))) \
             or not isinstance(value.get("notify", []), list) \
@@ -261,6 +264,15 @@ def _delivery_error(v: Any) -> Any:
     return v
 
 
+def _triggered(v: Any) -> Any:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or check.count(v.get("count")) is None or v["count"] < 1 \
+            or check.moment(v.get("at")) is None:
+        return check.INVALID
+    return {"count": v["count"], "at": float(v["at"])}
+
+
 _SAME = object()
 
 
@@ -309,11 +321,13 @@ SCHEMA: dict[str, Field] = {
     "last_handoff": _field(lambda v: v if v is None or isinstance(v, dict) and all(
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),
+    "triggered": _field(_triggered, None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
-LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff"})
+LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
+                       "triggered"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

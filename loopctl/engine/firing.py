@@ -37,7 +37,8 @@ class PassReport:
     invalid: dict[str, str] = factory(dict)
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False) -> int:
+def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False,
+                     gated: bool = False) -> int:
     """Start a detached supervisor (a session of its own) and return its pid.
 
     It is forked from this driver, which has already imported everything a
@@ -67,7 +68,8 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         os.close(null)
         os.close(fd)
         code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
-                                        foreground=False, worktree=worktree).run())
+                                        foreground=False, worktree=worktree,
+                                        gated=gated).run())
     except BaseException as exc:  # noqa: BLE001 - the child must never return
         try:
             os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
@@ -167,6 +169,15 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
                               f"`loopctl resume {name}`")
 
 
+def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
+    """A fire a trigger asked for takes its payload, under the lock that
+    claimed it: a trigger after the claim waits for the next fire."""
+    if run.get("trigger") == "api":
+        from loopctl.storage.triggers import take_pending
+
+        take_pending(store.paths, name, run["run_id"])
+
+
 def signal_supervisor(run: dict[str, Any]) -> bool:
     """Ask a run's supervisor to stop it (it kills the tree and records it)."""
     sup = run.get("supervisor")
@@ -227,9 +238,11 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             run["spec"] = to_raw(defs.loops[name])
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             run.update(events.receivers(defs.loops[name], defs.top))
+            take_payload(store, name, run)
             try:
                 child = spawn_supervisor(store, name, run["run_id"],
-                                         defs.loops[name].worktree)
+                                         defs.loops[name].worktree,
+                                         defs.loops[name].gate is not None)
             except LoopctlError as exc:
                 # This loop only (its run folder is unusable): the others fire.
                 lifecycle.unclaim(state["loops"][name], exc.message)
@@ -264,7 +277,7 @@ class TickReport:
         outcomes = {r.get("outcome") for r in self.records}
         if "timeout" in outcomes:
             return 124
-        if outcomes - {"ok"}:
+        if outcomes - {"ok", "skipped"}:  # a gate that found nothing to do is fine
             return 1
         return 0
 

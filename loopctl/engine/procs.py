@@ -163,3 +163,35 @@ def reap() -> None:
             return
         if pid == 0:
             return
+
+
+def is_ancestor(proc: dict[str, Any] | None) -> bool:
+    """True when the recorded process is this one or one of its ancestors.
+    A supervisor is a subreaper: whatever its run double-forks or setsids
+    stays below it while it lives."""
+    if not proc or not alive(proc):
+        return False
+    pid = os.getpid()
+    for _ in range(4096):  # a parent chain is short; the bound stops a loop
+        if pid == proc.get("pid"):
+            return True
+        seen = _proc_stat(pid)
+        parent = _ppid(pid)
+        if seen is GONE or parent is None or parent <= 1:
+            return False
+        pid = parent
+    return False
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        try:
+            import psutil
+
+            return psutil.Process(pid).ppid()
+        except Exception:  # noqa: BLE001 - gone, or no access
+            return None
+

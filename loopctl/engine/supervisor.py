@@ -23,6 +23,7 @@ from loopctl.engine.steps import (
     bounds,
     confine,
     context,
+    gate,
     handoff,
     launch,
     output,
@@ -46,7 +47,7 @@ class Supervisor:
     """Orders the steps of one run (loopctl.engine.steps); does none itself."""
 
     def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool,
-                 worktree: bool | None = None) -> None:
+                 worktree: bool | None = None, gated: bool | None = None) -> None:
         self.store = store
         self.name = loop_name
         self.run_id = run_id
@@ -54,6 +55,7 @@ class Supervisor:
         # Known to the driver that claimed the run; None (a supervisor started
         # by hand) means: look in the claimed run's definition.
         self.worktree = worktree
+        self.gated = gated  # likewise: does the loop have `--if`
 
     def run(self) -> dict[str, Any]:
         procs.become_subreaper()
@@ -66,6 +68,7 @@ class Supervisor:
         try:
             started = clock.now()
             ws, note = prepare.prepare_workspace(ctx, self.worktree)
+            gate.gate(ctx, ws, self.gated)
             launched = launch.launch(ctx, ws, note, started)
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)
@@ -90,6 +93,8 @@ class Supervisor:
 
     @staticmethod
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:
+        if gate.blocked(ctx):
+            return gate.outcome(ctx, started)
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
         result = wait.wait(ctx, launched.proc, launched.loop, started)

@@ -44,6 +44,7 @@ TARGETS = ("crontab", "systemd", "k8s", "github")
 GITHUB_MINIMUM = 300
 CACHE_EVICTION_S = 7 * 86400
 K8S_HOME = "/loopctl"
+ON_DEMAND_CRON = "0 0 1 1 *"  # never used: the CronJob is suspended
 # Where a workflow puts a prompt file: in the checkout, under a name no
 # repository is likely to use.
 PROMPT_FILE = ".loopctl-prompt.md"
@@ -126,6 +127,10 @@ def _cron_honours_cron_tz() -> bool:
 
 
 def to_crontab(loop: LoopDef, target: Target) -> Export:
+    if loop.on_demand:
+        raise UsageError(f"{loop.name} is an --on-demand loop: a crontab line needs a "
+                         "schedule; fire it with `loopctl trigger` under `loopctl daemon` (or "
+                         "cron's `loopctl tick`), or export it --to systemd, k8s or github")
     warnings: list[str] = []
     schedule = loop_cron(loop, warnings)
     lines = []
@@ -195,6 +200,11 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
         # loopctl's own exit codes: 75 means a run was already in flight.
         "SuccessExitStatus=75\n"
     )
+    if loop.on_demand:  # a service without a timer: started when asked
+        steps = [f"cp {target.at(unit + '.service')} ~/.config/systemd/user/",
+                 f"systemctl --user daemon-reload && systemctl --user start {unit}.service"
+                 "   # each start is one fire"]
+        return Export({f"{unit}.service": service}, warnings, steps)
     timer = (
         "[Unit]\n"
         f"Description=Fire loopctl loop {loop.name}\n\n"
@@ -252,7 +262,9 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
         raise UsageError("--to k8s needs --image: an image with Python, loopctl and the "
                          "agent CLI installed (see the README)")
     warnings: list[str] = []
-    schedule = loop_cron(loop, warnings)
+    # Suspended, an on-demand loop's CronJob never fires by itself: it is the
+    # template `kubectl create job --from=cronjob/...` starts.
+    schedule = ON_DEMAND_CRON if loop.on_demand else loop_cron(loop, warnings)
     name = k8s_name(loop)
     prompt_path = f"{K8S_HOME}/prompt.md" if loop.prompt_file else None
     data = {"loops.yaml": traveling_definition(loop, prompt_path)}
@@ -307,14 +319,17 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     }
     if loop.tz:
         spec["timeZone"] = loop.tz
+    if loop.on_demand:
+        spec["suspend"] = True
     cron_job = {"apiVersion": "batch/v1", "kind": "CronJob",
                 "metadata": {"name": name, "labels": _labels()}, "spec": spec}
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
-    steps = _k8s_steps(loop, target, name, secret)
-    return Export({f"{name}.yaml": text}, warnings, steps)
+    return Export({f"{name}.yaml": text}, warnings, _k8s_steps(loop, target, name, secret))
 
 
 def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[str]:
+    """Create the Secret, apply the objects, and for an on-demand loop how
+    to fire it."""
     steps = []
     if secret_names(loop):
         if target.secrets_file:
@@ -325,6 +340,9 @@ def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[st
                          f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
                          "`--secrets-file FILE` writes it (0600)")
     steps.append(f"kubectl apply -f {target.at(name + '.yaml')}")
+    if loop.on_demand:
+        steps.append(f'kubectl create job --from=cronjob/{name} "{name[:40]}-$(date +%s)"'
+                     "   # one fire")
     return steps
 
 
@@ -355,7 +373,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
 
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
-    utc = _github_crons(loop, warnings)
+    utc = None if loop.on_demand else _github_crons(loop, warnings)
     env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
@@ -369,11 +387,13 @@ def to_github(loop: LoopDef, target: Target) -> Export:
                else "")
             + "; to have them run, store a personal access token (or a GitHub App token) as a "
             "secret and set GH_TOKEN: ${{ secrets.NAME }} in the workflow")
-    warnings.append("GitHub disables a scheduled workflow after 60 days without activity in a "
-                    "public repository: re-enable it in the Actions tab (or push now and then)")
+    if utc is not None:
+        warnings.append("GitHub disables a scheduled workflow after 60 days without activity "
+                        "in a public repository: re-enable it in the Actions tab (or push now "
+                        "and then)")
     workflow = {
         "name": f"loopctl {loop.name}",
-        "on": {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}},
+        "on": _github_events(loop, utc),
         "concurrency": {"group": f"loopctl-{loop.name}", "cancel-in-progress": False},
         "permissions": _github_permissions(loop),
         "jobs": {"run": {
@@ -390,7 +410,39 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     next_steps = [f"gh secret set {name}" for name in secret_names(loop)]
     next_steps.append(f"mkdir -p .github/workflows && cp {target.at(filename)} "
                       ".github/workflows/ && git add .github/workflows && git commit")
+    if loop.on_demand:
+        next_steps.append(f"gh workflow run {filename} -f payload=TEXT   # one fire; or POST a "
+                          f"repository_dispatch of type loopctl-{loop.name} with "
+                          '{"client_payload": {"payload": "TEXT"}}')
     return Export({filename: text}, warnings, next_steps)
+
+
+def _github_events(loop: LoopDef, utc: Any) -> dict[str, Any]:
+    """A schedule, or for an `--on-demand` loop the two ways to ask from
+    outside, each with a payload."""
+    if utc is not None:
+        return {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}}
+    return {"workflow_dispatch": {"inputs": {"payload": {
+                "description": "Text for the run (at most 64 KiB): $LOOPCTL_TRIGGER_FILE",
+                "required": False, "type": "string", "default": ""}}},
+            "repository_dispatch": {"types": [f"loopctl-{loop.name}"]}}
+
+
+# The payload arrives in an env var (never in the script) and is handed to
+# `loopctl trigger`, which checks it; the fire it asks for is the next one.
+TRIGGER_SCRIPT = ('if [ -n "$PAYLOAD" ]; then printf %s "$PAYLOAD" > "$RUNNER_TEMP/payload"; '
+                  'set -- --payload "$RUNNER_TEMP/payload"; fi\n')
+
+
+def _github_run_step(loop: LoopDef) -> dict[str, Any]:
+    step: dict[str, Any] = {"name": f"Run {loop.name}",
+                            "run": shlex.join(["loopctl", *_scheduled(loop)])}
+    if loop.on_demand:
+        step["env"] = {"PAYLOAD": "${{ github.event.inputs.payload || "
+                                  "github.event.client_payload.payload }}"}
+        step["run"] = (TRIGGER_SCRIPT + shlex.join(["loopctl", "trigger", loop.name])
+                       + ' "$@"\n' + step["run"] + "\n")
+    return step
 
 
 def _github_permissions(loop: LoopDef) -> dict[str, str]:
@@ -448,8 +500,7 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
     if loop.prompt_file:
         write += f'printf %s "$PROMPT" | base64 -d > {PROMPT_FILE}\n'
         write_env["PROMPT"] = _b64(target.prompt_text or "")
-    run_step: dict[str, Any] = {"name": f"Run {loop.name}",
-                                "run": shlex.join(["loopctl", *_scheduled(loop)])}
+    run_step = _github_run_step(loop)
     steps: list[dict[str, Any]] = [
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
@@ -460,7 +511,7 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
                   "restore-keys": key}},
         {"name": "Write the loop definition", "env": write_env, "run": write},
     ]
-    if utc.needs_guard:
+    if utc is not None and utc.needs_guard:
         steps.append({"name": f"Fire only at {loop.tz} wall-clock time", "id": "zone",
                       "env": {"EVENT": "${{ github.event_name }}",
                               "SCHEDULE": "${{ github.event.schedule }}"},

@@ -25,9 +25,9 @@ from loopctl.storage.paths import read_bounded as paths_read_bounded
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
-RUN_FILES = (".log", ".json", ".prompt", ".unsaved")
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger")
 EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
-                    "lost": 1, "deferred": 75}
+                    "lost": 1, "deferred": 75, "skipped": 0, "gate_error": 1}
 
 
 def run_order(run_id: str) -> tuple[int, str]:
@@ -138,13 +138,27 @@ def run_ids(paths: Paths, loop: str) -> list[str]:
     return sorted({r for r in listed if is_run_id(r)}, key=run_order)
 
 
-def _write_index(paths: Paths, loop: str, ids: list[str]) -> None:
+def _write_index(paths: Paths, loop: str, ids: list[str],
+                 skipped: set[str] | None = None) -> None:
     from loopctl.storage.atomic import atomic_write, strict_json
     from loopctl.storage.paths import ensure_dir
 
     path = paths.run_index(loop)
     ensure_dir(path.parent)
-    atomic_write(path, (strict_json({"version": 1, "runs": ids}) + "\n").encode())
+    index: dict[str, Any] = {"version": 1, "runs": ids}
+    if skipped:  # fires a gate skipped: what --keep-runs deletes first
+        index["skipped"] = [r for r in ids if r in skipped]
+    atomic_write(path, (strict_json(index) + "\n").encode())
+
+
+def skipped_ids(paths: Paths, loop: str) -> set[str]:
+    """The recorded runs whose gate found nothing to do (DESIGN §17)."""
+    data = read_bounded(paths.run_index(loop), MAX_INDEX_BYTES)
+    try:
+        listed = json.loads(data).get("skipped") if data else None
+    except (ValueError, AttributeError, RecursionError):
+        return set()
+    return {r for r in listed if is_run_id(r)} if isinstance(listed, list) else set()
 
 
 def _legacy_ids(paths: Paths, loop: str) -> list[str]:
@@ -167,11 +181,12 @@ def start_index(paths: Paths, loop: str, legacy: bool) -> None:
     _write_index(paths, loop, _legacy_ids(paths, loop) if legacy else [])
 
 
-def remember(paths: Paths, loop: str, run_id: str) -> None:
+def remember(paths: Paths, loop: str, run_id: str, skipped: bool = False) -> None:
     """Add a run whose record loopctl just wrote (under the store lock)."""
     ids = run_ids(paths, loop)
     if run_id not in ids:
-        _write_index(paths, loop, sorted([*ids, run_id], key=run_order))
+        marked = skipped_ids(paths, loop) | ({run_id} if skipped else set())
+        _write_index(paths, loop, sorted([*ids, run_id], key=run_order), marked)
 
 
 def is_known(paths: Paths, loop: str, run_id: str) -> bool:
@@ -183,7 +198,12 @@ def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
     in flight, never a file loopctl did not name itself. Under the store lock."""
     ids = run_ids(paths, loop)
     finished = [r for r in ids if r not in in_flight]
-    doomed = finished[: max(len(finished) - keep, 0)]
+    excess = max(len(finished) - keep, 0)
+    skipped = skipped_ids(paths, loop)
+    # Skipped fires go first, oldest first: a loop gated every minute keeps
+    # its real runs (DESIGN §17).
+    first = [r for r in finished if r in skipped]
+    doomed = set((first + [r for r in finished if r not in skipped])[:excess])
     folder = loop_folder(paths, loop)
     if folder is None or not doomed:
         return []
@@ -194,10 +214,10 @@ def prune(paths: Paths, loop: str, keep: int, in_flight: set[str]) -> list[str]:
             except OSError:
                 pass
     try:
-        _write_index(paths, loop, [r for r in ids if r not in doomed])
+        _write_index(paths, loop, [r for r in ids if r not in doomed], skipped - doomed)
     except LoopctlError:
         pass  # a full disk: the index names runs whose files are gone, which readers skip
-    return doomed
+    return sorted(doomed, key=run_order)
 
 
 def latest_run_id(paths: Paths, loop: str, current: str | None = None) -> str | None:

@@ -64,6 +64,7 @@ class RunContext:
     sandbox: str = "off"  # what the record says: `landlock ABI 7`, `off`, or why not
     confinement: Any = None  # engine.sandbox.Confinement while the agent runs
     prompt_path: str | None = None  # the prompt file the agent may read
+    gate: Any = None  # steps.gate.Gate once the loop's gate ran
 
     @property
     def log_path(self) -> Path:

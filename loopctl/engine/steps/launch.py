@@ -46,13 +46,15 @@ def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
         if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
             raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
         loop = parse_loop(ctx.name, run["spec"])
-        bounds.hold(ctx, loop)
+        if not ctx.bounds.launched:  # the gate held them already
+            bounds.hold(ctx, loop)
         argv: list[str] = []
         proc = None
         try:
             if loop.worktree and ws is None:
                 raise LoopctlError(note or "the worktree could not be made")
-            argv, proc = _start(ctx, loop, st, run, ws, started)
+            if ctx.gate is None or ctx.gate.outcome is None:  # no gate, or it passed
+                argv, proc = _start(ctx, loop, st, run, ws, started)
         except LoopctlError as exc:
             note = exc.message
             ctx.log.hold(f"# loopctl: {exc.message}")
@@ -100,7 +102,10 @@ def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iterat
         if not wants_envelope(loop):
             return objective, str(source)
     workspace = ws.to_json() if ws else None
-    text = wrap(loop, objective, st, iteration, now, workspace) \
+    payload = trigger_payload(ctx)
+    text = wrap(loop, objective, st, iteration, now, workspace,
+                gate_output=ctx.gate.output if ctx.gate else None,
+                payload=payload[1] if payload else None) \
         if wants_envelope(loop) else objective
     path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
@@ -118,6 +123,9 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
     env.update(LOOPCTL_LOOP=ctx.name, LOOPCTL_RUN_ID=ctx.run_id,
                LOOPCTL_ITERATION=str(run["iteration"]),
                LOOPCTL_DECISION_FILE=str(ctx.decision_path))
+    payload = trigger_payload(ctx)
+    if payload:
+        env["LOOPCTL_TRIGGER_FILE"] = str(payload[0])
     # How the next driver finds what a SIGKILLed supervisor left (reaper).
     env[reaper.MARK_VAR] = ctx.bounds.held.mark
     # Node CLIs (opencode among them) take their project from $PWD when
@@ -127,6 +135,13 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
     # else is on its PATH: a one-file shim directory goes first.
     env["PATH"] = os.pathsep.join([str(shim_dir(ctx)), env.get("PATH", os.defpath)])
     return env
+
+
+def trigger_payload(ctx: RunContext) -> tuple[Path, str] | None:
+    """The payload of the trigger this run answers (DESIGN §17), if any."""
+    from loopctl.storage.triggers import run_payload
+
+    return run_payload(ctx.store.paths, ctx.name, ctx.run_id)
 
 
 def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
@@ -145,7 +160,7 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
         return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True,
-                                preexec_fn=_in_child(bounds.child_setup(ctx), confined))
+                                preexec_fn=in_child(bounds.child_setup(ctx), confined))
     except subprocess.SubprocessError:  # only the sandbox hook raises one
         raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
                            "agent (landlock_restrict_self)") from None
@@ -160,7 +175,7 @@ def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | Non
         bounds.spawned(ctx)
 
 
-def _in_child(*hooks: Callable[[], None] | None) -> Callable[[], None]:
+def in_child(*hooks: Callable[[], None] | None) -> Callable[[], None]:
     """Between fork and exec, in order: the bounds (the cgroup must be
     joined while its files can still be written), then the sandbox."""
     steps = [hook for hook in hooks if hook is not None]

@@ -39,6 +39,10 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         log=str(ctx.log_path), argv=argv, note=result.note,
         log_truncated=ctx.bounds.truncated, sandbox=ctx.sandbox,
     )
+    if ctx.gate is not None:
+        add_fields(record, {"gate": ctx.gate.record()})
+    if run.get("triggers"):
+        add_fields(record, {"triggers": run["triggers"]})
     return add_fields(record, handoff.record()) if handoff is not None else record
 
 
@@ -77,7 +81,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
-            remember(paths, ctx.name, ctx.run_id)
+            remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
             pending = _attention(ctx, loop, st, run, before, now, handoff)
             events.publish(store, pending)
             store.write_state(state)

@@ -1,0 +1,55 @@
+"""`loopctl trigger NAME [--payload FILE|-]` (DESIGN §17).
+
+Accepted when the loop could fire under `run --scheduled` rules: the loop
+is armed for now (a daemon sees state.json change within a second; a tick
+fires it), or, with a run in flight, given its one pending fire. Triggers
+before the fire coalesce: the record counts them, the last payload wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.commands.common import JSON_VERSION, locked_loop
+from loopctl.domain import valves
+from loopctl.domain.errors import UsageError
+from loopctl.domain.schedule import iso
+from loopctl.engine import procs
+from loopctl.storage.store import Store
+
+
+def trigger(store: Store, name: str, payload: str | None = None) -> dict[str, Any]:
+    """Ask for a fire of `name` now. Unknown loop: exit 4; a loop that may
+    not fire (paused, finished, rate-limited): exit 2 with the reason."""
+    with locked_loop(store, name) as (defs, state, loop, now):
+        st = state["loops"][name]
+        changed = valves.observe(loop, st, now)
+        refusal = valves.fire_refusal(loop, st)
+        if refusal:
+            if changed:
+                store.write_state(state)  # an expiry seen is kept, as a driver would
+            raise UsageError(f"not triggering {name}: it is {refusal}")
+        running = st.get("run")
+        if running and procs.is_ancestor(running.get("supervisor")):
+            # The run itself asking for another: that would bypass the
+            # loop's pacing (a self-paced loop says `decide continue --next`).
+            raise UsageError(f"not triggering {name}: this is its own run "
+                             f"({running['run_id']}); a run cannot trigger its own loop")
+        count = (st.get("triggered") or {}).get("count", 0) + 1
+        st["triggered"] = {"count": count, "at": now}
+        if running:
+            st["pending"] = True  # the one pending fire, taken when the run ends
+        else:
+            st["next_due"] = min(st["next_due"], now) if st["next_due"] is not None else now
+        if payload is not None:
+            from loopctl.storage.triggers import save_pending
+
+            store.run_dir(name)
+            save_pending(store.paths, name, payload)
+        state["defs_sig"] = defs.signature
+        store.write_state(state)
+    return {"version": JSON_VERSION, "loop": name, "accepted": True, "triggers": count,
+            "payload_bytes": len(payload.encode()) if payload is not None else None,
+            "when": "after the run in flight" if running else "now",
+            "run_in_flight": running["run_id"] if running else None,
+            "at": iso(now)}
