@@ -120,6 +120,19 @@ PREFIXES = ["loopctl/", "_bots/", "bots/team/", "nope", "a..b/", ".x/", "x.lock/
             "a//", "/"]
 
 
+def accepted(check: Any) -> bool:
+    try:
+        check()
+        return True
+    except UsageError:
+        return False
+
+
+def in_file(key: str, value: str) -> Any:
+    return lambda: parse_loop("x", {"prompt": "p", "every": "1h", "cwd": "/tmp",
+                                    "worktree": True, key: value})
+
+
 @pytest.mark.parametrize("name", GIT_NAMES)
 def test_a_base_branch_is_judged_alike_in_loops_yaml_and_by_the_option(name: str) -> None:
     """The option (`--base`) and the file (`base:`) share one rule, and what it
@@ -128,45 +141,17 @@ def test_a_base_branch_is_judged_alike_in_loops_yaml_and_by_the_option(name: str
 
     from loopctl.integrations.git import check_ref
 
-    def by_option() -> bool:
-        try:
-            check_ref(name, "--base")
-            return True
-        except UsageError:
-            return False
-
-    def by_file() -> bool:
-        try:
-            parse_loop("x", {"prompt": "p", "every": "1h", "cwd": "/tmp", "worktree": True,
-                             "base": name})
-            return True
-        except UsageError:
-            return False
-
+    by_option = accepted(lambda: check_ref(name, "--base"))
     git = subprocess.run(["git", "check-ref-format", "--branch", name],
                          capture_output=True).returncode == 0
-    assert by_option() == by_file()
-    assert not by_option() or git, f"loopctl accepts {name!r}, git refuses it"
+    assert by_option == accepted(in_file("base", name))
+    assert not by_option or git, f"loopctl accepts {name!r}, git refuses it"
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
 def test_a_branch_prefix_is_judged_alike_in_loops_yaml_and_by_the_option(prefix: str) -> None:
     from loopctl.integrations.git import check_prefix
 
-    def by_option() -> bool:
-        try:
-            check_prefix(prefix)
-            return True
-        except UsageError:
-            return False
-
-    def by_file() -> bool:
-        try:
-            parse_loop("x", {"prompt": "p", "every": "1h", "cwd": "/tmp", "worktree": True,
-                             "branch_prefix": prefix})
-            return True
-        except UsageError:
-            return False
-
-    assert by_option() == by_file(), prefix
-    assert by_option() == (prefix in ("loopctl/", "_bots/", "bots/team/")), prefix
+    by_option = accepted(lambda: check_prefix(prefix))
+    assert by_option == accepted(in_file("branch_prefix", prefix)), prefix
+    assert by_option == (prefix in ("loopctl/", "_bots/", "bots/team/")), prefix
