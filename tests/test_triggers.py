@@ -303,3 +303,18 @@ def test_status_shows_the_gate_and_the_triggers_waiting(cli: CLI) -> None:
     info = info.get("loops", [info])[0] if "loops" in info else info
     assert info["gate"] == {"argv": ["test", "-e", "go"], "timeout_s": 120}
     assert info["triggers_pending"] == 2
+
+
+@pytest.mark.parametrize("bad", [{"count": 0, "at": 1.0}, {"count": "9", "at": 1.0},
+                                 {"count": 2, "at": "soon"}, ["count", 2]])
+def test_a_damaged_trigger_count_in_state_is_repaired_and_pauses(bad: object) -> None:
+    from loopctl.domain.model import parse_loop
+    from loopctl.domain.state import new_loop_state, repair
+
+    st = dict(new_loop_state(parse_loop("od", {"prompt": "p", "on_demand": True}), 1.0))
+    st["triggered"] = bad
+    clean, fields = repair("od", st)
+    assert fields == ["triggered"] and clean["triggered"] is None
+    assert (clean["status"], clean["reason"]) == ("paused", "error")
+    st["triggered"] = {"count": 3, "at": 5}
+    assert repair("od", st) == ({**st, "triggered": {"count": 3, "at": 5.0}}, [])

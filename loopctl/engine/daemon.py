@@ -3,7 +3,9 @@
 It sleeps until the earliest due time, the next heartbeat, or one second,
 whichever is first; the one-second wake is a pair of stat() calls that notice
 edits to `loops.yaml` and runs settling in `state.json`, so a new loop fires
-within a second or two without a fast polling loop.
+within a second or two without a fast polling loop. `loopctl trigger` writes
+`state.json` too (DESIGN §17): a triggered loop fires within about a second,
+by the same stat(), with no extra wake-up.
 """
 
 from __future__ import annotations
