@@ -108,19 +108,23 @@ def check_env_pair(pair: str) -> tuple[str, str | None]:
     return key, value if sep else None
 
 
-def split_command(command: object, where: str) -> tuple[str, ...]:
+def split_command(command: object, where: str, key: str = "command",
+                  placeholders: bool = True) -> tuple[str, ...]:
+    """A command split like a shell, run without one: `command` (with its
+    placeholders) or a gate's `if` (run as written: it gets no prompt)."""
+    label = "command" if key == "command" else repr(key)
     if isinstance(command, str):
         try:
             argv = shlex.split(command)
         except ValueError as exc:
-            raise UsageError(f"{where}: bad command {command!r}: {exc}") from None
+            raise UsageError(f"{where}: bad {label} {command[:80]!r}: {exc}") from None
     elif isinstance(command, list) and all(isinstance(a, str) for a in command):
         argv = list(command)
     else:
-        raise UsageError(f"{where}: 'command' must be a string or a list of strings")
+        raise UsageError(f"{where}: {key!r} must be a string or a list of strings")
     if not argv:
-        raise UsageError(f"{where}: 'command' is empty; expected a program and arguments")
-    for arg in argv:
+        raise UsageError(f"{where}: {key!r} is empty; expected a program and arguments")
+    for arg in argv if placeholders else ():
         for name in re.findall(r"\{(\w*)\}", arg):
             if name not in PLACEHOLDERS:
                 raise UsageError(

@@ -9,9 +9,9 @@ touches a file or a process.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
+from loopctl.domain.checks import split_command
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
 
@@ -26,18 +26,7 @@ def parse_gate(raw: dict[str, Any], where: str) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     gate = raw.get("if")
     if gate is not None:
-        if isinstance(gate, str):
-            try:
-                argv = shlex.split(gate)
-            except ValueError as exc:
-                raise UsageError(f"{where}: bad 'if' {gate[:80]!r}: {exc}") from None
-        elif isinstance(gate, list) and all(isinstance(a, str) for a in gate):
-            argv = list(gate)
-        else:
-            raise UsageError(f"{where}: 'if' must be a command: a string or a list of strings")
-        if not argv:
-            raise UsageError(f"{where}: 'if' is empty; expected a program and arguments")
-        fields["gate"] = tuple(argv)
+        fields["gate"] = split_command(gate, where, key="if", placeholders=False)
     timeout = raw.get("if_timeout")
     if timeout is not None:
         fields["gate_timeout"] = parse_duration(timeout, "'if_timeout'")
