@@ -281,3 +281,21 @@ def test_a_bad_top_level_sandbox_is_refused(cli: CLI, tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "'sandbox' must be one of auto, on, off" in proc.stderr
     assert loops.read_text() == before
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_a_gate_is_confined_like_the_agent(cli: CLI, tmp_path: Path, mode: str) -> None:
+    """DESIGN §14/§17: `--if` runs under the agent's sandbox. A gate that
+    finds work only if it can read ~/.ssh/id_rsa: confined, it cannot
+    (exit 1, the fire is skipped); with `--sandbox off` (the control) it can,
+    and the agent runs."""
+    secrets(Path(os.environ["HOME"]))
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    gate = shlex.join(["sh", "-c", 'cat "$HOME/.ssh/id_rsa" >/dev/null 2>&1 && exit 0; exit 1'])
+    start(cli, "gated", cwd, "--sandbox", mode, "--if", gate, command="true")
+    cli("run", "gated", check=0 if mode == "off" else None)
+    [record] = cli.records("gated")
+    assert record["outcome"] == ("ok" if mode == "off" else "skipped"), record
+    assert record["gate"]["exit_code"] == (0 if mode == "off" else 1), record
+    assert record["sandbox"].startswith("landlock") == (mode == "on"), record
