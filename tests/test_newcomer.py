@@ -414,7 +414,10 @@ def test_logs_follow_waits_for_the_first_run(cli: CLI) -> None:
 
 
 def test_small_costs_and_budgets_keep_their_digits(cli: CLI, home: Path) -> None:
-    cli("start", "p", "--name", "cheap", "--every", "1h", "--budget-usd", "0.0005", check=0)
+    # Not due (--after): no run in flight settles and rewrites the state under
+    # the edit below (a race CI lost once).
+    cli("start", "p", "--name", "cheap", "--every", "1h", "--after", "1h",
+        "--budget-usd", "0.0005", check=0)
     cli("tick", "--json")
     path = home / "state" / "state.json"
     state = json.loads(path.read_text())
