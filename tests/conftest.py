@@ -272,8 +272,9 @@ IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resum
               "trigger"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
 SENDS_WITH_NOTIFY = {"doctor"}
-# Read once per process (schedule.zone caches the system zone): a test that
-# sets them for one command gets a process.
+# Read once per process (the C library's local time, which `time.localtime`
+# renders with, takes `TZ` at start-up): a test that sets them for one command
+# gets a process.
 PER_PROCESS_ENV = {"TZ"}
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fixed_zone import zone_of
 
 from conftest import imported_modules
 from loopctl import entry
@@ -191,7 +192,7 @@ def test_a_hand_edited_state_is_checked_even_with_a_summary(home: Path) -> None:
         defs = store.read_defs()
         from loopctl import clock
         from loopctl.domain import lifecycle
-        lifecycle.reconcile(defs.loops, defs.invalid, state, clock.now())
+        lifecycle.reconcile(defs.loops, defs.invalid, state, clock.now(), zone_of)
         store.write_state(state)
     assert Store().read_state() and Store().repairs == {}
     state_file = home / "state" / "state.json"

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+from fixed_zone import zone_of
 
 from loopctl.domain import lifecycle, valves
 from loopctl.domain.errors import UsageError
 from loopctl.domain.lifecycle import RunResult
 from loopctl.domain.model import LoopDef, parse_loop
-from loopctl.domain.schedule import cron_next
+from loopctl.domain.schedule import Zones, cron_next
 from loopctl.domain.state import new_loop_state
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
@@ -48,18 +50,20 @@ class Procs:
 class World:
     """One loop, its state and the driver's view of processes."""
 
-    def __init__(self, loop: LoopDef, now: float = T0) -> None:
+    def __init__(self, loop: LoopDef, now: float = T0, zones: Zones = zone_of) -> None:
         self.loop = loop
+        self.zones = zones
         self.state: dict[str, Any] = {"loops": {}}
         self.procs = Procs()
-        assert lifecycle.reconcile({loop.name: loop}, {}, self.state, now)
+        assert lifecycle.reconcile({loop.name: loop}, {}, self.state, now, zones)
 
     @property
     def st(self) -> dict[str, Any]:
         return self.state["loops"][self.loop.name]
 
     def plan(self, now: float) -> lifecycle.Pass:
-        return lifecycle.plan({self.loop.name: self.loop}, {}, self.state, now, self.procs)
+        return lifecycle.plan({self.loop.name: self.loop}, {}, self.state, now, self.procs,
+                              zones=self.zones)
 
     def fire(self, now: float) -> dict[str, Any]:
         """A driver pass that must fire; the supervisor then starts (alive)."""
@@ -77,7 +81,7 @@ class World:
         result = RunResult(outcome=outcome, exit_code=0 if outcome == "ok" else 1,
                            started_at=started if started is not None else now,
                            ended_at=now, decision=decision, **kw)
-        return lifecycle.settle(self.loop, self.st, result, now)
+        return lifecycle.settle(self.loop, self.st, result, now, zone=self.zones(self.loop))
 
     def cycle(self, now: float, end: float, **kw: Any) -> dict[str, Any]:
         self.fire(now)
@@ -99,26 +103,26 @@ def fired_names(result: lifecycle.Pass) -> list[str]:
 def test_reconcile_adds_new_loops_once() -> None:
     loop = make()
     state: dict[str, Any] = {"loops": {}}
-    assert lifecycle.reconcile({"job": loop}, {}, state, T0) is True
+    assert lifecycle.reconcile({"job": loop}, {}, state, T0, zone_of) is True
     assert state["loops"]["job"]["status"] == "active"
     assert state["loops"]["job"]["next_due"] == T0
-    assert lifecycle.reconcile({"job": loop}, {}, state, T0 + 5) is False
+    assert lifecycle.reconcile({"job": loop}, {}, state, T0 + 5, zone_of) is False
 
 
 def test_reconcile_drops_removed_loops_but_keeps_invalid_ones() -> None:
     a, b = make("a"), make("b")
     state: dict[str, Any] = {"loops": {}}
-    lifecycle.reconcile({"a": a, "b": b}, {}, state, T0)
-    assert lifecycle.reconcile({"a": a}, {"b": "bad cron"}, state, T0) is False
+    lifecycle.reconcile({"a": a, "b": b}, {}, state, T0, zone_of)
+    assert lifecycle.reconcile({"a": a}, {"b": "bad cron"}, state, T0, zone_of) is False
     assert set(state["loops"]) == {"a", "b"}
-    assert lifecycle.reconcile({"a": a}, {}, state, T0) is True
+    assert lifecycle.reconcile({"a": a}, {}, state, T0, zone_of) is True
     assert set(state["loops"]) == {"a"}
 
 
 def test_reconcile_keeps_a_removed_loop_while_its_run_is_in_flight() -> None:
     w = World(make())
     w.fire(T0)
-    lifecycle.reconcile({}, {}, w.state, T0 + 1)
+    lifecycle.reconcile({}, {}, w.state, T0 + 1, zone_of)
     assert "job" in w.state["loops"]
 
 
@@ -126,13 +130,13 @@ def test_reconcile_moves_the_deadline_when_for_changes() -> None:
     w = World(make(**{"for": "1d"}))
     assert w.st["deadline"] == T0 + DAY
     longer = make(**{"for": "3d"})
-    assert lifecycle.reconcile({"job": longer}, {}, w.state, T0 + HOUR) is True
+    assert lifecycle.reconcile({"job": longer}, {}, w.state, T0 + HOUR, zone_of) is True
     assert w.st["deadline"] == T0 + 3 * DAY  # from the original start, not from now
 
 
 def test_created_at_in_the_definition_sets_the_start() -> None:
     loop = make(created_at="2026-01-01T00:00:00Z", **{"for": "1h"})
-    st = new_loop_state(loop, T0 + 5 * HOUR)
+    st = new_loop_state(loop, T0 + 5 * HOUR, zone=zone_of(loop))
     assert st["created"] == ts("2026-01-01T00:00:00Z")
     assert st["deadline"] == ts("2026-01-01T01:00:00Z")
 
@@ -348,10 +352,10 @@ def test_run_lost_while_its_definition_was_invalid_resumes_once_fixed() -> None:
     w = World(make())
     w.fire(T0)
     w.procs.live.clear()
-    result = lifecycle.plan({}, {"job": "bad 'every'"}, w.state, T0 + 60, w.procs)
+    result = lifecycle.plan({}, {"job": "bad 'every'"}, w.state, T0 + 60, w.procs, zones=zone_of)
     assert [name for name, _ in result.lost] == ["job"]
     # The user fixes loops.yaml (same schedule): the loop must fire again.
-    lifecycle.reconcile({"job": w.loop}, {}, w.state, T0 + HOUR)
+    lifecycle.reconcile({"job": w.loop}, {}, w.state, T0 + HOUR, zone_of)
     assert fired_names(w.plan(T0 + HOUR)) == ["job"]
 
 
@@ -538,7 +542,7 @@ def test_resume_after_pause_is_due_now() -> None:
     w.cycle(T0, T0 + 10)
     lifecycle.pause(w.st, T0 + 20)
     now = T0 + HOUR
-    assert lifecycle.resume(w.loop, w.st, now) == "resumed"
+    assert lifecycle.resume(w.loop, w.st, now, zone=zone_of(w.loop)) == "resumed"
     assert w.st["status"] == "active"
     assert w.st["next_due"] == now
     assert fired_names(w.plan(now)) == ["job"]
@@ -548,7 +552,7 @@ def test_resume_cancels_a_pending_pause() -> None:
     w = World(make())
     w.fire(T0)
     lifecycle.pause(w.st, T0 + 1)
-    assert "cancelled" in lifecycle.resume(w.loop, w.st, T0 + 2)
+    assert "cancelled" in lifecycle.resume(w.loop, w.st, T0 + 2, zone=zone_of(w.loop))
     w.finish(T0 + 60)
     assert w.st["status"] == "active"
 
@@ -557,7 +561,7 @@ def test_resume_after_the_deadline_is_refused_with_duration_limit() -> None:
     w = World(make(**{"for": "1h"}))
     lifecycle.pause(w.st, T0)
     with pytest.raises(UsageError) as info:
-        lifecycle.resume(w.loop, w.st, T0 + HOUR)
+        lifecycle.resume(w.loop, w.st, T0 + HOUR, zone=zone_of(w.loop))
     assert info.value.message.startswith("duration_limit")
     assert info.value.code == 2
     assert w.st["status"] == "paused"
@@ -568,10 +572,10 @@ def test_resume_of_an_expired_loop_is_refused_until_for_is_raised() -> None:
     w.plan(T0 + 2 * HOUR)
     assert w.st["status"] == "expired"
     with pytest.raises(UsageError, match="^duration_limit"):
-        lifecycle.resume(w.loop, w.st, T0 + 2 * HOUR)
+        lifecycle.resume(w.loop, w.st, T0 + 2 * HOUR, zone=zone_of(w.loop))
     longer = make(**{"for": "1d"})
-    lifecycle.reconcile({"job": longer}, {}, w.state, T0 + 2 * HOUR)
-    assert lifecycle.resume(longer, w.st, T0 + 2 * HOUR) == "resumed"
+    lifecycle.reconcile({"job": longer}, {}, w.state, T0 + 2 * HOUR, zone_of)
+    assert lifecycle.resume(longer, w.st, T0 + 2 * HOUR, zone=zone_of(longer)) == "resumed"
     assert w.st["status"] == "active"
     assert w.st["ended_at"] is None and w.st["observed_at"] is None
 
@@ -581,10 +585,10 @@ def test_resume_after_iteration_limit_is_refused_until_max_runs_raised() -> None
     w.cycle(T0, T0 + 10)
     assert w.st["reason"] == "iteration_limit"
     with pytest.raises(UsageError) as info:
-        lifecycle.resume(w.loop, w.st, T0 + 20)
+        lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
     assert info.value.message.startswith("iteration_limit")
     raised = make(max_runs=3)
-    assert lifecycle.resume(raised, w.st, T0 + 20) == "resumed"
+    assert lifecycle.resume(raised, w.st, T0 + 20, zone=zone_of(raised)) == "resumed"
     w.loop = raised
     # The schedule resumes where it was: 10m after the last run ended.
     assert w.plan(T0 + 10 + 599).fired == []
@@ -596,7 +600,7 @@ def test_resume_after_failure_limit_resets_the_failures() -> None:
     w = World(make(max_failures=1))
     w.cycle(T0, T0 + 10, outcome="failed")
     assert w.st["reason"] == "failure_limit"
-    assert lifecycle.resume(w.loop, w.st, T0 + 20) == "resumed"
+    assert lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop)) == "resumed"
     assert (w.st["status"], w.st["reason"]) == ("active", None)
     assert w.st["failures"] == 0
     w.fire(w.st["next_due"])
@@ -608,7 +612,7 @@ def test_resume_of_a_completed_loop_is_refused() -> None:
     w = World(make())
     w.cycle(T0, T0 + 10, decision=decision("complete"))
     with pytest.raises(UsageError, match="completed"):
-        lifecycle.resume(w.loop, w.st, T0 + 20)
+        lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
 
 
 # -- missed time -------------------------------------------------------------------
@@ -682,7 +686,7 @@ def test_clock_set_back_rearms_a_cron_loop_at_its_next_slot() -> None:
     w.st["next_due"] = T0 + 365 * DAY
     result = w.plan(T0)
     assert result.fired == []
-    assert w.st["next_due"] == cron_next("0 * * * *", "UTC", T0)
+    assert w.st["next_due"] == cron_next("0 * * * *", ZoneInfo("UTC"), T0)
 
 
 def test_cron_after_is_not_mistaken_for_a_clock_change() -> None:
@@ -768,7 +772,7 @@ def test_until_text_in_the_final_result_completes_the_loop() -> None:
 
 def test_valves_observe_is_a_no_op_for_terminal_loops() -> None:
     loop = make(**{"for": "1h"})
-    st = new_loop_state(loop, T0)
+    st = new_loop_state(loop, T0, zone=zone_of(loop))
     st["status"] = "completed"
     assert valves.observe(loop, st, T0 + DAY) is False
     assert st["status"] == "completed"
@@ -776,6 +780,34 @@ def test_valves_observe_is_a_no_op_for_terminal_loops() -> None:
 
 def test_valves_resume_refusal_none_for_a_user_pause_in_time() -> None:
     loop = make()
-    st = new_loop_state(loop, T0)
+    st = new_loop_state(loop, T0, zone=zone_of(loop))
     st["status"], st["reason"] = "paused", "user"
     assert valves.resume_refusal(loop, st, T0 + 1) is None
+
+
+def test_a_cron_loop_keeps_the_zone_it_is_given_through_every_transition() -> None:
+    """The zone comes in from the edge (`clock.zone_of` in the drivers): a loop
+    without `--tz` on a machine in Tokyo is armed, claimed, coalesced while
+    in flight, settled, lost and resumed at 09:00 Tokyo, never 09:00 UTC."""
+    tokyo = ZoneInfo("Asia/Tokyo")
+    w = World(make(cron="0 9 * * *", overlap="skip"), zones=lambda loop: tokyo)
+
+    def at_nine_in_tokyo(when: float) -> bool:
+        local = datetime.fromtimestamp(when, tokyo)
+        return (local.hour, local.minute, local.second) == (9, 0, 0)
+
+    first = w.st["next_due"]
+    assert at_nine_in_tokyo(first)                      # new_loop_state
+    w.fire(first)
+    assert w.st["next_due"] == first + DAY              # claim
+    w.plan(first + DAY + 1)
+    assert w.st["next_due"] == first + 2 * DAY          # a slot passed in flight
+    w.finish(first + DAY + 2)
+    assert w.st["next_due"] == first + 2 * DAY          # settle keeps the tracked slot
+    w.fire(first + 2 * DAY)
+    w.procs.live.clear()
+    w.plan(first + 3 * DAY + 5)                         # the run is lost
+    assert w.st["next_due"] == first + 4 * DAY
+    lifecycle.pause(w.st, first + 3 * DAY + 6)
+    lifecycle.resume(w.loop, w.st, first + 5 * DAY, zone=tokyo)
+    assert w.st["next_due"] == first + 6 * DAY          # resume re-arms in the zone

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixed_zone import UTC, zone_of
 from hypothesis import given, settings, strategies
 
 from conftest import CLI, imported_modules, in_process, loopctl_argv
@@ -234,7 +235,7 @@ def test_a_version_2_entry_missing_what_its_definition_decides_is_repaired(
 
 
 def probe_entry() -> dict[str, Any]:
-    return new_loop_state(LoopDef(name="x", every=60), 1000.0)
+    return new_loop_state(LoopDef(name="x", every=60), 1000.0, zone=UTC)
 
 
 def test_pack_leaves_out_only_common_values_and_unpack_restores_them() -> None:
@@ -273,7 +274,7 @@ def test_store_round_trip_keeps_every_field(home: Path) -> None:
         state = store.read_state()
         from loopctl.domain import lifecycle
 
-        lifecycle.reconcile(defs.loops, defs.invalid, state, 1000.0)
+        lifecycle.reconcile(defs.loops, defs.invalid, state, 1000.0, zone_of)
         state["loops"]["job000"]["note"] = "kept"
         store.write_state(state)
     again = Store().read_state()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+from fixed_zone import UTC, zone_of
 
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.schedule import (
@@ -42,33 +44,35 @@ T0 = ts("2026-01-01T00:03:00Z")  # a Thursday, three minutes past midnight UTC
 
 
 def test_every_first_run_is_due_at_creation() -> None:
-    assert first_fire(loop(every="10m"), T0) == T0
-    assert next_fire(loop(every="10m"), now=T0, last_end=None, created=T0) == T0
+    assert first_fire(loop(every="10m"), T0, zone=UTC) == T0
+    assert next_fire(loop(every="10m"), now=T0, last_end=None, created=T0, zone=UTC) == T0
 
 
 def test_every_wait_counts_from_the_end_of_the_run() -> None:
     # A 25-minute run on `every 10m` started at T0 ended at T0+25m: the next run
     # is 10m after the end, not back-to-back and not at T0+10m.
     ended = T0 + 25 * MINUTE
-    due = next_fire(loop(every="10m"), now=ended, last_end=ended, created=T0)
+    due = next_fire(loop(every="10m"), now=ended, last_end=ended, created=T0, zone=UTC)
     assert due == ended + 10 * MINUTE
 
 
 def test_every_next_fire_ignores_now_once_the_run_ended() -> None:
     ended = T0 + 100
     later = ended + 5 * HOUR
-    assert next_fire(loop(every="10m"), now=later, last_end=ended, created=T0) == ended + 600
+    assert next_fire(loop(every="10m"), now=later, last_end=ended, created=T0,
+                     zone=UTC) == ended + 600
 
 
 def test_after_delays_the_first_every_run() -> None:
     lp = loop(every="10m", after="1h")
-    assert first_fire(lp, T0) == T0 + HOUR
+    assert first_fire(lp, T0, zone=zone_of(lp)) == T0 + HOUR
 
 
 def test_after_only_affects_the_first_run() -> None:
     lp = loop(every="10m", after="1h")
     ended = T0 + 2 * HOUR
-    assert next_fire(lp, now=ended, last_end=ended, created=T0) == ended + 10 * MINUTE
+    assert next_fire(lp, now=ended, last_end=ended, created=T0,
+                     zone=zone_of(lp)) == ended + 10 * MINUTE
 
 
 # -- cron ------------------------------------------------------------------------
@@ -76,43 +80,45 @@ def test_after_only_affects_the_first_run() -> None:
 
 def test_cron_first_run_is_the_first_slot_after_creation() -> None:
     lp = loop(cron="*/10 * * * *", tz="UTC")
-    assert utc(first_fire(lp, T0)) == "2026-01-01T00:10:00Z"
+    assert utc(first_fire(lp, T0, zone=zone_of(lp))) == "2026-01-01T00:10:00Z"
 
 
 def test_cron_first_slot_is_not_immediate_even_for_every_minute() -> None:
     lp = loop(cron="* * * * *", tz="UTC")
     created = T0 + 17  # 00:03:17
-    assert utc(first_fire(lp, created)) == "2026-01-01T00:04:00Z"
+    assert utc(first_fire(lp, created, zone=zone_of(lp))) == "2026-01-01T00:04:00Z"
 
 
 def test_cron_with_after_takes_the_first_slot_after_the_delay() -> None:
     lp = loop(cron="*/10 * * * *", tz="UTC", after="10m")
     # created 00:03 + 10m = 00:13 -> the 00:20 slot, not 00:10
-    assert utc(first_fire(lp, T0)) == "2026-01-01T00:20:00Z"
+    assert utc(first_fire(lp, T0, zone=zone_of(lp))) == "2026-01-01T00:20:00Z"
 
 
 def test_cron_evaluated_in_its_zone_and_returned_in_utc() -> None:
     lp = loop(cron="0 9 * * *", tz="Europe/Berlin")  # 09:00 CET = 08:00Z in January
-    assert utc(first_fire(lp, T0)) == "2026-01-01T08:00:00Z"
+    assert utc(first_fire(lp, T0, zone=zone_of(lp))) == "2026-01-01T08:00:00Z"
 
 
 def test_cron_next_is_strictly_after() -> None:
     slot = ts("2026-01-01T00:10:00Z")
-    assert utc(cron_next("*/10 * * * *", "UTC", slot)) == "2026-01-01T00:20:00Z"
-    assert utc(cron_next("*/10 * * * *", "UTC", slot - 0.5)) == "2026-01-01T00:10:00Z"
+    assert utc(cron_next("*/10 * * * *", ZoneInfo("UTC"), slot)) == "2026-01-01T00:20:00Z"
+    assert utc(cron_next("*/10 * * * *", ZoneInfo("UTC"), slot - 0.5)) == "2026-01-01T00:10:00Z"
 
 
 def test_cron_after_a_run_takes_the_next_slot_after_now() -> None:
     lp = loop(cron="0 * * * *", tz="UTC")
     ended = ts("2026-01-01T01:05:00Z")
     now = ts("2026-01-01T05:30:00Z")  # the machine slept through four slots
-    assert utc(next_fire(lp, now=now, last_end=ended, created=T0)) == "2026-01-01T06:00:00Z"
+    assert utc(next_fire(lp, now=now, last_end=ended, created=T0,
+                         zone=zone_of(lp))) == "2026-01-01T06:00:00Z"
 
 
 def test_cron_after_a_long_run_takes_the_slot_after_its_end() -> None:
     lp = loop(cron="0 * * * *", tz="UTC")
     ended = ts("2026-01-01T02:10:00Z")
-    assert utc(next_fire(lp, now=ended, last_end=ended, created=T0)) == "2026-01-01T03:00:00Z"
+    assert utc(next_fire(lp, now=ended, last_end=ended, created=T0,
+                         zone=zone_of(lp))) == "2026-01-01T03:00:00Z"
 
 
 # -- auto ------------------------------------------------------------------------
@@ -122,22 +128,24 @@ def test_auto_uses_the_requested_delay_from_the_end_of_the_run() -> None:
     lp = loop(every="auto")
     ended = T0 + 300
     assert next_fire(lp, now=ended, last_end=ended, created=T0,
-                     requested_delay=20 * MINUTE) == ended + 20 * MINUTE
+                     requested_delay=20 * MINUTE,
+                     zone=zone_of(lp)) == ended + 20 * MINUTE
 
 
 def test_auto_without_a_requested_delay_uses_the_keepalive() -> None:
     lp = loop(every="auto", keepalive="7m")
     ended = T0 + 300
-    assert next_fire(lp, now=ended, last_end=ended, created=T0) == ended + 7 * MINUTE
+    assert next_fire(lp, now=ended, last_end=ended, created=T0,
+                     zone=zone_of(lp)) == ended + 7 * MINUTE
 
 
 def test_auto_default_keepalive_is_twenty_minutes() -> None:
     lp = loop(every="auto")
-    assert next_fire(lp, now=T0, last_end=T0, created=T0) == T0 + 20 * MINUTE
+    assert next_fire(lp, now=T0, last_end=T0, created=T0, zone=zone_of(lp)) == T0 + 20 * MINUTE
 
 
 def test_auto_first_run_is_due_at_creation() -> None:
-    assert first_fire(loop(every="auto"), T0) == T0
+    assert first_fire(loop(every="auto"), T0, zone=UTC) == T0
 
 
 @pytest.mark.parametrize(
@@ -168,14 +176,16 @@ def test_backoff_doubles_per_failure_capped_at_eight(failures: int, factor: int)
 def test_every_backs_off_after_failures() -> None:
     lp = loop(every="10m")
     ended = T0 + 100
-    dues = [next_fire(lp, now=ended, last_end=ended, created=T0, failures=n) - ended
+    dues = [next_fire(lp, now=ended, last_end=ended, created=T0, failures=n,
+                      zone=zone_of(lp)) - ended
             for n in range(6)]
     assert dues == [600, 1200, 2400, 4800, 4800, 4800]
 
 
 def test_auto_backs_off_after_failures() -> None:
     lp = loop(every="auto", keepalive="5m")
-    assert next_fire(lp, now=T0, last_end=T0, created=T0, failures=2) == T0 + 4 * 300
+    assert next_fire(lp, now=T0, last_end=T0, created=T0, failures=2,
+                     zone=zone_of(lp)) == T0 + 4 * 300
 
 
 # -- missed time -----------------------------------------------------------------
@@ -184,24 +194,26 @@ def test_auto_backs_off_after_failures() -> None:
 def test_missed_count_every() -> None:
     lp = loop(every="10m")
     due = T0
-    assert missed_count(lp, due, due) == 0
-    assert missed_count(lp, due, due - 500) == 0
-    assert missed_count(lp, due, due + 599) == 0
-    assert missed_count(lp, due, due + 600) == 1
-    assert missed_count(lp, due, due + 3 * 600 + 5) == 3
+    assert missed_count(lp, due, due, zone=zone_of(lp)) == 0
+    assert missed_count(lp, due, due - 500, zone=zone_of(lp)) == 0
+    assert missed_count(lp, due, due + 599, zone=zone_of(lp)) == 0
+    assert missed_count(lp, due, due + 600, zone=zone_of(lp)) == 1
+    assert missed_count(lp, due, due + 3 * 600 + 5, zone=zone_of(lp)) == 3
 
 
 def test_missed_count_cron_counts_slots_after_the_due_one() -> None:
     lp = loop(cron="0 * * * *", tz="UTC")
     due = ts("2026-01-01T00:00:00Z")
     now = ts("2026-01-01T05:30:00Z")  # 01:00 .. 05:00 were missed
-    assert missed_count(lp, due, now) == 5
-    assert missed_count(lp, due, ts("2026-01-01T05:00:00Z")) == 5  # (due, now] includes now
-    assert missed_count(lp, due, ts("2026-01-01T00:59:59Z")) == 0
+    assert missed_count(lp, due, now,
+                        zone=zone_of(lp)) == 5
+    assert missed_count(lp, due, ts("2026-01-01T05:00:00Z"),
+                        zone=zone_of(lp)) == 5  # (due, now] includes now
+    assert missed_count(lp, due, ts("2026-01-01T00:59:59Z"), zone=zone_of(lp)) == 0
 
 
 def test_missed_count_auto_is_zero() -> None:
-    assert missed_count(loop(every="auto"), T0, T0 + 10 * DAY) == 0
+    assert missed_count(loop(every="auto"), T0, T0 + 10 * DAY, zone=UTC) == 0
 
 
 def test_missed_every_minute_for_a_year_is_bounded_and_sane() -> None:
@@ -210,20 +222,20 @@ def test_missed_every_minute_for_a_year_is_bounded_and_sane() -> None:
     lp = loop(cron="* * * * *", tz="UTC")
     due = ts("2026-01-01T00:00:00Z")
     now = ts("2027-01-01T00:00:00Z")
-    assert missed_count(lp, due, now) == 365 * 24 * 60
+    assert missed_count(lp, due, now, zone=zone_of(lp)) == 365 * 24 * 60
 
 
 def test_missed_every_minute_for_a_year_in_a_dst_zone_is_sane() -> None:
     lp = loop(cron="* * * * *", tz=NY)
     due = ts("2026-01-01T05:00:00Z")
     now = ts("2027-01-01T05:00:00Z")
-    count = missed_count(lp, due, now)
+    count = missed_count(lp, due, now, zone=zone_of(lp))
     # Within an hour either way of one fire per minute.
     assert abs(count - 365 * 24 * 60) <= 60
 
 
 def test_missed_every_for_a_year() -> None:
-    assert missed_count(loop(every="1s"), T0, T0 + 365 * DAY) == 365 * DAY
+    assert missed_count(loop(every="1s"), T0, T0 + 365 * DAY, zone=UTC) == 365 * DAY
 
 
 def test_next_fire_after_downtime_collapses_to_one_catch_up_from_now() -> None:
@@ -232,7 +244,7 @@ def test_next_fire_after_downtime_collapses_to_one_catch_up_from_now() -> None:
     lp = loop(cron="0 * * * *", tz="UTC")
     last_end = ts("2026-01-01T00:00:10Z")
     now = ts("2026-01-01T10:20:00Z")
-    due = next_fire(lp, now=now, last_end=last_end, created=T0)
+    due = next_fire(lp, now=now, last_end=last_end, created=T0, zone=zone_of(lp))
     assert utc(due) == "2026-01-01T11:00:00Z"
 
 
@@ -240,28 +252,28 @@ def test_next_fire_after_downtime_collapses_to_one_catch_up_from_now() -> None:
 
 
 def test_latest_plausible_due_every_allows_the_full_backoff() -> None:
-    assert latest_plausible_due(loop(every="10m"), T0) == T0 + 8 * 600
+    assert latest_plausible_due(loop(every="10m"), T0, zone=UTC) == T0 + 8 * 600
 
 
 def test_latest_plausible_due_every_allows_a_long_after() -> None:
-    assert latest_plausible_due(loop(every="10m", after="1d"), T0) == T0 + DAY
+    assert latest_plausible_due(loop(every="10m", after="1d"), T0, zone=UTC) == T0 + DAY
 
 
 def test_latest_plausible_due_auto_uses_the_longest_delay() -> None:
-    assert latest_plausible_due(loop(every="auto"), T0) == T0 + 8 * HOUR
-    assert latest_plausible_due(loop(every="auto", keepalive="2h"), T0) == T0 + 16 * HOUR
+    assert latest_plausible_due(loop(every="auto"), T0, zone=UTC) == T0 + 8 * HOUR
+    assert latest_plausible_due(loop(every="auto", keepalive="2h"), T0, zone=UTC) == T0 + 16 * HOUR
 
 
 def test_latest_plausible_due_cron_is_the_next_slot() -> None:
     lp = loop(cron="0 12 * * *", tz="UTC")
-    assert utc(latest_plausible_due(lp, T0)) == "2026-01-01T12:00:00Z"
+    assert utc(latest_plausible_due(lp, T0, zone=zone_of(lp))) == "2026-01-01T12:00:00Z"
 
 
 def test_every_backoff_due_is_always_plausible() -> None:
     lp = loop(every="10m")
     for failures in range(10):
-        due = next_fire(lp, now=T0, last_end=T0, created=T0, failures=failures)
-        assert due <= latest_plausible_due(lp, T0)
+        due = next_fire(lp, now=T0, last_end=T0, created=T0, failures=failures, zone=zone_of(lp))
+        assert due <= latest_plausible_due(lp, T0, zone=zone_of(lp))
 
 
 # -- DST (America/New_York, 2026) -------------------------------------------------
@@ -270,7 +282,7 @@ def test_every_backoff_due_is_always_plausible() -> None:
 def fires_between(expr: str, zone: str, start: float, end: float) -> list[str]:
     out, t = [], start
     while True:
-        t = cron_next(expr, zone, t)
+        t = cron_next(expr, ZoneInfo(zone), t)
         if t >= end:
             return out
         out.append(utc(t))
@@ -291,7 +303,7 @@ def test_dst_repeated_wall_time_from_every_starting_point() -> None:
     first, next_day = ts("2026-11-01T05:30:00Z"), ts("2026-11-02T06:30:00Z")
     for after in range(int(start), int(end), 5 * MINUTE):
         expected = first if after < first else next_day
-        assert cron_next("30 1 * * *", NY, after) == expected, utc(after)
+        assert cron_next("30 1 * * *", ZoneInfo(NY), after) == expected, utc(after)
 
 
 def test_dst_skipped_wall_time_fires_once_at_the_transition() -> None:
@@ -304,7 +316,7 @@ def test_dst_skipped_wall_time_from_every_starting_point() -> None:
     transition, next_day = ts("2026-03-08T07:00:00Z"), ts("2026-03-09T06:30:00Z")
     for after in range(int(start), int(end), 5 * MINUTE):
         expected = transition if after < transition else next_day
-        assert cron_next("30 2 * * *", NY, after) == expected, utc(after)
+        assert cron_next("30 2 * * *", ZoneInfo(NY), after) == expected, utc(after)
 
 
 def test_dst_days_around_the_transitions_fire_once_each() -> None:

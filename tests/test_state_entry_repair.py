@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from fixed_zone import zone_of
 
 from loopctl.domain.model import parse_loop
 from loopctl.domain.state import LATE_KEYS, display_status, new_loop_state, repair
@@ -19,7 +20,7 @@ RUN_ID = "20260528T201320Z-0003"
 
 def entry_with_run(**run_changes: Any) -> dict[str, Any]:
     loop = parse_loop("x", {"prompt": "p", "every": "1h"})
-    entry = new_loop_state(loop, NOW)
+    entry = new_loop_state(loop, NOW, zone=zone_of(loop))
     entry["run"] = {"run_id": RUN_ID, "iteration": 3, "due_at": NOW, "claimed_at": NOW,
                     "started_at": NOW + 0.5, "missed": 0, "trigger": "schedule",
                     "supervisor": {"pid": 4242, "ct": NOW}, "agent": {"pid": 4243, "ct": NOW},

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+from fixed_zone import zone_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -159,7 +160,7 @@ def test_a_flag_shaped_session_never_reaches_argv() -> None:
 
 def fresh_entry() -> dict[str, Any]:
     loop = parse_loop("x", {"prompt": "p", "every": "1h"})
-    return new_loop_state(loop, NOW)
+    return new_loop_state(loop, NOW, zone=zone_of(loop))
 
 
 def test_a_sane_entry_passes_unchanged() -> None:
@@ -418,7 +419,7 @@ def test_the_envelopes_example_line_is_not_a_decision() -> None:
     from loopctl.agents.envelope import wrap
 
     loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "claude"})
-    text = wrap(loop, "objective", new_loop_state(loop, NOW), 1, NOW + 5)
+    text = wrap(loop, "objective", new_loop_state(loop, NOW, zone=zone_of(loop)), 1, NOW + 5)
     assert "LOOPCTL-DECISION:" in text
     assert decision_from_text(text)[0] is None  # an echoed prompt decides nothing
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from fixed_zone import zone_of
+
 from loopctl.domain import lifecycle, valves
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.state import RunResult
@@ -28,7 +30,7 @@ class World:
         self.loop = loop
         self.state: dict[str, Any] = {"loops": {}}
         self.live: set[int] = set()
-        lifecycle.reconcile({"job": loop}, {}, self.state, T0)
+        lifecycle.reconcile({"job": loop}, {}, self.state, T0, zone_of)
 
     @property
     def st(self) -> dict[str, Any]:
@@ -38,13 +40,14 @@ class World:
         return ref is not None and ref["pid"] in self.live
 
     def plan(self, now: float) -> lifecycle.Pass:
-        return lifecycle.plan({"job": self.loop}, {}, self.state, now, self.alive)
+        return lifecycle.plan({"job": self.loop}, {}, self.state, now, self.alive, zones=zone_of)
 
     def run(self, now: float, outcome: str = "ok", **kw: Any) -> None:
         result = self.plan(now)
         assert [name for name, _ in result.fired] == ["job"], result
         result.fired[0][1]["supervisor"] = dict(SUPERVISOR)
-        lifecycle.settle(self.loop, self.st, RunResult(outcome, 0, now, now + 1, **kw), now + 1)
+        lifecycle.settle(self.loop, self.st, RunResult(outcome, 0, now, now + 1, **kw), now + 1,
+                         zone=zone_of(self.loop))
 
 
 def test_a_rate_limit_without_a_reset_time_backs_off_doubling_to_an_hour() -> None:
@@ -128,5 +131,5 @@ def test_an_empty_result_clears_the_no_progress_digests() -> None:
 def test_resume_of_an_active_loop_changes_nothing() -> None:
     w = World(make())
     before = dict(w.st)
-    assert lifecycle.resume(w.loop, w.st, T0 + 5) == "already active"
+    assert lifecycle.resume(w.loop, w.st, T0 + 5, zone=zone_of(w.loop)) == "already active"
     assert w.st == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from loopctl import clock
 from loopctl.commands.common import JSON_VERSION, locked_loop
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
@@ -29,7 +30,7 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
                 signal_supervisor(st["run"])
                 message = "stopping: the current run is being killed"
         else:
-            message = lifecycle.resume(loop, st, now)
+            message = lifecycle.resume(loop, st, now, zone=clock.zone_of(loop))
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return {"version": JSON_VERSION, "loop": name, "message": message,

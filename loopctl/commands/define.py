@@ -49,7 +49,7 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
         elif defs.has(name):
             raise UsageError(_taken(name, state["loops"].get(name)))
         loop = replace(probe, name=name)
-        state["loops"][name] = new_loop_state(loop, now)
+        state["loops"][name] = new_loop_state(loop, now, zone=clock.zone_of(loop))
         store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
@@ -114,7 +114,7 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
         if st is not None and st.get("run"):
             st["run"]["spec"] = defs.raw_loops[name]
         store.write_defs(defs)
-        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now)
+        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now, clock.zone_of)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)

@@ -45,7 +45,7 @@ def doctor(store: Store) -> dict[str, Any]:
 
     for level, check, message in doctor_findings(defs.loops, defs.top.get("sandbox")):
         add(level, check, message)
-    lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+    lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of)
     for name, error in defs.invalid.items():
         add("error", "definitions", f"loop {name!r} is invalid and will not fire: {error}")
     for name, bad in store.repairs.items():

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from loopctl import clock
 from loopctl.commands.common import locked_loop
 from loopctl.domain import lifecycle, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
@@ -31,7 +32,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             st = state["loops"][name]
             before = {n: events_key(other) for n, other in state["loops"].items()}
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                    only=name)
+                                    only=name, zones=clock.zone_of)
             settle_lost(store, state, result.lost, now)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired))
@@ -54,7 +55,8 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
                                  f"`loopctl run {name} --force`")
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
-            run = st["run"] or lifecycle.claim(loop, st, now, trigger)
+            run = st["run"] or lifecycle.claim(loop, st, now, trigger,
+                                                   zone=clock.zone_of(loop))
             run["spec"] = to_raw(loop)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             take_payload(store, name, run)

@@ -1,4 +1,6 @@
-"""Lifecycle transitions of a loop (DESIGN §3-§5). Pure: `now` comes in.
+"""Lifecycle transitions of a loop (DESIGN §3-§5). Pure: `now` comes in, and
+the loop's zone (or, for a pass over many loops, `zones`, which gives each
+loop's).
 
 A driver pass (`plan`) reconciles state with the definitions, notices lost
 runs and expiries, and claims every due loop; a finished run is folded back
@@ -10,6 +12,7 @@ liveness arrives as a callback.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import tzinfo
 from typing import Any
 
 from loopctl.domain import valves
@@ -17,6 +20,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (
+    Zones,
     clamp_delay,
     cron_next,
     latest_plausible_due,
@@ -61,14 +65,14 @@ def run_id_for(now: float, seq: int) -> str:
 
 
 def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
-              state: dict[str, Any], now: float) -> bool:
+              state: dict[str, Any], now: float, zones: Zones) -> bool:
     """Bring state in line with the definitions; True when something changed."""
     changed = False
     entries = state["loops"]
     for name, loop in loops.items():
         st = entries.get(name)
         if st is None:
-            entries[name] = new_loop_state(loop, now)
+            entries[name] = new_loop_state(loop, now, zone=zones(loop))
             changed = True
             continue
         if st["created"] is None:
@@ -78,14 +82,15 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
         if st["schedule_key"] != loop.schedule_key:
             st["schedule_key"] = loop.schedule_key
             if st["next_due"] is not None or st["status"] == ACTIVE and not st["run"]:
-                st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
+                st["next_due"] = next_fire(loop, zone=zones(loop), now=now,
+                                           last_end=st["last_end"] or now,
                                            created=st["created"])
             changed = True
         if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None \
                 and not loop.on_demand:
             # Armed nowhere (its run was lost while the entry was invalid).
-            st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"] or now,
-                                       created=st["created"])
+            st["next_due"] = next_fire(loop, zone=zones(loop), now=now,
+                                       last_end=st["last_end"] or now, created=st["created"])
             changed = True
         deadline = st["created"] + loop.for_s
         if st["deadline"] != deadline:
@@ -99,7 +104,7 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
 
 
 def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
-          missed: int = 0) -> dict[str, Any]:
+          missed: int = 0, *, zone: tzinfo) -> dict[str, Any]:
     """Record a fire before anything is launched: the exactly-once point."""
     st["seq"] += 1
     st["iterations"] += 1
@@ -118,7 +123,7 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     st["pending"] = False
     # Cron keeps counting slots while a run is in flight so overlap can act;
     # interval and self-paced loops wait for the run to end.
-    st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else None
+    st["next_due"] = cron_next(loop.cron, zone, now) if loop.cron else None
     return run
 
 
@@ -132,14 +137,14 @@ def unclaim(st: LoopState, why: str) -> None:
 
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
-         now: float, alive: Alive, only: str | None = None) -> Pass:
+         now: float, alive: Alive, only: str | None = None, *, zones: Zones) -> Pass:
     result = Pass()
     for name, st in state["loops"].items():
         if only is not None and name != only:
             continue
         loop = loops.get(name)
         if st["run"]:
-            _check_in_flight(loop, name, st, now, alive, result)
+            _check_in_flight(loop, name, st, now, alive, result, zones)
             continue
         if st.get("orphan"):
             if alive(st["orphan"]):
@@ -153,14 +158,15 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
             continue
         if valves.observe(loop, st, now):
             result.changed = True
-        _plan_idle(loop, name, st, now, result)
+        _plan_idle(loop, name, st, now, result, zones(loop))
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
     return result
 
 
-def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass) -> None:
+def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass,
+               zone: tzinfo) -> None:
     if st["status"] == PAUSED and st["reason"] == "rate_limited":
         result.deferred.append((name, st.get("resume_at") or now))
         return
@@ -170,9 +176,11 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         return
     due = st["next_due"]
     ran = st["last_end"] is not None
-    if due is not None and due > latest_plausible_due(loop, now, st["failures"], ran):
+    if due is not None and due > latest_plausible_due(loop, now, st["failures"], ran,
+                                                      zone=zone):
         # Re-armed as if the last run ended now: no duplicate run, no stall.
-        due = st["next_due"] = next_fire(loop, now=now, last_end=now if ran else None,
+        due = st["next_due"] = next_fire(loop, zone=zone, now=now,
+                                         last_end=now if ran else None,
                                          created=now, failures=st["failures"])
         st["note"] = "the clock went back; re-armed from now"
         result.changed = True
@@ -185,19 +193,20 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, "paused: iteration_limit"))
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
-    missed = 0 if st.get("triggered") else missed_count(loop, due, now)
+    missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
     if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
-        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"])
+        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
+                                   created=st["created"])
         st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
         result.changed = True
         result.skipped.append((name, "missed (catch-up none)"))
         return
-    result.fired.append((name, claim(loop, st, now, "schedule", missed)))
+    result.fired.append((name, claim(loop, st, now, "schedule", missed, zone=zone)))
     result.changed = True
 
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
-                     alive: Alive, result: Pass) -> None:
+                     alive: Alive, result: Pass, zones: Zones) -> None:
     run = st["run"]
     assert run is not None  # the caller saw it
     if not alive(run.get("supervisor")):
@@ -207,7 +216,7 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
             st["orphan"] = run["agent"]
             result.skipped.append((name, f"agent pid {run['agent']['pid']} of lost run "
                                          f"{run['run_id']} is still alive"))
-        _after_lost(loop, st, run, now)
+        _after_lost(loop, st, run, now, zones)
         result.changed = True
         return
     result.skipped.append((name, f"running ({run['run_id']})"))
@@ -215,7 +224,7 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
     if loop is None or due is None or due > now:
         return
     # A fire came due while the run is in flight (cron only): coalesce.
-    st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else None
+    st["next_due"] = cron_next(loop.cron, zones(loop), now) if loop.cron else None
     result.changed = True
     if loop.overlap == "queue":
         st["pending"] = True
@@ -224,7 +233,8 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
         result.replace.append((name, run))
 
 
-def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: float) -> None:
+def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: float,
+                zones: Zones) -> None:
     """A run whose supervisor died: record it and keep the schedule going."""
     st["last_end"] = now
     st["last_outcome"] = "lost"
@@ -237,13 +247,14 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
         valves.pause_for(st, "failure_limit")
     if loop is not None and st["status"] == ACTIVE:
-        st["next_due"] = next_fire(loop, now=now, last_end=now, created=st["created"],
-                                   failures=st["failures"])
+        st["next_due"] = next_fire(loop, zone=zones(loop), now=now, last_end=now,
+                                   created=st["created"], failures=st["failures"])
         if st.get("triggered"):  # a trigger during the lost run still asks for a fire
             st["next_due"] = now
 
 
-def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[str, Any]:
+def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
+           zone: tzinfo) -> dict[str, Any]:
     """Fold a finished run into the loop's state; returns extra record fields."""
     run = st["run"] or {}
     tracked = st["next_due"]
@@ -277,10 +288,10 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
         if tracked > now:
             st["next_due"] = tracked
         else:
-            st["next_due"] = now if loop.overlap == "queue" else cron_next(loop.cron, loop.tz, now)
+            st["next_due"] = now if loop.overlap == "queue" else cron_next(loop.cron, zone, now)
     else:
         st["pending"] = False
-        st["next_due"] = next_fire(loop, now=now, last_end=result.ended_at,
+        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=result.ended_at,
                                    created=st["created"], failures=st["failures"],
                                    requested_delay=requested)
     return extra
@@ -373,7 +384,7 @@ def stop(st: LoopState, now: float) -> str:
     return "stopped"
 
 
-def resume(loop: LoopDef, st: LoopState, now: float) -> str:
+def resume(loop: LoopDef, st: LoopState, now: float, *, zone: tzinfo) -> str:
     refusal = valves.resume_refusal(loop, st, now)
     if refusal:
         raise UsageError(refusal)
@@ -391,9 +402,9 @@ def resume(loop: LoopDef, st: LoopState, now: float) -> str:
     if not st["run"] and backed_off and st["last_end"] is not None and not loop.cron:
         # The failures are forgiven, so is their backoff: a due time left
         # x8 out would look, to the next pass, like a clock set back.
-        st["next_due"] = next_fire(loop, now=now, last_end=st["last_end"],
+        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=st["last_end"],
                                    created=st["created"], failures=0)
     if not st["run"] and not loop.on_demand and (st["next_due"] is None
                                                  or st["next_due"] < now):
-        st["next_due"] = cron_next(loop.cron, loop.tz, now) if loop.cron else now
+        st["next_due"] = cron_next(loop.cron, zone, now) if loop.cron else now
     return "resumed"

@@ -1,4 +1,6 @@
-"""When a loop fires next (DESIGN §3). Pure: every function takes `now`.
+"""When a loop fires next (DESIGN §3). Pure: every function takes `now`, and
+the loop's zone (a tzinfo) where a cron expression is evaluated; which zone
+that is (`--tz`, or the system's) is decided at the edge, `clock.zone_of`.
 
 Times are POSIX seconds (UTC). Cron expressions are evaluated on local wall
 time in the loop's zone and mapped to instants here, because the libraries'
@@ -10,9 +12,8 @@ transition.
 from __future__ import annotations
 
 import math
-import os
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
-from functools import lru_cache
 
 from loopctl.domain.model import LoopDef
 
@@ -22,24 +23,9 @@ BACKOFF_CAP = 8
 # `* * * * *` is 525,600 slots); past this many the rest is estimated.
 MISSED_EXACT_LIMIT = 2000
 
-
-@lru_cache(maxsize=64)
-def zone(name: str | None) -> tzinfo:
-    """The loop's zone, or the system's (TZ, then /etc/localtime), or UTC."""
-    from zoneinfo import ZoneInfo
-
-    if name:
-        return ZoneInfo(name)
-    env_tz = os.environ.get("TZ", "").lstrip(":")
-    if env_tz:
-        try:
-            return ZoneInfo(env_tz)
-        except Exception:
-            pass
-    try:
-        return ZoneInfo.from_file(open("/etc/localtime", "rb"), key="localtime")
-    except OSError:
-        return UTC
+# Which zone a loop's cron expression is read in; the drivers pass
+# `clock.zone_of`, tests a fixed zone.
+Zones = Callable[[LoopDef], tzinfo]
 
 
 def wall_to_instant(naive: datetime, tz: tzinfo) -> float:
@@ -74,18 +60,18 @@ def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped
         yield wall_to_instant(it.get_next(datetime), tz)
 
 
-def cron_next(expr: str, tz_name: str | None, after: float) -> float:
+def cron_next(expr: str, zone: tzinfo, after: float) -> float:
     """The first cron slot strictly after `after`."""
-    for instant in _wall_slots(expr, zone(tz_name), after):
+    for instant in _wall_slots(expr, zone, after):
         if instant > after:
             return instant
     raise AssertionError("unreachable")
 
 
-def cron_count(expr: str, tz_name: str | None, start: float, end: float) -> int:
+def cron_count(expr: str, zone: tzinfo, start: float, end: float) -> int:
     """How many distinct slots lie in (start, end]; bounded work."""
     count, last, first = 0, start, None
-    for instant in _wall_slots(expr, zone(tz_name), start):
+    for instant in _wall_slots(expr, zone, start):
         if instant <= last:
             continue
         if instant > end:
@@ -109,20 +95,21 @@ def clamp_delay(loop: LoopDef, requested: float) -> tuple[float, bool]:
     return clamped, clamped != requested
 
 
-def first_fire(loop: LoopDef, created: float) -> float | None:
+def first_fire(loop: LoopDef, created: float, *, zone: tzinfo) -> float | None:
     """Due time of a new loop: `--every` at once, cron at its first slot, an
     `--on-demand` loop never (a trigger arms it)."""
     if loop.on_demand:
         return None
     start = created + (loop.after or 0)
     if loop.cron:
-        return cron_next(loop.cron, loop.tz, start if loop.after else created)
+        return cron_next(loop.cron, zone, start if loop.after else created)
     return start
 
 
 def next_fire(
     loop: LoopDef,
     *,
+    zone: tzinfo,
     now: float,
     last_end: float | None,
     created: float | None,
@@ -140,21 +127,21 @@ def next_fire(
         return None
     if last_end is None:
         # `created` is unknown only in an entry repaired and not yet reconciled.
-        return first_fire(loop, now if created is None else created)
+        return first_fire(loop, now if created is None else created, zone=zone)
     if loop.cron:
-        return cron_next(loop.cron, loop.tz, max(last_end, now))
+        return cron_next(loop.cron, zone, max(last_end, now))
     if loop.auto:
         delay = requested_delay if requested_delay is not None else loop.keepalive
         return last_end + delay * backoff_factor(failures)
     return last_end + (loop.every or 0) * backoff_factor(failures)
 
 
-def missed_count(loop: LoopDef, due: float, now: float) -> int:
+def missed_count(loop: LoopDef, due: float, now: float, *, zone: tzinfo) -> int:
     """Occurrences that came due in (due, now]: collapsed into one catch-up."""
     if now <= due or loop.on_demand:
         return 0
     if loop.cron:
-        return cron_count(loop.cron, loop.tz, due, now)
+        return cron_count(loop.cron, zone, due, now)
     if loop.auto:
         return 0  # self-paced loops have no occurrences of their own
     return int((now - due) // (loop.every or 1))
@@ -188,12 +175,12 @@ def parse_iso(text: str) -> float:
 
 
 def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,
-                         ran: bool = False) -> float:
+                         ran: bool = False, *, zone: tzinfo) -> float:
     """No due time computed with a correct clock lies beyond this; a later one
     means the wall clock was set back, and the loop re-arms from `now`.
     Without `failures` it allows the largest backoff."""
     if loop.cron:
-        return cron_next(loop.cron, loop.tz, now + (0 if ran else loop.after or 0))
+        return cron_next(loop.cron, zone, now + (0 if ran else loop.after or 0))
     factor = BACKOFF_CAP if failures is None else backoff_factor(failures)
     if loop.auto:
         longest = max(loop.max_delay, loop.keepalive) * factor

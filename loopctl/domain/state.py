@@ -9,13 +9,14 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Any, TypedDict, cast
 
 from loopctl.domain import untrusted as check
 from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.plain import record
-from loopctl.domain.schedule import first_fire, parse_iso
+from loopctl.domain.schedule import UTC, first_fire, parse_iso
 
 ACTIVE, PAUSED = "active", "paused"
 TERMINAL = ("completed", "failed", "stopped", "expired")
@@ -84,12 +85,12 @@ class RunResult:
     track_progress: bool = False
 
 
-def new_loop_state(loop: LoopDef, now: float) -> LoopState:
+def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
     """A fresh entry: every field of SCHEMA at its initial value."""
     created = parse_iso(loop.created_at) if loop.created_at else now
     st = cast(LoopState, {key: _fresh(field.initial) for key, field in SCHEMA.items()})
     st["created"], st["deadline"] = created, created + loop.for_s
-    st["schedule_key"], st["next_due"] = loop.schedule_key, first_fire(loop, created)
+    st["schedule_key"], st["next_due"] = loop.schedule_key, first_fire(loop, created, zone=zone)
     return st
 
 
@@ -115,7 +116,7 @@ def common_values() -> dict[str, Any]:
     """What every new entry holds, whatever its loop: derived from
     `new_loop_state`, so a field added there is packed with no edit here."""
     if not _COMMON:
-        probe = new_loop_state(LoopDef(name="probe"), 0.0)
+        probe = new_loop_state(LoopDef(name="probe"), 0.0, zone=UTC)
         _COMMON.update({k: v for k, v in probe.items() if k not in PER_LOOP})
         _MUTABLE.extend(k for k, v in _COMMON.items() if isinstance(v, (list, dict)))
     return _COMMON

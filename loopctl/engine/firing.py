@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import Any
 
+from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.model import to_raw
@@ -224,11 +225,12 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         defs = defs or store.read_defs()
         state = store.read_state()
         repaired = set(store.repairs)
-        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now)
+        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of)
         # A repaired entry was just paused (`error`): announce it like a limit.
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
-        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+                                zones=clock.zone_of)
         settle_lost(store, state, result.lost, now)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)

@@ -73,7 +73,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
         if st and st.get("run") and st["run"]["run_id"] == ctx.run_id:
             before = events.status_key(st)
             now = clock.now()
-            extra = settle_loop(loop, st, result, now)
+            extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
             if extra.get("note"):
                 add_note(result, extra.pop("note"))
                 record["note"] = result.note
