@@ -104,7 +104,7 @@ def main() -> None:
 
         check_env()
     except Exception as exc:  # noqa: BLE001 - a bad LOOPCTL_* number: one line, exit 2
-        from loopctl.domain.errors import report
+        from loopctl.cli.failure import report
 
         sys.exit(report(exc))
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due() \

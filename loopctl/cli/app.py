@@ -14,7 +14,8 @@ import typer
 from loopctl import __version__
 from loopctl.cli import control, drivers, exporting, setup, trigger, views
 from loopctl.cli import define as defining
-from loopctl.domain.errors import EXIT_INTERRUPTED, report
+from loopctl.cli.failure import report
+from loopctl.domain.errors import EXIT_INTERRUPTED
 
 app = typer.Typer(
     name="loopctl", add_completion=True, no_args_is_help=True,

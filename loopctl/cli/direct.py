@@ -107,6 +107,6 @@ def dispatch(args: list[str]) -> int | None:
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
-        from loopctl.domain.errors import report
+        from loopctl.cli.failure import report
 
         return report(exc)

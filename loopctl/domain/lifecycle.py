@@ -12,7 +12,7 @@ liveness arrives as a callback.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
 
 from loopctl.domain import valves
@@ -20,6 +20,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (
+    UTC,
     Zones,
     clamp_delay,
     cron_next,
@@ -59,9 +60,7 @@ class Pass:
 
 
 def run_id_for(now: float, seq: int) -> str:
-    import time
-
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now)) + f"-{seq:04d}"
+    return datetime.fromtimestamp(int(now), UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{seq:04d}"
 
 
 def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
