@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
 
 from loopctl.settings import knob
 
+TYPE_CHECKING = False  # not typing's: the idle tick does not import typing
 if TYPE_CHECKING:
     from datetime import tzinfo
 
