@@ -16,7 +16,7 @@ import sys
 import pytest
 from faults.support import one_clear_line
 
-from conftest import CLI, FAKE_AGENT, agent_command, wait_for
+from conftest import CLI, FAKE_AGENT, agent_command, imported_modules, wait_for
 from loopctl.entry import nothing_due
 
 
@@ -67,3 +67,14 @@ def test_a_loops_yaml_edited_after_the_last_state_write_is_read(cli: CLI) -> Non
     (record,) = wait_for(lambda: cli.records("handmade"))
     assert record["outcome"] == "ok"
     assert cli.records("later") == []
+
+
+def test_the_idle_tick_imports_no_more_than_it_needs(cli: CLI) -> None:
+    """The fast path (bench/tick_idle.py) stays near bare start-up: none of
+    the modules a full pass or a zone needs is loaded when nothing is due."""
+    settled_home(cli)
+    modules = imported_modules("tick")
+    assert "loopctl.clock" in modules  # the fast path read the clock
+    assert "loopctl.engine.firing" not in modules  # and took no full pass
+    costly = {"typing", "datetime", "zoneinfo", "yaml", "typer", "croniter", "loopctl.domain.model"}
+    assert costly.isdisjoint(modules), costly.intersection(modules)
