@@ -67,6 +67,8 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
     _log(ctx, loop, argv, ran)
     if ran.note:
         add_note(result, ran.note)
+    if loop.check_metric and metric is None and not dropped:
+        add_note(result, "check metric: no match in the output's last 64 KiB")
     if dropped:  # on the loop too: status shows it
         add_dropped(ctx, result, [dropped])
 
