@@ -14,9 +14,9 @@ from typing import Any
 
 import psutil
 import pytest
+from test_workspace import EDIT, Repo, last_record, make_repo, start
 
 from conftest import CLI, agent_command, wait_for
-from test_workspace import EDIT, Repo, last_record, make_repo, start
 
 BIN = Path(__file__).parent / "bin"
 
