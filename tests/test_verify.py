@@ -255,3 +255,44 @@ def test_update_sets_and_clears_each_option_and_show_and_status_carry_them(
     assert not set(verify.KEYS) & set(definition), definition
     proc = cli("update", "v", "--until-check")
     assert proc.returncode == 2 and "'until_check' needs 'check'" in proc.stderr
+
+
+def test_the_check_travels_in_every_export_and_bounds_the_job(
+        cli: CLI, tmp_path: Path) -> None:
+    """The exported job runs loopctl itself, so the check runs on the target
+    if, and only if, the definition it gets holds it; the job's own time
+    limit must leave room for it after the agent."""
+    import base64
+
+    import yaml
+
+    from loopctl.storage.yamlio import parse_yaml_text
+
+    start(cli, tmp_path, "--timeout", "20m", "--check", "pytest -q", "--check-timeout", "15m",
+          "--until-check", "--check-metric", r"(\d+) passed", check=0)
+    expected = {"check": ["pytest", "-q"], "check_timeout": "15m", "until_check": True,
+                "check_metric": r"(\d+) passed"}
+
+    def carried(text: str) -> None:
+        definition = parse_yaml_text(text, "export")["loops"]["v"]
+        assert {k: definition.get(k) for k in verify.KEYS} == expected
+        assert parse_loop("v", definition).check == ("pytest", "-q")
+
+    out = tmp_path / "out"
+    cli("export", "v", "--to", "systemd", "-o", str(out / "systemd"), check=0)
+    service = (out / "systemd" / "loopctl-v.service").read_text()
+    assert "TimeoutStartSec=2160\n" in service  # 20m + 15m + 60 s
+    assert '"run" "v" "--scheduled"' in service  # this loops.yaml, which holds the check
+    carried((Path(cli.home) / "loops.yaml").read_text())
+    cli("export", "v", "--to", "k8s", "-o", str(out / "k8s"), "--image", "r.example/l:1",
+        check=0)
+    config_map, *_, cron_job = yaml.safe_load_all((out / "k8s" / "loopctl-v.yaml").read_text())
+    carried(config_map["data"]["loops.yaml"])
+    assert cron_job["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] == 35 * 60 + 120
+    cli("export", "v", "--to", "github", "-o", str(out / "gh"), "--install",
+        "loopctl @ git+https://github.com/owner/loopctl@v1.0.0", check=0)
+    [workflow] = (out / "gh").rglob("*.yml")
+    job = next(iter(yaml.safe_load(workflow.read_text())["jobs"].values()))
+    [write] = [s for s in job["steps"] if s.get("name") == "Write the loop definition"]
+    carried(base64.b64decode(write["env"]["DEFINITION"]).decode())
+    assert job["timeout-minutes"] == 35 + 10
