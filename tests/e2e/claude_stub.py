@@ -5,9 +5,9 @@ The model is two steps: if the conversation's last message carries no
 `tool_result`, it calls the shell tool once with `command` (or, with no
 `command`, answers `final` straight away); once the tool result is back, it
 answers `final` and ends the turn. With `write=(path, text)` it first makes
-that change with Claude Code's own `Write` tool, then goes on as above. Requests that are not the agent's main
-conversation (no shell tool offered: titles, quota probes) get a short plain
-answer. Everything the CLI sends is kept in `stub.requests`.
+that change with Claude Code's own `Write` tool, then goes on as above.
+Requests that are not the agent's main conversation (no shell tool offered:
+titles, quota probes) get a short plain answer. Everything the CLI sends is kept in `stub.requests`.
 """
 
 from __future__ import annotations
