@@ -92,7 +92,8 @@ def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) ->
     checks = {
         "hang": (agent_command("--grandchild", "60", "--print", "looking", "--sleep", "60"),
                  "--check-timeout", "1s"),
-        "flood": (agent_command("--flood", str(5 * 2**20), "--invalid-utf8", "--exit", "1"),),
+        "flood": (agent_command("--flood", str(5 * 2**20), "--invalid-utf8", "--exit", "1"),
+                  "--max-log", "16KiB"),
         "signal": ("sh -c 'echo dying; kill -9 $$'",),
         "nan": ("echo metric nan", "--check-metric", r"metric (\S+)"),
         "huge": ("echo metric 1e309", "--check-metric", r"metric (\S+)"),
@@ -116,6 +117,8 @@ def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) ->
     for pid in map(int, pids.read_text().split()):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
     assert got["flood"]["check"]["exit_code"] == 1
+    # A quarter of --max-log: the check's output keeps to the log's bound too.
+    assert Path(got["flood"]["log"]).stat().st_size <= 16 * 1024
     assert "\ufffd" in got["flood"]["check"]["output_tail"]
     assert got["signal"]["check"]["exit_code"] == 137
     assert got["signal"]["check"]["output_tail"] == "dying\n"
