@@ -198,6 +198,18 @@ def test_the_definition_round_trips_and_only_check_options_need_a_check() -> Non
         "check_metric": r"cov ([\d.]+)%"}
     assert parse_loop("l", raw) == loop
     assert "check" not in to_raw(parse_loop("l", {"prompt": "p", "every": "1m"}))
+    # A hand-edited loops.yaml is held to the same rules as the options.
+    from loopctl.domain.errors import UsageError
+
+    for bad, said in (({"check_metric": "(("}, "missing )"),
+                       ({"check_metric": "x"}, "no group"),
+                       ({"check_metric": 7}, "expected a regular expression"),
+                       ({"until_check": "yes"}, "true or false"),
+                       ({"check": None, "until_check": True}, "'until_check' needs 'check'"),
+                       ({"check": []}, "empty")):
+        with pytest.raises(UsageError) as refused:
+            loop_with(**bad)
+        assert said in refused.value.message
 
 
 # -- the options ----------------------------------------------------------------------
