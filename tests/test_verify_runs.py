@@ -42,7 +42,8 @@ def test_a_failing_check_refuses_complete_until_the_change_makes_it_pass(
         "--env", "CHECK_ENV=from-the-loop", "--sandbox", "off",
         "--check", shlex.join(["sh", "-c", check]), "--check-metric", r"(\d+) passed",
         check=0)
-    cli("run", "v", check=0)
+    said = cli("run", "v", check=0).stderr
+    assert "; check failed (exit 1); log " in said, said
     first = only_record(cli, "v")
     assert first["decision"]["decision"] == "complete"  # what the agent said ...
     assert first["status_after"] == "active"  # ... did not stand
