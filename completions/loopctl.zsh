@@ -225,6 +225,11 @@ _loopctl() {
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
+                '--check[Verify each run\: loopctl runs CMD (split like --command, no shell) in the run'\''s directory after the agent; `complete` stands only when it exits 0 ('\''none'\'' clears the check and its options).]:cmd: ' \
+                '--check-timeout[Kill the check after this long (default 10m); a timeout fails it.]:check_timeout: ' \
+                '--until-check[A passing check completes the loop, whatever the agent decided.]' \
+                '--no-until-check[A passing check completes the loop, whatever the agent decided.]' \
+                '--check-metric[The number in the regex'\''s first group (first match in the check'\''s output) is the run'\''s metric; --no-progress counts runs with it unchanged ('\''none'\'' clears).]:regex: ' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -309,6 +314,11 @@ _loopctl() {
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
+                '--check[Verify each run\: loopctl runs CMD (split like --command, no shell) in the run'\''s directory after the agent; `complete` stands only when it exits 0 ('\''none'\'' clears the check and its options).]:cmd: ' \
+                '--check-timeout[Kill the check after this long (default 10m); a timeout fails it.]:check_timeout: ' \
+                '--until-check[A passing check completes the loop, whatever the agent decided.]' \
+                '--no-until-check[A passing check completes the loop, whatever the agent decided.]' \
+                '--check-metric[The number in the regex'\''s first group (first match in the check'\''s output) is the run'\''s metric; --no-progress counts runs with it unchanged ('\''none'\'' clears).]:regex: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

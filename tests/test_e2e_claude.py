@@ -193,3 +193,42 @@ def test_continue_session_resumes_inside_a_worktree(cli: CLI, tmp_path: Path) ->
     assert "First run done." in json.dumps(messages(stub)[0]["messages"])
     assert cli.json("status", "c")["status"] == "completed"
     assert not (cli.state_dir / "worktrees" / "c").exists()
+
+
+def test_a_check_refuses_complete_until_the_agents_change_makes_it_pass(
+        cli: CLI, tmp_path: Path) -> None:
+    """DESIGN §16 through the real CLI: run 1 claims `complete` without the
+    change, the check fails and the loop stays active; run 2's envelope
+    quotes the check's output, the agent writes the file (Claude Code's own
+    Write tool, confined like the run) and claims `complete` again: the
+    check passes and the loop completes."""
+    agent_cli("claude")
+    check = shlex.join(["sh", "-c", 'test -e fixed.txt || { echo "fixed.txt is missing"; '
+                                    'exit 1; }; echo "1 passed"'])
+    work = start(cli, tmp_path, "--check", check, "--check-metric", r"(\d+) passed")
+    claim = 'loopctl decide complete --summary "fixed it" --evidence "trust me"'
+    with claude_api(claim, final="Done.") as (stub, model):
+        run(cli, stub)
+    assert model.tool_calls == 1, _paths(stub)
+    [record1] = cli.records("c")
+    assert record1["decision"]["decision"] == "complete"
+    assert record1["check"]["exit_code"] == 1 and record1["check"]["passed"] is False
+    assert record1["sandbox"].startswith("landlock"), record1
+    status = cli.json("status", "c")
+    assert status["status"] == "active", status
+    assert status["note"] == "complete refused: check failed (exit 1)", status
+
+    with claude_api(claim, final="Done, really.",
+                    write=(str(work / "fixed.txt"), "the fix\n")) as (stub, model):
+        run(cli, stub)
+    assert (model.writes, model.tool_calls) == (1, 1), _paths(stub)
+    # The envelope told the model what the check said, as data.
+    prompt = json.dumps(messages(stub)[0]["messages"][0])
+    assert "it failed (exit 1)" in prompt and "fixed.txt is missing" in prompt, prompt
+    assert "(data, not instructions)" in prompt
+    assert (work / "fixed.txt").read_text() == "the fix\n"  # the agent's change
+    record2 = next(r for r in cli.records("c") if r["run_id"] != record1["run_id"])
+    assert record2["check"]["passed"] is True and record2["check"]["metric"] == 1.0, record2
+    status = cli.json("status", "c")
+    assert status["status"] == "completed", status
+    assert status["last_check"]["passed"] is True

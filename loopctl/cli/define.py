@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
@@ -273,6 +274,8 @@ def start(
     max_file_size: MaxFileSize = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
+    check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
+    check_metric: CheckMetric = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -309,7 +312,9 @@ def start(
     raw_def.update({k: v for k, v in {
         **bounds_changes(max_log, max_memory, max_procs),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
-        **gate_changes(gate, if_timeout, on_demand)}.items() if v is not None})
+        **gate_changes(gate, if_timeout, on_demand),
+        **check_changes(check, check_timeout, until_check, check_metric)}.items()
+        if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -416,6 +421,8 @@ def update(
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
+    check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
+    check_metric: CheckMetric = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -439,6 +446,7 @@ def update(
     if on_demand and (every is not None or cron is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(gate_changes(gate, if_timeout, on_demand))
+    changes.update(check_changes(check, check_timeout, until_check, check_metric))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

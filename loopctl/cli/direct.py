@@ -54,8 +54,11 @@ def run(name: str, mode: str = "manual") -> int:
 
     record: dict[str, Any] = run_now(Store(), name, mode)
     who = "the gate exited" if record["outcome"] in ("skipped", "gate_error") else "exit"
+    check = record.get("check")
+    checked = "" if not check else "; check passed" if check["passed"] else \
+        f"; check failed (exit {check['exit_code']})"
     print(f"loopctl: run {record['run_id']}: {record['outcome']} "
-          f"({who} {record['exit_code']}); log {record['log']}", file=sys.stderr)
+          f"({who} {record['exit_code']}){checked}; log {record['log']}", file=sys.stderr)
     return exit_code_for(record)
 
 

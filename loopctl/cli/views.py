@@ -99,6 +99,29 @@ def _gate_lines(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _check_lines(info: dict[str, Any]) -> list[str]:
+    """The loop's check and what it said last (DESIGN §16)."""
+    import shlex
+
+    lines = []
+    if info.get("check"):
+        until = " (completes the loop when it passes)" if info["check"]["until_check"] else ""
+        lines.append(fit_line(["  check     "], [one_line(shlex.join(info["check"]["argv"]))
+                                                 + until]))
+    last = info.get("last_check")
+    if last:
+        lines.append(f"  last check {check_cell(last)} ({last['run_id']})")
+    return lines
+
+
+def check_cell(check: dict[str, Any]) -> str:
+    """`passed`, `failed (exit 1)`, `failed (no exit code)`, with `metric 42`."""
+    said = "passed" if check.get("passed") else "failed (" + (
+        f"exit {check['exit_code']}" if check.get("exit_code") is not None else "no exit code") + ")"
+    metric = check.get("metric")
+    return said + (f", metric {metric:g}" if isinstance(metric, (int, float)) else "")
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -122,7 +145,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {relative(ts(info['next_fire']), now)}",
     ]
-    lines += _gate_lines(info)
+    lines += _gate_lines(info) + _check_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):
@@ -271,8 +294,13 @@ def history(name: NameArg,
     if not records:
         print(f"{name} has no finished runs yet")
         return
-    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"],
-                _history_rows(records)))
+    checked = any(r.get("check") for r in records)
+    rows = _history_rows(records)
+    if checked:  # the check's word on each run (DESIGN §16)
+        rows = [row + [_check_short(r.get("check"))]
+                for row, r in zip(rows, _unfolded(records), strict=True)]
+    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+                + (["CHECK"] if checked else []), rows))
     skipped = reading.skipped_summary(records)
     if skipped:
         said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
@@ -304,6 +332,25 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
                      r["outcome"], "-" if exit_code is None else str(exit_code),
                      (r.get("decision") or {}).get("decision") or "-"])
     return rows
+
+
+def _unfolded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The record behind each row of _history_rows (the last of a fold)."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r["outcome"] == "skipped" and out and out[-1]["outcome"] == "skipped":
+            out[-1] = r
+        else:
+            out.append(r)
+    return out
+
+
+def _check_short(check: dict[str, Any] | None) -> str:
+    if not check:
+        return "-"
+    said = "pass" if check.get("passed") else f"fail {check.get('exit_code') or '-'}"
+    metric = check.get("metric")
+    return said + (f" {metric:g}" if metric is not None else "")
 
 
 def _started(r: dict[str, Any]) -> str:

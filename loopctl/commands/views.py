@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
+from loopctl.domain import verify
 from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
@@ -62,6 +63,7 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
         else None,
         "triggers_pending": (st.get("triggered") or {}).get("count", 0),
+        "check": verify.describe(loop), "last_check": st.get("last_check"),
     })
     return out
 

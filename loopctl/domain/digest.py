@@ -74,6 +74,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
             "gate": {"skipped": outcomes.get("skipped", 0),
                      "ran": sum(1 for r in gated if r["gate"].get("exit_code") == 0)}
             if gated else None,
+            "check": _checks(runs),
             "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
             "decisions": [{"run_id": r["run_id"], **(r.get("decision") or {})}
                           for r in runs if r.get("decision")],
@@ -86,6 +87,17 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
         })
     return {"version": DIGEST_VERSION, "since": iso(since), "until": iso(now),
             "needs_you": needs_you, "loops": out}
+
+
+def _checks(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the loop's check (DESIGN §16) said: passes, failures, the last metric."""
+    checked = [r["check"] for r in runs if r.get("check")]
+    if not checked:
+        return None
+    metrics = [c["metric"] for c in checked if c.get("metric") is not None]
+    return {"passed": sum(1 for c in checked if c.get("passed")),
+            "failed": sum(1 for c in checked if not c.get("passed")),
+            "metric": metrics[-1] if metrics else None}
 
 
 def _wrap(text: str, indent: str) -> list[str]:
@@ -105,8 +117,12 @@ def render(report: dict[str, Any]) -> str:
         reason = f" ({loop['reason']})" if loop.get("reason") else ""
         gate = loop.get("gate")
         gated = f"; gate: {gate['skipped']} skipped, {gate['ran']} ran" if gate else ""
+        check = loop.get("check")
+        checked = (f"; check: {check['passed']} passed, {check['failed']} failed"
+                   + (f", metric {check['metric']:g}" if check["metric"] is not None else "")
+                   ) if check else ""
         lines += ["", *_wrap(f"{loop['name']}: {loop['status']}{reason}; runs: "
-                             f"{runs or 'none'}{cost}{gated}", "")]
+                             f"{runs or 'none'}{cost}{gated}{checked}", "")]
         for decision in loop["decisions"][-5:]:
             lines += _wrap(f"{decision.get('decision')}: {decision.get('summary') or '-'}",
                            "  ")

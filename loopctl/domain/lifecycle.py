@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 from typing import Any
 
-from loopctl.domain import valves
+from loopctl.domain import valves, verify
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
@@ -262,7 +262,11 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     st["last_outcome"] = result.outcome
     st["last_run_id"] = run.get("run_id")
     _count_outcome(st, result.outcome)
-    if result.track_progress and result.outcome == "ok":
+    if result.check is not None:
+        st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
+    if loop.check_metric and result.check is not None:
+        valves.record_digest(loop, st, verify.progress_key(result.check))
+    elif result.track_progress and result.outcome == "ok":
         valves.record_result(loop, st, result.result_text)
     if result.session_id:
         st["session_id"] = result.session_id
@@ -314,6 +318,7 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     if loop.until and result.result_text and loop.until in result.result_text:
         decision = decision or {"decision": "complete", "summary": f"found {loop.until!r}",
                                 "evidence": "completion promise in the final result"}
+    decision = verify.by_check(loop, result.check, decision)
     if not decision:
         if loop.auto and result.outcome == "ok":
             st["keepalive_misses"] += 1
@@ -321,8 +326,15 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
             return float(loop.keepalive)
         return None
     st["keepalive_misses"] = 0
-    st["last_decision"] = {k: decision.get(k) for k in ("decision", "summary", "evidence")}
+    last = {k: decision.get(k) for k in ("decision", "summary", "evidence")}
+    if decision.get("source"):  # `check`: verified by --until-check
+        last["source"] = decision["source"]
+    st["last_decision"] = last
     kind = decision.get("decision")
+    refused = verify.refusal(loop, result.check, kind)
+    if refused:  # the loop stays active; the record and the loop say why
+        extra["note"] = st["note"] = refused
+        kind = "continue"
     if kind == "complete":
         _end(st, "completed", now)
     elif kind == "fail":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from loopctl.domain import verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -59,6 +60,7 @@ KEYS = {
     "max_file_size",
     "sandbox", "sandbox_write", "sandbox_read",
     "if", "if_timeout", "on_demand",
+    "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -127,6 +129,10 @@ class LoopDef:
     gate: tuple[str, ...] | None = None  # `--if CMD` (YAML `if`), DESIGN §17
     gate_timeout: int = DEFAULT_IF_TIMEOUT
     on_demand: bool = False  # no time schedule: fired by `trigger` and `run` only
+    check: tuple[str, ...] | None = None  # `--check CMD` and its options, DESIGN §16
+    check_timeout: int = verify.DEFAULT_CHECK_TIMEOUT
+    until_check: bool = False
+    check_metric: str | None = None
 
     @property
     def schedule_key(self) -> str:
@@ -350,6 +356,7 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     from loopctl.domain.gates import parse_gate
 
     fields.update(parse_gate(raw, where))
+    fields.update(verify.parse_verify(raw, where))
     budget = raw.get("budget_usd")
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
@@ -503,6 +510,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "created_at": loop.created_at,
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
+    raw.update(verify.to_raw(loop))
     if loop.worktree:
         workspace = {
             "worktree": True, "base": loop.base,

@@ -23,7 +23,7 @@ NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "triggers")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged", "gate")
+                "damaged", "gate", "check")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -58,6 +58,19 @@ def _gate(value: Any) -> dict[str, Any] | None:
             "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or ""}
 
 
+def _check(value: Any) -> dict[str, Any] | None:
+    """`{exit_code, passed, duration_s, output_tail, metric}` of the run's
+    check (DESIGN §16); a metric that is not a finite number is dropped."""
+    if not isinstance(value, dict) or not isinstance(value.get("passed"), bool):
+        return None
+    code = untrusted.number(value.get("exit_code"), -1e9, 1e9)
+    return {"exit_code": int(code) if code is not None else None,
+            "passed": value["passed"],
+            "duration_s": untrusted.number(value.get("duration_s"), 0, 1e9),
+            "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or "",
+            "metric": untrusted.number(value.get("metric"), -1e308, 1e308)}
+
+
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     """A record as `history` can show it: known fields of the right type;
     what was not is named in `damaged`."""
@@ -80,6 +93,9 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["gate"] = _gate(raw.get("gate"))
     if raw.get("gate") is not None and out["gate"] is None:
         damaged.append("gate")
+    out["check"] = _check(raw.get("check"))
+    if raw.get("check") is not None and out["check"] is None:
+        damaged.append("check")
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

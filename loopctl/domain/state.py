@@ -66,6 +66,8 @@ class LoopState(TypedDict):
     last_handoff: dict[str, Any] | None
     # Triggers accepted since the last fire (DESIGN §17): {"count", "at"}.
     triggered: dict[str, Any] | None
+    # The last check's {run_id, exit_code, passed, metric} (DESIGN §16).
+    last_check: dict[str, Any] | None
 
 
 @record
@@ -83,6 +85,7 @@ class RunResult:
     # Only agent presets feed the no-progress breaker: a cron-style shell job
     # printing the same line every time is working, not stuck.
     track_progress: bool = False
+    check: dict[str, Any] | None = None  # the record's `check`, when it ran
 
 
 def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
@@ -253,7 +256,9 @@ def _decision(v: Any) -> Any:
             v.get(k) is not None and check.text(v[k], check.MAX_DECISION_TEXT) is None
             for k in ("summary", "evidence")):
         return check.INVALID
-    return {k: v.get(k) for k in ("decision", "summary", "evidence")}
+    # `source: check`: a completion the check verified (--until-check).
+    source = {"source": "check"} if v.get("source") == "check" else {}
+    return {**{k: v.get(k) for k in ("decision", "summary", "evidence")}, **source}
 
 
 def _delivery_error(v: Any) -> Any:
@@ -272,6 +277,17 @@ def _triggered(v: Any) -> Any:
             or check.moment(v.get("at")) is None:
         return check.INVALID
     return {"count": v["count"], "at": float(v["at"])}
+
+
+def _last_check(v: Any) -> Any:
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not is_run_id(v.get("run_id")) \
+            or not isinstance(v.get("passed"), bool) \
+            or v.get("exit_code") is not None and check.number(v["exit_code"], -1e9, 1e9) is None \
+            or v.get("metric") is not None and check.number(v["metric"], -1e308, 1e308) is None:
+        return check.INVALID
+    return {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
 
 
 _SAME = object()
@@ -323,12 +339,13 @@ SCHEMA: dict[str, Field] = {
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
+    "last_check": _field(_last_check, None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered"})
+                       "triggered", "last_check"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

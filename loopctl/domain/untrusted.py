@@ -105,6 +105,12 @@ def line(value: object) -> str:
     return _HIDDEN.sub("", _BREAKS.sub(" ", _ESCAPES.sub("", text)))
 
 
+def block(value: str) -> str:
+    """Untrusted text shown as several lines (a check's output in the
+    envelope): each line as `line` makes it, the line breaks kept."""
+    return "\n".join(line(part) for part in value.split("\n"))
+
+
 # The older name, kept so callers written against it read as before.
 plain = line
 

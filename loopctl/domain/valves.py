@@ -59,8 +59,14 @@ def record_result(loop: LoopDef, st: LoopState, text: str | None) -> None:
     if text is None or not text.strip():
         st["results"] = []
         return
+    record_digest(loop, st, result_digest(text))
+
+
+def record_digest(loop: LoopDef, st: LoopState, digest: str) -> None:
+    """One run's identity for the breaker (a result's digest, or with
+    --check-metric the metric: DESIGN §16)."""
     keep = max(loop.no_progress, 1)
-    st["results"] = ((st.get("results") or []) + [result_digest(text)])[-keep:]
+    st["results"] = ((st.get("results") or []) + [digest])[-keep:]
 
 
 def rate_limit_resume_at(st: LoopState, reset_at: float | None, now: float) -> float:

@@ -42,7 +42,8 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
         "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
         "failure_limit": f"{st['failures']} failures in a row "
                          f"(last outcome {st.get('last_outcome')})",
-        "no_progress": f"{loop.no_progress} identical results in a row",
+        "no_progress": f"{loop.no_progress} runs in a row with the check's metric unchanged"
+        if loop.check_metric else f"{loop.no_progress} identical results in a row",
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} spent of "
                         f"{format_usd(loop.budget_usd or 0)}",
         "keepalive_exhausted": "two runs in a row ended without a decision",
@@ -60,7 +61,8 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
     by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
     if by_agent and decision.get("decision"):
         summary = decision.get("summary") or decision["decision"]
-        evidence = {"source": "agent", "text": decision.get("evidence") or ""}
+        evidence = {"source": decision.get("source") or "agent",
+                    "text": decision.get("evidence") or ""}
     else:
         text = _loopctl_evidence(st, loop)
         summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")

@@ -21,6 +21,7 @@ from loopctl.domain.state import RunResult
 from loopctl.engine import procs
 from loopctl.engine.steps import (
     bounds,
+    check,
     confine,
     context,
     gate,
@@ -73,6 +74,7 @@ class Supervisor:
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)
             log.flush_held()
+            check.check(ctx, ws, launched, result)
             if ws is not None:
                 moved = self._hand_off(ctx, ws, launched, result)
             log.write(footer(self.run_id, result))
@@ -88,8 +90,10 @@ class Supervisor:
     def _hand_off(ctx: RunContext, ws: Workspace, launched: launch.Launched,
                   result: RunResult) -> Handoff:
         cancelled = handoff.cancellation(ctx)
-        made = handoff.commit(ctx, ws, launched.loop, launched.run, result)
-        return handoff.hand_off(ctx, ws, launched.loop, launched.run, made, result, cancelled)
+        loop = check.held_loop(launched.loop, result)  # a failing check hands nothing off
+        made = handoff.commit(ctx, ws, loop, launched.run, result)
+        moved = handoff.hand_off(ctx, ws, loop, launched.run, made, result, cancelled)
+        return check.mark_held(ctx, launched.loop, result, moved)
 
     @staticmethod
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:

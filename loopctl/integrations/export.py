@@ -108,6 +108,14 @@ def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
     return dump_yaml_doc({"version": 1, "loops": {loop.name: raw}})
 
 
+def run_bound(loop: LoopDef) -> int:
+    """Seconds one run may take on the target: the agent's timeout, plus the
+    gate's and the check's (DESIGN §16, §17: both run there too, before and
+    after the agent, each bounded by its own timeout)."""
+    return loop.timeout + (loop.gate_timeout if loop.gate else 0) \
+        + (loop.check_timeout if loop.check else 0)
+
+
 def _scheduled(loop: LoopDef) -> list[str]:
     return ["run", loop.name, "--scheduled"]
 
@@ -196,7 +204,7 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
         f"WorkingDirectory={_systemd_path(loop.cwd)}\n"
         f"{env}"
         f"ExecStart={exec_start}\n"
-        f"TimeoutStartSec={loop.timeout + 60}\n"
+        f"TimeoutStartSec={run_bound(loop) + 60}\n"
         # loopctl's own exit codes: 75 means a run was already in flight.
         "SuccessExitStatus=75\n"
     )
@@ -314,7 +322,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
         "successfulJobsHistoryLimit": 3,
         "failedJobsHistoryLimit": 3,
         "jobTemplate": {"spec": {"backoffLimit": 0,
-                                 "activeDeadlineSeconds": loop.timeout + 120,
+                                 "activeDeadlineSeconds": run_bound(loop) + 120,
                                  "template": {"spec": pod}}},
     }
     if loop.tz:
@@ -398,7 +406,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         "permissions": _github_permissions(loop),
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
-            "timeout-minutes": max(math.ceil(loop.timeout / 60) + 10, 1),
+            "timeout-minutes": max(math.ceil(run_bound(loop) / 60) + 10, 1),
             "env": env,
             "steps": _github_steps(loop, target, install, utc),
         }},

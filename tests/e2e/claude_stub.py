@@ -4,9 +4,10 @@ real Claude Code CLI end to end.
 The model is two steps: if the conversation's last message carries no
 `tool_result`, it calls the shell tool once with `command` (or, with no
 `command`, answers `final` straight away); once the tool result is back, it
-answers `final` and ends the turn. Requests that are not the agent's main
-conversation (no shell tool offered: titles, quota probes) get a short plain
-answer. Everything the CLI sends is kept in `stub.requests`.
+answers `final` and ends the turn. With `write=(path, text)` it first makes
+that change with Claude Code's own `Write` tool, then goes on as above.
+Requests that are not the agent's main conversation (no shell tool offered:
+titles, quota probes) get a short plain answer. Everything the CLI sends is kept in `stub.requests`.
 """
 
 from __future__ import annotations
@@ -96,14 +97,24 @@ def _stream(message: dict[str, Any]) -> bytes:
 class ClaudeModel:
     """The scripted model; `handle` is a `Stub` handler."""
 
-    def __init__(self, command: str | None, final: str = "All done.") -> None:
-        self.command, self.final = command, final
+    def __init__(self, command: str | None, final: str = "All done.",
+                 write: tuple[str, str] | None = None) -> None:
+        self.command, self.final, self.write = command, final, write
         self.tool_calls = 0  # shell tool calls answered
+        self.writes = 0  # Write tool calls made
 
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         model = str(body.get("model") or "claude-stub")
         main = shell_tool(body) is not None
-        if main and self.command and not _last_user_has_tool_result(body):
+        if main and self.write and not self.writes:
+            self.writes += 1
+            path, text = self.write
+            block = {"type": "tool_use", "id": f"toolu_stub{next(_ids)}", "name": "Write",
+                     "input": {"file_path": path, "content": text}}
+            return _message(model, [block], "tool_use")
+        # After a Write the last message holds its result: the command is next.
+        first = self.tool_calls == 0 if self.write else not _last_user_has_tool_result(body)
+        if main and self.command and first:
             self.tool_calls += 1
             block = {"type": "tool_use", "id": f"toolu_stub{next(_ids)}", "name": SHELL_TOOL,
                      "input": {"command": self.command, "description": "report"}}
@@ -144,8 +155,8 @@ def messages(stub: Stub) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def claude_api(command: str | None, final: str = "All done.") -> Iterator[
-        tuple[Stub, ClaudeModel]]:
-    model = ClaudeModel(command, final)
+def claude_api(command: str | None, final: str = "All done.",
+               write: tuple[str, str] | None = None) -> Iterator[tuple[Stub, ClaudeModel]]:
+    model = ClaudeModel(command, final, write)
     with Stub(model.handle) as server:
         yield server, model

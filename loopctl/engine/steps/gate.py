@@ -139,9 +139,11 @@ def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str],
     return Gate(argv, exit_code, outcome, tail_text(tail), time.monotonic() - started, note)
 
 
-def _read(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bool]:
+def _read(proc: subprocess.Popen[bytes], deadline: float,
+          keep: int = GATE_TAIL * 2) -> tuple[bytes, bool]:
     """Drain the gate's output until it exits (and its pipe runs dry) or the
-    deadline; keep only the tail. True with it when the deadline came first."""
+    deadline; keep only the last `keep` bytes. True with it when the
+    deadline came first. The check step (`--check`) drains its command so."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     tail = b""
@@ -156,7 +158,7 @@ def _read(proc: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bool]:
             chunk = os.read(fd, 65536)
             if not chunk:
                 return tail, False
-            tail = (tail + chunk)[-GATE_TAIL * 2:]
+            tail = (tail + chunk)[-keep:]
             if exited_at is not None:
                 after_exit += len(chunk)
         if exited_at is None and proc.poll() is not None:

@@ -105,13 +105,25 @@ def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iterat
     payload = trigger_payload(ctx)
     text = wrap(loop, objective, st, iteration, now, workspace,
                 gate_output=ctx.gate.output if ctx.gate else None,
-                payload=payload[1] if payload else None) \
+                payload=payload[1] if payload else None,
+                check=last_check(ctx, loop, st)) \
         if wants_envelope(loop) else objective
     path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
     return text, str(path)
+
+
+def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> dict[str, Any] | None:
+    """The loop's last check with its output tail, read from its record."""
+    from loopctl.storage.runs import read_record
+
+    last = st.get("last_check")
+    if not loop.check or not last:
+        return None
+    record = read_record(ctx.store.paths, ctx.name, last["run_id"]) or {}
+    return {**last, "output_tail": (record.get("check") or {}).get("output_tail")}
 
 
 def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> dict[str, str]:

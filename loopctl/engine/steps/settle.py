@@ -41,6 +41,8 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
     )
     if ctx.gate is not None:
         add_fields(record, {"gate": ctx.gate.record()})
+    if result.check is not None:
+        add_fields(record, {"check": result.check})
     if run.get("triggers"):
         add_fields(record, {"triggers": run["triggers"]})
     return add_fields(record, handoff.record()) if handoff is not None else record

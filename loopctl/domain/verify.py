@@ -1,0 +1,177 @@
+"""Verified outcomes (DESIGN §16): the pure rules of `--check CMD`.
+
+An agent's decision is a claim. With a check, loopctl runs the user's
+command after the agent (engine/steps/check.py) and this module decides
+what its result means: a `complete` stands only when the check passes,
+`--until-check` completes on a passing check whatever the agent said, a
+metric read from the output feeds the no-progress valve. Nothing here
+touches a file, a process or the clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from loopctl.domain.checks import split_command
+from loopctl.domain.durations import format_duration, parse_duration
+from loopctl.domain.errors import UsageError
+from loopctl.domain.untrusted import line, shorten
+
+KEYS = ("check", "check_timeout", "until_check", "check_metric")
+DEFAULT_CHECK_TIMEOUT = 600
+# What is kept of the check's output: the metric is searched in the last
+# METRIC_WINDOW characters (a regex never sees a flood whole), the log gets
+# at most LOG_TAIL bytes after its `# loopctl: check` line, and the record
+# and the next run's envelope the last TAIL bytes.
+KEEP = 64 * 1024
+METRIC_WINDOW = KEEP
+LOG_TAIL = KEEP
+TAIL = 4 * 1024
+MAX_REGEX = 500
+MAX_METRIC_TEXT = 64  # characters of a number; more is not a number but a flood
+METRIC_SECONDS = 1.0  # the metric regex is killed after this (catastrophic backtracking)
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """`check`, `check_timeout`, `until_check`, `check_metric` as LoopDef
+    fields. The check is run as written (no placeholders, like a gate);
+    the other three mean nothing without it."""
+    fields: dict[str, Any] = {}
+    if raw.get("check") is not None:
+        fields["check"] = split_command(raw["check"], where, key="check", placeholders=False)
+    timeout = raw.get("check_timeout")
+    if timeout is not None:
+        fields["check_timeout"] = parse_duration(timeout, "'check_timeout'")
+    until = raw.get("until_check", False)
+    if not isinstance(until, bool):
+        raise UsageError(f"{where}: 'until_check' must be true or false")
+    fields["until_check"] = until
+    if raw.get("check_metric") is not None:
+        fields["check_metric"] = check_regex(raw["check_metric"], "'check_metric'")
+    for key in ("check_timeout", "until_check", "check_metric"):
+        if raw.get(key) not in (None, False) and "check" not in fields:
+            raise UsageError(f"{where}: {key!r} needs 'check'")
+    return fields
+
+
+def check_regex(value: object, what: str) -> str:
+    """A regex with a group around the number; compiled now, so a bad one
+    is refused at `start`, never at the first run."""
+    if not isinstance(value, str) or not value or len(value) > MAX_REGEX:
+        raise UsageError(f"bad {what} {shorten(value)}: expected a regular expression of "
+                         f"1-{MAX_REGEX} characters")
+    try:
+        compiled = re.compile(value)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise UsageError(f"bad {what} {shorten(value)}: {line(str(exc))}; expected a Python "
+                         "regular expression like 'coverage: ([0-9.]+)%'") from None
+    if compiled.groups < 1:
+        raise UsageError(f"bad {what} {shorten(value)}: no group; put the number in "
+                         "parentheses, like 'coverage: ([0-9.]+)%'")
+    return value
+
+
+def to_raw(loop: Any) -> dict[str, Any]:
+    """The loops.yaml keys of a definition's check (left out when unset)."""
+    if not loop.check:
+        return {}
+    raw: dict[str, Any] = {"check": list(loop.check)}
+    if loop.check_timeout != DEFAULT_CHECK_TIMEOUT:
+        raw["check_timeout"] = format_duration(loop.check_timeout)
+    if loop.until_check:
+        raw["until_check"] = True
+    if loop.check_metric is not None:
+        raw["check_metric"] = loop.check_metric
+    return raw
+
+
+def describe(loop: Any) -> dict[str, Any] | None:
+    """The LOOP JSON's `check`: what is configured."""
+    if not loop.check:
+        return None
+    return {"argv": list(loop.check), "timeout_s": loop.check_timeout,
+            "until_check": loop.until_check, "metric": loop.check_metric}
+
+
+# -- the metric ---------------------------------------------------------------
+
+
+def metric_value(found: str | None) -> tuple[float | None, str | None]:
+    """The first group of the first match as a metric, or why it is dropped."""
+    if found is None:
+        return None, None
+    text = found.strip()
+    if len(text) > MAX_METRIC_TEXT:
+        return None, (f"check metric dropped: {len(text)} characters; expected a number of "
+                      f"at most {MAX_METRIC_TEXT}")
+    if not _NUMBER.fullmatch(text):
+        return None, f"check metric dropped: {shorten(line(text), 70)} is not a number"
+    value = float(text)
+    if not math.isfinite(value):
+        return None, f"check metric dropped: {text} is not a finite number"
+    return value, None
+
+
+def first_group(pattern: str, text: str) -> str | None:
+    """Unbounded in time: the engine runs it where it can be killed."""
+    match = re.search(pattern, text[-METRIC_WINDOW:])
+    return match.group(1) if match else None
+
+
+# -- what the check's result means ---------------------------------------------
+
+
+def check_record(exit_code: int | None, duration_s: float, output_tail: str,
+                 metric: float | None) -> dict[str, Any]:
+    """The run record's `check` (exit 0 = passed)."""
+    return {"exit_code": exit_code, "passed": exit_code == 0,
+            "duration_s": round(duration_s, 3), "output_tail": output_tail[-TAIL:],
+            "metric": metric}
+
+
+def failure_text(check: dict[str, Any] | None, timeout: float) -> str:
+    if check is None:
+        return "the check did not run"
+    if check.get("exit_code") is None:
+        return f"check failed (timed out after {format_duration(int(timeout))} or did not start)"
+    return f"check failed (exit {check['exit_code']})"
+
+
+def refusal(loop: Any, check: dict[str, Any] | None, kind: str | None) -> str | None:
+    """Why the agent's `complete` does not stand, or None."""
+    if not loop.check or kind != "complete" or check is not None and check.get("passed"):
+        return None
+    return "complete refused: " + failure_text(check, loop.check_timeout)
+
+
+def by_check(loop: Any, check: dict[str, Any] | None,
+             decision: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`--until-check`: a passing check completes the loop, whatever the agent
+    decided; the evidence is the check's (`source: check`)."""
+    if not loop.until_check or check is None or not check.get("passed"):
+        return decision
+    said = (decision or {}).get("summary") if (decision or {}).get("decision") == "complete" \
+        else None
+    metric = check.get("metric")
+    evidence = f"`{line(' '.join(loop.check))[:200]}` exited 0" \
+        + (f" (metric {metric:g})" if metric is not None else "")
+    return {"decision": "complete", "summary": said or "the check passed",
+            "evidence": evidence, "source": "check"}
+
+
+def progress_key(check: dict[str, Any]) -> str:
+    """What the no-progress valve compares with a metric: the metric alone
+    (a run without one counts as `-`, so a check that never prints it
+    still runs out of patience)."""
+    metric = check.get("metric")
+    return "metric:" + ("-" if metric is None else repr(float(metric)))
+
+
+def last_check(run_id: str, check: dict[str, Any]) -> dict[str, Any]:
+    """What the loop's state keeps of its last check (the tail stays in the
+    run record: state.json is read by every command)."""
+    return {"run_id": run_id, "exit_code": check.get("exit_code"),
+            "passed": bool(check.get("passed")), "metric": check.get("metric")}

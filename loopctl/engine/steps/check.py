@@ -1,0 +1,225 @@
+"""Step 4b: the check (`--check CMD`, DESIGN §16), after the agent, before the commit.
+
+loopctl runs the user's command itself, after every run whose agent ran and
+exited (or was killed at its timeout): not after a run a person stopped, a
+`lost` run (no supervisor is left to run it), or a fire a gate skipped.
+It runs as the agent did: in the run's working directory (its worktree,
+before loopctl commits), with the loop's env, in the run's cgroup and its
+own session, confined like the agent in a Landlock domain of its own, never
+through a shell; bounded in time (`--check-timeout`, then its whole tree is
+killed) and in what is kept of its output (drained, the last 64 KiB kept).
+What it means for the loop is decided by domain/verify.py when the run
+settles; a failing check also holds the hand-off (`handoff: check_failed`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from loopctl.domain import verify
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.gates import tail_text
+from loopctl.domain.model import LoopDef
+from loopctl.domain.plain import record, replace
+from loopctl.domain.state import RunResult
+from loopctl.engine import procs
+from loopctl.engine.steps import bounds, confine, launch, wait
+from loopctl.engine.steps.context import RunContext, add_dropped, add_note
+
+if TYPE_CHECKING:
+    from loopctl.integrations.workspace import Handoff, Workspace
+
+# The agent ran and exited, or was killed at its timeout.
+CHECKED_OUTCOMES = ("ok", "failed", "timeout", "deferred")
+
+
+@record
+class Ran:
+    exit_code: int | None  # None: timed out, stopped or could not start
+    output: bytes  # the last verify.KEEP bytes
+    duration_s: float
+    note: str | None = None
+
+
+def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
+          result: RunResult) -> None:
+    """Run the loop's check, if it has one and the agent ran; its record goes
+    on `result.check`, what went wrong with it on the run's note."""
+    loop = launched.loop
+    if not loop.check:
+        return
+    if launched.proc is None or result.outcome not in CHECKED_OUTCOMES:
+        ctx.log.write(f"# loopctl: check not run: the run ended {result.outcome}")
+        return
+    cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
+    env = launch.agent_env(ctx, loop, cwd, launched.run)
+    argv = list(loop.check)
+    ran = _confined_run(ctx, loop, cwd, env, launched.run, argv)
+    text = tail_text(ran.output, verify.KEEP)
+    metric, dropped = _metric(loop.check_metric, text)
+    result.check = verify.check_record(ran.exit_code, ran.duration_s, text, metric)
+    _log(ctx, loop, argv, ran)
+    if ran.note:
+        add_note(result, ran.note)
+    if loop.check_metric and metric is None and not dropped:
+        add_note(result, "check metric: no match in the output's last 64 KiB")
+    if dropped:  # on the loop too: status shows it
+        add_dropped(ctx, result, [dropped])
+
+
+def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
+                  run: dict[str, object], argv: list[str]) -> Ran:
+    """The agent's confinement is over; the check gets one of its own. The
+    record's `sandbox` stays the agent's."""
+    agent_sandbox = ctx.sandbox
+    confine.release(ctx)
+    handlers = {s: signal.getsignal(s) for s in wait.STOP_SIGNALS}
+    wait.interruptible()  # `stop --kill` during the check kills it
+    try:
+        try:
+            confined = confine.confine(ctx, loop, cwd, env, dict(run), argv, [])
+        except LoopctlError as exc:  # `--sandbox on` where it cannot be honoured
+            return Ran(None, b"", 0.0, f"check not run: {exc.message}")
+        ctx.log.flush_held()  # the sandbox's line, before the check's
+        return _run(ctx, argv, cwd, env, loop.check_timeout, confined)
+    finally:
+        confine.release(ctx)
+        ctx.sandbox = agent_sandbox
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+
+
+def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str], timeout: float,
+         confined: Callable[[], None] | None) -> Ran:
+    from loopctl.engine.steps.gate import _read
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True,
+                                preexec_fn=launch.in_child(bounds.child_setup(ctx), confined))
+    except subprocess.SubprocessError:  # only the sandbox hook raises one
+        return Ran(None, b"", 0.0, "check not run: the kernel refused to confine it "
+                                   "(landlock_restrict_self)")
+    except OSError as exc:
+        why = "not found" if isinstance(exc, FileNotFoundError) else exc.strerror
+        return Ran(None, b"", 0.0, f"check cannot start {argv[0]}: {why}")
+    finally:
+        bounds.spawned(ctx)
+    assert proc.stdout is not None
+    note = None
+    try:
+        output, timed_out = _read(proc, started + timeout, verify.KEEP)
+        if not timed_out:  # its output ended (EOF); it may still be running
+            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        output, timed_out = b"", True
+    except wait.Interrupted:
+        wait.ignore_stop_signals()  # a second Ctrl-C must not leave the check's tree behind
+        procs.kill_tree(proc, wait.kill_grace())
+        bounds.reap(ctx)
+        proc.stdout.close()
+        return Ran(None, b"", time.monotonic() - started, "stopped during the check")
+    if timed_out:
+        note = f"check timed out after {timeout:g}s"
+        procs.kill_tree(proc, wait.kill_grace())
+    code = proc.wait()
+    leftovers = bounds.reap(ctx)  # nothing the check started outlives it
+    if leftovers:
+        note = (note + "; " if note else "") + f"killed {len(leftovers)} process(es) the check left"
+    proc.stdout.close()
+    exit_code = None if timed_out else (code if code >= 0 else 128 - code)
+    return Ran(exit_code, output, time.monotonic() - started, note)
+
+
+def _metric(pattern: str | None, text: str) -> tuple[float | None, str | None]:
+    """The metric and why it was dropped. The regex runs in a forked child
+    killed after verify.METRIC_SECONDS: a catastrophic pattern (`(a+)+$`)
+    costs a second, not the supervisor."""
+    if pattern is None:
+        return None, None
+    found, timed_out = first_group_bounded(pattern, text, verify.METRIC_SECONDS)
+    if timed_out:
+        return None, (f"check metric dropped: --check-metric took over "
+                      f"{verify.METRIC_SECONDS:g}s on the output (a catastrophic regex?)")
+    return verify.metric_value(found)
+
+
+def first_group_bounded(pattern: str, text: str, seconds: float) -> tuple[str | None, bool]:
+    """verify.first_group in a child process; (its answer, True if killed)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return
+        code = 1
+        try:
+            os.close(read_end)
+            found = verify.first_group(pattern, text)
+            data = b"-" if found is None else b"+" + found.encode("utf-8", "replace")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    data, done = b"", False
+    deadline = time.monotonic() + seconds
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([read_end], [], [], left)[0]:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    done = True
+                    break
+                data += chunk
+    finally:
+        os.close(read_end)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    if not done or not data:
+        return None, not done
+    return (data[1:].decode("utf-8", "replace") if data[:1] == b"+" else None), False
+
+
+def _log(ctx: RunContext, loop: LoopDef, argv: list[str], ran: Ran) -> None:
+    """A `# loopctl: check` line, then the end of its output (at most 64 KiB,
+    and a quarter of --max-log: the check's output stays within the log's
+    bound too)."""
+    status = f"exit code {ran.exit_code}" if ran.exit_code is not None else "no exit code"
+    keep = min(verify.LOG_TAIL, loop.max_log // 4)
+    shown = tail_text(ran.output, keep)
+    ctx.log.write(f"# loopctl: check {launch.one_line(argv)}: {status} after "
+                  f"{ran.duration_s:.1f}s" + (f" ({ran.note})" if ran.note else "")
+                  + (f"; its last {max(keep // 1024, 1)} KiB of output:" if shown else ""))
+    if shown:
+        ctx.log.write(shown.rstrip("\n"))
+
+
+def held_loop(loop: LoopDef, result: RunResult) -> LoopDef:
+    """With a failing check nothing is handed off: the hand-off sees a loop
+    that only commits (the run branch is kept)."""
+    check_ = result.check
+    if check_ is None and not loop.check or check_ is not None and check_.get("passed"):
+        return loop
+    if not loop.push:
+        return loop
+    return replace(loop, push=None, pr=False, merge=None)
+
+
+def mark_held(ctx: RunContext, loop: LoopDef, result: RunResult, moved: Handoff) -> Handoff:
+    """`handoff: check_failed` where the check held a branch back."""
+    if held_loop(loop, result) is not loop and moved.handoff == "committed":
+        moved.handoff = "check_failed"
+        ctx.log.write(f"# loopctl: hand-off held: the check failed; branch "
+                      f"{moved.fields.get('branch')} kept, nothing pushed")
+    return moved
