@@ -297,15 +297,15 @@ def _column_texts(column: tuple[Any, ...], kinds: set[type], depth: int) -> list
     if kinds == _TEXT:
         return list(map(_text, column))
     if kinds <= _SCALAR_TYPES:
-        return _rows_encoder()(list(column))[1:-1].split(_CUT)  # type: ignore[no-any-return]
+        return _rows_encoder()(list(column))[1:-1].split(_CUT)
     filled = _column(column, kinds, depth)
     if filled is None:
         return None
     full, written = filled
-    plain = [None if f else cell for cell, f in zip(column, full)]
+    plain = [None if f else cell for cell, f in zip(column, full, strict=True)]
     texts = _rows_encoder()(plain)[1:-1].split(_CUT)
     nested = iter(written)
-    return [next(nested) if f else text for text, f in zip(texts, full)]
+    return [next(nested) if f else text for text, f in zip(texts, full, strict=True)]
 
 
 def _column(column: tuple[Any, ...], kinds: set[type], depth: int
