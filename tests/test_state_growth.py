@@ -16,7 +16,6 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef, parse_loop
 from loopctl.domain.names import is_run_id
 from loopctl.domain.state import OUTCOMES, RECENT, SCHEMA, RunResult, new_loop_state, pack, repair
-from loopctl.domain.untrusted import MAX_DECISION_TEXT
 from loopctl.storage.atomic import strict_json
 
 START = 1_800_000_000.0
