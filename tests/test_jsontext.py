@@ -41,6 +41,25 @@ def test_the_same_text_as_the_standard_library(data: Any) -> None:
     assert jsontext.dumps(data) == standard(data)
 
 
+# Lists of records sharing their keys (`ls --json`), written a column at a
+# time: cells are scalars, flat containers (empty ones too) or, now and
+# then, something deeper that the column path must leave to the walk.
+FLAT = st.one_of(st.lists(SCALARS, max_size=3), st.lists(SCALARS, max_size=2).map(tuple),
+                 st.dictionaries(TEXT, SCALARS, max_size=3))
+CELLS = st.one_of(SCALARS, FLAT, st.just({"deep": {"x": [1]}}), st.just([[1, "},\n  {"]]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, min_size=1, max_size=5, unique=True).flatmap(
+    lambda keys: st.lists(st.one_of(st.fixed_dictionaries({k: CELLS for k in keys}),
+                                    st.just({}), st.just({"other": 1})),
+                          min_size=2, max_size=8)))
+def test_records_with_the_same_keys_are_written_as_the_standard_library_does(
+        records: list[dict[str, Any]]) -> None:
+    assert jsontext.dumps({"loops": records}) == standard({"loops": records})
+    assert jsontext.dumps(records) == standard(records)
+
+
 @pytest.mark.parametrize("data", [
     {}, [], (), {"a": {}}, {"a": [[]]}, [{"a": 1}, {"b": [1, 2]}, []],
     {"loops": [{"name": "x", "schedule": {"every_s": 60}, "command": ["true"], "notify": []}]},
@@ -48,6 +67,15 @@ def test_the_same_text_as_the_standard_library(data: Any) -> None:
     {"a": Path("/tmp/x"), "b": [Path("/y")]},  # default=str
     {7: "int key", 2.5: "float key", True: "bool key", None: "null key"},
     {"hole": jsontext._HOLE, "nested": {"x": jsontext._HOLE}},
+    [{"a": "},\n    {", "b": {"c": "],\n      ["}}, {"a": "\x01", "b": {"c": "]\x01["}}],
+    [{"a": [1], "b": {}}, {"a": (), "b": {"x": None}}, {"a": ("t",), "b": {}}],
+    [{"a": [1]}, {"a": {"b": 2}}],  # one column, two kinds of container
+    # Equal but written differently: a column is written once only when
+    # every cell reads the same.
+    [{"a": 1}, {"a": True}], [{"a": 0.0}, {"a": -0.0}], [{"a": 0}, {"a": 0.0}],
+    [{"a": {"x": 1}}, {"a": {"x": True}}], [{"a": [0.0]}, {"a": [-0.0]}],
+    [{"a": [1], "b": 2}, {"a": (1,), "b": 2}], [{"a": {"d": {"e": 1}}}, {"a": {"d": {"e": 1}}}],
+    [{"a": Path("/x")}, {"a": Path("/x")}],
 ], ids=repr)
 def test_edges(data: Any) -> None:
     assert jsontext.dumps(data) == standard(data)

@@ -79,10 +79,11 @@ def json_view(args: list[str]) -> int:
     from loopctl.storage.store import Store
 
     names = [a for a in args[1:] if a != "--json"]
-    if names:
-        emit(dict(reading.status(Store(), names[0]), version=common.JSON_VERSION))
-    else:
-        emit({"version": common.JSON_VERSION, "loops": reading.list_loops(Store())})
+    with common.no_cycle_collection():
+        if names:
+            emit(dict(reading.status(Store(), names[0]), version=common.JSON_VERSION))
+        else:
+            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(Store())})
     return 0
 
 

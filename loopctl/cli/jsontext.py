@@ -16,6 +16,7 @@ tests/test_jsontext.py compares the two on generated data.
 from __future__ import annotations
 
 import json
+from itertools import compress, groupby
 from json import encoder as _std
 from typing import Any
 
@@ -24,6 +25,8 @@ _SCALARS = (str, int, float, bool, type(None))
 _SCALAR_TYPES = frozenset(_SCALARS)
 _TEXT = frozenset({str})
 _CONTAINERS = frozenset({dict, list, tuple})
+_DICT = {dict}
+_SEQUENCES = frozenset({list, tuple})
 _text: Any = _std.encode_basestring_ascii  # the C one where there is one, as json uses
 _make: Any = getattr(_std, "c_make_encoder", None)
 _INF = float("inf")
@@ -104,6 +107,9 @@ def _write(value: Any, depth: int, out: list[str]) -> None:
         text = _encoder(depth + 1)(value)
         out.append(text[0] + inner + text[1:-1] + "\n" + INDENT * depth + text[-1])
         return
+    if not mapping and len(value) > 1 and set(map(type, value)) == _DICT \
+            and _records(value, depth, out):
+        return
     if _two_level(value, mapping, depth, out):
         return
     out.append("{" if mapping else "[")
@@ -174,3 +180,162 @@ def _key(key: Any) -> str:
         return text
     written = next(iter(json.loads(json.dumps({key: 0}))))
     return _text(written) + ": "
+
+
+# -- a list of records (`ls --json`: 10,000 LOOP objects) --------------------
+#
+# One C call per column, not per record. A raw control character never
+# appears in the encoder's output (strings escape them), so `_CUT` can
+# separate what it writes and be split on; the nested containers, flat, have
+# no bracket outside their strings but their own, and no raw line break.
+
+_CUT = "\x01"
+_ROWS: Any = None  # the C encoder with `_CUT` as its item separator
+
+
+def _rows_encoder() -> Any:
+    global _ROWS
+    if _ROWS is None and _make is not None:
+        make = _make(None, None, _text, None, ": ", _CUT, False, False, False)
+        _ROWS = lambda value: "".join(make(value, 0))  # noqa: E731
+    return _ROWS
+
+
+def _records(value: Any, depth: int, out: list[str]) -> bool:
+    """A list of mappings, written run by run (consecutive records with the
+    same keys); a record that `_same_keys` does not take is written alone."""
+    if _rows_encoder() is None:
+        return False
+    texts = []
+    for keys, run in groupby(value, key=tuple):
+        group = list(run)
+        text = _same_keys(group, keys, depth) if keys and len(group) > 1 else None
+        texts.append(_joined(group, depth) if text is None else text)
+    inner = "\n" + INDENT * (depth + 1)
+    out.append("[" + inner + ("," + inner).join(texts) + "\n" + INDENT * depth + "]")
+    return True
+
+
+def _joined(group: list[Any], depth: int) -> str:
+    pieces = []
+    for item in group:
+        parts: list[str] = []
+        _write(item, depth + 1, parts)
+        pieces.append("".join(parts))
+    return (",\n" + INDENT * (depth + 1)).join(pieces)
+
+
+def _same_keys(group: list[dict[str, Any]], keys: tuple[Any, ...], depth: int) -> str | None:
+    """Records with the same text keys, from `{` of the first to `}` of the
+    last; None when one holds what this does not write. Each column is
+    written in one C call; a column that reads the same in every record
+    (most of a LOOP object's: null, false, 0) is written once, into the
+    text between the others."""
+    if not set(map(type, keys)) <= _TEXT:
+        return None
+    count = len(group)
+    lead = "\n" + INDENT * (depth + 2)
+    segments, varying = [], []
+    segment = ""
+    for at, column in enumerate(zip(*map(dict.values, group), strict=True)):
+        segment += ("," if at else "{") + lead + _text(keys[at]) + ": "
+        kinds = set(map(type, column))
+        if _same_everywhere(column, kinds):
+            written: list[str] = []
+            _write(column[0], depth + 2, written)
+            segment += "".join(written)
+            continue
+        texts = _column_texts(column, kinds, depth + 2)
+        if texts is None:
+            return None
+        if texts.count(texts[0]) == count:
+            segment += texts[0]
+        else:
+            segments.append(segment)
+            varying.append(texts)
+            segment = ""
+    segments.append(segment + "\n" + INDENT * (depth + 1) + "}")
+    between = ",\n" + INDENT * (depth + 1)
+    if not varying:
+        return between.join([segments[0]] * count)
+    width = len(varying)
+    cells: list[str] = [""] * (width * count)
+    for at, texts in enumerate(varying):
+        cells[at::width] = texts
+    row = [*segments[1:-1], segments[-1] + between + segments[0]]
+    pieces: list[str] = [""] * (2 * len(cells) + 1)
+    pieces[0::2] = [segments[0], *row * (count - 1), *segments[1:]]
+    pieces[1::2] = cells
+    return "".join(pieces)
+
+
+def _same_everywhere(column: tuple[Any, ...], kinds: set[type]) -> bool:
+    """Every cell is written alike, known without writing them: equal, and
+    of one type, position by position inside a container (`1 == True ==
+    1.0`), floats alike to the bit (`0.0 == -0.0`)."""
+    first = column[0]
+    if len(kinds) != 1 or column.count(first) != len(column):
+        return False
+    if type(first) not in _CONTAINERS:
+        return _alike(list(column), kinds)
+    from operator import itemgetter
+
+    for at in first if type(first) is dict else range(len(first)):
+        values = list(map(itemgetter(at), column))
+        if not _alike(values, set(map(type, values))):
+            return False
+    return True
+
+
+def _alike(values: list[Any], kinds: set[type]) -> bool:
+    """Equal values are written alike (one type; for floats, one bit pattern)."""
+    return len(kinds) == 1 and (kinds != {float} or len(set(map(float.hex, values))) == 1)
+
+
+def _column_texts(column: tuple[Any, ...], kinds: set[type], depth: int) -> list[str] | None:
+    """Each cell of a column as written at `depth` (the record's keys)."""
+    if kinds == _TEXT:
+        return list(map(_text, column))
+    if kinds <= _SCALAR_TYPES:
+        return _rows_encoder()(list(column))[1:-1].split(_CUT)
+    filled = _column(column, kinds, depth)
+    if filled is None:
+        return None
+    full, written = filled
+    plain = [None if f else cell for cell, f in zip(column, full, strict=True)]
+    texts = _rows_encoder()(plain)[1:-1].split(_CUT)
+    nested = iter(written)
+    return [next(nested) if f else text for text, f in zip(texts, full, strict=True)]
+
+
+def _column(column: tuple[Any, ...], kinds: set[type], depth: int
+            ) -> tuple[list[bool], list[str]] | None:
+    """Which cells hold a non-empty container, and each one's text written
+    at `depth` (the record's keys); None unless every container is flat
+    and of one kind (mappings with text keys, or sequences)."""
+    shapes = kinds - _SCALAR_TYPES
+    if not (shapes == _DICT or shapes <= _SEQUENCES):
+        return None
+    full = [type(cell) in shapes and len(cell) > 0 for cell in column]
+    items = list(compress(column, full))
+    if shapes == _DICT:
+        if not set(map(type, _chain(items))) <= _TEXT \
+                or not set(map(type, _chain(map(dict.values, items)))) <= _SCALAR_TYPES:
+            return None
+        ends = "}{"
+    else:
+        if not set(map(type, _chain(items))) <= _SCALAR_TYPES:
+            return None
+        ends = "]["
+    if not items:
+        return full, []
+    inner, outer = "\n" + INDENT * (depth + 1), "\n" + INDENT * depth
+    body = _encoder(depth + 1)(items)[1:-1]
+    body = body.replace(ends[0] + "," + inner + ends[1], outer + ends[0] + _CUT + ends[1] + inner)
+    return full, (body[0] + inner + body[1:-1] + outer + body[-1]).split(_CUT)
+
+
+def _chain(items: Any) -> Any:
+    from itertools import chain
+
+    return chain.from_iterable(items)

@@ -42,14 +42,18 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
 
 def ls(as_json: JsonOpt = False) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
-    if as_json:
-        emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
-        return
-    loops = reading.list_brief(store())
-    if not loops:
-        print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
-        return
-    now = clock.now()
+    with common.no_cycle_collection():
+        if as_json:
+            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
+            return
+        loops = reading.list_brief(store())
+        if not loops:
+            print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
+            return
+        print(ls_table(loops, clock.now()))
+
+
+def ls_table(loops: list[dict[str, Any]], now: float) -> str:
     rows, styles = [], []
     for loop in loops:
         status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
@@ -64,10 +68,8 @@ def ls(as_json: JsonOpt = False) -> None:
                 f"{loop['used']}/{loop['limit'] or '∞'}", relative(loop["next_fire"], now), last,
             ])
         styles.append(STATUS_STYLE.get(loop["status"]))
-    print(table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
-                first=(5,)))
-
-
+    return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
+                 first=(5,))
 
 
 def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
@@ -79,7 +81,8 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
         else:
             ls(as_json=False)
         return
-    info = reading.status(store(), name)
+    with common.no_cycle_collection():
+        info = reading.status(store(), name)
     if as_json:
         emit(dict(info, version=common.JSON_VERSION))
         return

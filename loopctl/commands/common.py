@@ -33,6 +33,25 @@ def raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
 
 
 @contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """A reading command builds tens of thousands of small dicts at 10,000
+    loops, none of them in a cycle, and the cyclic collector walks them all
+    again and again as they pile up: about a third of `ls`'s CPU there
+    (bench/README.md). Reference counting still frees everything; the
+    collector is turned back on after (tests call these in one process)."""
+    import gc
+
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@contextmanager
 def locked_loop(store: Store, name: str) -> Iterator[tuple[Definitions, dict[str, Any],
                                                            LoopDef, float]]:
     """Under the store lock: definitions, reconciled state, the loop, now.

@@ -22,50 +22,50 @@ from loopctl.storage.store import Store
 
 def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
              name: str | None = None, invalid: str | None = None) -> dict[str, Any]:
-    """The stable JSON shape of one loop (documented in the README)."""
-    name = loop.name if loop else name
-    out: dict[str, Any] = {"name": name, "status": "invalid" if invalid else display_status(st)}
-    if invalid:
-        out["error"] = invalid
-        return out
-    assert loop is not None and st is not None
-    out.update({
-        "reason": st.get("reason"),
+    """The stable JSON shape of one loop (documented in the README). One
+    dict written out, and each state field read once: `ls --json` builds
+    10,000 of these."""
+    if invalid or loop is None or st is None:
+        return {"name": loop.name if loop else name, "status": "invalid", "error": invalid}
+    get = st.get
+    run, reason, deadline = st["run"], get("reason"), st["deadline"]
+    last_run_id = get("last_run_id")
+    return {
+        "name": loop.name, "status": "running" if run else st["status"],
+        "reason": reason,
         "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
                      "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()},
         "agent": loop.agent, "command": list(loop.command) if loop.command else None,
         "cwd": loop.cwd,
         "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
         "failures": {"consecutive": st["failures"], "limit": loop.max_failures or None},
-        "cost_usd": {"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd},
-        "created_at": iso(st["created"]), "deadline": iso(st["deadline"]),
-        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
+        "cost_usd": {"spent": get("cost_usd", 0.0), "budget": loop.budget_usd},
+        "created_at": iso(st["created"]), "deadline": iso(deadline),
+        "deadline_remaining_s": max(round(deadline - now), 0),
         "next_fire": iso(st["next_due"]) if st["status"] == "active" else None,
-        "last_run": {"run_id": st.get("last_run_id"), "outcome": st.get("last_outcome"),
-                     "ended_at": iso(st.get("last_end"))} if st.get("last_run_id") else None,
-        "current_run": {"run_id": st["run"]["run_id"], "started_at": iso(
-            st["run"].get("started_at"))} if st.get("run") else None,
-        "pending_fire": bool(st.get("pending")),
-        "after_run": st.get("after_run"),
-        "recent_outcomes": list(st.get("outcomes", [])),
-        "last_decision": st.get("last_decision"),
-        "ended_at": iso(st.get("ended_at")), "observed_at": iso(st.get("observed_at")),
-        "note": st.get("note"),
-        "rate_limited_until": iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
-        else None,
-        "hook_error": _delivery_error(st.get("hook_error")),
-        "notify": [mask(url) for url in loop.notify],
+        "last_run": {"run_id": last_run_id, "outcome": get("last_outcome"),
+                     "ended_at": iso(get("last_end"))} if last_run_id else None,
+        "current_run": {"run_id": run["run_id"], "started_at": iso(run.get("started_at"))}
+        if run else None,
+        "pending_fire": bool(get("pending")),
+        "after_run": get("after_run"),
+        "recent_outcomes": list(get("outcomes") or ()),
+        "last_decision": get("last_decision"),
+        "ended_at": iso(get("ended_at")), "observed_at": iso(get("observed_at")),
+        "note": get("note"),
+        "rate_limited_until": iso(get("resume_at")) if reason == "rate_limited" else None,
+        "hook_error": _delivery_error(get("hook_error")),
+        "notify": [mask(url) for url in loop.notify] if loop.notify else [],
         "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
                       "push": loop.push, "pr": loop.pr, "merge": loop.merge}
         if loop.worktree else None,
-        "last_handoff": st.get("last_handoff"),
-        "notify_error": _delivery_error(st.get("notify_error")),
+        "last_handoff": get("last_handoff"),
+        "notify_error": _delivery_error(get("notify_error")),
         "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
         else None,
-        "triggers_pending": (st.get("triggered") or {}).get("count", 0),
-        "check": verify.describe(loop), "last_check": st.get("last_check"),
-    })
-    return out
+        "triggers_pending": (get("triggered") or {}).get("count", 0),
+        "check": verify.describe(loop), "last_check": get("last_check"),
+    }
 
 
 def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:

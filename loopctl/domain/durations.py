@@ -68,20 +68,24 @@ def format_duration(seconds: float) -> str:
 
 
 def format_rough(seconds: float) -> str:
-    """Two most significant units, for human tables: 5430 -> `1h30m`."""
+    """Two most significant units, for human tables: 5430 -> `1h30m`; a
+    zero second unit is left out (`2h`, not `2h0m`). Arithmetic, not a
+    walk over UNITS: `ls` writes one per loop."""
     remaining = int(round(abs(seconds)))
     if remaining == 0:
         return "0s"
-    parts = []
-    for unit, size in UNITS.items():
-        if unit == "w":
-            continue
-        count, remaining = divmod(remaining, size)
-        if count:
-            parts.append(f"{count}{unit}")
-        if len(parts) == 2 or (parts and count == 0):
-            break
-    return "".join(parts)
+    days, remaining = divmod(remaining, 86400)
+    if days:
+        hours = remaining // 3600
+        return f"{days}d{hours}h" if hours else f"{days}d"
+    hours, remaining = divmod(remaining, 3600)
+    if hours:
+        minutes = remaining // 60
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    minutes, remaining = divmod(remaining, 60)
+    if minutes:
+        return f"{minutes}m{remaining}s" if remaining else f"{minutes}m"
+    return f"{remaining}s"
 
 
 def format_usd(amount: float) -> str:

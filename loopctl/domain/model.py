@@ -40,6 +40,9 @@ DEFAULT_MAX_RUNS = 50
 DEFAULT_FOR = 7 * 86400
 DEFAULT_MAX_FAILURES = 3
 DEFAULT_NO_PROGRESS = 3
+# state.json keeps one result digest per run the breaker compares; its
+# repair rule refuses more than this many (domain/state.py).
+MAX_NO_PROGRESS = 1000
 DEFAULT_TIMEOUT = 3600
 DEFAULT_MIN_DELAY = 60
 DEFAULT_MAX_DELAY = 3600
@@ -231,10 +234,12 @@ def _flag(raw: dict[str, Any], key: str, where: str) -> bool:
     return value
 
 
-def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0) -> int:
+def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0,
+           high: int = 10**9) -> int:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > 10**9:
-        raise UsageError(f"{where}: {key!r} must be a whole number >= {low}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
+        expected = f"from {low} to {high}" if high < 10**9 else f">= {low}"
+        raise UsageError(f"{where}: {key!r} must be a whole number {expected}, got {value!r}")
     return value
 
 
@@ -350,7 +355,8 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
     fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
     fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
-    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where)
+    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where,
+                                   high=MAX_NO_PROGRESS)
     fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
     _parse_bounds(raw, fields, where)
     from loopctl.domain.gates import parse_gate

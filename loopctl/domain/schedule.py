@@ -148,12 +148,16 @@ def missed_count(loop: LoopDef, due: float, now: float, *, zone: tzinfo) -> int:
 
 
 _DAYS: dict[int, str] = {}  # a day's date text: a listing's moments share few days
+_MINUTES: list[str] = []  # "HH:MM" for each minute of a day, made on first use
+_SECONDS = [f"{s:02d}" for s in range(60)]
 
 
 def iso(ts: float | None) -> str | None:
     """What `datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")`
-    gives (the microseconds rounded half to even, as datetime does), at two
-    thirds of its cost: `ls --json` of 10,000 loops writes 30,000 or more."""
+    gives (the microseconds rounded half to even, as datetime does), at a
+    fifth of its cost: `ls --json` of 10,000 loops writes 30,000 or more.
+    The clock text comes from tables, not from formatting (three `:02d`
+    fields were two thirds of the time)."""
     if ts is None:
         return None
     whole = math.floor(ts)
@@ -163,8 +167,10 @@ def iso(ts: float | None) -> str | None:
     date = _DAYS.get(day)
     if date is None:
         date = _DAYS[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")
-    hour, rest = divmod(second, 3600)
-    return f"{date}T{hour:02d}:{rest // 60:02d}:{rest % 60:02d}Z"
+    if not _MINUTES:
+        _MINUTES.extend(f"{m // 60:02d}:{m % 60:02d}" for m in range(1440))
+    minute, rest = divmod(second, 60)
+    return date + "T" + _MINUTES[minute] + ":" + _SECONDS[rest] + "Z"
 
 
 def parse_iso(text: str) -> float:

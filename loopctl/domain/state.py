@@ -13,7 +13,7 @@ from datetime import tzinfo
 from typing import Any, TypedDict, cast
 
 from loopctl.domain import untrusted as check
-from loopctl.domain.model import LoopDef
+from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.plain import record
 from loopctl.domain.schedule import UTC, first_fire, parse_iso
@@ -326,7 +326,7 @@ SCHEMA: dict[str, Field] = {
     "cost_usd": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
     "session_id": _field(_optional(check.session_id), None),
     "keepalive_misses": _field(_required(check.count), 0),
-    "results": _field(_strings(1000), []),
+    "results": _field(_strings(MAX_NO_PROGRESS), []),
     "last_decision": _field(_decision, None),
     "ended_at": _field(_optional(check.moment), None),
     "observed_at": _field(_optional(check.moment), None),
