@@ -65,6 +65,9 @@ class LoopState(TypedDict):
     last_handoff: dict[str, Any] | None
     # Triggers accepted since the last fire (DESIGN §17): {"count", "at"}.
     triggered: dict[str, Any] | None
+    # The newest PR the loop opened (DESIGN §16): {"url", "branch", "fixes",
+    # "review"}; rules in domain/feedback.
+    pr_feedback: dict[str, Any] | None
 
 
 @record
@@ -273,6 +276,23 @@ def _triggered(v: Any) -> Any:
     return {"count": v["count"], "at": float(v["at"])}
 
 
+def tracked_pr(v: Any) -> Any:
+    """The PR a loop follows: its URL as gh printed it, a branch that is
+    no option and no path, the fix runs so far, whether it was left for
+    review."""
+    if v is None:
+        return None
+    from loopctl.domain.feedback import PR_URL
+
+    if not isinstance(v, dict) or not isinstance(v.get("url"), str) \
+            or not PR_URL.fullmatch(v["url"]) or check.text(v.get("branch"), 300) is None \
+            or v["branch"].startswith("-") or ".." in v["branch"] \
+            or check.count(v.get("fixes"), 1000) is None \
+            or not isinstance(v.get("review"), bool):
+        return check.INVALID
+    return {k: v[k] for k in ("url", "branch", "fixes", "review")}
+
+
 _SAME = object()
 
 
@@ -322,12 +342,13 @@ SCHEMA: dict[str, Field] = {
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
+    "pr_feedback": _field(lambda v: tracked_pr(v), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered"})
+                       "triggered", "pr_feedback"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

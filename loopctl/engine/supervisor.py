@@ -26,6 +26,7 @@ from loopctl.engine.steps import (
     gate,
     handoff,
     launch,
+    notes,
     output,
     prepare,
     settle,
@@ -72,6 +73,7 @@ class Supervisor:
             launched = launch.launch(ctx, ws, note, started)
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)
+            notes.take_back(ctx, result)
             log.flush_held()
             if ws is not None:
                 moved = self._hand_off(ctx, ws, launched, result)
