@@ -153,6 +153,9 @@ def repo_of(pr_url: str) -> str | None:
 # -- what to do ------------------------------------------------------------------------
 
 
+ACTIONS = ("continue", "review", "drop", "none")
+
+
 @record
 class Plan:
     """What a look at the loop's PR decided for the next run."""
@@ -176,6 +179,23 @@ class Plan:
         if self.note:
             out["note"] = self.note
         return out
+
+
+def clean_plan_record(value: Any) -> dict[str, Any] | None:
+    """A record's `pr_feedback` as `history` may show it (None: damaged)."""
+    from loopctl.domain import untrusted
+
+    if not isinstance(value, dict) or value.get("action") not in ACTIONS:
+        return None
+    out: dict[str, Any] = {k: untrusted.text(value.get(k), 4000)
+                           for k in ("pr", "why", "branch", "note")}
+    out["action"] = value["action"]
+    for key in ("attempt", "of"):
+        out[key] = untrusted.count(value.get(key), MAX_FIX_ATTEMPTS + 1)
+    checks = value.get("failed_checks")
+    out["failed_checks"] = [c for c in checks[:MAX_CHECKS_SHOWN] if untrusted.text(c, 400)] \
+        if isinstance(checks, list) else None
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def plan(pr: PullRequest | None, checks: list[Check] | None, tracked: dict[str, Any],

@@ -120,10 +120,12 @@ def look(repo: str, loop: Any, tracked: dict[str, Any]) -> Plan:
     """What to do about the PR the loop follows (`tracked`, from its state)."""
     url = str(tracked["url"])
     view = call(["pr", "view", url, "--json", PR_FIELDS], repo, MAX_JSON)
-    if view.code is None or view.code != 0 or view.cut:
+    if view.code != 0 or view.cut:
         return Plan("none", url, str(tracked["branch"]),
                     why=f"gh pr view failed: {view.err or f'exit {view.code}'}"[:300])
     checks = call(["pr", "checks", url, "--json", CHECK_FIELDS], repo, MAX_JSON)
+    if checks.code is None:
+        return Plan("none", url, str(tracked["branch"]), why=f"gh pr checks: {checks.err}"[:300])
     usable = checks.code in (0, 1, 8) and not checks.cut and checks.out.strip()
     found = plan(read_pr(view.out), read_checks(checks.out) if usable else
                  ([] if checks.code == 1 else None),
