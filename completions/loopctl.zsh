@@ -22,6 +22,7 @@ _loopctl() {
         'list:List loops (same as ls).'
         'logs:Print a run'\''s log (the latest by default).'
         'ls:List loops\: schedule, status, runs used, next fire, last outcome.'
+        'notes:Print a loop'\''s notes, kept across runs with --notes (or empty them).'
         'notify:Notification targets (Apprise URLs).'
         'pause:Pause a loop (a run in flight finishes first).'
         'resume:Resume a paused loop (refused while a limit is still reached).'
@@ -139,6 +140,14 @@ _loopctl() {
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
+        notes)
+            _arguments -s \
+                '--clear[Empty the notes (the next run starts with none).]' \
+                '--json[Print JSON (stable shape).]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '1:loop:_loopctl_names'
+            ;;
         notify)
             _arguments -s \
                 '--help[Show help and exit.]' \
@@ -225,6 +234,9 @@ _loopctl() {
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
+                '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
+                '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
+                '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -309,6 +321,9 @@ _loopctl() {
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
+                '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
+                '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
+                '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
