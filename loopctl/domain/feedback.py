@@ -209,7 +209,8 @@ def plan(pr: PullRequest | None, checks: list[Check] | None, tracked: dict[str, 
     if pr.state != "OPEN":
         base.action, base.why = "drop", f"the PR is {line(pr.state).lower() or 'not open'}"
         return base
-    if pr.cross or pr.head != branch or not own_branch(branch, prefix, loop):
+    if pr.cross or pr.head != branch or not own_branch(pr.head, prefix, loop) \
+            or not own_branch(branch, prefix, loop):
         base.action = "drop"
         base.why = (f"its head branch {line(pr.head)[:120]!r} is not this loop's run branch "
                     f"{line(branch)[:120]!r}" + (" (a fork's)" if pr.cross else "")
