@@ -186,3 +186,23 @@ def test_a_branch_checked_out_or_diverged_is_not_taken_over(
     with pytest.raises(GitError, match="diverged"):
         pr_feedback.continue_branch(looking["loop"], "20261201T040000Z-0003", folder, found)
     assert repo.sha(branch) == mine  # kept as it was
+
+
+def test_update_sets_and_clears_fix_attempts(cli: CLI, repo: Repo) -> None:  # noqa: F811
+    cli("start", "p", "--name", "fx", "--every", "1h", "--cwd", str(repo.path), "--worktree",
+        "--push", "origin", "--pr", "--fix-attempts", "5", check=0)
+    assert cli.json("show", "fx")["definition"]["fix_attempts"] == 5
+    assert cli.json("status", "fx")["workspace"]["fix_attempts"] == 5
+    cli("update", "fx", "--no-pr", check=0)  # nothing to fix without a PR
+    definition = cli.json("show", "fx")["definition"]
+    assert "fix_attempts" not in definition and "pr" not in definition
+    cli("update", "fx", "--pr", "--fix-attempts", "0", check=0)
+    assert cli.json("show", "fx")["definition"]["fix_attempts"] == 0
+    cli("update", "fx", "--fix-attempts", "3", check=0)  # the default: not written out
+    assert "fix_attempts" not in cli.json("show", "fx")["definition"]
+    for bad in ("-1", "101", "nan", "1e309", "--x"):
+        proc = cli("update", "fx", "--fix-attempts", bad)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (bad, proc.stderr)
+    assert cli.json("status", "fx")["workspace"]["fix_attempts"] == 3
+    cli("update", "fx", "--no-worktree", check=0)
+    assert cli.json("status", "fx")["workspace"] is None
