@@ -192,3 +192,15 @@ def test_a_damaged_pr_record_is_repaired(bad: object) -> None:
     clean, fields = repair("ship", st)
     assert clean["pr_feedback"] is None and fields == ["pr_feedback"]
     assert tracked_pr(dict(TRACKED, extra=1)) == TRACKED
+
+
+def test_exports_carry_fix_attempts_and_notes() -> None:
+    import yaml
+
+    from loopctl.integrations.export import traveling_definition
+
+    loop = parse_loop("ship", pr_loop(fix_attempts=2, notes=True))
+    travelled = yaml.safe_load(traveling_definition(loop, None))["loops"]["ship"]
+    assert (travelled["fix_attempts"], travelled["notes"]) == (2, True)
+    assert parse_loop("ship", travelled) == parse_loop("ship", dict(pr_loop(fix_attempts=2,
+                                                                            notes=True), cwd="."))
