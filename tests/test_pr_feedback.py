@@ -130,7 +130,7 @@ def looking(repo: Repo, gh: FakeGh, monkeypatch: pytest.MonkeyPatch,  # noqa: F8
             "tracked": {"url": URL7, "branch": branch, "fixes": 0, "review": False}}
 
 
-@pytest.mark.parametrize("head", ["-x", "../main", "main", "loopctl/other/20261201T030000Z-0001",
+@pytest.mark.parametrize("head", ["-x", "../main", "loopctl/other/20261201T030000Z-0001",
                                   "loopctl/ship/20261201T030000Z-0002"])
 def test_a_pr_whose_head_is_not_the_loops_branch_is_not_continued(
         looking: dict[str, Any], gh: FakeGh, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
