@@ -87,3 +87,18 @@ def test_notes_options_in_update_and_start(cli: CLI, tmp_path: Path) -> None:
     over = cli("start", "x", "--name", "v", "--every", "1h", "--fix-attempts", "101")
     assert over.returncode == 2 and "Traceback" not in over.stderr
     assert cli("show", "v").returncode == 4
+
+
+def test_notes_cleared_during_a_run_are_not_overwritten(cli: CLI, tmp_path: Path) -> None:
+    agent = 'loopctl notes mid --clear; echo "from the run" >> "$LOOPCTL_NOTES_FILE"'
+    cli("start", "x", "--name", "mid", "--on-demand", "--cwd", str(tmp_path), "--notes",
+        "--sandbox", "off", "--command", shlex.join(["sh", "-c", agent]), check=0)
+    kept = cli.state_dir / "notes" / "mid.md"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("old notes\n")
+    cli("run", "mid", check=0)
+    record = cli.records("mid")[-1]
+    assert "the run's notes were not kept" in record["note"]
+    assert not kept.exists()  # as `--clear` left it
+    cli("run", "mid", check=0)  # cleared again, but this time nothing was there to change
+    assert kept.read_text() == "from the run\n"
