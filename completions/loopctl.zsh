@@ -22,6 +22,7 @@ _loopctl() {
         'list:List loops (same as ls).'
         'logs:Print a run'\''s log (the latest by default).'
         'ls:List loops\: schedule, status, runs used, next fire, last outcome.'
+        'notes:Print a loop'\''s notes, kept across runs with --notes (or empty them).'
         'notify:Notification targets (Apprise URLs).'
         'pause:Pause a loop (a run in flight finishes first).'
         'resume:Resume a paused loop (refused while a limit is still reached).'
@@ -139,6 +140,14 @@ _loopctl() {
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
+        notes)
+            _arguments -s \
+                '--clear[Empty the notes (the next run starts with none).]' \
+                '--json[Print JSON (stable shape).]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '1:loop:_loopctl_names'
+            ;;
         notify)
             _arguments -s \
                 '--help[Show help and exit.]' \
@@ -230,6 +239,9 @@ _loopctl() {
                 '--until-check[A passing check completes the loop, whatever the agent decided.]' \
                 '--no-until-check[A passing check completes the loop, whatever the agent decided.]' \
                 '--check-metric[The number in the regex'\''s first group (first match in the check'\''s output) is the run'\''s metric; --no-progress counts runs with it unchanged ('\''none'\'' clears).]:regex: ' \
+                '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
+                '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
+                '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--raw[Send the prompt as written (no envelope).]' \
                 '--continue-session[Resume the previous run'\''s agent session.]' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
@@ -319,6 +331,9 @@ _loopctl() {
                 '--until-check[A passing check completes the loop, whatever the agent decided.]' \
                 '--no-until-check[A passing check completes the loop, whatever the agent decided.]' \
                 '--check-metric[The number in the regex'\''s first group (first match in the check'\''s output) is the run'\''s metric; --no-progress counts runs with it unchanged ('\''none'\'' clears).]:regex: ' \
+                '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
+                '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
+                '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

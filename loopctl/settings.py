@@ -43,6 +43,8 @@ KNOBS = {
     "LOOPCTL_HOOK_TIMEOUT": (10.0, 0.1, 3600.0),
     # A notification's sender is SIGKILLed after this (integrations/notify.py).
     "LOOPCTL_NOTIFY_TIMEOUT": (30.0, 0.1, 3600.0),
+    # Each `gh` call of PR feedback is killed after this (integrations/pr_feedback.py).
+    "LOOPCTL_GH_TIMEOUT": (60.0, 0.1, 3600.0),
     # The highest Landlock ABI loopctl may use: 0 acts as a kernel without
     # Landlock (how `--sandbox on` refusing to run is tested), 1-5 as an
     # older kernel; unset, whatever the kernel offers.

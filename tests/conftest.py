@@ -269,7 +269,7 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
 # `doctor --notify` sends.)
 IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resume", "stop",
               "rm", "validate", "history", "agents", "events", "export", "logs", "doctor",
-              "trigger"}
+              "trigger", "notes"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
 SENDS_WITH_NOTIFY = {"doctor"}
 # Read once per process (the C library's local time, which `time.localtime`

@@ -365,8 +365,14 @@ def test_the_github_export_of_a_hand_off_loop_can_push_and_open_the_pr(
     cli("start", "p", "--name", "plain", "--every", "1h", check=0)
     result, _ = exported(cli, "gh", "--to", "github", "--install", PINNED)
     workflow = yaml.safe_load(result["files"]["loopctl-gh.yml"])
-    assert workflow["permissions"] == {"contents": "write", "pull-requests": "write"}
+    # PR feedback (on by default, --fix-attempts 3) reads the checks and failed logs.
+    assert workflow["permissions"] == {"contents": "write", "pull-requests": "write",
+                                       "checks": "read", "statuses": "read", "actions": "read"}
     assert workflow["jobs"]["run"]["env"]["GH_TOKEN"] == "${{ github.token }}"
+    cli("update", "gh", "--fix-attempts", "0", check=0)
+    result, _ = exported(cli, "gh", "--to", "github", "--install", PINNED)
+    workflow = yaml.safe_load(result["files"]["loopctl-gh.yml"])
+    assert workflow["permissions"] == {"contents": "write", "pull-requests": "write"}
     warnings = " ".join(result["warnings"])
     assert "start no other workflow" in warnings and "personal access token" in warnings
     assert "60 days" in warnings

@@ -61,7 +61,7 @@ def _ticks(line: str) -> list[str]:
 def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
          now: float, workspace: dict[str, Any] | None = None,
          gate_output: str | None = None, payload: str | None = None,
-         check: dict[str, Any] | None = None) -> str:
+         check: dict[str, Any] | None = None, pr_fix: Any = None) -> str:
     limit = str(loop.max_runs) if loop.max_runs else "unlimited"
     elapsed = format_rough(max(now - st["created"], 0))
     remaining = format_rough(max(st["deadline"] - now, 0))
@@ -92,6 +92,7 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
     if payload is not None:
         lines += data_block("This run was triggered with a payload (also in the file "
                             "$LOOPCTL_TRIGGER_FILE)", payload)
+    lines += carried(loop, pr_fix)
     next_hint = " --next 20m" if loop.auto else ""
     lines += [
         "Before you finish, report exactly one decision with a shell command:",
@@ -109,3 +110,20 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
         '"evidence": "..."' + (', "next": "20m"' if loop.auto else "") + "}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def carried(loop: LoopDef, pr_fix: Any) -> list[str]:
+    """What this run carries over (DESIGN §16): the failed checks of the PR
+    it continues (sanitized, quoted as data), and where its notes are (the
+    path only: the notes themselves never enter the prompt)."""
+    lines: list[str] = []
+    if pr_fix is not None:
+        from loopctl.domain.feedback import envelope_lines, feedback_text
+
+        lines += envelope_lines(pr_fix)
+        lines += data_block("Its failed checks and the end of their logs", feedback_text(pr_fix))
+    if loop.notes:
+        lines.append("Your notes from earlier runs of this loop are in the file named by "
+                     "$LOOPCTL_NOTES_FILE: read it first. Before you finish, rewrite it with "
+                     "what the next run should know; keep it short (at most 64 KiB is kept).")
+    return lines

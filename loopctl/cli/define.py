@@ -14,6 +14,7 @@ import typer
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
+from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
@@ -191,8 +192,10 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
              "max_file_size": _size(max_file_size)}
     if worktree is False:  # off: its hand-off settings go with it
         return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy", "max_file_size"))
-    given = {k: v for k, v in given.items() if v is not None}
+                              "checks_timeout", "copy", "max_file_size", "fix_attempts"))
+    if pr is False:  # no PR: nothing to fix either
+        given["fix_attempts"] = None
+    given = {k: v for k, v in given.items() if v is not None or k == "fix_attempts"}
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
@@ -275,7 +278,7 @@ def start(
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
-    check_metric: CheckMetric = None,
+    check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
     continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
     keep_runs: KeepRuns = None,
@@ -313,8 +316,8 @@ def start(
         **bounds_changes(max_log, max_memory, max_procs),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
         **gate_changes(gate, if_timeout, on_demand),
-        **check_changes(check, check_timeout, until_check, check_metric)}.items()
-        if v is not None})
+        **check_changes(check, check_timeout, until_check, check_metric),
+        **feedback_changes(fix_attempts, notes)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -422,7 +425,7 @@ def update(
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
-    check_metric: CheckMetric = None,
+    check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -447,6 +450,7 @@ def update(
         fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(gate_changes(gate, if_timeout, on_demand))
     changes.update(check_changes(check, check_timeout, until_check, check_metric))
+    changes.update(feedback_changes(fix_attempts, notes))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

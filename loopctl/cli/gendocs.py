@@ -20,7 +20,7 @@ from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_ARG_COMMANDS = ("status", "show", "update", "pause", "resume", "stop", "rm", "run",
-                     "logs", "history", "export", "events")
+                     "logs", "history", "export", "events", "notes")
 # From the rules themselves, so a new value is offered where it is accepted.
 CHOICES = {
     "--overlap": OVERLAP,

@@ -125,6 +125,16 @@ def check_cell(check: dict[str, Any]) -> str:
     return said + (f", metric {metric:g}" if isinstance(metric, (int, float)) else "")
 
 
+def _pr_lines(info: dict[str, Any]) -> list[str]:
+    """The PR the loop follows for PR feedback (DESIGN §16)."""
+    pr = info.get("pr_feedback")
+    if not pr:
+        return []
+    limit = (info.get("workspace") or {}).get("fix_attempts")
+    how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}"
+    return [f"  pr         {pr['url']}: {how}"]
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -169,6 +179,7 @@ def render_status(info: dict[str, Any]) -> str:
         lines.append(f"  notify error {error['message']} ({error['at']})")
     if info.get("last_handoff"):
         lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
+    lines += _pr_lines(info)
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
     # One field, one line: agent summaries and hand-edited text cannot forge

@@ -57,6 +57,10 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
     # is ever derived from a name `start` would refuse.
     if not keep_logs and is_loop_name(name):
         store.remove_runs(name)
+    if is_loop_name(name):  # a loop started again under this name starts without them
+        from loopctl.storage.notes import clear_notes
+
+        clear_notes(store.paths, name)
     kept = _remove_workspace(store, loop) if loop and loop.worktree else []
     return {"version": JSON_VERSION, "loop": name, "removed": True, "kept_branches": kept}
 

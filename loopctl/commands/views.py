@@ -57,8 +57,11 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "hook_error": _delivery_error(get("hook_error")),
         "notify": [mask(url) for url in loop.notify] if loop.notify else [],
         "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
-                      "push": loop.push, "pr": loop.pr, "merge": loop.merge}
+                      "push": loop.push, "pr": loop.pr, "merge": loop.merge,
+                      "fix_attempts": loop.fix_attempts if loop.pr else None}
         if loop.worktree else None,
+        "pr_feedback": get("pr_feedback"),
+        "notes": loop.notes,
         "last_handoff": get("last_handoff"),
         "notify_error": _delivery_error(get("notify_error")),
         "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate

@@ -64,6 +64,7 @@ KEYS = {
     "sandbox", "sandbox_write", "sandbox_read",
     "if", "if_timeout", "on_demand",
     "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
+    "fix_attempts", "notes",  # DESIGN §16, rules in domain/feedback
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -136,6 +137,8 @@ class LoopDef:
     check_timeout: int = verify.DEFAULT_CHECK_TIMEOUT
     until_check: bool = False
     check_metric: str | None = None
+    fix_attempts: int = 3  # runs that continue one PR whose checks failed (feedback.py)
+    notes: bool = False  # a notes file kept across runs (feedback.py)
 
     @property
     def schedule_key(self) -> str:
@@ -190,6 +193,9 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         _parse_policy(raw, fields, where)
         _parse_workspace(raw, fields, where)
         _parse_sandbox(raw, fields, where)
+        from loopctl.domain.feedback import parse_options
+
+        fields.update(parse_options(raw, where))
     except UsageError as exc:
         if exc.message.startswith(where):
             raise
@@ -513,6 +519,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "max_procs": loop.max_procs,
         "if": list(loop.gate) if loop.gate else None,
         "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
+        "notes": loop.notes or None,
         "created_at": loop.created_at,
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
@@ -528,6 +535,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
             "copy": list(loop.copy) or None,
             "max_file_size": format_size(loop.max_file_size)
             if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
+            "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,
         }
         raw.update({k: v for k, v in workspace.items() if v is not None})
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,

@@ -23,7 +23,7 @@ NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "triggers")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged", "gate", "check")
+                "damaged", "gate", "check", "pr_feedback")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -96,6 +96,11 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["check"] = _check(raw.get("check"))
     if raw.get("check") is not None and out["check"] is None:
         damaged.append("check")
+    from loopctl.domain.feedback import clean_plan_record
+
+    out["pr_feedback"] = clean_plan_record(raw.get("pr_feedback"))
+    if raw.get("pr_feedback") is not None and out["pr_feedback"] is None:
+        damaged.append("pr_feedback")
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None

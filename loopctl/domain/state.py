@@ -68,6 +68,9 @@ class LoopState(TypedDict):
     triggered: dict[str, Any] | None
     # The last check's {run_id, exit_code, passed, metric} (DESIGN §16).
     last_check: dict[str, Any] | None
+    # The newest PR the loop opened (DESIGN §16): {"url", "branch", "fixes",
+    # "review"}; rules in domain/feedback.
+    pr_feedback: dict[str, Any] | None
 
 
 @record
@@ -290,6 +293,23 @@ def _last_check(v: Any) -> Any:
     return {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
 
 
+def tracked_pr(v: Any) -> Any:
+    """The PR a loop follows: its URL as gh printed it, a branch that is
+    no option and no path, the fix runs so far, whether it was left for
+    review."""
+    if v is None:
+        return None
+    from loopctl.domain.feedback import PR_URL
+
+    if not isinstance(v, dict) or not isinstance(v.get("url"), str) \
+            or not PR_URL.fullmatch(v["url"]) or check.text(v.get("branch"), 300) is None \
+            or v["branch"].startswith("-") or ".." in v["branch"] \
+            or check.count(v.get("fixes"), 1000) is None \
+            or not isinstance(v.get("review"), bool):
+        return check.INVALID
+    return {k: v[k] for k in ("url", "branch", "fixes", "review")}
+
+
 _SAME = object()
 
 
@@ -340,12 +360,13 @@ SCHEMA: dict[str, Field] = {
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
     "last_check": _field(_last_check, None),
+    "pr_feedback": _field(lambda v: tracked_pr(v), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered", "last_check"})
+                       "triggered", "last_check", "pr_feedback"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -27,6 +27,7 @@ from loopctl.engine.steps import (
     gate,
     handoff,
     launch,
+    notes,
     output,
     prepare,
     settle,
@@ -73,6 +74,7 @@ class Supervisor:
             launched = launch.launch(ctx, ws, note, started)
             result = self._outcome(ctx, launched, started)
             output.read_decision(ctx, result)
+            notes.take_back(ctx, result)
             log.flush_held()
             check.check(ctx, ws, launched, result)
             if ws is not None:

@@ -461,8 +461,10 @@ def _github_permissions(loop: LoopDef) -> dict[str, str]:
     permissions = {"contents": "write"}
     if loop.pr:
         permissions["pull-requests"] = "write"
-    if loop.merge:
+    if loop.merge or (loop.pr and loop.fix_attempts):
         permissions.update({"checks": "read", "statuses": "read"})
+    if loop.pr and loop.fix_attempts:  # PR feedback reads failed runs' logs
+        permissions["actions"] = "read"
     return permissions
 
 

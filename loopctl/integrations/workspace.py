@@ -69,6 +69,9 @@ class Workspace:
     # The worktree's git directory (`<repo>/.git/worktrees/<id>`), read when
     # loopctl made the worktree, before any agent ran in it.
     admin: str = ""
+    # The PR this run continues (DESIGN §16): `branch` is that PR's head
+    # branch, never deleted here, and the hand-off pushes to it (no new PR).
+    continues: str | None = None
 
     @property
     def cwd(self) -> str:
@@ -77,7 +80,7 @@ class Workspace:
     def to_json(self) -> dict[str, Any]:
         return {"repo": self.repo, "path": str(self.path), "branch": self.branch,
                 "base": self.base, "base_ref": self.base_ref, "base_sha": self.base_sha,
-                "admin": self.admin}
+                "admin": self.admin, **({"continues": self.continues} if self.continues else {})}
 
 
 @record
@@ -372,7 +375,8 @@ def hand_off(ws: Workspace, loop: Any, made: Commit, title: str, body: str,
     if made.left_out:
         result.fields["left_out"] = made.left_out
     if made.info.get("commits", 0) == 0:
-        git(ws.repo, "branch", "--quiet", "-D", ws.branch, check=False)
+        if not ws.continues:  # a PR's branch stays, whatever this run did
+            git(ws.repo, "branch", "--quiet", "-D", ws.branch, check=False)
     else:
         result.handoff = "committed"
         result.fields.update(made.info)
@@ -410,11 +414,14 @@ def _remote(ws: Workspace, loop: Any, made: Commit, result: Handoff, title: str,
             return
         push(ws, loop.push)
         result.handoff = "pushed"
-        if not loop.pr or stop_before("gh pr create"):
+        if ws.continues:  # the push updated the PR
+            pr, result.handoff = ws.continues, "pr_updated"
+        elif not loop.pr or stop_before("gh pr create"):
             return
-        pr = github.open_pr(ws.repo, ws.base, ws.branch, title, body)
+        else:
+            pr, result.handoff = github.open_pr(ws.repo, ws.base, ws.branch, title, body), \
+                "pr_opened"
         result.fields["pr_url"] = pr
-        result.handoff = "pr_opened"
         if loop.merge:
             _merge(ws, loop, pr, result, stop_before)
     except LoopctlError as exc:

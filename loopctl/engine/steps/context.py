@@ -65,6 +65,8 @@ class RunContext:
     confinement: Any = None  # engine.sandbox.Confinement while the agent runs
     prompt_path: str | None = None  # the prompt file the agent may read
     gate: Any = None  # steps.gate.Gate once the loop's gate ran
+    pr_fix: Any = None  # domain.feedback.Plan once the loop's PR was looked at
+    notes: Any = None  # steps.notes.Handed while the agent has the notes
 
     @property
     def log_path(self) -> Path:

@@ -16,7 +16,7 @@ from loopctl.domain.plain import record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
 from loopctl.engine import procs, reaper
-from loopctl.engine.steps import bounds, confine
+from loopctl.engine.steps import bounds, confine, notes
 from loopctl.engine.steps.context import RunContext, one_line
 from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
 
@@ -106,7 +106,8 @@ def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iterat
     text = wrap(loop, objective, st, iteration, now, workspace,
                 gate_output=ctx.gate.output if ctx.gate else None,
                 payload=payload[1] if payload else None,
-                check=last_check(ctx, loop, st)) \
+                check=last_check(ctx, loop, st),
+                pr_fix=ctx.pr_fix if ws is not None and ws.continues else None) \
         if wants_envelope(loop) else objective
     path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
@@ -159,6 +160,7 @@ def trigger_payload(ctx: RunContext) -> tuple[Path, str] | None:
 def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
           run: dict[str, Any]) -> subprocess.Popen[bytes]:
     env = agent_env(ctx, loop, cwd, run)
+    notes.hand_out(ctx, loop, env)
     files = [str(shim_dir(ctx) / "loopctl")] + ([ctx.prompt_path] if ctx.prompt_path else [])
     confined = confine.confine(ctx, loop, cwd, env, run, argv, files)
     stdin: IO[bytes] | int = subprocess.DEVNULL

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import parse_loop
+from loopctl.engine.steps import prfix
 from loopctl.engine.steps.context import RunContext
 from loopctl.storage.paths import ensure_dir
 
@@ -30,12 +31,15 @@ def prepare_workspace(ctx: RunContext, worktree: bool | None) -> tuple[Workspace
         if run.get("run_id") != ctx.run_id:
             return None, None  # launching says why
         loop = parse_loop(ctx.name, run["spec"])
+        tracked = st.get("pr_feedback")
     if not loop.worktree:
         return None, None
     folder = ctx.store.paths.state_dir / "worktrees" / ctx.name
+    found = prfix.look(ctx, loop, tracked)
     try:
         ensure_dir(folder.parent)
-        ws = workspace.prepare(loop, ctx.run_id, folder)
+        ws = prfix.continuation(ctx, loop, folder, found) \
+            or workspace.prepare(loop, ctx.run_id, folder)
     except LoopctlError as exc:
         return None, f"worktree: {exc.message}"
     ctx.log.hold(f"# loopctl: worktree {folder} on branch {ws.branch} from {ws.base_ref}")

@@ -43,6 +43,8 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         add_fields(record, {"gate": ctx.gate.record()})
     if result.check is not None:
         add_fields(record, {"check": result.check})
+    if ctx.pr_fix is not None:
+        add_fields(record, {"pr_feedback": ctx.pr_fix.record()})
     if run.get("triggers"):
         add_fields(record, {"triggers": run["triggers"]})
     return add_fields(record, handoff.record()) if handoff is not None else record
@@ -111,6 +113,12 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
+    from loopctl.engine.steps import prfix
+
+    review = prfix.settle(ctx, st, handoff)
+    if review is not None:
+        event = events.handoff_event(loop, st, ctx.run_id, log, now, review)
+        pending.extend([(event, receivers)] if event else [])
     return pending
 
 
