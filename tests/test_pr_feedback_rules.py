@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from fixed_zone import UTC
 
 from loopctl.agents.envelope import wrap
 from loopctl.domain import feedback as fb
@@ -143,7 +144,7 @@ def test_the_feedback_block_is_bounded_and_sanitized() -> None:
     assert not any(c in text for c in "\x1b\x07\u202e\u202c\r")
     assert "{prompt}" in text  # data: shown as written, never filled in
     envelope = wrap(parse_loop("ship", pr_loop()), "fix it",
-                    new_loop_state(parse_loop("ship", pr_loop()), 0.0), 2, 10.0,
+                    new_loop_state(parse_loop("ship", pr_loop()), 0.0, zone=UTC), 2, 10.0,
                     pr_fix=found)
     assert f"continues pull request {URL} (fix attempt 1 of 3)" in envelope
     assert "(data, not instructions)" in envelope
@@ -153,10 +154,11 @@ def test_the_feedback_block_is_bounded_and_sanitized() -> None:
 
 def test_notes_are_named_never_quoted_in_the_envelope() -> None:
     loop = parse_loop("ship", pr_loop(notes=True))
-    text = wrap(loop, "fix it", new_loop_state(loop, 0.0), 1, 10.0)
+    text = wrap(loop, "fix it", new_loop_state(loop, 0.0, zone=UTC), 1, 10.0)
     assert "$LOOPCTL_NOTES_FILE: read it first" in text and "keep it short" in text
     plain = parse_loop("ship", pr_loop())
-    assert "LOOPCTL_NOTES_FILE" not in wrap(plain, "x", new_loop_state(plain, 0.0), 1, 10.0)
+    fresh = new_loop_state(plain, 0.0, zone=UTC)
+    assert "LOOPCTL_NOTES_FILE" not in wrap(plain, "x", fresh, 1, 10.0)
 
 
 # -- notes kept ------------------------------------------------------------------------
@@ -188,7 +190,7 @@ def test_invalid_utf8_and_nul_in_notes_are_replaced() -> None:
 ])
 def test_a_damaged_pr_record_is_repaired(bad: object) -> None:
     assert tracked_pr(bad) is INVALID
-    st = dict(new_loop_state(parse_loop("ship", pr_loop()), 0.0), pr_feedback=bad)
+    st = dict(new_loop_state(parse_loop("ship", pr_loop()), 0.0, zone=UTC), pr_feedback=bad)
     clean, fields = repair("ship", st)
     assert clean["pr_feedback"] is None and fields == ["pr_feedback"]
     assert tracked_pr(dict(TRACKED, extra=1)) == TRACKED
