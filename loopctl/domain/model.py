@@ -524,21 +524,29 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     }
     raw.update({k: v for k, v in policy.items() if v is not None})
     raw.update(verify.to_raw(loop))
-    if loop.worktree:
-        workspace = {
-            "worktree": True, "base": loop.base,
-            "branch_prefix": loop.branch_prefix
-            if loop.branch_prefix != DEFAULT_BRANCH_PREFIX else None,
-            "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
-            "checks_timeout": fd(loop.checks_timeout)
-            if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
-            "copy": list(loop.copy) or None,
-            "max_file_size": format_size(loop.max_file_size)
-            if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
-            "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,
-        }
-        raw.update({k: v for k, v in workspace.items() if v is not None})
+    raw.update(_workspace_raw(loop))
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
                "sandbox_read": list(loop.sandbox_read) or None}
     raw.update({k: v for k, v in sandbox.items() if v is not None})
     return raw
+
+
+def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
+    """The hand-off keys of `to_raw`, for a `--worktree` loop."""
+    from loopctl.domain.durations import format_duration as fd
+
+    if not loop.worktree:
+        return {}
+    workspace = {
+        "worktree": True, "base": loop.base,
+        "branch_prefix": loop.branch_prefix
+        if loop.branch_prefix != DEFAULT_BRANCH_PREFIX else None,
+        "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
+        "checks_timeout": fd(loop.checks_timeout)
+        if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
+        "copy": list(loop.copy) or None,
+        "max_file_size": format_size(loop.max_file_size)
+        if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
+        "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,
+    }
+    return {k: v for k, v in workspace.items() if v is not None}
