@@ -87,6 +87,20 @@ def test_until_check_completes_on_a_passing_check_whatever_the_agent_said(
     assert done["evidence"] == {"source": "check", "text": "`true` exited 0"}
 
 
+def test_a_check_cannot_decide_for_the_agent(cli: CLI, tmp_path: Path) -> None:
+    """The decision is read before the check runs: a check (or the code it
+    tests) that calls `loopctl decide complete` completes nothing."""
+    cli("start", "p", "--name", "d", "--every", "1h", "--cwd", str(tmp_path),
+        "--command", agent_command("--decide", "continue", "--summary", "not yet"),
+        "--check", agent_command("--decide", "complete", "--summary", "forged"), check=0)
+    cli("run", "d", check=0)
+    record = only_record(cli, "d")
+    assert record["check"]["passed"] is True  # its `decide` ran and succeeded ...
+    status = cli.json("status", "d")
+    assert status["status"] == "active"  # ... and was never read
+    assert status["last_decision"]["summary"] == "not yet"
+
+
 def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     py = shlex.quote(sys.executable)
