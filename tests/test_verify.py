@@ -15,11 +15,26 @@ from loopctl.agents.envelope import wrap
 from loopctl.domain import lifecycle, verify
 from loopctl.domain.model import parse_loop, to_raw
 from loopctl.domain.records import clean_record
-from loopctl.domain.state import RunResult, new_loop_state, repair
+from loopctl.domain.state import RunResult, repair
 from loopctl.engine import events
 from loopctl.engine.steps.check import first_group_bounded
 
 RUN = "20261130T031500Z-0007"
+
+try:  # main since f14c3bf passes the loop's zone in; this branch predates it
+    from fixed_zone import zone_of
+
+    def zone(loop: Any) -> dict[str, Any]:
+        return {"zone": zone_of(loop)}
+except ImportError:
+    def zone(loop: Any) -> dict[str, Any]:
+        return {}
+
+
+def new_loop_state(loop: Any, now: float) -> Any:
+    from loopctl.domain.state import new_loop_state as fresh
+
+    return fresh(loop, now, **zone(loop))
 
 
 def loop_with(**extra: Any) -> Any:
@@ -29,12 +44,13 @@ def loop_with(**extra: Any) -> Any:
 
 def settle(loop: Any, st: Any, decision: str | None, exit_code: int | None,
            metric: float | None = None, now: float = 1000.0) -> dict[str, Any]:
-    lifecycle.claim(loop, st, now, "schedule")
+    lifecycle.claim(loop, st, now, "schedule", **zone(loop))
     said = {"decision": decision, "summary": "did it", "evidence": "I say so"} \
         if decision else None
     check = verify.check_record(exit_code, 1.5, "3 passed\n", metric)
     return lifecycle.settle(loop, st, RunResult("ok", 0, now, now + 1, decision=said,
-                                                track_progress=True, check=check), now + 1)
+                                                track_progress=True, check=check), now + 1,
+                            **zone(loop))
 
 
 def test_complete_stands_only_when_the_check_passes() -> None:
@@ -57,9 +73,9 @@ def test_complete_stands_only_when_the_check_passes() -> None:
 def test_a_complete_whose_check_did_not_run_is_refused() -> None:
     loop = loop_with()
     st = new_loop_state(loop, 1000.0)
-    lifecycle.claim(loop, st, 1000.0, "schedule")
+    lifecycle.claim(loop, st, 1000.0, "schedule", **zone(loop))
     lifecycle.settle(loop, st, RunResult("killed", None, 1000.0, 1001.0, decision={
-        "decision": "complete", "summary": "s", "evidence": "e"}), 1001.0)
+        "decision": "complete", "summary": "s", "evidence": "e"}), 1001.0, **zone(loop))
     assert st["status"] == "active" and st["note"] == \
         "complete refused: the check did not run"
 
@@ -116,10 +132,11 @@ def test_without_a_metric_no_progress_still_compares_results() -> None:
     loop = loop_with(no_progress=2)
     st = new_loop_state(loop, 1000.0)
     for i, text in enumerate(("same", "same")):
-        lifecycle.claim(loop, st, 1000.0 + i, "schedule")
+        lifecycle.claim(loop, st, 1000.0 + i, "schedule", **zone(loop))
         lifecycle.settle(loop, st, RunResult("ok", 0, 1000.0, 1001.0, result_text=text,
                                              track_progress=True,
-                                             check=verify.check_record(0, 1, "", 7.0)), 1001.0)
+                                             check=verify.check_record(0, 1, "", 7.0)), 1001.0,
+                         **zone(loop))
     assert st["reason"] == "no_progress"
 
 
