@@ -22,7 +22,6 @@ from loopctl.engine.steps.check import first_group_bounded
 
 RUN = "20261130T031500Z-0007"
 
-
 def loop_with(**extra: Any) -> Any:
     return parse_loop("l", {"prompt": "make the tests pass", "every": "1m", "agent": "claude",
                             "check": "pytest -q", **extra})

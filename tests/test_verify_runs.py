@@ -75,16 +75,27 @@ def test_a_failing_check_refuses_complete_until_the_change_makes_it_pass(
     assert "check: 1 passed, 1 failed, metric 7" in digest
 
 
-def test_until_check_completes_on_a_passing_check_whatever_the_agent_said(
+def test_until_check_completes_on_a_pass_and_a_check_cannot_decide(
         cli: CLI, tmp_path: Path) -> None:
+    """`u`: the agent says continue, the check passes: completed, evidence
+    from the check. `d`: the decision is read before the check runs, so a
+    check (or the code it tests) calling `loopctl decide complete` completes
+    nothing."""
     cli("start", "p", "--name", "u", "--every", "1h", "--cwd", str(tmp_path),
         "--command", agent_command("--decide", "continue", "--summary", "more to do"),
         "--check", "true", "--until-check", check=0)
-    cli("run", "u", check=0)
+    cli("start", "p", "--name", "d", "--every", "1h", "--cwd", str(tmp_path),
+        "--command", agent_command("--decide", "continue", "--summary", "not yet"),
+        "--check", agent_command("--decide", "complete", "--summary", "forged"), check=0)
+    cli("tick", "--wait", check=0)
     assert cli.json("status", "u")["status"] == "completed"
     events = [json.loads(line) for line in cli("events", "u", "--json").stdout.splitlines()]
     [done] = [e for e in events if e["status"] == "completed"]
     assert done["evidence"] == {"source": "check", "text": "`true` exited 0"}
+    assert only_record(cli, "d")["check"]["passed"] is True  # its `decide` ran ...
+    status = cli.json("status", "d")
+    assert status["status"] == "active"  # ... and was never read
+    assert status["last_decision"]["summary"] == "not yet"
 
 
 def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) -> None:

@@ -183,9 +183,9 @@ def first_group_bounded(pattern: str, text: str, seconds: float) -> tuple[str | 
         os.close(read_end)
         try:
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass  # reaped already (this supervisor is a subreaper)
     if not done or not data:
         return None, not done
     return (data[1:].decode("utf-8", "replace") if data[:1] == b"+" else None), False
