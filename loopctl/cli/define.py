@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
@@ -279,6 +280,7 @@ def start(
     model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    fallback_agent: FallbackAgent = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -309,7 +311,8 @@ def start(
     raw_def.update({k: v for k, v in {
         **bounds_changes(max_log, max_memory, max_procs),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
-        **gate_changes(gate, if_timeout, on_demand)}.items() if v is not None})
+        **gate_changes(gate, if_timeout, on_demand),
+        **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -416,6 +419,7 @@ def update(
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
+    fallback_agent: FallbackAgent = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -439,6 +443,7 @@ def update(
     if on_demand and (every is not None or cron is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(gate_changes(gate, if_timeout, on_demand))
+    changes.update(fallback_changes(fallback_agent, clearing=True))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

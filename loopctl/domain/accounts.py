@@ -254,3 +254,22 @@ def hold_note(entry: dict[str, Any]) -> str:
     if entry["kind"] == AUTH_REQUIRED:
         return f"the {entry['preset']} account needs a login ({where}): {entry['fix']}"
     return f"the {entry['preset']} account is rate-limited ({where})"
+
+
+def findings(table: Mapping[str, dict[str, Any]], now: float) -> list[tuple[str, str]]:
+    """What `doctor` says of each marked account: (level, message)."""
+    from loopctl.domain.schedule import iso
+
+    out = []
+    for entry in table.values():
+        if not holding(entry, now):
+            continue
+        loops = ", ".join(entry["loops"]) or entry.get("loop") or "?"
+        if entry["kind"] == AUTH_REQUIRED:
+            out.append(("error", f"the {entry['preset']} account of {loops} needs a login "
+                                 f"(since {iso(entry['since'])}): {entry['fix']}; then "
+                                 "`loopctl resume` one of them"))
+        else:
+            out.append(("warn", f"the {entry['preset']} account of {loops} is rate-limited "
+                                f"until {iso(entry['until'])}"))
+    return out
