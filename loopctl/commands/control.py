@@ -33,10 +33,10 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
             message = lifecycle.resume(loop, st, now)
             if held and "accounts" in state:
                 # The user says the account is fixed: this loop finds out.
-                from loopctl.domain.accounts import clean_table, forget_loop
+                from loopctl.domain.accounts import clean_table, probe
 
                 state["accounts"] = clean_table(state["accounts"])
-                forget_loop(state["accounts"], name)
+                probe(state["accounts"], name)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return {"version": JSON_VERSION, "loop": name, "message": message,

@@ -158,7 +158,7 @@ def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
             "run_id": untrusted.text(entry.get("run_id"), 40),
             "error": untrusted.text(entry.get("error"), 300),
             "fix": untrusted.text(entry.get("fix"), 300) or "",
-            "loops": loops[:MAX_NAMED_LOOPS]}
+            "loops": loops[:MAX_NAMED_LOOPS], "probe": untrusted.text(entry.get("probe"), 64)}
 
 
 def holding(entry: dict[str, Any] | None, now: float) -> bool:
@@ -188,15 +188,16 @@ def mark(table: dict[str, dict[str, Any]], account: str, kind: str, *, preset: s
     """Record what a run found about its account. A second run of the same
     account finding the same thing (before the reset) adds nothing new."""
     old = table.get(account)
-    if old is not None and holding(old, now) and old["kind"] == kind:
+    if old is not None and holding(old, now) and old["kind"] == kind and not old.get("probe"):
         if kind == RATE_LIMITED and (until or 0.0) > (old["until"] or 0.0):
             old["until"] = until  # a later reset: wait for it, say nothing twice
         if loop not in old["loops"]:
             old["loops"].append(loop)
         return Marked(old, False)
+    held = [n for n in (old or {}).get("loops", []) if n != loop] if holding(old, now) else []
     entry = {"kind": kind, "preset": preset, "since": now, "until": until, "loop": loop,
              "run_id": run_id, "error": (error or "")[:300] or None, "fix": fix,
-             "loops": [loop]}
+             "loops": [loop, *held], "probe": None}
     table[account] = entry
     return Marked(entry, True)
 
@@ -207,13 +208,14 @@ def release(table: dict[str, dict[str, Any]], account: str) -> list[str]:
     return list(entry["loops"]) if entry else []
 
 
-def forget_loop(table: dict[str, dict[str, Any]], loop: str) -> list[str]:
-    """The user resumed `loop`: the marks naming it go (the user says it is
-    fixed; the loop's next run finds out). The accounts dropped."""
-    gone = [a for a, e in table.items() if loop in e["loops"]]
-    for account in gone:
-        del table[account]
-    return gone
+def probe(table: dict[str, dict[str, Any]], loop: str) -> list[str]:
+    """The user resumed `loop`, saying its account is fixed: that loop may
+    fire to find out (the others stay held until a run succeeds, so one
+    run, not all of them, pays if the fix did not work). The accounts."""
+    marked = [a for a, e in table.items() if loop in e["loops"]]
+    for account in marked:
+        table[account]["probe"] = loop
+    return marked
 
 
 @record
@@ -224,7 +226,7 @@ class Verdict:
     entry: dict[str, Any] | None = None  # set: held, start no agent
 
 
-def verdict(table: Mapping[str, dict[str, Any]], agent: str, fallback: str | None,
+def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback: str | None,
             account_of: Callable[[str], str], now: float) -> Verdict:
     """The loop's own account when it is free; else its fallback preset's
     when that one is free; else hold. `account_of(preset)` is only called
@@ -232,7 +234,7 @@ def verdict(table: Mapping[str, dict[str, Any]], agent: str, fallback: str | Non
     if not table:
         return Verdict()
     entry = table.get(account_of(agent))
-    if not holding(entry, now):
+    if entry is None or not holding(entry, now) or entry.get("probe") == name:
         return Verdict()
     if fallback and fallback != agent and not holding(table.get(account_of(fallback)), now):
         return Verdict(preset=fallback)

@@ -71,7 +71,8 @@ class Gate:
         if not self.table or self.ids is None or not is_agent(loop):
             return accounts.Verdict()
         ids = self.ids
-        return accounts.verdict(self.table, loop.agent or "shell", loop.fallback_agent,
+        return accounts.verdict(self.table, loop.name, loop.agent or "shell",
+                                loop.fallback_agent,
                                 lambda preset: ids.of(loop, preset), now)
 
 

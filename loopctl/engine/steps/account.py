@@ -48,6 +48,7 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
         table, account, kind, preset=preset, loop=ctx.name, run_id=ctx.run_id,
         until=st.get("resume_at") if kind == accounts.RATE_LIMITED else None,
         error=line(result.note or "")[:300], fix=src.fix, now=now)
+    state["accounts"] = table
     if st["status"] == PAUSED and st.get("reason") == kind:
         st["note"] = accounts.hold_note(marked.entry)
     _hold_others(ctx, state, ids, account, preset, marked.entry)
