@@ -223,15 +223,15 @@ sys.exit(1)
 """
 
 
-def fake_agents(tmp_path: Path) -> tuple[dict[str, str], Path, Path]:
+def fake_agents(tmp_path: Path, refusal: str = "claude-2.1.197-result-not-logged-in.json"
+                ) -> tuple[dict[str, str], Path, Path]:
     folder = tmp_path / "agent-bin"
     folder.mkdir()
     fixed = tmp_path / "logged-in"
     for agent in ("claude", "gemini"):
         script = folder / agent
         script.write_text(FAKE.format(python=sys.executable, agent=agent, fixed=str(fixed),
-                                      refused=str(SHARED / "claude-2.1.197-result-not-"
-                                                  "logged-in.json")))
+                                      refused=str(SHARED / refusal)))
         script.chmod(0o755)
     log = tmp_path / "agents.jsonl"
     env = {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_AGENT_LOG": str(log)}
@@ -304,3 +304,56 @@ def test_a_refused_login_holds_the_account_once_and_the_fallback_runs(
     assert not cli.state()["accounts"]
     doctor = json.loads(cli("doctor", "--json", env=env).stdout)
     assert not [f for f in doctor["findings"] if f["check"] == "accounts"]
+
+
+def test_exports_carry_the_fallback_and_its_key_name() -> None:
+    from loopctl.integrations.export import secret_names, traveling_definition
+    from loopctl.storage.yamlio import parse_yaml_text
+
+    loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "claude",
+                            "fallback_agent": "codex"})
+    raw = parse_yaml_text(traveling_definition(loop, None), "x")["loops"]["x"]
+    assert raw["fallback_agent"] == "codex"
+    assert parse_loop("x", raw).fallback_agent == "codex"
+    assert secret_names(loop) == ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"]
+
+
+def test_update_sets_and_clears_the_fallback(cli: CLI, tmp_path: Path) -> None:
+    cli("start", "work", "--name", "u", "--every", "1h", "--agent", "claude", check=0)
+    bad = cli("update", "u", "--fallback-agent", "nope")
+    assert bad.returncode == 2 and "expected one of" in bad.stderr
+    assert bad.stderr.count("\n") == 1, bad.stderr
+    cli("update", "u", "--fallback-agent", "gemini", check=0)
+    assert cli.json("show", "u")["definition"]["fallback_agent"] == "gemini"
+    assert cli.json("status", "u")["fallback_agent"] == "gemini"
+    cli("update", "u", "--fallback-agent", "none", check=0)
+    assert "fallback_agent" not in cli.json("show", "u")["definition"]
+    same = cli("update", "u", "--fallback-agent", "claude")
+    assert same.returncode == 2 and "own agent" in same.stderr, same.stderr
+
+
+def test_a_usage_limit_defers_the_whole_account_with_one_event(cli: CLI, tmp_path: Path) -> None:
+    if not (SHARED / "claude-2.1.328-result-rate-limited-429.json").exists():
+        pytest.skip("shared samples not found")
+    env, log, _ = fake_agents(tmp_path, "claude-2.1.328-result-rate-limited-429.json")
+    common = ("--every", "1h", "--agent", "claude", "--sandbox", "off", "--cwd", str(tmp_path))
+    for name in ("a", "b"):
+        cli("start", "work", "--name", name, *common, env=env, check=0)
+    proc = cli("run", "a", env=env)
+    assert proc.returncode == 75, (proc.stdout, proc.stderr)  # deferred
+    st = cli.state()["loops"]
+    assert [(st[n]["status"], st[n]["reason"]) for n in ("a", "b")] == \
+        [("paused", "rate_limited")] * 2
+    assert st["a"]["resume_at"] == st["b"]["resume_at"] is not None
+    [event] = [json.loads(x) for x in (cli.state_dir / "events.jsonl").read_text().splitlines()]
+    assert event["reason"] == "rate_limited" and event["account"]["loops"] == ["a", "b"]
+    assert event["account"]["until"] and "a, b" in event["summary"]
+    # A loop of the account made now waits for the same reset, silently.
+    cli("start", "work", "--name", "c", *common, env=env, check=0)
+    assert cli("tick", "--wait", env=env).returncode == 0
+    c = cli.state()["loops"]["c"]
+    assert (c["status"], c["reason"], c["resume_at"]) == \
+        ("paused", "rate_limited", st["a"]["resume_at"])
+    assert [x["loop"] for x in launches(log)] == ["a"]
+    assert len((cli.state_dir / "events.jsonl").read_text().splitlines()) == 1
+    assert "rate_limited" in cli("status", "c", env=env, check=0).stdout
