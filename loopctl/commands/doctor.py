@@ -65,7 +65,8 @@ def doctor(store: Store) -> dict[str, Any]:
     from loopctl.domain.accounts import clean_table
     from loopctl.domain.accounts import findings as account_findings
 
-    for level, message in account_findings(clean_table(state.get("accounts")), now):
+    for level, message in account_findings(clean_table(state.get("accounts")), now,
+                                           state["loops"]):
         add(level, "accounts", message)
     _doctor_home_key(store, add)
     _check_permissions(store, add)

@@ -21,7 +21,7 @@ import hashlib
 import hmac
 import json
 import posixpath
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from loopctl.domain import untrusted
@@ -258,15 +258,18 @@ def hold_note(entry: dict[str, Any]) -> str:
     return f"the {entry['preset']} account is rate-limited ({where})"
 
 
-def findings(table: Mapping[str, dict[str, Any]], now: float) -> list[tuple[str, str]]:
-    """What `doctor` says of each marked account: (level, message)."""
+def findings(table: Mapping[str, dict[str, Any]], now: float,
+             existing: Collection[str]) -> list[tuple[str, str]]:
+    """What `doctor` says of each marked account that still has loops:
+    (level, message)."""
     from loopctl.domain.schedule import iso
 
     out = []
     for entry in table.values():
-        if not holding(entry, now):
+        names = [n for n in entry["loops"] if n in existing]
+        if not holding(entry, now) or not names:
             continue
-        loops = ", ".join(entry["loops"]) or entry.get("loop") or "?"
+        loops = ", ".join(names)
         if entry["kind"] == AUTH_REQUIRED:
             out.append(("error", f"the {entry['preset']} account of {loops} needs a login "
                                  f"(since {iso(entry['since'])}): {entry['fix']}; then "
