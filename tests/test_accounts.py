@@ -146,8 +146,16 @@ def test_a_damaged_table_is_dropped_entry_by_entry() -> None:
     raw = {"a" * 24: good, "b" * 24: dict(good, kind="nope"),
            "c" * 24: dict(good, since=float("nan")), "d" * 24: dict(good, loops="a"),
            "../x": good, "e" * 24: [], "f" * 24: dict(good, until="soon")}
+    raw.update({"1" * 24: dict(good, loops=["../x"]), "2" * 24: dict(good, preset="evil"),
+                "3" * 24: dict(good, loops=["a\x1b[31m"])})
     assert list(accounts.clean_table(raw)) == ["a" * 24]
     assert accounts.clean_table([1]) == {} and accounts.clean_table(None) == {}
+    # What a human is shown from it is one printable line.
+    [entry] = accounts.clean_table({"a" * 24: dict(
+        good, fix="run \x1b]52;c;evil\x07this\nnow", error="\u202eoops", probe="../x",
+        run_id="--flag")}).values()
+    assert entry["fix"].isprintable() and "\x1b" not in entry["fix"]
+    assert entry["error"].isprintable() and entry["probe"] is None and entry["run_id"] is None
 
 
 # -- what each CLI says when it has no login (captured from the real CLIs) ---------
