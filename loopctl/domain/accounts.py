@@ -142,23 +142,33 @@ def clean_table(raw: Any) -> dict[str, dict[str, Any]]:
 
 
 def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
+    from loopctl.domain.model import PRESETS
+    from loopctl.domain.names import is_loop_name, is_run_id
+
     if not isinstance(account, str) or len(account) != ID_CHARS \
             or any(c not in "0123456789abcdef" for c in account) or not isinstance(entry, dict):
         return None
     kind, until, since = entry.get("kind"), entry.get("until"), entry.get("since")
     loops = entry.get("loops")
-    if kind not in KINDS or untrusted.moment(since) is None \
+    if kind not in KINDS or entry.get("preset") not in PRESETS \
+            or untrusted.moment(since) is None \
             or (until is not None and untrusted.moment(until) is None) \
-            or not isinstance(loops, list) or not all(isinstance(n, str) and len(n) <= 64
-                                                      for n in loops):
+            or not isinstance(loops, list) or not all(is_loop_name(n) for n in loops):
         return None
-    return {"kind": kind, "preset": untrusted.text(entry.get("preset"), 40) or "?",
+
+    def shown(key: str) -> str | None:  # text a human sees: one printable line
+        value = untrusted.text(entry.get(key), 300)
+        return untrusted.line(value) if value else None
+
+    def name(key: str) -> str | None:
+        return entry[key] if is_loop_name(entry.get(key)) else None
+
+    return {"kind": kind, "preset": entry["preset"],
             "since": float(since or 0.0), "until": None if until is None else float(until),
-            "loop": untrusted.text(entry.get("loop"), 64),
-            "run_id": untrusted.text(entry.get("run_id"), 40),
-            "error": untrusted.text(entry.get("error"), 300),
-            "fix": untrusted.text(entry.get("fix"), 300) or "",
-            "loops": loops[:MAX_NAMED_LOOPS], "probe": untrusted.text(entry.get("probe"), 64)}
+            "loop": name("loop"),
+            "run_id": entry["run_id"] if is_run_id(entry.get("run_id")) else None,
+            "error": shown("error"), "fix": shown("fix") or "",
+            "loops": loops[:MAX_NAMED_LOOPS], "probe": name("probe")}
 
 
 def holding(entry: dict[str, Any] | None, now: float) -> bool:
