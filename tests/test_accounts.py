@@ -365,3 +365,10 @@ def test_a_usage_limit_defers_the_whole_account_with_one_event(cli: CLI, tmp_pat
     assert [x["loop"] for x in launches(log)] == ["a"]
     assert len((cli.state_dir / "events.jsonl").read_text().splitlines()) == 1
     assert "rate_limited" in cli("status", "c", env=env, check=0).stdout
+    # By hand, a loop not yet due is held too (75: deferred), unless forced.
+    cli("start", "work", "--name", "d", *common, "--after", "1h", env=env, check=0)
+    proc = cli("run", "d", env=env)
+    assert proc.returncode == 75 and "rate-limited" in proc.stderr, (proc.stdout, proc.stderr)
+    assert [x["loop"] for x in launches(log)] == ["a"]
+    assert cli("run", "d", "--force", env=env).returncode == 75  # ran: the agent said 429
+    assert [x["loop"] for x in launches(log)] == ["a", "d"]
