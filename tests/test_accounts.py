@@ -23,16 +23,12 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
 
 SAMPLES = Path(__file__).parent / "samples"
-SHARED = Path("/work/shared/samples")
 KEY = b"k" * 32
 NOW = 1_800_000_000.0
 
 
 def sample(name: str) -> bytes:
-    for folder in (SAMPLES, SHARED):
-        if (folder / name).exists():
-            return (folder / name).read_bytes()
-    pytest.skip(f"sample {name} not found")
+    return (SAMPLES / name).read_bytes()
 
 
 def claude_id(env: dict[str, str], home: str = "/home/me", key: bytes = KEY) -> str:
@@ -239,7 +235,7 @@ def fake_agents(tmp_path: Path, refusal: str = "claude-2.1.197-result-not-logged
     for agent in ("claude", "gemini"):
         script = folder / agent
         script.write_text(FAKE.format(python=sys.executable, agent=agent, fixed=str(fixed),
-                                      refused=str(SHARED / refusal)))
+                                      refused=str(SAMPLES / refusal)))
         script.chmod(0o755)
     log = tmp_path / "agents.jsonl"
     env = {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FAKE_AGENT_LOG": str(log)}
@@ -252,8 +248,6 @@ def launches(log: Path) -> list[dict[str, Any]]:
 
 def test_a_refused_login_holds_the_account_once_and_the_fallback_runs(
         cli: CLI, tmp_path: Path) -> None:
-    if not (SHARED / "claude-2.1.197-result-not-logged-in.json").exists():
-        pytest.skip("shared samples not found")
     env, log, fixed = fake_agents(tmp_path)
     # The stand-ins write their log outside the working directory.
     common = ("--every", "1h", "--agent", "claude", "--sandbox", "off", "--cwd", str(tmp_path))
@@ -341,8 +335,6 @@ def test_update_sets_and_clears_the_fallback(cli: CLI, tmp_path: Path) -> None:
 
 
 def test_a_usage_limit_defers_the_whole_account_with_one_event(cli: CLI, tmp_path: Path) -> None:
-    if not (SHARED / "claude-2.1.328-result-rate-limited-429.json").exists():
-        pytest.skip("shared samples not found")
     env, log, _ = fake_agents(tmp_path, "claude-2.1.328-result-rate-limited-429.json")
     common = ("--every", "1h", "--agent", "claude", "--sandbox", "off", "--cwd", str(tmp_path))
     for name in ("a", "b"):
