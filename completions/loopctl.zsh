@@ -248,6 +248,7 @@ _loopctl() {
                 '--model[Model name passed with the preset'\''s model flag.]:model: ' \
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
                 '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
@@ -334,6 +335,7 @@ _loopctl() {
                 '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2e.claude_stub import claude_api, messages, tool_results
-from e2e.common import Stub, agent_cli, assert_completed
+from e2e.common import Stub, agent_cli, assert_auth_held, assert_completed, refusing
 
 from conftest import CLI
 
@@ -232,3 +232,37 @@ def test_a_check_refuses_complete_until_the_agents_change_makes_it_pass(
     status = cli.json("status", "c")
     assert status["status"] == "completed", status
     assert status["last_check"]["passed"] is True
+
+
+def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> None:
+    """The API answers 401 to every request. Claude Code retries that for
+    about three minutes by default (../shared/samples); CLAUDE_CODE_MAX_RETRIES=0
+    makes it report at once, with the same result object."""
+    agent_cli("claude")
+    start(cli, tmp_path)
+    body = {"type": "error", "error": {"type": "authentication_error",
+                                       "message": "invalid x-api-key"}}
+    with Stub(refusing(401, body)) as stub:
+        env = dict(claude_env(stub), CLAUDE_CODE_MAX_RETRIES="0")
+        assert cli("run", "c", env=env, timeout=60).returncode == 1
+        assert stub.requests, "the CLI never asked the stub"
+        claude = result_object(cli, cli.records("c")[0])
+        assert claude["api_error_status"] == 401, claude
+        assert_auth_held(cli, "c", lambda: cli(
+            "start", "again", "--name", "c2", "--every", "1h", "--agent", "claude",
+            "--cwd", str(tmp_path / "work"), "--sandbox", "on", check=0), env, stub)
+
+
+def test_auth_not_logged_in_holds_the_account(cli: CLI, tmp_path: Path) -> None:
+    """No key and no login in $HOME: the CLI's own "Not logged in" path."""
+    agent_cli("claude")
+    start(cli, tmp_path)
+    with Stub(refusing(500, {})) as stub:  # never reached: nothing to log in with
+        env = {k: v for k, v in claude_env(stub).items() if k != "ANTHROPIC_API_KEY"}
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv("ANTHROPIC_API_KEY", raising=False)
+            assert cli("run", "c", env=env, timeout=60).returncode == 1
+            assert "Not logged in" in result_object(cli, cli.records("c")[0])["result"]
+            assert_auth_held(cli, "c", lambda: cli(
+                "start", "again", "--name", "c2", "--every", "1h", "--agent", "claude",
+                "--cwd", str(tmp_path / "work"), "--sandbox", "on", check=0), env, stub)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.codex_stub import KEY, KEY_ENV, CodexModel, Turn, codex_model
-from e2e.common import agent_cli
+from e2e.codex_stub import KEY, KEY_ENV, CodexModel, Turn, codex_model, install
+from e2e.common import Stub, agent_cli, assert_auth_held, refusing
 
 from conftest import CLI
 
@@ -192,3 +192,23 @@ def test_continue_session_resumes_the_thread(cli: CLI, tmp_path: Path) -> None:
     [ran] = commands_run(second)
     assert ran["exit_code"] == 0, ran["aggregated_output"]
     assert_sandboxed(model)
+
+
+def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> None:
+    """The provider answers 401: codex reports `turn.failed` at once (the
+    stub's config sets no retries; codex does not retry a 401 anyway)."""
+    start(cli, tmp_path)
+    body = {"error": {"message": "Incorrect API key provided: stub-key.",
+                      "type": "invalid_request_error", "param": None,
+                      "code": "invalid_api_key"}}
+    with Stub(refusing(401, body)) as stub:
+        install(Path(os.environ["HOME"]), stub.url)
+        env = codex_env()
+        assert cli("run", "x", env=env, timeout=45).returncode == 1
+        assert stub.requests, "the CLI never asked the stub"
+        failed = [e for e in log_events(cli.records("x")[0]) if e["type"] == "turn.failed"]
+        assert "401" in failed[0]["error"]["message"], failed
+        work = tmp_path / "work"
+        assert_auth_held(cli, "x", lambda: cli(
+            "start", "again", "--name", "x2", "--every", "1h", "--agent", "codex",
+            "--cwd", str(work), "--sandbox", "on", env=env, check=0), env, stub)

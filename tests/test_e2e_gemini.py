@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import agent_cli, assert_undecided
+from e2e.common import agent_cli, assert_auth_held, assert_undecided, refusing
 from e2e.gemini_stub import GeminiModel, gemini_api, stream_requests
 
 pytestmark = pytest.mark.slow
@@ -120,3 +120,17 @@ def test_continue_session_resumes(cli: Any, gemini: Path, tmp_path: Path) -> Non
     assert info["status"] == "completed", info
     assert info["last_decision"]["summary"] == "stub summary"
     assert second["session_id"] == session
+
+
+def test_auth_invalid_key_401_holds_the_account(cli: Any, gemini: Path, tmp_path: Path) -> None:
+    """The API refuses the key (401 UNAUTHENTICATED): gemini gives up at once."""
+    start(cli, tmp_path)
+    body = {"error": {"code": 401, "message": "API key not valid. Please pass a valid API key.",
+                      "status": "UNAUTHENTICATED"}}
+    with gemini_api(refusing(401, body), Path(os.environ["HOME"])) as (server, api_env):  # type: ignore[arg-type]
+        env = dict(api_env, PATH=os.pathsep.join([str(gemini.parent), os.environ["PATH"]]))
+        assert run(cli, gemini, api_env).returncode == 1
+        assert server.requests, "the CLI never asked the stub"
+        assert_auth_held(cli, "g", lambda: cli(
+            "start", "again", "--name", "g2", "--every", "1h", "--agent", "gemini",
+            "--cwd", str(tmp_path / "work"), "--sandbox", "on", check=0), env, server)

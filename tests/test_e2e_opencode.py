@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import Stub, agent_cli, assert_completed
+from e2e.common import Stub, agent_cli, assert_auth_held, assert_completed, refusing
 from e2e.opencode_stub import (
     MODEL_ID,
     opencode_api,
@@ -140,3 +140,19 @@ def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
     assert status["status"] == "completed", status
     assert status["last_decision"]["summary"] == "second", status
     assert record2["result"] == "Second run done.", record2
+
+
+def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> None:
+    """The provider refuses the key (401): opencode's error event says so."""
+    start(cli, tmp_path)
+    body = {"error": {"message": "Incorrect API key provided: stub-key.",
+                      "type": "invalid_request_error", "param": None,
+                      "code": "invalid_api_key"}}
+    with Stub(refusing(401, body)) as stub:
+        env = env_for(stub, tmp_path)
+        assert cli("run", "o", env=env, timeout=90).returncode == 1
+        assert stub.requests, "the CLI never asked the stub"
+        assert_auth_held(cli, "o", lambda: cli(
+            "start", "again", "--name", "o2", "--every", "1h", "--agent", "opencode",
+            "--model", MODEL_ID, "--cwd", str(tmp_path / "work"), "--sandbox", "on",
+            "--sandbox-read", str(tmp_path / "config"), check=0), env, stub)

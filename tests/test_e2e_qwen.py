@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import agent_cli, assert_undecided
+from e2e.common import agent_cli, assert_auth_held, assert_undecided, refusing
 from e2e.qwen_stub import QwenModel, chat_requests, qwen_api
 
 pytestmark = pytest.mark.slow
@@ -97,3 +97,18 @@ def test_final_message_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:
     assert info["last_decision"]["summary"] == "via message"
     [record] = cli.records("q")
     assert record["result"].endswith(f"LOOPCTL-DECISION: {line}")
+
+
+def test_auth_invalid_key_401_holds_the_account(cli: Any, qwen: Path, tmp_path: Path) -> None:
+    """The OpenAI-compatible API refuses the key (401)."""
+    start(cli, tmp_path)
+    body = {"error": {"message": "Incorrect API key provided: stub-key.",
+                      "type": "invalid_request_error", "param": None,
+                      "code": "invalid_api_key"}}
+    with qwen_api(refusing(401, body)) as (server, api_env):  # type: ignore[arg-type]
+        env = dict(api_env, PATH=os.pathsep.join([str(qwen.parent), os.environ["PATH"]]))
+        assert run(cli, qwen, api_env).returncode == 1
+        assert server.requests, "the CLI never asked the stub"
+        assert_auth_held(cli, "q", lambda: cli(
+            "start", "again", "--name", "q2", "--every", "1h", "--agent", "qwen",
+            "--cwd", str(tmp_path / "work"), "--sandbox", "on", check=0), env, server)

@@ -30,6 +30,8 @@ class Reading:
     error: str | None = None
     rate_limited: bool = False
     reset_at: float | None = None
+    # Not logged in, a bad or expired key (DESIGN §18): the account needs a human.
+    auth_error: bool = False
     notes: list[str] = factory(list)
 
 
@@ -73,8 +75,28 @@ def rate_limit(text: str, now: float | None = None) -> tuple[bool, float | None]
     return bool(_RATE_WORDS.search(text)), None
 
 
+# What each CLI says when it has no usable credentials (checked against the
+# real CLIs: tests/test_e2e_*.py `test_auth_*`); only error text is searched.
+_AUTH_WORDS = re.compile(
+    r"not logged in|please run /login|invalid api key|incorrect api key|api key not valid|"
+    r"invalid x-api-key|authentication_error|\b401\b[^\n]{0,40}unauthori[sz]ed|"
+    r"\bAPI Error: 401\b|unauthenticated|oauth token (?:has )?(?:expired|revoked)|"
+    r"token (?:has )?expired|missing environment variable: `?\w*(?:KEY|TOKEN)|"
+    r"no auth type is selected|please set an auth method|"
+    r"(?:api[ _-]?key|credentials?) (?:is |are )?(?:missing|not (?:set|found|configured))",
+    re.I)
+
+
+def auth_failure(text: str) -> bool:
+    """Does this error text say the agent has no usable login or key?"""
+    return bool(_AUTH_WORDS.search(text[:20000]))
+
+
 def _mark_limits(reading: Reading, text: str | None) -> Reading:
     if text:
+        if auth_failure(text):
+            reading.auth_error = True
+            return reading
         limited, reset = rate_limit(text)
         if limited:
             reading.rate_limited, reading.reset_at = True, reset
@@ -162,11 +184,17 @@ def read_claude(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         result_text=result if isinstance(result, str) else None,
         session_id=data.get("session_id") if isinstance(data.get("session_id"), str) else None,
         cost_usd=_num(data.get("total_cost_usd")),
-        is_error=bool(data.get("is_error")) or str(data.get("subtype", "")).startswith("error"),
+        is_error=bool(data.get("is_error")) or str(data.get("subtype", "")).startswith("error")
+        # Qwen prints `{"error": {...}}` on stderr after its result when it fails.
+        or (error is not None and "type" not in data),
     )
     if reading.is_error:
         reading.error = str(error_text or result or data.get("subtype") or "agent error")
-        if data.get("api_error_status") == 429 or "rate_limit" in str(data.get("api_error_type")):
+        if data.get("api_error_status") == 401 or data.get("api_error_type") in (
+                "authentication_error", "oauth_org_not_allowed"):
+            reading.auth_error = True
+        elif data.get("api_error_status") == 429 or "rate_limit" in str(
+                data.get("api_error_type")):
             reading.rate_limited = True
         _mark_limits(reading, reading.error)
     return reading
@@ -210,8 +238,12 @@ def read_gemini(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
     if error:
         reading.is_error = True
         reading.error = str(error.get("message") if isinstance(error, dict) else error)
-        if isinstance(error, dict) and error.get("code") == 429:
+        code = error.get("code") if isinstance(error, dict) else None
+        if code == 429:
             reading.rate_limited = True
+        # 401 from the API; 41 is the CLI's own "no auth method" exit code.
+        elif code in (401, 41):
+            reading.auth_error = True
     return _mark_limits(reading, reading.error)
 
 
@@ -231,6 +263,9 @@ def read_opencode(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         elif kind == "error":
             reading.is_error = True
             reading.error = _opencode_error(event.get("error"))
+            status = _dict(_dict(event.get("error")).get("data")).get("statusCode")
+            reading.auth_error = reading.auth_error or status == 401
+            reading.rate_limited = reading.rate_limited or status == 429
     reading.result_text = "".join(texts).strip() or None
     return _mark_limits(reading, reading.error)
 
@@ -345,6 +380,9 @@ def sanitized(reading: Reading, now: float) -> Reading:
     if reading.error is not None:
         reading.error = untrusted.line(str(reading.error)[:RESULT_CHARS])
     reading.is_error, reading.rate_limited = bool(reading.is_error), bool(reading.rate_limited)
+    reading.auth_error = bool(reading.auth_error)
+    if reading.auth_error:
+        reading.rate_limited = False  # a key that is refused is not waited out
     return reading
 
 

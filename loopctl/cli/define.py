@@ -14,6 +14,7 @@ import typer
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
+from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
@@ -285,6 +286,7 @@ def start(
     model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
+    fallback_agent: FallbackAgent = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -317,7 +319,8 @@ def start(
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
-        **feedback_changes(fix_attempts, notes)}.items() if v is not None})
+        **feedback_changes(fix_attempts, notes),
+        **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     if as_json:
@@ -426,6 +429,7 @@ def update(
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
+    fallback_agent: FallbackAgent = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -451,6 +455,7 @@ def update(
     changes.update(gate_changes(gate, if_timeout, on_demand))
     changes.update(check_changes(check, check_timeout, until_check, check_metric))
     changes.update(feedback_changes(fix_attempts, notes))
+    changes.update(fallback_changes(fallback_agent, clearing=True))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -139,7 +139,7 @@ def fit_line(fixed: Sequence[str], free: Sequence[str], width: int | None = None
 # One mark per outcome, (unicode, ascii): `status` and `watch` show the same.
 MARKS = {"ok": ("✓", "o"), "failed": ("✗", "x"), "timeout": ("⏱", "T"),
          "killed": ("■", "K"), "lost": ("?", "?"), "deferred": ("↻", "D"),
-         "skipped": ("–", "-"), "gate_error": ("⊘", "G")}
+         "skipped": ("–", "-"), "gate_error": ("⊘", "G"), "auth_error": ("⊗", "A")}
 
 
 def unicode_ok(encoding: str | None = None) -> bool:

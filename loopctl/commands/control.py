@@ -30,7 +30,14 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
                 signal_supervisor(st["run"])
                 message = "stopping: the current run is being killed"
         else:
+            held = st.get("reason") in ("rate_limited", "auth_required")
             message = lifecycle.resume(loop, st, now, zone=clock.zone_of(loop))
+            if held and "accounts" in state:
+                # The user says the account is fixed: this loop finds out.
+                from loopctl.domain.accounts import clean_table, probe
+
+                state["accounts"] = clean_table(state["accounts"])
+                probe(state["accounts"], name)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return {"version": JSON_VERSION, "loop": name, "message": message,

@@ -112,7 +112,9 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
         defs.raw_loops[name] = to_raw(loop)
         st = state["loops"].get(name)
         if st is not None and st.get("run"):
-            st["run"]["spec"] = defs.raw_loops[name]
+            from loopctl.engine.accounts import spec_for
+
+            st["run"]["spec"] = spec_for(loop, st["run"])
         store.write_defs(defs)
         lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now, clock.zone_of)
         state["defs_sig"] = defs.signature

@@ -62,6 +62,12 @@ def doctor(store: Store) -> dict[str, Any]:
               if n in defs.loops and st["status"] == "active"]
     check_drivers(store, active, holder, add)
     _doctor_worktrees(store, defs, state, add)
+    from loopctl.domain.accounts import clean_table
+    from loopctl.domain.accounts import findings as account_findings
+
+    for level, message in account_findings(clean_table(state.get("accounts")), now,
+                                           state["loops"]):
+        add(level, "accounts", message)
     _doctor_home_key(store, add)
     _check_permissions(store, add)
     healthy = not any(f["level"] == "error" for f in findings)

@@ -10,8 +10,9 @@ from loopctl import clock
 from loopctl.commands.common import locked_loop
 from loopctl.domain import lifecycle, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
-from loopctl.domain.model import to_raw
+from loopctl.domain.model import LoopDef
 from loopctl.engine import events, procs
+from loopctl.engine.accounts import Gate, gate_for, spec_for
 from loopctl.engine.events import status_key as events_key
 from loopctl.storage.store import Store
 
@@ -31,22 +32,23 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
             before = {n: events_key(other) for n, other in state["loops"].items()}
+            gate = gate_for(store, state, now)
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                    only=name, zones=clock.zone_of)
+                                    only=name, zones=clock.zone_of, accounts=gate)
             settle_lost(store, state, result.lost, now)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired))
             # A fire plan() has just claimed was due and within limits.
             claimed = bool(result.fired)
             refusal = None if busy or claimed or mode == "force" \
-                else valves.fire_refusal(loop, st)
+                else valves.fire_refusal(loop, st) or _held(gate, loop, now)
             pending = noticed(store, defs, state, before, now)
             if busy or refusal:
                 store.write_state(state)
                 if busy:
                     raise BusyError(busy)
                 assert refusal is not None
-                if st.get("reason") == "rate_limited":
+                if st.get("reason") == "rate_limited" or refusal.startswith("held (rate"):
                     raise BusyError(f"loop {name!r} is {refusal}")
                 if mode == "scheduled":
                     # Not an error: a completed loop must not turn cron red nightly.
@@ -55,9 +57,13 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
                                  f"`loopctl run {name} --force`")
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
-            run = st["run"] or lifecycle.claim(loop, st, now, trigger,
-                                                   zone=clock.zone_of(loop))
-            run["spec"] = to_raw(loop)
+            if not st["run"]:
+                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop))
+                preset = gate.check(loop, now).preset if mode != "force" else None
+                if preset:
+                    run["preset"], run["fallback_from"] = preset, loop.agent
+            run = st["run"]
+            run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             take_payload(store, name, run)
             run.update(events.receivers(loop, defs.top))
@@ -66,6 +72,14 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
+
+
+def _held(gate: Gate, loop: LoopDef, now: float) -> str | None:
+    """An active loop whose account is held, and no free fallback."""
+    from loopctl.domain.accounts import hold_note
+
+    entry = gate.check(loop, now).entry
+    return f"held ({entry['kind']}): {hold_note(entry)}" if entry else None
 
 
 def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
-from typing import Any
+from typing import Any, Protocol
 
 from loopctl.domain import valves, verify
+from loopctl.domain.accounts import Verdict, hold
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
@@ -47,6 +48,12 @@ ProcRef = dict[str, Any]
 Alive = Callable[[ProcRef | None], bool]
 
 
+class AccountGate(Protocol):
+    """Asked before a due fire is claimed (engine/accounts.py)."""
+
+    def check(self, loop: LoopDef, now: float) -> Verdict: ...
+
+
 @record
 class Pass:
     """What one driver pass decided; the driver carries it out."""
@@ -56,6 +63,8 @@ class Pass:
     lost: list[tuple[str, dict[str, Any]]] = factory(list)
     replace: list[tuple[str, dict[str, Any]]] = factory(list)
     deferred: list[tuple[str, float]] = factory(list)
+    # Held by their account's mark (DESIGN §18): its one event names them.
+    held: list[str] = factory(list)
     changed: bool = False
 
 
@@ -136,7 +145,8 @@ def unclaim(st: LoopState, why: str) -> None:
 
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
-         now: float, alive: Alive, only: str | None = None, *, zones: Zones) -> Pass:
+         now: float, alive: Alive, only: str | None = None, *, zones: Zones,
+         accounts: AccountGate | None = None) -> Pass:
     result = Pass()
     for name, st in state["loops"].items():
         if only is not None and name != only:
@@ -157,7 +167,7 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
             continue
         if valves.observe(loop, st, now):
             result.changed = True
-        _plan_idle(loop, name, st, now, result, zones(loop))
+        _plan_idle(loop, name, st, now, result, zones(loop), accounts)
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
@@ -165,7 +175,7 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass,
-               zone: tzinfo) -> None:
+               zone: tzinfo, accounts: AccountGate | None = None) -> None:
     if st["status"] == PAUSED and st["reason"] == "rate_limited":
         result.deferred.append((name, st.get("resume_at") or now))
         return
@@ -200,7 +210,18 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.changed = True
         result.skipped.append((name, "missed (catch-up none)"))
         return
-    result.fired.append((name, claim(loop, st, now, "schedule", missed, zone=zone)))
+    verdict = accounts.check(loop, now) if accounts is not None else None
+    if verdict is not None and verdict.entry is not None:
+        hold(st, verdict.entry, name)  # no agent spends its timeout finding out
+        result.held.append(name)
+        result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
+        result.changed = True
+        return
+    run = claim(loop, st, now, "schedule", missed, zone=zone)
+    if verdict is not None and verdict.preset:
+        # The fallback agent runs this fire (engine/accounts.spec_for).
+        run["preset"], run["fallback_from"] = verdict.preset, loop.agent
+    result.fired.append((name, run))
     result.changed = True
 
 
@@ -307,8 +328,9 @@ def _count_outcome(st: LoopState, outcome: str) -> None:
         st["failures"] += 1
     elif outcome == "ok":
         st["failures"] = 0
-    elif outcome in ("deferred", "skipped"):
-        # A rate-limited run did no work; a gate found none: no run is used.
+    elif outcome in ("deferred", "skipped", "auth_error"):
+        # A rate-limited run did no work, nor did one refused a login; a
+        # gate found none: no run is used, and none of them is a failure.
         st["iterations"] = max(st["iterations"] - 1, 0)
 
 

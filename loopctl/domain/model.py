@@ -65,6 +65,7 @@ KEYS = {
     "if", "if_timeout", "on_demand",
     "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
     "fix_attempts", "notes",  # DESIGN §16, rules in domain/feedback
+    "fallback_agent",  # DESIGN §18, rules in domain/accounts
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -139,6 +140,8 @@ class LoopDef:
     check_metric: str | None = None
     fix_attempts: int = 3  # runs that continue one PR whose checks failed (feedback.py)
     notes: bool = False  # a notes file kept across runs (feedback.py)
+    # Runs the fires while the agent's account is held (DESIGN §18).
+    fallback_agent: str | None = None
 
     @property
     def schedule_key(self) -> str:
@@ -272,8 +275,9 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
     ):
         raise UsageError(f"{where}: 'env' must map names to text values (or to nothing: "
                          "taken from the driver's environment)")
-    for key in env:
+    for key, value in env.items():
         check_env_pair(key)
+        _check_key_value(key, value)
     agent_args = raw.get("agent_args") or []
     if not isinstance(agent_args, list) or not all(isinstance(a, str) for a in agent_args):
         raise UsageError(f"{where}: 'agent_args' must be a list of strings")
@@ -288,7 +292,31 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
         continue_session=_flag(raw, "continue_session", where),
         created_at=_created_at(raw, where),
         notify=check_notify_urls(raw.get("notify"), where),
+        fallback_agent=_fallback(raw, agent, where),
     )
+
+
+def _check_key_value(key: str, value: object) -> None:
+    from loopctl.domain.accounts import key_value_problem
+
+    problem = key_value_problem(key, value) if isinstance(value, str) else None
+    if problem:
+        raise UsageError(problem)
+
+
+def _fallback(raw: dict[str, Any], agent: str | None, where: str) -> str | None:
+    fallback = _text(raw, "fallback_agent", where)
+    if fallback is None:
+        return None
+    agents = [p for p in PRESETS if p != "shell"]
+    if fallback not in agents:
+        raise UsageError(f"{where}: unknown fallback_agent {shorten(fallback, 40)!r}; expected "
+                         f"one of {', '.join(agents)}")
+    if agent in (None, "shell") or raw.get("command") is not None:
+        raise UsageError(f"{where}: 'fallback_agent' needs an agent preset ('agent')")
+    if fallback == agent:
+        raise UsageError(f"{where}: 'fallback_agent' is the loop's own agent {agent!r}")
+    return fallback
 
 
 def _created_at(raw: dict[str, Any], where: str) -> str | None:
@@ -498,7 +526,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "after": fd(loop.after) if loop.after else None,
         "keepalive": fd(loop.keepalive) if loop.keepalive != DEFAULT_KEEPALIVE else None,
         "model": loop.model, "agent_args": list(loop.agent_args) or None,
-        "yolo": loop.yolo or None,
+        "yolo": loop.yolo or None, "fallback_agent": loop.fallback_agent,
     }
     raw.update({k: v for k, v in optional.items() if v is not None})
     raw["cwd"] = loop.cwd

@@ -22,7 +22,7 @@ ACTIVE, PAUSED = "active", "paused"
 TERMINAL = ("completed", "failed", "stopped", "expired")
 STATUSES = (ACTIVE, PAUSED, *TERMINAL)
 REASONS = ("user", "blocked", "iteration_limit", "failure_limit", "no_progress",
-           "budget_limit", "keepalive_exhausted", "rate_limited", "error")
+           "budget_limit", "keepalive_exhausted", "rate_limited", "auth_required", "error")
 OUTCOMES = check.OUTCOMES
 RECENT = 10
 

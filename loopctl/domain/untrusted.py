@@ -22,7 +22,8 @@ from loopctl.domain.names import is_run_id
 # a few separators. Never a leading `-` (it would become a flag in argv).
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 DECISIONS = ("continue", "complete", "fail", "block")
-OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred", "skipped", "gate_error")
+OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred", "skipped", "gate_error",
+            "auth_error")
 MAX_DECISION_BYTES = 64 * 1024
 MAX_DECISION_TEXT = 4000
 # The agent's `--next` is clamped to the loop's max delay anyway; beyond a

@@ -108,6 +108,10 @@ def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> No
         st["resume_at"] = rate_limit_resume_at(st, result.reset_at, now)
         pause_for(st, "rate_limited")
         return
+    if result.outcome == "auth_error":
+        st["resume_at"] = None
+        pause_for(st, "auth_required")  # until a run of its account succeeds (§18)
+        return
     st["deferrals"] = 0
     if past_deadline(st, now):
         observe(loop, st, now)
@@ -164,6 +168,8 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
                         f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
         "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
+        "auth_required": (st.get("note") or "its agent needs a login or a key")
+        + f"; once fixed, `loopctl resume {loop.name}`",
     }
     fix = fixes.get(reason or "", f"`loopctl resume {loop.name}` when ready")
     return f"paused ({reason}): {fix}"

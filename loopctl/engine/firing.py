@@ -16,12 +16,12 @@ from typing import Any
 from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import BusyError, LoopctlError
-from loopctl.domain.model import to_raw
 from loopctl.domain.plain import factory, record
 from loopctl.domain.records import new_record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.engine import events, procs
+from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.store import Store
 
@@ -230,14 +230,16 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                zones=clock.zone_of)
+                                zones=clock.zone_of, accounts=gate_for(store, state, now))
+        for name in result.held:  # the account's one event named it already
+            before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
             signal_supervisor(run)
         for name, run in list(result.fired):
-            run["spec"] = to_raw(defs.loops[name])
+            run["spec"] = spec_for(defs.loops[name], run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             run.update(events.receivers(defs.loops[name], defs.top))
             take_payload(store, name, run)

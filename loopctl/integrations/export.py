@@ -84,9 +84,11 @@ def secret_names(loop: LoopDef) -> list[str]:
 
     names = set(loop.env)
     if not loop.command:
-        key = PRESETS[loop.agent or "shell"].api_key_env
-        if key:
-            names.add(key)
+        # The fallback agent (DESIGN §18) needs its key where the loop runs too.
+        for preset in (loop.agent or "shell", loop.fallback_agent):
+            key = PRESETS[preset].api_key_env if preset else None
+            if key:
+                names.add(key)
     return sorted(names)
 
 

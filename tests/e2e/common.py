@@ -128,3 +128,37 @@ def assert_undecided(cli: Any, name: str, final: str) -> None:
     [record] = cli.records(name)
     assert record["decision"] is None
     assert record["result"] == final
+
+
+def refusing(status: int, body: Any) -> Handler:
+    """A model API that answers every request with `status` and `body`
+    (a refused key: 401), as a provider does for a key it does not know."""
+    def handle(request: Request) -> tuple[int, dict[str, str], bytes]:
+        return status, {"content-type": "application/json"}, json.dumps(body).encode()
+    return handle
+
+
+def assert_auth_held(cli: Any, first: str, start_second: Callable[[], Any],
+                     env: dict[str, str], server: Stub | None) -> None:
+    """`first`'s run met a refused login (DESIGN §18): outcome auth_error,
+    paused auth_required, not a failure. A loop of the same account made
+    afterwards is held by the next `tick` before any agent starts: the
+    stub sees no request, the loop has no run, and no second event is sent."""
+    [record] = cli.records(first)
+    assert record["outcome"] == "auth_error", record
+    info = cli.json("status", first)
+    assert (info["status"], info["reason"]) == ("paused", "auth_required"), info
+    assert info["failures"]["consecutive"] == 0, info
+    assert "need" in (info.get("note") or ""), info
+    start_second()
+    seen = len(server.requests) if server is not None else 0
+    proc = cli("tick", "--wait", env=env, timeout=90)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    second = next(n for n in cli.state()["loops"] if n != first)
+    held = cli.json("status", second)
+    assert (held["status"], held["reason"]) == ("paused", "auth_required"), held
+    assert not cli.records(second)
+    if server is not None:
+        assert len(server.requests) == seen, [r.path for r in server.requests[seen:]]
+    events = (cli.state_dir / "events.jsonl").read_text().splitlines()
+    assert len(events) == 1 and json.loads(events[0])["reason"] == "auth_required", events

@@ -35,7 +35,11 @@ def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
     result.track_progress = is_agent(loop)
     if result.outcome not in ("ok", "failed"):
         return
-    if reading.rate_limited:
+    if reading.auth_error and (reading.is_error or result.outcome == "failed"):
+        # Not a failure: the account needs a human (DESIGN §18).
+        result.outcome = "auth_error"
+        add_note(result, "needs a login or a key: " + (reading.error or "auth failed")[:200])
+    elif reading.rate_limited:
         result.outcome, result.reset_at = "deferred", reading.reset_at
         add_note(result, "usage limit: " + (reading.error or "rate limited")[:200])
     elif reading.is_error and result.outcome == "ok":

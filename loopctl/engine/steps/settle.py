@@ -14,6 +14,7 @@ from loopctl.domain.records import add_fields, new_record
 from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.engine import events
+from loopctl.engine.steps import account
 from loopctl.engine.steps.context import RunContext, add_note
 from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.runs import prune, remember
@@ -45,6 +46,9 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         add_fields(record, {"check": result.check})
     if ctx.pr_fix is not None:
         add_fields(record, {"pr_feedback": ctx.pr_fix.record()})
+    if run.get("spec", {}).get("agent"):  # which preset ran (a fallback's, DESIGN §18)
+        add_fields(record, {"agent": run["spec"]["agent"],
+                            "fallback_from": run.get("fallback_from")})
     if run.get("triggers"):
         add_fields(record, {"triggers": run["triggers"]})
     return add_fields(record, handoff.record()) if handoff is not None else record
@@ -77,7 +81,13 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
         if st and st.get("run") and st["run"]["run_id"] == ctx.run_id:
             before = events.status_key(st)
             now = clock.now()
+            session = st.get("session_id")
             extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
+            if run.get("preset"):
+                st["session_id"] = session  # never carried across presets
+            told, instead = account.after_run(ctx, state, loop, result, now)
+            if instead:
+                before = events.status_key(st)  # the account's one event says it
             if extra.get("note"):
                 add_note(result, extra.pop("note"))
                 record["note"] = result.note
@@ -87,6 +97,9 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
             remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
             pending = _attention(ctx, loop, st, run, before, now, handoff)
+            if told is not None:
+                pending.insert(0, (told, {"hook": run.get("hook"),
+                                          "notify": run.get("notify") or []}))
             events.publish(store, pending)
             store.write_state(state)
         elif st is not None:

@@ -1,0 +1,29 @@
+"""`--fallback-agent PRESET` for `start` and `update` (DESIGN §18)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+
+from loopctl.cli.options import fail
+from loopctl.domain.model import PRESETS
+
+AGENTS = [p for p in PRESETS if p != "shell"]
+
+FallbackAgent = Annotated[Optional[str], typer.Option(
+    "--fallback-agent", metavar="PRESET",
+    help="Preset that runs the fires while the agent's account is rate-limited or needs a "
+         f"login ({', '.join(AGENTS)}; `none` clears).")]
+
+
+def fallback_changes(value: str | None, clearing: bool) -> dict[str, Any]:
+    """`fallback_agent` for loops.yaml: absent when not given; None (the
+    key removed) for `none` on `update`."""
+    if value is None:
+        return {}
+    if value == "none":
+        return {"fallback_agent": None} if clearing else {}
+    if value not in AGENTS:
+        fail(f"bad --fallback-agent {value!r}: expected one of {', '.join(AGENTS)}, or none")
+    return {"fallback_agent": value}

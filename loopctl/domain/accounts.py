@@ -1,0 +1,290 @@
+"""Accounts: loops that draw on the same credentials (DESIGN §18). Pure.
+
+An account is a preset plus what its CLI authenticates with: the key
+variables it reads and the config folder its login lives in (the table
+below; checked against each CLI's `--help`, docs and binary). Two loops whose
+preset and those values agree share an account, so a usage limit or a
+missing login seen by one run holds them all. Values are never stored: the
+account's id is an HMAC of them under the home's secret key
+(storage/home_key.py), and the key comes in as an argument.
+
+The table of marked accounts lives in state.json (`accounts`): one entry per
+account that is rate-limited until a time or needs a login. This module
+decides what a due fire of a loop does given that table (run, run the
+fallback preset, or hold), and builds the table's entries; the engine
+computes ids and carries the decisions out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import posixpath
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from loopctl.domain import untrusted
+from loopctl.domain.plain import record
+
+RATE_LIMITED, AUTH_REQUIRED = "rate_limited", "auth_required"
+KINDS = (RATE_LIMITED, AUTH_REQUIRED)
+# A key variable in a definition longer than this, or holding a line break or
+# a NUL, is refused at `start`/`update`/`validate`: no API key looks like it.
+MAX_KEY_CHARS = 4096
+ID_CHARS = 24  # 96 bits of the HMAC: enough to tell accounts apart
+MAX_ACCOUNTS = 1000
+MAX_NAMED_LOOPS = 200
+
+
+@record(frozen=True)
+class Source:
+    """What makes a preset's account, and what to tell a human to fix it."""
+
+    variables: tuple[str, ...]
+    config_var: str | None  # the variable naming the config folder, if any
+    config_default: str  # relative to $HOME when `config_var` is unset
+    fix: str
+
+
+SOURCES: dict[str, Source] = {
+    "claude": Source(
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+         "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"),
+        "CLAUDE_CONFIG_DIR", ".claude",
+        "run `claude /login` as the user loopctl runs as, or set ANTHROPIC_API_KEY"),
+    "codex": Source(
+        ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_ACCESS_TOKEN", "OPENAI_BASE_URL"),
+        "CODEX_HOME", ".codex",
+        "run `codex login`, or set OPENAI_API_KEY (or the env_key of the provider in "
+        "~/.codex/config.toml)"),
+    "gemini": Source(
+        ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
+         "GOOGLE_GENAI_USE_GCA", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT",
+         "GOOGLE_GEMINI_BASE_URL"),
+        "GEMINI_CLI_HOME", ".gemini",
+        "run `gemini` once and log in, or set GEMINI_API_KEY"),
+    "qwen": Source(
+        ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DASHSCOPE_API_KEY", "QWEN_OAUTH"),
+        "QWEN_HOME", ".qwen",
+        "run `qwen` once and pick an auth type, or set OPENAI_API_KEY"),
+    "opencode": Source(
+        ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "GEMINI_API_KEY",
+         "OPENCODE_CONFIG", "OPENCODE_CONFIG_CONTENT", "OPENCODE_AUTH_CONTENT"),
+        "XDG_DATA_HOME", ".local/share",
+        "run `opencode auth login`, or set the provider's API key (ANTHROPIC_API_KEY, ...)"),
+}
+# Presets not above: their key variable (agents/presets.py) and $HOME.
+GENERIC_FIX = "log the agent in as the user loopctl runs as, or set {var}"
+
+
+def source(preset: str, api_key_env: str | None = None) -> Source:
+    known = SOURCES.get(preset)
+    if known is not None:
+        return known
+    var = api_key_env or "its API key"
+    variables = (api_key_env,) if api_key_env else ()
+    return Source(variables, None, "", GENERIC_FIX.format(var=var))
+
+
+def every_key_variable() -> frozenset[str]:
+    return frozenset(v for s in SOURCES.values() for v in s.variables)
+
+
+def key_value_problem(name: str, value: str) -> str | None:
+    """Why a definition's value for an account variable is not a key, or None."""
+    if name not in every_key_variable():
+        return None
+    if len(value) > MAX_KEY_CHARS:
+        return (f"env {name}: {len(value)} characters; a key or token is at most "
+                f"{MAX_KEY_CHARS}")
+    if any(c in value for c in "\n\r\0"):
+        return f"env {name}: holds a line break or NUL; a key or token is one line"
+    return None
+
+
+def material(src: Source, env: Mapping[str, str], home: str) -> list[list[str]]:
+    """What the account is made of, in a fixed order. The config folder is
+    named by its variable or found under home (`~`-relative, normalized, so
+    `/home/me/.claude` and `/home/me//.claude/` agree)."""
+    pairs = [[name, env[name]] for name in src.variables if env.get(name)]
+    folder = env.get(src.config_var or "") or ""
+    if not folder and src.config_default:
+        folder = posixpath.join(home, src.config_default)
+    if folder:
+        pairs.append(["<config>", posixpath.normpath(folder)])
+    pairs.append(["<home>", posixpath.normpath(home or "/")])
+    return pairs
+
+
+def account_id(key: bytes, preset: str, pairs: list[list[str]]) -> str:
+    """Keyed and length-safe: JSON keeps `a|b` + `c` apart from `a` + `b|c`.
+    Values that are not UTF-8 (surrogate escapes from the environment) are
+    hashed by their bytes, never dropped."""
+    data = json.dumps([preset, pairs], ensure_ascii=True).encode()
+    return hmac.new(key, data, hashlib.sha256).hexdigest()[:ID_CHARS]
+
+
+# -- the table in state.json -------------------------------------------------
+
+
+def clean_table(raw: Any) -> dict[str, dict[str, Any]]:
+    """state.json's `accounts`, entry by entry; damaged entries are dropped
+    (a dropped mark costs one run finding out again, never a guessed hold)."""
+    if not isinstance(raw, dict):
+        return {}
+    table: dict[str, dict[str, Any]] = {}
+    for account, entry in list(raw.items())[:MAX_ACCOUNTS]:
+        clean = _clean_entry(account, entry)
+        if clean is not None:
+            table[account] = clean
+    return table
+
+
+def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
+    from loopctl.domain.model import PRESETS
+    from loopctl.domain.names import is_loop_name, is_run_id
+
+    if not isinstance(account, str) or len(account) != ID_CHARS \
+            or any(c not in "0123456789abcdef" for c in account) or not isinstance(entry, dict):
+        return None
+    kind, until, since = entry.get("kind"), entry.get("until"), entry.get("since")
+    loops = entry.get("loops")
+    if kind not in KINDS or entry.get("preset") not in PRESETS \
+            or untrusted.moment(since) is None \
+            or (until is not None and untrusted.moment(until) is None) \
+            or not isinstance(loops, list) or not all(is_loop_name(n) for n in loops):
+        return None
+
+    def shown(key: str) -> str | None:  # text a human sees: one printable line
+        value = untrusted.text(entry.get(key), 300)
+        return untrusted.line(value) if value else None
+
+    def name(key: str) -> str | None:
+        return entry[key] if is_loop_name(entry.get(key)) else None
+
+    return {"kind": kind, "preset": entry["preset"],
+            "since": float(since or 0.0), "until": None if until is None else float(until),
+            "loop": name("loop"),
+            "run_id": entry["run_id"] if is_run_id(entry.get("run_id")) else None,
+            "error": shown("error"), "fix": shown("fix") or "",
+            "loops": loops[:MAX_NAMED_LOOPS], "probe": name("probe")}
+
+
+def holding(entry: dict[str, Any] | None, now: float) -> bool:
+    """Does this mark still hold its account's loops?"""
+    if entry is None:
+        return False
+    return entry["kind"] == AUTH_REQUIRED or (entry["until"] or 0.0) > now
+
+
+def expire(table: dict[str, dict[str, Any]], now: float) -> bool:
+    """Drop rate-limit marks whose reset has passed; True when any went."""
+    gone = [a for a, e in table.items() if not holding(e, now)]
+    for account in gone:
+        del table[account]
+    return bool(gone)
+
+
+@record
+class Marked:
+    entry: dict[str, Any]
+    new: bool  # a new mark or a new reset: worth one attention event
+
+
+def mark(table: dict[str, dict[str, Any]], account: str, kind: str, *, preset: str,
+         loop: str, run_id: str, until: float | None, error: str | None, fix: str,
+         now: float) -> Marked:
+    """Record what a run found about its account. A second run of the same
+    account finding the same thing (before the reset) adds nothing new."""
+    old = table.get(account)
+    if old is not None and holding(old, now) and old["kind"] == kind and not old.get("probe"):
+        if kind == RATE_LIMITED and (until or 0.0) > (old["until"] or 0.0):
+            old["until"] = until  # a later reset: wait for it, say nothing twice
+        if loop not in old["loops"]:
+            old["loops"].append(loop)
+        return Marked(old, False)
+    held = [n for n in (old or {}).get("loops", []) if n != loop] if holding(old, now) else []
+    entry = {"kind": kind, "preset": preset, "since": now, "until": until, "loop": loop,
+             "run_id": run_id, "error": (error or "")[:300] or None, "fix": fix,
+             "loops": [loop, *held], "probe": None}
+    table[account] = entry
+    return Marked(entry, True)
+
+
+def release(table: dict[str, dict[str, Any]], account: str) -> list[str]:
+    """A run of the account succeeded: the loops its mark held."""
+    entry = table.pop(account, None)
+    return list(entry["loops"]) if entry else []
+
+
+def probe(table: dict[str, dict[str, Any]], loop: str) -> list[str]:
+    """The user resumed `loop`, saying its account is fixed: that loop may
+    fire to find out (the others stay held until a run succeeds, so one
+    run, not all of them, pays if the fix did not work). The accounts."""
+    marked = [a for a, e in table.items() if loop in e["loops"]]
+    for account in marked:
+        table[account]["probe"] = loop
+    return marked
+
+
+@record
+class Verdict:
+    """What a due fire does: run as `preset`, or hold under `entry`."""
+
+    preset: str | None = None  # None: the loop's own agent
+    entry: dict[str, Any] | None = None  # set: held, start no agent
+
+
+def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback: str | None,
+            account_of: Callable[[str], str], now: float) -> Verdict:
+    """The loop's own account when it is free; else its fallback preset's
+    when that one is free; else hold. `account_of(preset)` is only called
+    while marks exist."""
+    if not table:
+        return Verdict()
+    entry = table.get(account_of(agent))
+    if entry is None or not holding(entry, now) or entry.get("probe") == name:
+        return Verdict()
+    if fallback and fallback != agent and not holding(table.get(account_of(fallback)), now):
+        return Verdict(preset=fallback)
+    return Verdict(entry=entry)
+
+
+def hold(st: Any, entry: dict[str, Any], name: str) -> None:
+    """Pause a due loop under its account's mark: no agent is started."""
+    st["status"], st["reason"] = "paused", entry["kind"]
+    st["resume_at"] = entry["until"] if entry["kind"] == RATE_LIMITED else None
+    st["note"] = hold_note(entry)
+    if name not in entry["loops"] and len(entry["loops"]) < MAX_NAMED_LOOPS:
+        entry["loops"].append(name)
+
+
+def hold_note(entry: dict[str, Any]) -> str:
+    """The held loop's note: what happened, where, and the fix."""
+    where = f"run {entry.get('run_id')} of {entry.get('loop')}"
+    if entry["kind"] == AUTH_REQUIRED:
+        return f"the {entry['preset']} account needs a login ({where}): {entry['fix']}"
+    return f"the {entry['preset']} account is rate-limited ({where})"
+
+
+def findings(table: Mapping[str, dict[str, Any]], now: float,
+             existing: Collection[str]) -> list[tuple[str, str]]:
+    """What `doctor` says of each marked account that still has loops:
+    (level, message)."""
+    from loopctl.domain.schedule import iso
+
+    out = []
+    for entry in table.values():
+        names = [n for n in entry["loops"] if n in existing]
+        if not holding(entry, now) or not names:
+            continue
+        loops = ", ".join(names)
+        if entry["kind"] == AUTH_REQUIRED:
+            out.append(("error", f"the {entry['preset']} account of {loops} needs a login "
+                                 f"(since {iso(entry['since'])}): {entry['fix']}; then "
+                                 "`loopctl resume` one of them"))
+        else:
+            out.append(("warn", f"the {entry['preset']} account of {loops} is rate-limited "
+                                f"until {iso(entry['until'])}"))
+    return out

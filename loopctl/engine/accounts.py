@@ -1,0 +1,100 @@
+"""Which account a loop's agent draws on, from this process's environment.
+
+The rules are in loopctl.domain.accounts; this module supplies what they
+may not touch: the environment the agent would get (the driver's, then the
+preset's defaults, then the loop's `env`, as engine/steps/launch.py builds
+it), `$HOME`, and the home's secret key. Only the firing path uses it, and
+only while some account is marked: an idle `tick` never gets here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from loopctl.domain import accounts
+from loopctl.domain.model import LoopDef
+from loopctl.domain.plain import replace
+from loopctl.storage.store import Store
+
+# Without a usable home key (storage/home_key.py) ids are still hashed, not
+# kept in clear; they only stop being secret to someone who can guess keys.
+_NO_KEY = hashlib.sha256(b"loopctl accounts without a home key").digest()
+
+
+class Ids:
+    """Account ids of loops under one environment, computed once each."""
+
+    def __init__(self, store: Store, environ: Mapping[str, str] | None = None) -> None:
+        from loopctl.storage import home_key
+
+        self.key = home_key.load(store.paths.state_dir, create=True) or _NO_KEY
+        self.environ = os.environ if environ is None else environ
+        self._seen: dict[tuple[str, str], str] = {}
+
+    def of(self, loop: LoopDef, preset: str | None = None) -> str:
+        from loopctl.agents.presets import PRESETS, env_for
+
+        preset = preset or loop.agent or "shell"
+        cache = (loop.name, preset)
+        if cache not in self._seen:
+            env = dict(self.environ)
+            env.update(env_for(as_preset(loop, preset)))
+            env.update({k: v for k, v in loop.env.items() if v is not None})
+            home = env.get("HOME") or os.path.expanduser("~")
+            src = accounts.source(preset, PRESETS[preset].api_key_env)
+            self._seen[cache] = accounts.account_id(self.key, preset,
+                                                    accounts.material(src, env, home))
+        return self._seen[cache]
+
+
+def as_preset(loop: LoopDef, preset: str) -> LoopDef:
+    """The loop as its fallback runs it: the other preset, none of the
+    first one's model, arguments or session (DESIGN §18)."""
+    if preset == loop.agent:
+        return loop
+    return replace(loop, agent=preset, model=None, agent_args=(), continue_session=False,
+                   fallback_agent=None)
+
+
+class Gate:
+    """What `lifecycle.plan` asks before it claims a due fire."""
+
+    def __init__(self, table: dict[str, dict[str, Any]], ids: Ids | None) -> None:
+        self.table, self.ids = table, ids
+
+    def check(self, loop: LoopDef, now: float) -> accounts.Verdict:
+        from loopctl.agents.presets import is_agent
+
+        if not self.table or self.ids is None or not is_agent(loop):
+            return accounts.Verdict()
+        ids = self.ids
+        return accounts.verdict(self.table, loop.name, loop.agent or "shell",
+                                loop.fallback_agent,
+                                lambda preset: ids.of(loop, preset), now)
+
+
+def table_of(state: dict[str, Any], now: float) -> dict[str, dict[str, Any]]:
+    """state.json's marks, checked, with the expired ones dropped; kept in
+    `state` so what the caller changes is what gets written."""
+    table = accounts.clean_table(state.get("accounts"))
+    accounts.expire(table, now)
+    if table or "accounts" in state:
+        state["accounts"] = table
+    return table
+
+
+def gate_for(store: Store, state: dict[str, Any], now: float) -> Gate:
+    """A gate over the marks; ids are only worked out when a mark holds."""
+    table = table_of(state, now)
+    return Gate(table, Ids(store) if table else None)
+
+
+def spec_for(loop: LoopDef, run: dict[str, Any]) -> dict[str, Any]:
+    """The definition a claimed run runs: the fallback's when it has one."""
+    from loopctl.domain.model import to_raw
+
+    preset = run.get("preset")
+    return to_raw(as_preset(loop, preset) if preset else loop)

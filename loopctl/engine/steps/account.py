@@ -1,0 +1,104 @@
+"""Step 6a, under the store lock with the loop settled: what the run found
+out about its account (DESIGN §18).
+
+A usage limit or a refused login marks the account in state.json and holds
+every other idle loop of it (paused `rate_limited` until the reset, or
+`auth_required`), with one attention event per account and reset naming
+them. A run of a marked account that succeeds lifts the mark and lets the
+loops it held go again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopctl.domain import accounts
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import iso
+from loopctl.domain.state import ACTIVE, PAUSED, RunResult
+from loopctl.domain.untrusted import line
+from loopctl.engine import events
+from loopctl.engine.accounts import Ids, table_of
+from loopctl.engine.steps.context import RunContext
+
+KIND_FOR_OUTCOME = {"deferred": accounts.RATE_LIMITED, "auth_error": accounts.AUTH_REQUIRED}
+
+
+def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: RunResult,
+              now: float) -> tuple[dict[str, Any] | None, bool]:
+    """The account event to send, if any, and whether it stands in for the
+    loop's own event (it always does when the account was marked)."""
+    from loopctl.agents.presets import PRESETS, is_agent
+
+    if not is_agent(loop):
+        return None, False
+    kind = KIND_FOR_OUTCOME.get(result.outcome)
+    table = table_of(state, now)
+    if kind is None and (result.outcome != "ok" or not table):
+        return None, False  # the cheap way out of nearly every run
+    ids = Ids(ctx.store)
+    account = ids.of(loop)
+    if kind is None:
+        _release(state, table, account, now)
+        return None, False
+    st = state["loops"][ctx.name]
+    preset = loop.agent or "shell"
+    src = accounts.source(preset, PRESETS[preset].api_key_env)
+    marked = accounts.mark(
+        table, account, kind, preset=preset, loop=ctx.name, run_id=ctx.run_id,
+        until=st.get("resume_at") if kind == accounts.RATE_LIMITED else None,
+        error=line(result.note or "")[:300], fix=src.fix, now=now)
+    state["accounts"] = table
+    if st["status"] == PAUSED and st.get("reason") == kind:
+        st["note"] = accounts.hold_note(marked.entry)
+    _hold_others(ctx, state, ids, account, preset, marked.entry)
+    if not marked.new:
+        return None, True
+    return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), True
+
+
+def _hold_others(ctx: RunContext, state: dict[str, Any], ids: Ids, account: str,
+                 preset: str, entry: dict[str, Any]) -> None:
+    """Idle loops of the same account wait too; a run in flight finds out
+    by itself. Their fallback, if any, takes their next fires."""
+    defs = ctx.store.read_defs()
+    for name, other in defs.loops.items():
+        st = state["loops"].get(name)
+        if name == ctx.name or st is None or st["status"] != ACTIVE or st.get("run") \
+                or other.agent != preset or other.command or other.fallback_agent:
+            continue
+        if ids.of(other) == account:
+            accounts.hold(st, entry, name)
+
+
+def _release(state: dict[str, Any], table: dict[str, dict[str, Any]], account: str,
+             now: float) -> None:
+    entry = table.get(account)
+    if entry is None:
+        return
+    for name in accounts.release(table, account):
+        st = state["loops"].get(name)
+        if st is not None and st["status"] == PAUSED and st.get("reason") == entry["kind"] \
+                and not st.get("run"):
+            st["status"], st["reason"], st["resume_at"], st["note"] = ACTIVE, None, None, None
+            if st["next_due"] is None or st["next_due"] < now:
+                st["next_due"] = now
+
+
+def account_event(loop: LoopDef, st: Any, run_id: str, log: str, entry: dict[str, Any],
+                  now: float) -> dict[str, Any]:
+    """One event for the account: the loops it holds, the reset or the fix."""
+    event = events.attention(loop, st, run_id, log, now)
+    names = ", ".join(entry["loops"])
+    if entry["kind"] == accounts.AUTH_REQUIRED:
+        summary = f"the {entry['preset']} account needs a login: {entry['fix']}"
+    else:
+        summary = f"the {entry['preset']} account is rate-limited until {iso(entry['until'])}"
+    text = f"{summary}; held: {names}" + (f"; {entry['error']}" if entry.get("error") else "")
+    event.update(reason=entry["kind"], summary=line(f"{summary} (loops: {names})"),
+                 evidence={"source": "loopctl", "text": line(text)},
+                 account={"preset": entry["preset"], "kind": entry["kind"],
+                          "until": iso(entry["until"]), "loops": list(entry["loops"]),
+                          "fix": entry["fix"] if entry["kind"] == accounts.AUTH_REQUIRED
+                          else None})
+    return event
