@@ -153,10 +153,10 @@ def test_gh_is_bounded_in_time_and_size(looking: dict[str, Any],
     found = pr_feedback.look(looking["repo"], looking["loop"], looking["tracked"])
     assert found.action == "none" and "timed out after 0.5s" in found.why
     assert time.monotonic() - began < 20
-    hung = [p for p in psutil.process_iter(["cmdline"])
+    hung = [p for p in psutil.process_iter(["cmdline", "cwd"])
             if "fake_gh.py" in " ".join(p.info["cmdline"] or []) and "checks" in
-            (p.info["cmdline"] or [])]
-    assert hung == []  # killed, not left sleeping
+            (p.info["cmdline"] or []) and p.info["cwd"] == looking["repo"]]
+    assert hung == []  # killed, not left sleeping (only this test's gh: workers run alike)
 
 
 def test_a_branch_checked_out_or_diverged_is_not_taken_over(

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from fixed_zone import UTC
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef, parse_loop
@@ -35,7 +36,7 @@ def schema_bound(loop: LoopDef, summary: str) -> int:
     summary given, and the note at its limit. The fixed part is a fresh
     entry as written."""
     longest_outcome = max(map(len, OUTCOMES))
-    bound = entry_bytes(new_loop_state(loop, START))
+    bound = entry_bytes(new_loop_state(loop, START, zone=UTC))
     bound += sum(len(key) + 4 for key in SCHEMA)  # `"key":` and a comma
     bound += RECENT * (longest_outcome + 3)
     bound += max(loop.no_progress, 1) * (DIGEST + 3)
@@ -52,19 +53,19 @@ def test_a_thousand_runs_keep_the_entry_within_the_schema_bound(no_progress: int
     loop = parse_loop("grow", {"prompt": "p", "command": ["true"], "every": "1m",
                                "max_runs": 0, "max_failures": 0, "no_progress": no_progress,
                                "for": "3650d"})
-    st = new_loop_state(loop, START)
+    st = new_loop_state(loop, START, zone=UTC)
     now = START
     summary = "did one more thing " * 10
     sizes = []
     for n in range(1000):
         now += 60
-        lifecycle.claim(loop, st, now, "schedule")
+        lifecycle.claim(loop, st, now, "schedule", zone=UTC)
         outcome = ("ok", "failed", "ok", "timeout")[n % 4]
         lifecycle.settle(loop, st, RunResult(
             outcome=outcome, exit_code=0 if outcome == "ok" else 1, started_at=now,
             ended_at=now + 1, decision={"decision": "continue", "summary": summary},
             result_text=f"result number {n}", session_id=f"s-{n}", cost_usd=0.01,
-            track_progress=True), now + 1)
+            track_progress=True), now + 1, zone=UTC)
         sizes.append(entry_bytes(st))
     assert st["status"] == "active", (st["status"], st["reason"])
     assert st["iterations"] == 1000 and is_run_id(st["last_run_id"])
@@ -94,7 +95,7 @@ def test_no_progress_is_capped_where_the_repair_rule_keeps_results() -> None:
                                          f"{MAX_NO_PROGRESS}, got {MAX_NO_PROGRESS + 1}"):
         parse_loop("np", dict(raw, no_progress=MAX_NO_PROGRESS + 1))
     loop = parse_loop("np", dict(raw, no_progress=MAX_NO_PROGRESS))
-    st = new_loop_state(loop, START)
+    st = new_loop_state(loop, START, zone=UTC)
     st["results"] = [f"{n:016x}" for n in range(loop.no_progress)]
     clean, bad = repair("np", st)
     assert bad == [] and clean["results"] == st["results"]
