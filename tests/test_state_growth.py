@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fixed_zone import UTC
+
 from loopctl.domain import lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef, parse_loop
