@@ -40,7 +40,7 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "failures": {"consecutive": st["failures"], "limit": loop.max_failures or None},
         "cost_usd": {"spent": get("cost_usd", 0.0), "budget": loop.budget_usd},
         "created_at": iso(st["created"]), "deadline": iso(deadline),
-        "deadline_remaining_s": max(round(deadline - now), 0),
+        "deadline_remaining_s": round(deadline - now) if deadline > now else 0,
         "next_fire": iso(st["next_due"]) if st["status"] == "active" else None,
         "last_run": {"run_id": last_run_id, "outcome": get("last_outcome"),
                      "ended_at": iso(get("last_end"))} if last_run_id else None,
@@ -50,16 +50,17 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "after_run": get("after_run"),
         "recent_outcomes": list(get("outcomes") or ()),
         "last_decision": get("last_decision"),
-        "ended_at": iso(get("ended_at")), "observed_at": iso(get("observed_at")),
+        "ended_at": None if (ended := get("ended_at")) is None else iso(ended),
+        "observed_at": None if (observed := get("observed_at")) is None else iso(observed),
         "note": get("note"),
         "rate_limited_until": iso(get("resume_at")) if reason == "rate_limited" else None,
-        "hook_error": _delivery_error(get("hook_error")),
+        "hook_error": _delivery_error(hook_error) if (hook_error := get("hook_error")) else None,
         "notify": [mask(url) for url in loop.notify] if loop.notify else [],
         "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
                       "push": loop.push, "pr": loop.pr, "merge": loop.merge}
         if loop.worktree else None,
         "last_handoff": get("last_handoff"),
-        "notify_error": _delivery_error(get("notify_error")),
+        "notify_error": _delivery_error(error) if (error := get("notify_error")) else None,
         "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
         else None,
         "triggers_pending": (get("triggered") or {}).get("count", 0),
@@ -88,13 +89,14 @@ def masked(raw: Any) -> Any:
 
 def list_loops(store: Store) -> list[dict[str, Any]]:
     defs, state, now = snapshot(store)
+    loops, entries, invalid = defs.loops, state["loops"], defs.invalid
     out = []
     for name in defs.names:
-        if name in defs.invalid:
-            out.append(describe(None, None, now, name=str(name), invalid=defs.invalid[name]))
-        else:
-            out.append(with_reason(store, describe(defs.loops[name], state["loops"][name],
-                                                   now)))
+        if name in invalid:
+            out.append(describe(None, None, now, name=str(name), invalid=invalid[name]))
+            continue
+        described = describe(loops[name], entries[name], now)
+        out.append(with_reason(store, described) if described["last_run"] else described)
     return out
 
 
