@@ -96,3 +96,18 @@ def test_ls_json_prints_the_standard_text(cli: CLI) -> None:
     proc = in_process("ls", "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == standard(json.loads(proc.stdout)) + "\n"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, max_size=5, unique=True).flatmap(
+    lambda keys: st.lists(st.fixed_dictionaries({k: CELLS for k in keys}), max_size=6)))
+def test_a_table_is_written_as_its_rows_are(records: list[dict[str, Any]]) -> None:
+    """`Table` (records given a field at a time) prints what the list of
+    its rows prints."""
+    keys = list(records[0]) if records else []
+    records = [{k: r[k] for k in keys} for r in records]
+    columns = [[r[k] for r in records] for k in keys]
+    table = jsontext.Table(keys, columns, len(records))
+    assert table.rows() == records
+    assert jsontext.dumps({"loops": table, "version": 1}) == standard(
+        {"loops": records, "version": 1})

@@ -3,11 +3,13 @@ printed before. Each is compared with a plain reference implementation."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import CLI, agent_command, in_process
 from loopctl.cli.render import table
 from loopctl.domain.durations import format_rough
 from loopctl.domain.untrusted import line
@@ -73,3 +75,46 @@ def test_the_table_is_what_it_was(case: tuple[list[str], list[list[Any]], int]) 
     shown = table(headers, rows, width=width)
     assert shown == table_reference(headers, rows, width)
     assert "\x1b" not in shown and "\u202e" not in shown and shown.count("\n") == len(rows)
+
+
+def test_ls_json_written_by_columns_says_what_status_says_of_each_loop(cli: CLI) -> None:
+    """`ls --json` of valid loops is written a field at a time (no mapping
+    per loop): each LOOP object must be what `status NAME --json` prints,
+    for loops in every state the shape has a field for."""
+    from loopctl.commands import views as reading
+    from loopctl.storage.store import Store
+
+    cli("start", "p", "--name", "failing", "--every", "1h", "--command",
+        agent_command("--print", "it broke here", "--exit", "3"), check=0)
+    cli("run", "failing", check=1)  # a failed last run: its reason comes from the record
+    cli("start", "p", "--name", "gated", "--cron", "*/5 * * * *", "--tz", "UTC",
+        "--if", "true", "--notify", "json://example.invalid/hook?token=secret", check=0)
+    cli("start", "p", "--name", "quiet", "--every", "10m", "--after", "1h", check=0)
+    store = Store()
+    with store.lock():
+        state = store.read_state()
+        st = state["loops"]["quiet"]
+        st.update(status="paused", reason="rate_limited", resume_at=st["created"] + 99,
+                  note="a note", outcomes=["ok", "failed"], cost_usd=1.5,
+                  last_decision={"decision": "continue", "summary": "s", "evidence": None},
+                  hook_error={"at": st["created"], "message": "hook said no"},
+                  notify_error={"at": st["created"], "message": "no route"},
+                  triggered={"count": 2, "at": st["created"]},
+                  last_handoff={"handoff": "pushed", "branch": "b"})
+        store.write_state(state)
+    assert isinstance(reading.list_columns(Store()), dict)  # the columns path is taken
+
+    def steady(info: dict[str, Any]) -> dict[str, Any]:
+        info.pop("version", None)
+        info.pop("deadline_remaining_s")
+        return info
+
+    listed = json.loads(in_process("ls", "--json").stdout)["loops"]
+    assert [loop["name"] for loop in listed] == ["failing", "gated", "quiet"]
+    for loop in listed:
+        assert steady(loop) == steady(cli.json("status", loop["name"])), loop["name"]
+    failing, gated, quiet = listed
+    assert failing["last_run"]["outcome"] == "failed" and failing["last_run"]["reason"]
+    assert gated["gate"]["argv"] == ["true"] and "secret" not in json.dumps(gated)
+    assert quiet["rate_limited_until"] and quiet["hook_error"]["message"] == "hook said no"
+    assert quiet["triggers_pending"] == 2 and quiet["recent_outcomes"] == ["ok", "failed"]

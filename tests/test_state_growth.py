@@ -99,3 +99,21 @@ def test_no_progress_is_capped_where_the_repair_rule_keeps_results() -> None:
     st["results"] = [f"{n:016x}" for n in range(loop.no_progress)]
     clean, bad = repair("np", st)
     assert bad == [] and clean["results"] == st["results"]
+
+
+def test_new_entries_hold_the_schema_initials_and_share_no_list() -> None:
+    """`new_loop_state` copies one prepared entry: each field is its
+    SCHEMA initial (bar what the definition decides), and no two entries
+    share a list (appending to one loop's outcomes must not touch another's)."""
+    loop = parse_loop("a", {"prompt": "p", "command": ["true"], "every": "1h"})
+    first, second = new_loop_state(loop, START), new_loop_state(loop, START + 1)
+    decided = {"created", "deadline", "schedule_key", "next_due"}
+    assert {k: v for k, v in first.items() if k not in decided} == {
+        k: f.initial for k, f in SCHEMA.items() if k not in decided}
+    assert list(first) == list(SCHEMA)
+    for key, value in first.items():
+        if isinstance(value, (list, dict)):
+            assert value is not second[key], key  # type: ignore[literal-required]
+    first["outcomes"].append("ok")
+    assert second["outcomes"] == [] and SCHEMA["outcomes"].initial == []
+    assert (first["created"], second["created"]) == (START, START + 1)

@@ -72,6 +72,19 @@ def emit(data: Any) -> None:
     print(jsontext.dumps(data))
 
 
+def listing(store: Any) -> Any:
+    """Every LOOP object for `--json`: a `jsontext.Table` of the columns
+    when there are columns (written without a mapping per loop)."""
+    from loopctl.cli.jsontext import Table
+    from loopctl.commands import views as reading
+
+    listed = reading.list_columns(store)
+    if isinstance(listed, list):
+        return listed
+    count = len(next(iter(listed.values()), []))
+    return Table(list(listed), list(listed.values()), count)
+
+
 def json_view(args: list[str]) -> int:
     """`ls --json` and `status [NAME] --json`: what scripts poll most."""
     from loopctl.commands import common
@@ -83,7 +96,7 @@ def json_view(args: list[str]) -> int:
         if names:
             emit(dict(reading.status(Store(), names[0]), version=common.JSON_VERSION))
         else:
-            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(Store())})
+            emit({"version": common.JSON_VERSION, "loops": listing(Store())})
     return 0
 
 

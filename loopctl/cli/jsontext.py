@@ -16,6 +16,7 @@ tests/test_jsontext.py compares the two on generated data.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from itertools import compress, groupby
 from json import encoder as _std
 from typing import Any
@@ -88,7 +89,29 @@ def _scalar(value: Any) -> str | None:
     return None
 
 
+class Table:
+    """Records given a field at a time (`ls --json`'s LOOP objects): written
+    as the list of mappings `rows()` gives, without building them."""
+
+    def __init__(self, keys: Sequence[str], columns: Sequence[Sequence[Any]], count: int) -> None:
+        self.keys, self.columns, self.count = list(keys), list(columns), count
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.keys, row, strict=True))
+                for row in zip(*self.columns, strict=True)] if self.columns else \
+            [{} for _ in range(self.count)]
+
+
 def _write(value: Any, depth: int, out: list[str]) -> None:
+    if type(value) is Table:
+        text = None if value.count < 2 or not value.keys or _rows_encoder() is None else \
+            _columns_text(value.keys, value.columns, value.count, depth)
+        if text is None:
+            _write(value.rows(), depth, out)
+        else:
+            inner = "\n" + INDENT * (depth + 1)
+            out.append("[" + inner + text + "\n" + INDENT * depth + "]")
+        return
     text = _scalar(value)
     if text is not None:
         out.append(text)
@@ -231,13 +254,20 @@ def _same_keys(group: list[dict[str, Any]], keys: tuple[Any, ...], depth: int) -
     written in one C call; a column that reads the same in every record
     (most of a LOOP object's: null, false, 0) is written once, into the
     text between the others."""
+    return _columns_text(keys, list(zip(*map(dict.values, group), strict=True)), len(group),
+                         depth)
+
+
+def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: int,
+                  depth: int) -> str | None:
+    """`count` records given as columns (`columns[i][n]`: record n's value
+    for `keys[i]`), as `_same_keys` writes them."""
     if not set(map(type, keys)) <= _TEXT:
         return None
-    count = len(group)
     lead = "\n" + INDENT * (depth + 2)
     segments, varying = [], []
     segment = ""
-    for at, column in enumerate(zip(*map(dict.values, group), strict=True)):
+    for at, column in enumerate(columns):
         segment += ("," if at else "{") + lead + _text(keys[at]) + ": "
         kinds = set(map(type, column))
         if _same_everywhere(column, kinds):
@@ -246,8 +276,6 @@ def _same_keys(group: list[dict[str, Any]], keys: tuple[Any, ...], depth: int) -
             segment += "".join(written)
             continue
         texts = _column_texts(column, kinds, depth + 2)
-        if texts is None:
-            return None
         if texts.count(texts[0]) == count:
             segment += texts[0]
         else:
@@ -269,7 +297,7 @@ def _same_keys(group: list[dict[str, Any]], keys: tuple[Any, ...], depth: int) -
     return "".join(pieces)
 
 
-def _same_everywhere(column: tuple[Any, ...], kinds: set[type]) -> bool:
+def _same_everywhere(column: Sequence[Any], kinds: set[type]) -> bool:
     """Every cell is written alike, known without writing them: equal, and
     of one type, position by position inside a container (`1 == True ==
     1.0`), floats alike to the bit (`0.0 == -0.0`)."""
@@ -292,15 +320,21 @@ def _alike(values: list[Any], kinds: set[type]) -> bool:
     return len(kinds) == 1 and (kinds != {float} or len(set(map(float.hex, values))) == 1)
 
 
-def _column_texts(column: tuple[Any, ...], kinds: set[type], depth: int) -> list[str] | None:
-    """Each cell of a column as written at `depth` (the record's keys)."""
+def _column_texts(column: Sequence[Any], kinds: set[type], depth: int) -> list[str]:
+    """Each cell of a column as written at `depth` (the record's keys): in
+    C calls for scalars and flat containers, else a cell at a time."""
     if kinds == _TEXT:
         return list(map(_text, column))
     if kinds <= _SCALAR_TYPES:
         return _rows_encoder()(list(column))[1:-1].split(_CUT)
     filled = _column(column, kinds, depth)
-    if filled is None:
-        return None
+    if filled is None:  # deeper containers (a gate's argv), or what `default` writes
+        texts = []
+        for cell in column:
+            written: list[str] = []
+            _write(cell, depth, written)
+            texts.append("".join(written))
+        return texts
     full, written = filled
     plain = [None if f else cell for cell, f in zip(column, full, strict=True)]
     texts = _rows_encoder()(plain)[1:-1].split(_CUT)
@@ -308,7 +342,7 @@ def _column_texts(column: tuple[Any, ...], kinds: set[type], depth: int) -> list
     return [next(nested) if f else text for text, f in zip(texts, full, strict=True)]
 
 
-def _column(column: tuple[Any, ...], kinds: set[type], depth: int
+def _column(column: Sequence[Any], kinds: set[type], depth: int
             ) -> tuple[list[bool], list[str]] | None:
     """Which cells hold a non-empty container, and each one's text written
     at `depth` (the record's keys); None unless every container is flat

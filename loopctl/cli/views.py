@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
+from loopctl.cli.direct import listing
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import (
     STATUS_STYLE,
@@ -44,7 +45,7 @@ def ls(as_json: JsonOpt = False) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
     with common.no_cycle_collection():
         if as_json:
-            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
+            emit({"version": common.JSON_VERSION, "loops": listing(store())})
             return
         loops = reading.list_brief(store())
         if not loops:
@@ -77,7 +78,8 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     """Show where a loop stands (all loops without NAME)."""
     if name is None:
         if as_json:
-            emit({"version": common.JSON_VERSION, "loops": reading.list_loops(store())})
+            with common.no_cycle_collection():
+                emit({"version": common.JSON_VERSION, "loops": listing(store())})
         else:
             ls(as_json=False)
         return

@@ -22,54 +22,77 @@ from loopctl.storage.store import Store
 
 def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
              name: str | None = None, invalid: str | None = None) -> dict[str, Any]:
-    """The stable JSON shape of one loop (documented in the README). One
-    dict written out, and each state field read once: `ls --json` builds
-    10,000 of these."""
+    """The stable JSON shape of one loop (documented in the README): the
+    columns of `loop_columns` for this one loop."""
     if invalid or loop is None or st is None:
         return {"name": loop.name if loop else name, "status": "invalid", "error": invalid}
-    get = st.get
-    run, reason, deadline = st["run"], get("reason"), st["deadline"]
-    last_run_id = get("last_run_id")
+    return {key: column[0] for key, column in loop_columns([loop], [st], now).items()}
+
+
+def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
+                 now: float) -> dict[str, list[Any]]:
+    """The LOOP object of each loop (reconciled state entries, in the same
+    order), a field at a time: `ls --json` of 10,000 loops builds columns
+    and writes them (cli/jsontext.Table) without a mapping per loop. The
+    one definition of the shape: `describe` is this for one loop."""
+    both = list(zip(loops, states, strict=True))
     return {
-        "name": loop.name, "status": "running" if run else st["status"],
-        "reason": reason,
-        "schedule": {"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
-                     "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()},
-        "agent": loop.agent, "command": list(loop.command) if loop.command else None,
-        "fallback_agent": loop.fallback_agent,
-        "cwd": loop.cwd,
-        "runs": {"used": st["iterations"], "limit": loop.max_runs or None},
-        "failures": {"consecutive": st["failures"], "limit": loop.max_failures or None},
-        "cost_usd": {"spent": get("cost_usd", 0.0), "budget": loop.budget_usd},
-        "created_at": iso(st["created"]), "deadline": iso(deadline),
-        "deadline_remaining_s": max(round(deadline - now), 0),
-        "next_fire": iso(st["next_due"]) if st["status"] == "active" else None,
-        "last_run": {"run_id": last_run_id, "outcome": get("last_outcome"),
-                     "ended_at": iso(get("last_end"))} if last_run_id else None,
-        "current_run": {"run_id": run["run_id"], "started_at": iso(run.get("started_at"))}
-        if run else None,
-        "pending_fire": bool(get("pending")),
-        "after_run": get("after_run"),
-        "recent_outcomes": list(get("outcomes") or ()),
-        "last_decision": get("last_decision"),
-        "ended_at": iso(get("ended_at")), "observed_at": iso(get("observed_at")),
-        "note": get("note"),
-        "rate_limited_until": iso(get("resume_at")) if reason == "rate_limited" else None,
-        "hook_error": _delivery_error(get("hook_error")),
-        "notify": [mask(url) for url in loop.notify] if loop.notify else [],
-        "workspace": {"base": loop.base, "branch_prefix": loop.branch_prefix,
-                      "push": loop.push, "pr": loop.pr, "merge": loop.merge,
-                      "fix_attempts": loop.fix_attempts if loop.pr else None}
-        if loop.worktree else None,
-        "pr_feedback": get("pr_feedback"),
-        "notes": loop.notes,
-        "last_handoff": get("last_handoff"),
-        "notify_error": _delivery_error(get("notify_error")),
-        "gate": {"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
-        else None,
-        "triggers_pending": (get("triggered") or {}).get("count", 0),
-        "check": verify.describe(loop), "last_check": get("last_check"),
+        "name": [loop.name for loop in loops],
+        "status": ["running" if st["run"] else st["status"] for st in states],
+        "reason": [st.get("reason") for st in states],
+        "schedule": [{"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
+                      "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()}
+                     for loop in loops],
+        "agent": [loop.agent for loop in loops],
+        "command": [list(loop.command) if loop.command else None for loop in loops],
+        "fallback_agent": [loop.fallback_agent for loop in loops],
+        "cwd": [loop.cwd for loop in loops],
+        "runs": [{"used": st["iterations"], "limit": loop.max_runs or None} for loop, st in both],
+        "failures": [{"consecutive": st["failures"], "limit": loop.max_failures or None}
+                     for loop, st in both],
+        "cost_usd": [{"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd}
+                     for loop, st in both],
+        "created_at": [iso(st["created"]) for st in states],
+        "deadline": [iso(st["deadline"]) for st in states],
+        "deadline_remaining_s": [round(st["deadline"] - now) if st["deadline"] > now else 0
+                                 for st in states],
+        "next_fire": [iso(st["next_due"]) if st["status"] == "active" else None
+                      for st in states],
+        "last_run": [{"run_id": st["last_run_id"], "outcome": st.get("last_outcome"),
+                      "ended_at": iso(st.get("last_end"))} if st.get("last_run_id") else None
+                     for st in states],
+        "current_run": [{"run_id": st["run"]["run_id"],
+                         "started_at": iso(st["run"].get("started_at"))} if st["run"] else None
+                        for st in states],
+        "pending_fire": [bool(st.get("pending")) for st in states],
+        "after_run": [st.get("after_run") for st in states],
+        "recent_outcomes": [list(st.get("outcomes") or ()) for st in states],
+        "last_decision": [st.get("last_decision") for st in states],
+        "ended_at": [_iso(st.get("ended_at")) for st in states],
+        "observed_at": [_iso(st.get("observed_at")) for st in states],
+        "note": [st.get("note") for st in states],
+        "rate_limited_until": [iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
+                               else None for st in states],
+        "hook_error": [_delivery_error(st.get("hook_error")) for st in states],
+        "notify": [[mask(url) for url in loop.notify] if loop.notify else [] for loop in loops],
+        "workspace": [{"base": loop.base, "branch_prefix": loop.branch_prefix,
+                       "push": loop.push, "pr": loop.pr, "merge": loop.merge,
+                       "fix_attempts": loop.fix_attempts if loop.pr else None}
+                      if loop.worktree else None for loop in loops],
+        "pr_feedback": [st.get("pr_feedback") for st in states],
+        "notes": [loop.notes for loop in loops],
+        "last_handoff": [st.get("last_handoff") for st in states],
+        "notify_error": [_delivery_error(st.get("notify_error")) for st in states],
+        "gate": [{"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
+                 else None for loop in loops],
+        "triggers_pending": [(st.get("triggered") or {}).get("count", 0) for st in states],
+        "check": [verify.describe(loop) for loop in loops],
+        "last_check": [st.get("last_check") for st in states],
     }
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else iso(ts)
 
 
 def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -93,15 +116,29 @@ def masked(raw: Any) -> Any:
 
 
 def list_loops(store: Store) -> list[dict[str, Any]]:
+    listed = list_columns(store)
+    if isinstance(listed, list):
+        return listed
+    return [dict(zip(listed, row, strict=True)) for row in zip(*listed.values(), strict=True)]
+
+
+def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
+    """Every loop's LOOP object, in file order: as columns (`loop_columns`)
+    when every loop is valid, else as a list (an invalid loop has three
+    fields)."""
     defs, state, now = snapshot(store)
-    out = []
-    for name in defs.names:
-        if name in defs.invalid:
-            out.append(describe(None, None, now, name=str(name), invalid=defs.invalid[name]))
-        else:
-            out.append(with_reason(store, describe(defs.loops[name], state["loops"][name],
-                                                   now)))
-    return out
+    names, entries, invalid = defs.names, state["loops"], defs.invalid
+    if any(name in invalid for name in names):
+        return [describe(None, None, now, name=str(name), invalid=invalid[name])
+                if name in invalid else
+                with_reason(store, describe(defs.loops[name], entries[name], now))
+                for name in names]
+    columns = loop_columns([defs.loops[name] for name in names],
+                           [entries[name] for name in names], now)
+    for name, last in zip(names, columns["last_run"], strict=True):
+        if last:
+            with_reason(store, {"name": name, "last_run": last})
+    return columns
 
 
 def list_brief(store: Store) -> list[dict[str, Any]]:
