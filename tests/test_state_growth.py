@@ -106,7 +106,8 @@ def test_new_entries_hold_the_schema_initials_and_share_no_list() -> None:
     SCHEMA initial (bar what the definition decides), and no two entries
     share a list (appending to one loop's outcomes must not touch another's)."""
     loop = parse_loop("a", {"prompt": "p", "command": ["true"], "every": "1h"})
-    first, second = new_loop_state(loop, START), new_loop_state(loop, START + 1)
+    first = new_loop_state(loop, START, zone=UTC)
+    second = new_loop_state(loop, START + 1, zone=UTC)
     decided = {"created", "deadline", "schedule_key", "next_due"}
     assert {k: v for k, v in first.items() if k not in decided} == {
         k: f.initial for k, f in SCHEMA.items() if k not in decided}
