@@ -45,6 +45,7 @@ def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
         "current_run": {"run_id": st["run"]["run_id"], "started_at": iso(
             st["run"].get("started_at"))} if st.get("run") else None,
         "pending_fire": bool(st.get("pending")),
+        "queued_since": iso(st.get("queued_at")) if st["status"] == "active" else None,
         "after_run": st.get("after_run"),
         "recent_outcomes": list(st.get("outcomes", [])),
         "last_decision": st.get("last_decision"),
@@ -184,9 +185,13 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
 
 
 def validate(store: Store, path: Path | None) -> dict[str, Any]:
+    from loopctl.domain.capacity import caps_of
+
     defs = store.read_defs(path)
+    caps = caps_of(defs.top)
     return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
-            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items()))}
+            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
+            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent}
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loopctl.domain import valves
+from loopctl.domain import capacity, valves
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
@@ -51,6 +51,10 @@ class Pass:
     lost: list[tuple[str, dict[str, Any]]] = factory(list)
     replace: list[tuple[str, dict[str, Any]]] = factory(list)
     deferred: list[tuple[str, float]] = factory(list)
+    # Due and within limits, beyond a concurrency cap: (name, queued since).
+    queued: list[tuple[str, float]] = factory(list)
+    # Due and within limits: (name, missed); `admit` claims or queues them.
+    due: list[tuple[str, int]] = factory(list)
     changed: bool = False
 
 
@@ -114,6 +118,10 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     }
     if triggered:
         run["triggers"] = triggered["count"]
+    queued_at = st.get("queued_at")
+    if queued_at is not None:  # it waited for a slot (DESIGN §18)
+        run["queued_s"] = round(max(now - queued_at, 0.0), 3)
+        st["queued_at"] = None
     st["run"] = run
     st["pending"] = False
     # Cron keeps counting slots while a run is in flight so overlap can act;
@@ -132,7 +140,9 @@ def unclaim(st: LoopState, why: str) -> None:
 
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
-         now: float, alive: Alive, only: str | None = None) -> Pass:
+         now: float, alive: Alive, only: str | None = None,
+         caps: capacity.Caps | None = None) -> Pass:
+    """Claim what is due, up to `caps` (None: no cap)."""
     result = Pass()
     for name, st in state["loops"].items():
         if only is not None and name != only:
@@ -157,7 +167,36 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
+    admit(loops, state["loops"], now, alive, caps, result, only)
     return result
+
+
+def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive: Alive,
+          caps: capacity.Caps | None, result: Pass, only: str | None = None) -> None:
+    """Claim the due loops there is room for, oldest due first; the rest
+    stay due and are marked queued (DESIGN §18). Counted here, under the
+    lock the claims are made under, from what state.json says is running."""
+    due = {name: missed for name, missed in result.due}
+    started, waiting = list(due), list[str]()
+    if caps is not None:
+        busy = capacity.in_flight(entries, loops, alive)
+        started, waiting = capacity.admit(
+            ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
+    for name in started:
+        st = entries[name]
+        result.fired.append((name, claim(loops[name], st, now, "schedule", due[name])))
+        result.changed = True
+    for name in waiting:
+        st = entries[name]
+        if st["queued_at"] is None:
+            st["queued_at"] = now
+            result.changed = True
+        result.queued.append((name, st["queued_at"]))
+    for name, st in entries.items():
+        # No longer waiting (paused, edited, removed from the queue by a run).
+        if st.get("queued_at") is not None and name not in due and (only in (None, name)):
+            st["queued_at"] = None
+            result.changed = True
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass) -> None:
@@ -192,8 +231,7 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.changed = True
         result.skipped.append((name, "missed (catch-up none)"))
         return
-    result.fired.append((name, claim(loop, st, now, "schedule", missed)))
-    result.changed = True
+    result.due.append((name, missed))
 
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,

@@ -20,7 +20,7 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
                "needs_review", "handoff_note", "sandbox")
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions",
-                 "triggers")
+                 "triggers", "queued_s")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
                 "damaged", "gate")

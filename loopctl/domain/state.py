@@ -65,6 +65,8 @@ class LoopState(TypedDict):
     last_handoff: dict[str, Any] | None
     # Triggers accepted since the last fire (DESIGN §17): {"count", "at"}.
     triggered: dict[str, Any] | None
+    # Due, but held by a concurrency cap since then (DESIGN §18).
+    queued_at: float | None
 
 
 @record
@@ -178,6 +180,8 @@ def display_status(st: LoopState | dict[str, Any] | None) -> str:
         return "invalid"
     if st.get("run"):
         return "running"
+    if st.get("queued_at") is not None and st["status"] == ACTIVE:
+        return "queued"
     return str(st["status"])
 
 
@@ -217,6 +221,8 @@ def _run(value: Any) -> Any:
     for key in ("claimed_at", "started_at"):
         if value.get(key) is not None and check.moment(value[key]) is None:
             return check.INVALID
+    if value.get("queued_s") is not None and check.number(value["queued_s"], 0.0, 1e12) is None:
+        return check.INVALID
     for key in ("supervisor", "agent"):
         if _proc(value.get(key)) is check.INVALID:
             return check.INVALID
@@ -322,12 +328,13 @@ SCHEMA: dict[str, Field] = {
         isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
+    "queued_at": _field(_optional(check.moment), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered"})
+                       "triggered", "queued_at"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from loopctl.domain import lifecycle
+from loopctl.domain.capacity import caps_of
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.model import to_raw
 from loopctl.domain.plain import factory, record
@@ -31,6 +32,7 @@ class PassReport:
     skipped: list[dict[str, str]] = factory(list)
     lost: list[str] = factory(list)
     deferred: list[dict[str, Any]] = factory(list)
+    queued: list[dict[str, Any]] = factory(list)
     children: list[int] = factory(list)
     wake_at: float | None = None
     busy: bool = False
@@ -209,11 +211,13 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
 def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
     """The earliest time a loop that can fire needs a driver. Unlike the
     state's own `wake_at` (the tick fast path's conservative summary), it
-    skips invalid entries and loops blocked by an orphaned agent, whose past
-    due times would otherwise keep a daemon awake."""
+    skips invalid entries, loops blocked by an orphaned agent and loops
+    queued behind a concurrency cap, whose past due times would otherwise
+    keep a daemon awake: a slot frees when a run settles, which writes
+    state.json, which the daemon watches."""
     wakes = [w for name, st in state["loops"].items()
              if name in defs.loops and not st.get("orphan") and not st.get("run")
-             and (w := wake_time(st)) is not None]
+             and st.get("queued_at") is None and (w := wake_time(st)) is not None]
     return min(wakes) if wakes else None
 
 
@@ -228,7 +232,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         # A repaired entry was just paused (`error`): announce it like a limit.
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
-        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive)
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+                                caps=caps_of(defs.top))
         settle_lost(store, state, result.lost, now)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
@@ -263,6 +268,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]
+    report.queued = [{"loop": n, "since": iso(t)} for n, t in result.queued]
     report.invalid = dict(defs.invalid)
     return report
 
