@@ -271,6 +271,10 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     # A failure (DESIGN §5): an agent that kills its supervisor must not
     # escape --max-failures by doing it again and again.
     st["failures"] += 1
+    if loop is not None:
+        estimate = valves.charge(loop, st, "lost", None)
+        if estimate is not None:
+            run["cost_estimate"] = estimate  # for its record (engine/firing.record_lost)
     _apply_control(st, now)
     if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
         valves.pause_for(st, "failure_limit")
@@ -294,10 +298,13 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> dict[
         valves.record_result(loop, st, result.result_text)
     if result.session_id:
         st["session_id"] = result.session_id
-    if result.cost_usd:
-        st["cost_usd"] = round(st["cost_usd"] + result.cost_usd, 6)
+    estimate = valves.charge(loop, st, result.outcome, result.cost_usd)
     extra: dict[str, Any] = {}
     requested = _apply_decision(loop, st, result, now, extra)
+    if estimate is not None:
+        extra.update(cost_usd=estimate, cost_estimated=True)
+        extra["note"] = "; ".join(filter(None, (extra.get("note"), (
+            f"no cost read: charged ${estimate:g}, the most this loop's runs have cost"))))
     _apply_control(st, now)
     if st["status"] == ACTIVE:
         valves.after_run(loop, st, result, now)

@@ -23,7 +23,7 @@ NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "triggers", "queued_s")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged", "gate")
+                "damaged", "gate", "cost_estimated")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -77,6 +77,8 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
     out["left_out"] = _left_out(raw.get("left_out"))
     out["log_truncated"] = raw.get("log_truncated") is True
+    if raw.get("cost_estimated") is True:  # DESIGN §18: the cost is loopctl's estimate
+        out["cost_estimated"] = True
     out["gate"] = _gate(raw.get("gate"))
     if raw.get("gate") is not None and out["gate"] is None:
         damaged.append("gate")

@@ -67,6 +67,9 @@ class LoopState(TypedDict):
     triggered: dict[str, Any] | None
     # Due, but held by a concurrency cap since then (DESIGN §18).
     queued_at: float | None
+    # The most a run of this loop has cost: the estimate for a run whose
+    # cost could not be read (DESIGN §18).
+    max_run_cost: float
 
 
 @record
@@ -329,12 +332,13 @@ SCHEMA: dict[str, Field] = {
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
     "queued_at": _field(_optional(check.moment), None),
+    "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered", "queued_at"})
+                       "triggered", "queued_at", "max_run_cost"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -143,8 +143,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
         ended_at=None, observed_at=iso(now), exit_code=None,
         outcome="lost", missed=run.get("missed", 0), decision=None,
-        session_id=None, cost_usd=None,
+        session_id=None, cost_usd=run.get("cost_estimate"),
         log=str(store.paths.run_log(loop, run["run_id"])), note=note,
+        **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
     ))
     from loopctl.storage.runs import remember
 
