@@ -23,6 +23,7 @@ from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.engine import events, procs
 from loopctl.storage.definitions import Definitions
+from loopctl.storage.paths import file_signature
 from loopctl.storage.store import Store
 
 
@@ -36,6 +37,9 @@ class PassReport:
     children: list[int] = factory(list)
     wake_at: float | None = None
     busy: bool = False
+    # loops.yaml's and state.json's signatures as this pass left them, taken
+    # under its lock: a write by anyone after it (a run settling) differs.
+    signatures: tuple[Any, Any] | None = None
     invalid: dict[str, str] = factory(dict)
 
 
@@ -62,6 +66,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         return pid
     code = 1
     try:
+        _forget_daemon_signals()
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -79,6 +84,15 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
             pass
     finally:
         os._exit(code)
+
+
+def _forget_daemon_signals() -> None:
+    """A daemon's wake-up on its children's exit is its own (engine/daemon)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except ValueError:  # not the main thread: nothing was set up here
+        pass
 
 
 def wait_for_children(pids: list[int]) -> None:
@@ -265,6 +279,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             store.write_state(state)
         report.wake_at = fireable_wake(defs, state)
         report.busy = in_flight(state)
+        report.signatures = (file_signature(store.paths.loops_file),
+                             file_signature(store.paths.state_file))
     events.dispatch(store, pending)
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
