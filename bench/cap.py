@@ -27,7 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from _common import Workspace, env_for, header, loop_entry, loopctl, result, run_records
+from _common import (
+    Workspace,
+    env_for,
+    header,
+    loop_entry,
+    loopctl,
+    result,
+    run_records,
+    write_loops,
+)
 
 AGENT = ('echo "start $(date +%s.%N)" >> "$1"; sleep "$2"; '
          'echo "end $(date +%s.%N)" >> "$1"')
@@ -72,10 +81,7 @@ def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]
     marks = home / "marks"
     entries = [loop_entry(f"l{i:03d}", ["sh", "-c", AGENT, "agent", str(marks), str(work)],
                           every="1h") for i in range(loops)]
-    home.mkdir(mode=0o700, parents=True)
-    (home / "loops.yaml").write_text(f"version: 1\nmax_concurrent: {cap}\nloops:\n"
-                                     + "".join(entries))
-    (home / "loops.yaml").chmod(0o600)
+    write_loops(home, entries, top=f"max_concurrent: {cap}\n")
     daemon = subprocess.Popen(loopctl("daemon", "--quiet"), env=env_for(home),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     proc = psutil.Process(daemon.pid)
