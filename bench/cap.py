@@ -3,8 +3,8 @@
 Each loop's agent is a shell that notes its start and end (ns timestamps,
 one line each in a shared file) around `sleep --work` seconds. Measured:
 - the delay from a slot freeing (an agent's end) to the next agent's start:
-  each start after the first four is matched with the latest end before it
-  that no earlier start took; median and p90;
+  each start after the first four is matched with the earliest end before
+  it that no earlier start took; median and p90;
 - the daemon's CPU (itself, and the supervisors it forked and reaped), per
   run, and the wall time until all runs settled;
 - the same 100 loops with `max_concurrent: 0` (no cap), in the same run: the
@@ -49,7 +49,8 @@ def events(path: Path) -> list[tuple[float, str]]:
 
 def handoff_delays(rows: list[tuple[float, str]], cap: int) -> list[float]:
     """For every start beyond the first `cap`: its time since the slot it
-    took was freed (the latest end before it not yet taken)."""
+    took was freed (the earliest end before it not yet taken: slots are
+    refilled in the order they free)."""
     free: list[float] = []
     delays = []
     started = 0
@@ -59,7 +60,7 @@ def handoff_delays(rows: list[tuple[float, str]], cap: int) -> list[float]:
         else:
             started += 1
             if started > cap and free:
-                delays.append(at - free.pop())
+                delays.append(at - free.pop(0))
     return delays
 
 
