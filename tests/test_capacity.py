@@ -166,6 +166,19 @@ def test_a_crashed_run_frees_its_slot_in_the_pass_that_finds_it_lost() -> None:
     assert names(result) == ["b"]
 
 
+def test_run_by_hand_does_not_count_a_dead_supervisor_of_another_loop() -> None:
+    """`run NAME` plans only its loop: the others' lost runs are not yet
+    recorded, and must not hold a slot meanwhile."""
+    w = World(capacity.Caps(1), a="shell", b="shell")
+    w.due("a", T0 - 2)
+    w.due("b", T0 + 3600)
+    assert names(w.plan(T0)) == ["a"]
+    w.dead.add(w.st("a")["run"]["supervisor"]["pid"])
+    w.due("b", T0 + 5)
+    result = lifecycle.plan(w.loops, {}, w.state, T0 + 10, w.alive, only="b", caps=w.caps)
+    assert names(result) == ["b"] and result.lost == []
+
+
 def test_an_orphaned_agent_still_running_holds_a_slot() -> None:
     w = World(capacity.Caps(1), a="shell", b="shell")
     w.st("a")["orphan"] = {"pid": 7, "ct": 1.0}
@@ -301,6 +314,13 @@ def test_twenty_ticks_under_a_cap_start_each_loop_once_and_never_more_than_the_c
     listed = {row["name"]: row["status"] for row in cli.json("ls")["loops"]}
     assert sorted(n for n, s in listed.items() if s == "queued") == queued
     assert cli.json("status", queued[0])["queued_since"] is not None
+    assert "next fire  when a slot frees (queued" in cli("status", queued[0]).stdout
+    table = cli("ls").stdout
+    assert all("queued" in row and "next slot" in row for row in table.splitlines()
+               if row.split()[:1] and row.split()[0] in queued), table
+    [capacity_finding] = [f for f in json.loads(cli("doctor", "--json").stdout)["findings"]
+                          if f["check"] == "capacity"]
+    assert "3 run(s) in flight; 5 queued" in capacity_finding["message"]
     report = cli.json("tick")
     assert sorted(q["loop"] for q in report["queued"]) == queued and report["fired"] == []
     gate.touch()

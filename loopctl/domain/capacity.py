@@ -14,7 +14,6 @@ counting at once: the pass that counts is the one that records it lost.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -52,10 +51,10 @@ class Caps:
 
 def check_count(value: Any, key: str) -> int:
     """A whole number 0..LIMIT, or one line naming `key`. YAML gives `1e9`
-    as text and `.nan` as a float; `true` is a bool, which is an int in
-    Python and is refused here too."""
+    as text and `.nan` as a float (not a whole one, nor is `.inf`); `true`
+    is a bool, which is an int in Python and is refused here too."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or isinstance(value, float) and (math.isnan(value) or not value.is_integer()) \
+            or isinstance(value, float) and not value.is_integer() \
             or not 0 <= value <= LIMIT:
         raise UsageError(f"top level: {key!r} must be a whole number from 0 (unlimited) to "
                          f"{LIMIT}, got {shorten(repr(value), 40)}")
