@@ -227,6 +227,7 @@ def test_damaged_queued_values_in_state_are_repaired() -> None:
 
 def write_top(cli: CLI, text: str) -> Path:
     path = cli.home / "loops.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
     body = path.read_text() if path.exists() else "version: 1\nloops: {}\n"
     path.write_text(text + body)
     return path
@@ -251,6 +252,15 @@ def test_a_cap_that_cannot_be_read_fires_nothing(cli: CLI, top: str) -> None:
     doctor = cli("doctor", "--json")
     assert doctor.returncode != 0 and key in doctor.stdout
     assert path.read_bytes() == before  # nothing rewrote it
+
+
+def test_an_int_too_long_for_python_is_one_short_line(cli: CLI) -> None:
+    """5,000 digits: Python refuses to read the int (its 4,300-digit limit),
+    so the YAML reader stops at the line, before any key is checked."""
+    write_top(cli, "max_concurrent: " + "9" * 5000 + "\n")
+    proc = cli("tick")
+    [message] = proc.stderr.strip().splitlines()
+    assert proc.returncode == 3 and "line 1" in message and len(message) < 300, message
 
 
 def test_doctor_and_validate_show_the_caps(cli: CLI) -> None:

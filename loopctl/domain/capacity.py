@@ -57,7 +57,7 @@ def check_count(value: Any, key: str) -> int:
             or isinstance(value, float) and not value.is_integer() \
             or not 0 <= value <= LIMIT:
         raise UsageError(f"top level: {key!r} must be a whole number from 0 (unlimited) to "
-                         f"{LIMIT}, got {shorten(repr(value), 40)}")
+                         f"{LIMIT}, got {shorten(value, 40)}")
     return int(value)
 
 
@@ -76,7 +76,7 @@ def check_caps(top: dict[str, Any]) -> Caps:
     for name, value in raw.items():
         if name not in PRESETS:
             raise UsageError(f"top level: 'max_concurrent_per_agent' names "
-                             f"{shorten(repr(name), 40)}, which is not an agent preset; "
+                             f"{shorten(name, 40)}, which is not an agent preset; "
                              f"expected one of {', '.join(PRESETS)}")
         per_agent[name] = check_count(value, f"max_concurrent_per_agent.{name}")
     return Caps(total, per_agent)
