@@ -101,3 +101,18 @@ def test_a_killed_runaway_counts_toward_the_budget(cli: CLI, tmp_path: Path,
     status = cli.json("status", "spender")
     assert (status["status"], status["reason"]) == ("paused", "budget_limit")
     assert status["cost_usd"]["spent"] == pytest.approx(0.8)
+
+
+def test_the_record_of_a_lost_run_says_its_cost_is_an_estimate(home: Path) -> None:
+    import json
+
+    from loopctl.engine.firing import record_lost
+    from loopctl.storage.store import Store
+
+    store = Store()
+    run = {"run_id": "20261202T000000Z-0001", "iteration": 1, "due_at": T0,
+           "cost_estimate": 0.9, "queued_s": 3.5}
+    record_lost(store, "l", run, T0 + 5)
+    record = json.loads(store.paths.run_record("l", run["run_id"]).read_text())
+    assert (record["outcome"], record["cost_usd"], record["cost_estimated"],
+            record["queued_s"]) == ("lost", 0.9, True, 3.5)
