@@ -355,12 +355,15 @@ def test_a_daemon_starts_the_next_queued_loop_when_a_slot_frees(cli: CLI) -> Non
         cli("start", "p", "--name", name, "--every", "1h", "--command",
             agent_command("--sleep", "0.5"), check=0)
     write_top(cli, "max_concurrent: 1\n")
-    daemon = cli.popen("daemon", "--quiet", stderr=subprocess.PIPE)
+    daemon = cli.popen("daemon", stderr=subprocess.PIPE)
     try:
         wait_for(lambda: all(cli.records(n) for n in "abc"), timeout=90)
     finally:
         daemon.terminate()
-        daemon.wait(timeout=30)
+        _, log = daemon.communicate(timeout=30)
+    # Each wait is logged once, when it begins.
+    assert [line.split("daemon: ")[1].split(":")[0] for line in log.splitlines()
+            if "the concurrency cap is reached" in line] == ["queued b", "queued c"], log
     records = sorted((cli.records(n)[0] for n in "abc"), key=lambda r: r["started_at"])
     spans = [(parse_iso(r["started_at"]), parse_iso(r["ended_at"])) for r in records]
     assert all(spans[i][1] <= spans[i + 1][0] + 1 for i in range(2)), spans

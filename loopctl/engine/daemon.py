@@ -42,6 +42,7 @@ class Daemon:
         self.children: list[int] = []
         self.last_error: str | None = None
         self.busy = False
+        self.queued: set[str] = set()  # loops waiting for a slot, logged once
         from loopctl.engine.narrator import Narrator
 
         self.narrator = Narrator(store)
@@ -140,6 +141,11 @@ class Daemon:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
             self.narrator.fired(fired["loop"], fired["run_id"])
+        queued = {q["loop"] for q in report.queued}
+        for loop in sorted(queued - self.queued):
+            self.log(f"queued {loop}: the concurrency cap is reached; it starts when a slot "
+                     "frees")
+        self.queued = queued
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
         for line in self.narrator.lines():
