@@ -391,3 +391,28 @@ def test_run_by_hand_waits_for_the_cap_unless_forced(cli: CLI, tmp_path: Path) -
     finally:
         gate.touch()
         wait_for(lambda: cli.records("busy"), timeout=60)
+
+
+@pytest.mark.slow
+def test_a_supervisor_killed_under_the_daemon_frees_its_slot(cli: CLI, tmp_path: Path) -> None:
+    import os
+    import signal
+
+    gate, starts = tmp_path / "gate", tmp_path / "starts"
+    cli("start", "p", "--name", "a", "--every", "1h", "--command",
+        gated_command(gate, starts), check=0)
+    cli("start", "p", "--name", "b", "--every", "1h", "--command", agent_command(), check=0)
+    write_top(cli, "max_concurrent: 1\n")
+    daemon = cli.popen("daemon", "--quiet", stderr=subprocess.DEVNULL)
+    try:
+        run = wait_for(lambda: (cli.state()["loops"]["a"]["run"] or {}).get("agent")
+                       and cli.state()["loops"]["a"]["run"], timeout=60)
+        assert cli.state()["loops"]["b"]["queued_at"] is not None
+        os.kill(run["supervisor"]["pid"], signal.SIGKILL)
+        wait_for(lambda: cli.records("b"), timeout=60)
+    finally:
+        gate.touch()
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    assert cli.records("a")[0]["outcome"] == "lost"
+    assert cli.records("b")[0]["outcome"] == "ok" and cli.records("b")[0]["queued_s"] > 0

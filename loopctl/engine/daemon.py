@@ -87,15 +87,15 @@ class Daemon:
                         self._sleep(min(heartbeat_every, WATCH_INTERVAL * 5))
                         continue
                     next_heartbeat = now + heartbeat_every
+                killed = self._reap()
                 current = self.signatures()
-                checking = self.busy and now - last_pass >= IN_FLIGHT_CHECK
+                checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
                 if current != seen or checking or (wake_at is not None and now >= wake_at):
                     wake_at, seen = self._pass(now)
                     last_pass = now
                     if wake_at is not None and wake_at <= now:
                         # Still due after a pass: never spin; look again in a second.
                         wake_at = now + WATCH_INTERVAL
-                self._reap()
                 deadline = min(t for t in (wake_at, next_heartbeat, now + WATCH_INTERVAL)
                                if t is not None)
                 self._sleep(deadline - clock.now())
@@ -154,8 +154,11 @@ class Daemon:
         self.busy = report.busy
         return report.wake_at, report.signatures or self.signatures()
 
-    def _reap(self) -> None:
-        self.children = reap_children(self.children)
+    def _reap(self) -> bool:
+        """True when a supervisor was killed: its run is lost, and its slot
+        under `max_concurrent` is free once a pass records that."""
+        self.children, killed = reap_children(self.children)
+        return killed
 
     def _sleep(self, seconds: float) -> None:
         """Until `seconds` pass or a signal arrives (see `_wake_on_signals`)."""

@@ -103,17 +103,20 @@ def wait_for_children(pids: list[int]) -> None:
             pass
 
 
-def reap_children(pids: list[int]) -> list[int]:
-    """Collect the supervisors that have exited; return those still running."""
-    running = []
+def reap_children(pids: list[int]) -> tuple[list[int], bool]:
+    """Collect the supervisors that have exited; return those still running,
+    and whether one was killed by a signal (it left its run unsettled)."""
+    running, killed = [], False
     for pid in pids:
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             continue
         if done == 0:
             running.append(pid)
-    return running
+        elif os.WIFSIGNALED(status):
+            killed = True
+    return running, killed
 
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
