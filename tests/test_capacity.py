@@ -333,6 +333,8 @@ def test_twenty_ticks_under_a_cap_start_each_loop_once_and_never_more_than_the_c
     assert "3 run(s) in flight; 5 queued" in capacity_finding["message"]
     report = cli.json("tick")
     assert sorted(q["loop"] for q in report["queued"]) == queued and report["fired"] == []
+    plain = cli("tick").stdout.splitlines()
+    assert sorted(row.split()[1] for row in plain if row.startswith("queued ")) == queued
     gate.touch()
     # Tick until every loop has run; each tick starts at most what is free.
     wait_for(lambda: cli("tick", "--quiet") and all(
