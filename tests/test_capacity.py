@@ -209,6 +209,23 @@ def test_the_run_counts_under_the_preset_it_was_claimed_with() -> None:
     assert (busy[capacity.ALL], busy["claude"], busy["codex"]) == (1, 1, 0)
 
 
+def test_a_daemon_sleeps_past_a_queue_only_while_something_runs() -> None:
+    """Queued loops wait for a run to settle (a file change, a SIGCHLD);
+    with nothing in flight, as when the agent of a lost run that held the
+    slot was killed after the pass, they are due at once, not stranded."""
+    from loopctl.engine.firing import fireable_wake
+    from loopctl.storage.definitions import Definitions
+
+    w = World(capacity.Caps(1), a="shell", b="shell")
+    w.due("a", T0 - 2)
+    w.due("b", T0 - 1)
+    w.plan(T0)
+    defs = Definitions(loops=w.loops)
+    assert fireable_wake(defs, w.state) is None  # b waits for a to settle
+    w.st("a")["run"] = None  # a ended, its state not yet re-planned
+    assert fireable_wake(defs, w.state) == T0 - 1
+
+
 def test_damaged_queued_values_in_state_are_repaired() -> None:
     from loopctl.domain.state import repair
 

@@ -230,13 +230,18 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
 def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
     """The earliest time a loop that can fire needs a driver. Unlike the
     state's own `wake_at` (the tick fast path's conservative summary), it
-    skips invalid entries, loops blocked by an orphaned agent and loops
-    queued behind a concurrency cap, whose past due times would otherwise
-    keep a daemon awake: a slot frees when a run settles, which writes
-    state.json, which the daemon watches."""
+    skips invalid entries, loops blocked by an orphaned agent and, while
+    anything is in flight, loops queued behind a concurrency cap, whose past
+    due times would otherwise keep a daemon awake: a slot frees when a run
+    settles (state.json changes, a supervisor's SIGCHLD) or when the
+    in-flight check finds one lost. With nothing in flight (the agent of a
+    lost run, counted when the pass queued them, was killed after), they
+    are due now."""
+    running = in_flight(state)
     wakes = [w for name, st in state["loops"].items()
              if name in defs.loops and not st.get("orphan") and not st.get("run")
-             and st.get("queued_at") is None and (w := wake_time(st)) is not None]
+             and (st.get("queued_at") is None or not running)
+             and (w := wake_time(st)) is not None]
     return min(wakes) if wakes else None
 
 
