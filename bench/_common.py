@@ -95,9 +95,10 @@ def loop_entry(name: str, command: list[str], every: str = "1h", after: str | No
     return "\n".join(lines) + "\n"
 
 
-def write_loops(home: Path, entries: list[str]) -> None:
+def write_loops(home: Path, entries: list[str], top: str = "") -> None:
+    """`top`: top-level settings, e.g. "max_concurrent: 0\n"."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    text = "version: 1\nloops:\n" + "".join(entries)
+    text = "version: 1\n" + top + "loops:\n" + "".join(entries)
     path = home / "loops.yaml"
     path.write_text(text)
     path.chmod(0o600)

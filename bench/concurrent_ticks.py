@@ -55,8 +55,9 @@ EXTRA: collections.defaultdict[int, list[tuple[float, float]]] = collections.def
 
 def template(ws: Workspace) -> Path:
     home = ws.home("template")
+    # All at once: the race of many drivers, not the cap (bench/cap.py).
     write_loops(home, [loop_entry(f"loop{i:03d}", ["true"], every="1h", after="2s")
-                       for i in range(LOOPS)])
+                       for i in range(LOOPS)], top="max_concurrent: 0\n")
     out = json.loads(check(loopctl("tick", "--json"), env_for(home)))
     assert not out["fired"], out["fired"]
     wake = json.loads((home / "state" / "state.json").read_text())["wake_at"]

@@ -50,6 +50,9 @@ def test_daemon_fires_every_2s_loop_repeatedly(cli: CLI) -> None:
 def test_twenty_ticks_fire_ten_due_loops_once_each(cli: CLI) -> None:
     for n in range(10):
         start(cli, f"loop{n}", "--print", f"hello {n}")
+    # All ten at once: the capped race is tests/test_capacity.py's.
+    loops_file = cli.home / "loops.yaml"
+    loops_file.write_text("max_concurrent: 0\n" + loops_file.read_text())
     ticks = [cli.popen("tick", "--quiet", stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL) for _ in range(20)]
     assert [t.wait(timeout=60) for t in ticks] == [0] * 20

@@ -30,6 +30,7 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
                           "fired": report.fired if report else [],
                           "skipped": report.skipped if report else [],
                           "deferred": report.deferred if report else [],
+                          "queued": report.queued if report else [],
                           "lost": report.lost if report else [],
                           "runs": result.records}, indent=2, default=str, allow_nan=False))
     elif result.deferred_to:
@@ -39,6 +40,8 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     elif report and not quiet:
         for fired in report.fired:
             print(f"fired {fired['loop']} ({fired['run_id']})")
+        for queued in report.queued:
+            print(f"queued {queued['loop']} (due; waiting for a free slot: max_concurrent)")
         for error in report.invalid.values():
             print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
     return result.exit_code() if wait else 0

@@ -12,7 +12,8 @@ from loopctl.domain.untrusted import line
 
 STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
 STATUS_STYLE = {"active": "green", "running": "cyan", "paused": "yellow", "failed": "red",
-                "invalid": "red", "expired": "dim", "stopped": "dim", "completed": "green"}
+                "queued": "cyan", "invalid": "red", "expired": "dim", "stopped": "dim",
+                "completed": "green"}
 
 
 def use_color(stream: Any = None) -> bool:

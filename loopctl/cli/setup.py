@@ -30,6 +30,9 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
     else:
         for error in result["invalid"].values():
             print(f"invalid: {line(error)}")
+        from loopctl.domain.capacity import Caps
+
+        print(Caps(result["max_concurrent"], result["max_concurrent_per_agent"]).describe())
         print(f"{result['file']}: {len(result['valid'])} valid, "
               f"{len(result['invalid'])} invalid")
     if result["invalid"]:

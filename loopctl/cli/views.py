@@ -64,10 +64,9 @@ def ls_table(loops: list[dict[str, Any]], now: float) -> str:
             last = loop["last_outcome"] or "-"
             if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
                 last = f"{last}: {loop['last_reason']}"
-            rows.append([
-                loop["name"], loop["schedule"], status,
-                f"{loop['used']}/{loop['limit'] or '∞'}", relative(loop["next_fire"], now), last,
-            ])
+            nxt = "next slot" if loop["status"] == "queued" else relative(loop["next_fire"], now)
+            rows.append([loop["name"], loop["schedule"], status,
+                         f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(loop["status"]))
     return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
                  first=(5,))
@@ -137,6 +136,13 @@ def _pr_lines(info: dict[str, Any]) -> list[str]:
     return [f"  pr         {pr['url']}: {how}"]
 
 
+def _next_fire(info: dict[str, Any], now: float) -> str:
+    if info.get("queued_since"):
+        return (f"when a slot frees (queued {ago(ts(info['queued_since']), now)}; "
+                "max_concurrent)")
+    return relative(ts(info["next_fire"]), now)
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -158,7 +164,7 @@ def render_status(info: dict[str, Any]) -> str:
         + (f" of {format_usd(cost['budget'])}" if cost["budget"] is not None
            else " (no budget)"),
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
-        f"  next fire  {relative(ts(info['next_fire']), now)}",
+        f"  next fire  {_next_fire(info, now)}",
     ]
     lines += _gate_lines(info) + _check_lines(info)
     if info.get("current_run"):

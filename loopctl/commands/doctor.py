@@ -61,6 +61,7 @@ def doctor(store: Store) -> dict[str, Any]:
     active = [defs.loops[n] for n, st in state["loops"].items()
               if n in defs.loops and st["status"] == "active"]
     check_drivers(store, active, holder, add)
+    _check_capacity(defs, state, now, add)
     _doctor_worktrees(store, defs, state, add)
     from loopctl.domain.accounts import clean_table
     from loopctl.domain.accounts import findings as account_findings
@@ -98,7 +99,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
     name = loop.name
     due = st.get("next_due")
     if st["status"] == "active" and not st.get("run") and due is not None \
-            and now - due > OVERDUE_AFTER and not daemon:
+            and now - due > OVERDUE_AFTER and not daemon and st.get("queued_at") is None:
         add("error", "overdue",
             f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
             "no driver fired it (the `drivers` finding says which fix applies)")
@@ -115,6 +116,25 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: Add) -> None:
+    """The caps in force, what is in flight, and what waits for a slot."""
+    from loopctl.domain import capacity
+
+    caps = capacity.caps_of(defs.top)
+    busy = capacity.in_flight(state["loops"], defs.loops, procs.alive)
+    queued = sorted((st["queued_at"], name) for name, st in state["loops"].items()
+                    if st.get("queued_at") is not None and st["status"] == "active")
+    text = f"{caps.describe()}; {busy[capacity.ALL]} run(s) in flight"
+    if not queued:
+        add("ok", "capacity", text + ", none queued")
+        return
+    waited = now - queued[0][0]
+    names = ", ".join(repr(n) for _, n in queued[:5]) + (" ..." if len(queued) > 5 else "")
+    add("warn" if waited > OVERDUE_AFTER else "ok", "capacity",
+        f"{text}; {len(queued)} queued for a slot ({names}), the oldest for "
+        f"{format_rough(waited)}: raise max_concurrent in loops.yaml to run more at once")
 
 
 def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Add) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import locked_loop
-from loopctl.domain import lifecycle, valves
+from loopctl.domain import capacity, lifecycle, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.engine import events, procs
@@ -33,11 +33,13 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             st = state["loops"][name]
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
+            caps = capacity.caps_of(defs.top)
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                    only=name, zones=clock.zone_of, accounts=gate)
+                                    only=name, zones=clock.zone_of, accounts=gate, caps=caps)
             settle_lost(store, state, result.lost, now)
             state["defs_sig"] = defs.signature
-            busy = _busy(name, st, bool(result.fired))
+            busy = _busy(name, st, bool(result.fired)) \
+                or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
             # A fire plan() has just claimed was due and within limits.
             claimed = bool(result.fired)
             refusal = None if busy or claimed or mode == "force" \
@@ -80,6 +82,20 @@ def _held(gate: Gate, loop: LoopDef, now: float) -> str | None:
 
     entry = gate.check(loop, now).entry
     return f"held ({entry['kind']}): {hold_note(entry)}" if entry else None
+
+
+def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capacity.Caps,
+            mode: str, claimed: bool) -> str | None:
+    """A run started by hand counts toward the concurrency cap and waits
+    for it like a scheduled one (exit 75); `--force` runs it anyway."""
+    if claimed or mode == "force":
+        return None
+    busy = capacity.in_flight(state["loops"], loops, procs.alive)
+    why = capacity.full(caps, busy, capacity.agent_of(loops.get(name)))
+    if why is None:
+        return None
+    tail = "" if mode == "scheduled" else f"; or run it anyway with `loopctl run {name} --force`"
+    return f"not starting {name!r}: {why}{tail}"
 
 
 def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:

@@ -65,6 +65,8 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
                          "started_at": iso(st["run"].get("started_at"))} if st["run"] else None
                         for st in states],
         "pending_fire": [bool(st.get("pending")) for st in states],
+        "queued_since": [_iso(st.get("queued_at")) if st["status"] == "active" else None
+                         for st in states],
         "after_run": [st.get("after_run") for st in states],
         "recent_outcomes": [list(st.get("outcomes") or ()) for st in states],
         "last_decision": [st.get("last_decision") for st in states],
@@ -227,9 +229,13 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
 
 
 def validate(store: Store, path: Path | None) -> dict[str, Any]:
+    from loopctl.domain.capacity import caps_of
+
     defs = store.read_defs(path)
+    caps = caps_of(defs.top)
     return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
-            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items()))}
+            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
+            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent}
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

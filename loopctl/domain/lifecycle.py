@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 from typing import Any, Protocol
 
-from loopctl.domain import valves, verify
+from loopctl.domain import capacity, valves, verify
 from loopctl.domain.accounts import Verdict, hold
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
@@ -65,6 +65,12 @@ class Pass:
     deferred: list[tuple[str, float]] = factory(list)
     # Held by their account's mark (DESIGN §18): its one event names them.
     held: list[str] = factory(list)
+    # Due and within limits, beyond a concurrency cap: (name, queued since).
+    queued: list[tuple[str, float]] = factory(list)
+    # Due and within limits: (name, missed); `admit` claims or queues them.
+    due: list[tuple[str, int]] = factory(list)
+    # The fallback preset a due loop's fire runs with (its account is held).
+    fallback: dict[str, str] = factory(dict)
     changed: bool = False
 
 
@@ -127,6 +133,10 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     }
     if triggered:
         run["triggers"] = triggered["count"]
+    queued_at = st.get("queued_at")
+    if queued_at is not None:  # it waited for a slot (DESIGN §18)
+        run["queued_s"] = round(max(now - queued_at, 0.0), 3)
+        st["queued_at"] = None
     st["run"] = run
     st["pending"] = False
     # Cron keeps counting slots while a run is in flight so overlap can act;
@@ -146,7 +156,9 @@ def unclaim(st: LoopState, why: str) -> None:
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
          now: float, alive: Alive, only: str | None = None, *, zones: Zones,
-         accounts: AccountGate | None = None) -> Pass:
+         accounts: AccountGate | None = None, caps: capacity.Caps | None = None) -> Pass:
+    """Claim what is due, up to `caps` (None: no cap), holding the loops
+    whose account is held (`accounts`)."""
     result = Pass()
     for name, st in state["loops"].items():
         if only is not None and name != only:
@@ -171,7 +183,41 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
+    admit(loops, state["loops"], now, alive, caps, result, only, zones=zones)
     return result
+
+
+def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive: Alive,
+          caps: capacity.Caps | None, result: Pass, only: str | None = None, *,
+          zones: Zones) -> None:
+    """Claim the due loops there is room for, oldest due first; the rest
+    stay due and are marked queued (DESIGN §18). Counted here, under the
+    lock the claims are made under, from what state.json says is running."""
+    due = {name: missed for name, missed in result.due}
+    started, waiting = list(due), list[str]()
+    if caps is not None:
+        busy = capacity.in_flight(entries, loops, alive)
+        started, waiting = capacity.admit(
+            ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
+    for name in started:
+        st, loop = entries[name], loops[name]
+        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop))
+        if name in result.fallback:
+            # The fallback agent runs this fire (engine/accounts.spec_for).
+            run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
+        result.fired.append((name, run))
+        result.changed = True
+    for name in waiting:
+        st = entries[name]
+        if st["queued_at"] is None:
+            st["queued_at"] = now
+            result.changed = True
+        result.queued.append((name, st["queued_at"]))
+    for name, st in entries.items():
+        # No longer waiting (paused, edited, removed from the queue by a run).
+        if st.get("queued_at") is not None and name not in due and (only in (None, name)):
+            st["queued_at"] = None
+            result.changed = True
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass,
@@ -217,12 +263,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
         result.changed = True
         return
-    run = claim(loop, st, now, "schedule", missed, zone=zone)
     if verdict is not None and verdict.preset:
-        # The fallback agent runs this fire (engine/accounts.spec_for).
-        run["preset"], run["fallback_from"] = verdict.preset, loop.agent
-    result.fired.append((name, run))
-    result.changed = True
+        result.fallback[name] = verdict.preset
+    result.due.append((name, missed))
 
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
@@ -263,6 +306,10 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
     # A failure (DESIGN §5): an agent that kills its supervisor must not
     # escape --max-failures by doing it again and again.
     st["failures"] += 1
+    if loop is not None:
+        estimate = valves.charge(loop, st, "lost", None)
+        if estimate is not None:
+            run["cost_estimate"] = estimate  # for its record (engine/firing.record_lost)
     _apply_control(st, now)
     if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
         valves.pause_for(st, "failure_limit")
@@ -291,10 +338,13 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
         valves.record_result(loop, st, result.result_text)
     if result.session_id:
         st["session_id"] = result.session_id
-    if result.cost_usd:
-        st["cost_usd"] = round(st["cost_usd"] + result.cost_usd, 6)
+    estimate = valves.charge(loop, st, result.outcome, result.cost_usd)
     extra: dict[str, Any] = {}
     requested = _apply_decision(loop, st, result, now, extra)
+    if estimate is not None:
+        extra.update(cost_usd=estimate, cost_estimated=True)
+        extra["note"] = "; ".join(filter(None, (extra.get("note"), (
+            f"no cost read: charged ${estimate:g}, the most this loop's runs have cost"))))
     _apply_control(st, now)
     if st["status"] == ACTIVE:
         valves.after_run(loop, st, result, now)

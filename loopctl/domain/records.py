@@ -20,10 +20,10 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
                "needs_review", "handoff_note", "sandbox", "agent", "fallback_from")
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions",
-                 "triggers")
+                 "triggers", "queued_s")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged", "gate", "check", "pr_feedback")
+                "damaged", "gate", "check", "pr_feedback", "cost_estimated")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -90,6 +90,8 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["merged"] = raw.get("merged") if isinstance(raw.get("merged"), bool) else None
     out["left_out"] = _left_out(raw.get("left_out"))
     out["log_truncated"] = raw.get("log_truncated") is True
+    if raw.get("cost_estimated") is True:  # DESIGN §18: the cost is loopctl's estimate
+        out["cost_estimated"] = True
     out["gate"] = _gate(raw.get("gate"))
     if raw.get("gate") is not None and out["gate"] is None:
         damaged.append("gate")

@@ -71,6 +71,11 @@ class LoopState(TypedDict):
     # The newest PR the loop opened (DESIGN §16): {"url", "branch", "fixes",
     # "review"}; rules in domain/feedback.
     pr_feedback: dict[str, Any] | None
+    # Due, but held by a concurrency cap since then (DESIGN §18).
+    queued_at: float | None
+    # The most a run of this loop has cost: the estimate for a run whose
+    # cost could not be read (DESIGN §18).
+    max_run_cost: float
 
 
 @record
@@ -192,6 +197,8 @@ def display_status(st: LoopState | dict[str, Any] | None) -> str:
         return "invalid"
     if st.get("run"):
         return "running"
+    if st.get("queued_at") is not None and st["status"] == ACTIVE:
+        return "queued"
     return str(st["status"])
 
 
@@ -231,6 +238,8 @@ def _run(value: Any) -> Any:
     for key in ("claimed_at", "started_at"):
         if value.get(key) is not None and check.moment(value[key]) is None:
             return check.INVALID
+    if value.get("queued_s") is not None and check.number(value["queued_s"], 0.0, 1e12) is None:
+        return check.INVALID
     for key in ("supervisor", "agent"):
         if _proc(value.get(key)) is check.INVALID:
             return check.INVALID
@@ -368,12 +377,15 @@ SCHEMA: dict[str, Field] = {
     "triggered": _field(_triggered, None),
     "last_check": _field(_last_check, None),
     "pr_feedback": _field(lambda v: tracked_pr(v), None),
+    "queued_at": _field(_optional(check.moment), None),
+    "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered", "last_check", "pr_feedback"})
+                       "triggered", "last_check", "pr_feedback", "queued_at",
+                       "max_run_cost"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

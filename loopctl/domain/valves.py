@@ -179,3 +179,27 @@ def _iso(ts: float | None) -> str:
     from loopctl.domain.schedule import iso
 
     return iso(ts) or "a backoff"
+
+
+# A run whose agent ran and whose cost could not be read (killed, timed
+# out, a crash) is charged the loop's most expensive run so far, when the
+# loop has a budget (DESIGN §18): a runaway stuck in a tool loop until its
+# timeout must not look free to --budget-usd.
+ESTIMATED_OUTCOMES = ("ok", "failed", "timeout", "killed", "lost")
+
+
+def charge(loop: LoopDef, st: LoopState, outcome: str, cost: float | None) -> float | None:
+    """Add a run's cost to the loop's; the estimate charged in its place
+    when it could not be read (None: the real cost, or nothing to charge).
+    A cost read as 0 is a cost; before any run cost something, the
+    estimate is 0 and nothing is charged."""
+    if cost:
+        st["cost_usd"] = round(st["cost_usd"] + cost, 6)
+        st["max_run_cost"] = max(st["max_run_cost"], cost)
+        return None
+    estimate = st["max_run_cost"]
+    if cost is not None or loop.budget_usd is None or not estimate \
+            or outcome not in ESTIMATED_OUTCOMES:
+        return None
+    st["cost_usd"] = round(st["cost_usd"] + estimate, 6)
+    return estimate

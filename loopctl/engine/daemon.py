@@ -5,12 +5,16 @@ whichever is first; the one-second wake is a pair of stat() calls that notice
 edits to `loops.yaml` and runs settling in `state.json`, so a new loop fires
 within a second or two without a fast polling loop. `loopctl trigger` writes
 `state.json` too (DESIGN §17): a triggered loop fires within about a second,
-by the same stat(), with no extra wake-up.
+by the same stat(), with no extra wake-up. A supervisor it forked exits
+after settling its run, and its SIGCHLD ends the sleep at once: a loop
+queued behind `max_concurrent` takes the freed slot without waiting for
+the next stat() (DESIGN §18).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
@@ -38,6 +42,7 @@ class Daemon:
         self.children: list[int] = []
         self.last_error: str | None = None
         self.busy = False
+        self.queued: set[str] = set()  # loops waiting for a slot, logged once
         from loopctl.engine.narrator import Narrator
 
         self.narrator = Narrator(store)
@@ -54,9 +59,20 @@ class Daemon:
         paths = self.store.paths
         return file_signature(paths.loops_file), file_signature(paths.state_file)
 
+    def _wake_on_signals(self) -> None:
+        """Any signal handled here (SIGTERM, SIGINT, SIGCHLD) writes a byte to
+        a pipe that `_sleep` waits on: a stop or a settled run wakes it."""
+        self.wake_r, wake_w = os.pipe()
+        for fd in (self.wake_r, wake_w):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
+        self._wake_on_signals()
         heartbeat_every = self.lease.ttl / 3
         next_heartbeat = 0.0
         seen: tuple[Any, Any] | None = None
@@ -71,16 +87,15 @@ class Daemon:
                         self._sleep(min(heartbeat_every, WATCH_INTERVAL * 5))
                         continue
                     next_heartbeat = now + heartbeat_every
+                killed = self._reap()
                 current = self.signatures()
-                checking = self.busy and now - last_pass >= IN_FLIGHT_CHECK
+                checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
                 if current != seen or checking or (wake_at is not None and now >= wake_at):
-                    wake_at = self._pass(now)
+                    wake_at, seen = self._pass(now)
                     last_pass = now
-                    seen = self.signatures()
                     if wake_at is not None and wake_at <= now:
                         # Still due after a pass: never spin; look again in a second.
                         wake_at = now + WATCH_INTERVAL
-                self._reap()
                 deadline = min(t for t in (wake_at, next_heartbeat, now + WATCH_INTERVAL)
                                if t is not None)
                 self._sleep(deadline - clock.now())
@@ -109,14 +124,16 @@ class Daemon:
             self.last_error = None
         return True
 
-    def _pass(self, now: float) -> float | None:
+    def _pass(self, now: float) -> tuple[float | None, tuple[Any, Any]]:
+        """The next wake time, and the files' signatures the pass saw: not
+        taken after it, or a run that settled meanwhile would go unnoticed."""
         try:
             report = driver_pass(self.store, now)
         except LoopctlError as exc:
             if exc.message != self.last_error:
                 self.log(f"not firing: {exc.message}")
                 self.last_error = exc.message
-            return None
+            return None, self.signatures()
         if self.last_error not in (None, "lease"):
             self.log("definitions readable again; firing resumes")
             self.last_error = None
@@ -124,19 +141,34 @@ class Daemon:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
             self.narrator.fired(fired["loop"], fired["run_id"])
+        queued = {q["loop"] for q in report.queued}
+        for loop in sorted(queued - self.queued):
+            self.log(f"queued {loop}: the concurrency cap is reached; it starts when a slot "
+                     "frees")
+        self.queued = queued
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
         for line in self.narrator.lines():
             self.log(line)
         self.children.extend(report.children)
         self.busy = report.busy
-        return report.wake_at
+        return report.wake_at, report.signatures or self.signatures()
 
-    def _reap(self) -> None:
-        self.children = reap_children(self.children)
+    def _reap(self) -> bool:
+        """True when a supervisor was killed: its run is lost, and its slot
+        under `max_concurrent` is free once a pass records that."""
+        self.children, killed = reap_children(self.children)
+        return killed
 
     def _sleep(self, seconds: float) -> None:
-        # In steps of at most a second: SIGTERM sets a flag, and sleep resumes.
+        """Until `seconds` pass or a signal arrives (see `_wake_on_signals`)."""
         end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
         while not self.stopping and (left := end - time.monotonic()) > 0:
-            time.sleep(min(left, WATCH_INTERVAL))
+            ready, _, _ = select.select([self.wake_r], [], [], min(left, WATCH_INTERVAL))
+            if ready:
+                try:
+                    while os.read(self.wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                return

@@ -15,6 +15,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.domain import lifecycle
+from loopctl.domain.capacity import caps_of
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.plain import factory, record
 from loopctl.domain.records import new_record
@@ -23,6 +24,7 @@ from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.storage.definitions import Definitions
+from loopctl.storage.paths import file_signature
 from loopctl.storage.store import Store
 
 
@@ -32,9 +34,13 @@ class PassReport:
     skipped: list[dict[str, str]] = factory(list)
     lost: list[str] = factory(list)
     deferred: list[dict[str, Any]] = factory(list)
+    queued: list[dict[str, Any]] = factory(list)
     children: list[int] = factory(list)
     wake_at: float | None = None
     busy: bool = False
+    # loops.yaml's and state.json's signatures as this pass left them, taken
+    # under its lock: a write by anyone after it (a run settling) differs.
+    signatures: tuple[Any, Any] | None = None
     invalid: dict[str, str] = factory(dict)
 
 
@@ -61,6 +67,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         return pid
     code = 1
     try:
+        _forget_daemon_signals()
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -80,6 +87,15 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         os._exit(code)
 
 
+def _forget_daemon_signals() -> None:
+    """A daemon's wake-up on its children's exit is its own (engine/daemon)."""
+    try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    except ValueError:  # not the main thread: nothing was set up here
+        pass
+
+
 def wait_for_children(pids: list[int]) -> None:
     for pid in pids:
         try:
@@ -88,17 +104,20 @@ def wait_for_children(pids: list[int]) -> None:
             pass
 
 
-def reap_children(pids: list[int]) -> list[int]:
-    """Collect the supervisors that have exited; return those still running."""
-    running = []
+def reap_children(pids: list[int]) -> tuple[list[int], bool]:
+    """Collect the supervisors that have exited; return those still running,
+    and whether one was killed by a signal (it left its run unsettled)."""
+    running, killed = [], False
     for pid in pids:
         try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
+            done, status = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             continue
         if done == 0:
             running.append(pid)
-    return running
+        elif os.WIFSIGNALED(status):
+            killed = True
+    return running, killed
 
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
@@ -142,8 +161,10 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
         ended_at=None, observed_at=iso(now), exit_code=None,
         outcome="lost", missed=run.get("missed", 0), decision=None,
-        session_id=None, cost_usd=None,
+        session_id=None, cost_usd=run.get("cost_estimate"),
         log=str(store.paths.run_log(loop, run["run_id"])), note=note,
+        **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
+        **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
     ))
     from loopctl.storage.runs import remember
 
@@ -210,10 +231,17 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
 def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
     """The earliest time a loop that can fire needs a driver. Unlike the
     state's own `wake_at` (the tick fast path's conservative summary), it
-    skips invalid entries and loops blocked by an orphaned agent, whose past
-    due times would otherwise keep a daemon awake."""
+    skips invalid entries, loops blocked by an orphaned agent and, while
+    anything is in flight, loops queued behind a concurrency cap, whose past
+    due times would otherwise keep a daemon awake: a slot frees when a run
+    settles (state.json changes, a supervisor's SIGCHLD) or when the
+    in-flight check finds one lost. With nothing in flight (the agent of a
+    lost run, counted when the pass queued them, was killed after), they
+    are due now."""
+    running = in_flight(state)
     wakes = [w for name, st in state["loops"].items()
              if name in defs.loops and not st.get("orphan") and not st.get("run")
+             and (st.get("queued_at") is None or not running)
              and (w := wake_time(st)) is not None]
     return min(wakes) if wakes else None
 
@@ -230,7 +258,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
-                                zones=clock.zone_of, accounts=gate_for(store, state, now))
+                                zones=clock.zone_of, accounts=gate_for(store, state, now),
+                                caps=caps_of(defs.top))
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
@@ -263,10 +292,13 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             store.write_state(state)
         report.wake_at = fireable_wake(defs, state)
         report.busy = in_flight(state)
+        report.signatures = (file_signature(store.paths.loops_file),
+                             file_signature(store.paths.state_file))
     events.dispatch(store, pending)
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]
+    report.queued = [{"loop": n, "since": iso(t)} for n, t in result.queued]
     report.invalid = dict(defs.invalid)
     return report
 

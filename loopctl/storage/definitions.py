@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from loopctl.domain import capacity
 from loopctl.domain.checks import check_notify_targets, check_notify_urls
 from loopctl.domain.errors import LoopctlError, UnreadableError
 from loopctl.domain.model import LoopDef, check_sandbox_mode
@@ -22,7 +23,8 @@ from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
 
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024
-TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets", "sandbox"}
+TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets", "sandbox",
+            *capacity.KEYS}
 
 Signature = list[int] | None
 
@@ -144,7 +146,7 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
         line = line_of(path, f"{unknown[0]}:", top=True) or 1
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
                               "expected version, loops, on_attention, notify, notify_targets, "
-                              "sandbox")
+                              "sandbox, max_concurrent, max_concurrent_per_agent")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -168,7 +170,19 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
         except LoopctlError as exc:
             line = line_of(path, f"{key}:", top=True) or 1
             raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
+    _check_caps(doc, where, path)
     return doc, _append_indent(root, text)
+
+
+def _check_caps(doc: dict[str, Any], where: str, path: Path) -> None:
+    """A cap that cannot be read fails the whole file closed (exit 3):
+    firing without it could start every agent at once (DESIGN §18)."""
+    try:
+        capacity.check_caps(doc)
+    except LoopctlError as exc:
+        bad = next((k for k in reversed(capacity.KEYS) if k in exc.message), "max_concurrent")
+        line = line_of(path, f"{bad}:", top=True) or 1
+        raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
 
 
 def top_settings(doc: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +190,11 @@ def top_settings(doc: dict[str, Any]) -> dict[str, Any]:
            if doc.get(k) is not None}
     if "sandbox" in top:  # a bare `on` is YAML's true
         top["sandbox"] = check_sandbox_mode(top["sandbox"], "top level")
+    caps = capacity.check_caps(doc)
+    if doc.get("max_concurrent") is not None:
+        top["max_concurrent"] = caps.total
+    if caps.per_agent:
+        top["max_concurrent_per_agent"] = caps.per_agent
     return top
 
 

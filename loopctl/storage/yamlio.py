@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopctl.domain.errors import UnreadableError
+from loopctl.domain.untrusted import shorten
 
 
 def _strict_loader() -> type:
@@ -54,7 +55,7 @@ def _strict_loader() -> type:
                 # `!!int x`; report them like any YAML error, with the line.
                 value = node.value if isinstance(node.value, str) else node.tag
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"bad value {value!r} ({type(exc).__name__})",
+                    None, None, f"bad value {shorten(value, 60)} ({type(exc).__name__})",
                     node.start_mark) from None
 
     StrictLoader.add_constructor(

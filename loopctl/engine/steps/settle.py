@@ -51,6 +51,8 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
                             "fallback_from": run.get("fallback_from")})
     if run.get("triggers"):
         add_fields(record, {"triggers": run["triggers"]})
+    if run.get("queued_s") is not None:
+        add_fields(record, {"queued_s": run["queued_s"]})
     return add_fields(record, handoff.record()) if handoff is not None else record
 
 
