@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixed_zone import UTC, zone_of
 
 from conftest import CLI, agent_command, wait_for
 from loopctl.domain import capacity, lifecycle
@@ -75,7 +76,7 @@ class World:
         self.state: dict[str, Any] = {"loops": {}}
         self.dead: set[int] = set()
         self.pids = iter(range(100, 10_000))
-        lifecycle.reconcile(self.loops, {}, self.state, T0)
+        lifecycle.reconcile(self.loops, {}, self.state, T0, zones=zone_of)
 
     def alive(self, ref: Any) -> bool:
         return bool(ref) and ref["pid"] not in self.dead
@@ -84,7 +85,8 @@ class World:
         self.state["loops"][name]["next_due"] = at
 
     def plan(self, now: float) -> lifecycle.Pass:
-        result = lifecycle.plan(self.loops, {}, self.state, now, self.alive, caps=self.caps)
+        result = lifecycle.plan(self.loops, {}, self.state, now, self.alive, caps=self.caps,
+                                zones=zone_of)
         for _, run in result.fired:  # what the driver does before releasing the lock
             run["spec"] = {"agent": self.loops[run_loop(self, run)].agent}
             run["supervisor"] = {"pid": next(self.pids), "ct": 1.0}
@@ -92,7 +94,7 @@ class World:
 
     def finish(self, name: str, now: float) -> None:
         st = self.state["loops"][name]
-        lifecycle.settle(self.loops[name], st, RunResult("ok", 0, now - 1, now), now)
+        lifecycle.settle(self.loops[name], st, RunResult("ok", 0, now - 1, now), now, zone=UTC)
 
     def st(self, name: str) -> dict[str, Any]:
         return self.state["loops"][name]  # type: ignore[no-any-return]
@@ -175,7 +177,8 @@ def test_run_by_hand_does_not_count_a_dead_supervisor_of_another_loop() -> None:
     assert names(w.plan(T0)) == ["a"]
     w.dead.add(w.st("a")["run"]["supervisor"]["pid"])
     w.due("b", T0 + 5)
-    result = lifecycle.plan(w.loops, {}, w.state, T0 + 10, w.alive, only="b", caps=w.caps)
+    result = lifecycle.plan(w.loops, {}, w.state, T0 + 10, w.alive, only="b", caps=w.caps,
+                            zones=zone_of)
     assert names(result) == ["b"] and result.lost == []
 
 
@@ -230,10 +233,10 @@ def test_damaged_queued_values_in_state_are_repaired() -> None:
     from loopctl.domain.state import repair
 
     loop = parse_loop("x", {"prompt": "p", "every": "1h"})
-    st = dict(new_loop_state(loop, T0), queued_at="soon")
+    st = dict(new_loop_state(loop, T0, zone=UTC), queued_at="soon")
     clean, bad = repair("x", st)
     assert bad == ["queued_at"] and clean["queued_at"] is None
-    st = dict(new_loop_state(loop, T0), queued_at=None,
+    st = dict(new_loop_state(loop, T0, zone=UTC), queued_at=None,
               run={"run_id": "20260101T000000Z-0001", "iteration": 1, "due_at": T0,
                    "queued_s": math.nan})
     assert repair("x", st)[1] == ["run"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixed_zone import UTC, zone_of
 
 from conftest import CLI, TESTS
 from loopctl.domain import lifecycle
@@ -19,14 +20,15 @@ T0 = 1_800_000_000.0
 
 
 def settle(loop: Any, st: Any, outcome: str, cost: float | None, at: float) -> dict[str, Any]:
-    lifecycle.claim(loop, st, at, "schedule")
-    return lifecycle.settle(loop, st, RunResult(outcome, 0, at, at + 1, cost_usd=cost), at + 1)
+    lifecycle.claim(loop, st, at, "schedule", zone=UTC)
+    return lifecycle.settle(loop, st, RunResult(outcome, 0, at, at + 1, cost_usd=cost), at + 1,
+                            zone=UTC)
 
 
 def test_a_timed_out_run_is_charged_the_most_expensive_run_so_far() -> None:
     loop = parse_loop("l", {"prompt": "p", "every": "1m", "agent": "claude",
                             "budget_usd": 2.5, "max_failures": 5})
-    st = new_loop_state(loop, T0)
+    st = new_loop_state(loop, T0, zone=UTC)
     settle(loop, st, "ok", 0.5, T0)
     settle(loop, st, "ok", 1.2, T0 + 60)
     settle(loop, st, "ok", 0.3, T0 + 120)
@@ -48,7 +50,7 @@ def test_no_estimate_where_nothing_unknown_was_spent(outcome: str, cost: float |
                                                      budget: float | None) -> None:
     raw: dict[str, Any] = {"prompt": "p", "every": "1m", "agent": "claude"}
     loop = parse_loop("l", dict(raw, budget_usd=budget) if budget else raw)
-    st = new_loop_state(loop, T0)
+    st = new_loop_state(loop, T0, zone=UTC)
     settle(loop, st, "ok", 0.7, T0)
     extra = settle(loop, st, outcome, cost, T0 + 60)
     assert "cost_estimated" not in extra
@@ -57,7 +59,7 @@ def test_no_estimate_where_nothing_unknown_was_spent(outcome: str, cost: float |
 
 def test_before_any_run_cost_something_the_estimate_is_nothing() -> None:
     loop = parse_loop("l", {"prompt": "p", "every": "1m", "budget_usd": 1.0})
-    st = new_loop_state(loop, T0)
+    st = new_loop_state(loop, T0, zone=UTC)
     assert "cost_estimated" not in settle(loop, st, "killed", None, T0)
     assert st["cost_usd"] == 0.0
 
@@ -66,13 +68,14 @@ def test_a_lost_run_is_charged_too() -> None:
     loop = parse_loop("l", {"prompt": "p", "every": "1m", "agent": "claude",
                             "budget_usd": 10.0})
     state: dict[str, Any] = {"loops": {}}
-    lifecycle.reconcile({"l": loop}, {}, state, T0)
+    lifecycle.reconcile({"l": loop}, {}, state, T0, zones=zone_of)
     st = state["loops"]["l"]
     settle(loop, st, "ok", 0.9, T0)
     st["next_due"] = T0 + 100
-    [(_, run)] = lifecycle.plan({"l": loop}, {}, state, T0 + 100, lambda ref: True).fired
+    [(_, run)] = lifecycle.plan({"l": loop}, {}, state, T0 + 100, lambda ref: True,
+                                zones=zone_of).fired
     run["supervisor"] = {"pid": 5, "ct": 1.0}
-    result = lifecycle.plan({"l": loop}, {}, state, T0 + 200, lambda ref: False)
+    result = lifecycle.plan({"l": loop}, {}, state, T0 + 200, lambda ref: False, zones=zone_of)
     assert [lost["cost_estimate"] for _, lost in result.lost] == [0.9]
     assert st["cost_usd"] == pytest.approx(1.8)
 

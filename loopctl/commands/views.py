@@ -38,7 +38,7 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
     both = list(zip(loops, states, strict=True))
     return {
         "name": [loop.name for loop in loops],
-        "status": ["running" if st["run"] else st["status"] for st in states],
+        "status": [display_status(st) for st in states],
         "reason": [st.get("reason") for st in states],
         "schedule": [{"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
                       "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()}
