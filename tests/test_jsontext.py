@@ -49,7 +49,7 @@ FLAT = st.one_of(st.lists(SCALARS, max_size=3), st.lists(SCALARS, max_size=2).ma
 CELLS = st.one_of(SCALARS, FLAT, st.just({"deep": {"x": [1]}}), st.just([[1, "},\n  {"]]))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(TEXT, min_size=1, max_size=5, unique=True).flatmap(
     lambda keys: st.lists(st.one_of(st.fixed_dictionaries({k: CELLS for k in keys}),
                                     st.just({}), st.just({"other": 1})),
@@ -98,7 +98,7 @@ def test_ls_json_prints_the_standard_text(cli: CLI) -> None:
     assert proc.stdout == standard(json.loads(proc.stdout)) + "\n"
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(TEXT, max_size=5, unique=True).flatmap(
     lambda keys: st.lists(st.fixed_dictionaries({k: CELLS for k in keys}), max_size=6)))
 def test_a_table_is_written_as_its_rows_are(records: list[dict[str, Any]]) -> None:
