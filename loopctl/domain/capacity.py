@@ -23,9 +23,10 @@ from loopctl.domain.model import PRESETS, LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import shorten
 
-# Measured on a 2-core machine with the real agent CLIs (bench/agents_load.py,
-# bench/README.md "Concurrency cap"): four agents at once keep a small
-# command within about 2x of its idle time; more start to starve the desktop.
+# Measured on 2 cores with the real agent CLIs (bench/agents_load.py,
+# bench/README.md "Concurrency cap"): four agents are about 1 GB resident and
+# the start-up burst of the heaviest (gemini, 2.3 s of CPU each) clears in
+# seconds; sixteen are 3-4 GB and a command typed meanwhile takes 11x longer.
 DEFAULT_MAX_CONCURRENT = 4
 LIMIT = 1000  # a cap above this is a typo, not a plan
 KEYS = ("max_concurrent", "max_concurrent_per_agent")
