@@ -117,6 +117,8 @@ def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) ->
     for name, (check, *extra) in checks.items():
         cli("start", "p", "--name", name, "--every", "1h", "--cwd", str(tmp_path),
             "--command", "true", "--check", check, *extra, check=0)
+    loops_yaml = cli.home / "loops.yaml"  # seven runs in one pass: no concurrency cap
+    loops_yaml.write_text("max_concurrent: 0\n" + loops_yaml.read_text())
     cli("tick", "--wait", env={"FAKE_AGENT_PIDS": str(pids)}, timeout=120)
     got = {name: only_record(cli, name) for name in checks}
     for record in got.values():
