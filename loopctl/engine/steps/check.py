@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import select
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -28,8 +27,7 @@ from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import record, replace
 from loopctl.domain.state import RunResult
-from loopctl.engine import procs
-from loopctl.engine.steps import bounds, confine, launch, wait
+from loopctl.engine.steps import confine, launch, side_command, wait
 from loopctl.engine.steps.context import RunContext, add_dropped, add_note
 
 if TYPE_CHECKING:
@@ -97,46 +95,8 @@ def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
 
 def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str], timeout: float,
          confined: Callable[[], None] | None) -> Ran:
-    from loopctl.engine.steps.gate import _read
-
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True,
-                                preexec_fn=launch.in_child(bounds.child_setup(ctx), confined))
-    except subprocess.SubprocessError:  # only the sandbox hook raises one
-        return Ran(None, b"", 0.0, "check not run: the kernel refused to confine it "
-                                   "(landlock_restrict_self)")
-    except OSError as exc:
-        why = "not found" if isinstance(exc, FileNotFoundError) else exc.strerror
-        return Ran(None, b"", 0.0, f"check cannot start {argv[0]}: {why}")
-    finally:
-        bounds.spawned(ctx)
-    assert proc.stdout is not None
-    note = None
-    try:
-        output, timed_out = _read(proc, started + timeout, verify.KEEP)
-        if not timed_out:  # its output ended (EOF); it may still be running
-            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
-    except subprocess.TimeoutExpired:
-        output, timed_out = b"", True
-    except wait.Interrupted:
-        wait.ignore_stop_signals()  # a second Ctrl-C must not leave the check's tree behind
-        procs.kill_tree(proc, wait.kill_grace())
-        bounds.reap(ctx)
-        proc.stdout.close()
-        return Ran(None, b"", time.monotonic() - started, "stopped during the check")
-    if timed_out:
-        note = f"check timed out after {timeout:g}s"
-        procs.kill_tree(proc, wait.kill_grace())
-    code = proc.wait()
-    leftovers = bounds.reap(ctx)  # nothing the check started outlives it
-    if leftovers:
-        note = (note + "; " if note else "") + f"killed {len(leftovers)} process(es) the check left"
-    proc.stdout.close()
-    exit_code = None if timed_out else (code if code >= 0 else 128 - code)
-    return Ran(exit_code, output, time.monotonic() - started, note)
+    done = side_command.run(ctx, "check", argv, cwd, env, timeout, confined, verify.KEEP)
+    return Ran(done.exit_code, done.output, done.duration_s, done.note)
 
 
 def _metric(pattern: str | None, text: str) -> tuple[float | None, str | None]:

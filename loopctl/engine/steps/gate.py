@@ -13,9 +13,6 @@ is `skipped`; anything else, a timeout or a gate that cannot start:
 from __future__ import annotations
 
 import os
-import select
-import subprocess
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,16 +22,11 @@ from loopctl.domain.gates import GATE_TAIL, gate_outcome, tail_text
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.plain import record
 from loopctl.domain.state import RunResult
-from loopctl.engine import procs
-from loopctl.engine.steps import bounds, confine, launch, wait
+from loopctl.engine.steps import bounds, confine, launch, side_command
 from loopctl.engine.steps.context import RunContext
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Workspace
-
-READ_SLICE = 0.2  # how often a silent gate is checked for having exited
-DRAIN_LIMIT = 1 << 20  # after exit, what a leftover child may still pour in
-
 
 @record
 class Gate:
@@ -95,78 +87,16 @@ def _claimed(ctx: RunContext) -> tuple[LoopDef, dict[str, Any]] | None:
 
 def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str],
          timeout: float, confined: Callable[[], None] | None) -> Gate:
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True,
-                                preexec_fn=launch.in_child(bounds.child_setup(ctx), confined))
-    except subprocess.SubprocessError:  # only the sandbox hook raises one
-        return Gate(argv, None, "gate_error", "", 0.0, "sandbox unavailable: the kernel "
-                    "refused to confine the gate (landlock_restrict_self)")
-    except OSError as exc:
-        why = "not found" if isinstance(exc, FileNotFoundError) else exc.strerror
-        return Gate(argv, None, "gate_error", "", 0.0, f"gate cannot start {argv[0]}: {why}")
-    finally:
-        bounds.spawned(ctx)
-    assert proc.stdout is not None
-    note = None
-    try:
-        tail, timed_out = _read(proc, started + timeout)
-        if not timed_out:  # its output ended (EOF); it may still be running
-            proc.wait(timeout=max(started + timeout - time.monotonic(), 0.01))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    except wait.Interrupted:
-        wait.ignore_stop_signals()  # a second Ctrl-C must not leave the gate's tree behind
-        procs.kill_tree(proc, wait.kill_grace())
-        bounds.reap(ctx)
-        proc.stdout.close()
-        return Gate(argv, None, "killed", "", time.monotonic() - started, "stopped during the gate")
-    if timed_out:
-        note = f"gate timed out after {timeout:g}s"
-        procs.kill_tree(proc, wait.kill_grace())
-    # Before reaping the rest: its exit status is the gate's answer.
-    code = proc.wait()
-    leftovers = bounds.reap(ctx)  # what the gate left behind goes before the agent
-    if leftovers:
-        note = (note + "; " if note else "") + f"killed {len(leftovers)} process(es) the gate left"
-    proc.stdout.close()
-    exit_code = None if timed_out else (code if code >= 0 else 128 - code)
-    outcome = gate_outcome(exit_code, timed_out)
+    done = side_command.run(ctx, "gate", argv, cwd, env, timeout, confined, GATE_TAIL * 2)
+    if not done.started:
+        return Gate(argv, None, "gate_error", "", 0.0, done.note)
+    if done.stopped:
+        return Gate(argv, None, "killed", "", done.duration_s, done.note)
+    outcome = gate_outcome(done.exit_code, done.exit_code is None)
+    note = done.note
     if outcome == "gate_error" and note is None:
-        note = f"gate exited {exit_code}: expected 0 (work) or 1 (nothing to do)"
-    return Gate(argv, exit_code, outcome, tail_text(tail), time.monotonic() - started, note)
-
-
-def _read(proc: subprocess.Popen[bytes], deadline: float,
-          keep: int = GATE_TAIL * 2) -> tuple[bytes, bool]:
-    """Drain the gate's output until it exits (and its pipe runs dry) or the
-    deadline; keep only the last `keep` bytes. True with it when the
-    deadline came first. The check step (`--check`) drains its command so."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    tail = b""
-    exited_at: float | None = None
-    after_exit = 0
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return tail, proc.poll() is None
-        ready, _, _ = select.select([fd], [], [], min(left, READ_SLICE))
-        if ready:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return tail, False
-            tail = (tail + chunk)[-keep:]
-            if exited_at is not None:
-                after_exit += len(chunk)
-        if exited_at is None and proc.poll() is not None:
-            exited_at = time.monotonic()
-        # Exited, but a child it left holds the pipe open: stop reading soon.
-        if exited_at is not None and (not ready or after_exit > DRAIN_LIMIT
-                                      or time.monotonic() - exited_at > 1.0):
-            return tail, False
+        note = f"gate exited {done.exit_code}: expected 0 (work) or 1 (nothing to do)"
+    return Gate(argv, done.exit_code, outcome, tail_text(done.output), done.duration_s, note)
 
 
 def _log(ctx: RunContext, result: Gate) -> None:
