@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import agent_cli, assert_undecided
+from e2e.common import agent_cli
 from e2e.gemini_stub import GeminiModel, gemini_api, stream_requests
 
 pytestmark = pytest.mark.slow
@@ -46,35 +46,28 @@ def status(cli: Any) -> dict[str, Any]:
     return cli.json("status", "g")
 
 
-def test_chained_command_refused(cli: Any, gemini: Path, tmp_path: Path) -> None:
-    start(cli, tmp_path)
-    pwned = tmp_path / "pwned"
-    model = GeminiModel(f"loopctl decide complete --summary x --evidence y && touch {pwned}",
-                        final="I could not run that.")
-    with gemini_api(model, Path(os.environ["HOME"])) as (server, env):
-        proc = run(cli, gemini, env)
-    # The CLI got the call and answered it with a refusal, not an output.
-    assert len(model.tool_responses) == 1, (model.tool_responses, proc.stdout, proc.stderr)
-    assert "denied by policy" in json.dumps(model.tool_responses)
-    assert "decision recorded" not in json.dumps(model.tool_responses)
-    assert not pwned.exists()
-    assert_undecided(cli, "g", "I could not run that.")
-
-
-def test_tool_call_decides_then_the_resumed_session_decides_in_its_final_message(
+def test_a_refused_chain_a_tool_call_then_a_resumed_final_message_decide(
         cli: Any, gemini: Path, tmp_path: Path) -> None:
     """One `--continue-session` loop, two runs (each CLI start costs ~2.5 s of
-    CPU): run 1 decides through `run_shell_command(loopctl decide)`, run 2
-    resumes the session and decides with the final-message line, calling no
-    tool."""
+    CPU). Run 1: the model asks for `loopctl decide ... && touch`, which the
+    CLI refuses without running it, then for `run_shell_command(loopctl
+    decide)`, which decides. Run 2 resumes the session and decides with the
+    final-message line, calling no tool."""
     start(cli, tmp_path, "--continue-session")
-    model = GeminiModel('loopctl decide continue --summary "stub summary" '
-                        '--evidence "stub evidence"', final="stub final text")
+    pwned = tmp_path / "pwned"
+    chained = f"loopctl decide complete --summary x --evidence y && touch {pwned}"
+    model = GeminiModel([chained, 'loopctl decide continue --summary "stub summary" '
+                                  '--evidence "stub evidence"'], final="stub final text")
     with gemini_api(model, Path(os.environ["HOME"])) as (server, env):
         proc = run(cli, gemini, env)
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        # The CLI got the chained call and answered it with a refusal, not an output.
+        assert len(model.tool_responses) == 2, (model.tool_responses, proc.stdout, proc.stderr)
+        refused, ran = (json.dumps(r) for r in model.tool_responses)
+        assert "denied by policy" in refused and "decision recorded" not in refused
+        assert not pwned.exists()
         # The shell tool really ran the shim: its output went back to the model.
-        assert "decision recorded: continue" in json.dumps(model.tool_responses)
+        assert "decision recorded: continue" in ran
         info = status(cli)
         assert info["status"] != "completed" and info["last_decision"]["decision"] == "continue"
         assert info["last_decision"]["summary"] == "stub summary"
@@ -88,7 +81,7 @@ def test_tool_call_decides_then_the_resumed_session_decides_in_its_final_message
         responses_before = len(model.tool_responses)
 
         line = json.dumps({"decision": "complete", "summary": "via message", "evidence": "e"})
-        model.command, model.final = None, f"All done.\nLOOPCTL-DECISION: {line}"
+        model.commands, model.final = [], f"All done.\nLOOPCTL-DECISION: {line}"
         proc = run(cli, gemini, env)
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
         assert len(model.tool_responses) == responses_before  # no tool call in run 2
