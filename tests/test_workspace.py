@@ -2,19 +2,22 @@
 worktree of its own on `loopctl/<loop>/<run-id>`, the user's checkout is never
 touched, and the hand-off (commit, push, draft PR, merge) never loses work.
 
-Every test builds its own repository with a local bare remote; `gh` is the
+Every test gets its own repository with a local bare remote (a copy); `gh` is the
 fake in tests/workspace/fake_gh.py, put first on PATH only where a test wants it.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +70,31 @@ class Repo:
 
 
 def make_repo(root: Path, name: str = "repo", identity: bool = True) -> Repo:
+    """A checkout `root/name` with one commit, pushed to its bare `origin`
+    `root/name-remote.git`: a copy of one built once per process (building
+    takes nine git commands, ~80 ms of CPU; copying ~15 ms)."""
+    template = _REPO_TEMPLATES.get((name, identity))
+    if template is None:
+        template = Path(tempfile.mkdtemp(prefix="loopctl-test-repo-"))
+        atexit.register(shutil.rmtree, template, True)
+        _build_repo(template, name, identity)
+        _REPO_TEMPLATES[(name, identity)] = template
+    for part in (name, f"{name}-remote.git"):
+        shutil.copytree(template / part, root / part, symlinks=True)
+    config = root / name / ".git" / "config"
+    # The one absolute path in the copies: the checkout's origin.
+    config.write_text(config.read_text().replace(str(template / f"{name}-remote.git"),
+                                                 str(root / f"{name}-remote.git")))
+    # The index's stat data names the template's files: refreshed now, as a
+    # fresh clone's would be, so no later git command rewrites the index.
+    git(root / name, "update-index", "-q", "--refresh")
+    return Repo(root / name, root / f"{name}-remote.git")
+
+
+_REPO_TEMPLATES: dict[tuple[str, bool], Path] = {}
+
+
+def _build_repo(root: Path, name: str, identity: bool) -> None:
     remote = root / f"{name}-remote.git"
     git(root, "init", "-q", "--bare", "-b", "main", str(remote))
     path = root / name
@@ -82,7 +110,6 @@ def make_repo(root: Path, name: str = "repo", identity: bool = True) -> Repo:
     git(path, *setup_identity, "commit", "-q", "-m", "initial")
     git(path, "remote", "add", "origin", str(remote))
     git(path, "push", "-q", "-u", "origin", "main")
-    return Repo(path, remote)
 
 
 @pytest.fixture
