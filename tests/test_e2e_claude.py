@@ -5,8 +5,8 @@ API (tests/e2e/claude_stub.py). Only 127.0.0.1 is contacted.
 Each test runs loopctl as a user would (`start`, then `run` in the
 foreground) and checks that the decision protocol works through the CLI's
 real tool loop and permission rules: `loopctl decide` via Bash, a refused
-chained command, the final-message line, and `--continue-session` (the
-first and the third in the two runs of one loop).
+chained command, the final-message line, and `--continue-session` (all four
+in the two runs of one loop), and resuming inside a worktree.
 """
 
 from __future__ import annotations
@@ -73,45 +73,26 @@ def result_object(cli: CLI, record: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def test_chained_command_is_refused(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("claude")
-    start(cli, tmp_path)
-    pwned = tmp_path / "pwned"
-    command = ("loopctl decide complete --summary x --evidence y && touch "
-               + shlex.quote(str(pwned)))
-    with claude_api(command, final="I could not report.") as (stub, model):
-        run(cli, stub)
-    assert model.tool_calls == 1, _paths(stub)
-    assert not pwned.exists()
-
-    # Claude refused the call and told the model so; it did not run it.
-    [record] = cli.records("c")
-    claude = result_object(cli, record)
-    denied = [d["tool_input"]["command"] for d in claude["permission_denials"]]
-    assert denied == [command], claude
-    results = tool_results(messages(stub)[-1])
-    assert results and all(r.get("is_error") for r in results), results
-
-    status = cli.json("status", "c")
-    assert status["status"] != "completed", status
-    assert not (status.get("last_decision") or {}).get("decision"), status
-    assert record["result"] == "I could not report."
-
-
 def test_bash_decides_then_the_resumed_session_decides_in_its_final_message(
         cli: CLI, tmp_path: Path) -> None:
-    """One `--continue-session` loop, two runs: run 1 decides through Bash,
-    run 2 resumes the session and decides with the final-message line,
+    """One `--continue-session` loop, two runs. Run 1: the model asks for
+    `loopctl decide ... && touch`, which Claude refuses without running it,
+    then for the plain `loopctl decide`, which runs through Bash and decides.
+    Run 2 resumes the session and decides with the final-message line,
     calling no tool."""
     agent_cli("claude")
     start(cli, tmp_path, "--continue-session")
+    pwned = tmp_path / "pwned"
+    chained = ("loopctl decide complete --summary x --evidence y && touch "
+               + shlex.quote(str(pwned)))
     first = 'loopctl decide continue --summary "stub summary" --evidence "stub evidence"'
-    with claude_api(first, final="All done.") as (stub, model):
+    with claude_api([chained, first], final="All done.") as (stub, model):
         run(cli, stub)
-    assert model.tool_calls == 1, _paths(stub)
-    # The tool really ran: its result went back to the model.
+    assert model.tool_calls == 2, _paths(stub)
+    assert not pwned.exists()
+    # The chained call was refused (an error result), the plain one ran.
     results = tool_results(messages(stub)[-1])
-    assert results and not any(r.get("is_error") for r in results), results
+    assert [bool(r.get("is_error")) for r in results] == [True, False], results
     # Everything went to the stub, as the agent's main conversation.
     assert all(r.path.startswith("/v1/") for r in stub.requests), _paths(stub)
 
@@ -122,7 +103,10 @@ def test_bash_decides_then_the_resumed_session_decides_in_its_final_message(
     assert status["last_decision"]["evidence"] == "stub evidence", status
     [record1] = cli.records("c")
     claude = result_object(cli, record1)
-    assert claude["is_error"] is False and claude["num_turns"] == 2, claude
+    # Claude refused the chained call and told the model so; it did not run it.
+    denied = [d["tool_input"]["command"] for d in claude["permission_denials"]]
+    assert denied == [chained], claude
+    assert claude["is_error"] is False and claude["num_turns"] == 3, claude
     session = record1["session_id"]
     assert session and session == claude["session_id"], record1
     assert record1["result"] == "All done." == claude["result"]
