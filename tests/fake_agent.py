@@ -9,7 +9,9 @@ Each option is one behaviour, applied in the order below:
   --invalid-utf8    write bytes that are not UTF-8
   --close-stdout    close stdout early, then keep going
   --grandchild S    spawn a grandchild that calls setsid() and sleeps S s;
-                    its pid goes to $FAKE_AGENT_PIDS if set
+                    its pid goes to $FAKE_AGENT_PIDS if set; the agent goes
+                    on only once the grandchild is in its own session with
+                    its pid written (or dead)
   --hydra DEPTH     start a tree of 2^(DEPTH+1)-1 processes that ignore SIGTERM,
                     each double-forked into a session of its own and still
                     forking while loopctl kills; pids to $FAKE_AGENT_PIDS
@@ -39,21 +41,33 @@ import time
 
 def spawn_grandchild(seconds: float, scrub: bool = False) -> None:
     pid_file = os.environ.get("FAKE_AGENT_PIDS")
+    # The grandchild closes the pipe's write end once it has left the
+    # session and written its pid; the agent waits for that (or for its
+    # death) before going on. Without the wait a loaded machine could let
+    # loopctl kill the grandchild before it wrote its pid, or while it was
+    # still in the agent's process group (the easy case).
+    ready_r, ready_w = os.pipe()
     code = (
         "import os, sys, time\n"
         "os.setsid()\n"
         f"pid_file = {pid_file!r}\n"
         "if pid_file:\n"
-        "    open(pid_file, 'a').write(f'{os.getpid()}\\n')\n"
+        "    with open(pid_file, 'a') as handle:\n"
+        "        handle.write(f'{os.getpid()}\\n')\n"
+        f"os.close({ready_w})\n"
         f"time.sleep({seconds})\n"
     )
     # The middle process exits at once, so the grandchild is orphaned and
     # outside the agent's process group: the hardest case to clean up.
     middle = (
         "import subprocess, sys\n"
-        f"subprocess.Popen([sys.executable, '-c', {code!r}], env={{}} if {scrub} else None)\n"
+        f"subprocess.Popen([sys.executable, '-c', {code!r}], env={{}} if {scrub} else None,\n"
+        f"                 pass_fds=[{ready_w}])\n"
     )
-    subprocess.run([sys.executable, "-c", middle], check=True)
+    subprocess.run([sys.executable, "-c", middle], check=True, pass_fds=[ready_w])
+    os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        ready.read()  # end of file: the grandchild closed its end, or died
 
 
 HYDRA = """

@@ -1,11 +1,14 @@
-"""`ls --json` and `status [NAME] --json` skip Typer (what scripts and
-dashboards poll most often), and print exactly what the Typer commands print."""
+"""`ls --json` and `status [NAME] --json` (what scripts and dashboards poll
+most often) and `decide` (every agent's last command) skip Typer, and do
+exactly what the Typer commands do."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,22 +27,24 @@ def without_clock(data: object) -> object:
     return data
 
 
-@pytest.mark.parametrize("args", VIEWS)
-def test_json_views_match_the_typer_commands_and_skip_typer(cli: CLI, args: list[str]) -> None:
+def test_json_views_match_the_typer_commands_and_skip_typer(cli: CLI) -> None:
+    """Every form of VIEWS on one home (one run for all of them)."""
     cli("start", "p", "--name", "v", "--every", "1h", "--command",
         agent_command("--print", "x"), check=0)
     cli("run", "v", check=0)
     code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
-    fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                          text=True, check=True)
-    assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER"
     typer_code = "import sys\nfrom loopctl.cli.app import run_app\nrun_app(sys.argv[1:])"
-    slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
-                          text=True)
-    assert slow.returncode == 0, slow.stderr
-    assert without_clock(json.loads(fast.stdout)) == without_clock(json.loads(slow.stdout))
+    for args in VIEWS:
+        fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, check=True)
+        assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER", args
+        slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
+                              text=True)
+        assert slow.returncode == 0, (args, slow.stderr)
+        assert without_clock(json.loads(fast.stdout)) == without_clock(json.loads(slow.stdout)), \
+            args
 
 
 @pytest.mark.parametrize("args", [["status", "nope", "--json"], ["status", "../x", "--json"]])
@@ -83,3 +88,56 @@ def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
             assert abs(row["next_fire"] - parse_iso(whole["next_fire"])) < 1
     assert {b["status"] for b in brief} >= {"paused", "active", "invalid"}
     assert brief[0]["status"] != "active" and brief[0]["last_outcome"] == "ok"
+
+
+DECIDES = [
+    (["decide", "complete", "--summary", "s", "--evidence", "e"], False),
+    (["decide", "continue", "--next", "20m", "--evidence", "é", "--summary", ""], False),
+    (["decide", "maybe", "--summary", "s"], False),           # exit 2, one line
+    (["decide", "continue", "--next", "soon"], False),        # exit 2, one line
+    (["decide", "fail", "--summary=s"], True),                # other spellings: Typer
+    (["decide", "block", "--summary", "a", "--summary", "-b"], True),
+]
+
+
+def typer_in_process(args: list[str]) -> tuple[int, str, list[str]]:
+    """The Typer command itself (`run_app`), in this process."""
+    import contextlib
+    import io
+
+    from loopctl.cli.app import run_app
+
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            run_app(args)
+    except SystemExit as exc:
+        code = exc.code
+    return int(code or 0), out.getvalue(), err.getvalue().splitlines()
+
+
+@pytest.mark.parametrize(("args", "typer_parses"), DECIDES, ids=lambda v: repr(v)[:40])
+def test_decide_skips_typer_and_does_what_the_typer_command_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
+        typer_parses: bool) -> None:
+    """`loopctl decide` (every agent's last command) in its plain form skips
+    Typer; it writes the same decision file, prints the same text and fails
+    with the same one line and exit code as the Typer command."""
+    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)\n"
+            "sys.exit(code)")
+    fast_file, typer_file = tmp_path / "fast.json", tmp_path / "typer.json"
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          env=dict(os.environ, LOOPCTL_DECISION_FILE=str(fast_file)))
+    lines = proc.stderr.splitlines()
+    assert lines.pop() == ("TYPER" if typer_parses else "NO-TYPER"), proc.stderr
+    monkeypatch.setenv("LOOPCTL_DECISION_FILE", str(typer_file))
+    reference = typer_in_process(args[:])
+    assert (proc.returncode, proc.stdout, lines) == reference
+    written = [f.read_text() if f.exists() else None for f in (fast_file, typer_file)]
+    assert written[0] == written[1]
+    assert (proc.returncode, bool(written[0])) in ((0, True), (2, False)), proc
+    assert proc.stdout.startswith("decision recorded: ") if proc.returncode == 0 \
+        else len(lines) == 1

@@ -5,7 +5,8 @@ API (tests/e2e/claude_stub.py). Only 127.0.0.1 is contacted.
 Each test runs loopctl as a user would (`start`, then `run` in the
 foreground) and checks that the decision protocol works through the CLI's
 real tool loop and permission rules: `loopctl decide` via Bash, a refused
-chained command, the final-message line, and `--continue-session`.
+chained command, the final-message line, and `--continue-session` (all four
+in the two runs of one loop), and resuming inside a worktree.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 from e2e.claude_stub import claude_api, messages, tool_results
-from e2e.common import Stub, agent_cli, assert_auth_held, assert_completed, refusing
+from e2e.common import Stub, agent_cli, assert_auth_held, refusing
 
 from conftest import CLI
 
@@ -72,97 +73,68 @@ def result_object(cli: CLI, record: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def test_decide_complete_through_bash(cli: CLI, tmp_path: Path) -> None:
+def test_bash_decides_then_the_resumed_session_decides_in_its_final_message(
+        cli: CLI, tmp_path: Path) -> None:
+    """One `--continue-session` loop, two runs. Run 1: the model asks for
+    `loopctl decide ... && touch`, which Claude refuses without running it,
+    then for the plain `loopctl decide`, which runs through Bash and decides.
+    Run 2 resumes the session and decides with the final-message line,
+    calling no tool."""
     agent_cli("claude")
-    start(cli, tmp_path)
-    command = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
-    with claude_api(command, final="All done.") as (stub, model):
+    start(cli, tmp_path, "--continue-session")
+    pwned = tmp_path / "pwned"
+    chained = ("loopctl decide complete --summary x --evidence y && touch "
+               + shlex.quote(str(pwned)))
+    first = 'loopctl decide continue --summary "stub summary" --evidence "stub evidence"'
+    with claude_api([chained, first], final="All done.") as (stub, model):
         run(cli, stub)
-    assert model.tool_calls == 1, _paths(stub)
-    # The tool really ran: its result went back to the model.
+    assert model.tool_calls == 2, _paths(stub)
+    assert not pwned.exists()
+    # The chained call was refused (an error result), the plain one ran.
     results = tool_results(messages(stub)[-1])
-    assert results and not any(r.get("is_error") for r in results), results
-
-    status = cli.json("status", "c")
-    assert status["status"] == "completed", status
-    assert status["last_decision"]["summary"] == "stub summary", status
-    assert status["last_decision"]["evidence"] == "stub evidence", status
-
-    [record] = cli.records("c")
-    claude = result_object(cli, record)
-    assert claude["is_error"] is False and claude["num_turns"] == 2, claude
-    assert record["session_id"] == claude["session_id"]
-    assert record["result"] == "All done." == claude["result"]
+    assert [bool(r.get("is_error")) for r in results] == [True, False], results
     # Everything went to the stub, as the agent's main conversation.
     assert all(r.path.startswith("/v1/") for r in stub.requests), _paths(stub)
 
-
-def test_chained_command_is_refused(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("claude")
-    start(cli, tmp_path)
-    pwned = tmp_path / "pwned"
-    command = ("loopctl decide complete --summary x --evidence y && touch "
-               + shlex.quote(str(pwned)))
-    with claude_api(command, final="I could not report.") as (stub, model):
-        run(cli, stub)
-    assert model.tool_calls == 1, _paths(stub)
-    assert not pwned.exists()
-
-    # Claude refused the call and told the model so; it did not run it.
-    [record] = cli.records("c")
-    claude = result_object(cli, record)
-    denied = [d["tool_input"]["command"] for d in claude["permission_denials"]]
-    assert denied == [command], claude
-    results = tool_results(messages(stub)[-1])
-    assert results and all(r.get("is_error") for r in results), results
-
     status = cli.json("status", "c")
     assert status["status"] != "completed", status
-    assert not (status.get("last_decision") or {}).get("decision"), status
-    assert record["result"] == "I could not report."
+    assert status["last_decision"]["decision"] == "continue", status
+    assert status["last_decision"]["summary"] == "stub summary", status
+    assert status["last_decision"]["evidence"] == "stub evidence", status
+    [record1] = cli.records("c")
+    claude = result_object(cli, record1)
+    # Claude refused the chained call and told the model so; it did not run it.
+    denied = [d["tool_input"]["command"] for d in claude["permission_denials"]]
+    assert denied == [chained], claude
+    assert claude["is_error"] is False and claude["num_turns"] == 3, claude
+    session = record1["session_id"]
+    assert session and session == claude["session_id"], record1
+    assert record1["result"] == "All done." == claude["result"]
+    assert "--resume" not in record1["argv"], record1
+    first_prompt = messages(stub)[0]["messages"][0]
 
-
-def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("claude")
-    start(cli, tmp_path)
     line = ('LOOPCTL-DECISION: {"decision": "complete", "summary": "via message", '
             '"evidence": "e"}')
     with claude_api(None, final=f"I cannot run commands here.\n{line}") as (stub, model):
         run(cli, stub)
     assert model.tool_calls == 0
-    assert not any(tool_results(body) for body in messages(stub))
-
-    assert_completed(cli, "c", "via message", line)
-
-
-def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("claude")
-    start(cli, tmp_path, "--continue-session")
-    first = 'loopctl decide continue --summary "first" --evidence "one"'
-    with claude_api(first, final="First run done.") as (stub, _model):
-        run(cli, stub)
-    status = cli.json("status", "c")
-    assert status["status"] != "completed", status
-    assert status["last_decision"]["decision"] == "continue", status
-    assert status["last_decision"]["summary"] == "first", status
-    [record1] = cli.records("c")
-    session = record1["session_id"]
-    assert session and "--resume" not in record1["argv"], record1
-    first_prompt = messages(stub)[0]["messages"][0]
-
-    second = 'loopctl decide continue --summary "second" --evidence "two"'
-    with claude_api(second, final="Second run done.") as (stub, _model):
-        run(cli, stub)
     record2 = next(r for r in cli.records("c") if r["run_id"] != record1["run_id"])
     argv = record2["argv"]
     assert argv[argv.index("--resume") + 1] == session, argv
-    # The resumed session carries on: same id, and the model sees run 1.
+    # The resumed session carries on: same id, and the model sees run 1
+    # (its one tool result, and no other).
     assert record2["session_id"] == session, record2
     history = messages(stub)[0]["messages"]
     assert history[0] == first_prompt, history[0]
-    assert any(r.get("tool_use_id") for m in history for r in tool_results({"messages": [m]}))
-    assert "First run done." in json.dumps(history)
-    assert cli.json("status", "c")["last_decision"]["summary"] == "second"
+    assert "All done." in json.dumps(history)
+    for body in messages(stub):
+        assert [r.get("tool_use_id") for r in tool_results(body)] \
+            == [r.get("tool_use_id") for r in results], body
+
+    status = cli.json("status", "c")
+    assert status["status"] == "completed", status
+    assert status["last_decision"]["summary"] == "via message", status
+    assert record2["result"].endswith(line), record2
 
 
 def test_continue_session_resumes_inside_a_worktree(cli: CLI, tmp_path: Path) -> None:

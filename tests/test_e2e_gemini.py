@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import agent_cli, assert_auth_held, assert_undecided, refusing
+from e2e.common import agent_cli, assert_auth_held, refusing
 from e2e.gemini_stub import GeminiModel, gemini_api, stream_requests
 
 pytestmark = pytest.mark.slow
-
-DECIDE = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
 
 
 @pytest.fixture
@@ -48,78 +46,56 @@ def status(cli: Any) -> dict[str, Any]:
     return cli.json("status", "g")
 
 
-def test_tool_call_decides(cli: Any, gemini: Path, tmp_path: Path) -> None:
-    start(cli, tmp_path)
-    model = GeminiModel(DECIDE, final="stub final text")
-    with gemini_api(model, Path(os.environ["HOME"])) as (server, env):
-        proc = run(cli, gemini, env)
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    # The shell tool really ran the shim: its output went back to the model.
-    assert "decision recorded: complete" in json.dumps(model.tool_responses)
-    info = status(cli)
-    assert info["status"] == "completed", info
-    assert info["last_decision"]["summary"] == "stub summary"
-    assert info["last_decision"]["evidence"] == "stub evidence"
-    [record] = cli.records("g")
-    assert record["session_id"] and record["session_id"] == printed_session(record)
-    assert record["result"] == "stub final text"
-    assert "do the thing" in json.dumps(stream_requests(server)[0])
-
-
-def test_chained_command_refused(cli: Any, gemini: Path, tmp_path: Path) -> None:
-    start(cli, tmp_path)
-    pwned = tmp_path / "pwned"
-    model = GeminiModel(f"loopctl decide complete --summary x --evidence y && touch {pwned}",
-                        final="I could not run that.")
-    with gemini_api(model, Path(os.environ["HOME"])) as (server, env):
-        proc = run(cli, gemini, env)
-    # The CLI got the call and answered it with a refusal, not an output.
-    assert len(model.tool_responses) == 1, (model.tool_responses, proc.stdout, proc.stderr)
-    assert "denied by policy" in json.dumps(model.tool_responses)
-    assert "decision recorded" not in json.dumps(model.tool_responses)
-    assert not pwned.exists()
-    assert_undecided(cli, "g", "I could not run that.")
-
-
-def test_final_message_decides(cli: Any, gemini: Path, tmp_path: Path) -> None:
-    start(cli, tmp_path)
-    line = json.dumps({"decision": "complete", "summary": "via message", "evidence": "e"})
-    model = GeminiModel(None, final=f"All done.\nLOOPCTL-DECISION: {line}")
-    with gemini_api(model, Path(os.environ["HOME"])) as (_server, env):
-        proc = run(cli, gemini, env)
-    assert proc.returncode == 0, (proc.stdout, proc.stderr)
-    assert model.tool_responses == []
-    info = status(cli)
-    assert info["status"] == "completed", info
-    assert info["last_decision"]["summary"] == "via message"
-
-
-def test_continue_session_resumes(cli: Any, gemini: Path, tmp_path: Path) -> None:
+def test_a_refused_chain_a_tool_call_then_a_resumed_final_message_decide(
+        cli: Any, gemini: Path, tmp_path: Path) -> None:
+    """One `--continue-session` loop, two runs (each CLI start costs ~2.5 s of
+    CPU). Run 1: the model asks for `loopctl decide ... && touch`, which the
+    CLI refuses without running it, then for `run_shell_command(loopctl
+    decide)`, which decides. Run 2 resumes the session and decides with the
+    final-message line, calling no tool."""
     start(cli, tmp_path, "--continue-session")
-    model = GeminiModel('loopctl decide continue --summary "first half" --evidence "e1"',
-                        final="first run done")
+    pwned = tmp_path / "pwned"
+    chained = f"loopctl decide complete --summary x --evidence y && touch {pwned}"
+    model = GeminiModel([chained, 'loopctl decide continue --summary "stub summary" '
+                                  '--evidence "stub evidence"'], final="stub final text")
     with gemini_api(model, Path(os.environ["HOME"])) as (server, env):
-        assert run(cli, gemini, env).returncode == 0
+        proc = run(cli, gemini, env)
+        assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        # The CLI got the chained call and answered it with a refusal, not an output.
+        assert len(model.tool_responses) == 2, (model.tool_responses, proc.stdout, proc.stderr)
+        refused, ran = (json.dumps(r) for r in model.tool_responses)
+        assert "denied by policy" in refused and "decision recorded" not in refused
+        assert not pwned.exists()
+        # The shell tool really ran the shim: its output went back to the model.
+        assert "decision recorded: continue" in ran
         info = status(cli)
         assert info["status"] != "completed" and info["last_decision"]["decision"] == "continue"
+        assert info["last_decision"]["summary"] == "stub summary"
+        assert info["last_decision"]["evidence"] == "stub evidence"
         [first] = cli.records("g")
         session = first["session_id"]
         assert session and session == printed_session(first)
+        assert first["result"] == "stub final text"
+        assert "do the thing" in json.dumps(stream_requests(server)[0])
         sent_before = len(stream_requests(server))
+        responses_before = len(model.tool_responses)
 
-        model.command, model.final = DECIDE, "second run done"
+        line = json.dumps({"decision": "complete", "summary": "via message", "evidence": "e"})
+        model.commands, model.final = [], f"All done.\nLOOPCTL-DECISION: {line}"
         proc = run(cli, gemini, env)
         assert proc.returncode == 0, (proc.stdout, proc.stderr)
+        assert len(model.tool_responses) == responses_before  # no tool call in run 2
         second = [r for r in cli.records("g") if r["run_id"] != first["run_id"]][0]
         argv = second["argv"]
         assert argv[argv.index("--resume") + 1] == session
         # The resumed conversation carries the first run's exchange.
         resumed = json.dumps(stream_requests(server)[sent_before])
-        assert "first half" in resumed and "first run done" in resumed
+        assert "stub summary" in resumed and "stub final text" in resumed
     info = status(cli)
     assert info["status"] == "completed", info
-    assert info["last_decision"]["summary"] == "stub summary"
+    assert info["last_decision"]["summary"] == "via message"
     assert second["session_id"] == session
+    assert second["result"].endswith(f"LOOPCTL-DECISION: {line}")
 
 
 def test_auth_invalid_key_401_holds_the_account(cli: Any, gemini: Path, tmp_path: Path) -> None:

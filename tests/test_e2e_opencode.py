@@ -3,11 +3,12 @@ tests/e2e/common.py), whose model is a local OpenAI-compatible stub
 (tests/e2e/opencode_stub.py) configured as a custom provider. Only 127.0.0.1
 is contacted.
 
-Each test runs loopctl as a user would (`start`, then `run` in the
+The test runs loopctl as a user would (`start`, then `run` in the
 foreground) and checks that the decision protocol works through opencode's
 real tool loop: `loopctl decide` via its shell tool, the final-message line,
-and `--continue-session` (`--session <id>`). There is no refused-command test:
-opencode allows shell commands by default, so there is no rule to refuse one.
+and `--continue-session` (`--session <id>`), in one loop of two runs. There
+is no refused-command test: opencode allows shell commands by default, so
+there is no rule to refuse one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import Stub, agent_cli, assert_auth_held, assert_completed, refusing
+from e2e.common import Stub, agent_cli, assert_auth_held, refusing
 from e2e.opencode_stub import (
     MODEL_ID,
     opencode_api,
@@ -68,78 +69,62 @@ def opencode_events(cli: CLI, record: dict[str, Any]) -> list[dict[str, Any]]:
             if line.startswith("{")]
 
 
-def test_decide_complete_through_shell_tool(cli: CLI, tmp_path: Path) -> None:
+def test_shell_tool_decides_then_the_resumed_session_decides_in_its_final_message(
+        cli: CLI, tmp_path: Path) -> None:
+    """One `--continue-session` loop, two runs (each opencode start costs ~5 s
+    of CPU): run 1 decides through the shell tool, run 2 resumes the session
+    and decides with the final-message line, calling no tool."""
     agent_cli("opencode")
-    start(cli, tmp_path)
-    command = 'loopctl decide complete --summary "stub summary" --evidence "stub evidence"'
-    with opencode_api(command, final="All done.") as (stub, model):
+    start(cli, tmp_path, "--continue-session")
+    first = 'loopctl decide continue --summary "stub summary" --evidence "stub evidence"'
+    with opencode_api(first, final="All done.") as (stub, model):
         run(cli, stub, tmp_path)
     assert model.tool_calls == 1
     # The tool really ran `loopctl decide`: its output went back to the model.
-    assert tool_results(model.conversations[-1]) == ["decision recorded: complete\n"]
+    assert tool_results(model.conversations[-1]) == ["decision recorded: continue\n"]
 
     status = cli.json("status", "o")
-    assert status["status"] == "completed", status
+    assert status["status"] != "completed", status
+    assert status["last_decision"]["decision"] == "continue", status
     assert status["last_decision"]["summary"] == "stub summary", status
     assert status["last_decision"]["evidence"] == "stub evidence", status
 
-    [record] = cli.records("o")
-    events = opencode_events(cli, record)
+    [record1] = cli.records("o")
+    events = opencode_events(cli, record1)
     [tool] = [e["part"] for e in events if e["type"] == "tool_use"]
     assert tool["state"]["status"] == "completed", tool
-    assert tool["state"]["input"]["command"] == command, tool
+    assert tool["state"]["input"]["command"] == first, tool
     sessions = {e["sessionID"] for e in events}
-    assert len(sessions) == 1 and record["session_id"] == sessions.pop(), record
-    assert record["session_id"].startswith("ses_"), record
-    assert record["result"] == "All done.", record
-    assert record["argv"][-2:] == ["--", record["argv"][-1]], record["argv"]
-    assert record["argv"][record["argv"].index("-m") + 1] == MODEL_ID, record["argv"]
+    session = record1["session_id"]
+    assert len(sessions) == 1 and session == sessions.pop(), record1
+    assert session.startswith("ses_"), record1
+    assert record1["result"] == "All done.", record1
+    argv1 = record1["argv"]
+    assert "--session" not in argv1, argv1
+    assert argv1[-2:] == ["--", argv1[-1]], argv1
+    assert argv1[argv1.index("-m") + 1] == MODEL_ID, argv1
 
-
-def test_decision_in_final_message(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("opencode")
-    start(cli, tmp_path)
     line = ('LOOPCTL-DECISION: {"decision": "complete", "summary": "via message", '
             '"evidence": "e"}')
     with opencode_api(None, final=f"I cannot run commands here.\n{line}") as (stub, model):
         run(cli, stub, tmp_path)
     assert model.tool_calls == 0
-    assert model.conversations and not any(tool_results(b) for b in model.conversations)
-
-    assert_completed(cli, "o", "via message", line)
-
-
-def test_continue_session_resumes(cli: CLI, tmp_path: Path) -> None:
-    agent_cli("opencode")
-    start(cli, tmp_path, "--continue-session")
-    first = 'loopctl decide continue --summary "first" --evidence "one"'
-    with opencode_api(first, final="First run done.") as (stub, _model):
-        run(cli, stub, tmp_path)
-    status = cli.json("status", "o")
-    assert status["status"] != "completed", status
-    assert status["last_decision"]["decision"] == "continue", status
-    assert status["last_decision"]["summary"] == "first", status
-    [record1] = cli.records("o")
-    session = record1["session_id"]
-    assert session and "--session" not in record1["argv"], record1
-
-    second = 'loopctl decide complete --summary "second" --evidence "two"'
-    with opencode_api(second, final="Second run done.") as (stub, model):
-        run(cli, stub, tmp_path)
     record2 = next(r for r in cli.records("o") if r["run_id"] != record1["run_id"])
     argv = record2["argv"]
     assert argv[argv.index("--session") + 1] == session, argv
-    # The same session carries on, and the model sees run 1's conversation.
+    # The same session carries on, and the model sees run 1's conversation:
+    # its one tool result, and no other.
     assert record2["session_id"] == session, record2
     history = model.conversations[0]["messages"]
-    assert "First run done." in json.dumps(history), history
-    assert "decision recorded: continue\n" in tool_results(model.conversations[0])
+    assert "All done." in json.dumps(history), history
     assert len([m for m in history if m.get("role") == "user"]) == 2, history
+    for body in model.conversations:
+        assert tool_results(body) == ["decision recorded: continue\n"], body
 
     status = cli.json("status", "o")
     assert status["status"] == "completed", status
-    assert status["last_decision"]["summary"] == "second", status
-    assert record2["result"] == "Second run done.", record2
+    assert status["last_decision"]["summary"] == "via message", status
+    assert record2["result"].endswith(line), record2
 
 
 def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.common import agent_cli, assert_auth_held, assert_undecided, refusing
+from e2e.common import agent_cli, assert_auth_held, refusing
 from e2e.qwen_stub import QwenModel, chat_requests, qwen_api
 
 pytestmark = pytest.mark.slow
@@ -50,14 +50,25 @@ def status(cli: Any) -> dict[str, Any]:
     return cli.json("status", "q")
 
 
-def test_tool_call_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:
+def test_a_chained_command_is_refused_and_the_plain_decide_then_runs(
+        cli: Any, qwen: Path, tmp_path: Path) -> None:
+    """One run (each Qwen Code start costs ~3 s of CPU): the model first asks
+    for `loopctl decide ... && touch`, which the CLI refuses without running
+    it, then for the plain `loopctl decide`, which runs and decides."""
     start(cli, tmp_path)
-    model = QwenModel(DECIDE, final="stub final text")
+    pwned = tmp_path / "pwned"
+    chained = f"loopctl decide complete --summary x --evidence y && touch {pwned}"
+    model = QwenModel([chained, DECIDE], final="stub final text")
     with qwen_api(model) as (server, env):
         proc = run(cli, qwen, env)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    # The CLI got the chained call and answered it with a refusal, not an output.
+    assert len(model.tool_results) == 2, (model.tool_results, proc.stdout, proc.stderr)
+    refused, ran = (json.dumps(r) for r in model.tool_results)
+    assert "permission was declined" in refused and "decision recorded" not in refused
+    assert not pwned.exists()
     # The shell tool really ran the shim: its output went back to the model.
-    assert "decision recorded: complete" in json.dumps(model.tool_results)
+    assert "decision recorded: complete" in ran
     info = status(cli)
     assert info["status"] == "completed", info
     assert info["last_decision"]["summary"] == "stub summary"
@@ -67,21 +78,6 @@ def test_tool_call_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:
     assert record["session_id"] and record["session_id"] == printed["session_id"]
     assert record["result"] == printed["result"] == "stub final text"
     assert "do the thing" in json.dumps(chat_requests(server)[0]["messages"])
-
-
-def test_chained_command_refused(cli: Any, qwen: Path, tmp_path: Path) -> None:
-    start(cli, tmp_path)
-    pwned = tmp_path / "pwned"
-    model = QwenModel(f"loopctl decide complete --summary x --evidence y && touch {pwned}",
-                      final="I could not run that.")
-    with qwen_api(model) as (_server, env):
-        proc = run(cli, qwen, env)
-    # The CLI got the call and answered it with a refusal, not an output.
-    assert len(model.tool_results) == 1, (model.tool_results, proc.stdout, proc.stderr)
-    assert "permission was declined" in json.dumps(model.tool_results)
-    assert "decision recorded" not in json.dumps(model.tool_results)
-    assert not pwned.exists()
-    assert_undecided(cli, "q", "I could not run that.")
 
 
 def test_final_message_decides(cli: Any, qwen: Path, tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 worktree of its own on `loopctl/<loop>/<run-id>`, the user's checkout is never
 touched, and the hand-off (commit, push, draft PR, merge) never loses work.
 
-Every test builds its own repository with a local bare remote; `gh` is the
+Every test gets its own repository with a local bare remote (a copy); `gh` is the
 fake in tests/workspace/fake_gh.py, put first on PATH only where a test wants it.
 """
 
@@ -23,66 +23,16 @@ from typing import Any
 import psutil
 import pytest
 from workspace.fake_gh import refusals
+from workspace.repos import OWNER, Repo, git, make_repo  # noqa: F401 - imported from here too
 
 from conftest import CLI, TESTS, wait_for
 from loopctl.engine import procs
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 PR_URL = "https://github.com/o/r/pull/7"
-OWNER = ("Repo Owner", "owner@example.com")
 
 
-# -- git helpers -----------------------------------------------------------------------
-
-
-def git(cwd: Path | str, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C"))
-    assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
-    return proc.stdout
-
-
-@dataclass
-class Repo:
-    path: Path      # the user's checkout
-    remote: Path    # a bare repository, the checkout's `origin`
-
-    def git(self, *args: str) -> str:
-        return git(self.path, *args)
-
-    def sha(self, ref: str) -> str:
-        return self.git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
-
-    def branches(self, pattern: str = "loopctl/*") -> list[str]:
-        return self.git("branch", "--list", "--format=%(refname:short)", pattern).split()
-
-    def worktrees(self) -> list[str]:
-        return [line.split(" ", 1)[1] for line in
-                self.git("worktree", "list", "--porcelain").splitlines()
-                if line.startswith("worktree ")]
-
-    def remote_sha(self, branch: str) -> str | None:
-        out = git(self.remote, "for-each-ref", "--format=%(objectname)", f"refs/heads/{branch}")
-        return out.strip() or None
-
-
-def make_repo(root: Path, name: str = "repo", identity: bool = True) -> Repo:
-    remote = root / f"{name}-remote.git"
-    git(root, "init", "-q", "--bare", "-b", "main", str(remote))
-    path = root / name
-    git(root, "init", "-q", "-b", "main", str(path))
-    setup_identity = ["-c", "user.name=Setup", "-c", "user.email=setup@example.com"]
-    if identity:
-        git(path, "config", "user.name", OWNER[0])
-        git(path, "config", "user.email", OWNER[1])
-        setup_identity = []
-    (path / "README.md").write_text("hello\nworld\n")
-    (path / ".gitignore").write_text(".env\n")
-    git(path, "add", "README.md", ".gitignore")
-    git(path, *setup_identity, "commit", "-q", "-m", "initial")
-    git(path, "remote", "add", "origin", str(remote))
-    git(path, "push", "-q", "-u", "origin", "main")
-    return Repo(path, remote)
+# -- git helpers: tests/workspace/repos.py ------------------------------------------------
 
 
 @pytest.fixture

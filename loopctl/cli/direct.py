@@ -1,10 +1,10 @@
-"""`tick`, `run` and the JSON views, rendered without Typer.
+"""`tick`, `run`, `decide` and the JSON views, rendered without Typer.
 
-cron starts `loopctl tick` every minute and CI scripts call `loopctl run`;
-importing Typer (and the pydantic it pulls in) costs ~110 ms of CPU per
-process (bench/README.md). `entry.py` routes the plain forms of these two
-commands here; the Typer commands call the same functions, so there is one
-implementation and `--help` still comes from Typer.
+cron starts `loopctl tick` every minute, CI scripts call `loopctl run` and
+every agent's run ends with `loopctl decide`; importing Typer costs ~70 ms
+of CPU per process (bench/README.md). `entry.py` routes the plain forms of
+these commands here; the Typer commands call the same functions, so there is
+one implementation and `--help` and odd spellings still come from Typer.
 """
 
 from __future__ import annotations
@@ -65,6 +65,39 @@ def run(name: str, mode: str = "manual") -> int:
     return exit_code_for(record)
 
 
+DECISIONS = ("continue", "complete", "fail", "block")
+DECIDE_OPTIONS = ("--summary", "--evidence", "--next")
+
+
+def decide(kind: str, summary: str | None, evidence: str | None, next_: str | None) -> int:
+    """Write this run's decision file (`loopctl decide`, inside a run)."""
+    from loopctl.commands import drivers as firing
+    from loopctl.domain.durations import parse_duration
+    from loopctl.domain.errors import LoopctlError
+
+    if kind not in DECISIONS:
+        raise LoopctlError(f"bad decision {kind!r}: expected continue, complete, fail or "
+                           "block", 2)
+    delay = parse_duration(next_, "--next") if next_ is not None else None
+    firing.decide(kind, summary, evidence, delay)
+    print(f"decision recorded: {kind}")
+    return 0
+
+
+def _plain_decide(args: list[str]) -> dict[str, str] | None:
+    """The options of `decide KIND [--summary S] [--evidence E] [--next D]`,
+    each once with a value that cannot be read as an option; None for any
+    other form (Typer parses those, as it always did)."""
+    if args[:1] != ["decide"] or len(args) % 2 or args[1].startswith("-"):
+        return None
+    given: dict[str, str] = {}
+    for flag, value in zip(args[2::2], args[3::2], strict=True):
+        if flag not in DECIDE_OPTIONS or flag in given or value.startswith("-"):
+            return None
+        given[flag] = value
+    return given
+
+
 def emit(data: Any) -> None:
     """`--json` output, byte for byte what the Typer commands print:
     `json.dumps(data, indent=2, default=str, allow_nan=False)`, written by
@@ -122,6 +155,8 @@ def dispatch(args: list[str]) -> int | None:
         call = lambda: run(args[1], mode)  # noqa: E731
     elif _is_json_view(args):
         call = lambda: json_view(args)  # noqa: E731
+    elif (options := _plain_decide(args)) is not None:
+        call = lambda: decide(args[1], *(options.get(f) for f in DECIDE_OPTIONS))  # noqa: E731
     else:
         return None
     try:

@@ -8,8 +8,6 @@ import typer
 
 from loopctl.cli.flags import TICK_OPTIONS
 from loopctl.cli.options import NameArg, fail, store
-from loopctl.commands import drivers as firing
-from loopctl.domain.durations import parse_duration
 
 
 def run(name: NameArg,
@@ -49,8 +47,6 @@ def decide(
     next_: Annotated[Optional[str], typer.Option("--next", metavar="DURATION", help="With continue on auto pace: delay before the next run.")] = None,
 ) -> None:
     """Report this run's decision (only inside a run started by loopctl)."""
-    if decision not in ("continue", "complete", "fail", "block"):
-        fail(f"bad decision {decision!r}: expected continue, complete, fail or block")
-    delay = parse_duration(next_, "--next") if next_ is not None else None
-    firing.decide(decision, summary, evidence, delay)
-    print(f"decision recorded: {decision}")
+    from loopctl.cli import direct
+
+    raise typer.Exit(direct.decide(decision, summary, evidence, next_))

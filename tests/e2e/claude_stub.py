@@ -1,13 +1,13 @@
 """A scripted model behind a local Anthropic Messages API, for driving the
 real Claude Code CLI end to end.
 
-The model is two steps: if the conversation's last message carries no
-`tool_result`, it calls the shell tool once with `command` (or, with no
-`command`, answers `final` straight away); once the tool result is back, it
-answers `final` and ends the turn. With `write=(path, text)` it first makes
-that change with Claude Code's own `Write` tool, then goes on as above.
-Requests that are not the agent's main conversation (no shell tool offered:
-titles, quota probes) get a short plain answer. Everything the CLI sends is kept in `stub.requests`.
+The model calls the shell tool with `command` (or each of a list of
+commands in turn, the next once the previous `tool_result` is back); with no
+command left (or none given) it answers `final` and ends the turn. With
+`write=(path, text)` it first makes that change with Claude Code's own
+`Write` tool, then goes on as above. Requests that are not the agent's main
+conversation (no shell tool offered: titles, quota probes) get a short plain
+answer. Everything the CLI sends is kept in `stub.requests`.
 """
 
 from __future__ import annotations
@@ -95,11 +95,14 @@ def _stream(message: dict[str, Any]) -> bytes:
 
 
 class ClaudeModel:
-    """The scripted model; `handle` is a `Stub` handler."""
+    """The scripted model; `handle` is a `Stub` handler. `command` may be a
+    list: one shell call per answer, the next once the previous result is
+    back, then `final`."""
 
-    def __init__(self, command: str | None, final: str = "All done.",
+    def __init__(self, command: str | list[str] | None, final: str = "All done.",
                  write: tuple[str, str] | None = None) -> None:
-        self.command, self.final, self.write = command, final, write
+        self.commands = [command] if isinstance(command, str) else list(command or [])
+        self.final, self.write = final, write
         self.tool_calls = 0  # shell tool calls answered
         self.writes = 0  # Write tool calls made
 
@@ -112,12 +115,14 @@ class ClaudeModel:
             block = {"type": "tool_use", "id": f"toolu_stub{next(_ids)}", "name": "Write",
                      "input": {"file_path": path, "content": text}}
             return _message(model, [block], "tool_use")
-        # After a Write the last message holds its result: the command is next.
-        first = self.tool_calls == 0 if self.write else not _last_user_has_tool_result(body)
-        if main and self.command and first:
+        # After a Write the last message holds its result: the first command is next.
+        follows_a_result = _last_user_has_tool_result(body)
+        if main and self.tool_calls < len(self.commands) \
+                and (follows_a_result or not self.tool_calls):
+            command = self.commands[self.tool_calls]
             self.tool_calls += 1
             block = {"type": "tool_use", "id": f"toolu_stub{next(_ids)}", "name": SHELL_TOOL,
-                     "input": {"command": self.command, "description": "report"}}
+                     "input": {"command": command, "description": "report"}}
             return _message(model, [block], "tool_use")
         text = self.final if main else "Stub"
         return _message(model, [{"type": "text", "text": text}], "end_turn")
@@ -155,7 +160,7 @@ def messages(stub: Stub) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def claude_api(command: str | None, final: str = "All done.",
+def claude_api(command: str | list[str] | None, final: str = "All done.",
                write: tuple[str, str] | None = None) -> Iterator[tuple[Stub, ClaudeModel]]:
     model = ClaudeModel(command, final, write)
     with Stub(model.handle) as server:

@@ -23,11 +23,13 @@ USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 1
 
 class GeminiModel:
     """The model's script. `command`: the shell command its first answer asks
-    to run (None: no tool call); after the tool's response (or straight away
-    without a command) it answers `final`. Tests may change both between runs."""
+    to run (None: no tool call), or a list of them, one per answer, each asked
+    once the previous one's response is back; after the last response (or
+    straight away without a command) it answers `final`. Tests may change
+    `commands` and `final` between runs."""
 
-    def __init__(self, command: str | None, final: str = "stub final text") -> None:
-        self.command = command
+    def __init__(self, command: str | list[str] | None, final: str = "stub final text") -> None:
+        self.commands = [command] if isinstance(command, str) else list(command or [])
         self.final = final
         # Every functionResponse the CLI sent back: what the tool call did.
         self.tool_responses: list[dict[str, Any]] = []
@@ -50,10 +52,12 @@ class GeminiModel:
         contents = body.get("contents") or [{}]
         parts = contents[-1].get("parts") or []
         responses = [p["functionResponse"] for p in parts if "functionResponse" in p]
-        if responses or self.command is None:
-            self.tool_responses += responses
+        self.tool_responses += responses
+        answered = sum(1 for c in contents for p in c.get("parts") or []
+                       if "functionResponse" in p)
+        if answered >= len(self.commands) or answered and not responses:
             return _candidate([{"text": self.final}])
-        call = {"name": "run_shell_command", "args": {"command": self.command}}
+        call = {"name": "run_shell_command", "args": {"command": self.commands[answered]}}
         return _candidate([{"functionCall": call}])
 
 

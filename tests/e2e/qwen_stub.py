@@ -23,11 +23,12 @@ USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 class QwenModel:
     """The model's script. `command`: the shell command its first answer asks
-    to run (None: no tool call); after the tool's result (or straight away
-    without a command) it answers `final`."""
+    to run (None: no tool call), or a list of them, one per answer, each asked
+    once the previous one's result is back; after the last result (or
+    straight away without a command) it answers `final`."""
 
-    def __init__(self, command: str | None, final: str = "stub final text") -> None:
-        self.command = command
+    def __init__(self, command: str | list[str] | None, final: str = "stub final text") -> None:
+        self.commands = [command] if isinstance(command, str) else list(command or [])
         self.final = final
         self.calls = 0
         # The content of every tool message the CLI sent back.
@@ -39,14 +40,14 @@ class QwenModel:
             error = {"error": {"message": f"stub: no {request.path}", "type": "not_found"}}
             return 404, JSON, json.dumps(error).encode()
         messages = body.get("messages") or [{}]
-        if messages[-1].get("role") == "tool" or self.command is None:
-            self.tool_results += [m.get("content") for m in messages[-1:]
-                                  if m.get("role") == "tool"]
+        self.tool_results += [m.get("content") for m in messages[-1:] if m.get("role") == "tool"]
+        answered = sum(1 for m in messages if m.get("role") == "tool")
+        if answered >= len(self.commands) or answered and messages[-1].get("role") != "tool":
             delta: dict[str, Any] = {"role": "assistant", "content": self.final}
             finish = "stop"
         else:
             self.calls += 1
-            arguments = json.dumps({"command": self.command})
+            arguments = json.dumps({"command": self.commands[answered]})
             delta = {"role": "assistant", "tool_calls": [
                 {"index": 0, "id": f"call_{self.calls}", "type": "function",
                  "function": {"name": "run_shell_command", "arguments": arguments}}]}
