@@ -101,8 +101,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that mostly wait on the wall clock (`waits_on_wall_clock`) go
     first, so each starts at once on a worker of its own and its wait overlaps
     the CPU-bound rest. Last in a random order, the real-cron test's minute
-    and more was the suite's tail, with one worker busy and the cores idle."""
-    items.sort(key=lambda item: item.get_closest_marker("waits_on_wall_clock") is None)
+    and more was the suite's tail, with one worker busy and the cores idle.
+    The long ones (`slow`, the real agent CLIs) come next, for the same
+    reason: a 30 s test drawn last keeps one worker busy after the rest."""
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("waits_on_wall_clock") is not None:
+            return 0
+        long = item.get_closest_marker("slow") is not None \
+            or item.path.name.startswith("test_e2e_")
+        return 1 if long else 2
+
+    items.sort(key=rank)
 
 
 def _entry(path: str) -> tuple[Any, ...]:
