@@ -4,10 +4,14 @@ a newcomer: each test here guards a finding (pure or in-process, cheap)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fixed_zone import UTC
+from test_workspace import FakeGh, Repo, gh, last_record, repo  # noqa: F401 - fixtures
 
 from conftest import CLI
 from loopctl.domain import lifecycle, verify
@@ -122,3 +126,44 @@ def plant_record(cli: CLI, loop: str, run_id: str, **fields: Any) -> None:
               "duration_s": 60.0, "exit_code": 0, **fields}
     (folder / f"{run_id}.json").write_text(json.dumps(record))
     remember(Paths(cli.home, cli.state_dir), loop, run_id)
+
+
+# -- the check and PR feedback together (real processes) ----------------------------------
+
+
+def test_a_failing_check_pushes_nothing_to_the_pr_a_run_continues(
+        cli: CLI, repo: Repo, gh: FakeGh, tmp_path: Path) -> None:  # noqa: F811
+    # Built apart: the check holds the hand-off of a run from the base; a
+    # run continuing a PR hands off by pushing to the PR's branch. A failing
+    # check must hold that push too (else red work lands on the PR).
+    from test_pr_feedback import FAILING, PASSING, URL7, agent_bin
+
+    checks, flag = tmp_path / "checks", tmp_path / "red"
+    checks.write_text(json.dumps(PASSING))
+    env = gh.env(FAKE_GH_CHECKS_FILE=str(checks))
+    env["PATH"] = f"{agent_bin(tmp_path)}{os.pathsep}{env['PATH']}"
+    cli("start", "make the tests pass", "--name", "ship", "--every", "1h", "--cwd",
+        str(repo.path), "--agent", "claude", "--sandbox", "off", "--worktree", "--push",
+        "origin", "--pr", "--fix-attempts", "2",
+        "--check", f"sh -c 'test ! -e {flag}'",
+        "--env", "FAKE_WORK=echo \"run $LOOPCTL_ITERATION\" >> work.txt", env=env, check=0)
+    cli("run", "ship", env=env, check=0)
+    first = last_record(cli, "ship")
+    assert (first["handoff"], first["pr_url"]) == ("pr_opened", URL7)
+
+    checks.write_text(json.dumps(FAILING))  # the PR's CI fails ...
+    flag.touch()  # ... and so does the loop's own check on the fix
+    cli("run", "ship", env=env, check=0)
+    second = last_record(cli, "ship")
+    assert second["pr_feedback"]["action"] == "continue"
+    assert second["handoff"] == "check_failed" and "pr_url" not in second, second
+    assert repo.remote_sha(first["branch"]) == first["head"]  # the PR did not move
+
+    flag.unlink()
+    cli("run", "ship", env=env, check=0)  # the next fix passes: both commits go
+    third = last_record(cli, "ship")
+    assert (third["handoff"], third["pr_url"]) == ("pr_updated", URL7), third
+    assert repo.remote_sha(first["branch"]) == third["head"]
+    # The held commit went with it (the run started from the local branch).
+    assert subprocess.run(["git", "-C", str(repo.path), "merge-base", "--is-ancestor",
+                           second["head"], third["head"]]).returncode == 0
