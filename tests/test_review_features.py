@@ -167,3 +167,18 @@ def test_a_failing_check_pushes_nothing_to_the_pr_a_run_continues(
     # The held commit went with it (the run started from the local branch).
     assert subprocess.run(["git", "-C", str(repo.path), "merge-base", "--is-ancestor",
                            second["head"], third["head"]]).returncode == 0
+
+
+def test_a_fire_the_gate_skips_runs_no_check(cli: CLI, tmp_path: Path) -> None:
+    # No agent ran: nothing to verify, and a passing check must not complete
+    # an --until-check loop from a fire that did no work.
+    mark = tmp_path / "checked"
+    cli("start", "p", "--name", "g", "--every", "1h", "--cwd", str(tmp_path),
+        "--command", "true", "--if", "false", "--check", f"touch {mark}", "--until-check",
+        check=0)
+    cli("run", "g")
+    [record] = cli.records("g")
+    assert record["outcome"] == "skipped" and "check" not in record
+    assert not mark.exists()
+    status = cli.json("status", "g")
+    assert status["status"] == "active" and status["last_check"] is None
