@@ -182,3 +182,23 @@ def test_a_fire_the_gate_skips_runs_no_check(cli: CLI, tmp_path: Path) -> None:
     assert not mark.exists()
     status = cli.json("status", "g")
     assert status["status"] == "active" and status["last_check"] is None
+
+
+def test_the_envelope_with_a_check_and_a_pr_to_fix_stays_bounded() -> None:
+    # Both blocks were built apart; together they stay within their two bounds.
+    from loopctl.agents.envelope import wrap
+    from loopctl.domain.feedback import LOG_TAIL, Check, Plan
+
+    loop = loop_with(notes=True)
+    st = new_loop_state(loop, 1000.0, zone=UTC)
+    flood = ("\x1b[2J\u202e" + "y" * 100 + "\n") * 100_000  # 10 MiB, hostile
+    fix = Plan("continue", "https://github.com/o/r/pull/7", "loopctl/l/20261201T030000Z-0001",
+               failed=[Check("c" * 300, "fail", "l" * 300, "w" * 300)] * 50, attempt=1,
+               limit=3, logs={"1": flood, "2": flood, "3": flood})
+    last = {"exit_code": 1, "passed": False, "metric": None, "output_tail": flood}
+    text = wrap(loop, "make the tests pass", st, 2, 1000.0,
+                {"branch": fix.branch, "base_ref": "origin/" + fix.branch},
+                check=last, pr_fix=fix)
+    assert len(text.encode()) < verify.TAIL + LOG_TAIL + 3000
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "yyyy\n" in text and "fix attempt 1 of 3" in text  # both blocks are there
