@@ -202,3 +202,23 @@ def test_the_envelope_with_a_check_and_a_pr_to_fix_stays_bounded() -> None:
     assert len(text.encode()) < verify.TAIL + LOG_TAIL + 3000
     assert "\x1b" not in text and "\u202e" not in text
     assert "yyyy\n" in text and "fix attempt 1 of 3" in text  # both blocks are there
+
+
+@pytest.mark.parametrize("last", [
+    {"exit_code": 1.5, "passed": False}, {"exit_code": -5, "passed": False},
+    {"exit_code": 3, "passed": True}, {"exit_code": None, "passed": True},
+    {"exit_code": 0, "passed": False}, {"exit_code": True, "passed": False},
+])
+def test_a_damaged_last_check_is_dropped_not_shown(last: dict[str, Any]) -> None:
+    # Found: state.json's `last_check` took any number and any `passed`;
+    # the next envelope then told the agent "passed (exit 0)" of an exit 3.
+    from loopctl.domain.state import repair
+
+    loop = loop_with()
+    st = new_loop_state(loop, 1000.0, zone=UTC)
+    st["last_check"] = {"run_id": "20261201T030000Z-0001", "metric": None, **last}
+    clean, bad = repair("l", st)
+    assert clean["last_check"] is None and "last_check" in bad
+    st["last_check"] = {"run_id": "20261201T030000Z-0001", "metric": 3.0, "exit_code": 1,
+                        "passed": False}
+    assert repair("l", st)[0]["last_check"] == st["last_check"]  # a real one stays
