@@ -222,3 +222,28 @@ def test_a_damaged_last_check_is_dropped_not_shown(last: dict[str, Any]) -> None
     st["last_check"] = {"run_id": "20261201T030000Z-0001", "metric": 3.0, "exit_code": 1,
                         "passed": False}
     assert repair("l", st)[0]["last_check"] == st["last_check"]  # a real one stays
+
+
+@pytest.mark.parametrize(("record", "said"), [
+    ({"outcome": "ok", "exit_code": 0, "note": "check cannot start pytest: not found",
+      "check": verify.check_record(None, 0.0, "", None)},
+     "ok (exit 0); check failed (check cannot start pytest: not found); log "),
+    ({"outcome": "ok", "exit_code": 0, "note": "check metric: no match; check timed out "
+      "after 5s", "check": verify.check_record(None, 5.0, "", None)},
+     "ok (exit 0); check failed (check timed out after 5s); log "),
+    ({"outcome": "gate_error", "exit_code": None,
+      "note": "gate cannot start \x1b[2Jwatch: not found"},
+     "gate_error (no exit code: gate cannot start watch: not found); log "),
+    ({"outcome": "ok", "exit_code": 0, "note": "complete refused: check failed (exit 1)",
+      "check": verify.check_record(1, 1.0, "", None)},
+     "ok (exit 0); check failed (exit 1); log "),
+    ({"outcome": "timeout", "exit_code": None}, "timeout (no exit code); log "),
+])
+def test_run_says_why_a_check_or_gate_gave_no_exit_code(record: dict[str, Any],
+                                                        said: str) -> None:
+    # Found: `run NAME` printed `check failed (exit None)` and `(the gate
+    # exited None)` for a program that was not on PATH or timed out.
+    from loopctl.cli.direct import run_line
+
+    line = run_line({"run_id": "20261201T030000Z-0001", "log": "L", **record})
+    assert said in line and "None" not in line and "\x1b" not in line
