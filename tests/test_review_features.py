@@ -247,3 +247,15 @@ def test_run_says_why_a_check_or_gate_gave_no_exit_code(record: dict[str, Any],
 
     line = run_line({"run_id": "20261201T030000Z-0001", "log": "L", **record})
     assert said in line and "None" not in line and "\x1b" not in line
+
+
+def test_start_and_update_warn_of_a_check_or_gate_not_on_path(cli: CLI) -> None:
+    # Found: the agent got `warning: claude is not on PATH`, a check did not:
+    # `--check 'pytest -q'` without pytest refused every complete, silently.
+    said = cli("start", "p", "--name", "w", "--every", "1h", "--command", "true",
+               "--check", "no-such-check-xyz -q", "--if", "true", check=0).stderr
+    assert "warning: no-such-check-xyz (the check) is not on PATH" in said
+    assert "(the gate)" not in said  # `true` is
+    said = cli("update", "w", "--if", "no-such-gate-xyz", "--check", "true", check=0).stderr
+    assert "warning: no-such-gate-xyz (the gate) is not on PATH" in said
+    assert "(the check)" not in said
