@@ -259,3 +259,29 @@ def test_start_and_update_warn_of_a_check_or_gate_not_on_path(cli: CLI) -> None:
     said = cli("update", "w", "--if", "no-such-gate-xyz", "--check", "true", check=0).stderr
     assert "warning: no-such-gate-xyz (the gate) is not on PATH" in said
     assert "(the check)" not in said
+
+
+def test_the_check_does_not_follow_a_symlink_the_agent_left_for_its_folder(
+        cli: CLI, tmp_path: Path) -> None:
+    # Found: a loop in a repository's subfolder runs its check in that
+    # folder of the worktree; an agent that replaced it with a symlink had
+    # the check run (and write, and print into the next envelope) wherever
+    # the link pointed, outside the worktree.
+    from test_workspace import make_repo, start
+
+    made = make_repo(tmp_path)
+    (made.path / "sub").mkdir()
+    (made.path / "sub" / "keep.txt").write_text("x\n")
+    made.git("add", "sub")
+    made.git("commit", "-q", "-m", "sub")
+    made.git("push", "-q", "origin", "main")  # the runs start from origin/main
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    start(cli, made.path / "sub", "v", f"cd .. && rm -rf sub && ln -s {victim} sub",
+          "--push", "origin", "--check", "touch checked-here")
+    cli("run", "v")
+    record = last_record(cli, "v")
+    assert not (victim / "checked-here").exists()
+    assert "check" not in record or record["check"] is None
+    assert "check not run" in record["note"] and "symlink" in record["note"]
+    assert record["handoff"] == "check_failed"  # as after a failing check: nothing pushed
