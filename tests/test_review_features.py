@@ -285,3 +285,61 @@ def test_the_check_does_not_follow_a_symlink_the_agent_left_for_its_folder(
     assert "check" not in record or record["check"] is None
     assert "check not run" in record["note"] and "symlink" in record["note"]
     assert record["handoff"] == "check_failed"  # as after a failing check: nothing pushed
+
+
+def test_a_pr_branch_whose_folder_is_a_symlink_is_not_continued(
+        cli: CLI, repo: Repo, gh: FakeGh, tmp_path: Path) -> None:  # noqa: F811
+    # Found: a run continuing a PR starts on the PR's branch, which earlier
+    # agents wrote. One that committed the loop's folder as a symlink had
+    # the next agent start (and be confined to) wherever the link pointed.
+    from test_pr_feedback import FAILING, PASSING, URL7, agent_bin
+
+    (repo.path / "sub").mkdir()
+    (repo.path / "sub" / "keep.txt").write_text("x\n")
+    repo.git("add", "sub")
+    repo.git("commit", "-q", "-m", "sub")
+    repo.git("push", "-q", "origin", "main")
+    victim, checks = tmp_path / "victim", tmp_path / "checks"
+    victim.mkdir()
+    checks.write_text(json.dumps(PASSING))
+    env = gh.env(FAKE_GH_CHECKS_FILE=str(checks))
+    env["PATH"] = f"{agent_bin(tmp_path)}{os.pathsep}{env['PATH']}"
+    work = f"touch agent-was-here; cd .. && rm -rf sub && ln -s {victim} sub"
+    cli("start", "p", "--name", "ship", "--every", "1h", "--cwd", str(repo.path / "sub"),
+        "--agent", "claude", "--sandbox", "off", "--worktree", "--push", "origin", "--pr",
+        "--env", f"FAKE_WORK={work}", env=env, check=0)
+    cli("run", "ship", env=env, check=0)
+    assert last_record(cli, "ship")["pr_url"] == URL7  # its branch holds the symlink
+    checks.write_text(json.dumps(FAILING))
+    cli("run", "ship", env=env, check=0)
+    second = last_record(cli, "ship")
+    assert not (victim / "agent-was-here").exists()
+    assert "not continued" in second["pr_feedback"]["note"], second["pr_feedback"]
+    assert second["base_ref"] == "origin/main"  # a normal run from the base instead
+
+
+def test_a_base_whose_folder_is_a_symlink_starts_no_run_there(tmp_path: Path) -> None:
+    # With --merge an agent's commits reach the base: a later run from it
+    # must not start (nor check) outside its worktree either.
+    from test_workspace import make_repo
+
+    from loopctl.integrations import workspace
+    from loopctl.integrations.git import GitError
+
+    made = make_repo(tmp_path)
+    (made.path / "sub").mkdir()
+    (made.path / "sub" / "keep.txt").write_text("x\n")
+    made.git("add", "sub")
+    made.git("commit", "-q", "-m", "sub")
+    made.git("checkout", "-q", "-b", "merged")
+    made.git("rm", "-q", "-r", "sub")
+    os.symlink(tmp_path, made.path / "sub")
+    made.git("add", "sub")
+    made.git("commit", "-q", "-m", "the agent's symlink, merged")
+    made.git("checkout", "-q", "main")  # the user's checkout still has the folder
+    loop = parse_loop("v", {"prompt": "p", "every": "1h", "cwd": str(made.path / "sub"),
+                            "worktree": True, "base": "merged", "agent": "claude"})
+    folder = tmp_path / "wt"
+    with pytest.raises(GitError, match="not a folder of the worktree"):
+        workspace.prepare(loop, "20261201T030000Z-0001", folder)
+    assert not folder.exists() and "loopctl/v/" not in made.git("branch")

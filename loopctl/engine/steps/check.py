@@ -82,10 +82,9 @@ def _left_worktree(ws: Workspace | None) -> str | None:
     """Why the check cannot run where the agent worked: the agent can
     replace the loop's folder in its worktree with a symlink to anywhere
     (the check would run, write and print there), or remove it."""
-    if ws is None:
-        return None
-    real, top = os.path.realpath(ws.cwd), os.path.realpath(ws.path)
-    if (real == top or real.startswith(top + os.sep)) and os.path.isdir(real):
+    from loopctl.integrations.workspace import escaped
+
+    if ws is None or not escaped(ws):
         return None
     return (f"check not run: {launch.one_line([ws.subdir or '.'])} in the worktree is no "
             "longer a folder of it (a symlink out of it, or removed)")
