@@ -343,3 +343,16 @@ def test_a_base_whose_folder_is_a_symlink_starts_no_run_there(tmp_path: Path) ->
     with pytest.raises(GitError, match="not a folder of the worktree"):
         workspace.prepare(loop, "20261201T030000Z-0001", folder)
     assert not folder.exists() and "loopctl/v/" not in made.git("branch")
+
+
+@pytest.mark.parametrize("limit", [None, 0])
+def test_status_of_a_pr_no_longer_followed_says_so(limit: int | None) -> None:
+    # Found: after `update --no-pr` (or --fix-attempts 0) status said
+    # `0 fix run(s) of None` of the PR state.json still remembers.
+    from loopctl.cli.views import _pr_lines
+
+    pr = {"url": "https://github.com/o/r/pull/7", "branch": "b", "fixes": 0, "review": False}
+    [said] = _pr_lines({"pr_feedback": pr, "workspace": {"fix_attempts": limit}})
+    assert "None" not in said and "of 0" not in said and "PR feedback is off" in said
+    [said] = _pr_lines({"pr_feedback": pr, "workspace": {"fix_attempts": 3}})
+    assert said.endswith("pull/7: 0 fix run(s) of 3")

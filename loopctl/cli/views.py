@@ -131,7 +131,8 @@ def _pr_lines(info: dict[str, Any]) -> list[str]:
     if not pr:
         return []
     limit = (info.get("workspace") or {}).get("fix_attempts")
-    how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}"
+    how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}" \
+        if limit else "not followed (PR feedback is off: no --pr, or --fix-attempts 0)"
     return [f"  pr         {pr['url']}: {how}"]
 
 
