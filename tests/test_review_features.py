@@ -356,3 +356,19 @@ def test_status_of_a_pr_no_longer_followed_says_so(limit: int | None) -> None:
     assert "None" not in said and "of 0" not in said and "PR feedback is off" in said
     [said] = _pr_lines({"pr_feedback": pr, "workspace": {"fix_attempts": 3}})
     assert said.endswith("pull/7: 0 fix run(s) of 3")
+
+
+def test_a_github_export_says_when_the_check_makes_a_run_outlast_a_hosted_job() -> None:
+    # Found: the check's timeout joins the job's (right), and past GitHub's
+    # 6-hour job limit the export said nothing: the run is cut off mid-way.
+    import yaml
+
+    from loopctl.integrations.export import GITHUB_HOSTED_MINUTES, Target, export
+
+    pin = Target("github", install="loopctl @ git+https://github.com/o/loopctl@v1.2.3")
+    fits = export(loop_with(timeout="5h", check_timeout="40m"), pin)
+    over = export(loop_with(timeout="5h", check_timeout="1h"), pin)
+    assert not any("ends a job" in w for w in fits.warnings)
+    [said] = [w for w in over.warnings if "ends a job" in w]
+    minutes = yaml.safe_load(over.files["loopctl-l.yml"])["jobs"]["run"]["timeout-minutes"]
+    assert minutes > GITHUB_HOSTED_MINUTES and f"may take {minutes} minutes" in said
