@@ -372,3 +372,16 @@ def test_a_github_export_says_when_the_check_makes_a_run_outlast_a_hosted_job() 
     [said] = [w for w in over.warnings if "ends a job" in w]
     minutes = yaml.safe_load(over.files["loopctl-l.yml"])["jobs"]["run"]["timeout-minutes"]
     assert minutes > GITHUB_HOSTED_MINUTES and f"may take {minutes} minutes" in said
+
+
+def test_doctor_names_a_check_or_gate_that_cannot_start(cli: CLI) -> None:
+    # Found: doctor named an agent not on PATH, never a check or gate (both
+    # fail every run then; the check refuses every complete).
+    cli("start", "p", "--name", "w", "--every", "1h", "--command", "true",
+        "--check", "no-such-check-xyz -q", "--if", "no-such-gate-xyz", check=0)
+    cli("start", "p", "--name", "fine", "--every", "1h", "--command", "true",
+        "--check", "true", check=0)
+    said = cli("doctor").stdout
+    assert "loop 'w': its check needs 'no-such-check-xyz', which is not on PATH" in said
+    assert "loop 'w': its gate (--if) needs 'no-such-gate-xyz', which is not on PATH" in said
+    assert "loop 'fine'" not in said
