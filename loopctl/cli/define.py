@@ -346,6 +346,7 @@ def _agent_fields(command: str | None, agent: str | None, after: str | None,
 def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str | None,
                       yolo: bool) -> None:
     _warn_missing_agent(agent, command, yolo)
+    _warn_missing_programs(raw_def)
     _warn_unset_env(raw_def.get("env") or {})
     from loopctl.cli import sandbox_opts
 
@@ -392,6 +393,26 @@ def _warn_unset_env(env: dict[str, str | None]) -> None:
     for key in sorted(k for k, v in env.items() if v is None and k not in os.environ):
         print(f"warning: --env {key}: {key} is not set here; runs get it only if the "
               f"driver's environment has it (or give --env {key}=VALUE)", file=sys.stderr)
+
+
+def _warn_missing_programs(raw_def: dict[str, Any]) -> None:
+    """A check or gate whose program is not on PATH fails every run (a
+    check that never passes refuses every `complete`): say so now, as for
+    the agent. Only bare names under this PATH are looked up."""
+    import shutil
+
+    from loopctl.domain.checks import split_command
+    from loopctl.domain.untrusted import line
+
+    if "PATH" in (raw_def.get("env") or {}):
+        return
+    for key, what in (("check", "the check"), ("if", "the gate")):
+        if raw_def.get(key) is None:
+            continue
+        program = split_command(raw_def[key], key, key=key, placeholders=False)[0]
+        if "/" not in program and shutil.which(program) is None:
+            print(f"warning: {line(program)[:100]} ({what}) is not on PATH; {what} will fail "
+                  "at every run until it is installed", file=sys.stderr)
 
 
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
@@ -460,6 +481,7 @@ def update(
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
     warn_bounds(changes)
+    _warn_missing_programs(changes)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return

@@ -56,13 +56,37 @@ def run(name: str, mode: str = "manual") -> int:
     from loopctl.storage.store import Store
 
     record: dict[str, Any] = run_now(Store(), name, mode)
-    who = "the gate exited" if record["outcome"] in ("skipped", "gate_error") else "exit"
+    print(run_line(record), file=sys.stderr)
+    return exit_code_for(record)
+
+
+def run_line(record: dict[str, Any]) -> str:
+    """What `run NAME` says of the run it waited for. Without an exit code
+    it says why (`exit None` told a newcomer nothing)."""
+    gated = record["outcome"] in ("skipped", "gate_error")
+    code = record.get("exit_code")
+    if code is not None:
+        said = f"the gate exited {code}" if gated else f"exit {code}"
+    else:
+        said = f"no exit code: {_why(record, 'gate ') or 'see the log'}" if gated \
+            else "no exit code"
     check = record.get("check")
     checked = "" if not check else "; check passed" if check["passed"] else \
-        f"; check failed (exit {check['exit_code']})"
-    print(f"loopctl: run {record['run_id']}: {record['outcome']} "
-          f"({who} {record['exit_code']}){checked}; log {record['log']}", file=sys.stderr)
-    return exit_code_for(record)
+        f"; check failed (exit {check['exit_code']})" if check.get("exit_code") is not None \
+        else f"; check failed ({_why(record, 'check ') or 'no exit code'})"
+    return (f"loopctl: run {record['run_id']}: {record['outcome']} ({said}){checked}; "
+            f"log {record['log']}")
+
+
+def _why(record: dict[str, Any], prefix: str) -> str | None:
+    """The record note's part about the gate or the check (`check cannot
+    start pytest: not found`, `check timed out after 10m`), one line."""
+    from loopctl.domain.untrusted import line
+
+    for part in str(record.get("note") or "").split("; "):
+        if part.startswith(prefix) and not part.startswith("check metric"):
+            return line(part)[:200]
+    return None
 
 
 DECISIONS = ("continue", "complete", "fail", "block")

@@ -132,7 +132,8 @@ def _pr_lines(info: dict[str, Any]) -> list[str]:
     if not pr:
         return []
     limit = (info.get("workspace") or {}).get("fix_attempts")
-    how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}"
+    how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}" \
+        if limit else "not followed (PR feedback is off: no --pr, or --fix-attempts 0)"
     return [f"  pr         {pr['url']}: {how}"]
 
 
@@ -323,6 +324,8 @@ def history(name: NameArg,
                 for row, r in zip(rows, _unfolded(records), strict=True)]
     print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
                 + (["CHECK"] if checked else []), rows))
+    if checked:
+        print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     skipped = reading.skipped_summary(records)
     if skipped:
         said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
@@ -352,7 +355,7 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
         rows.append([r["run_id"], _started(r),
                      format_duration(duration) if duration is not None else "-",
                      r["outcome"], "-" if exit_code is None else str(exit_code),
-                     (r.get("decision") or {}).get("decision") or "-"])
+                     _decision_cell(r)])
     return rows
 
 
@@ -373,6 +376,20 @@ def _check_short(check: dict[str, Any] | None) -> str:
     said = "pass" if check.get("passed") else f"fail {check.get('exit_code') or '-'}"
     metric = check.get("metric")
     return said + (f" {metric:g}" if metric is not None else "")
+
+
+# Under a table with a CHECK column: its cells are short to fit 80 columns,
+# so one line says what their numbers are.
+CHECK_LEGEND = "pass or fail, exit code, metric; refused: a complete the check failed"
+
+
+def _decision_cell(r: dict[str, Any]) -> str:
+    """The agent's decision, and whether it stood: a `complete` the check
+    refused must not read as a completed loop (`refused` fits the column)."""
+    said = (r.get("decision") or {}).get("decision") or "-"
+    if said == "complete" and str(r.get("note") or "").startswith("complete refused"):
+        return "refused"
+    return said
 
 
 def _started(r: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import TERMINAL
+from loopctl.domain.untrusted import line
 from loopctl.engine import procs
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.store import Store
@@ -112,6 +113,8 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
             f"{name} --for ...`")
     if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
         add("error", "agents", f"loop {name!r} needs {binary(loop)!r}, which is not on PATH")
+    if st["status"] in ("active", "paused"):
+        _check_programs(loop, add)
     if loop.every and loop.every < 60 and not live:
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
@@ -135,6 +138,19 @@ def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: A
     add("warn" if waited > OVERDUE_AFTER else "ok", "capacity",
         f"{text}; {len(queued)} queued for a slot ({names}), the oldest for "
         f"{format_rough(waited)}: raise max_concurrent in loops.yaml to run more at once")
+
+
+def _check_programs(loop: LoopDef, add: Add) -> None:
+    """A check or gate that cannot start fails every run (DESIGN §16, §17);
+    bare names only, unless the loop's env sets its own PATH."""
+    import shutil
+
+    if "PATH" in loop.env:
+        return
+    for argv, what in ((loop.check, "check"), (loop.gate, "gate (--if)")):
+        if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
+            add("error", "agents", f"loop {loop.name!r}: its {what} needs "
+                f"{line(argv[0])[:100]!r}, which is not on PATH")
 
 
 def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Add) -> None:

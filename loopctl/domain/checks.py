@@ -12,6 +12,11 @@ from loopctl.domain.names import is_loop_name
 from loopctl.domain.untrusted import shorten
 
 PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
+# A command, gate or check in all (its text, or its list's items together).
+# The kernel takes no argument over 128 KiB anyway, and shlex.split slows
+# down badly on long input: an 8 MiB `check:` in a hand-edited loops.yaml
+# held every command that reads the definitions for minutes.
+MAX_COMMAND = 32 * 1024
 
 MAX_NOTIFY_URL = 2000
 MAX_NOTIFY_TARGETS = 20
@@ -113,6 +118,9 @@ def split_command(command: object, where: str, key: str = "command",
     """A command split like a shell, run without one: `command` (with its
     placeholders) or a gate's `if` (run as written: it gets no prompt)."""
     label = "command" if key == "command" else repr(key)
+    if isinstance(command, (str, list)) and _too_long(command):
+        raise UsageError(f"{where}: {key!r} is longer than {MAX_COMMAND} characters; "
+                         "expected a program and arguments (put a long script in a file)")
     if isinstance(command, str):
         try:
             argv = shlex.split(command)
@@ -124,6 +132,9 @@ def split_command(command: object, where: str, key: str = "command",
         raise UsageError(f"{where}: {key!r} must be a string or a list of strings")
     if not argv:
         raise UsageError(f"{where}: {key!r} is empty; expected a program and arguments")
+    if any("\0" in arg for arg in argv):  # execve cannot pass it: the run would crash
+        raise UsageError(f"{where}: {key!r} holds a NUL character; expected a program and "
+                         "arguments without one")
     for arg in argv if placeholders else ():
         for name in re.findall(r"\{(\w*)\}", arg):
             if name not in PLACEHOLDERS:
@@ -132,6 +143,13 @@ def split_command(command: object, where: str, key: str = "command",
                     + ", ".join("{" + p + "}" for p in PLACEHOLDERS)
                 )
     return tuple(argv)
+
+
+def _too_long(command: str | list[object]) -> bool:
+    if isinstance(command, str):
+        return len(command) > MAX_COMMAND
+    return len(command) > MAX_COMMAND or sum(
+        len(arg) + 1 for arg in command if isinstance(arg, str)) > MAX_COMMAND
 
 
 # -- git names ------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from loopctl.domain.errors import UsageError
+from loopctl.domain.untrusted import shorten
 
 UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 # Ten years: beyond that a duration is a typo, and timestamps would overflow
@@ -20,17 +21,17 @@ EXPECTED = "a duration like 45s, 10m, 1h30m, 2d or 1w"
 def parse_duration(text: object, what: str = "duration") -> int:
     """Parse a duration; a bare integer (YAML) counts as seconds."""
     if isinstance(text, bool):
-        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+        raise UsageError(f"bad {what} {shorten(text)}: expected {EXPECTED}")
     if isinstance(text, int):
         seconds = text
     elif isinstance(text, str):
         seconds = _parse_text(text.strip().lower(), what)
     else:
-        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+        raise UsageError(f"bad {what} {shorten(text)}: expected {EXPECTED}")
     if seconds <= 0:
-        raise UsageError(f"bad {what} {text!r}: must be at least 1s")
+        raise UsageError(f"bad {what} {shorten(text)}: must be at least 1s")
     if seconds > MAX_SECONDS:
-        raise UsageError(f"bad {what} {text!r}: longer than the 10-year maximum")
+        raise UsageError(f"bad {what} {shorten(text)}: longer than the 10-year maximum")
     return seconds
 
 
@@ -39,15 +40,15 @@ def _parse_text(text: str, what: str) -> int:
     if _NUMBER.fullmatch(text):
         return int(text)
     if not _WHOLE.fullmatch(text):
-        raise UsageError(f"bad {what} {text!r}: expected {EXPECTED}")
+        raise UsageError(f"bad {what} {shorten(text)}: expected {EXPECTED}")
     units = [unit for _, unit in _PART.findall(text)]
     order = list(UNITS)
     if len(set(units)) != len(units) or units != sorted(units, key=order.index):
-        raise UsageError(f"bad {what} {text!r}: give each unit once, largest first")
+        raise UsageError(f"bad {what} {shorten(text)}: give each unit once, largest first")
     total = 0
     for number, unit in _PART.findall(text):
         if len(number) > 12:
-            raise UsageError(f"bad {what} {text!r}: longer than the 10-year maximum")
+            raise UsageError(f"bad {what} {shorten(text)}: longer than the 10-year maximum")
         total += int(number) * UNITS[unit]
     return total
 

@@ -333,7 +333,10 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     if result.check is not None:
         st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
     if loop.check_metric and result.check is not None:
-        valves.record_digest(loop, st, verify.progress_key(result.check))
+        # A rate-limited run is no run (its iteration is given back): its
+        # unchanged metric must not use up --no-progress either.
+        if result.outcome != "deferred":
+            valves.record_digest(loop, st, verify.progress_key(result.check))
     elif result.track_progress and result.outcome == "ok":
         valves.record_result(loop, st, result.result_text)
     if result.session_id:

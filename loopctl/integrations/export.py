@@ -377,6 +377,11 @@ def _guard_script(loop: LoopDef, offsets: dict[str, str]) -> str:
         'echo "fire=false" >> "$GITHUB_OUTPUT"; fi\n')
 
 
+# GitHub-hosted runners end a job after 6 hours (docs.github.com, "Usage
+# limits, billing, and administration": job execution time).
+GITHUB_HOSTED_MINUTES = 360
+
+
 def to_github(loop: LoopDef, target: Target) -> Export:
     from loopctl.integrations.install_source import check_spec, installed_spec
     from loopctl.storage.yamlio import dump_yaml
@@ -397,6 +402,14 @@ def to_github(loop: LoopDef, target: Target) -> Export:
                else "")
             + "; to have them run, store a personal access token (or a GitHub App token) as a "
             "secret and set GH_TOKEN: ${{ secrets.NAME }} in the workflow")
+    minutes = max(math.ceil(run_bound(loop) / 60) + 10, 1)
+    if minutes > GITHUB_HOSTED_MINUTES:
+        # The check's timeout (10m by default) can tip a long --timeout over.
+        warnings.append(
+            f"a run may take {minutes} minutes here (--timeout, plus --if-timeout and "
+            f"--check-timeout when set, plus setup), but ubuntu-latest ends a job after "
+            f"{GITHUB_HOSTED_MINUTES}: the run would be cut off mid-way; lower them, or run "
+            "on a self-hosted runner (runs-on)")
     if utc is not None:
         warnings.append("GitHub disables a scheduled workflow after 60 days without activity "
                         "in a public repository: re-enable it in the Actions tab (or push now "
@@ -408,7 +421,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         "permissions": _github_permissions(loop),
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
-            "timeout-minutes": max(math.ceil(run_bound(loop) / 60) + 10, 1),
+            "timeout-minutes": minutes,
             "env": env,
             "steps": _github_steps(loop, target, install, utc),
         }},

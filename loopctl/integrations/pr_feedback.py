@@ -170,6 +170,9 @@ def continue_branch(loop: Any, run_id: str, folder: Path, found: Plan) -> Any:
                           "" if subdir == "." else subdir, None, str(admin),
                           continues=found.url)
     try:
+        if ws_mod.escaped(ws):  # an earlier agent's commit: this one would start outside
+            raise GitError(f"{ws.subdir} on the PR's branch is not a folder of the worktree "
+                           "(a symlink out of it?)")
         copy_ignored(repo, folder, loop.copy)
     except Exception:
         ws_mod.remove(ws)

@@ -178,12 +178,23 @@ def prepare(loop: Any, run_id: str, folder: Path) -> Workspace:
     ws = Workspace(repo, folder, branch, base, base_ref, base_sha,
                    "" if subdir == "." else subdir, note, str(admin))
     try:
+        if escaped(ws):  # a merged run may have committed it: the agent would start there
+            raise GitError(f"{ws.subdir} on {base_ref} is not a folder of the worktree (a "
+                           "symlink out of it?); the run does not start there")
         copy_ignored(repo, folder, loop.copy)
     except LoopctlError:
         remove(ws)
         git(repo, "branch", "--quiet", "-D", branch, check=False)
         raise
     return ws
+
+
+def escaped(ws: Workspace) -> bool:
+    """Is the loop's folder in the worktree no folder of it? Agent commits
+    (a PR branch a run continues, a merged run) or the agent itself can make
+    it a symlink to anywhere: whatever runs there would run outside."""
+    real, top = os.path.realpath(ws.cwd), os.path.realpath(ws.path)
+    return not ((real == top or real.startswith(top + os.sep)) and os.path.isdir(real))
 
 
 def _admin_of(repo: str, folder: Path) -> Path:

@@ -56,6 +56,11 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
         ctx.log.write(f"# loopctl: check not run: the run ended {result.outcome}")
         return
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
+    moved = _left_worktree(ws)
+    if moved:  # not run: the loop goes on as after a failing check
+        ctx.log.write(f"# loopctl: {moved}")
+        add_note(result, moved)
+        return
     env = launch.agent_env(ctx, loop, cwd, launched.run)
     argv = list(loop.check)
     ran = _confined_run(ctx, loop, cwd, env, launched.run, argv)
@@ -69,6 +74,18 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
         add_note(result, "check metric: no match in the output's last 64 KiB")
     if dropped:  # on the loop too: status shows it
         add_dropped(ctx, result, [dropped])
+
+
+def _left_worktree(ws: Workspace | None) -> str | None:
+    """Why the check cannot run where the agent worked: the agent can
+    replace the loop's folder in its worktree with a symlink to anywhere
+    (the check would run, write and print there), or remove it."""
+    from loopctl.integrations.workspace import escaped
+
+    if ws is None or not escaped(ws):
+        return None
+    return (f"check not run: {launch.one_line([ws.subdir or '.'])} in the worktree is no "
+            "longer a folder of it (a symlink out of it, or removed)")
 
 
 def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
