@@ -4,10 +4,13 @@ processes are in test_verify_runs.py."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from fixed_zone import UTC
 
@@ -310,3 +313,22 @@ def test_the_check_travels_in_every_export_and_bounds_the_job(
     [write] = [s for s in job["steps"] if s.get("name") == "Write the loop definition"]
     carried(base64.b64decode(write["env"]["DEFINITION"]).decode())
     assert job["timeout-minutes"] == 35 + 10
+
+
+def test_the_regex_child_dies_with_its_parent() -> None:
+    """A supervisor killed while a catastrophic metric regex runs must not
+    leave the regex's child spinning (seen: 40 minutes of CPU in an orphan)."""
+    code = ("from loopctl.engine.steps.check import first_group_bounded\n"
+            "first_group_bounded(r'(a+)+$', 'a' * 40 + 'b', 1)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        me = psutil.Process(parent.pid)
+        deadline = time.monotonic() + 30
+        while not me.children() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        [child] = me.children()
+    finally:
+        parent.kill()  # before its one-second deadline: the child is orphaned
+        parent.wait()
+    gone, alive = psutil.wait_procs([child], timeout=15)
+    assert alive == [], "the regex child outlived its parent"

@@ -14,6 +14,7 @@ settles; a failing check also holds the hand-off (`handoff: check_failed`).
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -136,6 +137,11 @@ def first_group_bounded(pattern: str, text: str, seconds: float) -> tuple[str | 
     if pid == 0:  # the child: answer through the pipe, never return
         code = 1
         try:
+            # Killed by the kernel a second after the parent's deadline, even
+            # if the parent was killed first: a catastrophic regex never
+            # checks for signals, and an orphan would spin for hours.
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+            signal.alarm(math.ceil(seconds) + 1)
             os.close(read_end)
             found = verify.first_group(pattern, text)
             data = b"-" if found is None else b"+" + found.encode("utf-8", "replace")
