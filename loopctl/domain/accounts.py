@@ -142,8 +142,7 @@ def clean_table(raw: Any) -> dict[str, dict[str, Any]]:
 
 
 def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
-    from loopctl.domain.model import PRESETS
-    from loopctl.domain.names import is_loop_name, is_run_id
+    from loopctl.domain.names import PRESETS, is_loop_name, is_run_id
 
     if not isinstance(account, str) or len(account) != ID_CHARS \
             or any(c not in "0123456789abcdef" for c in account) or not isinstance(entry, dict):

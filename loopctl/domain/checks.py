@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 import shlex
 
-from loopctl.domain.errors import UsageError
+from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import is_loop_name
-from loopctl.domain.untrusted import shorten
 
 PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
 # A command, gate or check in all (its text, or its list's items together).

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import re
 
-from loopctl.domain.errors import UsageError
-from loopctl.domain.untrusted import shorten
+from loopctl.domain.errors import UsageError, shorten
 
 UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 # Ten years: beyond that a duration is a typo, and timestamps would overflow

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -51,3 +53,8 @@ class NotFiring(LoopctlError):
 
     code = EXIT_OK
 
+
+def shorten(value: Any, limit: int = 60) -> str:
+    """A bad value, safe to quote in a note."""
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -23,16 +23,12 @@ from loopctl.domain.checks import (
     split_command,
 )
 from loopctl.domain.durations import parse_duration
-from loopctl.domain.errors import UsageError
+from loopctl.domain.errors import UsageError, shorten
+from loopctl.domain.names import PRESETS
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import format_size, parse_size
-from loopctl.domain.untrusted import shorten
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
-PRESETS = (
-    "claude", "codex", "gemini", "qwen", "opencode", "aider", "goose",
-    "pi", "cursor", "copilot", "crush", "amp", "shell",
-)
 OVERLAP = ("queue", "skip", "replace")
 CATCH_UP = ("one", "none")
 

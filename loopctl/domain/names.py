@@ -23,3 +23,10 @@ def is_run_id(run_id: object) -> bool:
     stamp, dash, seq = run_id[:16], run_id[16:17], run_id[17:]
     return (set(stamp[:8] + stamp[9:15]) <= _DIGITS and stamp[8] == "T" and stamp[15] == "Z"
             and dash == "-" and len(seq) >= 4 and set(seq) <= _DIGITS)
+
+# The agent presets a definition may name (loopctl/agents/presets.py has
+# what each one runs).
+PRESETS = (
+    "claude", "codex", "gemini", "qwen", "opencode", "aider", "goose",
+    "pi", "cursor", "copilot", "crush", "amp", "shell",
+)

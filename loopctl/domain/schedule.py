@@ -14,8 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
+from typing import TYPE_CHECKING
 
-from loopctl.domain.model import LoopDef
+if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
+    from loopctl.domain.model import LoopDef
 
 UTC = timezone.utc
 BACKOFF_CAP = 8
@@ -25,7 +27,7 @@ MISSED_EXACT_LIMIT = 2000
 
 # Which zone a loop's cron expression is read in; the drivers pass
 # `clock.zone_of`, tests a fixed zone.
-Zones = Callable[[LoopDef], tzinfo]
+Zones = Callable[["LoopDef"], tzinfo]
 
 
 def wall_to_instant(naive: datetime, tz: tzinfo) -> float:

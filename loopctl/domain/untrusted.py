@@ -15,7 +15,7 @@ import math
 import re
 from typing import Any
 
-from loopctl.domain.errors import UsageError
+from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import is_run_id
 
 # Agents' session ids are UUIDs, thread ids or slugs: word characters with
@@ -131,12 +131,6 @@ def check_run_id(value: str) -> str:
         raise UsageError(f"bad run id {value!r}: expected an id like 20261130T031500Z-0007 "
                          "(see `loopctl history NAME`)")
     return value
-
-
-def shorten(value: Any, limit: int = 60) -> str:
-    """A bad value, safe to quote in a note."""
-    shown = repr(value)
-    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def read_decision(data: bytes) -> tuple[dict[str, Any] | None, list[str]]:
