@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fixed_zone import UTC
+from test_newcomer import write_record
 from test_workspace import FakeGh, Repo, gh, last_record, repo  # noqa: F401 - fixtures
 
 from conftest import CLI
@@ -102,9 +103,9 @@ def test_history_says_a_complete_the_check_refused_did_not_stand(cli: CLI) -> No
         "--check", "pytest -q", check=0)
     check = verify.check_record(1, 1.0, "3 passed, 1 failed\n", 3.0)
     said = {"decision": "complete", "summary": "done", "evidence": "I say so"}
-    plant_record(cli, "v", "20261201T100000Z-0001", decision=said, check=check,
+    write_record(cli, "v", "20261201T100000Z-0001", decision=said, check=check,
                  note="complete refused: check failed (exit 1)")
-    plant_record(cli, "v", "20261201T110000Z-0002", decision=said,
+    write_record(cli, "v", "20261201T110000Z-0002", decision=said,
                  check=verify.check_record(0, 1.0, "4 passed\n", 4.0))
     out = cli("history", "v", env={"COLUMNS": "80"}, check=0).stdout.splitlines()
     refused_row, passed_row = (row for row in out if row.startswith("2026"))
@@ -113,19 +114,6 @@ def test_history_says_a_complete_the_check_refused_did_not_stand(cli: CLI) -> No
     assert " complete " in passed_row and passed_row.endswith("pass 4")
     legend = out[-1]
     assert legend.startswith("CHECK: ") and "…" not in legend and len(legend) <= 80
-
-
-def plant_record(cli: CLI, loop: str, run_id: str, **fields: Any) -> None:
-    from loopctl.storage.paths import Paths
-    from loopctl.storage.runs import remember
-
-    folder = cli.state_dir / "runs" / loop
-    folder.mkdir(parents=True, exist_ok=True)
-    record = {"version": 1, "run_id": run_id, "loop": loop, "outcome": "ok",
-              "started_at": "2026-12-01T10:00:00Z", "ended_at": "2026-12-01T10:01:00Z",
-              "duration_s": 60.0, "exit_code": 0, **fields}
-    (folder / f"{run_id}.json").write_text(json.dumps(record))
-    remember(Paths(cli.home, cli.state_dir), loop, run_id)
 
 
 # -- the check and PR feedback together (real processes) ----------------------------------
