@@ -332,3 +332,13 @@ def test_the_regex_child_dies_with_its_parent() -> None:
         parent.wait()
     gone, alive = psutil.wait_procs([child], timeout=15)
     assert alive == [], "the regex child outlived its parent"
+
+
+def test_status_shows_the_last_check_only_while_the_loop_has_a_check() -> None:
+    from loopctl.cli.views import _check_lines
+
+    last = {"run_id": RUN, "exit_code": 1, "passed": False, "metric": 3.0}
+    check = {"argv": ["pytest", "-q"], "timeout_s": 600, "until_check": False, "metric": None}
+    assert any("last check failed (exit 1), metric 3" in line
+               for line in _check_lines({"check": check, "last_check": last}))
+    assert _check_lines({"check": None, "last_check": last}) == []  # after `--check none`

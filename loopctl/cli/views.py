@@ -112,7 +112,8 @@ def _check_lines(info: dict[str, Any]) -> list[str]:
         until = " (completes the loop when it passes)" if info["check"]["until_check"] else ""
         lines.append(fit_line(["  check     "], [one_line(shlex.join(info["check"]["argv"]))
                                                  + until]))
-    last = info.get("last_check")
+    # A check removed since (`--check none`) says nothing more in the status.
+    last = info.get("last_check") if info.get("check") else None
     if last:
         lines.append(f"  last check {check_cell(last)} ({last['run_id']})")
     return lines
