@@ -187,9 +187,10 @@ def held_loop(loop: LoopDef, result: RunResult) -> LoopDef:
     return replace(loop, push=None, pr=False, merge=None)
 
 
-def mark_held(ctx: RunContext, loop: LoopDef, result: RunResult, moved: Handoff) -> Handoff:
-    """`handoff: check_failed` where the check held a branch back."""
-    if held_loop(loop, result) is not loop and moved.handoff == "committed":
+def mark_held(ctx: RunContext, held: bool, moved: Handoff) -> Handoff:
+    """`handoff: check_failed` where the check held a branch back (`held`:
+    the hand-off ran with `held_loop`'s reduced loop)."""
+    if held and moved.handoff == "committed":
         moved.handoff = "check_failed"
         ctx.log.write(f"# loopctl: hand-off held: the check failed; branch "
                       f"{moved.fields.get('branch')} kept, nothing pushed")
