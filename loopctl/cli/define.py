@@ -399,20 +399,16 @@ def _warn_missing_programs(raw_def: dict[str, Any]) -> None:
     """A check or gate whose program is not on PATH fails every run (a
     check that never passes refuses every `complete`): say so now, as for
     the agent. Only bare names under this PATH are looked up."""
-    import shutil
-
+    from loopctl.commands.doctor import unfound_programs
     from loopctl.domain.checks import split_command
     from loopctl.domain.untrusted import line
 
-    if "PATH" in (raw_def.get("env") or {}):
-        return
-    for key, what in (("check", "the check"), ("if", "the gate")):
-        if raw_def.get(key) is None:
-            continue
-        program = split_command(raw_def[key], key, key=key, placeholders=False)[0]
-        if "/" not in program and shutil.which(program) is None:
-            print(f"warning: {line(program)[:100]} ({what}) is not on PATH; {what} will fail "
-                  "at every run until it is installed", file=sys.stderr)
+    commands = [(split_command(raw_def[key], key, key=key, placeholders=False), what)
+                for key, what in (("check", "the check"), ("if", "the gate"))
+                if raw_def.get(key) is not None]
+    for program, what in unfound_programs(raw_def.get("env") or {}, commands):
+        print(f"warning: {line(program)[:100]} ({what}) is not on PATH; {what} will fail "
+              "at every run until it is installed", file=sys.stderr)
 
 
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:

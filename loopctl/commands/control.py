@@ -7,7 +7,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import JSON_VERSION, locked_loop
-from loopctl.domain import lifecycle
+from loopctl.domain import accounts, lifecycle
 from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name
@@ -30,14 +30,12 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
                 signal_supervisor(st["run"])
                 message = "stopping: the current run is being killed"
         else:
-            held = st.get("reason") in ("rate_limited", "auth_required")
+            held = st.get("reason") in accounts.KINDS
             message = lifecycle.resume(loop, st, now, zone=clock.zone_of(loop))
             if held and "accounts" in state:
                 # The user says the account is fixed: this loop finds out.
-                from loopctl.domain.accounts import clean_table, probe
-
-                state["accounts"] = clean_table(state["accounts"])
-                probe(state["accounts"], name)
+                state["accounts"] = accounts.clean_table(state["accounts"])
+                accounts.probe(state["accounts"], name)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return {"version": JSON_VERSION, "loop": name, "message": message,

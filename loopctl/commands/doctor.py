@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from loopctl import clock
@@ -141,16 +141,24 @@ def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: A
 
 
 def _check_programs(loop: LoopDef, add: Add) -> None:
-    """A check or gate that cannot start fails every run (DESIGN §16, §17);
-    bare names only, unless the loop's env sets its own PATH."""
+    """A check or gate that cannot start fails every run (DESIGN §16, §17)."""
+    for program, what in unfound_programs(loop.env, ((loop.check, "check"),
+                                                     (loop.gate, "gate (--if)"))):
+        add("error", "agents", f"loop {loop.name!r}: its {what} needs "
+            f"{line(program)[:100]!r}, which is not on PATH")
+
+
+def unfound_programs(env: Mapping[str, Any], commands: Iterable[tuple[Sequence[str] | None, str]]
+                     ) -> list[tuple[str, str]]:
+    """(program, what) of each command whose program is not on PATH: bare
+    names only, and none when the loop's env sets its own PATH (`doctor`,
+    and the warning of `start` and `update`)."""
     import shutil
 
-    if "PATH" in loop.env:
-        return
-    for argv, what in ((loop.check, "check"), (loop.gate, "gate (--if)")):
-        if argv and "/" not in argv[0] and shutil.which(argv[0]) is None:
-            add("error", "agents", f"loop {loop.name!r}: its {what} needs "
-                f"{line(argv[0])[:100]!r}, which is not on PATH")
+    if "PATH" in env:
+        return []
+    return [(argv[0], what) for argv, what in commands
+            if argv and "/" not in argv[0] and shutil.which(argv[0]) is None]
 
 
 def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Add) -> None:

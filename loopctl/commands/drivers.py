@@ -11,6 +11,7 @@ from loopctl.commands.common import locked_loop
 from loopctl.domain import capacity, lifecycle, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
 from loopctl.domain.model import LoopDef
+from loopctl.domain.state import LoopState
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import Gate, gate_for, spec_for
 from loopctl.engine.events import status_key as events_key
@@ -42,15 +43,15 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
                 or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
             # A fire plan() has just claimed was due and within limits.
             claimed = bool(result.fired)
-            refusal = None if busy or claimed or mode == "force" \
-                else valves.fire_refusal(loop, st) or _held(gate, loop, now)
+            refusal, waits = (None, False) if busy or claimed or mode == "force" \
+                else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
             if busy or refusal:
                 store.write_state(state)
                 if busy:
                     raise BusyError(busy)
                 assert refusal is not None
-                if st.get("reason") == "rate_limited" or refusal.startswith("held (rate"):
+                if waits:
                     raise BusyError(f"loop {name!r} is {refusal}")
                 if mode == "scheduled":
                     # Not an error: a completed loop must not turn cron red nightly.
@@ -76,12 +77,20 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
         events.dispatch(store, pending)
 
 
-def _held(gate: Gate, loop: LoopDef, now: float) -> str | None:
-    """An active loop whose account is held, and no free fallback."""
-    from loopctl.domain.accounts import hold_note
+def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str | None, bool]:
+    """Why the loop may not fire now (its own state, or its account held
+    with no free fallback), and whether that is a wait for a rate limit
+    (exit 75) rather than a refusal."""
+    from loopctl.domain.accounts import RATE_LIMITED, hold_note
 
+    limited = st.get("reason") == RATE_LIMITED
+    refusal = valves.fire_refusal(loop, st)
+    if refusal is not None:
+        return refusal, limited
     entry = gate.check(loop, now).entry
-    return f"held ({entry['kind']}): {hold_note(entry)}" if entry else None
+    if entry is None:
+        return None, limited
+    return f"held ({entry['kind']}): {hold_note(entry)}", limited or entry["kind"] == RATE_LIMITED
 
 
 def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capacity.Caps,

@@ -65,13 +65,13 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
                          "started_at": iso(st["run"].get("started_at"))} if st["run"] else None
                         for st in states],
         "pending_fire": [bool(st.get("pending")) for st in states],
-        "queued_since": [_iso(st.get("queued_at")) if st["status"] == "active" else None
+        "queued_since": [iso(st.get("queued_at")) if st["status"] == "active" else None
                          for st in states],
         "after_run": [st.get("after_run") for st in states],
         "recent_outcomes": [list(st.get("outcomes") or ()) for st in states],
         "last_decision": [st.get("last_decision") for st in states],
-        "ended_at": [_iso(st.get("ended_at")) for st in states],
-        "observed_at": [_iso(st.get("observed_at")) for st in states],
+        "ended_at": [iso(st.get("ended_at")) for st in states],
+        "observed_at": [iso(st.get("observed_at")) for st in states],
         "note": [st.get("note") for st in states],
         "rate_limited_until": [iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
                                else None for st in states],
@@ -91,10 +91,6 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
         "check": [verify.describe(loop) for loop in loops],
         "last_check": [st.get("last_check") for st in states],
     }
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else iso(ts)
 
 
 def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -339,7 +339,8 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
             valves.record_digest(loop, st, verify.progress_key(result.check))
     elif result.track_progress and result.outcome == "ok":
         valves.record_result(loop, st, result.result_text)
-    if result.session_id:
+    if result.session_id and not run.get("preset"):
+        # A fallback preset's session is not the loop's agent's (DESIGN §18).
         st["session_id"] = result.session_id
     estimate = valves.charge(loop, st, result.outcome, result.cost_usd)
     extra: dict[str, Any] = {}

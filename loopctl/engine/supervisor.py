@@ -95,7 +95,7 @@ class Supervisor:
         loop = check.held_loop(launched.loop, result)  # a failing check hands nothing off
         made = handoff.commit(ctx, ws, loop, launched.run, result)
         moved = handoff.hand_off(ctx, ws, loop, launched.run, made, result, cancelled)
-        return check.mark_held(ctx, launched.loop, result, moved)
+        return check.mark_held(ctx, loop is not launched.loop, moved)
 
     @staticmethod
     def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:

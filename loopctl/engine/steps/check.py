@@ -19,14 +19,13 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from loopctl.domain import verify
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import record, replace
+from loopctl.domain.plain import replace
 from loopctl.domain.state import RunResult
 from loopctl.engine.steps import confine, launch, side_command, wait
 from loopctl.engine.steps.context import RunContext, add_dropped, add_note
@@ -36,14 +35,6 @@ if TYPE_CHECKING:
 
 # The agent ran and exited, or was killed at its timeout.
 CHECKED_OUTCOMES = ("ok", "failed", "timeout", "deferred")
-
-
-@record
-class Ran:
-    exit_code: int | None  # None: timed out, stopped or could not start
-    output: bytes  # the last verify.KEEP bytes
-    duration_s: float
-    note: str | None = None
 
 
 def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
@@ -90,7 +81,7 @@ def _left_worktree(ws: Workspace | None) -> str | None:
 
 
 def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
-                  run: dict[str, object], argv: list[str]) -> Ran:
+                  run: dict[str, object], argv: list[str]) -> side_command.Finished:
     """The agent's confinement is over; the check gets one of its own. The
     record's `sandbox` stays the agent's."""
     agent_sandbox = ctx.sandbox
@@ -101,20 +92,16 @@ def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
         try:
             confined = confine.confine(ctx, loop, cwd, env, dict(run), argv, [])
         except LoopctlError as exc:  # `--sandbox on` where it cannot be honoured
-            return Ran(None, b"", 0.0, f"check not run: {exc.message}")
+            return side_command.Finished(None, b"", 0.0, f"check not run: {exc.message}",
+                                         started=False)
         ctx.log.flush_held()  # the sandbox's line, before the check's
-        return _run(ctx, argv, cwd, env, loop.check_timeout, confined)
+        return side_command.run(ctx, "check", argv, cwd, env, loop.check_timeout, confined,
+                                verify.KEEP)
     finally:
         confine.release(ctx)
         ctx.sandbox = agent_sandbox
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-
-
-def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str], timeout: float,
-         confined: Callable[[], None] | None) -> Ran:
-    done = side_command.run(ctx, "check", argv, cwd, env, timeout, confined, verify.KEEP)
-    return Ran(done.exit_code, done.output, done.duration_s, done.note)
 
 
 def _metric(pattern: str | None, text: str) -> tuple[float | None, str | None]:
@@ -174,7 +161,8 @@ def first_group_bounded(pattern: str, text: str, seconds: float) -> tuple[str | 
     return (data[1:].decode("utf-8", "replace") if data[:1] == b"+" else None), False
 
 
-def _log(ctx: RunContext, loop: LoopDef, argv: list[str], ran: Ran) -> None:
+def _log(ctx: RunContext, loop: LoopDef, argv: list[str],
+         ran: side_command.Finished) -> None:
     """A `# loopctl: check` line, then the end of its output (at most 64 KiB,
     and a quarter of --max-log: the check's output stays within the log's
     bound too)."""
@@ -199,9 +187,10 @@ def held_loop(loop: LoopDef, result: RunResult) -> LoopDef:
     return replace(loop, push=None, pr=False, merge=None)
 
 
-def mark_held(ctx: RunContext, loop: LoopDef, result: RunResult, moved: Handoff) -> Handoff:
-    """`handoff: check_failed` where the check held a branch back."""
-    if held_loop(loop, result) is not loop and moved.handoff == "committed":
+def mark_held(ctx: RunContext, held: bool, moved: Handoff) -> Handoff:
+    """`handoff: check_failed` where the check held a branch back (`held`:
+    the hand-off ran with `held_loop`'s reduced loop)."""
+    if held and moved.handoff == "committed":
         moved.handoff = "check_failed"
         ctx.log.write(f"# loopctl: hand-off held: the check failed; branch "
                       f"{moved.fields.get('branch')} kept, nothing pushed")

@@ -83,10 +83,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
         if st and st.get("run") and st["run"]["run_id"] == ctx.run_id:
             before = events.status_key(st)
             now = clock.now()
-            session = st.get("session_id")
             extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
-            if run.get("preset"):
-                st["session_id"] = session  # never carried across presets
             told, instead = account.after_run(ctx, state, loop, result, now)
             if instead:
                 before = events.status_key(st)  # the account's one event says it
