@@ -10,29 +10,137 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
+import signal
 import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
+from loopctl.domain.plain import record
+from loopctl.domain.untrusted import line
 from loopctl.integrations.git import GIT_TIMEOUT, GitError, last_line
 
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
 CANCEL_POLL = 0.5
+# What a hand-off step reads of gh's output: a URL, a checks list.
+MAX_OUTPUT = 2**20
 _PR_URL = re.compile(r"https://[^\s/]+/[^\s/]+/[^\s/]+/pull/[0-9]+")
 
 
 def gh(*args: str, cwd: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """`gh ARGS` for the hand-off steps, through the one bounded runner
+    (`call`): its output read to MAX_OUTPUT, its whole session killed at the
+    timeout."""
+    ran = run_bounded(list(args), cwd, MAX_OUTPUT, False, timeout)
+    if ran.missing:
+        raise GitError("gh (GitHub CLI) is not on PATH; install it and `gh auth login`")
+    if ran.code is None:
+        raise GitError(f"gh {args[0]} {args[1]} timed out")
+    return subprocess.CompletedProcess(["gh", *args], ran.code, ran.out.decode("utf-8", "replace"),
+                                       ran.err.decode("utf-8", "replace"))
+
+
+MAX_STDERR = 2000
+
+
+@record
+class Answer:
+    code: int | None       # None: gh could not start, or was killed at the timeout
+    out: bytes
+    err: str
+    cut: bool = False      # more came than the bound
+
+
+def timeout() -> float:
+    from loopctl.settings import knob
+
+    return knob("LOOPCTL_GH_TIMEOUT")
+
+
+@record
+class Ran:
+    code: int | None  # None: it could not start, or was killed at the timeout
+    out: bytes
+    err: bytes  # its end, at most MAX_STDERR * 4 bytes
+    cut: bool = False  # more output came than the bound
+    missing: bool = False  # gh is not on PATH
+    why: str = ""  # why it could not start
+
+
+def call(args: list[str], cwd: str, limit: int, keep_tail: bool = False) -> Answer:
+    """`gh ARGS`: at most `limit` bytes of stdout (its start, or with
+    `keep_tail` its end), killed with its children at $LOOPCTL_GH_TIMEOUT;
+    its stderr one printable line."""
+    seconds = timeout()
+    ran = run_bounded(args, cwd, limit, keep_tail, seconds)
+    if ran.missing:
+        return Answer(None, b"", "gh (GitHub CLI) is not on PATH")
+    if ran.why:
+        return Answer(None, b"", ran.why)
+    if ran.code is None:
+        return Answer(None, b"", f"gh {' '.join(args[:2])} timed out after {seconds:g}s")
+    return Answer(ran.code, ran.out, line(ran.err.decode("utf-8", "replace"))[-MAX_STDERR:],
+                  ran.cut)
+
+
+def run_bounded(args: list[str], cwd: str, limit: int, keep_tail: bool,
+                seconds: float) -> Ran:
+    """The one way loopctl runs gh: no prompt, no colour, its own session
+    (killed whole at the deadline), stdout read no further than `limit`."""
+    env = dict(os.environ, GH_PROMPT_DISABLED="1", NO_COLOR="1", GH_NO_UPDATE_NOTIFIER="1",
+               GH_SPINNER_DISABLED="1")
     try:
-        proc = subprocess.run(["gh", *args], capture_output=True, text=True, cwd=cwd,
-                              timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=dict(os.environ, GH_PROMPT_DISABLED="1", NO_COLOR="1"))
-    except FileNotFoundError:
-        raise GitError("gh (GitHub CLI) is not on PATH; install it and `gh auth login`") \
-            from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"gh {args[0]} {args[1]} timed out") from None
-    return proc
+        proc = subprocess.Popen(["gh", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, close_fds=True)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            return Ran(None, b"", b"", missing=True)
+        return Ran(None, b"", b"", why=f"gh could not start: {exc.strerror}")
+    out, err, cut, finished = _read(proc, limit, keep_tail, time.monotonic() + seconds)
+    if not finished:
+        _kill(proc)
+        return Ran(None, b"", err)
+    return Ran(proc.wait(), out, err, cut)
+
+
+def _read(proc: subprocess.Popen[bytes], limit: int, keep_tail: bool,
+          deadline: float) -> tuple[bytes, bytes, bool, bool]:
+    """Both pipes until they close or the deadline passes; never more than
+    the bounds in memory."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err, cut = bytearray(), bytearray(), False
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), cut, False
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf: bytearray = key.data
+                buf += chunk
+                bound = limit if buf is out else MAX_STDERR * 4
+                if len(buf) > bound:
+                    cut = cut or buf is out
+                    if keep_tail or buf is err:
+                        del buf[: len(buf) - bound]
+                    else:
+                        del buf[bound:]
+    return bytes(out), bytes(err), cut, True
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    proc.wait()
 
 
 def open_pr(repo: str, base: str, branch: str, title: str, body: str) -> str:

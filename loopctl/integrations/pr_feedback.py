@@ -18,10 +18,6 @@ a bound (JSON: 1 MiB, else unusable; logs: only the tail is kept).
 from __future__ import annotations
 
 import os
-import selectors
-import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -36,84 +32,9 @@ from loopctl.domain.feedback import (
     read_pr,
     repo_of,
 )
-from loopctl.domain.plain import record
-from loopctl.domain.untrusted import line
+from loopctl.integrations.gh import call
 
 MAX_JSON = 2**20
-MAX_STDERR = 2000
-
-
-@record
-class Answer:
-    code: int | None       # None: gh could not start, or was killed at the timeout
-    out: bytes
-    err: str
-    cut: bool = False      # more came than the bound
-
-
-def timeout() -> float:
-    from loopctl.settings import knob
-
-    return knob("LOOPCTL_GH_TIMEOUT")
-
-
-def call(args: list[str], cwd: str, limit: int, keep_tail: bool = False) -> Answer:
-    """`gh ARGS`: at most `limit` bytes of stdout (its start, or with
-    `keep_tail` its end), killed with its children at the timeout."""
-    env = dict(os.environ, GH_PROMPT_DISABLED="1", NO_COLOR="1", GH_NO_UPDATE_NOTIFIER="1",
-               GH_SPINNER_DISABLED="1")
-    try:
-        proc = subprocess.Popen(["gh", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True)
-    except OSError as exc:
-        why = "gh (GitHub CLI) is not on PATH" if isinstance(exc, FileNotFoundError) \
-            else f"gh could not start: {exc.strerror}"
-        return Answer(None, b"", why)
-    out, err, cut, finished = _read(proc, limit, keep_tail, time.monotonic() + timeout())
-    if not finished:
-        _kill(proc)
-        return Answer(None, b"", f"gh {' '.join(args[:2])} timed out after {timeout():g}s")
-    code = proc.wait()
-    return Answer(code, out, line(err.decode("utf-8", "replace"))[-MAX_STDERR:], cut)
-
-
-def _read(proc: subprocess.Popen[bytes], limit: int, keep_tail: bool,
-          deadline: float) -> tuple[bytes, bytes, bool, bool]:
-    """Both pipes until they close or the deadline passes; never more than
-    the bounds in memory."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err, cut = bytearray(), bytearray(), False
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(out), bytes(err), cut, False
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf: bytearray = key.data
-                buf += chunk
-                bound = limit if buf is out else MAX_STDERR * 4
-                if len(buf) > bound:
-                    cut = cut or buf is out
-                    if keep_tail or buf is err:
-                        del buf[: len(buf) - bound]
-                    else:
-                        del buf[bound:]
-    return bytes(out), bytes(err), cut, True
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    proc.wait()
 
 
 def look(repo: str, loop: Any, tracked: dict[str, Any]) -> Plan:
