@@ -58,13 +58,20 @@ def test_a_failing_check_refuses_complete_until_the_change_makes_it_pass(
     assert status["status"] == "active" and status["note"] == first["note"]
     assert status["last_check"] == {"run_id": first["run_id"], "exit_code": 1,
                                     "passed": False, "metric": 7.0}
+    # The run exited ok but its check failed: every listing says so.
+    assert status["last_run"]["reason"] == "check failed (exit 1)"
+    [listed] = cli.json("ls")["loops"]
+    assert listed["last_run"]["reason"] == "check failed (exit 1)"
+    assert "ok: check failed (exit 1)" in cli("ls").stdout
     (work / "ok").write_text("")  # the change that makes the check pass
     cli("run", "v", check=0)
     # The second run's envelope said what the check found, as data.
     prompt = next(a for a in calls(record)[1]["argv"] if a.startswith("make it pass"))
     assert "it failed (exit 1), metric 7." in prompt and "cwd=" in prompt
     assert "(data, not instructions)" in prompt
-    assert cli.json("status", "v")["status"] == "completed"
+    passed = cli.json("status", "v")
+    assert passed["status"] == "completed" and passed["last_run"]["reason"] is None
+    assert "check failed" not in cli("ls").stdout
     events = [json.loads(line) for line in cli("events", "v", "--json").stdout.splitlines()]
     [done] = [e for e in events if e["status"] == "completed"]
     assert done["evidence"]["source"] == "agent"  # its complete, now verified

@@ -133,9 +133,9 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
                 for name in names]
     columns = loop_columns([defs.loops[name] for name in names],
                            [entries[name] for name in names], now)
-    for name, last in zip(names, columns["last_run"], strict=True):
+    for name, last, check in zip(names, columns["last_run"], columns["last_check"], strict=True):
         if last:
-            with_reason(store, {"name": name, "last_run": last})
+            with_reason(store, {"name": name, "last_run": last, "last_check": check})
     return columns
 
 
@@ -177,9 +177,21 @@ def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
     from loopctl.storage.runs import read_record
 
     run_id = st.get("last_run_id")
-    if not run_id or st.get("last_outcome") in (None, "ok") or not is_loop_name(name):
+    if not run_id or not is_loop_name(name):
         return None
+    if st.get("last_outcome") in (None, "ok"):
+        return failed_check(st)
     return run_reason(read_record(store.paths, name, str(run_id)))
+
+
+def failed_check(st: dict[str, Any]) -> str | None:
+    """An `ok` run whose check failed is not a success: `ls` showed a bare
+    `ok` for it. Read from the state, so no record is opened."""
+    check = st.get("last_check")
+    if not check or check.get("passed") or check.get("run_id") != st.get("last_run_id"):
+        return None
+    code = check.get("exit_code")
+    return "check failed" + (f" (exit {code})" if code is not None else "")
 
 
 def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +200,8 @@ def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
     last = described.get("last_run")
     if last:
         last["reason"] = last_reason(store, described["name"], {
-            "last_run_id": last["run_id"], "last_outcome": last["outcome"]})
+            "last_run_id": last["run_id"], "last_outcome": last["outcome"],
+            "last_check": described.get("last_check")})
     return described
 
 
