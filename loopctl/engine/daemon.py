@@ -70,6 +70,9 @@ class Daemon:
         signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
 
     def run(self) -> int:
+        import gc
+
+        gc.enable()  # off for start-up (loopctl.entry); this process lives for days
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         self._wake_on_signals()

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import parse_loop
-from loopctl.engine.steps import prfix
 from loopctl.engine.steps.context import RunContext
 from loopctl.storage.paths import ensure_dir
 
@@ -23,8 +22,6 @@ def prepare_workspace(ctx: RunContext, worktree: bool | None) -> tuple[Workspace
     hand) means: look in the claimed run's definition."""
     if worktree is False:
         return None, None  # no second read of the state for the common case
-    from loopctl.integrations import workspace
-
     with ctx.store.lock():
         st = ctx.store.read_state()["loops"].get(ctx.name) or {}
         run = st.get("run") or {}
@@ -34,6 +31,9 @@ def prepare_workspace(ctx: RunContext, worktree: bool | None) -> tuple[Workspace
         tracked = st.get("pr_feedback")
     if not loop.worktree:
         return None, None
+    from loopctl.engine.steps import prfix
+    from loopctl.integrations import workspace
+
     folder = ctx.store.paths.state_dir / "worktrees" / ctx.name
     found = prfix.look(ctx, loop, tracked)
     try:

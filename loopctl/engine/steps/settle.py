@@ -125,6 +125,8 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
+    if ctx.pr_fix is None and not st.get("pr_feedback") and handoff is None:
+        return pending  # no PR to track: most runs import no git code
     from loopctl.engine.steps import prfix
 
     review = prfix.settle(ctx, st, handoff)
