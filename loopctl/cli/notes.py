@@ -17,7 +17,7 @@ def notes(
 ) -> None:
     """Print a loop's notes, kept across runs with --notes (or empty them)."""
     from loopctl.commands.notes import notes as read
-    from loopctl.domain.feedback import clean
+    from loopctl.domain.untrusted import block
 
     result = read(store(), name, clear)
     if as_json:
@@ -32,4 +32,5 @@ def notes(
         print(f"{name} has no notes{hint}", file=sys.stderr)
         return
     # The agent wrote them: no escape sequence or bidi override reaches the terminal.
-    print(clean(result["notes"]))
+    text = block(result["notes"])
+    print(text, end="" if text.endswith("\n") else "\n")

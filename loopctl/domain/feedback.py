@@ -22,9 +22,10 @@ import re
 from typing import Any
 
 from loopctl.domain.errors import UsageError
+from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
 from loopctl.domain.plain import factory, record
-from loopctl.domain.untrusted import line
+from loopctl.domain.untrusted import block, line
 
 DEFAULT_FIX_ATTEMPTS = 3
 MAX_FIX_ATTEMPTS = 100
@@ -252,15 +253,14 @@ def log_runs(found: Plan) -> list[str]:
 # -- what the agent is shown -----------------------------------------------------------
 
 
-def clean(text: str) -> str:
-    """Multi-line untrusted text as data: each line without escape
-    sequences, hidden controls or bidi overrides; the lines kept."""
-    return "\n".join(line(row) for row in text.splitlines())
+# Multi-line untrusted text as data: one sanitizer for every such block.
+clean = block
 
 
 def tail_bytes(data: bytes, limit: int) -> str:
-    """The last `limit` bytes as text (a cut sequence becomes U+FFFD)."""
-    return data[-limit:].decode("utf-8", errors="replace") if limit > 0 else ""
+    """The last `limit` bytes as text (`tail_text`; none for a limit of 0,
+    where `data[-0:]` would be all of it)."""
+    return tail_text(data, limit) if limit > 0 else ""
 
 
 def feedback_text(found: Plan) -> str:
