@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import CLI, TESTS, agent_command, wait_for
-from loopctl.domain.schedule import parse_iso
+from loopctl.domain.timestamps import parse_iso
 
 EVENT_FIELDS = {"version", "status", "loop", "summary", "evidence", "objective", "iteration",
                 "max_runs", "elapsed_s", "deadline_remaining_s", "run_id", "log", "cwd",

@@ -17,8 +17,8 @@ from conftest import CLI, agent_command, wait_for
 from loopctl.domain import capacity, lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
-from loopctl.domain.schedule import parse_iso
 from loopctl.domain.state import RunResult, display_status, new_loop_state
+from loopctl.domain.timestamps import parse_iso
 
 T0 = 1_800_000_000.0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI, TESTS, agent_command, wait_for
-from loopctl.domain.schedule import parse_iso
+from loopctl.domain.timestamps import parse_iso
 
 FAKE_BIN = str(TESTS / "bin")
 

@@ -58,7 +58,7 @@ def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
     """`ls` reads its rows without building the JSON shape (10,000 loops);
     they must say what `ls --json` says, loop by loop."""
     from loopctl.commands import views as reading
-    from loopctl.domain.schedule import parse_iso
+    from loopctl.domain.timestamps import parse_iso
     from loopctl.storage.store import Store
 
     cli("start", "p", "--name", "done", "--every", "1h", "--max-runs", "1", "--command",

@@ -143,7 +143,7 @@ def test_daemon_picks_up_a_new_loop_within_seconds(cli: CLI) -> None:
         added = time.time()
         start(cli, "late", "--print", "x")
         records = wait_for(lambda: cli.records("late"), timeout=30)
-        from loopctl.domain.schedule import parse_iso
+        from loopctl.domain.timestamps import parse_iso
 
         # ~1-2 s on an idle machine; the bound leaves room for a busy one
         # (and for the record's whole seconds) and is still far below any

@@ -242,7 +242,7 @@ def test_every_waits_from_the_end_of_the_run(cli: CLI) -> None:
     record = cli.records("paced")[0]
     state = cli.state()["loops"]["paced"]
     ended = record["ended_at"]
-    from loopctl.domain.schedule import parse_iso
+    from loopctl.domain.timestamps import parse_iso
 
     assert state["next_due"] == pytest.approx(parse_iso(ended) + 10, abs=1.0)
     assert state["next_due"] - parse_iso(record["started_at"]) >= 11

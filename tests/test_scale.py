@@ -24,7 +24,7 @@ from fixed_zone import UTC, zone_of
 from hypothesis import given, settings, strategies
 
 from conftest import CLI, imported_modules, in_process, loopctl_argv
-from loopctl.domain import schedule
+from loopctl.domain import timestamps
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import common_values, new_loop_state, pack, unpack
 from loopctl.storage import defs_cache, home_key
@@ -294,7 +294,7 @@ WHOLE = strategies.integers(min_value=0, max_value=2**34)
                          WHOLE.map(lambda s: s + 0.9999995), WHOLE.map(lambda s: s - 5e-7)))
 def test_iso_is_what_datetime_writes(ts: float) -> None:
     expected = datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert schedule.iso(ts) == expected
+    assert timestamps.iso(ts) == expected
 
 
 def test_status_of_one_loop_says_what_ls_says_of_it(cli: CLI, home: Path) -> None:

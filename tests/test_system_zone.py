@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CLI
 from loopctl import clock
-from loopctl.domain import schedule
+from loopctl.domain import schedule, timestamps
 from loopctl.domain.model import parse_loop
 
 # Thursday 2026-01-15 12:00 UTC
@@ -68,7 +68,7 @@ def test_a_tz_variable_naming_no_zone_falls_back_to_etc_localtime(
 
 
 def local_hour(iso: str, zone: str) -> tuple[int, int]:
-    moment = datetime.fromtimestamp(schedule.parse_iso(iso), ZoneInfo(zone))
+    moment = datetime.fromtimestamp(timestamps.parse_iso(iso), ZoneInfo(zone))
     return moment.hour, moment.minute
 
 

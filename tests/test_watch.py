@@ -17,7 +17,7 @@ import pytest
 
 from conftest import CLI, agent_command, tool, wait_for
 from loopctl.cli.watch import Row, cells, cut, last_line, last_log_line, render, tail
-from loopctl.domain.schedule import iso
+from loopctl.domain.timestamps import iso
 from loopctl.storage.store import Store
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z

@@ -9,7 +9,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from loopctl.domain.errors import LoopctlError
-from loopctl.domain.schedule import parse_iso
+from loopctl.domain.timestamps import parse_iso
 from loopctl.storage.store import Store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")]

@@ -178,7 +178,7 @@ def fitted(row: Sequence[str], widths: Sequence[int], ellipsis: str) -> list[str
 
 
 def timestamp(text: Any) -> float | None:
-    from loopctl.domain.schedule import parse_iso
+    from loopctl.domain.timestamps import parse_iso
 
     if not isinstance(text, str):
         return None

@@ -14,8 +14,8 @@ from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import KEYS, LoopDef, parse_loop, to_raw
 from loopctl.domain.plain import replace
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, new_loop_state
+from loopctl.domain.timestamps import iso
 from loopctl.storage.store import Store
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from loopctl.commands.common import JSON_VERSION, locked_loop
 from loopctl.domain import valves
 from loopctl.domain.errors import UsageError
-from loopctl.domain.schedule import iso
+from loopctl.domain.timestamps import iso
 from loopctl.engine import procs
 from loopctl.storage.store import Store
 

@@ -13,8 +13,8 @@ from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
-from loopctl.domain.schedule import iso, parse_iso
 from loopctl.domain.state import display_status
+from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.integrations.notify import mask
 from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store

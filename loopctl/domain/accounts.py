@@ -271,7 +271,7 @@ def findings(table: Mapping[str, dict[str, Any]], now: float,
              existing: Collection[str]) -> list[tuple[str, str]]:
     """What `doctor` says of each marked account that still has loops:
     (level, message)."""
-    from loopctl.domain.schedule import iso
+    from loopctl.domain.timestamps import iso
 
     out = []
     for entry in table.values():

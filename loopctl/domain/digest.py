@@ -11,7 +11,7 @@ import textwrap
 from typing import Any
 
 from loopctl.domain.durations import format_usd
-from loopctl.domain.schedule import parse_iso
+from loopctl.domain.timestamps import parse_iso
 from loopctl.domain.untrusted import line as one_line
 
 DIGEST_VERSION = 1
@@ -51,7 +51,7 @@ def needs(loop: dict[str, Any], now: float) -> str | None:
 
 def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
           events: list[dict[str, Any]], since: float, now: float) -> dict[str, Any]:
-    from loopctl.domain.schedule import iso
+    from loopctl.domain.timestamps import iso
 
     recent_events = [e for e in events if _since(e, "at", since)]
     needs_you = [{"loop": loop["name"], "status": loop["status"], "why": why}

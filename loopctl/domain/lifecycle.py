@@ -28,7 +28,6 @@ from loopctl.domain.schedule import (
     latest_plausible_due,
     missed_count,
     next_fire,
-    parse_iso,
 )
 from loopctl.domain.state import (
     ACTIVE,
@@ -39,6 +38,7 @@ from loopctl.domain.state import (
     RunResult,
     new_loop_state,
 )
+from loopctl.domain.timestamps import parse_iso
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.

@@ -11,7 +11,6 @@ transition.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING
@@ -147,39 +146,6 @@ def missed_count(loop: LoopDef, due: float, now: float, *, zone: tzinfo) -> int:
     if loop.auto:
         return 0  # self-paced loops have no occurrences of their own
     return int((now - due) // (loop.every or 1))
-
-
-_DAYS: dict[int, str] = {}  # a day's date text: a listing's moments share few days
-_MINUTES: list[str] = []  # "HH:MM" for each minute of a day, made on first use
-_SECONDS = [f"{s:02d}" for s in range(60)]
-
-
-def iso(ts: float | None) -> str | None:
-    """What `datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")`
-    gives (the microseconds rounded half to even, as datetime does), at a
-    fifth of its cost: `ls --json` of 10,000 loops writes 30,000 or more.
-    The clock text comes from tables, not from formatting (three `:02d`
-    fields were two thirds of the time)."""
-    if ts is None:
-        return None
-    whole = math.floor(ts)
-    if round((ts - whole) * 1e6) >= 1_000_000:
-        whole += 1
-    day, second = divmod(whole, 86400)
-    date = _DAYS.get(day)
-    if date is None:
-        date = _DAYS[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")
-    if not _MINUTES:
-        _MINUTES.extend(f"{m // 60:02d}:{m % 60:02d}" for m in range(1440))
-    minute, rest = divmod(second, 60)
-    return date + "T" + _MINUTES[minute] + ":" + _SECONDS[rest] + "Z"
-
-
-def parse_iso(text: str) -> float:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
 
 
 def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,

@@ -176,7 +176,7 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
 
 
 def _iso(ts: float | None) -> str:
-    from loopctl.domain.schedule import iso
+    from loopctl.domain.timestamps import iso
 
     return iso(ts) or "a backoff"
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from loopctl.domain.durations import format_usd
 from loopctl.domain.model import LoopDef
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
+from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 
 EVENT_VERSION = 1

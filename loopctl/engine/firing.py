@@ -19,8 +19,8 @@ from loopctl.domain.capacity import caps_of
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.plain import factory, record
 from loopctl.domain.records import new_record
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
+from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.storage.definitions import Definitions

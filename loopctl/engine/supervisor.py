@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import RunResult
+from loopctl.domain.timestamps import iso
 from loopctl.engine import procs
 from loopctl.engine.steps import (
     bounds,

@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from conftest import CLI
-from loopctl.domain.schedule import parse_iso
+from loopctl.domain.timestamps import parse_iso
 
 
 def gated(gate: Path, starts: Path | None = None) -> str:

@@ -14,8 +14,8 @@ from typing import Any
 
 from loopctl.domain import accounts
 from loopctl.domain.model import LoopDef
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import ACTIVE, PAUSED, RunResult
+from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.engine import events
 from loopctl.engine.accounts import Ids, table_of

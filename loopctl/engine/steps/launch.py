@@ -13,8 +13,8 @@ from typing import IO, TYPE_CHECKING, Any
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.plain import record
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState
+from loopctl.domain.timestamps import iso
 from loopctl.engine import procs, reaper
 from loopctl.engine.steps import bounds, confine, notes
 from loopctl.engine.steps.context import RunContext, one_line

@@ -11,8 +11,8 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.records import add_fields, new_record
-from loopctl.domain.schedule import iso
 from loopctl.domain.state import LoopState, RunResult
+from loopctl.domain.timestamps import iso
 from loopctl.engine import events
 from loopctl.engine.steps import account
 from loopctl.engine.steps.context import RunContext, add_note
