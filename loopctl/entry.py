@@ -102,13 +102,12 @@ def main() -> None:
 
     # Start-up imports ~200 modules and makes ~100,000 objects, none of them
     # cyclic garbage; the collector walking them again and again is ~4% of a
-    # short command's CPU. Reference counting still frees everything; the
-    # long-lived loops (daemon, watch) turn the collector back on.
+    # short command's CPU. Reference counting still frees everything. It is
+    # not turned back on at the end (the allocations counted meanwhile would
+    # start a full collection at once); the long-lived loops (daemon, watch)
+    # freeze what start-up made and turn it on.
     gc.disable()
-    try:
-        _main(sys.argv[1:])
-    finally:
-        gc.enable()  # for a caller in the same process (the tests)
+    _main(sys.argv[1:])
 
 
 def _main(args: list[str]) -> None:

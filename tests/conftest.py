@@ -249,6 +249,7 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
     process's would be. What it saves is the interpreter's start and
     loopctl's imports (~0.15 s of CPU per call)."""
     import contextlib
+    import gc
     import io
 
     from loopctl.entry import main
@@ -264,6 +265,7 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
         code = exc.code
     finally:
         sys.argv = argv
+        gc.enable()  # a command leaves the collector off (loopctl.entry); a worker lives on
     if isinstance(code, str):  # sys.exit("message"), as the interpreter would print it
         err.write(code.encode() + b"\n")
         code = 1

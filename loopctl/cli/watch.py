@@ -267,6 +267,7 @@ def main(store: Store, interval: float = 2.0) -> int:
         return print_snapshot(store)
     import gc
 
+    gc.freeze()  # start-up's objects: never garbage, never walked again
     gc.enable()  # off for start-up (loopctl.entry); a screen may stay open for days
     try:
         return live(store, interval)

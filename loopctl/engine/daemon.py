@@ -72,6 +72,7 @@ class Daemon:
     def run(self) -> int:
         import gc
 
+        gc.freeze()  # start-up's objects: never garbage, never walked again
         gc.enable()  # off for start-up (loopctl.entry); this process lives for days
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
