@@ -141,3 +141,28 @@ def test_decide_skips_typer_and_does_what_the_typer_command_does(
     assert (proc.returncode, bool(written[0])) in ((0, True), (2, False)), proc
     assert proc.stdout.startswith("decision recorded: ") if proc.returncode == 0 \
         else len(lines) == 1
+
+
+def test_plain_ls_skips_typer_and_prints_what_the_typer_command_prints(cli: CLI) -> None:
+    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
+    typer_code = "import sys\nfrom loopctl.cli.app import run_app\nrun_app(sys.argv[1:])"
+
+    def both(args: list[str]) -> tuple[str, str]:
+        fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              text=True, check=True)
+        assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER", args
+        slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
+                              text=True, check=True)
+        return fast.stdout, slow.stdout
+
+    fast, slow = both(["ls"])
+    assert fast == slow and fast.startswith("no loops yet"), fast
+    cli("start", "p", "--name", "v", "--every", "1h", "--command",
+        agent_command("--print", "x"), check=0)
+    cli("run", "v", check=0)
+    cli("pause", "v", check=0)  # no NEXT that moves with the clock between the two
+    for args in (["ls"], ["list"]):
+        fast, slow = both(args)
+        assert fast == slow and "v " in fast and "paused" in fast, (fast, slow)

@@ -1,4 +1,4 @@
-"""`tick`, `run`, `decide` and the JSON views, rendered without Typer.
+"""`tick`, `run`, `decide`, `ls` and the JSON views, rendered without Typer.
 
 cron starts `loopctl tick` every minute, CI scripts call `loopctl run` and
 every agent's run ends with `loopctl decide`; importing Typer costs ~70 ms
@@ -160,6 +160,28 @@ def json_view(args: list[str]) -> int:
     return 0
 
 
+def ls_text(store: Any) -> int:
+    """The `ls` table (the command a newcomer types most, so without Typer)."""
+    from loopctl import clock
+    from loopctl.cli.render import ls_table
+    from loopctl.commands import views as reading
+
+    loops = reading.list_brief(store)
+    if not loops:
+        print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
+    else:
+        print(ls_table(loops, clock.now()))
+    return 0
+
+
+def plain_ls() -> int:
+    from loopctl.commands import common
+    from loopctl.storage.store import Store
+
+    with common.no_cycle_collection():
+        return ls_text(Store())
+
+
 def _is_json_view(args: list[str]) -> bool:
     rest = [a for a in args[1:] if a != "--json"]
     return (len(args) - len(rest) == 2 and (
@@ -177,6 +199,8 @@ def dispatch(args: list[str]) -> int | None:
             and set(args[2:]) <= set(RUN_FLAGS):
         mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"
         call = lambda: run(args[1], mode)  # noqa: E731
+    elif args in (["ls"], ["list"]):
+        call = plain_ls
     elif _is_json_view(args):
         call = lambda: json_view(args)  # noqa: E731
     elif (options := _plain_decide(args)) is not None:

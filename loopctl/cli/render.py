@@ -158,3 +158,21 @@ def outcome_strip(outcomes: Sequence[Any], unicode: bool | None = None) -> str:
     """Recent outcomes, oldest first, one mark each."""
     pick = 0 if (unicode_ok() if unicode is None else unicode) else 1
     return "".join(MARKS.get(str(o), ("·", "."))[pick] for o in outcomes)
+
+
+def ls_table(loops: list[dict[str, Any]], now: float) -> str:
+    rows, styles = [], []
+    for loop in loops:
+        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
+        if loop["status"] == "invalid":
+            rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
+        else:
+            last = loop["last_outcome"] or "-"
+            if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
+                last = f"{last}: {loop['last_reason']}"
+            nxt = "next slot" if loop["status"] == "queued" else relative(loop["next_fire"], now)
+            rows.append([loop["name"], loop["schedule"], status,
+                         f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
+        styles.append(STATUS_STYLE.get(loop["status"]))
+    return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
+                 first=(5,))

@@ -43,33 +43,13 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
 
 def ls(as_json: JsonOpt = False) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
+    from loopctl.cli.direct import ls_text
+
     with common.no_cycle_collection():
         if as_json:
             emit({"version": common.JSON_VERSION, "loops": listing(store())})
             return
-        loops = reading.list_brief(store())
-        if not loops:
-            print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
-            return
-        print(ls_table(loops, clock.now()))
-
-
-def ls_table(loops: list[dict[str, Any]], now: float) -> str:
-    rows, styles = [], []
-    for loop in loops:
-        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
-        if loop["status"] == "invalid":
-            rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
-        else:
-            last = loop["last_outcome"] or "-"
-            if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
-                last = f"{last}: {loop['last_reason']}"
-            nxt = "next slot" if loop["status"] == "queued" else relative(loop["next_fire"], now)
-            rows.append([loop["name"], loop["schedule"], status,
-                         f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
-        styles.append(STATUS_STYLE.get(loop["status"]))
-    return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
-                 first=(5,))
+        ls_text(store())
 
 
 def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
