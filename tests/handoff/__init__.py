@@ -1,1 +1,2 @@
-"""Helpers for tests/test_handoff.py: a stand-in for each scheduler an export targets."""
+"""Helpers for the hand-off tests (tests/test_handoff_*.py): a stand-in for each
+scheduler an export targets (simulator.py) and shared export helpers (support.py)."""
