@@ -481,7 +481,7 @@ def update(
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
-    from loopctl.integrations.notify import mask
+    from loopctl.domain.untrusted import mask
 
     shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"

@@ -15,7 +15,7 @@ from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import display_status
 from loopctl.domain.timestamps import iso, parse_iso
-from loopctl.integrations.notify import mask
+from loopctl.domain.untrusted import mask
 from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store
 

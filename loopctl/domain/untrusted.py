@@ -214,3 +214,11 @@ def _delay(value: Any) -> Any:
         except UsageError:
             return value  # dropped with a note by read_decision
     return value
+
+
+def mask(url: str) -> str:
+    """`slack://****`: the scheme says where, nothing says how to post."""
+    scheme, sep, _ = url.partition("://")
+    if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,31}", scheme):
+        return f"{scheme}://****"
+    return "****"

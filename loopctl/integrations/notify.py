@@ -29,20 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.domain.errors import UsageError
+from loopctl.domain.untrusted import mask
 
 SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
 WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
 # requests' own wording for the path it asked for ("with url: /hook/SECRET").
 _URL_PATH = re.compile(r"(\burl:\s*)/\S*")
-
-
-def mask(url: str) -> str:
-    """`slack://****`: the scheme says where, nothing says how to post."""
-    scheme, sep, _ = url.partition("://")
-    if sep and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,31}", scheme):
-        return f"{scheme}://****"
-    return "****"
 
 
 def mask_text(text: str) -> str:
