@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -49,6 +50,7 @@ def test_the_daemon_runs_with_the_collector_on(home: Path, collector_on: None) -
     daemon.stopping = True  # set up, then stop before the first pass
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT,
                                                         signal.SIGCHLD)}
+    wakeup = signal.set_wakeup_fd(-1)  # the daemon sets its own: put this one back after
     gc.disable()  # as loopctl.entry leaves it
     try:
         assert daemon.run() == 0
@@ -58,3 +60,5 @@ def test_the_daemon_runs_with_the_collector_on(home: Path, collector_on: None) -
         gc.unfreeze()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+        os.close(signal.set_wakeup_fd(wakeup))
+        os.close(daemon.wake_r)
