@@ -290,3 +290,22 @@ def test_a_supervisor_moved_into_its_runs_cgroup_steps_out_before_killing_it(
     cli("tick", "--wait", check=0)
     (record,) = cli.records("mover")
     assert record["outcome"] == "ok", record  # recorded by the supervisor itself, not lost
+
+
+@pytest.mark.parametrize("case", ["agent-not-found", "gate-skips", "ok"])
+def test_no_run_leaves_its_cgroup_behind(cli: CLI, tmp_path: Path, case: str) -> None:
+    """One cgroup per run: a run that never starts its agent (not found, a
+    gate that skips) must remove it as surely as one that ran."""
+    if not HAS_CGROUP:
+        pytest.skip("no writable cgroup v2 here")
+    extra = {"agent-not-found": ["--command", str(tmp_path / "no-such-agent")],
+             "gate-skips": ["--command", "true", "--if", "false"],
+             "ok": ["--command", "true"]}[case]
+    cli("start", "p", "--name", "held", "--every", "1h", *extra, check=0)
+    cli("run", "held")
+    (record,) = cli.records("held")
+    mark = reaper.run_mark(cli.state_dir, "held", record["run_id"]).replace("/", ".")
+    base = reaper.base_cgroup()[0] or ""
+    assert os.path.isdir(base)
+    left = [name for name in os.listdir(base) if name.startswith(reaper.CGROUP_PREFIX + mark)]
+    assert left == [], (record["outcome"], left)

@@ -323,6 +323,19 @@ def finish(held: Containment | None) -> set[int]:
     return killed
 
 
+def release(held: Containment | None) -> None:
+    """The run's cgroup goes with the run. `finish` removes it after killing
+    what is left; a run that never started its agent (not found, a refused
+    sandbox, a gate that said skip) never reaches `finish`, and its empty
+    cgroup stayed behind, one per such run. rmdir refuses a cgroup that still
+    holds a process, so nothing alive is lost track of."""
+    if held is not None and held.cgroup is not None:
+        try:
+            os.rmdir(held.cgroup)
+        except OSError:
+            pass
+
+
 def sweep_lost(state_dir: Path, loop: str, run: dict[str, Any]) -> int:
     """In the driver that finds a run lost: kill what its dead supervisor
     left, through the cgroup it recorded and by the run's marker."""

@@ -103,3 +103,4 @@ def end(ctx: RunContext) -> None:
     ctx.log.flush_held()
     if b.launched:  # rmtree does not follow symlinks the agent left in its folder
         shutil.rmtree(ctx.decision_path.parent, ignore_errors=True)
+    reaper.release(b.held)
