@@ -21,6 +21,7 @@ Each option is one behaviour, applied in the order below:
                     hardlink:TARGET or fifo
   --plant-runs N    plant N forged run files (ids ...-9990 up) in the run folder
   --kill-parent     SIGKILL the parent (the supervisor), then go on
+  --kill-when FILE  with --kill-parent: first wait (at most 60 s) until FILE exists
   --sleep S         sleep S seconds
   --wait-for FILE   wait (at most 60 s) until FILE exists
   --ignore-term     ignore SIGTERM (for kill escalation tests)
@@ -133,6 +134,7 @@ def add_hostile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plant-log")
     parser.add_argument("--plant-runs", type=int)
     parser.add_argument("--kill-parent", action="store_true")
+    parser.add_argument("--kill-when")
 
 
 def hostile(args: argparse.Namespace) -> None:
@@ -144,7 +146,15 @@ def hostile(args: argparse.Namespace) -> None:
     if args.plant_runs:
         plant_runs(args.plant_runs)
     if args.kill_parent:
+        if args.kill_when:  # the test says when: after the supervisor recorded this agent
+            wait_for_file(args.kill_when)
         os.kill(os.getppid(), signal.SIGKILL)
+
+
+def wait_for_file(path: str, seconds: float = 60) -> None:
+    deadline = time.time() + seconds
+    while not os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.02)
 
 
 def main() -> int:
@@ -209,9 +219,7 @@ def main() -> int:
     if args.sleep:
         time.sleep(args.sleep)
     if args.wait_for:
-        deadline = time.time() + 60
-        while not os.path.exists(args.wait_for) and time.time() < deadline:
-            time.sleep(0.05)
+        wait_for_file(args.wait_for)
     if args.decide:
         cmd = [sys.executable, "-m", "loopctl", "decide", args.decide,
                "--summary", args.summary, "--evidence", args.evidence]

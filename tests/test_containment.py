@@ -19,6 +19,7 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -64,6 +65,19 @@ def start(cli: CLI, name: str, *agent_args: str, extra: tuple[str, ...] = (),
 # -- 1. an agent that kills its supervisor ------------------------------------------
 
 
+def killed_supervisor(cli: CLI, name: str, go: Path) -> dict[str, Any]:
+    """Let the agent kill its supervisor once the supervisor has recorded it
+    (on a loaded machine a quick agent won the race and the test waited for
+    a record that never came); the agent dies with its supervisor
+    (PR_SET_PDEATHSIG)."""
+    run = wait_for(lambda: in_flight(cli, name))
+    go.touch()
+    wait_for(lambda: gone(run["supervisor"]["pid"]))
+    wait_for(lambda: not procs.alive(run["agent"]), timeout=5)
+    go.unlink()
+    return run
+
+
 @pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])
 def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
         cli: CLI, tmp_path: Path, scrub: bool) -> None:
@@ -71,16 +85,12 @@ def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
         pytest.skip("a scrubbed environment is found only through a cgroup")
     pid_file = tmp_path / "pids"
     start(cli, "escapee", "--grandchild", "300", *(["--scrub-env"] if scrub else []),
-          "--kill-parent", "--sleep", "300",
+          "--kill-parent", "--kill-when", str(tmp_path / "go"), "--sleep", "300",
           extra=("--env", f"FAKE_AGENT_PIDS={pid_file}", "--max-failures", "2",
                  "--timeout", "2s"))
     cli("tick", check=0)
-    run = wait_for(lambda: in_flight(cli, "escapee"))
+    run = killed_supervisor(cli, "escapee", tmp_path / "go")
     (grandchild,) = wait_for(lambda: pids_in(pid_file))
-    wait_for(lambda: gone(run["supervisor"]["pid"]))
-    # The agent itself died with its supervisor (PR_SET_PDEATHSIG).
-    wait_for(lambda: not procs.alive(wait_for(lambda: in_flight(cli, "escapee"))["agent"]),
-             timeout=5)
     assert not gone(grandchild)  # orphaned to init: only the next driver can end it
 
     report = cli.json("tick")
@@ -95,8 +105,7 @@ def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
 
     # The next fire: the same escape again reaches --max-failures 2.
     wait_for(lambda: cli.json("tick")["fired"], timeout=10)
-    run2 = wait_for(lambda: in_flight(cli, "escapee"))
-    wait_for(lambda: gone(run2["supervisor"]["pid"]))
+    run2 = killed_supervisor(cli, "escapee", tmp_path / "go")
     assert cli.json("tick")["lost"] == [run2["run_id"]]
     st = cli.state()["loops"]["escapee"]
     assert (st["status"], st["reason"], st["failures"]) == ("paused", "failure_limit", 2)
