@@ -78,6 +78,39 @@ def killed_supervisor(cli: CLI, name: str, go: Path) -> dict[str, Any]:
     return run
 
 
+def carrying(mark: str) -> list[psutil.Process]:
+    """The processes whose environment carries this run's marker."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(reaper.MARK_VAR) == mark:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_an_agent_that_kills_its_supervisor_at_once_leaves_nothing(cli: CLI) -> None:
+    """The race the test below avoids on purpose: the agent kills its
+    supervisor at once, often before the supervisor writes down its pid. The
+    driver's claim still names the supervisor, so the next driver finds the
+    run lost and kills the child the agent left (by the run's cgroup or
+    marker; PR_SET_PDEATHSIG ends only the agent itself)."""
+    cli("start", "p", "--name", "quick", "--every", "1h",
+        "--command", "sh -c 'sleep 300 & kill -9 $PPID; wait'", check=0)
+    cli("tick", check=0)
+    run = wait_for(lambda: cli.state()["loops"]["quick"].get("run"))
+    wait_for(lambda: gone(run["supervisor"]["pid"]))
+    mark = reaper.run_mark(cli.state_dir, "quick", run["run_id"])
+    sleepers = wait_for(lambda: carrying(mark))
+    report = cli.json("tick")
+    assert report["lost"] == [run["run_id"]] and report["fired"] == []
+    (record,) = cli.records("quick")
+    assert record["outcome"] == "lost"
+    assert all(gone(p.pid) for p in sleepers)
+    assert not cli.state()["loops"]["quick"]["run"]
+
+
 @pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])
 def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
         cli: CLI, tmp_path: Path, scrub: bool) -> None:
