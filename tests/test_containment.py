@@ -78,37 +78,36 @@ def killed_supervisor(cli: CLI, name: str, go: Path) -> dict[str, Any]:
     return run
 
 
-def carrying(mark: str) -> list[psutil.Process]:
-    """The processes whose environment carries this run's marker."""
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if proc.environ().get(reaper.MARK_VAR) == mark:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def test_an_agent_that_kills_its_supervisor_at_once_leaves_nothing(cli: CLI) -> None:
+@pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])
+def test_an_agent_that_kills_its_supervisor_at_once_leaves_nothing(
+        cli: CLI, tmp_path: Path, scrub: bool) -> None:
     """The race the test below avoids on purpose: the agent kills its
-    supervisor at once, often before the supervisor writes down its pid. The
-    driver's claim still names the supervisor, so the next driver finds the
-    run lost and kills the child the agent left (by the run's cgroup or
-    marker; PR_SET_PDEATHSIG ends only the agent itself)."""
-    cli("start", "p", "--name", "quick", "--every", "1h",
-        "--command", "sh -c 'sleep 300 & kill -9 $PPID; wait'", check=0)
+    supervisor at once, often before the supervisor writes down its pid and
+    its cgroup. The driver's claim still names the supervisor, so the next
+    driver finds the run lost and kills the child the agent left: by its
+    marker, or (environment scrubbed) by the run's cgroup, which it finds
+    where it would have made it. PR_SET_PDEATHSIG ends only the agent."""
+    if scrub and not HAS_CGROUP:
+        pytest.skip("a scrubbed environment is found only through a cgroup")
+    child = tmp_path / "child"
+    sleeper = "env -i sleep 300" if scrub else "sleep 300"
+    cli("start", "p", "--name", "quick", "--every", "1h", "--command",
+        f"sh -c '{sleeper} & echo $! > {child}; kill -9 $PPID; wait'", check=0)
     cli("tick", check=0)
     run = wait_for(lambda: cli.state()["loops"]["quick"].get("run"))
     wait_for(lambda: gone(run["supervisor"]["pid"]))
-    mark = reaper.run_mark(cli.state_dir, "quick", run["run_id"])
-    sleepers = wait_for(lambda: carrying(mark))
+    (pid,) = wait_for(lambda: pids_in(child))
+    assert not gone(pid)
     report = cli.json("tick")
     assert report["lost"] == [run["run_id"]] and report["fired"] == []
     (record,) = cli.records("quick")
     assert record["outcome"] == "lost"
-    assert all(gone(p.pid) for p in sleepers)
+    assert gone(pid), "the agent's child outlived the lost run"
     assert not cli.state()["loops"]["quick"]["run"]
+    if HAS_CGROUP:
+        mark = reaper.run_mark(cli.state_dir, "quick", run["run_id"]).replace("/", ".")
+        assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
+                                               reaper.CGROUP_PREFIX + mark))
 
 
 @pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])

@@ -341,10 +341,16 @@ def sweep_lost(state_dir: Path, loop: str, run: dict[str, Any]) -> int:
     left, through the cgroup it recorded and by the run's marker."""
     deadline = time.monotonic() + FINISH_TIMEOUT
     killed: set[int] = set()
-    held = run.get("contain")
-    folder = held.get("cgroup") if isinstance(held, dict) else None
-    if isinstance(folder, str) and is_run_cgroup(folder):
-        killed |= kill_cgroup(folder, deadline)
     mark = run_mark(state_dir, loop, run["run_id"])
+    held = run.get("contain")
+    recorded = held.get("cgroup") if isinstance(held, dict) else None
+    # A supervisor killed before it recorded its cgroup (an agent that kills
+    # it at once) made it where this driver would: look there too, or a
+    # child that scrubbed its environment escapes and the folder stays.
+    base, _ = base_cgroup()
+    expected = os.path.join(base, CGROUP_PREFIX + mark.replace("/", ".")) if base else None
+    for folder in dict.fromkeys((recorded, expected)):
+        if isinstance(folder, str) and os.path.isdir(folder) and is_run_cgroup(folder):
+            killed |= kill_cgroup(folder, deadline)
     killed |= kill_until_empty(lambda: marked(mark), deadline)
     return len(killed)
