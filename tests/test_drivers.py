@@ -167,6 +167,7 @@ def test_daemon_sigterm_leaves_the_run_in_flight_to_finish(cli: CLI) -> None:
     assert record["outcome"] == "ok"
 
 
+@pytest.mark.slow  # several seconds: handed out early, never the tail
 def test_daemon_stops_firing_on_a_broken_file_and_resumes(cli: CLI, tmp_path: Path) -> None:
     start(cli, "steady", "--print", "x", every="1s")
     loops = cli.home / "loops.yaml"

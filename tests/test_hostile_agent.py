@@ -119,6 +119,7 @@ def decision_writer(expr: str) -> str:
     return shlex.join([sys.executable, "-c", code])
 
 
+@pytest.mark.slow  # several seconds: handed out early, never the tail
 @pytest.mark.parametrize("every", ["1h", "auto"])
 def test_a_hostile_decision_file_is_contained(cli: CLI, home: Path, with_good: Path,
                                               every: str) -> None:

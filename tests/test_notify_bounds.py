@@ -122,6 +122,7 @@ def start_loop(cli: CLI, url: str) -> None:
         "--command", agent_command(), check=0)
 
 
+@pytest.mark.slow  # several seconds: handed out early, never the tail
 def test_a_trickling_endpoint_is_cut_off_at_the_timeout(cli: CLI, trickle: Trickle,
                                                        tmp_path: Path) -> None:
     start_loop(cli, trickle.url())
@@ -228,6 +229,7 @@ def named_home(cli: CLI, targets: str) -> None:
         f"    every: 1h\n    command: [echo, hi]\n")
 
 
+@pytest.mark.slow  # several seconds: handed out early, never the tail
 def test_digest_and_doctor_send_to_a_named_target(cli: CLI, receiver: Receiver) -> None:  # noqa: F811
     named_home(cli, f"  ops: {receiver.url('/ops')}\n  both: [{receiver.url('/b1')}]\n")
     cli("digest", "--notify", "ops", check=0)
