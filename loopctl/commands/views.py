@@ -177,10 +177,12 @@ def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
     from loopctl.storage.runs import read_record
 
     run_id = st.get("last_run_id")
-    if not run_id or not is_loop_name(name):
+    if not run_id:
         return None
     if st.get("last_outcome") in (None, "ok"):
-        return failed_check(st)
+        return failed_check(st)  # from the state: no name check, no file
+    if not is_loop_name(name):
+        return None
     return run_reason(read_record(store.paths, name, str(run_id)))
 
 

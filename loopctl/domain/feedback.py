@@ -253,16 +253,6 @@ def log_runs(found: Plan) -> list[str]:
 # -- what the agent is shown -----------------------------------------------------------
 
 
-# Multi-line untrusted text as data: one sanitizer for every such block.
-clean = block
-
-
-def tail_bytes(data: bytes, limit: int) -> str:
-    """The last `limit` bytes as text (`tail_text`; none for a limit of 0,
-    where `data[-0:]` would be all of it)."""
-    return tail_text(data, limit) if limit > 0 else ""
-
-
 def feedback_text(found: Plan) -> str:
     """The failed checks and the tails of their logs, at most LOG_TAIL
     bytes, sanitized: the envelope quotes it as data."""
@@ -270,13 +260,13 @@ def feedback_text(found: Plan) -> str:
             + (f": {c.link}" if c.link else "") for c in found.failed[:MAX_CHECKS_SHOWN]]
     if len(found.failed) > MAX_CHECKS_SHOWN:
         rows.append(f"- and {len(found.failed) - MAX_CHECKS_SHOWN} more")
-    head = clean("\n".join(rows))[: LOG_TAIL // 2]
+    head = block("\n".join(rows))[: LOG_TAIL // 2]
     logs = [(run, text) for run, text in found.logs.items() if text.strip()]
     room = LOG_TAIL - len(head.encode()) - 64 * len(logs)
     parts = [head]
     for run, text in logs:
         share = max(room // len(logs), 0)
-        body = clean(tail_bytes(text.encode(), share))
+        body = block(tail_text(text.encode(), share))
         parts.append(f"\nFailed steps of run {run} (the last {share} bytes at most):\n{body}")
     out = "".join(parts).encode()[:LOG_TAIL]
     return out.decode("utf-8", errors="ignore")

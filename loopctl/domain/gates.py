@@ -63,5 +63,8 @@ def check_payload(data: bytes) -> str:
 
 def tail_text(data: bytes, limit: int = GATE_TAIL) -> str:
     """The last `limit` bytes as text: a cut or invalid UTF-8 sequence
-    becomes U+FFFD, never an error; NUL becomes U+FFFD too (JSON and logs)."""
+    becomes U+FFFD, never an error; NUL becomes U+FFFD too (JSON and logs).
+    A limit of 0 or less is no bytes (`data[-0:]` would be all of them)."""
+    if limit <= 0:
+        return ""
     return data[-limit:].decode("utf-8", errors="replace").replace("\0", "\ufffd")

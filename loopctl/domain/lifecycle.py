@@ -21,7 +21,6 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (
-    UTC,
     Zones,
     clamp_delay,
     cron_next,
@@ -38,7 +37,7 @@ from loopctl.domain.state import (
     RunResult,
     new_loop_state,
 )
-from loopctl.domain.timestamps import parse_iso
+from loopctl.domain.timestamps import UTC, parse_iso
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.

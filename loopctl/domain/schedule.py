@@ -12,13 +12,12 @@ transition.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
     from loopctl.domain.model import LoopDef
 
-UTC = timezone.utc
 BACKOFF_CAP = 8
 # Counting missed cron slots one by one is exact but unbounded (a year of
 # `* * * * *` is 525,600 slots); past this many the rest is estimated.

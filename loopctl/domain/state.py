@@ -16,8 +16,8 @@ from loopctl.domain import untrusted as check
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.plain import record
-from loopctl.domain.schedule import UTC, first_fire
-from loopctl.domain.timestamps import parse_iso
+from loopctl.domain.schedule import first_fire
+from loopctl.domain.timestamps import UTC, parse_iso
 
 ACTIVE, PAUSED = "active", "paused"
 TERMINAL = ("completed", "failed", "stopped", "expired")
