@@ -18,9 +18,6 @@ from typing import Any
 import pytest
 
 TESTS = Path(__file__).parent
-# Fixtures shared by several test modules, registered once (not imported
-# into each module under a noqa).
-pytest_plugins = ["handoff.support"]
 FAKE_AGENT = TESTS / "fake_agent.py"
 REAL_HOME = Path(os.path.expanduser("~"))
 # loopctl's own folders (every file in them, at any depth), and the folders

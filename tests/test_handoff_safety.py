@@ -25,6 +25,7 @@ from handoff.support import (
     TARGETS,
     SimFactory,
     export,
+    make_sim_fixture,  # noqa: F401 - the make_sim fixture
     start,
     weird_dir,
 )

@@ -22,6 +22,7 @@ from handoff.simulator import FAKE_BIN, Fire, Simulator
 from handoff.support import (
     TARGETS,
     SimFactory,
+    make_sim_fixture,  # noqa: F401 - the make_sim fixture
     start,
 )
 
