@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import actionlint_support as actionlint
 import pytest
 from faults.support import home_processes
 
@@ -208,6 +209,22 @@ def test_github_workflow_passes_the_workflow_schema(cli: CLI, tmp_path: Path, lo
     proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    actionlint.lint(path.read_text(), path.name)
+    assert "env" not in job or "LOOPCTL_HOME" not in job["env"]
+
+
+def test_actionlint_catches_a_context_the_schema_lets_through(tmp_path: Path) -> None:
+    """The schema passes a job `env` that names `runner`; GitHub refuses the
+    workflow, and so does actionlint."""
+    checker = tool("check-jsonschema")
+    flow = tmp_path / "flow.yml"
+    flow.write_text("on: push\njobs:\n  run:\n    runs-on: ubuntu-latest\n    env:\n"
+                    "      HOME_DIR: ${{ runner.temp }}/home\n    steps:\n      - run: echo\n")
+    proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(flow)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with pytest.raises(AssertionError, match='context "runner" is not allowed here'):
+        actionlint.lint(flow.read_text())
 
 
 def test_github_export_of_a_sub_five_minute_loop_warns(cli: CLI, tmp_path: Path) -> None:

@@ -389,9 +389,9 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
     utc = None if loop.on_demand else _github_crons(loop, warnings)
-    env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
-    # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
-    env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
+    # LOOPCTL_HOME is set by a step (HOME_STEP): a job's `env` may not name
+    # the `runner` context. Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
+    env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
     if loop.worktree and loop.pr:
         # gh reads GH_TOKEN; the workflow's own token opens the PR.
         env["GH_TOKEN"] = "${{ github.token }}"
@@ -422,7 +422,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
             "timeout-minutes": minutes,
-            "env": env,
+            **({"env": env} if env else {}),
             "steps": _github_steps(loop, target, install, utc),
         }},
     }
@@ -510,6 +510,12 @@ def _github_crons(loop: LoopDef, warnings: list[str]) -> Any:
     return utc
 
 
+# The home under the runner's temp folder, for every later step: through
+# $GITHUB_ENV, since `${{ runner.temp }}` is not allowed in a job's `env`.
+HOME_STEP = {"name": "Place the loopctl home",
+             "run": 'echo "LOOPCTL_HOME=$RUNNER_TEMP/loopctl" >> "$GITHUB_ENV"\n'}
+
+
 def _github_steps(loop: LoopDef, target: Target, install: str,
                   utc: Any) -> list[dict[str, Any]]:
     """Install, restore the state, write the definition, (guard,) run, save."""
@@ -527,6 +533,7 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
         write_env["PROMPT"] = _b64(target.prompt_text or "")
     run_step = _github_run_step(loop)
     steps: list[dict[str, Any]] = [
+        dict(HOME_STEP),
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
         {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
