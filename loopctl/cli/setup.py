@@ -152,7 +152,7 @@ cron_app = typer.Typer(help="Install, remove or check the crontab line that runs
 
 @cron_app.command("install")
 def cron_install(as_json: JsonOpt = False) -> None:
-    """Add the every-minute `loopctl tick` line to your crontab (idempotent)."""
+    """Add the every-minute `loopctl tick` line, pinned to this home, to your crontab."""
     from loopctl.integrations import crontab
 
     result = crontab.install(store())
@@ -160,6 +160,10 @@ def cron_install(as_json: JsonOpt = False) -> None:
         emit(result)
         return
     print(("installed: " if result["changed"] else "already installed: ") + result["line"])
+    for old in result["replaced"]:
+        edited = " (edited by hand since loopctl wrote it)" \
+            if old in result["hand_edited"] else ""
+        print(f"replaced{edited}: {old}", file=sys.stderr)
     if not crontab.cron_daemon_running():
         print("warning: no cron daemon is running; start cron or use `loopctl daemon`",
               file=sys.stderr)

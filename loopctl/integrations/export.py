@@ -56,6 +56,9 @@ class Target:
 
     name: str
     home: str | None = None        # LOOPCTL_HOME for local targets
+    # crontab: the variables that locate the home (paths.home_env): cron's
+    # HOME is the passwd entry's, not the shell's the export ran in.
+    home_env: dict[str, str] = factory(dict)
     state_dir: str = ""
     image: str | None = None       # k8s
     state_size: str = "1Gi"        # k8s
@@ -151,7 +154,7 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
     env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    env += f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
+    env += "".join(f"{key}={shlex.quote(value)} " for key, value in target.home_env.items())
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
