@@ -135,9 +135,16 @@ def test_a_second_install_says_which_hand_edited_line_it_replaces(
     assert "replaced" not in again.stderr and again.stdout.startswith("already installed")
 
 
-def test_a_tick_notes_its_arrival_without_creating_a_home(cli: CLI) -> None:
-    subprocess.run([sys.executable, "-m", "loopctl", "tick", "--quiet"], check=True)
+def test_a_tick_marks_its_arrival_only_where_cron_install_asked(
+        cli: CLI, fake_cron: Path) -> None:
+    tick = [sys.executable, "-m", "loopctl", "tick", "--quiet"]
+    subprocess.run(tick, check=True)
     assert not cli.home.exists()  # a fresh home stays untouched
     cli("start", "--name", "x", "--every", "1h", "--after", "1h", "--", "p", check=0)
-    subprocess.run([sys.executable, "-m", "loopctl", "tick", "--quiet"], check=True)
-    assert (cli.state_dir / "last-tick").is_file()
+    subprocess.run(tick, check=True)
+    mark = cli.state_dir / "last-tick"
+    assert not mark.exists()  # no crontab line: nothing to prove
+    cli("cron", "install", check=0)
+    assert mark.stat().st_mtime == 0  # made, with no tick yet
+    subprocess.run(tick, check=True)
+    assert mark.stat().st_mtime > 0

@@ -107,9 +107,10 @@ def _mtime(path: Any) -> float | None:
     import os
 
     try:
-        return os.stat(path).st_mtime
+        mtime = os.stat(path).st_mtime
     except OSError:
         return None
+    return mtime if mtime > 0 else None  # `cron install` makes last-tick at 0: none yet
 
 
 def _ago(seconds: float) -> str:

@@ -22,7 +22,7 @@ from loopctl.domain.checks import (
     check_tz,
     split_command,
 )
-from loopctl.domain.durations import parse_duration
+from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import PRESETS
 from loopctl.domain.plain import asdict, factory, record
@@ -368,21 +368,21 @@ def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> 
         if every == "auto":
             fields["auto"] = True
         else:
-            fields["every"] = parse_duration(every, "'every'")
+            fields["every"] = parse_setting(every, "'every'")
     for key, default in (("min_delay", DEFAULT_MIN_DELAY), ("max_delay", DEFAULT_MAX_DELAY),
                          ("keepalive", DEFAULT_KEEPALIVE)):
         value = raw.get(key)
-        fields[key] = default if value is None else parse_duration(value, repr(key))
+        fields[key] = default if value is None else parse_setting(value, repr(key))
     if fields["min_delay"] > fields["max_delay"]:
         raise UsageError(f"{where}: 'min_delay' is longer than 'max_delay'")
     if raw.get("after") is not None:
-        fields["after"] = parse_duration(raw["after"], "'after'")
+        fields["after"] = parse_setting(raw["after"], "'after'")
 
 
 def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     timeout, for_ = raw.get("timeout"), raw.get("for")
-    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, "'timeout'")
-    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
+    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_setting(timeout, "'timeout'")
+    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_setting(for_, "'for'")
     fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
     fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
     fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where,
@@ -442,7 +442,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
     fields["merge"] = merge
     timeout = raw.get("checks_timeout")
     fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
-        else parse_duration(timeout, "'checks_timeout'")
+        else parse_setting(timeout, "'checks_timeout'")
     copy = raw.get("copy") or []
     if not isinstance(copy, list) or not all(
             isinstance(g, str) and g and not g.startswith("/") and ".." not in g.split("/")

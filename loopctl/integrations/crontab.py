@@ -100,9 +100,10 @@ def tick_line(store: Store) -> str:
 
 
 def install(store: Store) -> dict[str, Any]:
-    from loopctl.storage.paths import ensure_dir
+    from loopctl.storage.paths import ensure_dir, make_tick_mark
 
     ensure_dir(store.paths.state_dir)
+    make_tick_mark(store.paths.last_tick)
     lines = read_crontab()
     line = tick_line(store)
     mine = [existing for existing in lines if existing.endswith(marker(store))]

@@ -154,7 +154,8 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
     env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    env += "".join(f"{key}={shlex.quote(value)} " for key, value in target.home_env.items())
+    pins = target.home_env or ({"LOOPCTL_HOME": target.home} if target.home else {})
+    env += "".join(f"{key}={shlex.quote(value)} " for key, value in pins.items())
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")

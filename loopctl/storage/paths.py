@@ -189,20 +189,25 @@ def home_env() -> dict[str, str]:
 
 
 def note_tick() -> None:
-    """Mark that a `tick` reached this home (the mtime of `<state>/last-tick`),
-    so `doctor` can tell a crontab line that fires from one whose ticks land
-    elsewhere. One syscall on the fast path; a home not made yet is left so."""
-    path = os.path.join(roots()[1], "last-tick")
+    """Mark that a `tick` reached this home: the mtime of `<state>/last-tick`,
+    which `cron install` creates, so `doctor` can tell a crontab line that
+    fires from one whose ticks land elsewhere. One syscall on the fast path,
+    and nothing is created: a tick of a broken home still writes nothing."""
     try:
-        os.utime(path, follow_symlinks=False)
-    except FileNotFoundError:
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE))
-        except OSError:
-            pass  # no state folder yet, or a race with another tick
+        os.utime(os.path.join(roots()[1], "last-tick"), follow_symlinks=False)
     except OSError:
-        pass  # not ours to fix here: doctor says the home is not ticked
+        pass  # no mark (cron install makes it), or not ours to fix: doctor says
+
+
+def make_tick_mark(path: Path) -> None:
+    """`<state>/last-tick` with no tick yet (mtime 0), if it is missing."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)
+    os.utime(path, (0, 0), follow_symlinks=False)
 
 
 def resolve() -> Paths:
