@@ -50,3 +50,45 @@ def test_a_loop_with_a_bare_number_is_invalid_and_the_others_keep_firing(
     cli("tick", "--wait", check=0)
     assert [r["outcome"] for r in cli.records("good")] == ["ok"]
     assert not cli.records("tens") and not cli.records("slow")
+
+
+def test_a_command_loop_needs_no_prompt_and_its_stdin_is_empty(cli: CLI,
+                                                               tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    proc = cli("start", "--every", "1h", "--command", agent_command("--record", str(calls)))
+    assert proc.returncode == 0, proc.stderr
+    [name] = [loop["name"] for loop in cli.json("ls")["loops"]]
+    assert name.startswith("python")  # named after its program
+    assert "prompt" not in cli.json("show", name)["definition"]
+    cli("tick", "--wait", check=0)
+    [record] = cli.records(name)
+    assert record["outcome"] == "ok"
+    assert '"stdin": ""' in calls.read_text()
+    # A prompt is still needed by presets, and by a command that names one.
+    proc = cli("start", "--every", "1h", "--name", "preset")
+    assert proc.returncode == 2 and "only a --command loop may go without" in proc.stderr
+    proc = cli("start", "--every", "1h", "--name", "echo", "--command", "echo {prompt}")
+    assert proc.returncode == 2 and "uses {prompt} but the loop has no prompt" in proc.stderr
+    assert cli("validate").returncode == 0  # nothing half-written
+
+
+def test_update_replaces_the_prompt_only_with_new_objective_and_keeps_history(
+        cli: CLI, tmp_path: Path) -> None:
+    cli("start", "--name", "u", "--every", "1h", "--command", agent_command(), "--", "old",
+        check=0)
+    cli("tick", "--wait", check=0)
+    refused = cli("update", "u", "--prompt", "new")
+    assert refused.returncode == 2
+    assert "add --new-objective to confirm" in refused.stderr
+    assert cli.json("show", "u")["definition"]["prompt"] == "old"
+    proc = cli("update", "u", "--prompt", "new", "--new-objective", check=0)
+    assert "updated u: prompt 'new'" in proc.stdout
+    assert cli.json("show", "u")["definition"]["prompt"] == "new"
+    assert len(cli.records("u")) == 1 and cli.json("status", "u")["runs"]["used"] == 1
+    prompt = tmp_path / "PROMPT.md"
+    prompt.write_text("from a file\n")
+    cli("update", "u", "--prompt-file", str(prompt), "--new-objective", check=0)
+    definition = cli.json("show", "u")["definition"]
+    assert definition["prompt_file"] == str(prompt) and "prompt" not in definition
+    lonely = cli("update", "u", "--new-objective")
+    assert lonely.returncode == 2 and "goes with --prompt" in lonely.stderr

@@ -288,7 +288,7 @@ def test_resume_after_the_failure_limit_forgives_the_backoff(cli: CLI, home: Pat
 # -- 10, 11, 12 ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option", ["--model", "--prompt", "--agent", "--env", "--agent-arg"])
+@pytest.mark.parametrize("option", ["--model", "--agent", "--env", "--agent-arg"])
 def test_update_explains_the_objective_rule(cli: CLI, option: str) -> None:
     cli("start", "p", "--name", "u", "--every", "1h", check=0)
     proc = cli("update", "u", option, "x")

@@ -25,6 +25,7 @@ from loopctl.domain.checks import (
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import PRESETS
+from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import format_size, parse_size
 
@@ -250,10 +251,7 @@ def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0
 
 def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
-    if (prompt is None) == (prompt_file is None):
-        raise UsageError(f"{where}: give exactly one of 'prompt' or 'prompt_file'")
-    if prompt is not None and not prompt.strip():
-        raise UsageError(f"{where}: 'prompt' is empty")
+    check_objective(raw, prompt, prompt_file, where)
     agent = _text(raw, "agent", where)
     if agent is not None and raw.get("command") is not None:
         raise UsageError(f"{where}: give 'agent' or 'command', not both")
@@ -502,7 +500,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     if loop.prompt_file is not None:
         raw["prompt_file"] = loop.prompt_file
-    else:
+    elif loop.prompt is not None:
         raw["prompt"] = loop.prompt
     if loop.command:
         raw["command"] = list(loop.command)
