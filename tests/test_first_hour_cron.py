@@ -148,3 +148,12 @@ def test_a_tick_marks_its_arrival_only_where_cron_install_asked(
     assert mark.stat().st_mtime == 0  # made, with no tick yet
     subprocess.run(tick, check=True)
     assert mark.stat().st_mtime > 0
+
+
+def test_the_systemd_unit_pins_the_home_too(cli: CLI, xdg_home: Path) -> None:
+    """A user manager's HOME is the passwd entry's too (systemd-analyze
+    verifies the quoting in tests/test_ecosystem.py)."""
+    cli("start", "--name", "job", "--every", "10m", "--", "p", check=0)
+    service = cli("export", "job", "--to", "systemd", check=0).stdout
+    for key in ("XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        assert f"Environment={key}={os.environ[key]}\n" in service, service

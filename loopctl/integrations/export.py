@@ -56,8 +56,8 @@ class Target:
 
     name: str
     home: str | None = None        # LOOPCTL_HOME for local targets
-    # crontab: the variables that locate the home (paths.home_env): cron's
-    # HOME is the passwd entry's, not the shell's the export ran in.
+    # crontab, systemd: the variables that locate the home (paths.home_env):
+    # the scheduler's HOME is the passwd entry's, not the exporting shell's.
     home_env: dict[str, str] = factory(dict)
     state_dir: str = ""
     image: str | None = None       # k8s
@@ -134,6 +134,11 @@ def _local_python() -> str:
 # -- crontab ---------------------------------------------------------------------------
 
 
+def _home_pins(target: Target) -> dict[str, str]:
+    """The variables that make a local scheduler's job find this home."""
+    return target.home_env or ({"LOOPCTL_HOME": target.home} if target.home else {})
+
+
 def _cron_honours_cron_tz() -> bool:
     """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
     return shutil.which("crond") is not None
@@ -154,8 +159,7 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
     env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    pins = target.home_env or ({"LOOPCTL_HOME": target.home} if target.home else {})
-    env += "".join(f"{key}={shlex.quote(value)} " for key, value in pins.items())
+    env += "".join(f"{key}={shlex.quote(value)} " for key, value in _home_pins(target).items())
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
@@ -197,8 +201,10 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
     # one where the agent is found now.
     env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
-    if target.home:
-        env += f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
+    # The user manager's HOME is the passwd entry's, and it reads no shell
+    # profile: the home is pinned, as in a crontab line.
+    for key, value in _home_pins(target).items():
+        env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [_local_python(), "-m", "loopctl", *_scheduled(loop)])
     service = (
