@@ -156,4 +156,4 @@ def test_the_systemd_unit_pins_the_home_too(cli: CLI, xdg_home: Path) -> None:
     cli("start", "--name", "job", "--every", "10m", "--", "p", check=0)
     service = cli("export", "job", "--to", "systemd", check=0).stdout
     for key in ("XDG_CONFIG_HOME", "XDG_STATE_HOME"):
-        assert f"Environment={key}={os.environ[key]}\n" in service, service
+        assert f'Environment="{key}={os.environ[key]}"\n' in service, service
