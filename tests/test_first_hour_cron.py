@@ -115,7 +115,9 @@ def test_doctor_fails_when_the_line_s_ticks_do_not_reach_this_home(
     assert "no tick has reached this home" in stale["message"]
     assert "none yet" in stale["message"] and "cron.log" in stale["message"]
     assert cli("doctor").returncode == 1
+    assert "none has reached this home yet" in cli("cron", "status", check=0).stdout
     cli("tick", "--quiet", check=0)  # a tick lands: the line works
+    assert cli.json("cron", "status")["last_tick"] is not None
     ticked = drivers(cli)
     assert ticked["level"] == "ok" and "last tick" in ticked["message"], ticked
     age(cli.state_dir / "last-tick", 900)

@@ -193,4 +193,5 @@ def cron_status(as_json: JsonOpt = False) -> None:
     print(f"crontab line: {'installed' if result['installed'] else 'not installed'}")
     print(f"cron daemon:  {'running' if result['cron_running'] else 'not running'}")
     if result["installed"]:
+        print(f"last tick:    {result['last_tick'] or 'none has reached this home yet'}")
         print(f"tick log:     {result['log']}")

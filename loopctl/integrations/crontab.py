@@ -160,4 +160,15 @@ def status(store: Store) -> dict[str, Any]:
     mine = [line for line in lines if line.endswith(marker(store))]
     return {"version": 1, "installed": bool(mine), "line": mine[0] if mine else None,
             "cron_running": cron_daemon_running(),
-            "log": str(store.paths.state_dir / "cron.log")}
+            "log": str(store.paths.state_dir / "cron.log"), "last_tick": last_tick(store)}
+
+
+def last_tick(store: Store) -> str | None:
+    """When a tick last reached this home (`<state>/last-tick`), or None."""
+    from loopctl.domain.timestamps import iso
+
+    try:
+        mtime = os.stat(store.paths.last_tick).st_mtime
+    except OSError:
+        return None
+    return iso(mtime) if mtime > 0 else None
