@@ -56,9 +56,7 @@ class Target:
 
     name: str
     home: str | None = None        # LOOPCTL_HOME for local targets
-    # crontab, systemd: the variables that locate the home (paths.home_env):
-    # the scheduler's HOME is the passwd entry's, not the exporting shell's.
-    home_env: dict[str, str] = factory(dict)
+    home_env: dict[str, str] = factory(dict)  # local targets: paths.home_env()
     state_dir: str = ""
     image: str | None = None       # k8s
     state_size: str = "1Gi"        # k8s
@@ -135,7 +133,7 @@ def _local_python() -> str:
 
 
 def _home_pins(target: Target) -> dict[str, str]:
-    """The variables that make a local scheduler's job find this home."""
+    """What makes a job find this home: a scheduler's HOME is the passwd entry's."""
     return target.home_env or ({"LOOPCTL_HOME": target.home} if target.home else {})
 
 
@@ -201,8 +199,6 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
     # one where the agent is found now.
     env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
-    # The user manager's HOME is the passwd entry's, and it reads no shell
-    # profile: the home is pinned, as in a crontab line.
     for key, value in _home_pins(target).items():
         env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
     exec_start = " ".join(systemd_quote(arg) for arg in
@@ -399,8 +395,8 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
     utc = None if loop.on_demand else _github_crons(loop, warnings)
-    # LOOPCTL_HOME is set by a step (HOME_STEP): a job's `env` may not name
-    # the `runner` context. Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
+    # LOOPCTL_HOME comes from a step: a job's `env` allows no `runner` context.
+    # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
     if loop.worktree and loop.pr:
         # gh reads GH_TOKEN; the workflow's own token opens the PR.
@@ -520,12 +516,6 @@ def _github_crons(loop: LoopDef, warnings: list[str]) -> Any:
     return utc
 
 
-# The home under the runner's temp folder, for every later step: through
-# $GITHUB_ENV, since `${{ runner.temp }}` is not allowed in a job's `env`.
-HOME_STEP = {"name": "Place the loopctl home",
-             "run": 'echo "LOOPCTL_HOME=$RUNNER_TEMP/loopctl" >> "$GITHUB_ENV"\n'}
-
-
 def _github_steps(loop: LoopDef, target: Target, install: str,
                   utc: Any) -> list[dict[str, Any]]:
     """Install, restore the state, write the definition, (guard,) run, save."""
@@ -543,7 +533,8 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
         write_env["PROMPT"] = _b64(target.prompt_text or "")
     run_step = _github_run_step(loop)
     steps: list[dict[str, Any]] = [
-        dict(HOME_STEP),
+        {"name": "Place the loopctl home",  # for every later step
+         "run": 'echo "LOOPCTL_HOME=$RUNNER_TEMP/loopctl" >> "$GITHUB_ENV"\n'},
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
         {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
