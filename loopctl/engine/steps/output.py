@@ -32,9 +32,12 @@ def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
     result.result_text = reading.result_text
     result.session_id = reading.session_id
     result.cost_usd = reading.cost_usd
+    result.tokens = reading.tokens
     result.track_progress = is_agent(loop)
     if result.outcome not in ("ok", "failed"):
         return
+    # Only the CLI's own fields may hold the account (DESIGN §18).
+    result.loop_only = reading.from_text
     if reading.auth_error and (reading.is_error or result.outcome == "failed"):
         # Not a failure: the account needs a human (DESIGN §18).
         result.outcome = "auth_error"
