@@ -156,9 +156,10 @@ def test_status_shows_rate_limited_until(cli: CLI) -> None:
         "--env", "FAKE_RESET_IN=600", "--", "p", check=0)
     cli("run", "lim")
     status = cli.json("status", "lim")
-    assert (status["status"], status["reason"]) == ("paused", "rate_limited")
+    # The CLI's own usage-limit field: the loop is held by its account.
+    assert (status["status"], status["reason"]) == ("held", "rate_limited")
     assert status["rate_limited_until"] is not None
-    assert "rate_limited until" in cli("status", "lim", check=0).stdout
+    assert "held (rate_limited) until" in cli("status", "lim", check=0).stdout
     report = cli.json("tick")
     assert report["deferred"][0]["loop"] == "lim"
 

@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.budget_warn import warn_uncounted_budget
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
@@ -329,6 +330,7 @@ def start(
         **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
+    warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
@@ -484,6 +486,8 @@ def update(
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
     warn_bounds(changes)
+    if changes.get("budget_usd") is not None or {"agent", "command"} & set(changes):
+        warn_uncounted_budget(store().read_defs().loops.get(name))
     _warn_missing_programs(changes)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
