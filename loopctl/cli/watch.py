@@ -153,8 +153,9 @@ def detail_line(row: Row, now: float, unicode: bool) -> str | None:
     if loop.get("status") == "invalid":
         return f"  {arrow} {clean(str(loop.get('error') or 'invalid entry'))}"
     run = loop.get("current_run")
-    if loop.get("status") == "held":  # what holds it, and the fix
-        return f"  {arrow} {clean(str(loop.get('note') or ''))}"
+    if loop.get("status") == "held":  # the fix first: the line is cut at the width
+        held = loop.get("held") or {}
+        return f"  {arrow} {clean(str(held.get('fix') or loop.get('note') or ''))}"
     if not run:
         return None
     started = timestamp(run.get("started_at"))

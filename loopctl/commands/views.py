@@ -196,7 +196,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         shown = held.get(name)
         if shown is not None:  # the fix in place of the last outcome's reason
             out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=shown["note"])
+                           last_reason=shown["fix"])
     return out
 
 

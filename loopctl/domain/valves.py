@@ -167,8 +167,7 @@ def _after_deferral(loop: LoopDef, st: LoopState, result: RunResult, now: float,
         st["deferrals"] = st.get("deferrals", 0) + 1
         st["resume_at"] = None  # until a run of its account succeeds (§18)
     if deferral_limit_reached(loop, st):
-        st["resume_at"] = None
-        pause_for(st, "deferral_limit")
+        pause_for(st, "deferral_limit")  # resume_at stays: the account's mark waits for it
     elif past_deadline(st, now):
         observe(loop, st, now)
     elif budget_reached(loop, st):

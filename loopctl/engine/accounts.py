@@ -136,6 +136,9 @@ def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> dict[s
         else "; ".join(accounts.hold_note(m) for m in marks)
     if not resets:
         note += f"; once fixed, `loopctl resume {name}`"
+    auth = [m for m in marks if m["kind"] == accounts.AUTH_REQUIRED]
+    fix = auth[0]["fix"] if auth and not resets else \
+        f"the {marks[0]['preset']} account is rate-limited; it resumes by itself"
     return {"kind": accounts.RATE_LIMITED if resets else accounts.AUTH_REQUIRED,
             "until": iso(min(resets)) if resets else None,
-            "presets": [m["preset"] for m in marks], "note": note}
+            "presets": [m["preset"] for m in marks], "fix": fix, "note": note}

@@ -59,9 +59,12 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
         st["note"] = (f"{accounts.hold_note(marked.entry)}; meanwhile its fires run "
                       f"{loop.fallback_agent}")
     _hold_others(ctx, state, ids, account, preset, marked.entry)
+    # Paused for a reason of its own (deferral_limit, budget_limit, ...):
+    # the loop's own event says that too.
+    instead = st["status"] == ACTIVE or st.get("reason") == kind
     if not marked.new:
-        return None, True
-    return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), True
+        return None, instead
+    return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), instead
 
 
 def _both_held(ctx: RunContext, st: Any, ids: Ids, table: dict[str, dict[str, Any]],
