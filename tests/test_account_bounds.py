@@ -396,3 +396,17 @@ def test_tokens_used_at_no_cost_are_charged_the_estimate() -> None:
     assert valves.charge(loop, st, "ok", 0.0, tokens=15) == 0.4
     assert valves.charge(loop, st, "deferred", None) == 0.4
     assert st["cost_usd"] == pytest.approx(1.2) and st["cost_estimated"]
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "10", True, float("nan"), 10**10])
+def test_a_bad_max_deferrals_in_loops_yaml_is_refused_in_one_line(value: Any) -> None:
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.model import parse_loop, to_raw
+
+    raw = {"prompt": "p", "every": "1h", "agent": "claude"}
+    with pytest.raises(UsageError) as caught:
+        parse_loop("l", dict(raw, max_deferrals=value))
+    assert "max_deferrals" in caught.value.message and "\n" not in caught.value.message
+    assert parse_loop("l", raw).max_deferrals == 10  # the default, left out of the file
+    assert "max_deferrals" not in to_raw(parse_loop("l", raw))
+    assert to_raw(parse_loop("l", dict(raw, max_deferrals=0)))["max_deferrals"] == 0
