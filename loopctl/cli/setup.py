@@ -160,10 +160,12 @@ def cron_install(as_json: JsonOpt = False) -> None:
         emit(result)
         return
     print(("installed: " if result["changed"] else "already installed: ") + result["line"])
+    from loopctl.domain.untrusted import line
+
     for old in result["replaced"]:
         edited = " (edited by hand since loopctl wrote it)" \
             if old in result["hand_edited"] else ""
-        print(f"replaced{edited}: {old}", file=sys.stderr)
+        print(f"replaced{edited}: {line(old)}", file=sys.stderr)  # no escapes reach the tty
     if not crontab.cron_daemon_running():
         print("warning: no cron daemon is running; start cron or use `loopctl daemon`",
               file=sys.stderr)
