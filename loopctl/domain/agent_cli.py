@@ -18,7 +18,15 @@ ALIASES = {"claude-code": "claude", "gemini-cli": "gemini", "qwen-code": "qwen",
            "aider-chat": "aider", "opencode-ai": "opencode"}
 # Programs that run the next word as the program (`env claude ...`).
 LAUNCHERS = frozenset({"env", "nice", "nohup", "exec", "stdbuf", "time", "ionice",
-                       "npx", "bunx", "pnpx", "uvx", "pipx", "sudo", "doas"})
+                       "timeout", "npx", "bunx", "pnpx", "uvx", "pipx", "sudo", "doas"})
+# Their options that take the next word as a value, and words before the
+# program that are not options (`timeout 10 claude`).
+VALUE_OPTIONS = {"env": {"-u", "-C", "-S", "--unset", "--chdir"},
+                 "nice": {"-n", "--adjustment"}, "ionice": {"-c", "-n", "-p"},
+                 "timeout": {"-s", "-k", "--signal", "--kill-after"},
+                 "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"},
+                 "doas": {"-u", "-C"}, "npx": {"-p", "--package"}}
+POSITIONALS = {"timeout": 1, "pipx": 1}  # the duration; `run`
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish"})
 MAX_DEPTH = 4  # `sh -c 'env npx claude'`: a few layers, never a loop
 
@@ -37,7 +45,7 @@ def agent_cli(argv: list[str], depth: int = 0) -> str | None:
             return None if script is None else agent_cli(script.split(), depth + 1)
         if name not in LAUNCHERS and not ("=" in words[0] and not words[0].startswith("-")):
             return None
-        words = _after_launcher(words[1:])
+        words = _after_launcher(name, words[1:])
         depth += 1
     return None
 
@@ -51,14 +59,23 @@ def _program_name(word: str) -> str:
     return base.lower()
 
 
-def _after_launcher(rest: list[str]) -> list[str]:
-    """The words from the launched program on: options, `VAR=value` and
-    `pipx run`'s subcommand skipped (a launcher's option values are rare
-    enough not to matter: a missed warning, never a wrong refusal)."""
+def _after_launcher(launcher: str, rest: list[str]) -> list[str]:
+    """The words from the launched program on: its options (with their
+    values), `VAR=value` and positionals such as `timeout`'s duration."""
     out = list(rest)
-    while out and (out[0].startswith("-") or out[0] == "run" or
-                   ("=" in out[0] and not out[0].startswith("@"))):
-        out = out[1:]
+    takes_value = VALUE_OPTIONS.get(launcher, set())
+    positionals = POSITIONALS.get(launcher, 0)
+    while out:
+        word = out[0]
+        if word in takes_value:
+            out = out[2:]
+        elif word.startswith("-") or ("=" in word and not word.startswith("@")):
+            out = out[1:]
+        elif positionals:
+            positionals -= 1
+            out = out[1:]
+        else:
+            break
     return out
 
 
