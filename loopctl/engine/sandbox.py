@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from loopctl.domain import confinement
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.engine import landlock, privdev
+from loopctl.engine import landlock, privdev, scope
 
 SHEBANG_BYTES = 256
 
@@ -294,7 +294,9 @@ def status_line() -> tuple[bool, str]:
         return False, (f"unavailable here ({why}): agent presets in auto run unconfined, "
                        "loops with --sandbox on fail")
     scoped = "signals scoped" if version >= 6 else "signals NOT scoped (ABI < 6)"
-    return True, f"Landlock ABI {version} ({scoped}): auto confines agent presets"
+    return True, (f"Landlock ABI {version} ({scoped}): auto confines agent presets; "
+                  f"{privdev.describe(privdev.possible())}; "
+                  f"unconfined runs: {scope.describe(version)}")
 
 
 def doctor_findings(loops: Mapping[str, LoopDef],

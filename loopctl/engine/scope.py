@@ -51,6 +51,14 @@ class Scope:
         self.ruleset.close()
 
 
+def describe(version: int) -> str:
+    """What an unconfined run keeps to here (for `agents` and `doctor`)."""
+    if version < 2:
+        return "not restricted (Landlock ABI < 2)"
+    signals = "signals scoped to the run" if version >= 6 else "signals NOT scoped (ABI < 6)"
+    return f"{signals}, no cgroup file writable, no mount; else your own rights"
+
+
 def for_unconfined(version: int) -> Scope | None:
     """The scope-only domain at Landlock ABI `version`; None below ABI 2,
     where every domain forbids moving a file to another folder."""
