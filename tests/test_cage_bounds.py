@@ -113,3 +113,37 @@ def test_without_landlock_the_parent_an_agent_moves_into_is_its_runs_own_group(
     mark = reaper.run_mark(cli.state_dir, "esc", run["run_id"]).replace("/", ".")
     assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
                                            reaper.CGROUP_PREFIX + mark))
+
+
+def test_the_rules_cover_everything_but_the_cgroup_mounts(tmp_path: Path) -> None:
+    from loopctl.engine.scope import writable_entries
+
+    tmp_path = tmp_path / "root"  # a tree of its own, as `/` is
+
+    for folder in ("a", "sys/fs/cgroup/unified", "sys/fs/fuse", "sys/kernel"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "file").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "sys" / "fs" / "cgroup")
+    got = writable_entries([str(tmp_path / "sys/fs/cgroup")], root=str(tmp_path))
+    assert sorted(got) == sorted(str(tmp_path / p) for p in
+                                 ("a", "file", "sys/fs/fuse", "sys/kernel"))
+
+
+@pytest.mark.skipif(landlock_abi() < 2, reason="needs Landlock ABI 2")
+def test_an_unconfined_run_still_writes_moves_and_links_where_it_could(
+        cli: CLI, tmp_path: Path) -> None:
+    """The domain denies only cgroup files: files are written, moved to
+    another folder and linked anywhere the user could (not copied: a
+    rename across folders, which any Landlock domain refuses unless granted)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    script = ("import os; open('a.txt', 'w').write('x'); "
+              f"os.rename('a.txt', {str(outside / 'a.txt')!r}); "
+              f"os.link({str(outside / 'a.txt')!r}, 'b.txt'); open('done', 'w')")
+    cli("start", "p", "--name", "mine", "--every", "1h", "--cwd", str(work),
+        "--command", f"python3 -c \"{script}\"", check=0)
+    cli("run", "mine", check=0)
+    assert (work / "done").exists() and (outside / "a.txt").read_text() == "x"
+    assert "no cgroup file writable" in cli("logs", "mine").stdout

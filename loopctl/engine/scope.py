@@ -95,11 +95,11 @@ def _unescape(field: str) -> str:
     return field
 
 
-def writable_entries(excluded: list[str]) -> list[str]:
-    """Paths whose rule together covers everything but `excluded` and the
-    folders leading to them (which get no rule of their own)."""
+def writable_entries(excluded: list[str], root: str = "/") -> list[str]:
+    """Paths whose rule together covers everything under `root` but
+    `excluded` and the folders leading to them (no rule of their own)."""
     out: list[str] = []
-    todo = ["/"]
+    todo = [root]
     splits = 0
     while todo and splits < MAX_SPLITS:
         folder = todo.pop()
