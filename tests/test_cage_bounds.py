@@ -147,3 +147,20 @@ def test_an_unconfined_run_still_writes_moves_and_links_where_it_could(
     cli("run", "mine", check=0)
     assert (work / "done").exists() and (outside / "a.txt").read_text() == "x"
     assert "no cgroup file writable" in cli("logs", "mine").stdout
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock ABI 6 (scoped signals)")
+def test_an_agent_whose_own_sandbox_needs_mounts_gets_no_scope(
+        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """codex builds its sandbox with bubblewrap (mount namespaces), which no
+    process in a Landlock domain may make: run unconfined (`--sandbox off`
+    keeps codex's own sandbox), it is not scoped, and the log says so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "codex").write_text(f"#!/bin/sh\nkill -0 $PPID && echo unscoped > {tmp_path}/seen\n")
+    (bin_dir / "codex").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cli("start", "p", "--name", "cx", "--every", "1h", "--command", "codex exec hi", check=0)
+    cli("run", "cx")
+    assert (tmp_path / "seen").read_text() == "unscoped\n"
+    assert "codex's own sandbox needs mount(2)" in cli("logs", "cx").stdout

@@ -16,6 +16,10 @@ AGENT_CLIS = frozenset({
 # Package names, by the CLI they install.
 ALIASES = {"claude-code": "claude", "gemini-cli": "gemini", "qwen-code": "qwen",
            "aider-chat": "aider", "opencode-ai": "opencode"}
+# Agent CLIs whose own sandbox is built with mount namespaces (bubblewrap),
+# which no process in a Landlock domain may make: run unconfined, they get
+# no scope-only domain, or their sandbox would fail instead.
+OWN_SANDBOX = frozenset({"codex"})
 # Programs that run the next word as the program (`env claude ...`).
 LAUNCHERS = frozenset({"env", "nice", "nohup", "exec", "stdbuf", "time", "ionice",
                        "timeout", "npx", "bunx", "pnpx", "uvx", "pipx", "sudo", "doas"})

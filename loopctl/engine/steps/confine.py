@@ -32,7 +32,7 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
         ctx.sandbox = why or "off"
         if why:
             ctx.log.hold(f"# loopctl: {why}")
-        return _scoped(ctx)
+        return _scoped(ctx, loop)
     env.update(ctx.confinement.env())
     ctx.sandbox = f"landlock ABI {ctx.confinement.ruleset.version}"
     ctx.log.hold(f"# loopctl: {ctx.confinement.summary()}")
@@ -43,14 +43,23 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
     return ctx.confinement.preexec
 
 
-def _scoped(ctx: RunContext) -> Callable[[], None] | None:
+def _scoped(ctx: RunContext, loop: LoopDef) -> Callable[[], None] | None:
     """An unconfined run still keeps to its process bounds where Landlock
-    is here: its signals scoped, no cgroup file writable (engine/scope.py)."""
+    is here: its signals scoped, no cgroup file writable (engine/scope.py).
+    Not an agent whose own sandbox needs mount(2) (codex, run with
+    `--sandbox off` to keep it): that sandbox would fail in any domain."""
+    from loopctl.agents.presets import binary
+    from loopctl.domain.agent_cli import OWN_SANDBOX, agent_cli
     from loopctl.engine import landlock, scope
     from loopctl.engine.sandbox import available
 
     version, why = available()
     if why is not None:
+        return None
+    own = agent_cli(list(loop.command) if loop.command else [binary(loop)])
+    if own in OWN_SANDBOX:
+        ctx.log.hold(f"# loopctl: unconfined, signals not scoped: {own}'s own sandbox "
+                     "needs mount(2), which a Landlock domain denies")
         return None
     try:
         ctx.confinement = scope.for_unconfined(version)
