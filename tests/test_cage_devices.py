@@ -100,3 +100,44 @@ def test_a_confined_agent_has_no_other_terminal_and_no_shared_memory_of_others(
     else:
         assert all(seen[k].startswith("denied: ") for k in seen), seen
         assert "/dev/pts and /dev/shm: not granted" in log
+
+
+@pytest.mark.parametrize("how", ["mount", "user"])
+def test_both_ways_into_a_namespace_give_the_run_its_own_devices(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """`mount` is how root gets there, `user` how a normal user does (a user
+    namespace first, its own ids mapped); each is tried here as the kernel
+    lets this process, in a child confined as a run's agent is."""
+    if how == "mount" and not privdev._has_sys_admin():
+        pytest.skip("needs CAP_SYS_ADMIN")
+    if how == "user" and not privdev._userns_allowed():
+        pytest.skip("this kernel refuses unprivileged user namespaces")
+    import subprocess
+
+    from loopctl.engine import landlock
+
+    monkeypatch.setattr(privdev, "_how", [how])
+    ruleset = landlock.Ruleset(landlock.abi())
+    for path in ("/usr", "/lib", "/lib64", "/bin", "/etc", "/proc", sys.prefix,
+                 sys.base_prefix, os.path.dirname(os.__file__)):
+        ruleset.allow(path, landlock.READ)
+    ruleset.allow("/dev", landlock.FS_READ_DIR)
+    enter = privdev.entering(ruleset)
+
+    def confine() -> None:
+        enter()
+        ruleset.apply()
+
+    mine = f"/dev/shm/loopctl-test-{how}-{os.getpid()}"
+    probe = (f"import os; a, b = os.openpty(); open({mine!r}, 'w').write('x'); "
+             "print(os.ttyname(b), len(os.listdir('/dev/shm')), os.getuid())")
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], preexec_fn=confine,
+                              capture_output=True, text=True, timeout=30)
+    finally:
+        ruleset.close()
+    assert done.returncode == 0, done.stderr
+    tty, files, uid = done.stdout.split()
+    assert tty.startswith("/dev/pts/") and files == "1", done.stdout  # its own, alone
+    assert uid == str(os.getuid())  # the same id inside its user namespace
+    assert not Path(mine).exists()

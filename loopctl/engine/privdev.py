@@ -4,15 +4,18 @@
 another one, a sudo password included) and `/dev/shm` is one folder every
 process shares: Landlock can grant a folder or not, never "only what this
 run made". So neither is granted as it is. Where this process may make a
-mount namespace (CAP_SYS_ADMIN: root, or a container that has it), the
-confined child gets, before its domain is applied, a namespace of its own
-with a new devpts instance on `/dev/pts` (with its `ptmx` bound over
-`/dev/ptmx`) and an empty tmpfs on `/dev/shm`; only those are granted. The
-run can open new terminals and share memory among its own processes, and
-sees no other run's or user's. Mounts propagate into the namespace, never
-out of it (`/` is made a slave first; if that fails nothing is mounted).
-Elsewhere the run gets neither: new terminals and POSIX shared memory
-(`shm_open`, `sem_open`, Python's multiprocessing locks) fail in it.
+mount namespace (CAP_SYS_ADMIN: root, or a container that has it), or a
+user namespace with one in it (a normal user, where the kernel allows
+unprivileged user namespaces: the same uid and gid mapped inside, other
+owners shown as `nobody`), the confined child gets, before its domain is
+applied, a namespace of its own with a new devpts instance on `/dev/pts`
+(its `ptmx` bound over `/dev/ptmx`) and an empty tmpfs on `/dev/shm`;
+only those are granted. The run can open new terminals and share memory
+among its own processes, and sees no other run's or user's. Mounts
+propagate into the namespace, never out of it (`/` is made a slave
+first; if that fails nothing is mounted). Elsewhere the run gets neither:
+new terminals and POSIX shared memory (`shm_open`, `sem_open`, Python's
+multiprocessing locks) fail in it.
 
 Applied between fork and exec, like the domain: a few system calls.
 """
@@ -26,6 +29,7 @@ from collections.abc import Callable
 from loopctl.engine import landlock
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
 MS_BIND = 4096
 MS_REC = 16384
@@ -34,14 +38,27 @@ CAP_SYS_ADMIN = 21
 SHM_SIZE = "50%"  # tmpfs's own default, said out loud
 FOLDERS = ("/dev/pts", "/dev/shm")
 
-_capable: list[bool] = []
+_how: list[str | None] = []
+# Where a kernel says whether a user may make a user namespace, and what it
+# must say ("1" for Debian's switch, "0" for Ubuntu's AppArmor restriction).
+USERNS_SWITCHES = (("/proc/sys/kernel/unprivileged_userns_clone", "1"),
+                   ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "0"))
+
+
+def how() -> str | None:
+    """`mount` (this process may make a mount namespace: CAP_SYS_ADMIN),
+    `user` (it may make a user namespace first, with a mount namespace in
+    it), or None. Checked once."""
+    if not _how:
+        found: str | None = None
+        if os.path.isdir("/dev/pts"):
+            found = "mount" if _has_sys_admin() else "user" if _userns_allowed() else None
+        _how.append(found)
+    return _how[0]
 
 
 def possible() -> bool:
-    """Whether this process may make a mount namespace (checked once)."""
-    if not _capable:
-        _capable.append(_has_sys_admin() and os.path.isdir("/dev/pts"))
-    return _capable[0]
+    return how() is not None
 
 
 def _has_sys_admin() -> bool:
@@ -53,7 +70,24 @@ def _has_sys_admin() -> bool:
         return False
 
 
+def _userns_allowed() -> bool:
+    if _read("/proc/sys/user/max_user_namespaces") in (None, "0"):
+        return False
+    return all(_read(path) in (None, wanted) for path, wanted in USERNS_SWITCHES)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read(64).strip()
+    except OSError:
+        return None
+
+
 def describe(private: bool) -> str:
+    if private and how() == "user":
+        return ("/dev/pts and /dev/shm: the run's own (a devpts instance and a tmpfs, in a "
+                "user namespace of its own; neither if the kernel refuses one)")
     if private:
         return "/dev/pts and /dev/shm: the run's own (a devpts instance and a tmpfs)"
     return ("/dev/pts and /dev/shm: not granted (no mount namespace here: new terminals "
@@ -67,13 +101,25 @@ def entering(ruleset: landlock.Ruleset) -> Callable[[], None]:
     libc = ctypes.CDLL(None, use_errno=True)
     unshare, mount = libc.unshare, libc.mount
     every = ruleset.handled
+    as_user = how() == "user"
+    # The same ids inside as outside: the agent sees itself as it is.
+    maps = (("/proc/self/setgroups", b"deny"),
+            ("/proc/self/uid_map", f"{os.geteuid()} {os.geteuid()} 1".encode()),
+            ("/proc/self/gid_map", f"{os.getegid()} {os.getegid()} 1".encode()))
 
     def mounted(source: bytes | None, target: bytes, kind: bytes | None, flags: int,
                 data: bytes | None) -> bool:
         return int(mount(source, target, kind, ctypes.c_ulong(flags), data)) == 0
 
     def enter() -> None:
-        if unshare(CLONE_NEWNS) != 0 or not mounted(None, b"/", None, MS_REC | MS_SLAVE, None):
+        if as_user:
+            if unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+                return
+            for path, line in maps:
+                _write(path, line)
+        elif unshare(CLONE_NEWNS) != 0:
+            return
+        if not mounted(None, b"/", None, MS_REC | MS_SLAVE, None):
             return
         if mounted(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
                    b"newinstance,ptmxmode=0666,mode=0620"):
@@ -86,3 +132,16 @@ def entering(ruleset: landlock.Ruleset) -> Callable[[], None]:
             ruleset.allow("/dev/shm", every)
 
     return enter
+
+
+def _write(path: str, data: bytes) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
