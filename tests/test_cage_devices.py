@@ -141,3 +141,11 @@ def test_both_ways_into_a_namespace_give_the_run_its_own_devices(
     assert tty.startswith("/dev/pts/") and files == "1", done.stdout  # its own, alone
     assert uid == str(os.getuid())  # the same id inside its user namespace
     assert not Path(mine).exists()
+
+
+def test_agents_and_doctor_say_what_runs_get_here(cli: CLI) -> None:
+    status = cli.json("agents")["sandbox"]["status"]
+    said = privdev.describe(privdev.possible())
+    assert said in status and "unconfined runs: " in status, status
+    doctor = cli("doctor").stdout
+    assert said in doctor and "no cgroup file writable" in doctor
