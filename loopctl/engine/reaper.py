@@ -11,7 +11,12 @@ Three mechanisms, because each alone has a hole:
   delegated user cgroup): every descendant stays a member whatever it does
   with sessions and parents, and `cgroup.kill` kills them all in the kernel,
   forks in flight included. The next driver kills what a SIGKILLed
-  supervisor left through it. Where no cgroup can be made, the next driver
+  supervisor left through it. It is a group of two leaves, the agent's and
+  the supervisor's own: the parent of the agent's cgroup is the run's, not
+  the one the supervisor came from (shared with the driver and the user),
+  so an agent that writes itself into its parent is still swept. Writing
+  itself anywhere else is what the scope-only Landlock domain of an
+  unconfined run (engine/scope.py) and the sandbox deny. Where no cgroup can be made, the next driver
   finds them by the per-run marker in their environment ($LOOPCTL_RUN_MARK):
   an agent that scrubs its children's environment defeats that one, which
   is why the cgroup comes first.
