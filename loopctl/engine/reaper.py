@@ -16,10 +16,10 @@ Three mechanisms, because each alone has a hole:
   the one the supervisor came from (shared with the driver and the user),
   so an agent that writes itself into its parent is still swept. Writing
   itself anywhere else is what the scope-only Landlock domain of an
-  unconfined run (engine/scope.py) and the sandbox deny. Where no cgroup can be made, the next driver
-  finds them by the per-run marker in their environment ($LOOPCTL_RUN_MARK):
-  an agent that scrubs its children's environment defeats that one, which
-  is why the cgroup comes first.
+  unconfined run (engine/scope.py) and the sandbox deny. Where no cgroup
+  can be made, the next driver finds them by the per-run marker in their
+  environment ($LOOPCTL_RUN_MARK): an agent that scrubs its children's
+  environment defeats that one, which is why the cgroup comes first.
 
 Measured on this machine (kernel 6.18, cgroup2 at /sys/fs/cgroup/unified):
 a forker whose children ignore SIGTERM, double-fork and setsid left 40-130
