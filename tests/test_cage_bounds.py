@@ -44,6 +44,11 @@ def reap(tmp_path: Path) -> Iterator[None]:
             os.kill(pid, signal.SIGKILL)
 
 
+def cgroup_of(pid: int) -> str:
+    with open(f"/proc/{pid}/cgroup") as handle:
+        return next(line for line in handle if line.startswith("0::"))[3:].strip()
+
+
 def escaper(tmp_path: Path, to_home: bool) -> Path:
     """The agent: leave the run's cgroup for its parent (and with `to_home`
     for the cgroup the supervisor came from), then start an unmarked
@@ -83,6 +88,12 @@ def test_an_unconfined_agent_can_neither_leave_its_cgroup_nor_kill_its_superviso
         ["kill", "denied"]], report
     run = cli.state()["loops"]["esc"]["run"]
     assert not gone(run["supervisor"]["pid"])
+    # The supervisor sits in a leaf of its own beside the agent's, in the run's group.
+    group = run["contain"]["group"]
+    assert cgroup_of(run["supervisor"]["pid"]).endswith(
+        "/" + os.path.basename(group) + "/loopctl-supervisor")
+    assert cgroup_of(run["agent"]["pid"]) == cgroup_of(run["supervisor"]["pid"]).replace(
+        "/loopctl-supervisor", "/loopctl-run")
     cli("stop", "esc", "--kill", check=0)  # the agent sleeps: end the run as a user would
     (record,) = wait_for(lambda: cli.records("esc"), timeout=30)
     (child,) = pids_in(tmp_path / "child")
