@@ -81,6 +81,17 @@ def pinned_home() -> list[str]:
     return [f"{name}={shlex.quote(value)}" for name, value in home_env().items()]
 
 
+def honours_cron_tz() -> bool:
+    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
+    return shutil.which("crond") is not None
+
+
+def home_pins(home_env: dict[str, str], home: str | None) -> list[tuple[str, str]]:
+    """What makes an exported job find this home (`paths.home_env`, or a
+    target's LOOPCTL_HOME): a scheduler's HOME is the passwd entry's."""
+    return list((home_env or ({"LOOPCTL_HOME": home} if home else {})).items())
+
+
 def tick_line(store: Store) -> str:
     """The crontab line for this installation and home."""
     try:

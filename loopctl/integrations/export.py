@@ -21,7 +21,6 @@ import base64
 import json
 import math
 import shlex
-import shutil
 import sys
 from typing import Any
 
@@ -29,7 +28,7 @@ from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef, to_raw
 from loopctl.domain.plain import factory, record
-from loopctl.integrations.crontab import scheduler_path
+from loopctl.integrations.crontab import home_pins, honours_cron_tz, scheduler_path
 from loopctl.integrations.export_time import (
     cron_to_calendar,
     every_to_cron,
@@ -137,16 +136,6 @@ def _local_python() -> str:
 # -- crontab ---------------------------------------------------------------------------
 
 
-def _home_pins(target: Target) -> dict[str, str]:
-    """What makes a job find this home: a scheduler's HOME is the passwd entry's."""
-    return target.home_env or ({"LOOPCTL_HOME": target.home} if target.home else {})
-
-
-def _cron_honours_cron_tz() -> bool:
-    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
-    return shutil.which("crond") is not None
-
-
 def to_crontab(loop: LoopDef, target: Target) -> Export:
     if loop.on_demand:
         raise UsageError(f"{loop.name} is an --on-demand loop: a crontab line needs a "
@@ -156,13 +145,13 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
     schedule = loop_cron(loop, warnings)
     lines = []
     if loop.tz:
-        if _cron_honours_cron_tz():
+        if honours_cron_tz():
             lines.append(f"CRON_TZ={loop.tz}")
         else:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
     env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    env += "".join(f"{key}={shlex.quote(value)} " for key, value in _home_pins(target).items())
+    env += "".join(f"{k}={shlex.quote(v)} " for k, v in home_pins(target.home_env, target.home))
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
@@ -204,7 +193,7 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
     # one where the agent is found now.
     env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
-    for key, value in _home_pins(target).items():
+    for key, value in home_pins(target.home_env, target.home):
         env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [_local_python(), "-m", "loopctl", *_scheduled(loop)])
@@ -409,7 +398,6 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
     utc = None if loop.on_demand else _github_crons(loop, warnings)
-    # LOOPCTL_HOME comes from a step: a job's `env` allows no `runner` context.
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
     if loop.worktree and loop.pr:
@@ -547,7 +535,7 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
         write_env["PROMPT"] = _b64(target.prompt_text or "")
     run_step = _github_run_step(loop)
     steps: list[dict[str, Any]] = [
-        {"name": "Place the loopctl home",  # for every later step
+        {"name": "Place the loopctl home",  # a job's `env` allows no `runner` context
          "run": 'echo "LOOPCTL_HOME=$RUNNER_TEMP/loopctl" >> "$GITHUB_ENV"\n'},
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},

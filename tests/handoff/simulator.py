@@ -30,6 +30,7 @@ import yaml
 TESTS = Path(__file__).resolve().parent.parent
 FAKE_BIN = TESTS / "bin"
 K8S_ROOT = "/loopctl"
+K8S_HOME = "/home/loopctl"  # the pod's HOME: an emptyDir of its own, fresh every fire
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -252,7 +253,7 @@ class SystemdSimulator(Simulator):
 class K8sSimulator(Simulator):
     """The pod: `/loopctl` becomes a directory of ours with the ConfigMap's
     keys mounted read-only by subPath and the claim's `state` directory kept
-    across fires; `/work` (an emptyDir) is fresh every fire."""
+    across fires; `/work` and HOME (emptyDirs) are fresh every fire."""
 
     manifest: str = ""
     secrets: dict[str, str] = field(default_factory=dict)
@@ -271,11 +272,11 @@ class K8sSimulator(Simulator):
 
     def _mapped(self, path: str) -> Path:
         """A container path on our disk."""
-        assert path == K8S_ROOT or path.startswith(K8S_ROOT + "/") or \
-            path == "/work" or path.startswith("/work/"), path
-        if path.startswith(K8S_ROOT):
-            return Path(str(self.root) + path[len(K8S_ROOT):])
-        return Path(str(self.fire_dir() / "work") + path[len("/work"):])
+        for root, ours in ((K8S_ROOT, self.root), ("/work", self.fire_dir() / "work"),
+                           (K8S_HOME, self.fire_dir() / "home")):
+            if path == root or path.startswith(root + "/"):
+                return Path(str(ours) + path[len(root):])
+        raise AssertionError(f"a container path outside the pod's mounts: {path}")
 
     def remap(self, text: str) -> str:
         """The ConfigMap's loops.yaml with its container paths on our disk.
@@ -312,7 +313,7 @@ class K8sSimulator(Simulator):
                 self.claim_mount.mkdir()
             else:
                 assert "emptyDir" in volume, volume
-                assert mount["mountPath"] == "/work", mount
+                assert mount["mountPath"] in ("/work", K8S_HOME), mount
         self.root.chmod(0o555)
         self.definition = {p: file_identity(p) for p in self.root.iterdir() if p.is_file()}
 
@@ -323,12 +324,12 @@ class K8sSimulator(Simulator):
 
     def env(self) -> tuple[dict[str, str], Path]:
         env = self.base_env()
-        (self.fire_dir() / "work").mkdir()
+        (self.fire_dir() / "work").mkdir()  # HOME: base_env's fresh one
         for item in self.container["env"]:
             if "value" in item:
                 value = item["value"]
                 if any(value == root or value.startswith(root + "/")
-                       for root in (K8S_ROOT, "/work")):
+                       for root in (K8S_ROOT, "/work", K8S_HOME)):
                     value = str(self._mapped(value))
                 env[item["name"]] = value
             else:
