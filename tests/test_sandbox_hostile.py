@@ -214,7 +214,7 @@ def test_nothing_a_run_plants_makes_the_next_one_unconfined(cli: CLI, tmp_path: 
     assert cli("run", "oc").returncode != 0
     [record] = cli.records("oc")
     assert record["outcome"] == "failed" and record["sandbox"] == "unavailable"
-    assert record["note"].startswith("sandbox unavailable: File exists")
+    assert record["note"] == f"sandbox refused {planted}: a regular file, not a real folder"
 
 
 def test_auto_runs_unconfined_where_the_cwd_holds_the_home(cli: CLI, tmp_path: Path) -> None:

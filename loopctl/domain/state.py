@@ -77,6 +77,9 @@ class LoopState(TypedDict):
     # The most a run of this loop has cost: the estimate for a run whose
     # cost could not be read (DESIGN §18).
     max_run_cost: float
+    # The repository a confined run may read, found when loopctl first
+    # learned of the loop (DESIGN §14); None: not looked up yet.
+    repository: list[str] | None
 
 
 @record
@@ -269,6 +272,17 @@ def _strings(limit: int, options: tuple[str, ...] | None = None) -> Any:
     return rule
 
 
+def _paths(v: Any, limit: int) -> Any:
+    """None, or up to `limit` absolute paths on one line each."""
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) > limit or not all(
+            isinstance(p, str) and p.startswith("/") and len(p) <= 4096
+            and not any(c in p for c in "\0\n\r") for p in v):
+        return check.INVALID
+    return v
+
+
 def _decision(v: Any) -> Any:
     if v is None:
         return None
@@ -384,13 +398,14 @@ SCHEMA: dict[str, Field] = {
     "pr_feedback": _field(lambda v: tracked_pr(v), None),
     "queued_at": _field(_optional(check.moment), None),
     "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
+    "repository": _field(lambda v: _paths(v, 3), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost"})
+                       "max_run_cost", "repository"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from loopctl.domain import confinement
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.engine import landlock
+from loopctl.engine import landlock, repo_record
+from loopctl.storage import safe_open
 
 SHEBANG_BYTES = 256
 
@@ -48,10 +49,12 @@ def available() -> tuple[int, str | None]:
 class Confinement:
     """A ruleset ready for one run's agent, and its private TMPDIR."""
 
-    def __init__(self, ruleset: landlock.Ruleset, policy: confinement.Policy) -> None:
+    def __init__(self, ruleset: landlock.Ruleset, policy: confinement.Policy,
+                 repo: tuple[str, ...] = ()) -> None:
         self.ruleset = ruleset
         self.policy = policy
         self.tmpdir = policy.tmpdir
+        self.repo = repo  # what the run may read of its repository (for the record)
 
     def preexec(self) -> None:
         self.ruleset.apply()
@@ -62,8 +65,10 @@ class Confinement:
     def summary(self) -> str:
         scoped = "signals and abstract sockets scoped" if self.ruleset.version >= 6 \
             else "signals NOT scoped (ABI < 6)"
+        also = [p for p in self.policy.readable if p in self.policy.checked]
         return (f"sandbox: landlock ABI {self.ruleset.version}, {scoped}; writable: "
-                + ", ".join(self.policy.writable))
+                + ", ".join(self.policy.writable)
+                + ("; readable too: " + ", ".join(also) if also else ""))
 
     def close(self) -> None:
         """After the run: the ruleset's fd, and the TMPDIR with whatever the
@@ -74,14 +79,17 @@ class Confinement:
 
 def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
                     env: Mapping[str, str], decision_dir: str, files: list[str],
-                    own_dirs: list[str], run_id: str) -> tuple[Confinement | None, str | None]:
+                    own_dirs: list[str], run_id: str,
+                    repo: tuple[str, ...] | None = None) -> tuple[Confinement | None,
+                                                                   str | None]:
     """The run's confinement, or (None, why it runs unconfined: a note for
     the log, None when that is simply the loop's setting). `auto` runs
     unconfined only where the kernel cannot confine or the loop's own
     working directory holds the home (a container whose HOME is its
     workdir); `on` then raises, and so does, in either mode, anything a
-    previous run could have planted (a state folder turned into a file):
-    no agent may downgrade the next run."""
+    previous run could have planted (a state folder turned into a file or
+    a link): no agent may downgrade or widen the next run. `repo` is
+    loopctl's record of the repository (None: not looked up yet)."""
     mode = confinement.mode_for(loop.sandbox, default)
     if not confinement.wants(mode, agent):
         return None, None
@@ -91,7 +99,9 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
             raise LoopctlError(f"sandbox unavailable: {why}")
         return None, f"sandbox unavailable, running unconfined: {why}"
     try:
-        inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id)
+        inputs = gather(loop, cwd, env, decision_dir, files, own_dirs, run_id, repo)
+    except safe_open.Refused as exc:
+        raise LoopctlError(f"sandbox refused {exc.path}: {exc.why}") from None
     except Unavailable as exc:  # the loop's own setting (a container's HOME=cwd)
         if mode == "on":
             raise LoopctlError(f"sandbox unavailable: {exc}") from None
@@ -100,7 +110,13 @@ def confinement_for(loop: LoopDef, agent: bool, default: str | None, cwd: str,
         where = f" ({exc.filename})" if exc.filename else ""
         raise LoopctlError(f"sandbox unavailable: {exc.strerror or exc}{where}") from None
     try:
-        return build(version, confinement.policy(inputs)), None
+        wrong = confinement.refused(inputs)
+        if wrong is not None:
+            raise safe_open.Refused(*wrong)
+        return build(version, confinement.policy(inputs), inputs.repo), None
+    except safe_open.Refused as exc:
+        shutil.rmtree(inputs.tmpdir, ignore_errors=True)
+        raise LoopctlError(f"sandbox refused {exc.path}: {exc.why}") from None
     except (landlock.LandlockError, OSError) as exc:
         shutil.rmtree(inputs.tmpdir, ignore_errors=True)
         raise LoopctlError(f"sandbox unavailable: {exc}") from None
@@ -121,14 +137,14 @@ def confined_argv(loop: LoopDef, argv: list[str]) -> list[str]:
     return argv
 
 
-def build(version: int, policy: confinement.Policy) -> Confinement:
+def build(version: int, policy: confinement.Policy, repo: tuple[str, ...] = ()) -> Confinement:
     ruleset = landlock.Ruleset(version)
     try:
         every = ruleset.handled
         for path in policy.writable:
-            ruleset.allow(path, every)
+            _allow(ruleset, policy, path, every)
         for path in policy.readable:
-            ruleset.allow(path, landlock.READ)
+            _allow(ruleset, policy, path, landlock.READ)
         for path in ("/dev", *policy.listable):
             ruleset.allow(path, landlock.FS_READ_DIR)
         for path in policy.devices:
@@ -139,13 +155,33 @@ def build(version: int, policy: confinement.Policy) -> Confinement:
     except BaseException:
         ruleset.close()
         raise
-    return Confinement(ruleset, policy)
+    return Confinement(ruleset, policy, repo)
+
+
+def _allow(ruleset: landlock.Ruleset, policy: confinement.Policy, path: str,
+           access: int) -> None:
+    """One rule; a checked path through `safe_open` (a link at any of its
+    components refuses the run), the descriptor checked being the one
+    granted."""
+    if path not in policy.checked:
+        ruleset.allow(path, access)
+        return
+    fd = safe_open.open_rule(path)
+    if fd is None:
+        return  # missing: nothing to grant
+    try:
+        ruleset.allow_fd(fd, access, path)
+    finally:
+        os.close(fd)
 
 
 def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
-           files: list[str], own_dirs: list[str], run_id: str) -> confinement.Inputs:
-    """What this run needs, found on disk: every path resolved, so a symlink
-    cannot widen a rule later (the kernel holds the directory it opened)."""
+           files: list[str], own_dirs: list[str], run_id: str,
+           repo: tuple[str, ...] | None = None) -> confinement.Inputs:
+    """What this run needs, found on disk. loopctl's own paths resolved;
+    those an agent could have replaced (preset folders, --sandbox-write and
+    --sandbox-read, the repository) kept as named, for `build` to grant
+    only if no component is a link."""
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
     real_cwd = os.path.realpath(cwd)
     if real_cwd == home or (home + "/").startswith(real_cwd.rstrip("/") + "/"):
@@ -160,10 +196,12 @@ def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
     import loopctl
 
     package = os.path.dirname(os.path.realpath(loopctl.__file__))
+    if repo is None:  # a loop written by hand: looked up once, then recorded
+        repo = repo_record.find(real_cwd, home)
     tmpdir = tempfile.mkdtemp(prefix=f"loopctl-{loop.name}-{run_id}-")
     return confinement.Inputs(
         preset=preset, home=home, cwd=real_cwd, tmpdir=os.path.realpath(tmpdir),
-        decision_dir=os.path.realpath(decision_dir), repo=repository(real_cwd),
+        decision_dir=os.path.realpath(decision_dir), repo=repo,
         programs=tuple(programs), files=tuple(os.path.realpath(f) for f in files),
         listable=(os.path.dirname(package),),
         extra_write=tuple(resolve(p, home) for p in loop.sandbox_write),
@@ -171,16 +209,19 @@ def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
 
 
 def resolve(path: str, home: str) -> str:
-    return os.path.realpath(home + path[1:] if path.startswith("~/") else path)
+    """A --sandbox-write/--sandbox-read path as given (`~/` is the home):
+    not resolved, since `build` refuses it if any component is a link."""
+    return os.path.normpath(home + path[1:] if path.startswith("~/") else path)
 
 
 def make_state_dirs(preset: str, home: str) -> None:
     """A preset's state folders exist before it starts: confined, it could
     not create them in the home (files such as ~/.claude.json it makes in
-    a folder it may write, or not at all)."""
+    a folder it may write, or not at all). Made without following a link
+    (an agent may have planted one in ~/.cache)."""
     for path in confinement.preset_write(preset, home):
         if not path.endswith((".json", ".backup", ".yml", ".yaml", ".toml")):
-            os.makedirs(path, mode=0o700, exist_ok=True)
+            safe_open.make_dirs(path)
 
 
 def program_paths(path_var: str, home: str, own: list[str]) -> list[str]:
@@ -218,12 +259,14 @@ def interpreter_paths(loop: LoopDef, env: Mapping[str, str], home: str) -> list[
 
 
 def _interpreter(program: str, path_var: str) -> str | None:
+    """The `#!` interpreter of the program: its first line only, read from
+    the resolved file never through a link, non-blocking (a FIFO planted
+    on PATH cannot hold the supervisor)."""
     try:
-        with open(program, "rb") as handle:
-            head = handle.read(SHEBANG_BYTES)
-    except OSError:
+        head = safe_open.read_file(os.path.realpath(program), SHEBANG_BYTES)
+    except (OSError, safe_open.Refused):
         return None
-    if not head.startswith(b"#!"):
+    if not head or not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
     if words and os.path.basename(words[0]) == "env":
@@ -246,39 +289,6 @@ def install_paths() -> list[str]:
     # The standard library, wherever the interpreter was built to find it.
     places.add(os.path.dirname(os.__file__))
     return sorted(os.path.realpath(p) for p in places)
-
-
-def repository(cwd: str) -> tuple[str, ...]:
-    """The repository holding `cwd`, read only: its root, and for a linked
-    worktree (`.git` is a file) its git dir and the common one."""
-    folder = cwd
-    while True:
-        dot_git = os.path.join(folder, ".git")
-        if os.path.isdir(dot_git):
-            return (folder,)
-        if os.path.isfile(dot_git):
-            return (folder, *_linked_git_dirs(dot_git))
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return ()
-        folder = parent
-
-
-def _linked_git_dirs(dot_git: str) -> tuple[str, ...]:
-    try:
-        with open(dot_git, encoding="utf-8", errors="replace") as handle:
-            line = handle.read(4096).strip()
-    except OSError:
-        return ()
-    if not line.startswith("gitdir: "):
-        return ()
-    git_dir = os.path.realpath(os.path.join(os.path.dirname(dot_git), line[8:].strip()))
-    try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as handle:
-            common = os.path.realpath(os.path.join(git_dir, handle.read(4096).strip()))
-    except OSError:
-        return (git_dir,)
-    return (git_dir, common)
 
 
 def status_line() -> tuple[bool, str]:
