@@ -11,6 +11,7 @@ preset). Root does not matter: Landlock denies root too.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import stat
@@ -216,3 +217,7 @@ def test_a_sandbox_write_folder_turned_into_a_link_fails_the_run(cli: CLI,
     assert record["outcome"] == "failed"
     assert record["note"] == f"sandbox refused {state}: a symbolic link, not a real folder or file"
     assert bashrc.read_text() == "# mine\n"
+    doctor = json.loads(cli("doctor", "--json").stdout)
+    assert {"level": "error", "check": "sandbox", "message": f"loop 'sw': its runs fail: "
+            f"sandbox refused {state}: a symbolic link, not a real folder or file"} \
+        in doctor["findings"]

@@ -263,6 +263,7 @@ def test_top_level_sandbox_is_the_default(cli: CLI, tmp_path: Path) -> None:
     (["--sandbox-write", "/no/such/dir"], "bad --sandbox-write '/no/such/dir': no such file"),
     (["--sandbox-read", "a\nb"], "bad --sandbox-read"),
     (["--sandbox-write", ""], "bad --sandbox-write ''"),
+    (["--sandbox-read", "/"], "bad --sandbox-read '/': it is the root, your home or a folder"),
 ])
 def test_bad_sandbox_options_are_one_line(cli: CLI, args: list[str], expected: str) -> None:
     proc = cli("start", "p", "--name", "bad", "--every", "1h", *args)

@@ -309,7 +309,8 @@ def doctor_findings(loops: Mapping[str, LoopDef],
     ok, line = status_line()
     if ok:
         version, _ = available()
-        return [("ok" if version >= 6 else "warn", "sandbox", line)]
+        return [("ok" if version >= 6 else "warn", "sandbox", line),
+                *refused_findings(loops, default)]
     strict = sorted(n for n, loop in loops.items()
                     if confinement.mode_for(loop.sandbox, default) == "on")
     loose = sorted(n for n, loop in loops.items() if is_agent(loop)
@@ -318,4 +319,31 @@ def doctor_findings(loops: Mapping[str, LoopDef],
     found += [("error", "sandbox", f"loop {n!r} has sandbox on, and cannot run here")
               for n in strict]
     found += [("warn", "sandbox", f"loop {n!r} runs its agent unconfined") for n in loose]
+    return found
+
+
+def refused_findings(loops: Mapping[str, LoopDef],
+                     default: str | None) -> list[tuple[str, str, str]]:
+    """A confined loop's folder that its next run would refuse (a preset
+    folder or a --sandbox-write/--sandbox-read path turned into a link)."""
+    from loopctl.agents.presets import is_agent
+
+    home = os.path.realpath(os.path.expanduser("~"))
+    found = []
+    for name, loop in sorted(loops.items()):
+        if not confinement.wants(confinement.mode_for(loop.sandbox, default), is_agent(loop)):
+            continue
+        preset = "shell" if loop.command else (loop.agent or "shell")
+        for path in (*confinement.preset_write(preset, home),
+                     *(resolve(p, home) for p in (*loop.sandbox_write, *loop.sandbox_read))):
+            try:
+                fd = safe_open.open_rule(path)
+            except safe_open.Refused as exc:
+                found.append(("error", "sandbox", f"loop {name!r}: its runs fail: sandbox "
+                              f"refused {exc.path}: {exc.why}"))
+                break
+            except OSError:
+                continue
+            if fd is not None:
+                os.close(fd)
     return found
