@@ -107,8 +107,7 @@ def many_at_once(ws: Workspace, count: int, mode: str) -> float:
     home, _ = make_home(ws, f"many-{mode}", names, mode)
     env = env_for(home)
     t0 = time.perf_counter()
-    # --force: past the max_concurrent cap, which would refuse most of them.
-    procs = [subprocess.Popen(loopctl("run", name, "--force"), env=env, stdout=subprocess.DEVNULL,
+    procs = [subprocess.Popen(loopctl("run", name), env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE) for name in names]
     codes = [p.wait() for p in procs]
     wall = time.perf_counter() - t0
