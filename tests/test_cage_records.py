@@ -221,3 +221,24 @@ def test_a_sandbox_write_folder_turned_into_a_link_fails_the_run(cli: CLI,
     assert {"level": "error", "check": "sandbox", "message": f"loop 'sw': its runs fail: "
             f"sandbox refused {state}: a symbolic link, not a real folder or file"} \
         in doctor["findings"]
+
+
+def test_a_hand_written_loop_records_its_repository_at_its_first_run(
+        cli: CLI, home: Path, tmp_path: Path) -> None:
+    """No `start` looked it up: its first confined run does, and records it;
+    the next run reads the record, not a `.git` the agent wrote since."""
+    repo = tmp_path / "repo"
+    work = repo / "sub"
+    work.mkdir(parents=True)
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    script = agent(tmp_path, "printf 'gitdir: /\\n' > .git", "git rev-parse --show-toplevel")
+    home.mkdir(mode=0o700, exist_ok=True)
+    (home / "loops.yaml").write_text(
+        "version: 1\nloops:\n  hand:\n    prompt: p\n    every: 1h\n    after: 1h\n"
+        f"    cwd: {work}\n    sandbox: 'on'\n    command: [sh, {script}]\n")
+    cli("run", "hand", check=0)
+    assert cli.state()["loops"]["hand"]["repository"] == [str(repo)]
+    cli("run", "hand")
+    record = last(cli, "hand")
+    assert record["outcome"] == "ok" and record["sandbox"].startswith("landlock")
+    assert "; readable too: " + str(repo) in log_of(cli, "hand", record)
