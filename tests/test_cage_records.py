@@ -242,3 +242,33 @@ def test_a_hand_written_loop_records_its_repository_at_its_first_run(
     record = last(cli, "hand")
     assert record["outcome"] == "ok" and record["sandbox"].startswith("landlock")
     assert "; readable too: " + str(repo) in log_of(cli, "hand", record)
+
+
+@pytest.mark.parametrize("where", ["script", "path-entry"])
+def test_a_link_planted_where_a_program_is_found_grants_nothing(
+        cli: CLI, tmp_path: Path, where: str) -> None:
+    """The program a `--command` names, or a PATH entry, inside a folder the
+    run may write: the agent turns it into a link to the key (or ~/.ssh);
+    the next run is not granted what the link points at."""
+    home = Path(os.environ["HOME"])
+    secret = key(home)
+    work = tmp_path / "work"
+    work.mkdir()
+    entry = home / ".cache" / "tools" / "bin"
+    entry.mkdir(parents=True)
+    if where == "script":
+        script = work / "agent.sh"  # the agent's own folder: it may rewrite it
+        script.write_text(f'rm "$0"; ln -s {secret} "$0"\n')
+        command = f"sh {script}"
+    else:
+        command = "sh " + str(agent(tmp_path, f"rm -r {entry} && ln -s {secret.parent} {entry}",
+                                    f"cat {secret}"))
+    env = {"PATH": f"{entry}{os.pathsep}{os.environ['PATH']}"}
+    cli("start", "p", "--name", "pl", "--every", "1h", "--after", "1h", "--cwd", str(work),
+        "--command", command, "--sandbox", "on", env=env, check=0)
+    cli("run", "pl", env=env)
+    assert (script if where == "script" else entry).is_symlink()
+    proc = cli("run", "pl", env=env)
+    record = last(cli, "pl")
+    log = log_of(cli, "pl", record)
+    assert "Permission denied" in log and SECRET not in log + proc.stdout

@@ -124,6 +124,11 @@ def holds_home(path: str, home: str) -> bool:
     return path == "/" or path == home or home.startswith(path.rstrip("/") + "/")
 
 
+def inside(path: str, folders: tuple[str, ...]) -> bool:
+    """Is `path` one of `folders` or below one?"""
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
 def refused(inputs: Inputs) -> tuple[str, str] | None:
     """(path, why) of the first rule this run must not be given."""
     for path in (*inputs.repo, *inputs.extra_write, *inputs.extra_read):
