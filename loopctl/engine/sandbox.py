@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -190,8 +191,11 @@ def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
     preset = "shell" if loop.command else (loop.agent or "shell")
     make_state_dirs(preset, home)
     own = [os.path.realpath(d) for d in own_dirs]
-    programs = program_paths(env.get("PATH", os.defpath), home, own)
-    programs += interpreter_paths(loop, env, home)
+    extra_write = tuple(resolve(p, home) for p in loop.sandbox_write)
+    writable = (real_cwd, os.path.realpath(decision_dir),
+                *confinement.preset_write(preset, home), *extra_write)
+    programs = program_paths(env.get("PATH", os.defpath), home, own, writable)
+    programs += interpreter_paths(loop, env, home, writable)
     programs += install_paths()
     import loopctl
 
@@ -204,7 +208,7 @@ def gather(loop: LoopDef, cwd: str, env: Mapping[str, str], decision_dir: str,
         decision_dir=os.path.realpath(decision_dir), repo=repo,
         programs=tuple(programs), files=tuple(os.path.realpath(f) for f in files),
         listable=(os.path.dirname(package),),
-        extra_write=tuple(resolve(p, home) for p in loop.sandbox_write),
+        extra_write=extra_write,
         extra_read=tuple(resolve(p, home) for p in loop.sandbox_read))
 
 
@@ -224,10 +228,40 @@ def make_state_dirs(preset: str, home: str) -> None:
             safe_open.make_dirs(path)
 
 
-def program_paths(path_var: str, home: str, own: list[str]) -> list[str]:
+def planted_link(path: str, writable: tuple[str, ...]) -> bool:
+    """Does `path` pass through a symbolic link that sits in a folder the
+    run may write? Such a link is the agent's, and may point anywhere (a
+    PATH entry in ~/.cache turned into a link to ~/.ssh): nothing is
+    granted through it. Links elsewhere (/bin -> usr/bin, ~/.nvm's bin)
+    are the user's."""
+    todo = [p for p in path.split("/") if p][::-1]
+    here, hops = "/", 0
+    while todo:
+        part = todo.pop()
+        if part in (".", ".."):
+            here = here if part == "." else os.path.dirname(here)
+            continue
+        step = os.path.join(here, part)
+        try:
+            if not stat.S_ISLNK(os.lstat(step).st_mode):
+                here = step
+                continue
+            target = os.readlink(step)
+        except OSError:
+            return False  # missing: nothing is granted anyway
+        hops += 1
+        if confinement.inside(here, writable) or hops > 40:
+            return True
+        here = "/" if target.startswith("/") else here
+        todo += [p for p in target.split("/") if p][::-1]
+    return False
+
+
+def program_paths(path_var: str, home: str, own: list[str],
+                  writable: tuple[str, ...] = ()) -> list[str]:
     out: list[str] = []
     for entry in path_var.split(os.pathsep):
-        if not entry.startswith("/"):
+        if not entry.startswith("/") or planted_link(entry, writable):
             continue  # relative: would follow the agent's own cwd around
         real = os.path.realpath(entry)
         if any(real == d or real.startswith(d + "/") or d.startswith(real + "/")
@@ -237,24 +271,29 @@ def program_paths(path_var: str, home: str, own: list[str]) -> list[str]:
     return out
 
 
-def interpreter_paths(loop: LoopDef, env: Mapping[str, str], home: str) -> list[str]:
+def interpreter_paths(loop: LoopDef, env: Mapping[str, str], home: str,
+                      writable: tuple[str, ...] = ()) -> list[str]:
     """The agent's program resolved through links, and its `#!` interpreter
     (`#!/usr/bin/env node` resolved on the run's PATH): a node CLI linked
-    from ~/.nvm's bin runs files from lib/, and node from elsewhere."""
+    from ~/.nvm's bin runs files from lib/, and node from elsewhere. Not
+    through a link planted in a folder the run may write, and no `#!` read
+    from a program there (the agent could have rewritten it)."""
     from loopctl.agents.presets import binary
 
     out: list[str] = []
     path_var = env.get("PATH", os.defpath)
     found = shutil.which(binary(loop), path=path_var)
-    if found is None:
-        return out
-    for program in (found, _interpreter(found, path_var)):
-        if program:
-            real = os.path.realpath(program)
-            out += confinement.program_dirs(os.path.dirname(real), home) or [real]
     if loop.command:  # `python3 /path/script.py`: the script, as a file
         out += [os.path.realpath(a) for a in loop.command[1:]
-                if a.startswith("/") and os.path.isfile(a)]
+                if a.startswith("/") and os.path.isfile(a) and not planted_link(a, writable)]
+    if found is None or planted_link(found, writable):
+        return out
+    real = os.path.realpath(found)
+    shebang = None if confinement.inside(real, writable) else _interpreter(real, path_var)
+    for program in (found, shebang):
+        if program and not planted_link(program, writable):
+            real = os.path.realpath(program)
+            out += confinement.program_dirs(os.path.dirname(real), home) or [real]
     return out
 
 
