@@ -102,3 +102,19 @@ def test_a_planted_git_link_is_refused(tmp_path: Path, link: str,
         os.mkfifo(work / "g" / "commondir")
     with pytest.raises(safe_open.Refused):
         repo_record.find(str(work), str(home))
+
+
+def test_a_link_counts_as_planted_only_inside_a_writable_folder(tmp_path: Path) -> None:
+    from loopctl.engine.sandbox import planted_link
+
+    mine, theirs = tmp_path / "mine", tmp_path / "writable"
+    (mine / "real").mkdir(parents=True)
+    theirs.mkdir()
+    (mine / "link").symlink_to(mine / "real")       # the user's link: fine
+    (theirs / "hop").symlink_to(mine / "link")      # the agent's: planted
+    (mine / "via").symlink_to(theirs / "hop")       # reaching one through another
+    writable = (str(theirs),)
+    assert not planted_link(str(mine / "link" / "x"), writable)
+    assert planted_link(str(theirs / "hop" / "x"), writable)
+    assert planted_link(str(mine / "via"), writable)
+    assert not planted_link(str(theirs / "missing"), writable)
