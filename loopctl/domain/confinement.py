@@ -55,11 +55,15 @@ PRESET_WRITE: dict[str, tuple[str, ...]] = {
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
                "/opt", "/proc", "/sys", "/run", "/nix/store", "/snap")
 # Devices a program may open for writing; /dev itself is only listable.
+# Not /dev/pts (every terminal of the machine) nor /dev/shm (shared by every
+# process): a run gets its own of each where it can (engine/privdev.py).
+# /dev/tty names only the opener's controlling terminal, and a run, in a
+# session of its own with no terminal on its stdio, has none.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-           "/dev/tty", "/dev/ptmx", "/dev/pts")
+           "/dev/tty", "/dev/ptmx")
 # /dev/fd and /dev/std* are links into /proc/self/fd: what they reopen is
 # checked as itself (a pipe is always allowed, a file by its own path).
-DEVICE_DIRS = ("/dev/shm",)
+DEVICE_DIRS: tuple[str, ...] = ()
 
 
 @record(frozen=True)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from loopctl.domain import confinement
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.engine import landlock, repo_record
+from loopctl.engine import landlock, privdev, repo_record, scope
 from loopctl.storage import safe_open
 
 SHEBANG_BYTES = 256
@@ -56,8 +56,13 @@ class Confinement:
         self.policy = policy
         self.tmpdir = policy.tmpdir
         self.repo = repo  # what the run may read of its repository (for the record)
+        # Its own /dev/pts and /dev/shm where a mount namespace can be made.
+        self.private_dev = privdev.possible()
+        self._enter = privdev.entering(ruleset) if self.private_dev else None
 
     def preexec(self) -> None:
+        if self._enter is not None:
+            self._enter()
         self.ruleset.apply()
 
     def env(self) -> dict[str, str]:
@@ -67,7 +72,8 @@ class Confinement:
         scoped = "signals and abstract sockets scoped" if self.ruleset.version >= 6 \
             else "signals NOT scoped (ABI < 6)"
         also = [p for p in self.policy.readable if p in self.policy.checked]
-        return (f"sandbox: landlock ABI {self.ruleset.version}, {scoped}; writable: "
+        return (f"sandbox: landlock ABI {self.ruleset.version}, {scoped}; "
+                f"{privdev.describe(self.private_dev)}; writable: "
                 + ", ".join(self.policy.writable)
                 + ("; readable too: " + ", ".join(also) if also else ""))
 
@@ -337,7 +343,9 @@ def status_line() -> tuple[bool, str]:
         return False, (f"unavailable here ({why}): agent presets in auto run unconfined, "
                        "loops with --sandbox on fail")
     scoped = "signals scoped" if version >= 6 else "signals NOT scoped (ABI < 6)"
-    return True, f"Landlock ABI {version} ({scoped}): auto confines agent presets"
+    return True, (f"Landlock ABI {version} ({scoped}): auto confines agent presets; "
+                  f"{privdev.describe(privdev.possible())}; "
+                  f"unconfined runs: {scope.describe(version)}")
 
 
 def doctor_findings(loops: Mapping[str, LoopDef],

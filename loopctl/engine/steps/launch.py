@@ -206,6 +206,7 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
                LOOPCTL_ITERATION=str(run["iteration"]),
                LOOPCTL_DECISION_FILE=str(ctx.decision_path))
     payload = trigger_payload(ctx)
+    env.pop("LOOPCTL_TRIGGER_FILE", None)  # only ever the run's own payload
     if payload:
         env["LOOPCTL_TRIGGER_FILE"] = str(payload[0])
     # How the next driver finds what a SIGKILLed supervisor left (reaper).
