@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 from loopctl.domain.plain import record
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+WILDCARD = ("0.0.0.0", "::")
 
 
 @record(frozen=True)
@@ -81,8 +82,12 @@ def allowed_hosts(bind_host: str, port: int, extra: list[str]) -> frozenset[str]
     other names when bound to loopback, and each `--allowed-host` (with or
     without the port)."""
     names = {bind_host.lower()}
-    if bind_host in LOOPBACK:
+    if bind_host in LOOPBACK or bind_host in WILDCARD:
         names.update(LOOPBACK)
+    if bind_host in WILDCARD:  # every address of this machine: its name too
+        import socket
+
+        names.add(socket.gethostname().lower())
     if ":" in bind_host and not bind_host.startswith("["):
         names.add(f"[{bind_host.lower()}]")
     hosts = {f"{name}:{port}" for name in names}

@@ -3,12 +3,13 @@
 Chosen by measurement over an ASGI stack (README "loopctl serve"): it meets
 every bound of DESIGN §19 with no dependency, and the overview of 1,000
 loops is spent reading loopctl's files, not in the server. Bounds: a
-request must arrive whole (line, headers, body) within REQUEST_DEADLINE
-and each read waits at most IDLE_TIMEOUT, or the connection is closed (a
-slow client holds one thread for seconds, never forever); at most
-MAX_CONNECTIONS at once; bodies over their route's limit are refused from
-`Content-Length` before a byte is read; no chunked bodies; every response
-closes its connection (HTTP/1.0), so idle keep-alives hold no thread.
+request must arrive whole (line, headers, body) within
+`LOOPCTL_SERVE_DEADLINE` (15 s) and each read waits at most a third of it,
+or the connection is closed (a slow client holds one thread for seconds,
+never forever); at most MAX_CONNECTIONS at once; bodies over their route's
+limit are refused from `Content-Length` before a byte is read; no chunked
+bodies; every response closes its connection (HTTP/1.0), so idle
+keep-alives hold no thread.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import line
 
 TOKEN_IN_URL = re.compile(r"token=[^&\s\"]*")
-IDLE_TIMEOUT = 5.0
-REQUEST_DEADLINE = 15.0
 MAX_CONNECTIONS = 64
 MAX_BODY = 1 << 20
 MAX_HOOK_BODY = 25 << 20
@@ -68,7 +67,11 @@ class Server(ThreadingHTTPServer):
                  tls: ssl.SSLContext | None = None) -> None:
         self.app = app
         self.tls = tls
+        from loopctl.settings import knob
+
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.deadline = knob("LOOPCTL_SERVE_DEADLINE")
+        self.idle = self.deadline / 3
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         super().__init__(address, Handler)
         if tls is not None:
@@ -110,12 +113,11 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     server_version = "loopctl"
     sys_version = ""
-    timeout = IDLE_TIMEOUT
     server: Server
 
     def setup(self) -> None:
-        self.request.settimeout(IDLE_TIMEOUT)
-        self.watchdog = threading.Timer(REQUEST_DEADLINE, self._expire)
+        self.request.settimeout(self.server.idle)
+        self.watchdog = threading.Timer(self.server.deadline, self._expire)
         self.watchdog.daemon = True
         self.watchdog.start()
         if self.server.tls is not None:
@@ -193,7 +195,7 @@ class Handler(BaseHTTPRequestHandler):
             if head:
                 return
             if response.stream is not None:
-                self.request.settimeout(IDLE_TIMEOUT * 4)
+                self.request.settimeout(max(self.server.idle, 30.0))
                 response.stream(self._write)
             else:
                 self.wfile.write(response.body)

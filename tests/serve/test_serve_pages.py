@@ -1,0 +1,98 @@
+"""The pages (DESIGN §19): every string from a user, a hand-edited
+loops.yaml or an agent is text, never markup; the charts are inline SVG
+made by the server; the page asks nothing of another origin."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI, agent_command
+from serve.support import Served, serving
+
+pytestmark = pytest.mark.real_processes
+
+HOSTILE = '<script>alert(1)</script> "quoted" <img src=x onerror=alert(2)>'
+
+
+class Elements(HTMLParser):
+    """Every start tag with its attributes, as a browser would parse them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def elements(page: bytes) -> list[tuple[str, dict[str, str | None]]]:
+    parser = Elements()
+    parser.feed(page.decode())
+    return parser.tags
+
+
+def page(served: Served, path: str) -> bytes:
+    status, _, body = served.request("GET", path)
+    assert status == 200, (path, status, body[:300])
+    return body
+
+
+def assert_inert(body: bytes) -> None:
+    tags = elements(body)
+    scripts = [attrs for tag, attrs in tags if tag == "script"]
+    assert scripts in ([], [{"src": "/static/app.js", "defer": None}]), scripts
+    assert not [t for t, _ in tags if t == "img"], "no element came from the text"
+    assert not any(k.startswith("on") for _, attrs in tags for k in attrs), "no handler"
+    for _, attrs in tags:
+        for key in ("src", "href", "action"):
+            value = attrs.get(key)
+            assert value is None or value.startswith("/"), f"{key}={value}: another origin"
+
+
+def test_hostile_text_is_shown_as_text_everywhere(cli: CLI, tmp_path: Path) -> None:
+    cli("start", HOSTILE, "--name", "demo", "--every", "1h", "--command",
+        agent_command("--print", HOSTILE, "--exit", "1"), check=0)
+    cli("run", "demo")
+    cli("pause", "demo", check=0)
+    loops = cli.home / "loops.yaml"
+    # A hand-edited entry whose name no command would accept: shown as invalid.
+    loops.write_text(loops.read_text() + '  "<b onclick=x>\\"evil</b>":\n    prompt: 1\n')
+    with serving(tmp_path) as served:
+        overview = page(served, "/")
+        loop = page(served, "/loops/demo")
+        doctor = page(served, "/doctor")
+    for body in (overview, loop, doctor):
+        assert_inert(body)
+    assert b"&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot;" in loop, "the prompt"
+    assert loop.count(b"&lt;img src=x onerror=alert(2)&gt;") >= 3, \
+        "prompt, last reason and the history's reason"
+    assert b"&lt;img src=x onerror=alert(2)&gt;" in overview, "the reason on the overview"
+    assert b"&lt;b onclick=x&gt;&quot;evil&lt;/b&gt;" in overview, "the hand-edited name"
+    assert b"invalid" in overview
+
+
+def test_a_loop_page_has_its_four_charts_and_its_history(cli: CLI, tmp_path: Path) -> None:
+    cli("start", "p", "--name", "demo", "--every", "1h", "--command",
+        agent_command("--print", "done"), "--check", "echo metric: 3",
+        "--check-metric", r"metric: (\d+)", check=0)
+    for _ in range(3):
+        cli("run", "demo")
+    with serving(tmp_path) as served:
+        body = page(served, "/loops/demo")
+        overview = page(served, "/")
+        status, headers, css = served.request("GET", "/static/app.css")
+    charts = re.findall(rb'<svg class="chart"[^>]*aria-label="([^"]+)"', body)
+    assert charts == [b"Outcome per run", b"Duration per run (seconds)",
+                      b"Cost per day (USD)", b"Check metric per run"]
+    assert body.count(b"<rect ") == 3, "one bar per run"
+    metric = body.split(b'aria-label="Check metric per run"', 1)[1].split(b"</svg>", 1)[0]
+    assert metric.count(b"<circle ") == 3 and b": 3</title>" in metric
+    assert body.count(b'<td class="o-ok">ok</td>') == 3
+    assert b'<a href="/loops/demo">demo</a>' in overview
+    assert status == 200 and headers["content-type"].startswith("text/css") and css
+    own = body.replace(b'xmlns="http://www.w3.org/2000/svg"', b"")
+    assert b"http://" not in own and b"https://" not in own, "nothing from another origin"
