@@ -75,6 +75,19 @@ def to_raw(on_github: tuple[str, ...], repo: str | None, command: str | None,
     return {k: v for k, v in out.items() if v is not None}
 
 
+def workflow_events(wanted: tuple[str, ...]) -> dict[str, Any]:
+    """The `on:` events of a GitHub workflow: `check_suite` is every action
+    of it (`{}`), `check_suite.completed` lists the action in `types`."""
+    events: dict[str, Any] = {}
+    for entry in wanted:
+        event, _, action = entry.partition(".")
+        types = events.setdefault(event, {}).setdefault("types", []) if action else None
+        if types is not None and action not in types:
+            types.append(action)
+    events.update({e: {} for e in {w for w in wanted if "." not in w}})
+    return events
+
+
 def event_matches(wanted: tuple[str, ...], event: str, action: str | None) -> bool:
     """`check_suite` matches every action of it; `check_suite.completed` one."""
     return event in wanted or (action is not None and f"{event}.{action}" in wanted)

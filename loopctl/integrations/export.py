@@ -410,6 +410,10 @@ def to_github(loop: LoopDef, target: Target) -> Export:
             f"--check-timeout when set, plus setup), but ubuntu-latest ends a job after "
             f"{GITHUB_HOSTED_MINUTES}: the run would be cut off mid-way; lower them, or run "
             "on a self-hosted runner (runs-on)")
+    if loop.on_github and (loop.github_command or not loop.github_anyone):
+        warnings.append("the workflow runs for every --on-github event of the repository: "
+                        "--github-command and the author's write access are checked only by "
+                        "`loopctl serve`")
     if utc is not None:
         warnings.append("GitHub disables a scheduled workflow after 60 days without activity "
                         "in a public repository: re-enable it in the Actions tab (or push now "
@@ -442,13 +446,18 @@ def to_github(loop: LoopDef, target: Target) -> Export:
 
 def _github_events(loop: LoopDef, utc: Any) -> dict[str, Any]:
     """A schedule, or for an `--on-demand` loop the two ways to ask from
-    outside, each with a payload."""
+    outside, each with a payload; and the loop's `--on-github` events."""
     if utc is not None:
-        return {"schedule": [{"cron": c} for c in utc.crons], "workflow_dispatch": {}}
-    return {"workflow_dispatch": {"inputs": {"payload": {
-                "description": "Text for the run (at most 64 KiB): $LOOPCTL_TRIGGER_FILE",
-                "required": False, "type": "string", "default": ""}}},
-            "repository_dispatch": {"types": [f"loopctl-{loop.name}"]}}
+        events: dict[str, Any] = {"schedule": [{"cron": c} for c in utc.crons],
+                                  "workflow_dispatch": {}}
+    else:
+        events = {"workflow_dispatch": {"inputs": {"payload": {
+                      "description": "Text for the run (at most 64 KiB): $LOOPCTL_TRIGGER_FILE",
+                      "required": False, "type": "string", "default": ""}}},
+                  "repository_dispatch": {"types": [f"loopctl-{loop.name}"]}}
+    from loopctl.domain.github import workflow_events
+
+    return {**events, **workflow_events(loop.on_github)}
 
 
 # The payload arrives in an env var (never in the script) and is handed to
@@ -460,6 +469,12 @@ TRIGGER_SCRIPT = ('if [ -n "$PAYLOAD" ]; then printf %s "$PAYLOAD" > "$RUNNER_TE
 def _github_run_step(loop: LoopDef) -> dict[str, Any]:
     step: dict[str, Any] = {"name": f"Run {loop.name}",
                             "run": shlex.join(["loopctl", *_scheduled(loop)])}
+    if loop.on_github and not loop.on_demand:
+        # An event from --on-github fires now, whatever the schedule says.
+        step["env"] = {"EVENT": "${{ github.event_name }}"}
+        step["run"] = ('case "$EVENT" in schedule|workflow_dispatch) ;; *) '
+                       + shlex.join(["loopctl", "trigger", loop.name]) + " ;; esac\n"
+                       + step["run"] + "\n")
     if loop.on_demand:
         step["env"] = {"PAYLOAD": "${{ github.event.inputs.payload || "
                                   "github.event.client_payload.payload }}"}

@@ -75,7 +75,7 @@ def test_trigger_takes_the_body_as_its_payload_and_refuses_bad_ones(cli: CLI,
             assert status == 422 and "payload" in said["error"], said
         assert cli.state()["loops"]["od"]["triggered"] is None and not pending.exists(), \
             "a refused payload fires nothing and writes nothing"
-        status, said = served.json("POST", "/api/loops/od/trigger", "fix <this>".encode())
+        status, said = served.json("POST", "/api/loops/od/trigger", b"fix <this>")
         assert status == 202 and said["accepted"] and said["triggers"] == 1
         assert said["driver"] and "no driver is running" in said["driver"], \
             "with no driver, the answer says the fire waits"
