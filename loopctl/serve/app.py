@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 import time
 from typing import Any
 from urllib.parse import parse_qsl
@@ -35,7 +36,9 @@ HTML = "text/html; charset=utf-8"
 
 
 def as_json(status: int, data: Any, headers: list[tuple[str, str]] | None = None) -> Response:
-    body = json.dumps(data, indent=2, default=str, allow_nan=False).encode() + b"\n"
+    # Compact: the C encoder (`indent` would take the pure-Python one).
+    body = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False).encode()
+    body += b"\n"
     return Response(status, body, headers=headers or [])
 
 
@@ -50,6 +53,10 @@ class App:
         self.hooks = GithubHooks(Store, secret, Deliveries(probe.paths))
         self.metrics = Metrics(RunTally(), self.hooks.counts)
         self.drivers = DriverWatch(in_daemon)
+        # Beside a daemon, pages are rendered one at a time: the driver's
+        # thread shares the interpreter lock with them, and a fire must not
+        # wait behind a crowd of renders (bench/serve.py, lateness under load).
+        self.renders = threading.BoundedSemaphore(1 if in_daemon else 8)
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -63,7 +70,8 @@ class App:
         if not self.auth.host_ok(request.headers.get("host")):
             return error(403, "this Host is not served here (give --allowed-host to serve it)")
         try:
-            return self._route(request)
+            with self.renders:
+                return self._route(request)
         except LoopctlError as exc:
             return self._failed(request, api.http_status(exc), exc.message)
 

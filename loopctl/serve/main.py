@@ -112,6 +112,8 @@ def serve(options: Options) -> int:
 def serve_beside(options: Options) -> Server:
     """For `daemon --serve`: serving on a thread; the caller shuts it down."""
     server, url = start(options, in_daemon=True)
+    # The driver's thread gets the interpreter lock back sooner from a render.
+    sys.setswitchinterval(0.001)
     announce(url)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5},
                      daemon=True).start()

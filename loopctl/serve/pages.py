@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 from loopctl import clock
 from loopctl.commands import views as reading
-from loopctl.domain.durations import format_duration, format_usd
+from loopctl.domain.durations import format_duration, format_rough, format_usd
 from loopctl.domain.timestamps import iso
 from loopctl.serve import api, charts
 from loopctl.serve.server import Response
@@ -58,7 +58,7 @@ def _when(text: str | None, now: float) -> str:
     from loopctl.domain.timestamps import parse_iso
 
     delta = parse_iso(text) - now
-    said = format_duration(int(abs(delta)))
+    said = format_rough(int(abs(delta)))
     return f'<time datetime="{esc(text)}">{"in " + said if delta >= 0 else said + " ago"}</time>'
 
 

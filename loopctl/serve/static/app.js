@@ -18,6 +18,6 @@
       if (fresh && here) here.replaceWith(document.importNode(fresh, true));
     }, function () { busy = false; });
   }
-  var source = new EventSource("/api/events");
+  var source = window.loopctlLive = new EventSource("/api/events");
   source.addEventListener("change", refresh);
 })();
