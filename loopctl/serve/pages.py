@@ -32,8 +32,17 @@ def href(name: str) -> str:
     return "/loops/" + quote(name, safe="")
 
 
-def layout(title: str, body: str, app: Any, live: bool = True, page: str = "/") -> bytes:
-    note = app.drivers.missing(Store())
+def version_now(store: Store) -> str:
+    """Taken before a page reads anything: a write after it shows as news."""
+    from loopctl.serve.live import home_signature
+
+    return home_signature(store.paths)
+
+
+def layout(title: str, body: str, app: Any, live: bool = True, page: str = "/",
+           version: str = "") -> bytes:
+    store = Store()
+    note = app.drivers.missing(store)
     banner = f'<p class="banner warn" id="driver">{esc(note)}</p>' if note else ""
     script = '<script src="/static/app.js" defer></script>' if live else ""
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -41,7 +50,8 @@ def layout(title: str, body: str, app: Any, live: bool = True, page: str = "/") 
             f"<title>{esc(title)} · loopctl</title>"
             f'<link rel="stylesheet" href="/static/app.css">{script}</head><body>'
             f'<header><a href="/" class="home">loopctl</a> <a href="/doctor">doctor</a>'
-            f'</header>{banner}<main id="main" data-page="{esc(page)}">{body}</main>'
+            f'</header>{banner}<main id="main" data-page="{esc(page)}" '
+            f'data-version="{esc(version)}">{body}</main>'
             "</body></html>").encode()
 
 
@@ -102,7 +112,7 @@ def _row(loop: dict[str, Any], now: float) -> str:
 
 
 def overview(store: Store, app: Any) -> bytes:
-    now = clock.now()
+    version, now = version_now(store), clock.now()
     listed = api.loops(store)["loops"]
     rows = "".join(_row(loop, now) for loop in listed)
     table = ('<table class="loops"><thead><tr><th>loop</th><th>status</th><th>schedule</th>'
@@ -111,7 +121,7 @@ def overview(store: Store, app: Any) -> bytes:
         '<p class="none">no loops yet: <code>loopctl start --every 10m ...</code></p>'
     body = f"<h1>{len(listed)} loop{'s' if len(listed) != 1 else ''}</h1>" + \
         _holds(store, now) + table
-    return layout("loops", body, app)
+    return layout("loops", body, app, version=version)
 
 
 def _holds(store: Store, now: float) -> str:
@@ -197,6 +207,7 @@ def _notes(store: Store, name: str) -> str:
 
 def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = None,
               failed: bool = False) -> bytes:
+    version = version_now(store)
     info = api.loop(store, name)
     if info.get("status") == "invalid":
         return layout(name, f"<h1>{esc(name)}</h1><p>{status_cell(info)}</p>", app)
@@ -221,7 +232,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)
             + f"<section><h2>History</h2>{_history(records)}</section>")
-    return layout(name, body, app, page=href(name))
+    return layout(name, body, app, page=href(name), version=version)
 
 
 def trigger_said(result: dict[str, Any]) -> str:

@@ -58,6 +58,9 @@ def test_the_token_url_the_overview_a_loop_page_and_pause(cli: CLI, tmp_path: Pa
         settle(browser, "document.getElementById('said') && "
                         "document.getElementById('said').innerText === 'paused'")
         assert "paused" in browser.js("document.getElementById('status').innerText")
+        settle(browser, "window.loopctlLive && window.loopctlLive.readyState === 1")
+        assert browser.js("document.getElementById('said').innerText") == "paused", \
+            "the live stream leaves a page that shows the home as it is"
     assert cli.state()["loops"]["nightly-tests"]["status"] == "paused"
 
 

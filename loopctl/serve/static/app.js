@@ -1,10 +1,13 @@
 // Live updates: the page works without this. When the server says the
-// home changed (server-sent events), the main part of the page is fetched
-// again and swapped in; nothing of the page's own text is built here.
+// home is at another version than the page shows (server-sent events), the
+// main part of the page is fetched again and swapped in; nothing of the
+// page's own text is built here.
 (function () {
   if (!window.EventSource || !window.DOMParser) return;
   var busy = false;
-  function refresh() {
+  function refresh(event) {
+    var main = document.getElementById("main");
+    if (main && event && event.data === main.getAttribute("data-version")) return;
     if (busy || document.querySelector("textarea:focus")) return;
     busy = true;
     var page = document.getElementById("main").getAttribute("data-page") || "/";
