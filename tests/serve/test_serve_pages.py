@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, agent_command
+from conftest import CLI, agent_command, wait_for
 from serve.support import Served, serving
 
 pytestmark = pytest.mark.real_processes
@@ -96,3 +96,25 @@ def test_a_loop_page_has_its_four_charts_and_its_history(cli: CLI, tmp_path: Pat
     assert status == 200 and headers["content-type"].startswith("text/css") and css
     own = body.replace(b'xmlns="http://www.w3.org/2000/svg"', b"")
     assert b"http://" not in own and b"https://" not in own, "nothing from another origin"
+
+
+def test_a_loop_page_shows_the_log_of_the_run_in_flight_and_the_notes(
+        cli: CLI, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    cli("start", "p", "--name", "busy", "--every", "1h", "--after", "1h", "--notes",
+        "--command", agent_command("--print", "working on <it> & more", "--wait-for", str(go)),
+        check=0)
+    (cli.state_dir / "notes").mkdir(parents=True, exist_ok=True)
+    (cli.state_dir / "notes" / "busy.md").write_text("remember </pre><script>x</script>\n")
+    with serving(tmp_path) as served:
+        assert served.json("POST", "/api/loops/busy/run")[0] == 202
+        run_id = cli.state()["loops"]["busy"]["run"]["run_id"]
+        log = cli.state_dir / "runs" / "busy" / f"{run_id}.log"
+        wait_for(lambda: b"working on" in log.read_bytes())
+        body = page(served, "/loops/busy")
+        go.touch()
+    assert_inert(body)
+    assert f"Run in flight: {run_id}".encode() in body
+    assert b"working on &lt;it&gt; &amp; more" in body
+    assert b"remember &lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;" in body
+    wait_for(lambda: cli.records("busy"), timeout=30)
