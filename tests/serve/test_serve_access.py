@@ -194,3 +194,25 @@ def test_tls_serves_https_and_a_public_bind_without_it_warns(cli: CLI,
         pass
     warned = (tmp_path / "serve.stderr").read_text()
     assert "warning: serving 0.0.0.0 without TLS" in warned
+
+
+@pytest.mark.parametrize(("args", "code", "said"), [
+    (["--bind", "nonsense"], 2, "bad --bind 'nonsense': expected HOST:PORT"),
+    (["--bind", "127.0.0.1:70000"], 2, "bad --bind"),
+    (["--tls-cert", "/nonexistent"], 2, "give --tls-cert and --tls-key together"),
+    (["--github-secret-file", "/nonexistent"], 2, "bad --github-secret-file"),
+])
+def test_bad_options_are_one_line_and_serve_nothing(cli: CLI, args: list[str], code: int,
+                                                    said: str) -> None:
+    proc = cli("serve", *args)
+    assert proc.returncode == code and said in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not proc.stdout
+
+
+def test_a_damaged_token_file_is_refused_not_replaced(cli: CLI) -> None:
+    token_file = cli.state_dir / "serve.token"
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text("short\n")
+    proc = cli("serve", "--bind", "127.0.0.1:0")
+    assert proc.returncode == 3 and "--new-token" in proc.stderr
+    assert token_file.read_text() == "short\n", "nothing overwritten"
