@@ -59,6 +59,22 @@ def test_a_signed_comment_triggers_with_the_compact_payload(cli: CLI, tmp_path: 
     assert len(payload["body"].encode()) <= 8192 < len(long_body.encode()), "cut at 8 KiB"
 
 
+def test_the_summary_reaches_the_agent_as_its_trigger_file(cli: CLI, tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    cli("start", "fix it", "--name", "fixer", "--on-demand", "--command",
+        agent_command("--record", str(calls)), "--on-github", "issue_comment.created",
+        check=0)
+    with serving(tmp_path) as served:
+        assert served.github("issue_comment", comment("/fix <now>"))[0] == 202
+    cli("tick", "--wait", check=0)
+    [call] = [json.loads(row) for row in calls.read_text().splitlines()]
+    given = json.loads(Path(call["env"]["LOOPCTL_TRIGGER_FILE"]).read_text())
+    assert (given["event"], given["body"], given["number"]) == \
+        ("issue_comment", "/fix <now>", 42)
+    assert "/fix <now>" not in " ".join(call["argv"]), "data, never an argument"
+    assert cli.records("fixer")[0]["trigger"] == "api"
+
+
 def test_forged_missing_or_unkeyed_signatures_fire_nothing(cli: CLI, tmp_path: Path) -> None:
     fixer(cli)
     body = json.dumps(comment("/fix")).encode()
