@@ -22,6 +22,7 @@ def steady(loops: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in loop.items() if k not in VOLATILE} for loop in loops]
 
 
+@pytest.mark.slow
 def test_reads_are_the_cli_json_views(cli: CLI, tmp_path: Path) -> None:
     cli("start", "p", "--name", "demo", "--every", "1h", "--command",
         agent_command("--print", "did it", "--exit", "1"), check=0)

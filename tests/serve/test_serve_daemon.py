@@ -18,6 +18,7 @@ from serve.support import Served
 pytestmark = pytest.mark.real_processes
 
 
+@pytest.mark.slow
 def test_daemon_serve_fires_what_the_api_triggers(cli: CLI, tmp_path: Path) -> None:
     cli("start", "p", "--name", "od", "--on-demand", "--command",
         agent_command("--print", "fired"), check=0)

@@ -146,6 +146,7 @@ def test_what_a_person_writes_is_gated(cli: CLI, tmp_path: Path) -> None:
         assert served.github("issue_comment", comment("/fix now"))[0] == 202, "the control"
 
 
+@pytest.mark.slow
 def test_anyone_opens_comments_but_not_bots_and_checks_come_as_they_are(
         cli: CLI, tmp_path: Path) -> None:
     fixer(cli, "--github-anyone")
