@@ -152,11 +152,10 @@ def _actions(name: str, csrf: str, status: str) -> str:
                '<textarea name="payload" rows="2" cols="40" maxlength="65536" '
                'placeholder="payload for the run (optional, at most 64 KiB)"></textarea>'
                '<button type="submit" id="do-trigger">trigger</button></form>')
-    kill = '<input type="hidden" name="kill" value="1">' if status == "running" else ""
+    kill = button("stop", "stop and kill the run", '<input type="hidden" name="kill" value="1">'
+                  ).replace('id="do-stop"', 'id="do-kill"') if status == "running" else ""
     return ('<div class="actions">' + button("pause", "pause") + button("resume", "resume")
-            + button("run", "run now") + button("stop", "stop" + (" (kill the run)" if kill
-                                                                   else ""), kill)
-            + trigger + "</div>")
+            + button("run", "run now") + button("stop", "stop") + kill + trigger + "</div>")
 
 
 def _history(records: list[dict[str, Any]]) -> str:
