@@ -29,7 +29,7 @@ from loopctl.serve.server import Request, Response, error
 from loopctl.storage.serve_files import Deliveries
 from loopctl.storage.store import Store
 
-LOOP_ROUTE = re.compile(r"/(api/)?loops/([^/]+)(?:/([a-z]+))?")
+LOOP_ROUTE = re.compile(r"/(api/)?loops/([^/]+)(?:/([a-z]+)(?:/([^/]+))?)?")
 STATE_CHANGING = ("POST",)
 TEXT = "text/plain; charset=utf-8"
 HTML = "text/html; charset=utf-8"
@@ -162,6 +162,8 @@ class App:
 
             raise NoSuchLoop(name[:100])
         if request.method == "POST":
+            if matched.group(4):
+                return self._failed(request, 404, "nothing to post to here")
             return self._act(request, name, verb or "", is_api)
         store = Store()
         if is_api and verb is None:
@@ -173,7 +175,28 @@ class App:
             from loopctl.serve import pages
 
             return Response(200, pages.loop_page(store, self, name, request.query), HTML)
+        if not is_api and verb == "runs" and matched.group(4):
+            return self._run_file(store, name, matched.group(4), request.query)
         return self._failed(request, 404, "no such page")
+
+    @staticmethod
+    def _run_file(store: Store, name: str, run_id: str, query: str) -> Response:
+        """One run as a file that reads the same saved: its style inline,
+        allowed by its hash alone."""
+        import base64
+        import hashlib
+
+        from loopctl.serve.run_page import run_page
+
+        body = run_page(store, name, run_id)
+        style = body.split(b"<style>", 1)[1].split(b"</style>", 1)[0]
+        digest = base64.b64encode(hashlib.sha256(style).digest()).decode()
+        headers = [("Content-Security-Policy", f"default-src 'none'; style-src 'sha256-{digest}'; "
+                    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")]
+        if dict(parse_qsl(query)).get("download") == "1":
+            headers.append(("Content-Disposition",
+                            f'attachment; filename="{name}-{run_id}.html"'))
+        return Response(200, body, HTML, headers=headers)
 
     def _act(self, request: Request, name: str, verb: str, is_api: bool) -> Response:
         if verb not in api.VERBS:

@@ -158,7 +158,7 @@ def _actions(name: str, csrf: str, status: str) -> str:
             + button("run", "run now") + button("stop", "stop") + kill + trigger + "</div>")
 
 
-def _history(records: list[dict[str, Any]]) -> str:
+def _history(name: str, records: list[dict[str, Any]]) -> str:
     from loopctl.domain.reason import run_reason
 
     rows = []
@@ -166,7 +166,8 @@ def _history(records: list[dict[str, Any]]) -> str:
         duration = r.get("duration_s")
         check = r.get("check") or {}
         rows.append(
-            f"<tr><td>{esc(r['run_id'])}</td><td>{esc(r.get('started_at'))}</td>"
+            f'<tr><td><a href="{esc(href(name))}/runs/{esc(r["run_id"])}">{esc(r["run_id"])}'
+            f"</a></td><td>{esc(r.get('started_at'))}</td>"
             f"<td>{esc(format_duration(int(duration)) if duration is not None else '-')}</td>"
             f'<td class="o-{esc(r["outcome"])}">{esc(r["outcome"])}</td>'
             f"<td>{esc(r.get('exit_code'))}</td>"
@@ -230,7 +231,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
             + _actions(name, app.auth.csrf, str(info.get("status")))
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)
-            + f"<section><h2>History</h2>{_history(records)}</section>")
+            + f"<section><h2>History</h2>{_history(name, records)}</section>")
     return layout(name, body, app, page=href(name), version=version)
 
 

@@ -187,7 +187,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.send_response(response.status)
             self.send_header("Content-Type", response.ctype)
-            for name, value in [*SECURITY_HEADERS, *response.headers]:
+            own = {name.lower() for name, _ in response.headers}  # a page's own CSP wins
+            for name, value in [*(h for h in SECURITY_HEADERS if h[0].lower() not in own),
+                                *response.headers]:
                 self.send_header(name, value)
             if response.stream is None:
                 self.send_header("Content-Length", str(len(response.body)))

@@ -144,7 +144,8 @@ class Browser:
     def click(self, selector: str) -> None:
         """A mouse press and release at the middle of the element: the click
         of a person, not a script's."""
-        box = self.js(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+        box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                      "e.scrollIntoView({block: 'center'}); const r = e"
                       ".getBoundingClientRect(); return [r.x + r.width / 2, "
                       "r.y + r.height / 2]; })()")
         self.events.clear()

@@ -61,6 +61,13 @@ def test_the_token_url_the_overview_a_loop_page_and_pause(cli: CLI, tmp_path: Pa
         settle(browser, "window.loopctlLive && window.loopctlLive.readyState === 1")
         assert browser.js("document.getElementById('said').innerText") == "paused", \
             "the live stream leaves a page that shows the home as it is"
+        browser.click("table.history a")
+        settle(browser, "location.pathname.includes('/runs/') && "
+                        "document.readyState === 'complete'")
+        assert "<b>3 tests failed</b>" in browser.js("document.querySelector('pre.log')"
+                                                     ".innerText")
+        assert browser.js("getComputedStyle(document.querySelector('pre.log'))"
+                          ".backgroundColor") == "rgb(38, 50, 56)", "its inline style applies"
     assert cli.state()["loops"]["nightly-tests"]["status"] == "paused"
 
 

@@ -118,3 +118,33 @@ def test_a_loop_page_shows_the_log_of_the_run_in_flight_and_the_notes(
     assert b"working on &lt;it&gt; &amp; more" in body
     assert b"remember &lt;/pre&gt;&lt;script&gt;x&lt;/script&gt;" in body
     wait_for(lambda: cli.records("busy"), timeout=30)
+
+
+def test_a_run_is_one_html_file_that_reads_the_same_saved(cli: CLI, tmp_path: Path) -> None:
+    import base64
+    import hashlib
+
+    cli("start", "p", "--name", "demo", "--every", "1h", "--command",
+        agent_command("--print", "<i>said</i> & done", "--exit", "2"), check=0)
+    cli("run", "demo")
+    [record] = cli.records("demo")
+    run_id = record["run_id"]
+    folder = cli.state_dir / "runs" / "demo"
+    planted = "20991231T000000Z-9999"
+    (folder / f"{planted}.json").write_text((folder / f"{run_id}.json").read_text())
+    (folder / f"{planted}.log").write_text("planted\n")
+    with serving(tmp_path) as served:
+        listing = page(served, "/loops/demo")
+        status, headers, body = served.request("GET", f"/loops/demo/runs/{run_id}?download=1")
+        for bad in (planted, "..%2F..%2Fstate", "nope"):
+            assert served.request("GET", f"/loops/demo/runs/{bad}")[0] == 404, bad
+    assert f'href="/loops/demo/runs/{run_id}"'.encode() in listing
+    assert status == 200
+    assert headers["content-disposition"] == f'attachment; filename="demo-{run_id}.html"'
+    assert_inert(body)
+    assert b"&lt;i&gt;said&lt;/i&gt; &amp; done" in body and b"failed" in body
+    style = body.split(b"<style>", 1)[1].split(b"</style>", 1)[0]
+    digest = base64.b64encode(hashlib.sha256(style).digest()).decode()
+    assert headers["content-security-policy"].startswith(
+        f"default-src 'none'; style-src 'sha256-{digest}'"), "only its own style may apply"
+    assert b"<link" not in body and b"<script" not in body, "nothing to fetch once saved"
