@@ -430,6 +430,18 @@ def _warn_missing_programs(raw_def: dict[str, Any]) -> None:
               "at every run until it is installed", file=sys.stderr)
 
 
+def _warn_agent_command(name: str) -> None:
+    """After `update --sandbox`: a `--command` agent CLI left under auto."""
+    from loopctl.cli import sandbox_opts
+    from loopctl.domain.confinement import mode_for
+
+    s = store()
+    raw = reading.show(s, name).get(name)
+    if isinstance(raw, dict):
+        top = s.read_defs().top.get("sandbox")
+        sandbox_opts.warn_agent_command(raw, mode_for(raw.get("sandbox"), top))
+
+
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
     import shlex
     import shutil
@@ -503,6 +515,8 @@ def update(
     if changes.get("budget_usd") is not None or {"agent", "command"} & set(changes):
         warn_uncounted_budget(store().read_defs().loops.get(name))
     _warn_missing_programs(changes)
+    if "sandbox" in changes:
+        _warn_agent_command(name)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return

@@ -44,6 +44,11 @@ TARGETS = ("crontab", "systemd", "k8s", "github")
 GITHUB_MINIMUM = 300
 CACHE_EVICTION_S = 7 * 86400
 K8S_HOME = "/loopctl"
+# The container's HOME: an emptyDir of its own, beside the working directory
+# (`/work`), never it or above it: a working directory that holds the home
+# cannot be confined (DESIGN §14), so runs there would fail or go unconfined.
+K8S_USER_HOME = "/home/loopctl"
+K8S_WORKDIR = "/work"
 ON_DEMAND_CRON = "0 0 1 1 *"  # never used: the CronJob is suspended
 # Where a workflow puts a prompt file: in the checkout, under a name no
 # repository is likely to use.
@@ -288,20 +293,13 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
                       "resources": {"requests": {"storage": target.state_size}}}}
     secret = name
     env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
-                                 {"name": "HOME", "value": "/work"}]
+                                 {"name": "HOME", "value": K8S_USER_HOME}]
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
             for key in secret_names(loop)]
-    mounts = [{"name": "definition", "mountPath": f"{K8S_HOME}/loops.yaml",
-               "subPath": "loops.yaml", "readOnly": True},
-              {"name": "state", "mountPath": f"{K8S_HOME}/state"},
-              {"name": "work", "mountPath": "/work"}]
-    if loop.prompt_file:
-        mounts.append({"name": "definition", "mountPath": f"{K8S_HOME}/prompt.md",
-                       "subPath": "prompt.md", "readOnly": True})
     container = {
         "name": "loopctl", "image": target.image,
         "command": ["loopctl", *_scheduled(loop)],
-        "workingDir": "/work", "env": env, "volumeMounts": mounts,
+        "workingDir": K8S_WORKDIR, "env": env, "volumeMounts": _k8s_mounts(loop),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"]}},
@@ -315,6 +313,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
             {"name": "definition", "configMap": {"name": name}},
             {"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}},
             {"name": "work", "emptyDir": {}},
+            {"name": "home", "emptyDir": {}},
         ],
     }
     spec: dict[str, Any] = {
@@ -335,6 +334,21 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
                 "metadata": {"name": name, "labels": _labels()}, "spec": spec}
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
     return Export({f"{name}.yaml": text}, warnings, _k8s_steps(loop, target, name, secret))
+
+
+def _k8s_mounts(loop: LoopDef) -> list[dict[str, Any]]:
+    """The definition read-only, the state on its claim, the working
+    directory and the HOME beside it, each an emptyDir."""
+    mounts: list[dict[str, Any]] = [
+        {"name": "definition", "mountPath": f"{K8S_HOME}/loops.yaml",
+         "subPath": "loops.yaml", "readOnly": True},
+        {"name": "state", "mountPath": f"{K8S_HOME}/state"},
+        {"name": "work", "mountPath": K8S_WORKDIR},
+        {"name": "home", "mountPath": K8S_USER_HOME}]
+    if loop.prompt_file:
+        mounts.append({"name": "definition", "mountPath": f"{K8S_HOME}/prompt.md",
+                       "subPath": "prompt.md", "readOnly": True})
+    return mounts
 
 
 def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[str]:
