@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import shlex
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.untrusted import line
+
+if TYPE_CHECKING:
+    from loopctl.domain.model import LoopDef
 
 EVENT_RE = re.compile(r"[a-z][a-z_]{0,49}(\.[a-z][a-z_]{0,49})?")
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
@@ -86,6 +90,28 @@ def workflow_events(wanted: tuple[str, ...]) -> dict[str, Any]:
             types.append(action)
     events.update({e: {} for e in {w for w in wanted if "." not in w}})
     return events
+
+
+def with_github_events(workflow: dict[str, Any], loop: LoopDef,
+                       warnings: list[str]) -> dict[str, Any]:
+    """The GitHub Actions export of a loop with `on_github`: its events join
+    the workflow's `on:`, and such an event fires the loop now (`loopctl
+    trigger` before `run --scheduled`), whatever its schedule says."""
+    if not loop.on_github:
+        return workflow
+    workflow["on"].update(workflow_events(loop.on_github))
+    if loop.github_command or not loop.github_anyone:
+        warnings.append("the workflow runs for every --on-github event of the repository: "
+                        "--github-command and the author's write access are checked only by "
+                        "`loopctl serve`")
+    if not loop.on_demand:  # an on-demand loop's step triggers on every event already
+        for step in workflow["jobs"]["run"]["steps"]:
+            if step.get("name") == f"Run {loop.name}":
+                step["env"] = {"EVENT": "${{ github.event_name }}"}
+                step["run"] = ('case "$EVENT" in schedule|workflow_dispatch) ;; *) '
+                               + shlex.join(["loopctl", "trigger", loop.name]) + " ;; esac\n"
+                               + step["run"] + "\n")
+    return workflow
 
 
 def event_matches(wanted: tuple[str, ...], event: str, action: str | None) -> bool:
