@@ -18,6 +18,13 @@ from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck,
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
+from loopctl.cli.github_opts import (
+    GithubAnyone,
+    GithubCommand,
+    GithubRepo,
+    OnGithub,
+    github_changes,
+)
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
@@ -294,6 +301,8 @@ def start(
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
     fallback_agent: FallbackAgent = None,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -327,7 +336,9 @@ def start(
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
         **feedback_changes(fix_attempts, notes),
-        **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
+        **fallback_changes(fallback_agent, clearing=False),
+        **github_changes(on_github, github_repo, github_command, github_anyone),
+    }.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
@@ -468,6 +479,8 @@ def update(
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
     fallback_agent: FallbackAgent = None,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -494,6 +507,7 @@ def update(
     changes.update(check_changes(check, check_timeout, until_check, check_metric))
     changes.update(feedback_changes(fix_attempts, notes))
     changes.update(fallback_changes(fallback_agent, clearing=True))
+    changes.update(github_changes(on_github, github_repo, github_command, github_anyone))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
