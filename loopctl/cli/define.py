@@ -19,6 +19,13 @@ from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
+from loopctl.cli.github_opts import (
+    GithubAnyone,
+    GithubCommand,
+    GithubRepo,
+    OnGithub,
+    github_changes,
+)
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
@@ -295,6 +302,8 @@ def start(
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
     fallback_agent: FallbackAgent = None,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -331,7 +340,9 @@ def start(
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
         **feedback_changes(fix_attempts, notes),
-        **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
+        **fallback_changes(fallback_agent, clearing=False),
+        **github_changes(on_github, github_repo, github_command, github_anyone),
+    }.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
@@ -473,6 +484,8 @@ def update(
     fallback_agent: FallbackAgent = None,
     prompt: NewPrompt = None, prompt_file: NewPromptFile = None,
     new_objective: NewObjective = False,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -501,6 +514,7 @@ def update(
     changes.update(feedback_changes(fix_attempts, notes))
     changes.update(fallback_changes(fallback_agent, clearing=True))
     changes.update(objective)
+    changes.update(github_changes(on_github, github_repo, github_command, github_anyone))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

@@ -48,7 +48,13 @@ def _checked(path: str, option: str) -> str:
         raise UsageError(problem)
     if not os.path.exists(expanded):
         raise UsageError(f"bad {option} {path!r}: no such file or directory")
-    return os.path.realpath(expanded)
+    from loopctl.domain.confinement import holds_home
+
+    real = os.path.realpath(expanded)
+    if holds_home(real, os.path.realpath(os.path.expanduser("~"))):
+        raise UsageError(f"bad {option} {path!r}: it is the root, your home or a folder "
+                         "holding it; name the folders the agent needs")
+    return real
 
 
 def warn(raw: dict[str, Any], top_mode: str | None) -> None:

@@ -140,17 +140,22 @@ class Ruleset:
         except OSError:
             return False
         try:
-            if not os.path.isdir(f"/proc/self/fd/{target}"):
-                access &= FILE_RIGHTS
-            rule = _PathBeneathAttr(access & self.handled, target)
-            if _lib().syscall(SYS_ADD_RULE, ctypes.c_int(self.fd),
-                              ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule),
-                              ctypes.c_uint32(0)) < 0:
-                if ctypes.get_errno() == EBADFD:
-                    return False  # a pipe or socket: no rule can name it
-                raise _fail(f"landlock_add_rule {path}")
+            return self.allow_fd(target, access, path)
         finally:
             os.close(target)
+
+    def allow_fd(self, target: int, access: int, path: str) -> bool:
+        """Grant `access` beneath the folder or file open at `target` (the
+        caller's checked descriptor: what was checked is what is granted)."""
+        if not os.path.isdir(f"/proc/self/fd/{target}"):
+            access &= FILE_RIGHTS
+        rule = _PathBeneathAttr(access & self.handled, target)
+        if _lib().syscall(SYS_ADD_RULE, ctypes.c_int(self.fd),
+                          ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule),
+                          ctypes.c_uint32(0)) < 0:
+            if ctypes.get_errno() == EBADFD:
+                return False  # a pipe or socket: no rule can name it
+            raise _fail(f"landlock_add_rule {path}")
         return True
 
     def apply(self, privileged: bool = False) -> None:

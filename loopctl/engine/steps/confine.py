@@ -27,7 +27,10 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
     ctx.sandbox = "unavailable"  # what the record says if the next call raises
     ctx.confinement, why = confinement_for(
         loop, is_agent(loop), run.get("sandbox_default"), cwd, env,
-        str(ctx.decision_path.parent), [*files, *given(ctx)], own, ctx.run_id)
+        str(ctx.decision_path.parent), [*files, *given(ctx)], own, ctx.run_id,
+        ctx.repository)
+    if ctx.confinement is not None and ctx.repository is None:
+        ctx.repository = ctx.found_repository = ctx.confinement.repo
     if ctx.confinement is None:
         ctx.sandbox = why or "off"
         if why:
@@ -41,6 +44,19 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
         ctx.log.hold(f"# loopctl: confined, the agent runs {one_line(changed)}")
         argv[:] = changed
     return ctx.confinement.preexec
+
+
+def recorded_repository(ctx: RunContext, st: dict[str, Any], ws: Any) -> None:
+    """What the run's sandboxes may read of its repository: loopctl's
+    record of the worktree it made, or the repository recorded for the
+    loop (None: a loop never looked up, found at its first confined run
+    and recorded then). Never a `.git` read from the agent's folder."""
+    from loopctl.engine.repo_record import of_worktree
+
+    if ws is not None:
+        ctx.repository = of_worktree(ws)
+    elif isinstance(st.get("repository"), list):
+        ctx.repository = tuple(st["repository"])
 
 
 def _scoped(ctx: RunContext, loop: LoopDef) -> Callable[[], None] | None:
