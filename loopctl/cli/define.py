@@ -18,7 +18,6 @@ from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck,
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
-from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
 from loopctl.cli.github_opts import (
     GithubAnyone,
     GithubCommand,
@@ -26,6 +25,7 @@ from loopctl.cli.github_opts import (
     OnGithub,
     github_changes,
 )
+from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes

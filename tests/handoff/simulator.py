@@ -272,9 +272,8 @@ class K8sSimulator(Simulator):
 
     def _mapped(self, path: str) -> Path:
         """A container path on our disk."""
-        assert path == K8S_ROOT or path.startswith(K8S_ROOT + "/") or \
-            path == "/work" or path.startswith("/work/") or \
-            path == K8S_USER_HOME or path.startswith(K8S_USER_HOME + "/"), path
+        assert any(path == root or path.startswith(root + "/")
+                   for root in (K8S_ROOT, "/work", K8S_USER_HOME)), path
         if path.startswith(K8S_ROOT):
             return Path(str(self.root) + path[len(K8S_ROOT):])
         if path.startswith(K8S_USER_HOME):
