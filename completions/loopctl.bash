@@ -4,7 +4,7 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt-file|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--state-size|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--state-size|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
@@ -48,7 +48,7 @@ _loopctl() {
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
-        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --max-log --max-memory --max-procs --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --json --help -h" ;;
+        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --max-log --max-memory --max-procs --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --prompt --prompt-file --new-objective --on-github --github-repo --github-command --github-anyone --github-members-only --json --help -h" ;;
         validate) opts="--json --help -h" ;;
         watch) opts="--interval --help -h" ;;
     esac

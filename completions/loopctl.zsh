@@ -34,7 +34,7 @@ _loopctl() {
         'status:Show where a loop stands (all loops without NAME).'
         'stop:Stop a loop for good (a run in flight finishes first, unless --kill).'
         'tick:Fire every due loop once and exit (for cron and CI).'
-        'trigger:Fire a loop as soon as a driver can (a daemon\: within about a second).'
+        'trigger:Fire a loop as soon as a driver can, and say which driver (or that none runs).'
         'update:Change a loop'\''s policy (limits are absolute; --for counts from the start).'
         'validate:Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid.'
         'watch:Live view of every loop; q or Ctrl-C quits (not a terminal\: one snapshot).'
@@ -362,6 +362,9 @@ _loopctl() {
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--prompt[With --new-objective\: the loop'\''s new prompt (its history and limits are kept).]:prompt: ' \
+                '--prompt-file[With --new-objective\: read the prompt from this file at every run from now on.]:path:_files' \
+                '--new-objective[Confirm that --prompt or --prompt-file replaces what the loop is for.]' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
                 '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \

@@ -120,6 +120,10 @@ def _main(args: list[str]) -> None:
         from loopctl.cli.failure import report
 
         sys.exit(report(exc))
+    if args[:1] == ["tick"]:
+        from loopctl.storage.paths import note_tick
+
+        note_tick()
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due() \
             and (args[1:] or not lease_present()):
         sys.exit(0)

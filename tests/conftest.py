@@ -323,6 +323,9 @@ class CLI:
                                   env=full_env, timeout=timeout, input=input)
         if check is not None:
             assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr)
+        from actionlint_support import check_export
+
+        check_export(args, proc)  # every GitHub workflow a test makes passes actionlint
         return proc
 
     def json(self, *args: str, env: dict[str, str] | None = None) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import actionlint_support as actionlint
 import pytest
 from faults.support import home_processes
 
@@ -208,6 +210,22 @@ def test_github_workflow_passes_the_workflow_schema(cli: CLI, tmp_path: Path, lo
     proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(path)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    actionlint.lint(path.read_text(), path.name)
+    assert "env" not in job or "LOOPCTL_HOME" not in job["env"]
+
+
+def test_actionlint_catches_a_context_the_schema_lets_through(tmp_path: Path) -> None:
+    """The schema passes a job `env` that names `runner`; GitHub refuses the
+    workflow, and so does actionlint."""
+    checker = tool("check-jsonschema")
+    flow = tmp_path / "flow.yml"
+    flow.write_text("on: push\njobs:\n  run:\n    runs-on: ubuntu-latest\n    env:\n"
+                    "      HOME_DIR: ${{ runner.temp }}/home\n    steps:\n      - run: echo\n")
+    proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(flow)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with pytest.raises(AssertionError, match='context "runner" is not allowed here'):
+        actionlint.lint(flow.read_text())
 
 
 def test_github_export_of_a_sub_five_minute_loop_warns(cli: CLI, tmp_path: Path) -> None:
@@ -289,3 +307,56 @@ def test_real_cron_runs_a_loop_within_two_minutes(cli: CLI, tmp_path: Path,
             cli("cron", "uninstall")
             # A tick cron started at the last minute may still be writing the home.
             wait_for(lambda: not home_processes(tmp_path), timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.waits_on_wall_clock
+@pytest.mark.skipif(not REAL_CRON,
+                    reason="needs a running cron daemon (set LOOPCTL_REAL_CRON=1; CI does)")
+def test_real_cron_fires_a_home_found_from_home_when_cron_s_home_is_another(
+        cli: CLI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No LOOPCTL_HOME or XDG_*: the home is under this shell's HOME, while
+    cron runs the line with the throwaway user's passwd HOME. The line pins
+    the home it was installed for, so the loop fires there."""
+    for name in ("LOOPCTL_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name)
+    state = Path(os.environ["HOME"]) / ".local" / "state" / "loopctl"
+    program = tool("crontab")
+    cli("start", "--name", "cronjob", "--every", "1h", "--", "echo fired by cron", check=0)
+    with throwaway_user(tmp_path, root_alias=True) as user:
+        passwd_home = subprocess.run(["getent", "passwd", user], capture_output=True,
+                                     text=True, check=True).stdout.split(":")[5]
+        assert passwd_home != os.environ["HOME"]
+        wrapper = tmp_path / "crontab-for-user"
+        wrapper.write_text(f"#!/bin/sh\nexec {program} -u {user} \"$@\"\n")
+        wrapper.chmod(0o700)
+        monkeypatch.setenv("LOOPCTL_CRONTAB", str(wrapper))
+        cli("cron", "install", check=0)
+        try:
+            found = wait_for(lambda: sorted((state / "runs" / "cronjob").glob("*.json")),
+                             timeout=150, interval=2)
+            record = json.loads(found[0].read_text())
+            assert record["outcome"] == "ok", record
+            assert "fired by cron" in Path(record["log"]).read_text()
+            report = json.loads(cli("doctor", "--json").stdout)
+            [driver] = [f for f in report["findings"] if f["check"] == "drivers"]
+            assert driver["level"] == "ok" and "last tick" in driver["message"], driver
+            assert not (Path(passwd_home) / ".local").exists()  # no tick read an empty home
+        finally:
+            cli("cron", "uninstall")
+            wait_for(lambda: not xdg_processes(tmp_path), timeout=60)
+
+
+def xdg_processes(under: Path) -> list[int]:
+    """Processes a tick of this test's home started (their XDG_STATE_HOME is here)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            value = proc.environ().get("XDG_STATE_HOME", "")
+        except (psutil.Error, OSError):
+            continue
+        if proc.pid != os.getpid() and value.startswith(str(under) + os.sep):
+            found.append(proc.pid)
+    return found

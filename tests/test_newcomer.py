@@ -288,7 +288,7 @@ def test_resume_after_the_failure_limit_forgives_the_backoff(cli: CLI, home: Pat
 # -- 10, 11, 12 ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("option", ["--model", "--prompt", "--agent", "--env", "--agent-arg"])
+@pytest.mark.parametrize("option", ["--model", "--agent", "--env", "--agent-arg"])
 def test_update_explains_the_objective_rule(cli: CLI, option: str) -> None:
     cli("start", "p", "--name", "u", "--every", "1h", check=0)
     proc = cli("update", "u", option, "x")
@@ -379,7 +379,7 @@ def test_the_github_export_of_a_hand_off_loop_can_push_and_open_the_pr(
     plain, _ = exported(cli, "plain", "--to", "github", "--install", PINNED)
     workflow = yaml.safe_load(plain["files"]["loopctl-plain.yml"])
     assert workflow["permissions"] == {"contents": "read"}
-    assert "GH_TOKEN" not in workflow["jobs"]["run"]["env"]
+    assert "GH_TOKEN" not in workflow["jobs"]["run"].get("env", {})
 
 
 def test_the_next_steps_name_the_paths_given(cli: CLI, tmp_path: Path) -> None:

@@ -84,7 +84,8 @@ def _narrowed(args: list[str]) -> typer.Typer:
 
 # What a loop does, as `start` options: `update` refuses them (it changes
 # policy, never the objective), and says so rather than suggest `--pr`.
-OBJECTIVE_OPTIONS = ("--prompt", "--prompt-file", "--agent", "--command", "--model", "--env",
+# (`--prompt` and `--prompt-file` are `update` options: with --new-objective.)
+OBJECTIVE_OPTIONS = ("--agent", "--command", "--model", "--env",
                      "--agent-arg", "--cwd", "--raw", "--continue-session", "--yolo", "--name")
 
 
@@ -93,9 +94,10 @@ def _no_such_option(exc: Any) -> str:
     command = exc.ctx.command.name if exc.ctx else None
     if command == "update" and exc.option_name in OBJECTIVE_OPTIONS:
         return (f"`update` changes a loop's policy, never its objective, and "
-                f"{exc.option_name} is part of the objective (prompt, agent, model, env, agent "
+                f"{exc.option_name} is part of the objective (agent, model, env, agent "
                 "arguments, cwd): remove the loop with `loopctl rm NAME` and start it again "
-                f"with the new {exc.option_name}, or start a new loop under another --name")
+                f"with the new {exc.option_name}, or start a new loop under another --name "
+                "(only the prompt changes in place: `--prompt TEXT --new-objective`)")
     import difflib
 
     # click offers up to three loose matches (`--prompt` -> `--pr`): one close one or none.

@@ -25,6 +25,7 @@ from loopctl.cli.github_opts import (
     OnGithub,
     github_changes,
 )
+from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
@@ -271,7 +272,7 @@ MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longes
 
 
 def start(
-    prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do.", show_default=False)] = None,
+    prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do (a --command loop may go without).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
     prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
     agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
@@ -307,8 +308,11 @@ def start(
     as_json: JsonOpt = False,
 ) -> None:
     """Define a loop and schedule its first run."""
-    if (prompt is None) == (prompt_file is None):
-        fail("give the prompt as an argument or with --prompt-file (one of them)")
+    if prompt is not None and prompt_file is not None:
+        fail("give the prompt as an argument or with --prompt-file, not both")
+    if prompt is None and prompt_file is None and command is None:
+        fail("give the prompt as an argument or with --prompt-file (only a --command "
+             "loop may go without one)")
     _check_schedule_given(every, cron, after, on_demand)
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
@@ -394,8 +398,7 @@ def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | 
     """The prompt (or its file) and the working directory, into `raw_def`."""
     if prompt is not None:
         raw_def["prompt"] = prompt
-    else:
-        assert prompt_file is not None
+    elif prompt_file is not None:
         if not prompt_file.is_file():
             fail(f"bad --prompt-file {prompt_file}: no such file")
         raw_def["prompt_file"] = str(prompt_file.expanduser().absolute())
@@ -479,11 +482,14 @@ def update(
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
     fallback_agent: FallbackAgent = None,
+    prompt: NewPrompt = None, prompt_file: NewPromptFile = None,
+    new_objective: NewObjective = False,
     on_github: OnGithub = None, github_repo: GithubRepo = None,
     github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
+    objective = objective_changes(name, prompt, prompt_file, new_objective)
     changes = policy_changes(
         timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
         no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
@@ -507,6 +513,7 @@ def update(
     changes.update(check_changes(check, check_timeout, until_check, check_metric))
     changes.update(feedback_changes(fix_attempts, notes))
     changes.update(fallback_changes(fallback_agent, clearing=True))
+    changes.update(objective)
     changes.update(github_changes(on_github, github_repo, github_command, github_anyone))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
@@ -520,9 +527,15 @@ def update(
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
+    from loopctl.domain.reason import one_line
     from loopctl.domain.untrusted import mask
 
     shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
+    for key in ("prompt", "prompt_file"):  # the one given, not the one it clears
+        if key in shown and shown[key] is None:
+            del shown[key]
+    if shown.get("prompt"):
+        shown["prompt"] = repr(one_line(str(shown["prompt"]), 60))
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
                                           for k, v in shown.items()))
     if result["status"] in ("stopped", "completed", "failed", "expired"):

@@ -27,6 +27,7 @@ def export_cmd(
 ) -> None:
     """Hand a loop to crontab, systemd, Kubernetes or GitHub Actions."""
     from loopctl.integrations import export as exporter
+    from loopctl.storage.paths import home_env
 
     s = store()
     loop = _exportable(s, name)
@@ -36,6 +37,7 @@ def export_cmd(
              "on GitHub use `gh secret set`)")
     target = exporter.Target(
         to, home=str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None,
+        home_env=home_env(),
         state_dir=str(s.paths.state_dir), image=image, state_size=state_size,
         install=install, prompt_text=_prompt_text(loop),
         out_dir=str(output) if output is not None else None,

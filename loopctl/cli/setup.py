@@ -154,7 +154,7 @@ cron_app = typer.Typer(help="Install, remove or check the crontab line that runs
 
 @cron_app.command("install")
 def cron_install(as_json: JsonOpt = False) -> None:
-    """Add the every-minute `loopctl tick` line to your crontab (idempotent)."""
+    """Add the every-minute `loopctl tick` line, pinned to this home, to your crontab."""
     from loopctl.integrations import crontab
 
     result = crontab.install(store())
@@ -162,6 +162,12 @@ def cron_install(as_json: JsonOpt = False) -> None:
         emit(result)
         return
     print(("installed: " if result["changed"] else "already installed: ") + result["line"])
+    from loopctl.domain.untrusted import line
+
+    for old in result["replaced"]:
+        edited = " (edited by hand since loopctl wrote it)" \
+            if old in result["hand_edited"] else ""
+        print(f"replaced{edited}: {line(old)}", file=sys.stderr)  # no escapes reach the tty
     if not crontab.cron_daemon_running():
         print("warning: no cron daemon is running; start cron or use `loopctl daemon`",
               file=sys.stderr)
@@ -191,4 +197,5 @@ def cron_status(as_json: JsonOpt = False) -> None:
     print(f"crontab line: {'installed' if result['installed'] else 'not installed'}")
     print(f"cron daemon:  {'running' if result['cron_running'] else 'not running'}")
     if result["installed"]:
+        print(f"last tick:    {result['last_tick'] or 'none has reached this home yet'}")
         print(f"tick log:     {result['log']}")

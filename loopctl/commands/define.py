@@ -24,6 +24,12 @@ def slug(prompt: str) -> str:
     return "-".join(words)[:40].strip("-") or "loop"
 
 
+def _program_words(loop: LoopDef) -> str:
+    """A command loop without a prompt is named after its program: `make test`."""
+    argv = list(loop.command or ())
+    return " ".join([Path(argv[0]).name, *argv[1:]]) if argv else ""
+
+
 def unique_name(base: str, taken: set[str]) -> str:
     if base not in taken:
         return base
@@ -45,7 +51,8 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
         defs = store.read_defs()
         state = store.read_state()
         if name is None:
-            name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem),
+            name = unique_name(slug(probe.prompt or Path(probe.prompt_file or "").stem
+                                    or _program_words(probe)),
                                set(defs.names) | set(state["loops"]))
         elif defs.has(name):
             raise UsageError(_taken(name, state["loops"].get(name)))

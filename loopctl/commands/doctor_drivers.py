@@ -67,13 +67,56 @@ def check_drivers(store: Store, loops: list[LoopDef], holder: Any, add: Add) -> 
                      "restart `loopctl daemon` from a shell whose PATH finds it", add)
         return
     if cron["installed"] and cron["running"]:
-        add("ok", "drivers", f"the crontab line fires {count} every minute")
+        level, message = cron_ticks(store, count)
+        add(level, "drivers", message)
         _check_paths(loops, cron["path"], "the crontab line's",
                      "run `loopctl cron install` again (it writes the PATH of today's agents)",
                      add)
         return
     them = "them" if len(loops) != 1 else "it"
     add("error", "drivers", f"{count} but nothing will fire {them}: " + _fix(cron))
+
+
+def cron_ticks(store: Store, count: str) -> tuple[str, str]:
+    """Whether the crontab line's ticks reach this home: a line exists and
+    cron runs, yet a tick that resolves another home (cron's own HOME, an
+    old line without the pinned home, a Python that is gone) fires nothing."""
+    from loopctl import clock
+
+    now = clock.now()
+    ticked, installed = _mtime(store.paths.last_tick), _mtime(store.paths.cron_line_file)
+    if ticked is not None and now - ticked <= TICK_GRACE_S:
+        return "ok", f"the crontab line fires {count} every minute (last tick " \
+            f"{_ago(now - ticked)} ago)"
+    if installed is not None and now - installed <= TICK_GRACE_S \
+            and (ticked is None or ticked < installed):
+        return "ok", (f"the crontab line was installed {_ago(now - installed)} ago; its "
+                      f"first tick should land within a minute (run doctor again to see it)")
+    last = f"the last {_ago(now - ticked)} ago" if ticked is not None else "none yet"
+    return "error", (
+        f"the crontab line is installed and cron runs, but no tick has reached this home "
+        f"in the last {TICK_GRACE_S // 60} minutes ({last}), so nothing fires the {count}: "
+        f"see {store.paths.state_dir / 'cron.log'}; `loopctl cron install` again writes a "
+        "line that pins this home")
+
+
+TICK_GRACE_S = 180  # cron fires each minute; a few missed ones mean none arrive
+
+
+def _mtime(path: Any) -> float | None:
+    import os
+
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return mtime if mtime > 0 else None  # `cron install` makes last-tick at 0: none yet
+
+
+def _ago(seconds: float) -> str:
+    from loopctl.domain.durations import format_duration
+
+    return format_duration(max(int(seconds), 0))
 
 
 def _fix(cron: dict[str, Any]) -> str:

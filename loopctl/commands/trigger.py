@@ -48,8 +48,28 @@ def trigger(store: Store, name: str, payload: str | None = None) -> dict[str, An
             save_pending(store.paths, name, payload)
         state["defs_sig"] = defs.signature
         store.write_state(state)
+    kind, pid = driver(store, now)
     return {"version": JSON_VERSION, "loop": name, "accepted": True, "triggers": count,
             "payload_bytes": len(payload.encode()) if payload is not None else None,
             "when": "after the run in flight" if running else "now",
             "run_in_flight": running["run_id"] if running else None,
-            "at": iso(now)}
+            "at": iso(now), "driver": kind, "driver_pid": pid}
+
+
+def driver(store: Store, now: float) -> tuple[str, int | None]:
+    """What will act on the trigger: `daemon` (within a second), `cron`
+    (its next tick), `cron_silent` (a line whose ticks have not reached
+    this home lately) or `none`, with the daemon's pid."""
+    from loopctl.commands.doctor_drivers import cron_driver, cron_ticks
+    from loopctl.storage.lease import LeaseFile, is_live
+
+    lease = LeaseFile(store.paths, "trigger")
+    holder = lease.read()
+    if holder is not None and holder.role == "daemon" and is_live(
+            holder, now, lease.ttl, lease.host,
+            lambda pid, ct: procs.alive({"pid": pid, "ct": ct})):
+        return "daemon", holder.pid
+    cron = cron_driver(store)
+    if not (cron["installed"] and cron["running"]):
+        return "none", None
+    return ("cron" if cron_ticks(store, "")[0] == "ok" else "cron_silent"), None

@@ -34,6 +34,18 @@ def parse_duration(text: object, what: str = "duration") -> int:
     return seconds
 
 
+def parse_setting(value: object, what: str) -> int:
+    """A duration from loops.yaml: as `parse_duration`, but a bare number
+    (`every: 10`, `timeout: "300"`) is refused as at the command line, where
+    `--every 10` is: ten seconds or ten minutes cannot be told apart."""
+    if isinstance(value, int) and not isinstance(value, bool) \
+            or isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        number = str(value).strip()
+        raise UsageError(f"bad {what} {shorten(value)}: a bare number has no unit; "
+                         f"give one, like {number}s or {number}m")
+    return parse_duration(value, what)
+
+
 def _parse_text(text: str, what: str) -> int:
     # ASCII digits only: str.isdigit() admits "²" and other scripts' digits.
     if _NUMBER.fullmatch(text):

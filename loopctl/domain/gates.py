@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopctl.domain.checks import split_command
-from loopctl.domain.durations import parse_duration
+from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError
 
 MAX_PAYLOAD = 64 * 1024  # bytes of UTF-8 a trigger may carry
@@ -29,7 +29,7 @@ def parse_gate(raw: dict[str, Any], where: str) -> dict[str, Any]:
         fields["gate"] = split_command(gate, where, key="if", placeholders=False)
     timeout = raw.get("if_timeout")
     if timeout is not None:
-        fields["gate_timeout"] = parse_duration(timeout, "'if_timeout'")
+        fields["gate_timeout"] = parse_setting(timeout, "'if_timeout'")
     return fields
 
 

@@ -22,9 +22,10 @@ from loopctl.domain.checks import (
     check_tz,
     split_command,
 )
-from loopctl.domain.durations import parse_duration
+from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import PRESETS
+from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import format_size, parse_size
 
@@ -264,10 +265,7 @@ def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0
 
 def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
-    if (prompt is None) == (prompt_file is None):
-        raise UsageError(f"{where}: give exactly one of 'prompt' or 'prompt_file'")
-    if prompt is not None and not prompt.strip():
-        raise UsageError(f"{where}: 'prompt' is empty")
+    check_objective(raw, prompt, prompt_file, where)
     agent = _text(raw, "agent", where)
     if agent is not None and raw.get("command") is not None:
         raise UsageError(f"{where}: give 'agent' or 'command', not both")
@@ -382,21 +380,21 @@ def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> 
         if every == "auto":
             fields["auto"] = True
         else:
-            fields["every"] = parse_duration(every, "'every'")
+            fields["every"] = parse_setting(every, "'every'")
     for key, default in (("min_delay", DEFAULT_MIN_DELAY), ("max_delay", DEFAULT_MAX_DELAY),
                          ("keepalive", DEFAULT_KEEPALIVE)):
         value = raw.get(key)
-        fields[key] = default if value is None else parse_duration(value, repr(key))
+        fields[key] = default if value is None else parse_setting(value, repr(key))
     if fields["min_delay"] > fields["max_delay"]:
         raise UsageError(f"{where}: 'min_delay' is longer than 'max_delay'")
     if raw.get("after") is not None:
-        fields["after"] = parse_duration(raw["after"], "'after'")
+        fields["after"] = parse_setting(raw["after"], "'after'")
 
 
 def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     timeout, for_ = raw.get("timeout"), raw.get("for")
-    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_duration(timeout, "'timeout'")
-    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
+    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_setting(timeout, "'timeout'")
+    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_setting(for_, "'for'")
     fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
     fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
     fields["max_deferrals"] = _count(raw, "max_deferrals", DEFAULT_MAX_DEFERRALS, where)
@@ -457,7 +455,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
     fields["merge"] = merge
     timeout = raw.get("checks_timeout")
     fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
-        else parse_duration(timeout, "'checks_timeout'")
+        else parse_setting(timeout, "'checks_timeout'")
     copy = raw.get("copy") or []
     if not isinstance(copy, list) or not all(
             isinstance(g, str) and g and not g.startswith("/") and ".." not in g.split("/")
@@ -517,7 +515,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     if loop.prompt_file is not None:
         raw["prompt_file"] = loop.prompt_file
-    else:
+    elif loop.prompt is not None:
         raw["prompt"] = loop.prompt
     if loop.command:
         raw["command"] = list(loop.command)

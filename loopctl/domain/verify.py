@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from loopctl.domain.checks import split_command
-from loopctl.domain.durations import format_duration, parse_duration
+from loopctl.domain.durations import format_duration, parse_setting
 from loopctl.domain.errors import UsageError
 from loopctl.domain.untrusted import line, shorten
 
@@ -44,7 +44,7 @@ def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:
         fields["check"] = split_command(raw["check"], where, key="check", placeholders=False)
     timeout = raw.get("check_timeout")
     if timeout is not None:
-        fields["check_timeout"] = parse_duration(timeout, "'check_timeout'")
+        fields["check_timeout"] = parse_setting(timeout, "'check_timeout'")
     until = raw.get("until_check", False)
     if not isinstance(until, bool):
         raise UsageError(f"{where}: 'until_check' must be true or false")

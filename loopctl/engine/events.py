@@ -15,6 +15,7 @@ from typing import Any
 
 from loopctl.domain.durations import format_usd
 from loopctl.domain.model import LoopDef
+from loopctl.domain.objective import objective_of
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
@@ -76,7 +77,7 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
     return {
         "version": EVENT_VERSION, "status": st["status"], "reason": st.get("reason"),
         "loop": loop.name, "summary": line(summary), "evidence": evidence,
-        "objective": loop.prompt if loop.prompt is not None else f"file:{loop.prompt_file}",
+        "objective": objective_of(loop),
         "iteration": st["iterations"], "max_runs": loop.max_runs or None,
         "elapsed_s": round(now - st["created"]),
         "deadline_remaining_s": max(round(st["deadline"] - now), 0),

@@ -22,7 +22,9 @@ MAX_EVENT_BYTES = 1 << 20  # read per pass at most: a flood waits for the next
 class Narrator:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.pending: dict[str, str] = {}  # run id -> loop
+        # Run ids are unique per loop only: two loops' first runs in one
+        # second share one.
+        self.pending: set[tuple[str, str]] = set()  # (loop, run id)
         self.offset = self._size()  # events from before this daemon are old news
 
     def _size(self) -> int:
@@ -32,7 +34,7 @@ class Narrator:
             return 0
 
     def fired(self, loop: str, run_id: str) -> None:
-        self.pending[run_id] = loop
+        self.pending.add((loop, run_id))
 
     def lines(self) -> list[str]:
         return self._ended() + self._events()
@@ -41,11 +43,11 @@ class Narrator:
         from loopctl.storage.runs import read_record
 
         out = []
-        for run_id, loop in list(self.pending.items()):
+        for loop, run_id in sorted(self.pending):
             record = read_record(self.store.paths, loop, run_id)
             if record is None:
                 continue
-            del self.pending[run_id]
+            self.pending.discard((loop, run_id))
             out.append(run_end_line(loop, record))
         return out
 

@@ -1,8 +1,10 @@
 """`loopctl cron install|uninstall|status`: one line in the user's crontab.
 
 The line runs `loopctl tick` every minute with the absolute path of this
-installation, a PATH that finds the agents the loops name, LOOPCTL_HOME when
-set, and output appended to `<state>/cron.log`. A trailing marker comment
+installation, a PATH that finds the agents the loops name, the variables
+that locate this home (LOOPCTL_HOME, else XDG_CONFIG_HOME and
+XDG_STATE_HOME as resolved now: cron's HOME is the passwd entry's), and
+output appended to `<state>/cron.log`. A trailing marker comment
 naming the home identifies it, so `uninstall` removes exactly that line and
 nothing else of the user's crontab. `LOOPCTL_CRONTAB` names another crontab
 program (the tests use a stand-in).
@@ -72,6 +74,24 @@ def scheduler_path(loops: Iterable[LoopDef]) -> str:
     return os.pathsep.join(path)
 
 
+def pinned_home() -> list[str]:
+    """`NAME=value` words that make a job find this home (DESIGN §9)."""
+    from loopctl.storage.paths import home_env
+
+    return [f"{name}={shlex.quote(value)}" for name, value in home_env().items()]
+
+
+def honours_cron_tz() -> bool:
+    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
+    return shutil.which("crond") is not None
+
+
+def home_pins(home_env: dict[str, str], home: str | None) -> list[tuple[str, str]]:
+    """What makes an exported job find this home (`paths.home_env`, or a
+    target's LOOPCTL_HOME): a scheduler's HOME is the passwd entry's."""
+    return list((home_env or ({"LOOPCTL_HOME": home} if home else {})).items())
+
+
 def tick_line(store: Store) -> str:
     """The crontab line for this installation and home."""
     try:
@@ -79,9 +99,7 @@ def tick_line(store: Store) -> str:
     except LoopctlError:
         loops = []
     path = scheduler_path(loops)
-    env = [f"PATH={shlex.quote(path)}"]
-    if os.environ.get("LOOPCTL_HOME"):
-        env.append(f"LOOPCTL_HOME={shlex.quote(str(store.paths.config_dir))}")
+    env = [f"PATH={shlex.quote(path)}", *pinned_home()]
     log = shlex.quote(str(store.paths.state_dir / "cron.log"))
     command = f"{shlex.quote(sys.executable)} -m loopctl tick --quiet >> {log} 2>&1"
     # `%` means newline in a crontab line.
@@ -93,17 +111,41 @@ def tick_line(store: Store) -> str:
 
 
 def install(store: Store) -> dict[str, Any]:
-    from loopctl.storage.paths import ensure_dir
+    from loopctl.storage.paths import ensure_dir, make_tick_mark
 
     ensure_dir(store.paths.state_dir)
+    make_tick_mark(store.paths.last_tick)
     lines = read_crontab()
     line = tick_line(store)
-    mine = [i for i, existing in enumerate(lines) if existing.endswith(marker(store))]
-    if mine and lines[mine[0]] == line and len(mine) == 1:
-        return {"version": 1, "installed": True, "changed": False, "line": line}
-    kept = [existing for existing in lines if not existing.endswith(marker(store))]
-    write_crontab(kept + [line])
-    return {"version": 1, "installed": True, "changed": True, "line": line}
+    mine = [existing for existing in lines if existing.endswith(marker(store))]
+    result: dict[str, Any] = {"version": 1, "installed": True, "changed": mine != [line],
+                              "line": line, "replaced": [old for old in mine if old != line],
+                              "hand_edited": []}
+    if result["changed"]:
+        kept = [existing for existing in lines if not existing.endswith(marker(store))]
+        write_crontab(kept + [line])
+        written = _last_written(store)
+        if written is not None:  # else no telling who wrote what it replaces
+            result["hand_edited"] = [old for old in result["replaced"] if old != written]
+    _remember(store, line)
+    return result
+
+
+def _last_written(store: Store) -> str | None:
+    from loopctl.storage.paths import read_bounded
+
+    data = read_bounded(store.paths.cron_line_file, 64 * 1024)
+    return data.decode("utf-8", "replace").strip() if data is not None else None
+
+
+def _remember(store: Store, line: str) -> None:
+    """The line as written (a later install tells a hand edit from it), its
+    mtime the install time `doctor` waits a first tick from. Unchanged on an
+    idempotent install, so that time stays the first one."""
+    from loopctl.storage.atomic import atomic_write
+
+    if _last_written(store) != line:
+        atomic_write(store.paths.cron_line_file, (line + "\n").encode())
 
 
 def uninstall(store: Store) -> dict[str, Any]:
@@ -111,6 +153,7 @@ def uninstall(store: Store) -> dict[str, Any]:
     kept = [existing for existing in lines if not existing.endswith(marker(store))]
     if len(kept) != len(lines):
         write_crontab(kept)
+    store.paths.cron_line_file.unlink(missing_ok=True)
     return {"version": 1, "installed": False, "changed": len(kept) != len(lines)}
 
 
@@ -128,4 +171,15 @@ def status(store: Store) -> dict[str, Any]:
     mine = [line for line in lines if line.endswith(marker(store))]
     return {"version": 1, "installed": bool(mine), "line": mine[0] if mine else None,
             "cron_running": cron_daemon_running(),
-            "log": str(store.paths.state_dir / "cron.log")}
+            "log": str(store.paths.state_dir / "cron.log"), "last_tick": last_tick(store)}
+
+
+def last_tick(store: Store) -> str | None:
+    """When a tick last reached this home (`<state>/last-tick`), or None."""
+    from loopctl.domain.timestamps import iso
+
+    try:
+        mtime = os.stat(store.paths.last_tick).st_mtime
+    except OSError:
+        return None
+    return iso(mtime) if mtime > 0 else None

@@ -21,7 +21,6 @@ import base64
 import json
 import math
 import shlex
-import shutil
 import sys
 from typing import Any
 
@@ -30,7 +29,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.github import with_github_events
 from loopctl.domain.model import LoopDef, to_raw
 from loopctl.domain.plain import factory, record
-from loopctl.integrations.crontab import scheduler_path
+from loopctl.integrations.crontab import home_pins, honours_cron_tz, scheduler_path
 from loopctl.integrations.export_time import (
     cron_to_calendar,
     every_to_cron,
@@ -62,6 +61,7 @@ class Target:
 
     name: str
     home: str | None = None        # LOOPCTL_HOME for local targets
+    home_env: dict[str, str] = factory(dict)  # local targets: paths.home_env()
     state_dir: str = ""
     image: str | None = None       # k8s
     state_size: str = "1Gi"        # k8s
@@ -137,11 +137,6 @@ def _local_python() -> str:
 # -- crontab ---------------------------------------------------------------------------
 
 
-def _cron_honours_cron_tz() -> bool:
-    """cronie (`crond`) reads CRON_TZ; Debian's and BusyBox's cron do not."""
-    return shutil.which("crond") is not None
-
-
 def to_crontab(loop: LoopDef, target: Target) -> Export:
     if loop.on_demand:
         raise UsageError(f"{loop.name} is an --on-demand loop: a crontab line needs a "
@@ -151,13 +146,13 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
     schedule = loop_cron(loop, warnings)
     lines = []
     if loop.tz:
-        if _cron_honours_cron_tz():
+        if honours_cron_tz():
             lines.append(f"CRON_TZ={loop.tz}")
         else:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
     env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    env += f"LOOPCTL_HOME={shlex.quote(target.home)} " if target.home else ""
+    env += "".join(f"{k}={shlex.quote(v)} " for k, v in home_pins(target.home_env, target.home))
     log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
     command = shlex.join([_local_python(), "-m", "loopctl", *_scheduled(loop)])
     line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
@@ -199,8 +194,8 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     # A user manager's PATH rarely holds ~/.local/bin or npm's bin: give the
     # one where the agent is found now.
     env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
-    if target.home:
-        env += f"Environment={systemd_quote('LOOPCTL_HOME=' + target.home, dollar=False)}\n"
+    for key, value in home_pins(target.home_env, target.home):
+        env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [_local_python(), "-m", "loopctl", *_scheduled(loop)])
     service = (
@@ -404,9 +399,8 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
     utc = None if loop.on_demand else _github_crons(loop, warnings)
-    env: dict[str, str] = {"LOOPCTL_HOME": "${{ runner.temp }}/loopctl"}
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
-    env.update({name: "${{ secrets." + name + " }}" for name in secret_names(loop)})
+    env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
     if loop.worktree and loop.pr:
         # gh reads GH_TOKEN; the workflow's own token opens the PR.
         env["GH_TOKEN"] = "${{ github.token }}"
@@ -437,7 +431,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
         "jobs": {"run": {
             "runs-on": "ubuntu-latest",
             "timeout-minutes": minutes,
-            "env": env,
+            **({"env": env} if env else {}),
             "steps": _github_steps(loop, target, install, utc),
         }},
     }
@@ -542,6 +536,8 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
         write_env["PROMPT"] = _b64(target.prompt_text or "")
     run_step = _github_run_step(loop)
     steps: list[dict[str, Any]] = [
+        {"name": "Place the loopctl home",  # a job's `env` allows no `runner` context
+         "run": 'echo "LOOPCTL_HOME=$RUNNER_TEMP/loopctl" >> "$GITHUB_ENV"\n'},
         {"uses": "actions/checkout@v4"},
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
         {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},

@@ -69,6 +69,15 @@ class Paths:
         return self.state_dir / "lease.lock"
 
     @property
+    def last_tick(self) -> Path:
+        return self.state_dir / "last-tick"
+
+    @property
+    def cron_line_file(self) -> Path:
+        """The crontab line `cron install` last wrote; its mtime is when."""
+        return self.state_dir / "cron-line"
+
+    @property
     def events_file(self) -> Path:
         return self.state_dir / "events.jsonl"
 
@@ -163,6 +172,42 @@ def roots() -> tuple[str, str]:
     config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(user, ".config")
     state = os.environ.get("XDG_STATE_HOME") or os.path.join(user, ".local", "state")
     return os.path.join(config, APP), os.path.join(state, APP)
+
+
+def home_env() -> dict[str, str]:
+    """The environment that makes `roots()` find this same home wherever it
+    runs: a scheduler's own HOME (cron's is the passwd entry's) or a shell
+    profile's XDG_* must not make it read another, empty one."""
+    home = os.environ.get("LOOPCTL_HOME")
+    if home:
+        return {"LOOPCTL_HOME": roots()[0]}
+    if sys.platform == "darwin" or sys.platform.startswith("win"):
+        return {"HOME": os.path.abspath(os.path.expanduser("~"))}
+    config, state = roots()
+    return {"XDG_CONFIG_HOME": os.path.dirname(os.path.abspath(config)),
+            "XDG_STATE_HOME": os.path.dirname(os.path.abspath(state))}
+
+
+def note_tick() -> None:
+    """Mark that a `tick` reached this home: the mtime of `<state>/last-tick`,
+    which `cron install` creates, so `doctor` can tell a crontab line that
+    fires from one whose ticks land elsewhere. One syscall on the fast path,
+    and nothing is created: a tick of a broken home still writes nothing."""
+    try:
+        os.utime(os.path.join(roots()[1], "last-tick"), follow_symlinks=False)
+    except OSError:
+        pass  # no mark (cron install makes it), or not ours to fix: doctor says
+
+
+def make_tick_mark(path: Path) -> None:
+    """`<state>/last-tick` with no tick yet (mtime 0), if it is missing."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | os.O_CLOEXEC, FILE_MODE)
+    except FileExistsError:
+        return
+    os.close(fd)
+    os.utime(path, (0, 0), follow_symlinks=False)
 
 
 def resolve() -> Paths:

@@ -272,9 +272,8 @@ class K8sSimulator(Simulator):
 
     def _mapped(self, path: str) -> Path:
         """A container path on our disk."""
-        assert path == K8S_ROOT or path.startswith(K8S_ROOT + "/") or \
-            path == "/work" or path.startswith("/work/") or \
-            path == K8S_USER_HOME or path.startswith(K8S_USER_HOME + "/"), path
+        assert any(path == root or path.startswith(root + "/")
+                   for root in (K8S_ROOT, "/work", K8S_USER_HOME)), path
         if path.startswith(K8S_ROOT):
             return Path(str(self.root) + path[len(K8S_ROOT):])
         if path.startswith(K8S_USER_HOME):
@@ -389,6 +388,8 @@ class GithubSimulator(Simulator):
         self.restore = next(s for s in steps
                             if s.get("uses", "").startswith("actions/cache/restore@"))
         self.save = next(s for s in steps if s.get("uses", "").startswith("actions/cache/save@"))
+        # Steps that set the environment of the later ones ($GITHUB_ENV).
+        self.env_steps = [s for s in steps if "GITHUB_ENV" in s.get("run", "")]
         self.cache = self.scratch / "cache"     # the latest saved cache entry
         self.run_id = 1000
 
@@ -429,14 +430,22 @@ class GithubSimulator(Simulator):
         workspace.mkdir()
         output = temp / "github-output"
         output.touch()
+        github_env = temp / "github-env"
+        github_env.touch()
         env.update(GITHUB_OUTPUT=str(output), GITHUB_WORKSPACE=str(workspace), CI="true",
-                   GITHUB_ACTIONS="true", RUNNER_TEMP=str(temp))
-        env.update({k: self.substitute(str(v), temp) for k, v in self.job["env"].items()})
+                   GITHUB_ACTIONS="true", RUNNER_TEMP=str(temp), GITHUB_ENV=str(github_env))
+        env.update({k: self.substitute(str(v), temp)
+                    for k, v in self.job.get("env", {}).items()})
+        for step in self.env_steps:
+            proc = self.bash(step, env, temp, workspace)
+            assert proc.returncode == 0, proc.stderr
+        lines = github_env.read_text().splitlines()
+        env.update(line.split("=", 1) for line in lines if "=" in line)
         return env, temp, workspace
 
-    def _restore(self, temp: Path) -> Path:
+    def _restore(self, env: dict[str, str], temp: Path) -> Path:
         path = Path(self.substitute(self.restore["with"]["path"], temp))
-        home = Path(self.substitute(self.job["env"]["LOOPCTL_HOME"], temp))
+        home = Path(env["LOOPCTL_HOME"])
         assert path == home / "state", "the cache does not hold the loop's state"
         assert self.substitute(self.save["with"]["path"], temp) == str(path)
         if self.cache.is_dir():
@@ -467,7 +476,7 @@ class GithubSimulator(Simulator):
 
     def fire(self) -> Fire:
         env, temp, workspace = self.runner()
-        self._restore(temp)
+        self._restore(env, temp)
         try:
             self.write_definition(env, temp, workspace)
             guard = None
@@ -489,7 +498,7 @@ class GithubSimulator(Simulator):
 
     def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
         env, temp, workspace = self.runner()
-        self._restore(temp)
+        self._restore(env, temp)
         try:
             self.write_definition(env, temp, workspace)
             return run([sys.executable, "-m", "loopctl", *args], env, workspace)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
+from loopctl.domain.objective import objective_of
 from loopctl.domain.state import RunResult
 from loopctl.domain.untrusted import line
 from loopctl.engine.steps.context import RunContext
@@ -33,7 +34,7 @@ def commit_message(loop: LoopDef, run: dict[str, Any], result: RunResult) -> str
 
 def pr_body(loop: LoopDef, run_id: str, result: RunResult) -> str:
     decision = result.decision or {}
-    return (f"{loop.prompt or 'file:' + str(loop.prompt_file)}\n\n"
+    return (f"{objective_of(loop)}\n\n"
             f"Decision: {decision.get('decision') or '-'}: {decision.get('summary') or '-'}"
             f"\nEvidence: {decision.get('evidence') or '-'}\nRun: {run_id}\n"
             f"Cost: ${result.cost_usd or 0:.4f}\n")[:60000]
