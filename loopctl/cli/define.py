@@ -178,25 +178,28 @@ ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to
 
 Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
 MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]
+Protect = Annotated[Optional[list[str]], typer.Option(metavar="PATH", help="--worktree: a path or glob from the repository's top (tests/, ci/check.sh) the agent may not change: put back as at the base after each run, before the check and the commit (repeatable; 'none' clears).")]
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
                       base: str | None, branch_prefix: str | None, push: str | None,
                       pr: bool | None, merge: str | None, checks_timeout: str | None,
-                      copy: list[str] | None, max_file_size: str | None = None
-                      ) -> dict[str, Any]:
+                      copy: list[str] | None, max_file_size: str | None = None,
+                      protect: list[str] | None = None) -> dict[str, Any]:
     """--worktree and its hand-off options as loops.yaml keys; checked with
     git itself (a repository at --cwd, branch names git accepts)."""
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
              "checks_timeout": _duration(checks_timeout, "--checks-timeout"),
-             "max_file_size": _size(max_file_size)}
+             "max_file_size": _size(max_file_size), "protect": _protect(protect)}
     if worktree is False:  # off: its hand-off settings go with it
         return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy", "max_file_size", "fix_attempts"))
+                              "checks_timeout", "copy", "max_file_size", "fix_attempts",
+                              "protect"))
     if pr is False:  # no PR: nothing to fix either
         given["fix_attempts"] = None
-    given = {k: v for k, v in given.items() if v is not None or k == "fix_attempts"}
+    given = {k: v if v != [] else None  # `--protect none`: [] clears
+             for k, v in given.items() if v is not None or k == "fix_attempts"}
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
@@ -228,7 +231,37 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
         from loopctl.integrations.copying import refuse_tracked
 
         refuse_tracked(repo, tuple(copy))
+    _warn_unmatched(repo, str(merged.get("base") or given["base"]), given.get("protect"))
     return given
+
+
+def _protect(patterns: list[str] | None) -> list[str] | None:
+    """`--protect` as given (checked: inside the repository, one line);
+    [] for `none`, which clears."""
+    if patterns is None:
+        return None
+    if patterns == ["none"]:
+        return []
+    from loopctl.domain.protect import problem
+
+    for pattern in patterns:
+        found = problem(pattern)
+        if found:
+            fail(found)
+    return list(dict.fromkeys(patterns))
+
+
+def _warn_unmatched(repo: str, base: str, patterns: Any) -> None:
+    """A pattern that matches nothing on the base is allowed (what the agent
+    adds there is removed), but is most often a typo: say so."""
+    if not patterns:
+        return
+    from loopctl.domain.untrusted import line
+    from loopctl.integrations.protect import unmatched
+
+    for pattern in unmatched(repo, base, tuple(patterns)):
+        print(f"warning: --protect {line(pattern)[:100]!r} matches nothing on {line(base)}; "
+              "runs only remove what the agent adds there", file=sys.stderr)
 
 
 def _size(text: str | None) -> int | None:
@@ -240,7 +273,8 @@ def _size(text: str | None) -> int | None:
 
 
 HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
-                 ("merge", "worktree"), ("copy", "worktree"), ("pr", "push"),
+                 ("merge", "worktree"), ("copy", "worktree"), ("protect", "worktree"),
+                 ("pr", "push"),
                  ("merge", "pr"))
 
 
@@ -275,7 +309,7 @@ def start(
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None,
+    max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
@@ -309,7 +343,7 @@ def start(
     raw_def.update({k: v for k, v in workspace_changes(
         str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
-        max_file_size=max_file_size).items()
+        max_file_size=max_file_size, protect=protect).items()
         if v is not None})
     raw_def.update(_agent_fields(command, agent, after, env, {
         "raw": raw or None, "continue_session": continue_session or None,
@@ -440,7 +474,7 @@ def update(
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None,
+    max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
@@ -457,14 +491,15 @@ def update(
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
         notify=notify)
     if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
-                                   checks_timeout, copy, max_file_size)):
+                                   checks_timeout, copy, max_file_size, protect)):
         current = reading.show(store(), name)[name]
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
-            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
+            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
+            protect=protect))
     changes.update(bounds_changes(max_log, max_memory, max_procs))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if on_demand and (every is not None or cron is not None):

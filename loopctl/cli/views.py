@@ -96,13 +96,17 @@ def _check_lines(info: dict[str, Any]) -> list[str]:
     last = info.get("last_check") if info.get("check") else None
     if last:
         lines.append(f"  last check {check_cell(last)} ({last['run_id']})")
+    protected = (info.get("workspace") or {}).get("protect")
+    if protected:
+        lines.append(fit_line(["  protect   "], [one_line(", ".join(protected))]))
     return lines
 
 
 def check_cell(check: dict[str, Any]) -> str:
     """`passed`, `failed (exit 1)`, `failed (no exit code)`, with `metric 42`."""
+    why = one_line(str(check.get("why") or "no exit code"))
     said = "passed" if check.get("passed") else "failed (" + (
-        f"exit {check['exit_code']}" if check.get("exit_code") is not None else "no exit code") + ")"
+        f"exit {check['exit_code']}" if check.get("exit_code") is not None else why) + ")"
     metric = check.get("metric")
     return said + (f", metric {metric:g}" if isinstance(metric, (int, float)) else "")
 
@@ -368,7 +372,7 @@ def _decision_cell(r: dict[str, Any]) -> str:
     """The agent's decision, and whether it stood: a `complete` the check
     refused must not read as a completed loop (`refused` fits the column)."""
     said = (r.get("decision") or {}).get("decision") or "-"
-    if said == "complete" and str(r.get("note") or "").startswith("complete refused"):
+    if said == "complete" and "complete refused" in str(r.get("note") or ""):
         return "refused"
     return said
 

@@ -75,10 +75,11 @@ def cancellation(ctx: RunContext) -> Callable[[], bool]:
 def commit(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
            result: RunResult) -> Commit:
     """What the agent left, committed on the run branch (nothing else moves)."""
+    from loopctl.engine.steps.protect import onto
     from loopctl.integrations import workspace
 
     return workspace.commit(ws, commit_message(loop, run, result), ctx.run_id,
-                            loop.max_file_size)
+                            loop.max_file_size, onto=onto(ctx, ws))
 
 
 def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any], made: Commit,

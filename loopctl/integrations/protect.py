@@ -1,0 +1,131 @@
+"""Putting protected paths back (DESIGN §16), with the safe git runner of
+integrations/git.py: every command names the worktree's git directory and
+work tree itself, with the drivers the attributes name switched off.
+
+    restore(ws, patterns, copy) -> Restored      raises GitError / OSError
+
+What the agent changed under the protected paths, compared with the run's
+base commit (`ws.base_sha`: the branch's base, or the PR head a continuing
+run started from), is put back: files it edited, deleted or replaced (by a
+symlink, a folder) are written again from the base, files it added are
+removed, ignored ones included (a planted `__pycache__` or `.pyc` is code
+the check would run). A symlink in the base comes back as that symlink;
+nothing the agent left is followed: git itself replaces a symlinked folder
+in the way, and what loopctl removes it removes through folders it opened
+without following a link.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loopctl.domain.plain import factory, record
+from loopctl.domain.protect import pathspecs
+from loopctl.integrations.git import drivers_off, named_drivers, tree_git
+
+if TYPE_CHECKING:
+    from loopctl.integrations.workspace import Workspace
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@record
+class Restored:
+    changed: list[str] = factory(list)   # what the agent changed (would have committed)
+    removed: list[str] = factory(list)   # untracked files taken away, ignored ones too
+    flatten: bool = False                # the agent's own commits touched protected paths
+
+
+def _listed(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    proc = tree_git(ws.admin, ws.path, *args, env=env)
+    return [p for p in proc.stdout.split("\0") if p]
+
+
+def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()) -> Restored:
+    """Put every protected path back as at the base; what was changed."""
+    admin, path, base = ws.admin, ws.path, ws.base_sha
+    specs = pathspecs(patterns)
+    indexed = _listed(ws, "ls-files", "-z", "--cached", "--", *specs)
+    env = drivers_off(named_drivers(admin, path, indexed))
+    tracked = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                      "--no-textconv", "--ignore-submodules=none", base, "--", *specs, env=env)
+    untracked = _listed(ws, "ls-files", "-z", "--others", "--", *specs)
+    ignored = set(_listed(ws, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
+                          "--", *specs)) if untracked else set()
+    flatten = tree_git(admin, path, "rev-list", "--count", f"{base}..HEAD", "--", *specs,
+                       check=False).stdout.strip() not in ("", "0")
+    done = Restored(sorted(set(tracked) | {p for p in untracked if p not in ignored}),
+                    untracked, flatten)
+    for relative in sorted(untracked, reverse=True):  # inner paths first
+        remove_under(Path(path), relative.rstrip("/"))
+    if tracked:
+        env = {**env, **drivers_off(named_drivers(admin, path, tracked))}
+        literal = "".join(f":(top,literal){p}\0" for p in tracked)
+        tree_git(admin, path, "restore", f"--source={base}", "--staged", "--worktree",
+                 "--pathspec-from-file=-", "--pathspec-file-nul", env=env, stdin=literal)
+    if untracked and copy:  # an ignored --copy file under a protected path comes back
+        from loopctl.integrations.copying import copy_ignored
+
+        copy_ignored(ws.repo, path, copy)
+    return done
+
+
+def remove_under(root: Path, relative: str) -> None:
+    """Remove `root/relative` (a file, a symlink, a folder) and the folders
+    above it left empty, opening each folder on the way without following a
+    symlink: a path that leads through one is not in the worktree any more,
+    so nothing is removed there."""
+    parts = [p for p in relative.split("/") if p]
+    if not parts:
+        return
+    fds = [os.open(root, _DIR_FLAGS)]
+    try:
+        for part in parts[:-1]:
+            try:
+                fds.append(os.open(part, _DIR_FLAGS, dir_fd=fds[-1]))
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    return  # gone already, or reached through a symlink
+                raise
+        _remove_entry(fds[-1], parts[-1])
+        for depth in range(len(parts) - 1, 0, -1):  # folders the removal emptied
+            try:
+                os.rmdir(parts[depth - 1], dir_fd=fds[depth - 1])
+            except OSError:
+                break  # not empty (or not ours to remove): so are those above
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _remove_entry(dir_fd: int, name: str) -> None:
+    try:
+        info = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):  # a nested repository, listed as one entry
+        shutil.rmtree(name, dir_fd=dir_fd)  # type: ignore[call-arg]  # 3.11 has dir_fd
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def unmatched(repo: str, base: str, patterns: tuple[str, ...]) -> list[str]:
+    """`start`/`update`: the patterns that match no file on the base (a
+    diff from the empty tree takes pathspec globs; ls-tree does not)."""
+    from loopctl.domain.protect import pathspec
+    from loopctl.integrations.git import git, run
+
+    empty = run(["-C", repo, "hash-object", "-t", "tree", "--stdin"], stdin="",
+                what="hash-object").stdout.strip()
+    found = []
+    for pattern in patterns:
+        proc = git(repo, "diff-tree", "-r", "--name-only", "-z", empty, f"{base}^{{commit}}",
+                   "--", pathspec(pattern), check=False)
+        if proc.returncode == 0 and not proc.stdout.strip("\0"):
+            found.append(pattern)
+    return found
