@@ -311,6 +311,8 @@ def history(name: NameArg,
                 + (["CHECK"] if checked else []), rows))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
+    if any(r.get("protected") for r in records):
+        print(PROTECTED_LEGEND)
     skipped = reading.skipped_summary(records)
     if skipped:
         said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
@@ -339,7 +341,8 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
         folded = 1 if r["outcome"] == "skipped" else 0
         rows.append([r["run_id"], _started(r),
                      format_duration(duration) if duration is not None else "-",
-                     r["outcome"], "-" if exit_code is None else str(exit_code),
+                     r["outcome"] + ("*" if r.get("protected") else ""),
+                     "-" if exit_code is None else str(exit_code),
                      _decision_cell(r)])
     return rows
 
@@ -366,6 +369,7 @@ def _check_short(check: dict[str, Any] | None) -> str:
 # Under a table with a CHECK column: its cells are short to fit 80 columns,
 # so one line says what their numbers are.
 CHECK_LEGEND = "pass or fail, exit code, metric; refused: a complete the check failed"
+PROTECTED_LEGEND = "*: the agent changed protected paths; loopctl put them back (--json: protected)"
 
 
 def _decision_cell(r: dict[str, Any]) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,9 +108,27 @@ def _remove_entry(dir_fd: int, name: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(info.st_mode):  # a nested repository, listed as one entry
-        shutil.rmtree(name, dir_fd=dir_fd)  # type: ignore[call-arg]  # 3.11 has dir_fd
+        try:
+            _remove_tree(dir_fd, name)
+        except RecursionError:
+            raise OSError(f"{name}: folders nested too deep to remove") from None
     else:
         os.unlink(name, dir_fd=dir_fd)
+
+
+def _remove_tree(parent_fd: int, name: str) -> None:
+    """A folder and all in it, relative to an open folder, never following
+    a symlink (shutil.rmtree takes no dir_fd before Python 3.11)."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        for entry in os.scandir(fd):
+            if entry.is_dir(follow_symlinks=False):
+                _remove_tree(fd, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent_fd)
 
 
 def unmatched(repo: str, base: str, patterns: tuple[str, ...]) -> list[str]:
