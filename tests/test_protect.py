@@ -132,3 +132,78 @@ def test_run_exit_code_follows_the_check(cli: CLI, tmp_path: Path, check: str,
         "--command", "true", "--check", check, check=0)
     proc = cli("run", "c")
     assert proc.returncode == code, proc.stderr
+
+
+def test_a_run_continuing_a_pr_puts_protected_paths_back_as_at_the_pr_head(
+        cli: CLI, repo: Repo, gh: FakeGh, tmp_path: Path) -> None:  # noqa: F811
+    """The base of a run that continues a PR is the PR's head before it: a
+    test a person pushed to the PR comes back, not the base branch's."""
+    import json
+
+    from test_pr_feedback import FAILING, PASSING, URL7, agent_bin
+
+    with_tests(repo)
+    checks = tmp_path / "checks"
+    checks.write_text(json.dumps(PASSING))
+    env = gh.env(FAKE_GH_CHECKS_FILE=str(checks))
+    env["PATH"] = f"{agent_bin(tmp_path)}{os.pathsep}{env['PATH']}"
+    work = "echo \"run $LOOPCTL_ITERATION\" >> work.txt; printf 'exit 0\\n' > tests/test.sh"
+    cli("start", "make the tests pass", "--name", "ship", "--every", "1h", "--cwd",
+        str(repo.path), "--agent", "claude", "--sandbox", "off", "--worktree", "--push",
+        "origin", "--pr", "--protect", "tests", "--env", f"FAKE_WORK={work}", env=env, check=0)
+    cli("run", "ship", env=env, check=0)
+    first = last_record(cli, "ship")
+    assert first["pr_url"] == URL7 and first["protected"] == ["tests/test.sh"]
+    # A person adds a test to the PR; then its CI fails.
+    clone = tmp_path / "person"
+    repo.git("clone", "-q", "-b", first["branch"], str(repo.remote), str(clone))
+    (clone / "tests" / "test.sh").write_text(TEST + "echo the person's line\n")
+    for args in (("add", "-A"), ("-c", "user.name=p", "-c", "user.email=p@x", "commit", "-qm",
+                                 "a stricter test"), ("push", "-q", "origin", first["branch"])):
+        repo.git("-C", str(clone), *args)
+    pr_head = repo.remote_sha(first["branch"])
+    checks.write_text(json.dumps(FAILING))
+    cli("run", "ship", env=env, check=0)
+    second = last_record(cli, "ship")
+    assert second["pr_feedback"]["action"] == "continue" and second["handoff"] == "pr_updated"
+    assert second["protected"] == ["tests/test.sh"]
+    pushed = repo.remote_sha(first["branch"])
+    assert repo.git("show", f"{pushed}:tests/test.sh") == \
+        repo.git("show", f"{pr_head}:tests/test.sh")  # the person's test, not main's
+    assert "the person's line" in repo.git("show", f"{pushed}:tests/test.sh")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--protect", "../outside"], "'..' would leave the repository"),
+    (["--protect", "/etc/passwd"], "relative to the repository's top level"),
+    (["--protect", "tests/../.."], "'..' would leave the repository"),
+    (["--protect", "."], "protects the whole repository"),
+    (["--protect", ".git/config"], ".git is never the agent's"),
+    (["--protect", "a\nb"], "on one line"),
+])
+def test_bad_protect_paths_are_refused(cli: CLI, repo: Repo, args: list[str],
+                                       said: str) -> None:  # noqa: F811
+    proc = start(cli, repo, "bad", "true", *args, check=2)
+    assert said in proc.stderr and "Traceback" not in proc.stderr
+    assert cli("show", "bad").returncode == 4  # nothing written
+
+
+def test_protect_needs_a_worktree_and_a_glob_matching_nothing_warns(
+        cli: CLI, repo: Repo) -> None:  # noqa: F811
+    proc = start(cli, repo, "plain", "true", "--protect", "tests/", worktree=False, check=2)
+    assert "--protect needs --worktree" in proc.stderr
+    with_tests(repo)
+    proc = start(cli, repo, "w", "true", "--protect", "tests/**", "--protect", "nope/*.py")
+    assert "warning: --protect 'nope/*.py' matches nothing on main" in proc.stderr
+    assert "tests/**" not in proc.stderr
+    assert cli.json("show", "w")["definition"]["protect"] == ["tests/**", "nope/*.py"]
+    status = cli("status", "w").stdout
+    assert "protect    tests/**, nope/*.py" in status
+    assert cli.json("status", "w")["workspace"]["protect"] == ["tests/**", "nope/*.py"]
+    cli("update", "w", "--protect", "ci/check.sh", check=0)
+    assert cli.json("show", "w")["definition"]["protect"] == ["ci/check.sh"]
+    cli("update", "w", "--protect", "none", check=0)
+    assert "protect" not in cli.json("show", "w")["definition"]
+    cli("update", "w", "--protect", "tests", check=0)
+    cli("update", "w", "--no-worktree", check=0)  # its hand-off settings go with it
+    assert "protect" not in cli.json("show", "w")["definition"]
