@@ -1,0 +1,130 @@
+"""Putting protected paths back (integrations/protect.py) on a real git
+worktree, against what a hostile agent can leave: a protected folder turned
+into a symlink out of the worktree, a symlink of the base turned into a file,
+a file turned into a folder, a nested repository, planted ignored files, and
+paths that do not exist at the base. Nothing outside the worktree is touched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from workspace.repos import Repo, git, make_repo
+
+from loopctl.domain import protect as rules
+from loopctl.integrations.protect import remove_under, restore, unmatched
+from loopctl.integrations.workspace import Workspace, common_dir, find_admin
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    repo: Repo = make_repo(tmp_path)
+    (repo.path / "tests" / "data").mkdir(parents=True)
+    (repo.path / "tests" / "test_a.py").write_text("assert real\n")
+    (repo.path / "tests" / "data" / "in.txt").write_text("input\n")
+    (repo.path / "ci").mkdir()
+    (repo.path / "ci" / "check.sh").write_text("pytest\n")
+    os.symlink("../README.md", repo.path / "tests" / "readme")
+    (repo.path / ".gitignore").write_text(".env\n*.pyc\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "tests")
+    folder = tmp_path / "wt"
+    git(repo.path, "worktree", "add", "-q", "-b", "run", str(folder), "main")
+    admin = find_admin(common_dir(str(repo.path)), folder)
+    assert admin is not None
+    return Workspace(str(repo.path), folder, "run", "main", "main", repo.sha("main"),
+                     admin=str(admin))
+
+
+def status(ws: Workspace) -> str:
+    return git(ws.path, "status", "--porcelain", "--untracked-files=all", "--ignored")
+
+
+def test_what_the_agent_left_under_protected_paths_goes_and_nothing_outside(
+        ws: Workspace, tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep me\n")
+    tests = ws.path / "tests"
+    (tests / "test_a.py").write_text("assert True  # rewritten\n")
+    (tests / "readme").unlink()
+    (tests / "readme").write_text("not a link any more\n")  # a symlink of the base
+    (tests / "conftest.py").write_text("planted\n")
+    (tests / "__pycache__").mkdir()
+    (tests / "__pycache__" / "test_a.cpython-311.pyc").write_bytes(b"\0bytecode")  # ignored
+    nested = tests / "nested"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    (nested / "x").write_text("x\n")
+    os.rename(ws.path / "ci", tmp_path / "ci-moved")
+    os.symlink(victim, ws.path / "ci")  # the protected file's folder, now a link out
+    (ws.path / "src.py").write_text("the fix\n")  # not protected: stays
+    done = restore(ws, ("tests/", "ci/check.sh", "newdir/**"))
+    assert done.changed == ["ci/check.sh", "tests/conftest.py", "tests/nested/",
+                            "tests/readme", "tests/test_a.py"]
+    assert (tests / "test_a.py").read_text() == "assert real\n"
+    assert os.readlink(tests / "readme") == "../README.md"  # a symlink again, not followed
+    assert not (tests / "conftest.py").exists() and not nested.exists()
+    assert not (tests / "__pycache__").exists()  # removed, but not reported as a change
+    assert (ws.path / "ci" / "check.sh").read_text() == "pytest\n"
+    assert not (ws.path / "ci").is_symlink()
+    assert sorted(p.name for p in victim.iterdir()) == ["precious"]  # never written
+    assert status(ws) == "?? src.py\n"
+    assert done.flatten is False
+
+
+def test_a_path_absent_at_the_base_loses_what_the_agent_added(ws: Workspace) -> None:
+    (ws.path / "newdir" / "deep").mkdir(parents=True)
+    (ws.path / "newdir" / "deep" / "a.txt").write_text("added\n")
+    git(ws.path, "add", "newdir")  # staged, not committed
+    done = restore(ws, ("newdir/",))
+    assert done.changed == ["newdir/deep/a.txt"]
+    assert not (ws.path / "newdir").exists()  # emptied folders go too
+    assert status(ws) == ""
+
+
+def test_commits_of_the_agent_that_touched_protected_paths_are_flagged(
+        ws: Workspace) -> None:
+    (ws.path / "tests" / "test_a.py").write_text("assert True\n")
+    git(ws.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qam", "green")
+    done = restore(ws, ("**/test_*.py",))
+    assert done.changed == ["tests/test_a.py"] and done.flatten is True
+    assert (ws.path / "tests" / "test_a.py").read_text() == "assert real\n"
+    untouched = restore(ws, ("ci/",))
+    assert untouched.changed == [] and untouched.flatten is False
+
+
+def test_remove_under_never_follows_a_symlinked_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("keep\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    os.symlink(outside, root / "link")
+    remove_under(root, "link/f")
+    assert (outside / "f").exists()
+    remove_under(root, "link")  # the link itself goes, not what it names
+    assert not (root / "link").exists() and (outside / "f").exists()
+
+
+def test_unmatched_names_only_patterns_with_no_file_on_the_base(ws: Workspace) -> None:
+    assert unmatched(ws.repo, "main", ("tests/", "**/check.sh", "nope/**", "tests/*.rs")) \
+        == ["nope/**", "tests/*.rs"]
+
+
+@pytest.mark.parametrize("pattern, spec", [
+    ("tests/", ":(top,literal)tests"),
+    ("./tests//unit", ":(top,literal)tests/unit"),
+    ("tests/**", ":(top,glob)tests/**"),
+    (":(icase)x", ":(top,literal):(icase)x"),  # magic of its own means itself
+])
+def test_patterns_become_pathspecs_from_the_top(pattern: str, spec: str) -> None:
+    assert rules.problem(pattern) is None
+    assert rules.pathspec(pattern) == spec
+
+
+@pytest.mark.parametrize("pattern", ["../x", "/abs", "~/x", "a/../../b", ".", "**", "./",
+                                     ".git/hooks", "a\x1b[2Jb", "x" * 2000, 7])
+def test_bad_patterns_are_refused(pattern: object) -> None:
+    assert rules.problem(pattern) is not None
