@@ -128,3 +128,21 @@ def test_patterns_become_pathspecs_from_the_top(pattern: str, spec: str) -> None
                                      ".git/hooks", "a\x1b[2Jb", "x" * 2000, 7])
 def test_bad_patterns_are_refused(pattern: object) -> None:
     assert rules.problem(pattern) is not None
+
+
+def test_no_filter_driver_runs_while_paths_are_put_back(ws: Workspace, tmp_path: Path) -> None:
+    """An unconfined agent can write the repository's config and the
+    attributes: a filter it names must not run when loopctl hashes or
+    writes protected files."""
+    marker = tmp_path / "ran"
+    program = f"sh -c 'echo ran >> {marker}; cat'"
+    for key in ("clean", "smudge"):
+        git(ws.repo, "config", f"filter.evil.{key}", program)
+    git(ws.repo, "config", "filter.evil.required", "true")
+    (ws.path / ".gitattributes").write_text("* filter=evil\n")
+    (ws.path / "tests" / "test_a.py").write_text("assert True\n")
+    os.utime(ws.path / "tests" / "data" / "in.txt", (1, 1))  # stat-dirty: hashed again
+    done = restore(ws, ("tests/",))
+    assert done.changed == ["tests/test_a.py"]
+    assert (ws.path / "tests" / "test_a.py").read_text() == "assert real\n"
+    assert not marker.exists()

@@ -1,6 +1,6 @@
 """Putting protected paths back (DESIGN §16), with the safe git runner of
 integrations/git.py: every command names the worktree's git directory and
-work tree itself, with the drivers the attributes name switched off.
+work tree itself, with every filter, diff and merge driver switched off.
 
     restore(ws, patterns, copy) -> Restored      raises GitError / OSError
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.domain.plain import factory, record
 from loopctl.domain.protect import pathspecs
-from loopctl.integrations.git import drivers_off, named_drivers, tree_git
+from loopctl.integrations.git import drivers_off, tree_git
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Workspace
@@ -49,8 +49,7 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
     """Put every protected path back as at the base; what was changed."""
     admin, path, base = ws.admin, ws.path, ws.base_sha
     specs = pathspecs(patterns)
-    indexed = _listed(ws, "ls-files", "-z", "--cached", "--", *specs)
-    env = drivers_off(named_drivers(admin, path, indexed))
+    env = drivers_off(configured_drivers(ws))
     tracked = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
                       "--no-textconv", "--ignore-submodules=none", base, "--", *specs, env=env)
     untracked = _listed(ws, "ls-files", "-z", "--others", "--", *specs)
@@ -63,7 +62,6 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
     for relative in sorted(untracked, reverse=True):  # inner paths first
         remove_under(Path(path), relative.rstrip("/"))
     if tracked:
-        env = {**env, **drivers_off(named_drivers(admin, path, tracked))}
         literal = "".join(f":(top,literal){p}\0" for p in tracked)
         tree_git(admin, path, "restore", f"--source={base}", "--staged", "--worktree",
                  "--pathspec-from-file=-", "--pathspec-file-nul", env=env, stdin=literal)
@@ -72,6 +70,23 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
 
         copy_ignored(ws.repo, path, copy)
     return done
+
+
+def configured_drivers(ws: Workspace) -> set[tuple[str, str]]:
+    """Every filter, diff and merge driver git's configuration defines (the
+    agent may have written the repository's): all of them switched off,
+    whatever the attributes name, so git runs none of them here. One git
+    call, whatever the number of paths."""
+    proc = tree_git(ws.admin, ws.path, "config", "-z", "--get-regexp",
+                    r"^(filter|diff|merge)\..*\.", check=False)
+    found = set()
+    for entry in proc.stdout.split("\0"):
+        key = entry.split("\n", 1)[0]
+        section, _, rest = key.partition(".")
+        name = rest.rpartition(".")[0]
+        if section in ("filter", "diff", "merge") and name:
+            found.add((section, name))
+    return found
 
 
 def remove_under(root: Path, relative: str) -> None:
