@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.domain.plain import factory, record
 from loopctl.domain.protect import pathspecs
-from loopctl.integrations.git import drivers_off, tree_git
+from loopctl.integrations.git import GitError, drivers_off, last_line, tree_git
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Workspace
@@ -53,8 +53,7 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
     tracked = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
                       "--no-textconv", "--ignore-submodules=none", base, "--", *specs, env=env)
     untracked = _listed(ws, "ls-files", "-z", "--others", "--", *specs)
-    ignored = set(_listed(ws, "ls-files", "-z", "--others", "--ignored", "--exclude-standard",
-                          "--", *specs)) if untracked else set()
+    ignored = _ignored(ws, untracked)
     flatten = tree_git(admin, path, "rev-list", "--count", f"{base}..HEAD", "--", *specs,
                        check=False).stdout.strip() not in ("", "0")
     done = Restored(sorted(set(tracked) | {p for p in untracked if p not in ignored}),
@@ -70,6 +69,19 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
 
         copy_ignored(ws.repo, path, copy)
     return done
+
+
+def _ignored(ws: Workspace, paths: list[str]) -> set[str]:
+    """Of the untracked paths, those git ignores (a cache the check or the
+    agent's own test run made: removed, but not a change the agent made)."""
+    if not paths:
+        return set()
+    proc = tree_git(ws.admin, ws.path, "check-ignore", "-z", "--stdin", check=False,
+                    stdin="\0".join(p.rstrip("/") for p in paths) + "\0")
+    if proc.returncode not in (0, 1):
+        raise GitError(f"git check-ignore failed: {last_line(proc)}")
+    found = {p for p in proc.stdout.split("\0") if p}
+    return {p for p in paths if p.rstrip("/") in found}
 
 
 def configured_drivers(ws: Workspace) -> set[tuple[str, str]]:
