@@ -18,6 +18,7 @@ from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
+from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.commands import common
@@ -178,7 +179,6 @@ ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to
 
 Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
 MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]
-Protect = Annotated[Optional[list[str]], typer.Option(metavar="PATH", help="--worktree: a path or glob from the repository's top (tests/, ci/check.sh) the agent may not change: put back as at the base after each run, before the check and the commit (repeatable; 'none' clears).")]
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
@@ -191,7 +191,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
              "checks_timeout": _duration(checks_timeout, "--checks-timeout"),
-             "max_file_size": _size(max_file_size), "protect": _protect(protect)}
+             "max_file_size": _size(max_file_size), "protect": protect_given(protect)}
     if worktree is False:  # off: its hand-off settings go with it
         return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
                               "checks_timeout", "copy", "max_file_size", "fix_attempts",
@@ -231,37 +231,8 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
         from loopctl.integrations.copying import refuse_tracked
 
         refuse_tracked(repo, tuple(copy))
-    _warn_unmatched(repo, str(merged.get("base") or given["base"]), given.get("protect"))
+    warn_unmatched(repo, str(merged.get("base") or given["base"]), given.get("protect"))
     return given
-
-
-def _protect(patterns: list[str] | None) -> list[str] | None:
-    """`--protect` as given (checked: inside the repository, one line);
-    [] for `none`, which clears."""
-    if patterns is None:
-        return None
-    if patterns == ["none"]:
-        return []
-    from loopctl.domain.protect import problem
-
-    for pattern in patterns:
-        found = problem(pattern)
-        if found:
-            fail(found)
-    return list(dict.fromkeys(patterns))
-
-
-def _warn_unmatched(repo: str, base: str, patterns: Any) -> None:
-    """A pattern that matches nothing on the base is allowed (what the agent
-    adds there is removed), but is most often a typo: say so."""
-    if not patterns:
-        return
-    from loopctl.domain.untrusted import line
-    from loopctl.integrations.protect import unmatched
-
-    for pattern in unmatched(repo, base, tuple(patterns)):
-        print(f"warning: --protect {line(pattern)[:100]!r} matches nothing on {line(base)}; "
-              "runs only remove what the agent adds there", file=sys.stderr)
 
 
 def _size(text: str | None) -> int | None:

@@ -82,6 +82,14 @@ def _protected(value: Any) -> list[str] | None:
     return [t for item in value[:100] if (t := untrusted.text(item, 4000))]
 
 
+def _when_present(raw: dict[str, Any], out: dict[str, Any]) -> list[str]:
+    """Fields only some runs have, kept only where they are: the damaged."""
+    if raw.get("protected") is None:
+        return []
+    out["protected"] = _protected(raw["protected"])
+    return ["protected"] if out["protected"] is None else []
+
+
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     """A record as `history` can show it: known fields of the right type;
     what was not is named in `damaged`."""
@@ -109,10 +117,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["check"] = _check(raw.get("check"))
     if raw.get("check") is not None and out["check"] is None:
         damaged.append("check")
-    if raw.get("protected") is not None:
-        out["protected"] = _protected(raw.get("protected"))
-        if out["protected"] is None:
-            damaged.append("protected")
+    damaged += _when_present(raw, out)
     from loopctl.domain.feedback import clean_plan_record
 
     out["pr_feedback"] = clean_plan_record(raw.get("pr_feedback"))
