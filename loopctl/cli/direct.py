@@ -94,10 +94,12 @@ def run_line(record: dict[str, Any]) -> str:
     else:
         said = f"no exit code: {_why(record, 'gate ') or 'see the log'}" if gated \
             else "no exit code"
-    check = record.get("check")
-    checked = "" if not check else "; check passed" if check["passed"] else \
-        f"; check failed (exit {check['exit_code']})" if check.get("exit_code") is not None \
-        else f"; check failed ({_why(record, 'check ') or 'no exit code'})"
+    from loopctl.domain.verify import check_words
+
+    checked = check_words(record)
+    if checked == "check failed (no exit code)":  # a record from before `why`
+        checked = f"check failed ({_why(record, 'check ') or 'no exit code'})"
+    checked = f"; {checked}" if checked else ""
     return (f"loopctl: run {record['run_id']}: {record['outcome']} ({said}){checked}; "
             f"log {record['log']}")
 
