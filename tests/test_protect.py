@@ -47,6 +47,7 @@ HOSTILE = ("printf 'exit 0\\n' > tests/test.sh; echo planted > tests/helper.sh; 
            "echo extra > tests/later.sh; " + DECIDE)
 
 
+@pytest.mark.slow
 def test_an_agent_that_rewrites_the_test_cannot_complete_or_publish_it(
         cli: CLI, repo: Repo, gh: FakeGh) -> None:  # noqa: F811
     base = with_tests(repo)
@@ -85,6 +86,7 @@ COOPERATIVE = ("echo 42 > src/value; echo '# reviewed' >> tests/test.sh; "
                "echo junk > tests/notes.txt; " + DECIDE)
 
 
+@pytest.mark.slow
 def test_a_fix_that_also_touches_the_tests_has_only_the_fix_merged(
         cli: CLI, repo: Repo, gh: FakeGh) -> None:  # noqa: F811
     base = with_tests(repo)
@@ -137,6 +139,7 @@ def test_run_exit_code_follows_the_check(cli: CLI, tmp_path: Path, check: str,
     assert proc.returncode == code, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_run_continuing_a_pr_puts_protected_paths_back_as_at_the_pr_head(
         cli: CLI, repo: Repo, gh: FakeGh, tmp_path: Path) -> None:  # noqa: F811
     """The base of a run that continues a PR is the PR's head before it: a

@@ -146,3 +146,33 @@ def test_no_filter_driver_runs_while_paths_are_put_back(ws: Workspace, tmp_path:
     assert done.changed == ["tests/test_a.py"]
     assert (ws.path / "tests" / "test_a.py").read_text() == "assert real\n"
     assert not marker.exists()
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_paths_that_cannot_be_put_back_fail_the_run_closed(ws: Workspace) -> None:
+    """A git error while restoring: no check, no commit, no hand-off beyond
+    the machine, and the agent's `complete` does not stand."""
+    from loopctl.domain.model import parse_loop
+    from loopctl.domain.state import RunResult
+    from loopctl.engine.steps import handoff, protect
+    from loopctl.engine.steps.context import RunContext
+
+    loop = parse_loop("p", {"prompt": "x", "every": "1h", "worktree": True, "push": "origin",
+                            "protect": ["tests/"], "check": "true"})
+    result = RunResult("ok", 0, 0.0, 1.0, decision={"decision": "complete"})
+    ctx = RunContext(None, "p", "20261203T000000Z-0001", False, _Log(), [], None)  # type: ignore[arg-type]
+    broken = Workspace(ws.repo, ws.path, ws.branch, ws.base, ws.base_ref, "0" * 40,
+                       admin=ws.admin)  # a base git does not have
+    protect.restore(ctx, broken, loop, result)
+    assert protect.failed(ctx) and result.decision is None
+    assert "protect failed: " in (result.note or "") and ctx.dropped
+    assert protect.hold(ctx, loop).push is None
+    made = handoff.commit(ctx, broken, loop, {"iteration": 1}, result)
+    assert made.failure and "not committed" in made.failure

@@ -7,8 +7,8 @@ under a protected path is put back as at the run's base commit
 (integrations/protect.py), its own commits that touched one are replaced by
 loopctl's single commit from the base, and the run says so (the record's
 `protected`, the note, one `protected_changed` event). When the paths
-cannot be put back the run fails closed: no check, no hand-off beyond the
-local branch, and the agent's decision does not stand.
+cannot be put back the run fails closed: no check, no commit and no
+hand-off (`handoff_failed`), and the agent's decision does not stand.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def restore(ctx: RunContext, ws: Workspace | None, loop: LoopDef, result: RunRes
         ctx.protected = Guarded(failure=reason)
         result.decision = None
         ctx.log.write(f"# loopctl: protected paths could not be put back: {reason}")
-        add_dropped(ctx, result, [f"protect failed: {reason}; no check, nothing handed off, "
+        add_dropped(ctx, result, [f"protect failed: {reason}; no check, nothing committed, "
                                   "the decision does not stand"])
         return
     ctx.protected = Guarded(done.changed, done.flatten)
