@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["tick_idle", "flood", "scale", "concurrent_ticks", "daemon_idle", "lateness",
-           "run_cpu", "protect"]
+           "run_cpu", "trigger_latency", "protect"]
 
 
 def main() -> int:
@@ -53,7 +53,9 @@ def main() -> int:
             else:
                 sys.stdout.write(line)
                 sys.stdout.flush()
-        if proc.wait() != 0 or not got:
+        # Exit 1 is a benchmark that ran and missed a goal (its rows say
+        # which); anything else without rows is a crash.
+        if proc.wait() not in (0, 1) or not got:
             crashed.append(name)
             print(f"!! {name} failed (exit {proc.returncode})", flush=True)
         print(flush=True)

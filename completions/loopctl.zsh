@@ -210,6 +210,7 @@ _loopctl() {
                 '--for[Calendar lifetime from the start (default 7d).]:for: ' \
                 '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
                 '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
+                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
                 '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
                 '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
@@ -300,6 +301,7 @@ _loopctl() {
                 '--for[Calendar lifetime from the start (default 7d).]:for: ' \
                 '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
                 '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
+                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
                 '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
                 '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \

@@ -30,7 +30,12 @@ def now() -> float:
 
 def zone_of(loop: LoopDef) -> tzinfo:
     """The zone a loop's cron expression is read in: its `--tz`, or the
-    system's (DESIGN §3)."""
+    system's (DESIGN §3). Only a cron expression is read in a zone, so
+    other loops get UTC and no run of theirs reads the tz database."""
+    if not loop.cron:
+        from datetime import timezone
+
+        return timezone.utc
     if loop.tz:
         from zoneinfo import ZoneInfo
 

@@ -24,7 +24,6 @@ CLOCK_SLACK = 5.0
 
 def nothing_due() -> bool:
     """True only when state proves no loop needs a driver right now."""
-    import json
     import os
 
     from loopctl import clock
@@ -39,6 +38,8 @@ def nothing_due() -> bool:
             data = paths.read_bounded(state_file, 1 << 30)
             if data is None:  # missing, or not a regular file: the full path says which
                 return not os.path.exists(loops_file) and not os.path.lexists(state_file)
+            import json  # only here: it imports `re` (see storage/flatjson)
+
             summary = json.loads(data)
         if summary.get("version") not in (1, 2) or summary.get("busy"):
             return False

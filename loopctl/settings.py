@@ -49,8 +49,11 @@ KNOBS = {
     # Landlock (how `--sandbox on` refusing to run is tested), 1-5 as an
     # older kernel; unset, whatever the kernel offers.
     "LOOPCTL_SANDBOX_ABI": (99.0, 0.0, 99.0),
+    # 0: the daemon does without inotify and notices edits by its one-second
+    # stat() alone, as where inotify is missing (engine/filewatch.py).
+    "LOOPCTL_FILE_WATCH": (1.0, 0.0, 1.0),
 }
-UNITS = {"LOOPCTL_SANDBOX_ABI": "a Landlock ABI version"}
+UNITS = {"LOOPCTL_SANDBOX_ABI": "a Landlock ABI version", "LOOPCTL_FILE_WATCH": "0 or 1"}
 
 
 def knob(name: str) -> float:

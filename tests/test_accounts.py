@@ -277,7 +277,7 @@ def test_a_refused_login_holds_the_account_once_and_the_fallback_runs(
     assert "claude /login" in event["summary"] and "ANTHROPIC_API_KEY" in event["summary"]
 
     status = cli("status", "b", env=env, check=0).stdout
-    assert "paused (auth_required)" in status and "claude /login" in status, status
+    assert "held (auth_required)" in status and "claude /login" in status, status
     doctor = json.loads(cli("doctor", "--json", env=env).stdout)
     assert not doctor["healthy"]
     [finding] = [f for f in doctor["findings"] if f["check"] == "accounts"]

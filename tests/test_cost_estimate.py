@@ -42,7 +42,6 @@ def test_a_timed_out_run_is_charged_the_most_expensive_run_so_far() -> None:
 @pytest.mark.parametrize("outcome, cost, budget", [
     ("timeout", None, None),  # no budget: nothing to protect
     ("ok", 0.0, 5.0),  # a cost read as 0 is a cost
-    ("deferred", None, 5.0),  # a usage limit: the provider refused the work
     ("skipped", None, 5.0),  # the gate found nothing: no agent ran
     ("gate_error", None, 5.0),
 ])

@@ -23,7 +23,7 @@ CHECK = "sh tests/test.sh"
 TEST = 'test "$(cat src/value)" = 42 || { echo "expected 42, got $(cat src/value)"; exit 1; }\n'
 
 
-def with_tests(repo: Repo) -> str:
+def with_tests(repo: Repo) -> str:  # noqa: F811 - not the fixture
     """The base: code that fails its test, the test, and a symlink in tests/."""
     (repo.path / "src").mkdir()
     (repo.path / "src" / "value").write_text("41\n")
@@ -36,7 +36,7 @@ def with_tests(repo: Repo) -> str:
     return repo.sha("main")
 
 
-def tree_of(repo: Repo, ref: str, path: str) -> str:
+def tree_of(repo: Repo, ref: str, path: str) -> str:  # noqa: F811 - not the fixture
     return repo.git("ls-tree", "-r", ref, "--", path)
 
 
@@ -191,8 +191,8 @@ def test_a_run_continuing_a_pr_puts_protected_paths_back_as_at_the_pr_head(
     (["--protect", ".git/config"], ".git is never the agent's"),
     (["--protect", "a\nb"], "on one line"),
 ])
-def test_bad_protect_paths_are_refused(cli: CLI, repo: Repo, args: list[str],
-                                       said: str) -> None:  # noqa: F811
+def test_bad_protect_paths_are_refused(cli: CLI, repo: Repo,  # noqa: F811
+                                       args: list[str], said: str) -> None:
     proc = start(cli, repo, "bad", "true", *args, check=2)
     assert said in proc.stderr and "Traceback" not in proc.stderr
     assert cli("show", "bad").returncode == 4  # nothing written

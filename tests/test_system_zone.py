@@ -82,3 +82,14 @@ def test_the_commands_read_the_system_zone_and_pass_it_in(cli: CLI) -> None:
     cli("update", "nine", "--cron", "0 10 * * *", env={"TZ": "America/New_York"}, check=0)
     rearmed = cli.json("status", "nine")["next_fire"]
     assert local_hour(rearmed, "America/New_York") == (10, 0), rearmed
+
+
+def test_only_a_cron_loop_reads_the_tz_database(cli: CLI) -> None:
+    """The zone is read for a cron expression alone: an `--every` run loads
+    no zoneinfo (several ms of every run), a cron loop's does."""
+    from conftest import imported_modules
+
+    cli("start", "p", "--every", "1h", "--name", "paced", "--command", "true", check=0)
+    assert "zoneinfo" not in imported_modules("run", "paced")
+    cli("start", "p", "--cron", "0 3 * * *", "--name", "timed", "--command", "true", check=0)
+    assert "zoneinfo" in imported_modules("run", "timed", "--force")

@@ -11,7 +11,10 @@ summary: the full path reads the new definitions and fires what they make due.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from faults.support import one_clear_line
@@ -76,5 +79,22 @@ def test_the_idle_tick_imports_no_more_than_it_needs(cli: CLI) -> None:
     modules = imported_modules("tick")
     assert "loopctl.clock" in modules  # the fast path read the clock
     assert "loopctl.engine.firing" not in modules  # and took no full pass
-    costly = {"typing", "datetime", "zoneinfo", "yaml", "typer", "croniter", "loopctl.domain.model"}
+    costly = {"typing", "datetime", "zoneinfo", "yaml", "typer", "croniter", "loopctl.domain.model",
+              "re", "json"}
     assert costly.isdisjoint(modules), costly.intersection(modules)
+
+
+def test_the_installed_command_imports_no_regex_engine_when_idle(cli: CLI) -> None:
+    """The `loopctl` that pip installs (the wheel's own script, not pip's
+    generated one, which imports `re`: a third of an idle tick) reaches the
+    fast path with neither `re` nor `json` loaded."""
+    settled_home(cli)
+    script = Path(sys.executable).parent / "loopctl"
+    assert script.read_text().startswith("#!"), script
+    proc = subprocess.run([str(script), "tick"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and "|" in line}
+    assert "loopctl.storage.flatjson" in modules  # it read the summary
+    assert not {"re", "json", "enum"} & modules, {"re", "json", "enum"} & modules

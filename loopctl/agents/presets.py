@@ -152,6 +152,15 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
 )}
 
 
+# Presets whose output carries the run's cost in dollars (their readers:
+# claude's total_cost_usd, goose's metadata.cost_usd, pi's usage.cost).
+REPORTS_COST = ("claude", "goose", "pi")
+
+
+def reports_cost(loop: LoopDef) -> bool:
+    return not loop.command and (loop.agent or "shell") in REPORTS_COST
+
+
 def is_agent(loop: LoopDef) -> bool:
     """An AI agent preset (not `shell`, not a `--command`)."""
     return not loop.command and (loop.agent or "shell") != "shell"

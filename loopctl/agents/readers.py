@@ -19,6 +19,7 @@ from loopctl.domain import untrusted
 from loopctl.domain.plain import factory, record
 
 RESULT_CHARS = 4000
+WEEK = 7 * 86400.0
 
 
 @record
@@ -32,6 +33,11 @@ class Reading:
     reset_at: float | None = None
     # Not logged in, a bad or expired key (DESIGN §18): the account needs a human.
     auth_error: bool = False
+    # The limit or the refused login was found in free text (a plain-text
+    # agent's output, where the model writes too), not in the CLI's own
+    # fields: it may hold this loop, never its account (DESIGN §18).
+    from_text: bool = False
+    tokens: int | None = None  # tokens the CLI reported the run used
     notes: list[str] = factory(list)
 
 
@@ -144,6 +150,13 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _tokens(usage: Any, keys: tuple[str, ...]) -> int | None:
+    """The tokens a usage object counts (None: no usage object)."""
+    if not isinstance(usage, dict):
+        return None
+    return int(sum(_num(usage.get(k)) or 0.0 for k in keys))
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else None
@@ -163,6 +176,7 @@ def read_text(head: bytes, tail: bytes, exit_code: int | None, agent: bool = Tru
             reading.is_error, reading.error = True, fatal[-1].strip()[:300]
         errors = "\n".join(ln for ln in last if _ERROR_LINE.search(ln))
         _mark_limits(reading, errors)
+        reading.from_text = reading.rate_limited or reading.auth_error
     return reading
 
 
@@ -184,6 +198,9 @@ def read_claude(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         result_text=result if isinstance(result, str) else None,
         session_id=data.get("session_id") if isinstance(data.get("session_id"), str) else None,
         cost_usd=_num(data.get("total_cost_usd")),
+        tokens=_tokens(data.get("usage"), ("input_tokens", "output_tokens",
+                                           "cache_creation_input_tokens",
+                                           "cache_read_input_tokens")),
         is_error=bool(data.get("is_error")) or str(data.get("subtype", "")).startswith("error")
         # Qwen prints `{"error": {...}}` on stderr after its result when it fails.
         or (error is not None and "type" not in data),
@@ -219,6 +236,9 @@ def read_codex(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         elif kind == "turn.completed":
             # An `error` before this was transient: codex retried and finished.
             reading.is_error, reading.error = False, None
+            used = _tokens(event.get("usage"), ("input_tokens", "output_tokens"))
+            if used is not None:
+                reading.tokens = (reading.tokens or 0) + used
         elif kind in ("turn.failed", "error"):
             err = event.get("error") if kind == "turn.failed" else event
             message = err.get("message") if isinstance(err, dict) else err
@@ -234,7 +254,8 @@ def read_gemini(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         return read_text(head, tail, exit_code)
     error = data.get("error")
     reading = Reading(result_text=data.get("response") if isinstance(
-        data.get("response"), str) else None, session_id=data.get("session_id"))
+        data.get("response"), str) else None, session_id=data.get("session_id"),
+        tokens=_gemini_tokens(data.get("stats")))
     if error:
         reading.is_error = True
         reading.error = str(error.get("message") if isinstance(error, dict) else error)
@@ -245,6 +266,14 @@ def read_gemini(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
         elif code in (401, 41):
             reading.auth_error = True
     return _mark_limits(reading, reading.error)
+
+
+def _gemini_tokens(stats: Any) -> int | None:
+    """`stats.models.<model>.tokens.total`, summed over models."""
+    models = _dict(_dict(stats).get("models"))
+    counts = [_tokens(_dict(m).get("tokens"), ("total",)) for m in models.values()]
+    return sum(c for c in counts if c is not None) if any(c is not None for c in counts) \
+        else None
 
 
 def read_opencode(head: bytes, tail: bytes, exit_code: int | None) -> Reading:
@@ -368,11 +397,18 @@ def sanitized(reading: Reading, now: float) -> Reading:
     if cost is None:
         drop("cost", reading.cost_usd, "dollars between 0 and 1000000")
     reading.cost_usd = cost
-    # A reset further out than a week is not a usage limit's: back off instead.
-    reset = untrusted.number(reading.reset_at, 0.0, now + 8 * 86400)
+    # A reset years away is held to a week (domain/valves.deferral_end);
+    # one that is no time at all is dropped: back off instead.
+    reset = untrusted.number(reading.reset_at, 0.0, 1e11)
     if reset is None:
-        drop("usage-limit reset time", reading.reset_at, "a time within a week")
+        drop("usage-limit reset time", reading.reset_at, "a time (seconds since 1970)")
+    elif reset > now + WEEK:
+        reading.notes.append(f"usage-limit reset time {reset:.0f} is more than a week away: "
+                             "held to a week")
+        reset = now + WEEK
     reading.reset_at = reset
+    tokens = untrusted.number(reading.tokens, 0.0, 1e15)
+    reading.tokens = None if tokens is None else int(tokens)
     # The final message stays multi-line (the decision line and `--until` are
     # found in it); the error is a field shown on one line.
     reading.result_text = untrusted.utf8(reading.result_text[-RESULT_CHARS:]) \
@@ -381,6 +417,7 @@ def sanitized(reading: Reading, now: float) -> Reading:
         reading.error = untrusted.line(str(reading.error)[:RESULT_CHARS])
     reading.is_error, reading.rate_limited = bool(reading.is_error), bool(reading.rate_limited)
     reading.auth_error = bool(reading.auth_error)
+    reading.from_text = bool(reading.from_text)
     if reading.auth_error:
         reading.rate_limited = False  # a key that is refused is not waited out
     return reading

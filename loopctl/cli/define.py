@@ -13,6 +13,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.budget_warn import warn_uncounted_budget
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
@@ -81,7 +82,8 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
                    every: str | None = None, cron: str | None = None,
                    tz: str | None = None, min_delay: str | None = None,
                    max_delay: str | None = None,
-                   notify: list[str] | None = None) -> dict[str, Any]:
+                   notify: list[str] | None = None,
+                   max_deferrals: int | None = None) -> dict[str, Any]:
     """Options given on the command line, as loops.yaml keys (None: not given)."""
     if overlap is not None and overlap not in OVERLAP:
         fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
@@ -93,6 +95,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
     given = {
         "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
         "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
+        "max_deferrals": max_deferrals,
         "budget_usd": budget_usd, "until": until, "overlap": overlap,
         "catch_up": catch_up, "on_attention": hook, "keep_runs": keep_runs,
         "every": every, "cron": cron, "tz": tz,
@@ -118,6 +121,9 @@ MaxRuns = Annotated[Optional[int], typer.Option(min=0, help="Runs allowed in all
 
 
 MaxFailures = Annotated[Optional[int], typer.Option(min=0, help="Consecutive failures before pausing (default 3).")]
+
+
+MaxDeferrals = Annotated[Optional[int], typer.Option(min=0, help="Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).")]
 
 
 NoProgress = Annotated[Optional[int], typer.Option(min=0, help="Identical results in a row before pausing (default 3).")]
@@ -274,7 +280,8 @@ def start(
     cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
     env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent, or KEY to pass this name from the driver's environment at fire time (repeatable).")] = None,
     timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
-    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    max_failures: MaxFailures = None, max_deferrals: MaxDeferrals = None,
+    no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
     catch_up: CatchUp = None, on_attention: OnAttention = None, notify: Notify = None,
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
@@ -308,7 +315,7 @@ def start(
         no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
         catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
-        notify=notify)
+        notify=notify, max_deferrals=max_deferrals)
     raw_def = {k: v for k, v in raw_def.items() if v is not None}
     workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
@@ -328,6 +335,7 @@ def start(
         **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
+    warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return
@@ -439,7 +447,8 @@ def update(
     every: Every = None, cron: Cron = None, tz: Tz = None,
     min_delay: MinDelay = None, max_delay: MaxDelay = None,
     timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
-    max_failures: MaxFailures = None, no_progress: NoProgress = None,
+    max_failures: MaxFailures = None, max_deferrals: MaxDeferrals = None,
+    no_progress: NoProgress = None,
     budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
     catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
@@ -460,7 +469,7 @@ def update(
         no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
         catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
-        notify=notify)
+        notify=notify, max_deferrals=max_deferrals)
     if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
                                    checks_timeout, copy, max_file_size, protect)):
         current = reading.show(store(), name)[name]
@@ -483,6 +492,8 @@ def update(
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
     warn_bounds(changes)
+    if changes.get("budget_usd") is not None or {"agent", "command"} & set(changes):
+        warn_uncounted_budget(store().read_defs().loops.get(name))
     _warn_missing_programs(changes)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))

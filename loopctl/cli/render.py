@@ -13,7 +13,7 @@ from loopctl.domain.untrusted import line
 STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
 STATUS_STYLE = {"active": "green", "running": "cyan", "paused": "yellow", "failed": "red",
                 "queued": "cyan", "invalid": "red", "expired": "dim", "stopped": "dim",
-                "completed": "green"}
+                "completed": "green", "held": "yellow"}
 
 
 def use_color(stream: Any = None) -> bool:
@@ -160,10 +160,21 @@ def outcome_strip(outcomes: Sequence[Any], unicode: bool | None = None) -> str:
     return "".join(MARKS.get(str(o), ("·", "."))[pick] for o in outcomes)
 
 
+def held_until(until: Any) -> str:
+    """` until 14:05` after `held (rate_limited)`, in local time."""
+    import time
+
+    from loopctl.domain.timestamps import parse_iso
+
+    moment = parse_iso(until) if isinstance(until, str) else until
+    return time.strftime(" until %H:%M", time.localtime(moment)) if moment else ""
+
+
 def ls_table(loops: list[dict[str, Any]], now: float) -> str:
     rows, styles = [], []
     for loop in loops:
-        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
+        status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "") \
+            + held_until(loop.get("until"))
         if loop["status"] == "invalid":
             rows.append([loop["name"], "-", status, "-", "-", loop["error"]])
         else:

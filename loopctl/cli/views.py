@@ -20,6 +20,7 @@ from loopctl.cli.render import (
     STATUS_STYLE,
     ago,
     fit_line,
+    held_until,
     outcome_strip,
     paint,
     relative,
@@ -129,30 +130,46 @@ def _next_fire(info: dict[str, Any], now: float) -> str:
     return relative(ts(info["next_fire"]), now)
 
 
+def _status_text(info: dict[str, Any]) -> str:
+    status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
+    if info["status"] == "held":  # by its account (DESIGN §18)
+        return status + held_until(info.get("rate_limited_until"))
+    if info.get("rate_limited_until"):
+        until = time.strftime("%H:%M", time.localtime(ts(info["rate_limited_until"]) or 0))
+        return f"rate_limited until {until}"
+    return status
+
+
+def _deferral_lines(info: dict[str, Any]) -> list[str]:
+    deferrals = info.get("deferrals") or {}
+    if not deferrals.get("consecutive"):
+        return []
+    return [f"  deferrals  {deferrals['consecutive']} in a row" + (
+        f" (pauses at {deferrals['limit']})" if deferrals.get("limit") else "")]
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
         return f"{line(info['name'])}: invalid\n  {line(info['error'])}"
-    status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
-    if info.get("rate_limited_until"):
-        until = time.strftime("%H:%M", time.localtime(ts(info["rate_limited_until"]) or 0))
-        status = f"rate_limited until {until}"
+    status = _status_text(info)
     limit = info["runs"]["limit"]
     fail_limit = info["failures"]["limit"]
     cost = info["cost_usd"]
+    spent = ("at least " if cost.get("estimated") else "") + format_usd(cost["spent"])
     lines = [
         f"{line(info['name'])}: {paint(line(status), STATUS_STYLE.get(info['status']))}",
         f"  schedule   {info['schedule']['text']}",
         f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
         f"  failures   {info['failures']['consecutive']} in a row"
         + (f" (pauses at {fail_limit})" if fail_limit else ""),
-        f"  cost       {format_usd(cost['spent'])}"
+        f"  cost       {spent}"
         + (f" of {format_usd(cost['budget'])}" if cost["budget"] is not None
            else " (no budget)"),
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {_next_fire(info, now)}",
     ]
-    lines += _gate_lines(info) + _check_lines(info)
+    lines += _deferral_lines(info) + _gate_lines(info) + _check_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):

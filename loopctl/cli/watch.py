@@ -25,6 +25,7 @@ from typing import Any
 
 from loopctl.cli.render import (
     STATUS_STYLE,
+    held_until,
     outcome_strip,
     relative,
     terminal_width,
@@ -136,6 +137,8 @@ def cells_of(loop: dict[str, Any], now: float, unicode: bool) -> list[str]:
     if loop.get("status") == "invalid":
         return [name, "invalid", "-", "-", "-", ""]
     status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
+    if loop["status"] == "held":
+        status += held_until(loop.get("rate_limited_until"))
     limit = loop["runs"]["limit"]
     used = str(loop["runs"]["used"])
     runs = f"{used}/{limit}" if limit else (f"{used}/∞" if unicode else used)
@@ -150,6 +153,9 @@ def detail_line(row: Row, now: float, unicode: bool) -> str | None:
     if loop.get("status") == "invalid":
         return f"  {arrow} {clean(str(loop.get('error') or 'invalid entry'))}"
     run = loop.get("current_run")
+    if loop.get("status") == "held":  # the fix first: the line is cut at the width
+        held = loop.get("held") or {}
+        return f"  {arrow} {clean(str(held.get('fix') or loop.get('note') or ''))}"
     if not run:
         return None
     started = timestamp(run.get("started_at"))

@@ -30,10 +30,10 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
                 signal_supervisor(st["run"])
                 message = "stopping: the current run is being killed"
         else:
-            held = st.get("reason") in accounts.KINDS
             message = lifecycle.resume(loop, st, now, zone=clock.zone_of(loop))
-            if held and "accounts" in state:
-                # The user says the account is fixed: this loop finds out.
+            if state.get("accounts"):
+                # The user says the account is fixed: this loop finds out
+                # (also one left active, its fires run by its fallback).
                 state["accounts"] = accounts.clean_table(state["accounts"])
                 accounts.probe(state["accounts"], name)
         state["defs_sig"] = defs.signature

@@ -87,10 +87,12 @@ def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str 
     refusal = valves.fire_refusal(loop, st)
     if refusal is not None:
         return refusal, limited
-    entry = gate.check(loop, now).entry
+    verdict = gate.check(loop, now)
+    entry = verdict.entry
     if entry is None:
         return None, limited
-    return f"held ({entry['kind']}): {hold_note(entry)}", limited or entry["kind"] == RATE_LIMITED
+    notes = "; ".join(hold_note(m) for m in (entry, verdict.also) if m)
+    return f"held ({entry['kind']}): {notes}", limited or entry["kind"] == RATE_LIMITED
 
 
 def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capacity.Caps,

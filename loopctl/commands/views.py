@@ -21,25 +21,56 @@ from loopctl.storage.store import Store
 
 
 def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
-             name: str | None = None, invalid: str | None = None) -> dict[str, Any]:
+             name: str | None = None, invalid: str | None = None,
+             held: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The stable JSON shape of one loop (documented in the README): the
     columns of `loop_columns` for this one loop."""
     if invalid or loop is None or st is None:
         return {"name": loop.name if loop else name, "status": "invalid", "error": invalid}
-    return {key: column[0] for key, column in loop_columns([loop], [st], now).items()}
+    return {key: column[0] for key, column in loop_columns([loop], [st], now, held).items()}
 
 
-def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
-                 now: float) -> dict[str, list[Any]]:
+def held_loops(store: Store, defs: Any, state: dict[str, Any],
+               now: float) -> dict[str, dict[str, Any]]:
+    """The loops their account holds (DESIGN §18); nothing to work out, and
+    nothing imported, while no account is marked."""
+    if not state.get("accounts"):
+        return {}
+    from loopctl.engine.accounts import held_view
+
+    return held_view(store, defs.loops, state, now)
+
+
+def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
+                 held: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
     and writes them (cli/jsontext.Table) without a mapping per loop. The
-    one definition of the shape: `describe` is this for one loop."""
+    one definition of the shape: `describe` is this for one loop. `held`:
+    the loops an account holds, shown `held` (held_loops)."""
     both = list(zip(loops, states, strict=True))
+    columns = _columns(loops, states, now, both)
+    if held:
+        _show_held(columns, held)
+    return columns
+
+
+def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+    for i, name in enumerate(columns["name"]):
+        shown = held.get(name)
+        if shown is not None:
+            columns["status"][i], columns["reason"][i] = "held", shown["kind"]
+            columns["held"][i], columns["note"][i] = shown, shown["note"]
+            columns["rate_limited_until"][i] = shown["until"]
+
+
+def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
+             both: list[tuple[LoopDef, dict[str, Any]]]) -> dict[str, list[Any]]:
     return {
         "name": [loop.name for loop in loops],
         "status": [display_status(st) for st in states],
         "reason": [st.get("reason") for st in states],
+        "held": [None for _ in states],
         "schedule": [{"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
                       "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()}
                      for loop in loops],
@@ -50,8 +81,10 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]],
         "runs": [{"used": st["iterations"], "limit": loop.max_runs or None} for loop, st in both],
         "failures": [{"consecutive": st["failures"], "limit": loop.max_failures or None}
                      for loop, st in both],
-        "cost_usd": [{"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd}
-                     for loop, st in both],
+        "deferrals": [{"consecutive": st.get("deferrals", 0), "limit": loop.max_deferrals or None}
+                      for loop, st in both],
+        "cost_usd": [{"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd,
+                      "estimated": bool(st.get("cost_estimated"))} for loop, st in both],
         "created_at": [iso(st["created"]) for st in states],
         "deadline": [iso(st["deadline"]) for st in states],
         "deadline_remaining_s": [round(st["deadline"] - now) if st["deadline"] > now else 0
@@ -127,13 +160,14 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     fields)."""
     defs, state, now = snapshot(store)
     names, entries, invalid = defs.names, state["loops"], defs.invalid
+    held = held_loops(store, defs, state, now)
     if any(name in invalid for name in names):
         return [describe(None, None, now, name=str(name), invalid=invalid[name])
                 if name in invalid else
-                with_reason(store, describe(defs.loops[name], entries[name], now))
+                with_reason(store, describe(defs.loops[name], entries[name], now, held=held))
                 for name in names]
     columns = loop_columns([defs.loops[name] for name in names],
-                           [entries[name] for name in names], now)
+                           [entries[name] for name in names], now, held)
     for name, last, check in zip(names, columns["last_run"], columns["last_check"], strict=True):
         if last:
             with_reason(store, {"name": name, "last_run": last, "last_check": check})
@@ -145,6 +179,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
     state: `describe` builds the whole JSON shape (eight timestamps turned
     into text), which at 10,000 loops costs more than reading them."""
     defs, state, now = snapshot(store)
+    held = held_loops(store, defs, state, now)
     out: list[dict[str, Any]] = []
     for name in defs.names:
         if name in defs.invalid:
@@ -159,6 +194,10 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
             "last_reason": last_reason(store, name, st),
         })
+        shown = held.get(name)
+        if shown is not None:  # the fix in place of the last outcome's reason
+            out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
+                           last_reason=shown["fix"])
     return out
 
 
@@ -168,7 +207,8 @@ def status(store: Store, name: str) -> dict[str, Any]:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:
         raise NoSuchLoop(name)
-    return with_reason(store, describe(defs.loops[name], state["loops"][name], now))
+    held = held_loops(store, defs, state, now)
+    return with_reason(store, describe(defs.loops[name], state["loops"][name], now, held=held))
 
 
 def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:

@@ -233,6 +233,7 @@ class Verdict:
 
     preset: str | None = None  # None: the loop's own agent
     entry: dict[str, Any] | None = None  # set: held, start no agent
+    also: dict[str, Any] | None = None  # the fallback's own mark, when it holds too
 
 
 def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback: str | None,
@@ -245,26 +246,46 @@ def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback
     entry = table.get(account_of(agent))
     if entry is None or not holding(entry, now) or entry.get("probe") == name:
         return Verdict()
-    if fallback and fallback != agent and not holding(table.get(account_of(fallback)), now):
+    if not fallback or fallback == agent:
+        return Verdict(entry=entry)
+    other = table.get(account_of(fallback))
+    if not holding(other, now):
         return Verdict(preset=fallback)
-    return Verdict(entry=entry)
+    return Verdict(entry=entry, also=other)
 
 
-def hold(st: Any, entry: dict[str, Any], name: str) -> None:
-    """Pause a due loop under its account's mark: no agent is started."""
-    st["status"], st["reason"] = "paused", entry["kind"]
-    st["resume_at"] = entry["until"] if entry["kind"] == RATE_LIMITED else None
-    st["note"] = hold_note(entry)
-    if name not in entry["loops"] and len(entry["loops"]) < MAX_NAMED_LOOPS:
-        entry["loops"].append(name)
+def hold(st: Any, entry: dict[str, Any], name: str,
+         also: dict[str, Any] | None = None) -> None:
+    """Pause a due loop under its account's mark (and its fallback's): no
+    agent is started. It resumes by itself at the first reset of either."""
+    marks = [entry, *([also] if also else [])]
+    resets = [m["until"] for m in marks if m["kind"] == RATE_LIMITED and m["until"]]
+    st["status"], st["reason"] = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
+    st["resume_at"] = min(resets) if resets else None
+    st["note"] = "; ".join(hold_note(m) for m in marks)
+    for mark_ in marks:
+        if name not in mark_["loops"] and len(mark_["loops"]) < MAX_NAMED_LOOPS:
+            mark_["loops"].append(name)
 
 
 def hold_note(entry: dict[str, Any]) -> str:
     """The held loop's note: what happened, where, and the fix."""
+    from loopctl.domain.timestamps import iso
+
     where = f"run {entry.get('run_id')} of {entry.get('loop')}"
     if entry["kind"] == AUTH_REQUIRED:
         return f"the {entry['preset']} account needs a login ({where}): {entry['fix']}"
-    return f"the {entry['preset']} account is rate-limited ({where})"
+    return (f"the {entry['preset']} account is rate-limited until {iso(entry['until'])} "
+            f"({where}); it resumes by itself")
+
+
+def held_by(table: Mapping[str, dict[str, Any]], name: str, now: float
+            ) -> dict[str, Any] | None:
+    """The mark that names this loop among those it holds, if one still holds."""
+    for entry in table.values():
+        if name in entry["loops"] and holding(entry, now):
+            return entry
+    return None
 
 
 def findings(table: Mapping[str, dict[str, Any]], now: float,

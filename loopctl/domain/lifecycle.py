@@ -257,7 +257,7 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         return
     verdict = accounts.check(loop, now) if accounts is not None else None
     if verdict is not None and verdict.entry is not None:
-        hold(st, verdict.entry, name)  # no agent spends its timeout finding out
+        hold(st, verdict.entry, name, verdict.also)  # no agent spends its timeout finding out
         result.held.append(name)
         result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
         result.changed = True
@@ -341,16 +341,20 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     if result.session_id and not run.get("preset"):
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
         st["session_id"] = result.session_id
-    estimate = valves.charge(loop, st, result.outcome, result.cost_usd)
+    estimate = valves.charge(loop, st, result.outcome, result.cost_usd, result.tokens)
     extra: dict[str, Any] = {}
     requested = _apply_decision(loop, st, result, now, extra)
     if estimate is not None:
-        extra.update(cost_usd=estimate, cost_estimated=True)
-        extra["note"] = "; ".join(filter(None, (extra.get("note"), (
-            f"no cost read: charged ${estimate:g}, the most this loop's runs have cost"))))
+        extra["cost_usd"], extra["cost_estimated"] = estimate, True
+        _add_note(extra, f"no cost read: charged ${estimate:g}, the most this loop's runs "
+                         "have cost" if not result.tokens else
+                  f"tokens used but no cost read: charged ${estimate:g}, the most this "
+                  "loop's runs have cost")
     _apply_control(st, now)
     if st["status"] == ACTIVE:
-        valves.after_run(loop, st, result, now)
+        # The loop's own agent ran (not its fallback), and it has a fallback.
+        fallback = bool(loop.fallback_agent) and not run.get("preset")
+        _add_note(extra, valves.after_run(loop, st, result, now, fallback))
     if st["status"] in TERMINAL:
         st["ended_at"] = st["ended_at"] or now
         st["next_due"] = None
@@ -372,6 +376,11 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
                                    created=st["created"], failures=st["failures"],
                                    requested_delay=requested)
     return extra
+
+
+def _add_note(extra: dict[str, Any], note: str | None) -> None:
+    if note:
+        extra["note"] = "; ".join(filter(None, (extra.get("note"), note)))
 
 
 def _count_outcome(st: LoopState, outcome: str) -> None:
@@ -484,6 +493,7 @@ def resume(loop: LoopDef, st: LoopState, now: float, *, zone: tzinfo) -> str:
     st["ended_at"] = st["observed_at"] = st["resume_at"] = None
     st["results"] = []
     st["failures"] = 0
+    st["deferrals"] = 0
     st["keepalive_misses"] = 0
     if not st["run"] and backed_off and st["last_end"] is not None and not loop.cron:
         # The failures are forgiven, so is their backoff: a due time left

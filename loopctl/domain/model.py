@@ -35,6 +35,7 @@ CATCH_UP = ("one", "none")
 DEFAULT_MAX_RUNS = 50
 DEFAULT_FOR = 7 * 86400
 DEFAULT_MAX_FAILURES = 3
+DEFAULT_MAX_DEFERRALS = 10  # deferred runs in a row (DESIGN §18)
 DEFAULT_NO_PROGRESS = 3
 # state.json keeps one result digest per run the breaker compares; its
 # repair rule refuses more than this many (domain/state.py).
@@ -62,6 +63,7 @@ KEYS = {
     "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
     "fix_attempts", "notes",  # DESIGN §16, rules in domain/feedback
     "fallback_agent",  # DESIGN §18, rules in domain/accounts
+    "max_deferrals",  # DESIGN §18
 }
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -97,6 +99,7 @@ class LoopDef:
     max_runs: int = DEFAULT_MAX_RUNS
     for_s: int = DEFAULT_FOR
     max_failures: int = DEFAULT_MAX_FAILURES
+    max_deferrals: int = DEFAULT_MAX_DEFERRALS
     no_progress: int = DEFAULT_NO_PROGRESS
     budget_usd: float | None = None
     until: str | None = None
@@ -386,6 +389,7 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     fields["for_s"] = DEFAULT_FOR if for_ is None else parse_duration(for_, "'for'")
     fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
     fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
+    fields["max_deferrals"] = _count(raw, "max_deferrals", DEFAULT_MAX_DEFERRALS, where)
     fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where,
                                    high=MAX_NO_PROGRESS)
     fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
@@ -535,6 +539,8 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     raw.update(timeout=fd(loop.timeout), max_runs=loop.max_runs, **{"for": fd(loop.for_s)})
     policy = {
         "max_failures": loop.max_failures if loop.max_failures != DEFAULT_MAX_FAILURES else None,
+        "max_deferrals": loop.max_deferrals
+        if loop.max_deferrals != DEFAULT_MAX_DEFERRALS else None,
         "no_progress": loop.no_progress if loop.no_progress != DEFAULT_NO_PROGRESS else None,
         "budget_usd": loop.budget_usd, "until": loop.until,
         "overlap": loop.overlap if loop.overlap != "queue" else None,

@@ -23,7 +23,8 @@ ACTIVE, PAUSED = "active", "paused"
 TERMINAL = ("completed", "failed", "stopped", "expired")
 STATUSES = (ACTIVE, PAUSED, *TERMINAL)
 REASONS = ("user", "blocked", "iteration_limit", "failure_limit", "no_progress",
-           "budget_limit", "keepalive_exhausted", "rate_limited", "auth_required", "error")
+           "budget_limit", "keepalive_exhausted", "rate_limited", "auth_required", "deferral_limit",
+           "error")
 OUTCOMES = check.OUTCOMES
 RECENT = 10
 
@@ -77,6 +78,8 @@ class LoopState(TypedDict):
     # The most a run of this loop has cost: the estimate for a run whose
     # cost could not be read (DESIGN §18).
     max_run_cost: float
+    # Some of cost_usd is estimated: `status` says "at least" (DESIGN §18).
+    cost_estimated: bool
 
 
 @record
@@ -95,6 +98,10 @@ class RunResult:
     # printing the same line every time is working, not stuck.
     track_progress: bool = False
     check: dict[str, Any] | None = None  # the record's `check`, when it ran
+    # The limit or refused login was read from free text only, not from the
+    # CLI's own fields: it holds this loop alone, for at most an hour (§18).
+    loop_only: bool = False
+    tokens: int | None = None  # tokens the reader saw the run use, if any
 
 
 def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
@@ -388,13 +395,14 @@ SCHEMA: dict[str, Field] = {
     "pr_feedback": _field(lambda v: tracked_pr(v), None),
     "queued_at": _field(_optional(check.moment), None),
     "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
+    "cost_estimated": _field(_choice((True, False)), False),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost"})
+                       "max_run_cost", "cost_estimated"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

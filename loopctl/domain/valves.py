@@ -16,6 +16,9 @@ from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult,
 KEEPALIVE_STRIKES = 2
 RATE_LIMIT_BACKOFF = 300.0
 RATE_LIMIT_BACKOFF_CAP = 3600.0
+MIN_DEFERRAL = 60.0
+LOOP_ONLY_HOLD = 3600.0  # a limit only the agent's words reported (DESIGN §18)
+MAX_DEFERRAL = 7 * 86400.0
 _TIMESTAMPS = re.compile(
     r"\d{4}-\d{2}-\d{2}([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
     r"|\b\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\b")
@@ -71,11 +74,35 @@ def record_digest(loop: LoopDef, st: LoopState, digest: str) -> None:
 
 def rate_limit_resume_at(st: LoopState, reset_at: float | None, now: float) -> float:
     """Resume at the reset time the agent gave, else back off (x2, capped)."""
+    return deferral_end(st, reset_at, now)[0]
+
+
+def deferral_end(st: LoopState, reset_at: float | None, now: float,
+                 loop_only: bool = False) -> tuple[float, str | None]:
+    """When a deferral ends, and a note when the reported reset was moved:
+    at least MIN_DEFERRAL from now (a limit "resetting" in 2 s must not buy
+    a run every 2 s), at most LOOP_ONLY_HOLD when only free text said so,
+    at most MAX_DEFERRAL otherwise (DESIGN §18)."""
     st["deferrals"] = st.get("deferrals", 0) + 1
-    if reset_at is not None and reset_at > now:
-        return reset_at
-    backoff = RATE_LIMIT_BACKOFF * 2 ** (st["deferrals"] - 1)
-    return now + min(backoff, RATE_LIMIT_BACKOFF_CAP)
+    ceiling = now + (LOOP_ONLY_HOLD if loop_only else MAX_DEFERRAL)
+    if reset_at is None or reset_at <= now:
+        backoff = now + min(RATE_LIMIT_BACKOFF * 2 ** (st["deferrals"] - 1),
+                            RATE_LIMIT_BACKOFF_CAP)
+        note = None if reset_at is None else \
+            f"the reported reset time {_iso(reset_at)} has passed: backing off"
+        return min(backoff, ceiling), note
+    if reset_at < now + MIN_DEFERRAL:
+        return now + MIN_DEFERRAL, (f"the reported reset time {_iso(reset_at)} is under "
+                                    f"{MIN_DEFERRAL:g}s away: deferred {MIN_DEFERRAL:g}s")
+    if reset_at > ceiling:
+        why = "only the agent's text reported the limit" if loop_only else "the longest wait"
+        return ceiling, (f"the reported reset time {_iso(reset_at)} clamped to "
+                         f"{_iso(ceiling)} ({why})")
+    return reset_at, None
+
+
+def deferral_limit_reached(loop: LoopDef, st: LoopState) -> bool:
+    return loop.max_deferrals > 0 and st.get("deferrals", 0) >= loop.max_deferrals
 
 
 def observe(loop: LoopDef, st: LoopState, now: float) -> bool:
@@ -89,7 +116,8 @@ def observe(loop: LoopDef, st: LoopState, now: float) -> bool:
         st["ended_at"], st["observed_at"] = st["deadline"], now
         st["next_due"] = None
         return True
-    if st["status"] == PAUSED and st["reason"] == "rate_limited":
+    if st["status"] == PAUSED and st["reason"] in ("rate_limited", "auth_required"):
+        # An account's auth_required has no resume_at: a run or the user lifts it.
         resume = st.get("resume_at")
         if resume is not None and now >= resume:
             st["status"], st["reason"], st["resume_at"] = ACTIVE, None, None
@@ -102,17 +130,15 @@ def observe(loop: LoopDef, st: LoopState, now: float) -> bool:
     return False
 
 
-def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> None:
-    """Checks when a run settles, in order of what a human most needs to hear."""
-    if result.outcome == "deferred":
-        st["resume_at"] = rate_limit_resume_at(st, result.reset_at, now)
-        pause_for(st, "rate_limited")
-        return
-    if result.outcome == "auth_error":
-        st["resume_at"] = None
-        pause_for(st, "auth_required")  # until a run of its account succeeds (§18)
-        return
+def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float,
+              fallback: bool = False) -> str | None:
+    """Checks when a run settles, in order of what a human most needs to
+    hear; a note for the run's record, if any. `fallback`: the loop has a
+    fallback agent to take its fires while its account is held (§18)."""
+    if result.outcome in ("deferred", "auth_error"):
+        return _after_deferral(loop, st, result, now, fallback)
     st["deferrals"] = 0
+    st["resume_at"] = None
     if past_deadline(st, now):
         observe(loop, st, now)
     elif failure_limit_reached(loop, st):
@@ -125,6 +151,32 @@ def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float) -> No
         pause_for(st, "budget_limit")
     elif iteration_limit_reached(loop, st):
         pause_for(st, "iteration_limit")
+    return None
+
+
+def _after_deferral(loop: LoopDef, st: LoopState, result: RunResult, now: float,
+                    fallback: bool) -> str | None:
+    """A usage limit or a refused login: wait (or let the fallback take the
+    fires), bounded by --max-deferrals and, for a loop-only limit, an hour."""
+    limited = result.outcome == "deferred"
+    note = None
+    if limited or result.loop_only:
+        st["resume_at"], note = deferral_end(st, result.reset_at if limited else None, now,
+                                             result.loop_only)
+    else:
+        st["deferrals"] = st.get("deferrals", 0) + 1
+        st["resume_at"] = None  # until a run of its account succeeds (§18)
+    if deferral_limit_reached(loop, st):
+        pause_for(st, "deferral_limit")  # resume_at stays: the account's mark waits for it
+    elif past_deadline(st, now):
+        observe(loop, st, now)
+    elif budget_reached(loop, st):
+        pause_for(st, "budget_limit")
+    elif fallback and not result.loop_only:
+        pass  # stays active: its fires run the fallback while the account is held
+    else:
+        pause_for(st, "rate_limited" if limited else "auth_required")
+    return note
 
 
 def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
@@ -168,8 +220,11 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
                         f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
         "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
+        "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit; "
+                          f"check the agent's account, then `loopctl resume {loop.name}`",
         "auth_required": (st.get("note") or "its agent needs a login or a key")
-        + f"; once fixed, `loopctl resume {loop.name}`",
+        + (f"; it tries again at {_iso(st['resume_at'])}" if st.get("resume_at") else
+           f"; once fixed, `loopctl resume {loop.name}`"),
     }
     fix = fixes.get(reason or "", f"`loopctl resume {loop.name}` when ready")
     return f"paused ({reason}): {fix}"
@@ -185,21 +240,24 @@ def _iso(ts: float | None) -> str:
 # out, a crash) is charged the loop's most expensive run so far, when the
 # loop has a budget (DESIGN §18): a runaway stuck in a tool loop until its
 # timeout must not look free to --budget-usd.
-ESTIMATED_OUTCOMES = ("ok", "failed", "timeout", "killed", "lost")
+ESTIMATED_OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred")
 
 
-def charge(loop: LoopDef, st: LoopState, outcome: str, cost: float | None) -> float | None:
+def charge(loop: LoopDef, st: LoopState, outcome: str, cost: float | None,
+           tokens: int | None = None) -> float | None:
     """Add a run's cost to the loop's; the estimate charged in its place
     when it could not be read (None: the real cost, or nothing to charge).
-    A cost read as 0 is a cost; before any run cost something, the
-    estimate is 0 and nothing is charged."""
+    A cost read as 0 is a cost, unless the reader saw the run use tokens:
+    then it is not believed (the agent's tree can write that line). Before
+    any run cost something, the estimate is 0 and nothing is charged."""
     if cost:
         st["cost_usd"] = round(st["cost_usd"] + cost, 6)
         st["max_run_cost"] = max(st["max_run_cost"], cost)
         return None
     estimate = st["max_run_cost"]
-    if cost is not None or loop.budget_usd is None or not estimate \
+    if cost is not None and not tokens or loop.budget_usd is None or not estimate \
             or outcome not in ESTIMATED_OUTCOMES:
         return None
     st["cost_usd"] = round(st["cost_usd"] + estimate, 6)
+    st["cost_estimated"] = True
     return estimate

@@ -27,10 +27,11 @@ _NO_KEY = hashlib.sha256(b"loopctl accounts without a home key").digest()
 class Ids:
     """Account ids of loops under one environment, computed once each."""
 
-    def __init__(self, store: Store, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, store: Store, environ: Mapping[str, str] | None = None,
+                 create: bool = True) -> None:
         from loopctl.storage import home_key
 
-        self.key = home_key.load(store.paths.state_dir, create=True) or _NO_KEY
+        self.key = home_key.load(store.paths.state_dir, create=create) or _NO_KEY
         self.environ = os.environ if environ is None else environ
         self._seen: dict[tuple[str, str], str] = {}
 
@@ -98,3 +99,46 @@ def spec_for(loop: LoopDef, run: dict[str, Any]) -> dict[str, Any]:
 
     preset = run.get("preset")
     return to_raw(as_preset(loop, preset) if preset else loop)
+
+
+def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
+              now: float) -> dict[str, dict[str, Any]]:
+    """What the reading commands show of each loop its account holds
+    (DESIGN §18): from the moment the account is marked, an idle loop of it
+    with no free fallback is `held`, not `active`. Reads, never writes."""
+    table = accounts.clean_table(state.get("accounts"))
+    accounts.expire(table, now)
+    if not table:
+        return {}
+    gate = Gate(table, Ids(store, create=False))
+    out: dict[str, dict[str, Any]] = {}
+    for name, st in state["loops"].items():
+        loop = loops.get(name)
+        if loop is None or st.get("run"):
+            continue
+        marks: list[dict[str, Any]] = []
+        if st["status"] == "paused" and st.get("reason") in accounts.KINDS:
+            entry = accounts.held_by(table, name, now)
+            marks = [entry] if entry is not None else []
+        elif st["status"] == "active":
+            verdict = gate.check(loop, now)
+            marks = [m for m in (verdict.entry, verdict.also) if m is not None]
+        if marks:
+            out[name] = _shown(name, st, marks)
+    return out
+
+
+def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> dict[str, Any]:
+    from loopctl.domain.timestamps import iso
+
+    resets = [m["until"] for m in marks if m["kind"] == accounts.RATE_LIMITED and m["until"]]
+    note = str(st.get("note") or "") if st["status"] == "paused" and st.get("note") \
+        else "; ".join(accounts.hold_note(m) for m in marks)
+    if not resets:
+        note += f"; once fixed, `loopctl resume {name}`"
+    auth = [m for m in marks if m["kind"] == accounts.AUTH_REQUIRED]
+    fix = auth[0]["fix"] if auth and not resets else \
+        f"the {marks[0]['preset']} account is rate-limited; it resumes by itself"
+    return {"kind": accounts.RATE_LIMITED if resets else accounts.AUTH_REQUIRED,
+            "until": iso(min(resets)) if resets else None,
+            "presets": [m["preset"] for m in marks], "fix": fix, "note": note}

@@ -1,11 +1,11 @@
 """The long-running driver: hold the lease, fire loops as they come due.
 
 It sleeps until the earliest due time, the next heartbeat, or one second,
-whichever is first; the one-second wake is a pair of stat() calls that notice
-edits to `loops.yaml` and runs settling in `state.json`, so a new loop fires
-within a second or two without a fast polling loop. `loopctl trigger` writes
-`state.json` too (DESIGN §17): a triggered loop fires within about a second,
-by the same stat(), with no extra wake-up. A supervisor it forked exits
+whichever is first, and wakes at once when `loops.yaml` or `state.json` is
+replaced (inotify, engine/filewatch.py): `loopctl trigger` writes state.json
+(DESIGN §17), so a triggered loop fires within a pass's time, and so does a
+new or resumed loop. The one-second wake is a pair of stat() calls that
+notice the same edits where inotify is missing. A supervisor it forked exits
 after settling its run, and its SIGCHLD ends the sleep at once: a loop
 queued behind `max_concurrent` takes the freed slot without waiting for
 the next stat() (DESIGN §18).
@@ -22,6 +22,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
+from loopctl.engine.filewatch import FileWatch, open_watch
 from loopctl.engine.firing import driver_pass, reap_children
 from loopctl.storage.lease import LeaseFile
 from loopctl.storage.paths import file_signature
@@ -43,6 +44,7 @@ class Daemon:
         self.last_error: str | None = None
         self.busy = False
         self.queued: set[str] = set()  # loops waiting for a slot, logged once
+        self.watch: FileWatch | None = None
         from loopctl.engine.narrator import Narrator
 
         self.narrator = Narrator(store)
@@ -68,6 +70,13 @@ class Daemon:
             os.set_inheritable(fd, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        from loopctl.settings import knob
+
+        if not knob("LOOPCTL_FILE_WATCH"):
+            return
+        paths = self.store.paths
+        self.watch = open_watch([str(paths.config_dir), str(paths.state_dir)],
+                                [paths.loops_file.name, paths.state_file.name])
 
     def run(self) -> int:
         import gc
@@ -104,6 +113,8 @@ class Daemon:
                                if t is not None)
                 self._sleep(deadline - clock.now())
         finally:
+            if self.watch is not None:
+                self.watch.close()
             held = self.lease.held
             self.lease.release()
             self.log("stopped; " + ("lease released " if held else "")
@@ -167,9 +178,12 @@ class Daemon:
     def _sleep(self, seconds: float) -> None:
         """Until `seconds` pass or a signal arrives (see `_wake_on_signals`)."""
         end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
+        waits: list[Any] = [self.wake_r] if self.watch is None else [self.wake_r, self.watch]
         while not self.stopping and (left := end - time.monotonic()) > 0:
-            ready, _, _ = select.select([self.wake_r], [], [], min(left, WATCH_INTERVAL))
-            if ready:
+            ready, _, _ = select.select(waits, [], [], min(left, WATCH_INTERVAL))
+            if self.watch in ready and self.watch is not None and self.watch.drain():
+                return  # loops.yaml or state.json replaced: look now
+            if self.wake_r in ready:
                 try:
                     while os.read(self.wake_r, 512):
                         pass

@@ -48,6 +48,8 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
                         f"{format_usd(loop.budget_usd or 0)}",
         "keepalive_exhausted": "two runs in a row ended without a decision",
         "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
+        "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit "
+                          f"(--max-deferrals {loop.max_deferrals})",
         "blocked": "the agent reported block",
         "error": st.get("note") or "loopctl could not save the loop's state",
     }

@@ -210,14 +210,13 @@ def read_summary(path: str | Path) -> dict[str, Any] | None:
     """`summary.json` (store.py writes it), or None when it is missing, odd or
     not a small regular file. Here, not in the store: the `tick` fast path
     reads it and must not import the store."""
-    import json
+    from loopctl.storage import flatjson
 
     data = read_bounded(path, 4096)
     try:
-        summary = json.loads(data) if data else None
-    except (ValueError, RecursionError):
+        return flatjson.parse(data.decode()) if data else None
+    except UnicodeDecodeError:
         return None
-    return summary if isinstance(summary, dict) else None
 
 
 def unnamed_file(folder: str | Path) -> IO[bytes]:

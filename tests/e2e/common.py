@@ -141,13 +141,14 @@ def refusing(status: int, body: Any) -> Handler:
 def assert_auth_held(cli: Any, first: str, start_second: Callable[[], Any],
                      env: dict[str, str], server: Stub | None) -> None:
     """`first`'s run met a refused login (DESIGN §18): outcome auth_error,
-    paused auth_required, not a failure. A loop of the same account made
+    held (auth_required) by its account, not a failure. A loop of the same account made
     afterwards is held by the next `tick` before any agent starts: the
     stub sees no request, the loop has no run, and no second event is sent."""
     [record] = cli.records(first)
     assert record["outcome"] == "auth_error", record
     info = cli.json("status", first)
-    assert (info["status"], info["reason"]) == ("paused", "auth_required"), info
+    assert (info["status"], info["reason"]) == ("held", "auth_required"), info
+    assert info["held"]["fix"], info
     assert info["failures"]["consecutive"] == 0, info
     assert "need" in (info.get("note") or ""), info
     start_second()
@@ -156,7 +157,8 @@ def assert_auth_held(cli: Any, first: str, start_second: Callable[[], Any],
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     second = next(n for n in cli.state()["loops"] if n != first)
     held = cli.json("status", second)
-    assert (held["status"], held["reason"]) == ("paused", "auth_required"), held
+    assert (held["status"], held["reason"]) == ("held", "auth_required"), held
+    assert cli.state()["loops"][second]["status"] == "paused"
     assert not cli.records(second)
     if server is not None:
         assert len(server.requests) == seen, [r.path for r in server.requests[seen:]]

@@ -25,13 +25,15 @@ KIND_FOR_OUTCOME = {"deferred": accounts.RATE_LIMITED, "auth_error": accounts.AU
 
 
 def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: RunResult,
-              now: float) -> tuple[dict[str, Any] | None, bool]:
+              now: float, fallback_from: str | None = None
+              ) -> tuple[dict[str, Any] | None, bool]:
     """The account event to send, if any, and whether it stands in for the
-    loop's own event (it always does when the account was marked)."""
+    loop's own event (it always does when the account was marked). `loop`
+    is what ran: for a fallback's run, the fallback preset."""
     from loopctl.agents.presets import PRESETS, is_agent
 
-    if not is_agent(loop):
-        return None, False
+    if not is_agent(loop) or result.loop_only:
+        return None, False  # only the CLI's own fields hold an account (§18)
     kind = KIND_FOR_OUTCOME.get(result.outcome)
     table = table_of(state, now)
     if kind is None and (result.outcome != "ok" or not table):
@@ -51,10 +53,28 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
     state["accounts"] = table
     if st["status"] == PAUSED and st.get("reason") == kind:
         st["note"] = accounts.hold_note(marked.entry)
+        if fallback_from:
+            _both_held(ctx, st, ids, table, marked.entry, now)
+    elif st["status"] == ACTIVE and loop.fallback_agent:
+        st["note"] = (f"{accounts.hold_note(marked.entry)}; meanwhile its fires run "
+                      f"{loop.fallback_agent}")
     _hold_others(ctx, state, ids, account, preset, marked.entry)
+    # Paused for a reason of its own (deferral_limit, budget_limit, ...):
+    # the loop's own event says that too.
+    instead = st["status"] == ACTIVE or st.get("reason") == kind
     if not marked.new:
-        return None, True
-    return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), True
+        return None, instead
+    return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), instead
+
+
+def _both_held(ctx: RunContext, st: Any, ids: Ids, table: dict[str, dict[str, Any]],
+               entry: dict[str, Any], now: float) -> None:
+    """The fallback hit a limit of its own while the loop's agent is held:
+    the loop waits for the first of the two to free, and says both."""
+    own = ctx.store.read_defs().loops.get(ctx.name)
+    primary = table.get(ids.of(own)) if own is not None else None
+    if primary is not None and accounts.holding(primary, now) and primary is not entry:
+        accounts.hold(st, primary, ctx.name, entry)
 
 
 def _hold_others(ctx: RunContext, state: dict[str, Any], ids: Ids, account: str,

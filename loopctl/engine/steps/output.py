@@ -32,16 +32,22 @@ def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
     result.result_text = reading.result_text
     result.session_id = reading.session_id
     result.cost_usd = reading.cost_usd
+    result.tokens = reading.tokens
     result.track_progress = is_agent(loop)
     if result.outcome not in ("ok", "failed"):
         return
+    # Only the CLI's own fields may hold the account (DESIGN §18).
+    result.loop_only = reading.from_text
     if reading.auth_error and (reading.is_error or result.outcome == "failed"):
         # Not a failure: the account needs a human (DESIGN §18).
         result.outcome = "auth_error"
-        add_note(result, "needs a login or a key: " + (reading.error or "auth failed")[:200])
+        where = " (only in the agent's text: this loop alone)" if reading.from_text else ""
+        add_note(result, f"needs a login or a key{where}: "
+                 + (reading.error or "auth failed")[:200])
     elif reading.rate_limited:
         result.outcome, result.reset_at = "deferred", reading.reset_at
-        add_note(result, "usage limit: " + (reading.error or "rate limited")[:200])
+        where = " (only in the agent's text: this loop alone)" if reading.from_text else ""
+        add_note(result, f"usage limit{where}: " + (reading.error or "rate limited")[:200])
     elif reading.is_error and result.outcome == "ok":
         result.outcome = "failed"
         add_note(result, "the agent reported an error: " + (reading.error or "")[:200])

@@ -86,7 +86,8 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             before = events.status_key(st)
             now = clock.now()
             extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
-            told, instead = account.after_run(ctx, state, loop, result, now)
+            told, instead = account.after_run(ctx, state, loop, result, now,
+                                              run.get("fallback_from"))
             if instead:
                 before = events.status_key(st)  # the account's one event says it
             if extra.get("note"):

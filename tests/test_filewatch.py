@@ -1,0 +1,68 @@
+"""The daemon's wake-up on file replacement (loopctl/engine/filewatch.py):
+a rename onto a watched name, as every atomic write of state.json and
+loops.yaml is, makes the descriptor readable and names a hit; writes of
+other files in the same folders are read and ignored."""
+
+from __future__ import annotations
+
+import os
+import select
+from pathlib import Path
+
+import pytest
+
+from loopctl.engine.filewatch import FileWatch, open_watch
+from loopctl.storage.atomic import atomic_write
+
+
+def watch_of(*folders: Path) -> FileWatch:
+    watch = open_watch([str(f) for f in folders], ["state.json", "loops.yaml"])
+    if watch is None:
+        pytest.skip("no inotify here")
+    return watch
+
+
+def readable(watch: FileWatch) -> bool:
+    # Events are queued by the write itself: no waiting is needed.
+    return bool(select.select([watch], [], [], 0)[0])
+
+
+def test_an_atomic_replace_of_a_watched_name_is_a_hit(tmp_path: Path) -> None:
+    config, state = tmp_path / "config", tmp_path / "state"
+    config.mkdir()
+    state.mkdir()
+    watch = watch_of(config, state)
+    try:
+        assert not readable(watch)
+        atomic_write(state / "state.json", b"{}")
+        assert readable(watch) and watch.drain()
+        assert not readable(watch)  # drained
+        (config / "loops.yaml").write_text("version: 1\n")  # an editor's in-place save
+        assert readable(watch) and watch.drain()
+    finally:
+        watch.close()
+
+
+def test_other_files_wake_nothing(tmp_path: Path) -> None:
+    watch = watch_of(tmp_path)
+    try:
+        atomic_write(tmp_path / "summary.json", b"{}")
+        atomic_write(tmp_path / "lease.json", b"{}")
+        (tmp_path / "runs").mkdir()
+        (tmp_path / "runs" / "state.json").write_text("{}")  # not in a watched folder
+        assert readable(watch)  # the events were queued...
+        assert not watch.drain()  # ...and none named a watched file
+    finally:
+        watch.close()
+
+
+def test_a_missing_folder_gives_no_watch(tmp_path: Path) -> None:
+    assert open_watch([str(tmp_path / "absent")], ["state.json"]) is None
+
+
+def test_the_descriptor_is_not_inherited(tmp_path: Path) -> None:
+    watch = watch_of(tmp_path)
+    try:
+        assert not os.get_inheritable(watch.fd)  # an agent must not hold it
+    finally:
+        watch.close()
