@@ -176,3 +176,31 @@ def test_paths_that_cannot_be_put_back_fail_the_run_closed(ws: Workspace) -> Non
     assert protect.hold(ctx, loop).push is None
     made = handoff.commit(ctx, broken, loop, {"iteration": 1}, result)
     assert made.failure and "not committed" in made.failure
+
+
+@pytest.mark.parametrize("value, said", [
+    (["../x"], "'..' would leave the repository"),
+    (["/etc"], "relative to the repository"),
+    ("tests/", "must be a list"),
+    ([7], "expected a path or glob"),
+    (["tests/"] * 101, "at most 100"),
+])
+def test_a_hand_edited_protect_list_is_refused_in_one_line(value: object, said: str) -> None:
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.model import parse_loop
+
+    with pytest.raises(UsageError) as caught:
+        parse_loop("p", {"prompt": "x", "every": "1h", "worktree": True, "protect": value})
+    assert said in caught.value.message and caught.value.message.startswith("loop 'p': ")
+    assert "\n" not in caught.value.message
+
+
+def test_protect_without_a_worktree_is_refused_in_loops_yaml() -> None:
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.model import parse_loop, to_raw
+
+    with pytest.raises(UsageError, match="'protect' needs 'worktree: true'"):
+        parse_loop("p", {"prompt": "x", "every": "1h", "protect": ["tests/"]})
+    loop = parse_loop("p", {"prompt": "x", "every": "1h", "worktree": True,
+                            "protect": ["tests/", "tests/"]})
+    assert loop.protect == ("tests/",) and to_raw(loop)["protect"] == ["tests/"]
