@@ -217,3 +217,36 @@ def test_protect_needs_a_worktree_and_a_glob_matching_nothing_warns(
     cli("update", "w", "--protect", "tests", check=0)
     cli("update", "w", "--no-worktree", check=0)  # its hand-off settings go with it
     assert "protect" not in cli.json("show", "w")["definition"]
+
+
+def test_tick_wait_says_how_a_run_ended_while_another_still_runs(
+        cli: CLI, tmp_path: Path) -> None:
+    import subprocess
+    import threading
+
+    from conftest import agent_command, wait_for
+
+    gate = tmp_path / "go"
+    cli("start", "p", "--name", "fast", "--every", "1h", "--cwd", str(tmp_path),
+        "--command", "true", "--check", "false", check=0)
+    cli("start", "p", "--name", "slow", "--every", "1h", "--cwd", str(tmp_path),
+        "--command", agent_command("--wait-for", str(gate)), check=0)
+    tick = cli.popen("tick", "--wait", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines: list[str] = []
+    assert tick.stdout is not None
+
+    def read() -> None:
+        for ln in tick.stdout or []:
+            lines.append(ln)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: any(" of fast: ok (exit 0); check failed (exit 1)" in ln
+                             for ln in lines))
+        assert tick.poll() is None and not any(" of slow: " in ln for ln in lines)
+    finally:
+        gate.write_text("")
+    assert tick.wait(timeout=60) == 1
+    reader.join(timeout=10)
+    assert any(" of slow: ok (exit 0)" in ln for ln in lines), lines
