@@ -204,3 +204,21 @@ def test_protect_without_a_worktree_is_refused_in_loops_yaml() -> None:
     loop = parse_loop("p", {"prompt": "x", "every": "1h", "worktree": True,
                             "protect": ["tests/", "tests/"]})
     assert loop.protect == ("tests/",) and to_raw(loop)["protect"] == ["tests/"]
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_an_index_entry_the_agent_flagged_hides_no_edit(ws: Workspace, flag: str) -> None:
+    """An unconfined agent can write the worktree's index: a rewritten test
+    whose entry says `unchanged` (or is staged and then hidden) is still
+    found, put back, and its entry reset, so the commit takes none of it."""
+    test = ws.path / "tests" / "test_a.py"
+    test.write_text("assert True  # rewritten\n")
+    if flag == "--skip-worktree":
+        git(ws.path, "add", "tests/test_a.py")
+    git(ws.path, "update-index", flag, "tests/test_a.py")
+    assert git(ws.path, "diff", "--name-only", "main") in ("", "tests/test_a.py\n")
+    done = restore(ws, ("tests/",))
+    assert done.changed == ["tests/test_a.py"]
+    assert test.read_text() == "assert real\n"
+    assert git(ws.path, "ls-files", "-v", "tests/test_a.py") == "H tests/test_a.py\n"
+    assert git(ws.path, "diff", "--cached", "--name-only", "main") == ""

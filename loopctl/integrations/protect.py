@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,29 +47,60 @@ def _listed(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> lis
 
 
 def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()) -> Restored:
-    """Put every protected path back as at the base; what was changed."""
-    admin, path, base = ws.admin, ws.path, ws.base_sha
+    """Put every protected path back as at the base; what was changed.
+
+    What the agent changed is found with an index of loopctl's own, read
+    from the base: the worktree's index is the agent's to write (an entry
+    marked assume-unchanged or skip-worktree, or with forged stat data,
+    would hide an edit from a `git diff` through it), and files hashed
+    against an index without stat data are compared by content."""
     specs = pathspecs(patterns)
-    env = drivers_off(configured_drivers(ws))
-    tracked = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
-                      "--no-textconv", "--ignore-submodules=none", base, "--", *specs, env=env)
-    untracked = _listed(ws, "ls-files", "-z", "--others", "--", *specs)
-    ignored = _ignored(ws, untracked)
-    flatten = tree_git(admin, path, "rev-list", "--count", f"{base}..HEAD", "--", *specs,
-                       check=False).stdout.strip() not in ("", "0")
-    done = Restored(sorted(set(tracked) | {p for p in untracked if p not in ignored}),
-                    untracked, flatten)
-    for relative in sorted(untracked, reverse=True):  # inner paths first
-        remove_under(Path(path), relative.rstrip("/"))
-    if tracked:
-        literal = "".join(f":(top,literal){p}\0" for p in tracked)
-        tree_git(admin, path, "restore", f"--source={base}", "--staged", "--worktree",
-                 "--pathspec-from-file=-", "--pathspec-file-nul", env=env, stdin=literal)
-    if untracked and copy:  # an ignored --copy file under a protected path comes back
+    drivers = drivers_off(configured_drivers(ws))
+    with tempfile.TemporaryDirectory(prefix="loopctl-protect-") as scratch:
+        based = {**drivers, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        tree_git(ws.admin, ws.path, "read-tree", ws.base_sha, env=based)
+        edited = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
+                         "--no-textconv", "--ignore-submodules=none", "--", *specs, env=based)
+        added = _listed(ws, "ls-files", "-z", "--others", "--", *specs, env=based)
+        staged = _listed(ws, "diff", "--cached", "--name-only", "-z", "--no-renames",
+                         ws.base_sha, "--", *specs, env=drivers)  # the worktree's own index
+        ignored = _ignored(ws, added)
+        done = Restored(sorted(set(edited) | set(staged) | {p for p in added if p not in ignored}),
+                        added, _flatten(ws, specs))
+        for relative in sorted(added, reverse=True):  # inner paths first
+            remove_under(ws.path, relative.rstrip("/"))
+        if edited:
+            tree_git(ws.admin, ws.path, "checkout-index", "-f", "-z", "--stdin", env=based,
+                     stdin="\0".join(edited) + "\0")
+        if edited or staged:
+            _reset_index(ws, sorted(set(edited) | set(staged)), based)
+    if added and copy:  # an ignored --copy file under a protected path comes back
         from loopctl.integrations.copying import copy_ignored
 
-        copy_ignored(ws.repo, path, copy)
+        copy_ignored(ws.repo, ws.path, copy)
     return done
+
+
+def _flatten(ws: Workspace, specs: list[str]) -> bool:
+    """Did the agent's own commits touch a protected path?"""
+    proc = tree_git(ws.admin, ws.path, "rev-list", "--count", f"{ws.base_sha}..HEAD", "--",
+                    *specs, check=False)
+    return proc.stdout.strip() not in ("", "0")
+
+
+def _reset_index(ws: Workspace, paths: list[str], based: dict[str, str]) -> None:
+    """The worktree's index entries of `paths` as at the base (flags the
+    agent set on them cleared), or removed where the base has none, so the
+    commit takes nothing protected from it."""
+    literal = [f":(top,literal){p}" for p in paths]
+    entries = tree_git(ws.admin, ws.path, "ls-files", "-s", "-z", "--", *literal,
+                       env=based).stdout
+    known = {entry.split("\t", 1)[1] for entry in entries.split("\0") if "\t" in entry}
+    gone = "0" * len(ws.base_sha)
+    lines = [e for e in entries.split("\0") if e] + [f"0 {gone}\t{p}" for p in paths
+                                                     if p not in known]
+    tree_git(ws.admin, ws.path, "update-index", "-z", "--index-info",
+             stdin="\0".join(lines) + "\0")
 
 
 def _ignored(ws: Workspace, paths: list[str]) -> set[str]:
