@@ -53,14 +53,14 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
     from the base: the worktree's index is the agent's to write (an entry
     marked assume-unchanged or skip-worktree, or with forged stat data,
     would hide an edit from a `git diff` through it), and files hashed
-    against an index without stat data are compared by content."""
+    against an index without stat data are compared by content. That index
+    holds only the protected entries of the base, so only they are hashed."""
     specs = pathspecs(patterns)
     drivers = drivers_off(configured_drivers(ws))
     with tempfile.TemporaryDirectory(prefix="loopctl-protect-") as scratch:
         based = {**drivers, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
-        tree_git(ws.admin, ws.path, "read-tree", ws.base_sha, env=based)
-        edited = _listed(ws, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff",
-                         "--no-textconv", "--ignore-submodules=none", "--", *specs, env=based)
+        _base_index(ws, specs, based)
+        edited = _listed(ws, "diff-files", "--name-only", "-z", "--", *specs, env=based)
         added = _listed(ws, "ls-files", "-z", "--others", "--", *specs, env=based)
         staged = _listed(ws, "diff", "--cached", "--name-only", "-z", "--no-renames",
                          ws.base_sha, "--", *specs, env=drivers)  # the worktree's own index
@@ -79,6 +79,28 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
 
         copy_ignored(ws.repo, ws.path, copy)
     return done
+
+
+# The empty tree, by the length of the repository's object names (SHA-1, SHA-256).
+EMPTY_TREE = {40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+              64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"}
+
+
+def _base_index(ws: Workspace, specs: list[str], based: dict[str, str]) -> None:
+    """loopctl's index (`based`): the base's entries under the protected
+    paths (a diff from the empty tree takes pathspec globs), their stat
+    data refreshed from the worktree, which hashes each once: an entry
+    left without stat data is one whose file differs."""
+    raw = tree_git(ws.admin, ws.path, "diff-tree", "-r", "-z", "--no-renames",
+                   EMPTY_TREE[len(ws.base_sha)], ws.base_sha, "--", *specs).stdout.split("\0")
+    lines = [f"{meta[1]} {meta[3]}\t{path}" for meta, path in
+             ((m.split(" "), p) for m, p in zip(raw[0::2], raw[1::2], strict=False))
+             if len(meta) >= 4]
+    if lines:
+        tree_git(ws.admin, ws.path, "update-index", "-z", "--index-info", env=based,
+                 stdin="\0".join(lines) + "\0")
+        # Exit 1 when an entry needs updating: that is a file the agent changed.
+        tree_git(ws.admin, ws.path, "update-index", "-q", "--refresh", env=based, check=False)
 
 
 def _flatten(ws: Workspace, specs: list[str]) -> bool:
