@@ -98,7 +98,7 @@ def test_a_fix_that_also_touches_the_tests_has_only_the_fix_merged(
     assert f"run {record['run_id']} of fixer: ok (exit 0); check passed" in proc.stdout
     assert record["check"]["passed"] is True
     assert record["protected"] == ["tests/notes.txt", "tests/test.sh"]
-    assert record["handoff"] == "merged"
+    assert record["handoff"] == "merged", (record, Path(record["log"]).read_text())
     pushed = repo.remote_sha(record["branch"])
     assert pushed is not None
     assert repo.git("show", f"{pushed}:src/value") == "42\n"  # the fix went out ...

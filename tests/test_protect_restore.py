@@ -222,3 +222,39 @@ def test_an_index_entry_the_agent_flagged_hides_no_edit(ws: Workspace, flag: str
     assert test.read_text() == "assert real\n"
     assert git(ws.path, "ls-files", "-v", "tests/test_a.py") == "H tests/test_a.py\n"
     assert git(ws.path, "diff", "--cached", "--name-only", "main") == ""
+
+
+def test_an_edit_the_index_cannot_see_by_its_stat_data_is_still_committed(
+        tmp_path: Path) -> None:
+    """git tells a same-size edit made within the second its index was
+    written only by content ("racily clean"). Putting protected paths back
+    rewrites the index a second later; done from outside the work tree, git
+    could not re-check such an entry, and the agent's fix of an unprotected
+    file looked committed already (the run handed off nothing)."""
+    import time
+
+    from loopctl.integrations.workspace import commit
+
+    repo: Repo = make_repo(tmp_path)
+    (repo.path / "value").write_text("41\n")
+    (repo.path / "tests").mkdir()
+    (repo.path / "tests" / "t.sh").write_text("t\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "base")
+    while time.time() % 1 > 0.2:  # start early in a second: the race is then certain
+        time.sleep(0.01)
+    folder = tmp_path / "wt"
+    git(repo.path, "worktree", "add", "-q", "-b", "run", str(folder), "main")
+    (folder / "value").write_text("42\n")  # same size, same second as the index
+    with open(folder / "tests" / "t.sh", "a") as handle:
+        handle.write("# touched\n")
+    second = int(time.time())
+    while int(time.time()) == second:  # the index rewrite falls in the next second
+        time.sleep(0.01)
+    admin = find_admin(common_dir(str(repo.path)), folder)
+    ws = Workspace(str(repo.path), folder, "run", "main", "main", repo.sha("main"),
+                   admin=str(admin))
+    assert restore(ws, ("tests/",)).changed == ["tests/t.sh"]
+    made = commit(ws, "fix", "20261203T000000Z-0001")
+    assert made.info["commits"] == 1, made
+    assert repo.git("show", "run:value") == "42\n"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from loopctl.domain.plain import factory, record
 from loopctl.domain.protect import pathspecs
-from loopctl.integrations.git import GitError, drivers_off, last_line, tree_git
+from loopctl.integrations.git import GitError, drivers_off, last_line, run, tree_git
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Workspace
@@ -73,7 +73,7 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
             tree_git(ws.admin, ws.path, "checkout-index", "-f", "-z", "--stdin", env=based,
                      stdin="\0".join(edited) + "\0")
         if edited or staged:
-            _reset_index(ws, sorted(set(edited) | set(staged)), based)
+            _reset_index(ws, sorted(set(edited) | set(staged)), based, drivers)
     if added and copy:  # an ignored --copy file under a protected path comes back
         from loopctl.integrations.copying import copy_ignored
 
@@ -110,7 +110,8 @@ def _flatten(ws: Workspace, specs: list[str]) -> bool:
     return proc.stdout.strip() not in ("", "0")
 
 
-def _reset_index(ws: Workspace, paths: list[str], based: dict[str, str]) -> None:
+def _reset_index(ws: Workspace, paths: list[str], based: dict[str, str],
+                 drivers: dict[str, str]) -> None:
     """The worktree's index entries of `paths` as at the base (flags the
     agent set on them cleared), or removed where the base has none, so the
     commit takes nothing protected from it."""
@@ -121,8 +122,14 @@ def _reset_index(ws: Workspace, paths: list[str], based: dict[str, str]) -> None
     gone = "0" * len(ws.base_sha)
     lines = [e for e in entries.split("\0") if e] + [f"0 {gone}\t{p}" for p in paths
                                                      if p not in known]
-    tree_git(ws.admin, ws.path, "update-index", "-z", "--index-info",
-             stdin="\0".join(lines) + "\0")
+    # From the work tree's top: `--index-info` sets no work tree up, and git
+    # then checks the entries it keeps for being racily clean (a same-size
+    # edit within the second the index was written) relative to where it
+    # runs; from elsewhere that check finds no file, and such an edit of an
+    # unprotected file would look committed already.
+    run(["-C", str(ws.path), "--git-dir", ws.admin, "--work-tree", str(ws.path),
+         "update-index", "-z", "--index-info"], stdin="\0".join(lines) + "\0",
+        env=drivers, what="update-index")
 
 
 def _ignored(ws: Workspace, paths: list[str]) -> set[str]:
