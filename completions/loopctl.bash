@@ -4,13 +4,13 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--base|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--output|--overlap|--payload|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--since|--state-size|--summary|--timeout|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--state-size|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
     done
     if [[ -z "$cmd" ]]; then
-        COMPREPLY=($(compgen -W "agents cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run show start status stop tick trigger update validate watch --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "agents cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run serve show start status stop tick trigger update validate watch --version --help -h" -- "$cur"))
         return
     fi
     case "$prev" in
@@ -25,7 +25,7 @@ _loopctl() {
     case "$cmd" in
         agents) opts="--json --help -h" ;;
         cron) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "install status uninstall" -- "$cur")); return; fi; opts="--json --help" ;;
-        daemon) opts="--quiet -q --help -h" ;;
+        daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --help -h" ;;
         decide) opts="--summary --evidence --next --help -h" ;;
         digest) opts="--since --json --notify --help -h" ;;
         doctor) opts="--json --notify --help -h" ;;
@@ -41,13 +41,14 @@ _loopctl() {
         resume) opts="--json --help -h" ;;
         rm) opts="--keep-logs --json --help -h" ;;
         run) opts="--scheduled --force --help -h" ;;
+        serve) opts="--bind --allowed-host --new-token --tls-cert --tls-key --github-secret-file --quiet -q --help -h" ;;
         show) opts="--json --reveal --help -h" ;;
-        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --raw --continue-session --keep-runs --model --agent-arg --yolo --fallback-agent --sandbox --sandbox-write --sandbox-read --json --help -h" ;;
+        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --raw --continue-session --keep-runs --model --agent-arg --yolo --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
-        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --json --help -h" ;;
+        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --json --help -h" ;;
         validate) opts="--json --help -h" ;;
         watch) opts="--interval --help -h" ;;
     esac

@@ -28,6 +28,7 @@ _loopctl() {
         'resume:Resume a paused loop (refused while a limit is still reached).'
         'rm:Remove a loop'\''s definition, state and (unless --keep-logs) its logs.'
         'run:Run a loop now, in the foreground; exit code is the run'\''s.'
+        'serve:Serve the dashboard, the API, webhooks and metrics of this home.'
         'show:Print a loop'\''s definition as it stands in loops.yaml (secrets masked).'
         'start:Define a loop and schedule its first run.'
         'status:Show where a loop stands (all loops without NAME).'
@@ -61,6 +62,11 @@ _loopctl() {
             _arguments -s \
                 '--quiet[Do not log to stderr.]' \
                 '-q[Do not log to stderr.]' \
+                '--serve[Also run `loopctl serve` on this address, in this process.]:host:port: ' \
+                '--allowed-host[Another Host name requests may use, e.g. behind a proxy (repeatable; DNS rebinding is refused).]:host: ' \
+                '--tls-cert[PEM certificate\: serve HTTPS (with --tls-key).]:file: ' \
+                '--tls-key[PEM private key of --tls-cert.]:file: ' \
+                '--github-secret-file[File holding the GitHub webhook'\''s secret\: enables POST /hooks/github.]:file: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -184,6 +190,19 @@ _loopctl() {
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'
             ;;
+        serve)
+            _arguments -s \
+                '--bind[Address to listen on (port 0\: any free port).]:host:port: ' \
+                '--allowed-host[Another Host name requests may use, e.g. behind a proxy (repeatable; DNS rebinding is refused).]:host: ' \
+                '--new-token[Replace the home'\''s access token (open pages and scrapers must use the new one).]' \
+                '--tls-cert[PEM certificate\: serve HTTPS (with --tls-key).]:file: ' \
+                '--tls-key[PEM private key of --tls-cert.]:file: ' \
+                '--github-secret-file[File holding the GitHub webhook'\''s secret\: enables POST /hooks/github.]:file: ' \
+                '--quiet[Do not log requests to stderr.]' \
+                '-q[Do not log requests to stderr.]' \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]'
+            ;;
         show)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
@@ -251,6 +270,11 @@ _loopctl() {
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
+                '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
+                '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
+                '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
+                '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
@@ -340,6 +364,11 @@ _loopctl() {
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
+                '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
+                '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
+                '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
+                '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -45,6 +45,9 @@ KNOBS = {
     "LOOPCTL_NOTIFY_TIMEOUT": (30.0, 0.1, 3600.0),
     # Each `gh` call of PR feedback is killed after this (integrations/pr_feedback.py).
     "LOOPCTL_GH_TIMEOUT": (60.0, 0.1, 3600.0),
+    # `loopctl serve` closes a request that has not arrived whole after this
+    # (a slow client); each read waits at most a third of it (loopctl/serve/server.py).
+    "LOOPCTL_SERVE_DEADLINE": (15.0, 0.1, 3600.0),
     # The highest Landlock ABI loopctl may use: 0 acts as a kernel without
     # Landlock (how `--sandbox on` refusing to run is tested), 1-5 as an
     # older kernel; unset, whatever the kernel offers.

@@ -214,7 +214,7 @@ def test_nothing_a_run_plants_makes_the_next_one_unconfined(cli: CLI, tmp_path: 
     assert cli("run", "oc").returncode != 0
     [record] = cli.records("oc")
     assert record["outcome"] == "failed" and record["sandbox"] == "unavailable"
-    assert record["note"].startswith("sandbox unavailable: File exists")
+    assert record["note"] == f"sandbox refused {planted}: a regular file, not a real folder"
 
 
 def test_auto_runs_unconfined_where_the_cwd_holds_the_home(cli: CLI, tmp_path: Path) -> None:
@@ -263,6 +263,7 @@ def test_top_level_sandbox_is_the_default(cli: CLI, tmp_path: Path) -> None:
     (["--sandbox-write", "/no/such/dir"], "bad --sandbox-write '/no/such/dir': no such file"),
     (["--sandbox-read", "a\nb"], "bad --sandbox-read"),
     (["--sandbox-write", ""], "bad --sandbox-write ''"),
+    (["--sandbox-read", "/"], "bad --sandbox-read '/': it is the root, your home or a folder"),
 ])
 def test_bad_sandbox_options_are_one_line(cli: CLI, args: list[str], expected: str) -> None:
     proc = cli("start", "p", "--name", "bad", "--every", "1h", *args)

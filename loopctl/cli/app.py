@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from loopctl import __version__
-from loopctl.cli import control, drivers, exporting, notes, setup, trigger, views
+from loopctl.cli import control, drivers, exporting, notes, serving, setup, trigger, views
 from loopctl.cli import define as defining
 from loopctl.cli.failure import report
 from loopctl.domain.errors import EXIT_INTERRUPTED
@@ -49,7 +49,8 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, defining.start), (None, defining.update), (None, views.watch), ("ls", views.ls),
     (None, views.status), (None, views.show), (None, control.pause), (None, control.resume),
     (None, control.stop), (None, control.rm), (None, setup.validate), (None, drivers.run),
-    (None, trigger.trigger), (None, drivers.tick), (None, drivers.daemon), (None, views.logs),
+    (None, trigger.trigger), (None, drivers.tick), (None, drivers.daemon), (None, serving.serve),
+    (None, views.logs),
     (None, views.history), (None, notes.notes),
     (None, drivers.decide), (None, setup.agents), (None, setup.doctor), (None, setup.digest),
     (None, views.events), ("export", exporting.export_cmd),

@@ -18,6 +18,13 @@ from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck,
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
 from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
 from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
+from loopctl.cli.github_opts import (
+    GithubAnyone,
+    GithubCommand,
+    GithubRepo,
+    OnGithub,
+    github_changes,
+)
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
@@ -299,6 +306,8 @@ def start(
     agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
     yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
     fallback_agent: FallbackAgent = None,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -332,7 +341,9 @@ def start(
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
         **feedback_changes(fix_attempts, notes),
-        **fallback_changes(fallback_agent, clearing=False)}.items() if v is not None})
+        **fallback_changes(fallback_agent, clearing=False),
+        **github_changes(on_github, github_repo, github_command, github_anyone),
+    }.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
@@ -424,6 +435,18 @@ def _warn_missing_programs(raw_def: dict[str, Any]) -> None:
               "at every run until it is installed", file=sys.stderr)
 
 
+def _warn_agent_command(name: str) -> None:
+    """After `update --sandbox`: a `--command` agent CLI left under auto."""
+    from loopctl.cli import sandbox_opts
+    from loopctl.domain.confinement import mode_for
+
+    s = store()
+    raw = reading.show(s, name).get(name)
+    if isinstance(raw, dict):
+        top = s.read_defs().top.get("sandbox")
+        sandbox_opts.warn_agent_command(raw, mode_for(raw.get("sandbox"), top))
+
+
 def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = False) -> None:
     import shlex
     import shutil
@@ -461,6 +484,8 @@ def update(
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
     fallback_agent: FallbackAgent = None,
+    on_github: OnGithub = None, github_repo: GithubRepo = None,
+    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
@@ -488,6 +513,7 @@ def update(
     changes.update(check_changes(check, check_timeout, until_check, check_metric))
     changes.update(feedback_changes(fix_attempts, notes))
     changes.update(fallback_changes(fallback_agent, clearing=True))
+    changes.update(github_changes(on_github, github_repo, github_command, github_anyone))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)
@@ -495,6 +521,8 @@ def update(
     if changes.get("budget_usd") is not None or {"agent", "command"} & set(changes):
         warn_uncounted_budget(store().read_defs().loops.get(name))
     _warn_missing_programs(changes)
+    if "sandbox" in changes:
+        _warn_agent_command(name)
     if as_json:
         emit(dict(result, version=common.JSON_VERSION))
         return

@@ -8,6 +8,7 @@ import typer
 
 from loopctl.cli.flags import TICK_OPTIONS
 from loopctl.cli.options import NameArg, fail, store
+from loopctl.cli.serving import AllowedHost, SecretFile, TlsCert, TlsKey
 
 
 def run(name: NameArg,
@@ -33,11 +34,29 @@ def tick(
     raise typer.Exit(direct.tick(wait, as_json, quiet))
 
 
-def daemon(quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not log to stderr.")] = False) -> None:
+def daemon(
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not log to stderr.")] = False,
+    serve: Annotated[Optional[str], typer.Option("--serve", metavar="HOST:PORT", help="Also run `loopctl serve` on this address, in this process.")] = None,  # noqa: E501
+    allowed_host: AllowedHost = None, tls_cert: TlsCert = None, tls_key: TlsKey = None,
+    github_secret_file: SecretFile = None,
+) -> None:
     """Hold the lease and fire loops as they come due, until SIGTERM/SIGINT."""
     from loopctl.engine.daemon import Daemon
 
-    raise typer.Exit(Daemon(store(), quiet=quiet).run())
+    if serve is None:
+        if allowed_host or tls_cert or tls_key or github_secret_file:
+            fail("--allowed-host, --tls-cert, --tls-key and --github-secret-file need --serve")
+        raise typer.Exit(Daemon(store(), quiet=quiet).run())
+    from loopctl.cli.serving import options
+    from loopctl.serve.main import serve_beside, stop_beside
+
+    server = serve_beside(options(serve, allowed_host, tls_cert, tls_key, github_secret_file,
+                                  quiet))
+    try:
+        code = Daemon(store(), quiet=quiet).run()
+    finally:
+        stop_beside(server)
+    raise typer.Exit(code)
 
 
 def decide(

@@ -48,7 +48,13 @@ def _checked(path: str, option: str) -> str:
         raise UsageError(problem)
     if not os.path.exists(expanded):
         raise UsageError(f"bad {option} {path!r}: no such file or directory")
-    return os.path.realpath(expanded)
+    from loopctl.domain.confinement import holds_home
+
+    real = os.path.realpath(expanded)
+    if holds_home(real, os.path.realpath(os.path.expanduser("~"))):
+        raise UsageError(f"bad {option} {path!r}: it is the root, your home or a folder "
+                         "holding it; name the folders the agent needs")
+    return real
 
 
 def warn(raw: dict[str, Any], top_mode: str | None) -> None:
@@ -61,6 +67,7 @@ def warn(raw: dict[str, Any], top_mode: str | None) -> None:
     if mode == "off" and raw.get("yolo"):
         print("warning: --yolo with --sandbox off: the agent may run anything you can, "
               "unconfined", file=sys.stderr)
+    warn_agent_command(raw, mode)
     if not confinement.wants(mode, agent):
         return
     home = os.path.realpath(os.path.expanduser("~"))
@@ -80,3 +87,24 @@ def warn(raw: dict[str, Any], top_mode: str | None) -> None:
     else:
         print(f"warning: the sandbox is unavailable here ({why}); runs will be unconfined",
               file=sys.stderr)
+
+
+def warn_agent_command(raw: dict[str, Any], mode: str) -> None:
+    """A `--command` that runs an agent CLI is the user's own program to
+    `auto`, so it runs unconfined: said at `start` and `update`."""
+    import shlex
+
+    from loopctl.domain.agent_cli import agent_cli
+
+    command = raw.get("command")
+    if mode != "auto" or not isinstance(command, (str, list)):
+        return
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(w) for w in command]
+    except ValueError:
+        return
+    name = agent_cli(argv)
+    if name is not None:
+        print(f"warning: --command runs {name}, an agent CLI, unconfined (--sandbox auto "
+              "confines only agent presets); --sandbox on confines it, or use "
+              "--agent for a preset", file=sys.stderr)

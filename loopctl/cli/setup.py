@@ -54,7 +54,9 @@ def agents(as_json: JsonOpt = False) -> None:
     import textwrap
 
     print(f"sandbox: {sandbox}; a confined run also writes its working directory, "
-          "its TMPDIR and its decision folder")
+          "its TMPDIR and its decision folder, and reads the repository loopctl recorded "
+          "for the loop; a folder below is granted only if no part of its path is a "
+          "symbolic link (else the run fails: sandbox refused PATH)")
 
     for row in rows:
         found = row["version"] or ("installed" if row["path"] else "not on PATH")

@@ -40,6 +40,7 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
     if name is not None:
         check_name(name)
     probe = _probe(name or "probe", raw)  # validate before touching any file
+    repository = _repository(probe)  # read before the lock: it reads the user's folder
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
@@ -50,10 +51,28 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]
             raise UsageError(_taken(name, state["loops"].get(name)))
         loop = replace(probe, name=name)
         state["loops"][name] = new_loop_state(loop, now, zone=clock.zone_of(loop))
+        state["loops"][name]["repository"] = repository
         store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)
+
+
+def _repository(loop: LoopDef) -> list[str]:
+    """The repository a confined run of the loop may read (DESIGN §14),
+    found now, before any agent ran there, and kept: never looked up in the
+    agent's folder again. A `.git` that is a link, a FIFO or names the home
+    gives none."""
+    import os
+
+    from loopctl.engine.repo_record import find
+    from loopctl.storage.safe_open import Refused
+
+    try:
+        return list(find(os.path.expanduser(loop.cwd),
+                         os.path.realpath(os.path.expanduser("~"))))
+    except (Refused, OSError):
+        return []
 
 
 def _probe(name: str, raw: dict[str, Any]) -> LoopDef:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,12 @@ from loopctl.storage.store import Store
 RUN_MODES = ("manual", "force", "scheduled")
 
 
-def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]:
+def claim_now(store: Store, name: str, mode: str = "manual",
+              spawn: Callable[[str], int] | None = None) -> tuple[str, bool]:
     """Claim a run of `name` now; its id, and whether it runs in a worktree.
+
+    Supervised by this process, or with `spawn` (`loopctl serve`'s run now)
+    by the process it starts for the run id, recorded before the lock goes.
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
@@ -70,7 +75,7 @@ def claim_now(store: Store, name: str, mode: str = "manual") -> tuple[str, bool]
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             take_payload(store, name, run)
             run.update(events.receivers(loop, defs.top))
-            run["supervisor"] = procs.ref()
+            run["supervisor"] = procs.ref(spawn(str(run["run_id"])) if spawn else None)
             store.write_state(state)
             return str(run["run_id"]), loop.worktree
     finally:

@@ -124,6 +124,9 @@ def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
         "triggers_pending": [(st.get("triggered") or {}).get("count", 0) for st in states],
         "check": [verify.describe(loop) for loop in loops],
         "last_check": [st.get("last_check") for st in states],
+        "github": [{"events": list(loop.on_github), "repo": loop.github_repo,
+                    "command": loop.github_command, "anyone": loop.github_anyone}
+                   if loop.on_github else None for loop in loops],
     }
 
 

@@ -55,11 +55,15 @@ PRESET_WRITE: dict[str, tuple[str, ...]] = {
 SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
                "/opt", "/proc", "/sys", "/run", "/nix/store", "/snap")
 # Devices a program may open for writing; /dev itself is only listable.
+# Not /dev/pts (every terminal of the machine) nor /dev/shm (shared by every
+# process): a run gets its own of each where it can (engine/privdev.py).
+# /dev/tty names only the opener's controlling terminal, and a run, in a
+# session of its own with no terminal on its stdio, has none.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
-           "/dev/tty", "/dev/ptmx", "/dev/pts")
+           "/dev/tty", "/dev/ptmx")
 # /dev/fd and /dev/std* are links into /proc/self/fd: what they reopen is
 # checked as itself (a pipe is always allowed, a file by its own path).
-DEVICE_DIRS = ("/dev/shm",)
+DEVICE_DIRS: tuple[str, ...] = ()
 
 
 @record(frozen=True)
@@ -72,6 +76,11 @@ class Policy:
     listable: tuple[str, ...]
     # Private to the run: the supervisor makes it and removes it after.
     tmpdir: str
+    # Granted only if every component is a real folder (the last one a real
+    # folder or file): what an agent's earlier run could have turned into
+    # a link (a preset's folder in a writable ~/.cache, a --sandbox-write
+    # path, the recorded repository).
+    checked: tuple[str, ...] = ()
 
 
 @record(frozen=True)
@@ -105,9 +114,31 @@ def policy(inputs: Inputs) -> Policy:
                 *preset_write(inputs.preset, home), *inputs.extra_write)
     readable = (*SYSTEM_READ, *home_paths(COMMON_READ, home), *inputs.repo,
                 *inputs.programs, *inputs.files, *inputs.extra_read)
+    checked = (*preset_write(inputs.preset, home), *inputs.extra_write, *inputs.repo,
+               *inputs.extra_read)
     return Policy(writable=_unique(writable), readable=_unique(readable),
                   devices=DEVICES + DEVICE_DIRS, listable=_unique(inputs.listable),
-                  tmpdir=inputs.tmpdir)
+                  tmpdir=inputs.tmpdir, checked=_unique(checked))
+
+
+def holds_home(path: str, home: str) -> bool:
+    """Is `path` the root, the home or a folder above it? No rule may
+    grant one (a whole home is every key and every other repository)."""
+    path = posixpath.normpath(path)
+    return path == "/" or path == home or home.startswith(path.rstrip("/") + "/")
+
+
+def inside(path: str, folders: tuple[str, ...]) -> bool:
+    """Is `path` one of `folders` or below one?"""
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def refused(inputs: Inputs) -> tuple[str, str] | None:
+    """(path, why) of the first rule this run must not be given."""
+    for path in (*inputs.repo, *inputs.extra_write, *inputs.extra_read):
+        if holds_home(path, inputs.home):
+            return path, "it is the root, the home or a folder holding the home"
+    return None
 
 
 def _unique(paths: tuple[str, ...]) -> tuple[str, ...]:

@@ -64,7 +64,9 @@ KEYS = {
     "fix_attempts", "notes",  # DESIGN §16, rules in domain/feedback
     "fallback_agent",  # DESIGN §18, rules in domain/accounts
     "max_deferrals",  # DESIGN §18
+    "on_github", "github_repo", "github_command", "github_anyone",  # §19, domain/github
 }
+GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
@@ -142,6 +144,11 @@ class LoopDef:
     notes: bool = False  # a notes file kept across runs (feedback.py)
     # Runs the fires while the agent's account is held (DESIGN §18).
     fallback_agent: str | None = None
+    # GitHub events that trigger the loop through `loopctl serve` (DESIGN §19).
+    on_github: tuple[str, ...] = ()
+    github_repo: str | None = None
+    github_command: str | None = None
+    github_anyone: bool = False
 
     @property
     def schedule_key(self) -> str:
@@ -199,6 +206,10 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         from loopctl.domain.feedback import parse_options
 
         fields.update(parse_options(raw, where))
+        if any(raw.get(key) is not None for key in GITHUB_KEYS):
+            from loopctl.domain.github import parse_github
+
+            fields.update(parse_github(raw, where))
     except UsageError as exc:
         if exc.message.startswith(where):
             raise
@@ -559,6 +570,11 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     raw.update({k: v for k, v in policy.items() if v is not None})
     raw.update(verify.to_raw(loop))
     raw.update(_workspace_raw(loop))
+    if loop.on_github:
+        from loopctl.domain.github import to_raw as github_raw
+
+        raw.update(github_raw(loop.on_github, loop.github_repo, loop.github_command,
+                              loop.github_anyone))
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
                "sandbox_read": list(loop.sandbox_read) or None}
     raw.update({k: v for k, v in sandbox.items() if v is not None})

@@ -147,11 +147,17 @@ def missed_count(loop: LoopDef, due: float, now: float, *, zone: tzinfo) -> int:
     return int((now - due) // (loop.every or 1))
 
 
+TRIGGER_SLACK_S = 5.0
+
+
 def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,
                          ran: bool = False, *, zone: tzinfo) -> float:
     """No due time computed with a correct clock lies beyond this; a later one
     means the wall clock was set back, and the loop re-arms from `now`.
-    Without `failures` it allows the largest backoff."""
+    Without `failures` it allows the largest backoff. A trigger's due time
+    is the moment it was accepted, which may come a little after the `now`
+    a driver took before waiting for the store lock: that is no clock
+    going back (TRIGGER_SLACK_S), or the trigger would be re-armed away."""
     if loop.cron:
         return cron_next(loop.cron, zone, now + (0 if ran else loop.after or 0))
     factor = BACKOFF_CAP if failures is None else backoff_factor(failures)
@@ -159,4 +165,4 @@ def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,
         longest = max(loop.max_delay, loop.keepalive) * factor
     else:
         longest = (loop.every or 0) * factor
-    return now + max(longest, 0 if ran else loop.after or 0)
+    return now + max(longest, 0 if ran else loop.after or 0, TRIGGER_SLACK_S)

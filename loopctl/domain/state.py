@@ -80,6 +80,9 @@ class LoopState(TypedDict):
     max_run_cost: float
     # Some of cost_usd is estimated: `status` says "at least" (DESIGN §18).
     cost_estimated: bool
+    # The repository a confined run may read, found when loopctl first
+    # learned of the loop (DESIGN §14); None: not looked up yet.
+    repository: list[str] | None
 
 
 @record
@@ -276,6 +279,17 @@ def _strings(limit: int, options: tuple[str, ...] | None = None) -> Any:
     return rule
 
 
+def _paths(v: Any, limit: int) -> Any:
+    """None, or up to `limit` absolute paths on one line each."""
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) > limit or not all(
+            isinstance(p, str) and p.startswith("/") and len(p) <= 4096
+            and not any(c in p for c in "\0\n\r") for p in v):
+        return check.INVALID
+    return v
+
+
 def _decision(v: Any) -> Any:
     if v is None:
         return None
@@ -396,13 +410,14 @@ SCHEMA: dict[str, Field] = {
     "queued_at": _field(_optional(check.moment), None),
     "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
     "cost_estimated": _field(_choice((True, False)), False),
+    "repository": _field(lambda v: _paths(v, 3), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost", "cost_estimated"})
+                       "max_run_cost", "cost_estimated", "repository"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

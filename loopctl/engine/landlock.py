@@ -114,10 +114,14 @@ def scopes(version: int) -> int:
 class Ruleset:
     """An open Landlock ruleset: rules added by path, applied in a child."""
 
-    def __init__(self, version: int) -> None:
+    def __init__(self, version: int, handled: int | None = None,
+                 scoped: int | None = None) -> None:
+        """Every right of `version` handled (denied unless a rule grants it)
+        and every scope, unless `handled`/`scoped` say which."""
         self.version = version
-        self.handled = fs_rights(version)
-        attr = _RulesetAttr(self.handled, 0, scopes(version))
+        self.handled = fs_rights(version) if handled is None else handled & fs_rights(version)
+        self.scoped = scopes(version) if scoped is None else scoped & scopes(version)
+        attr = _RulesetAttr(self.handled, 0, self.scoped)
         # The struct grew with each ABI: give the kernel the size it knows.
         size = 24 if version >= 6 else 16 if version >= 4 else 8
         fd = _lib().syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
@@ -126,31 +130,44 @@ class Ruleset:
             raise _fail("landlock_create_ruleset")
         self.fd = int(fd)
 
-    def allow(self, path: str, access: int) -> bool:
+    def allow(self, path: str, access: int, follow: bool = True) -> bool:
         """Grant `access` beneath `path` (a file gets only file rights).
-        False when the path does not exist: nothing to grant."""
+        False when the path does not exist: nothing to grant. `follow`
+        False: a symlink there is granted as itself, never its target."""
+        flags = os.O_PATH | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
         try:
-            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            target = os.open(path, flags)
         except OSError:
             return False
         try:
-            if not os.path.isdir(f"/proc/self/fd/{target}"):
-                access &= FILE_RIGHTS
-            rule = _PathBeneathAttr(access & self.handled, target)
-            if _lib().syscall(SYS_ADD_RULE, ctypes.c_int(self.fd),
-                              ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule),
-                              ctypes.c_uint32(0)) < 0:
-                if ctypes.get_errno() == EBADFD:
-                    return False  # a pipe or socket: no rule can name it
-                raise _fail(f"landlock_add_rule {path}")
+            return self.allow_fd(target, access, path)
         finally:
             os.close(target)
+
+    def allow_fd(self, target: int, access: int, path: str) -> bool:
+        """Grant `access` beneath the folder or file open at `target` (the
+        caller's checked descriptor: what was checked is what is granted)."""
+        if not os.path.isdir(f"/proc/self/fd/{target}"):
+            access &= FILE_RIGHTS
+        rule = _PathBeneathAttr(access & self.handled, target)
+        if _lib().syscall(SYS_ADD_RULE, ctypes.c_int(self.fd),
+                          ctypes.c_int(RULE_PATH_BENEATH), ctypes.byref(rule),
+                          ctypes.c_uint32(0)) < 0:
+            if ctypes.get_errno() == EBADFD:
+                return False  # a pipe or socket: no rule can name it
+            raise _fail(f"landlock_add_rule {path}")
         return True
 
-    def apply(self) -> None:
+    def apply(self, privileged: bool = False) -> None:
         """In the child, before exec: no new privileges, then the domain.
-        Only two system calls: this runs between fork and exec."""
+        Only two system calls: this runs between fork and exec. `privileged`
+        (root, for a domain that only scopes): the kernel lets CAP_SYS_ADMIN
+        restrict itself without no_new_privs, so a setuid program the run
+        starts keeps working; without the capability, as for everyone else."""
         lib = _lib()
+        if privileged and lib.syscall(SYS_RESTRICT_SELF, ctypes.c_int(self.fd),
+                                      ctypes.c_uint32(0)) == 0:
+            return
         if lib.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise _fail("prctl(PR_SET_NO_NEW_PRIVS)")
         if lib.syscall(SYS_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:

@@ -11,10 +11,15 @@ Three mechanisms, because each alone has a hole:
   delegated user cgroup): every descendant stays a member whatever it does
   with sessions and parents, and `cgroup.kill` kills them all in the kernel,
   forks in flight included. The next driver kills what a SIGKILLed
-  supervisor left through it. Where no cgroup can be made, the next driver
-  finds them by the per-run marker in their environment ($LOOPCTL_RUN_MARK):
-  an agent that scrubs its children's environment defeats that one, which
-  is why the cgroup comes first.
+  supervisor left through it. It is a group of two leaves, the agent's and
+  the supervisor's own: the parent of the agent's cgroup is the run's, not
+  the one the supervisor came from (shared with the driver and the user),
+  so an agent that writes itself into its parent is still swept. Writing
+  itself anywhere else is what the scope-only Landlock domain of an
+  unconfined run (engine/scope.py) and the sandbox deny. Where no cgroup
+  can be made, the next driver finds them by the per-run marker in their
+  environment ($LOOPCTL_RUN_MARK): an agent that scrubs its children's
+  environment defeats that one, which is why the cgroup comes first.
 
 Measured on this machine (kernel 6.18, cgroup2 at /sys/fs/cgroup/unified):
 a forker whose children ignore SIGTERM, double-fork and setsid left 40-130
@@ -46,14 +51,20 @@ CGROUP_PREFIX = "loopctl-"
 
 @record
 class Containment:
-    """How one run's processes are held: `cgroup` (a directory of a cgroup v2
-    hierarchy) or None, with the reason in `why_not`; `mark` is always set."""
+    """How one run's processes are held: `cgroup` (the cgroup v2 directory
+    its agent, gate and check join) or None, with the reason in `why_not`;
+    `mark` is always set. `group` is the run's own cgroup holding that leaf
+    and the supervisor's (`supervisor`), and `home` the cgroup the
+    supervisor came from and goes back to."""
     mark: str
     cgroup: str | None = None
     why_not: str | None = None
+    group: str | None = None
+    supervisor: str | None = None
+    home: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"mark": self.mark, "cgroup": self.cgroup}
+        return {"mark": self.mark, "cgroup": self.cgroup, "group": self.group}
 
 
 def home_key(state_dir: Path) -> str:
@@ -106,20 +117,45 @@ def base_cgroup() -> tuple[str | None, str]:
 
 
 def contain(state_dir: Path, loop: str, run_id: str) -> Containment:
-    """A fresh cgroup for the run where one can be made (never fails)."""
+    """A fresh cgroup for the run where one can be made (never fails): the
+    run's group with two leaves, one its agent (and gate, check) joins, one
+    the supervisor moves into. An agent that writes itself into the
+    parent of its cgroup lands in the run's group, which the next driver
+    kills whole when the supervisor is gone; the supervisor's own cgroup,
+    which holds the driver and the user's shell, is not that parent."""
     mark = run_mark(state_dir, loop, run_id)
     base, why = base_cgroup()
     if base is None:
         return Containment(mark, None, why)
     _enable_controllers(base)
-    folder = os.path.join(base, CGROUP_PREFIX + mark.replace("/", "."))
+    group = os.path.join(base, CGROUP_PREFIX + mark.replace("/", "."))
+    agent, supervisor = (os.path.join(group, CGROUP_PREFIX + leaf) for leaf in LEAVES)
     try:
-        os.mkdir(folder, 0o755)
-    except FileExistsError:
-        pass
+        for folder in (group, agent, supervisor):
+            try:
+                os.mkdir(folder, 0o755)
+            except FileExistsError:
+                pass
     except OSError as exc:
+        _remove_tree(group)
         return Containment(mark, None, f"cannot create a cgroup in {base}: {exc.strerror}")
-    return Containment(mark, folder)
+    held = Containment(mark, agent, None, group, None, base)
+    if _move_self(supervisor):
+        held.supervisor = supervisor
+    _enable_controllers(group)  # it holds no process itself: the leaves get them
+    return held
+
+
+LEAVES = ("run", "supervisor")
+
+
+def _move_self(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
+            handle.write("0")
+    except OSError:
+        return False
+    return True
 
 
 def _words(path: str) -> set[str]:
@@ -202,31 +238,60 @@ def cgroup_pids(folder: str) -> list[int]:
         return []
 
 
-def kill_cgroup(folder: str, deadline: float) -> set[int]:
-    """Kill every member (the kernel's cgroup.kill where present, else by
-    pid until empty), wait until it is empty, remove it. Returns the pids."""
-    members = set(cgroup_pids(folder))
+MAX_CGROUPS = 256  # a run's cgroup and what was made below it; a bound, not a limit met
+
+
+def subtree(folder: str) -> list[str]:
+    """`folder` and the cgroups below it (an agent allowed to may make
+    some), parents first; symlinks are not followed (cgroupfs has none)."""
+    found = [folder]
+    for here in found:
+        if len(found) >= MAX_CGROUPS:
+            break
+        try:
+            found += sorted(e.path for e in os.scandir(here)
+                            if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+    return found[:MAX_CGROUPS]
+
+
+def tree_pids(folder: str) -> list[int]:
+    return [pid for cgroup in subtree(folder) for pid in cgroup_pids(cgroup)]
+
+
+def kill_cgroup(folder: str, deadline: float, refuge: str | None = None,
+                remove: bool = True) -> set[int]:
+    """Kill every member of `folder` and the cgroups below it (the kernel's
+    cgroup.kill where present, else by pid until empty), wait until it is
+    empty, remove it (unless `remove` is False). Returns the pids. This
+    process, if an agent moved it in, steps out to `refuge` (default: the
+    parent) first."""
+    members = set(tree_pids(folder))
     if os.getpid() in members:
         # Moved in by an agent running as root: step out before killing all.
-        try:
-            with open(os.path.join(os.path.dirname(folder), "cgroup.procs"), "w") as handle:
-                handle.write("0")
-        except OSError:
+        if not _move_self(refuge or os.path.dirname(folder)):
             return members  # better a survivor than killing ourselves
         members.discard(os.getpid())
     try:
         with open(os.path.join(folder, "cgroup.kill"), "w") as handle:
             handle.write("1")
     except OSError:
-        members |= kill_until_empty(lambda: cgroup_pids(folder), deadline)
-    while cgroup_pids(folder) and time.monotonic() < deadline:
+        members |= kill_until_empty(lambda: tree_pids(folder), deadline)
+    while tree_pids(folder) and time.monotonic() < deadline:
         procs.reap()
         time.sleep(0.005)
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
+    if remove:
+        _remove_tree(folder)
     return members
+
+
+def _remove_tree(folder: str) -> None:
+    for cgroup in reversed(subtree(folder)):
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass
 
 
 # -- processes found otherwise -----------------------------------------------------
@@ -317,23 +382,36 @@ def finish(held: Containment | None) -> set[int]:
     deadline = time.monotonic() + FINISH_TIMEOUT
     killed: set[int] = set()
     if held is not None and held.cgroup is not None:
-        killed |= kill_cgroup(held.cgroup, deadline)
+        # Kept: the check runs in it after the agent; `release` removes it.
+        killed |= kill_cgroup(held.cgroup, deadline, held.supervisor or held.home,
+                              remove=held.group is None)
     killed |= kill_until_empty(living_descendants, deadline)
     procs.reap()
     return killed
 
 
 def release(held: Containment | None) -> None:
-    """The run's cgroup goes with the run. `finish` removes it after killing
-    what is left; a run that never started its agent (not found, a refused
-    sandbox, a gate that said skip) never reaches `finish`, and its empty
-    cgroup stayed behind, one per such run. rmdir refuses a cgroup that still
-    holds a process, so nothing alive is lost track of."""
-    if held is not None and held.cgroup is not None:
+    """The run's cgroup goes with the run: the supervisor goes back where it
+    came from, whatever is left in the run's group (a process an agent
+    moved there) is killed, and the group removed. A run that never
+    started its agent (not found, a refused sandbox, a gate that said
+    skip) never reached `finish`; its empty cgroup goes the same way."""
+    if held is None or held.cgroup is None:
+        return
+    if held.group is None:  # made before the run had a group of its own
         try:
             os.rmdir(held.cgroup)
         except OSError:
             pass
+        return
+    deadline = time.monotonic() + FINISH_TIMEOUT
+    if held.supervisor is not None and not (held.home and _move_self(held.home)):
+        # Cannot go back (its home took on controllers meanwhile): the
+        # supervisor's leaf and the group stay until it exits, empty.
+        kill_cgroup(held.cgroup, deadline, held.supervisor)
+        return
+    held.supervisor = None
+    kill_cgroup(held.group, deadline)
 
 
 def sweep_lost(state_dir: Path, loop: str, run: dict[str, Any]) -> int:
@@ -343,14 +421,31 @@ def sweep_lost(state_dir: Path, loop: str, run: dict[str, Any]) -> int:
     killed: set[int] = set()
     mark = run_mark(state_dir, loop, run["run_id"])
     held = run.get("contain")
-    recorded = held.get("cgroup") if isinstance(held, dict) else None
+    recorded = (held.get("group") or held.get("cgroup")) if isinstance(held, dict) else None
     # A supervisor killed before it recorded its cgroup (an agent that kills
     # it at once) made it where this driver would: look there too, or a
     # child that scrubbed its environment escapes and the folder stays.
     base, _ = base_cgroup()
     expected = os.path.join(base, CGROUP_PREFIX + mark.replace("/", ".")) if base else None
+    supervisor = (run.get("supervisor") or {}).get("pid")
     for folder in dict.fromkeys((recorded, expected)):
         if isinstance(folder, str) and os.path.isdir(folder) and is_run_cgroup(folder):
-            killed |= kill_cgroup(folder, deadline)
+            killed |= kill_group(folder, deadline, supervisor)
     killed |= kill_until_empty(lambda: marked(mark), deadline)
     return len(killed)
+
+
+def kill_group(folder: str, deadline: float, spare: object) -> set[int]:
+    """A lost run's group, whole: its agent's leaf, what an agent moved into
+    the group or the supervisor's leaf. Only the recorded supervisor, if it
+    is still in its own leaf (a driver misled into taking a live one for
+    dead), is spared: it records its run and removes the group itself."""
+    leaf = os.path.join(folder, CGROUP_PREFIX + LEAVES[1])
+    if not isinstance(spare, int) or spare not in cgroup_pids(leaf):
+        return kill_cgroup(folder, deadline)
+    killed: set[int] = set()
+    for cgroup in subtree(folder)[1:]:
+        if cgroup != leaf and os.path.dirname(cgroup) == folder:
+            killed |= kill_cgroup(cgroup, deadline)
+    return killed | kill_until_empty(
+        lambda: [p for p in cgroup_pids(folder) + tree_pids(leaf) if p != spare], deadline)

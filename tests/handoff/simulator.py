@@ -30,6 +30,7 @@ import yaml
 TESTS = Path(__file__).resolve().parent.parent
 FAKE_BIN = TESTS / "bin"
 K8S_ROOT = "/loopctl"
+K8S_USER_HOME = "/home/loopctl"  # the pod's HOME, an emptyDir beside /work
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -272,9 +273,12 @@ class K8sSimulator(Simulator):
     def _mapped(self, path: str) -> Path:
         """A container path on our disk."""
         assert path == K8S_ROOT or path.startswith(K8S_ROOT + "/") or \
-            path == "/work" or path.startswith("/work/"), path
+            path == "/work" or path.startswith("/work/") or \
+            path == K8S_USER_HOME or path.startswith(K8S_USER_HOME + "/"), path
         if path.startswith(K8S_ROOT):
             return Path(str(self.root) + path[len(K8S_ROOT):])
+        if path.startswith(K8S_USER_HOME):
+            return Path(str(self.fire_dir() / "pod-home") + path[len(K8S_USER_HOME):])
         return Path(str(self.fire_dir() / "work") + path[len("/work"):])
 
     def remap(self, text: str) -> str:
@@ -312,7 +316,7 @@ class K8sSimulator(Simulator):
                 self.claim_mount.mkdir()
             else:
                 assert "emptyDir" in volume, volume
-                assert mount["mountPath"] == "/work", mount
+                assert mount["mountPath"] in ("/work", K8S_USER_HOME), mount
         self.root.chmod(0o555)
         self.definition = {p: file_identity(p) for p in self.root.iterdir() if p.is_file()}
 
@@ -324,11 +328,12 @@ class K8sSimulator(Simulator):
     def env(self) -> tuple[dict[str, str], Path]:
         env = self.base_env()
         (self.fire_dir() / "work").mkdir()
+        (self.fire_dir() / "pod-home").mkdir()  # each pod's emptyDir starts empty
         for item in self.container["env"]:
             if "value" in item:
                 value = item["value"]
                 if any(value == root or value.startswith(root + "/")
-                       for root in (K8S_ROOT, "/work")):
+                       for root in (K8S_ROOT, "/work", K8S_USER_HOME)):
                     value = str(self._mapped(value))
                 env[item["name"]] = value
             else:

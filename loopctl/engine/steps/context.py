@@ -64,6 +64,11 @@ class RunContext:
     sandbox: str = "off"  # what the record says: `landlock ABI 7`, `off`, or why not
     confinement: Any = None  # engine.sandbox.Confinement while the agent runs
     prompt_path: str | None = None  # the prompt file the agent may read
+    # What a sandbox may read of the repository (DESIGN §14): from loopctl's
+    # records; None until known. `found_repository`: looked up by this run
+    # (a loop never looked up before), for launching to record.
+    repository: tuple[str, ...] | None = None
+    found_repository: tuple[str, ...] | None = None
     gate: Any = None  # steps.gate.Gate once the loop's gate ran
     pr_fix: Any = None  # domain.feedback.Plan once the loop's PR was looked at
     notes: Any = None  # steps.notes.Handed while the agent has the notes

@@ -50,9 +50,10 @@ def gate(ctx: RunContext, ws: Workspace | None, gated: bool | None = None) -> Ga
     claimed = _claimed(ctx)
     if claimed is None:
         return None
-    loop, run = claimed
+    loop, run, st = claimed
     if loop.gate is None or loop.worktree and ws is None:
         return None
+    confine.recorded_repository(ctx, st, ws)
     bounds.hold(ctx, loop)
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
     # The agent's environment, $LOOPCTL_TRIGGER_FILE included.
@@ -74,7 +75,7 @@ def gate(ctx: RunContext, ws: Workspace | None, gated: bool | None = None) -> Ga
     return result
 
 
-def _claimed(ctx: RunContext) -> tuple[LoopDef, dict[str, Any]] | None:
+def _claimed(ctx: RunContext) -> tuple[LoopDef, dict[str, Any], dict[str, Any]] | None:
     # Under the lock: the driver that forked us writes the claim before it
     # lets go. Launching checks the claim again before the agent starts.
     with ctx.store.lock():
@@ -82,7 +83,7 @@ def _claimed(ctx: RunContext) -> tuple[LoopDef, dict[str, Any]] | None:
     run = st.get("run") or {}
     if run.get("run_id") != ctx.run_id or not isinstance(run.get("spec"), dict):
         return None
-    return parse_loop(ctx.name, run["spec"]), run
+    return parse_loop(ctx.name, run["spec"]), run, st
 
 
 def _run(ctx: RunContext, argv: list[str], cwd: str, env: dict[str, str],

@@ -33,45 +33,90 @@ class Launched:
     note: str | None
 
 
+@record
+class Ready:
+    """An agent ready to start: everything read and built outside the lock."""
+    argv: list[str]
+    stdin_text: str | None
+    cwd: str
+    env: dict[str, str]
+    hook: Callable[[], None] | None
+
+
+# The most of a prompt file loopctl reads: past it the run fails, never a
+# cut objective.
+MAX_PROMPT_FILE = 4 * 2**20
+
+
 def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
            started: float) -> Launched:
-    """Under the store lock: the run must still be ours; start its agent and
-    record who runs it. `note` is why an earlier step failed."""
+    """Start the run's agent and record who runs it. The claim is checked
+    under the store lock before anything is read, and again when the agent
+    starts; what the agent could have planted (the prompt file, its `#!`
+    line, the sandbox's folders) is read between the two, with no lock
+    held: a FIFO there fails this run only. `note`: why an earlier step
+    failed."""
+    loop, st, run = _claimed(ctx)
+    ready = None
+    try:
+        if loop.worktree and ws is None:
+            raise LoopctlError(note or "the worktree could not be made")
+        if ctx.gate is None or ctx.gate.outcome is None:  # no gate, or it passed
+            ready = _prepare(ctx, loop, st, run, ws, started)
+    except LoopctlError as exc:
+        note = exc.message
+        ctx.log.hold(f"# loopctl: {exc.message}")
+    proc = None
     with ctx.store.lock():
         state = ctx.store.read_state()
         st = state["loops"].get(ctx.name)
-        run = st and st.get("run")
-        if not run or run["run_id"] != ctx.run_id:
-            raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
-        if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
-            raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
-        loop = parse_loop(ctx.name, run["spec"])
-        if not ctx.bounds.launched:  # the gate held them already
-            bounds.hold(ctx, loop)
-        argv: list[str] = []
-        proc = None
+        run = _ours(ctx, st)
         try:
-            if loop.worktree and ws is None:
-                raise LoopctlError(note or "the worktree could not be made")
-            if ctx.gate is None or ctx.gate.outcome is None:  # no gate, or it passed
-                argv, proc = _start(ctx, loop, st, run, ws, started)
+            if ready is not None:
+                proc = spawn(ctx, loop, ready)
         except LoopctlError as exc:
             note = exc.message
             ctx.log.hold(f"# loopctl: {exc.message}")
+        if ctx.found_repository is not None and st.get("repository") is None:
+            st["repository"] = list(ctx.found_repository)  # from now on, the record
         run["started_at"] = started
         run["workspace"] = ws.to_json() if ws else None
         run["supervisor"] = procs.ref()
         run["agent"] = procs.ref(proc.pid) if proc else None
         run["contain"] = ctx.bounds.held.to_json()
         ctx.store.write_state(state)
-    return Launched(proc, loop, run, argv, note)
+    return Launched(proc, loop, run, ready.argv if ready else [], note)
 
 
-def _start(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
-           ws: Workspace | None, started: float) -> tuple[list[str], subprocess.Popen[bytes]]:
+def _ours(ctx: RunContext, st: LoopState | None) -> dict[str, Any]:
+    run = st and st.get("run")
+    if not run or run["run_id"] != ctx.run_id:
+        raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
+    if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
+        raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
+    return run
+
+
+def _claimed(ctx: RunContext) -> tuple[LoopDef, LoopState, dict[str, Any]]:
+    """Under the lock: the run must still be ours; its bounds are held (the
+    gate held them already). The loop is the claim's definition, as it
+    stands now: an `update` after this applies to the next run."""
+    with ctx.store.lock():
+        st = ctx.store.read_state()["loops"].get(ctx.name)
+        run = _ours(ctx, st)
+        assert st is not None
+        loop = parse_loop(ctx.name, run["spec"])
+        if not ctx.bounds.launched:
+            bounds.hold(ctx, loop)
+    return loop, st, run
+
+
+def _prepare(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
+             ws: Workspace | None, started: float) -> Ready:
     from loopctl.agents.presets import build_argv
 
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
+    confine.recorded_repository(ctx, dict(st), ws)
     prompt, prompt_path = write_prompt(ctx, loop, cwd, st, run["iteration"], started, ws)
     ctx.prompt_path = prompt_path
     resume = st.get("session_id") if loop.continue_session else None
@@ -80,35 +125,59 @@ def _start(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
                                   decision_dir=str(ctx.decision_path.parent))
     ctx.log.hold(f"# loopctl: run {ctx.run_id} of {ctx.name} (iteration {run['iteration']}) "
                  f"started {iso(started)} in {cwd}: {one_line(argv)}")
-    return argv, spawn(ctx, loop, argv, stdin_text, cwd, run)
+    env = agent_env(ctx, loop, cwd, run)
+    notes.hand_out(ctx, loop, env)
+    files = [str(shim_dir(ctx) / "loopctl"), prompt_path]
+    hook = confine.confine(ctx, loop, cwd, env, run, argv, files)
+    return Ready(argv, stdin_text, cwd, env, hook)
+
+
+def read_objective(loop: LoopDef, cwd: str) -> str:
+    """The prompt file's text, re-read at every run (editing it steers the
+    loop), but never through a link at any component below the loop's
+    folder (nor anywhere in a path outside it), never from a FIFO or a
+    device, never more than MAX_PROMPT_FILE bytes: the agent may have
+    replaced a prompt file it can write."""
+    from loopctl.storage.safe_open import Refused, read_file
+
+    assert loop.prompt_file is not None
+    named = os.path.normpath(os.path.join(cwd, os.path.expanduser(loop.prompt_file)))
+    path = named
+    for base in (cwd, os.path.expanduser(loop.cwd)):  # the folders are the user's
+        base = os.path.normpath(base).rstrip("/") + "/"
+        if named.startswith(base):
+            path = os.path.join(os.path.realpath(base), named[len(base):])
+            break
+    try:
+        data = read_file(path, MAX_PROMPT_FILE, whole=True)
+        if data is None:
+            raise LoopctlError(f"cannot read prompt file {named}: No such file or directory")
+        return data.decode("utf-8")
+    except Refused as exc:
+        raise LoopctlError(f"prompt file refused: {exc.path}: {exc.why}") from None
+    except OSError as exc:
+        raise LoopctlError(f"cannot read prompt file {named}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise LoopctlError(f"cannot read prompt file {named}: not UTF-8 text") from None
 
 
 def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iteration: int,
                  now: float, ws: Workspace | None) -> tuple[str, str]:
-    """The text to send and a file holding it (for `{prompt_file}`)."""
+    """The text to send and loopctl's copy of it (for `{prompt_file}`): the
+    agent reads the copy, never the user's path."""
     from loopctl.agents.envelope import wrap
     from loopctl.agents.presets import wants_envelope
 
-    if loop.prompt_file is None:
-        objective = loop.prompt or ""
-    else:
-        source = Path(cwd, os.path.expanduser(loop.prompt_file))
-        try:
-            # Re-read at every run: editing the file steers the loop.
-            objective = source.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise LoopctlError(f"cannot read prompt file {source}: {reason}") from None
-        if not wants_envelope(loop):
-            return objective, str(source)
-    workspace = ws.to_json() if ws else None
-    payload = trigger_payload(ctx)
-    text = wrap(loop, objective, st, iteration, now, workspace,
-                gate_output=ctx.gate.output if ctx.gate else None,
-                payload=payload[1] if payload else None,
-                check=last_check(ctx, loop, st),
-                pr_fix=ctx.pr_fix if ws is not None and ws.continues else None) \
-        if wants_envelope(loop) else objective
+    objective = loop.prompt or "" if loop.prompt_file is None else read_objective(loop, cwd)
+    text = objective
+    if wants_envelope(loop):
+        workspace = ws.to_json() if ws else None
+        payload = trigger_payload(ctx)
+        text = wrap(loop, objective, st, iteration, now, workspace,
+                    gate_output=ctx.gate.output if ctx.gate else None,
+                    payload=payload[1] if payload else None,
+                    check=last_check(ctx, loop, st),
+                    pr_fix=ctx.pr_fix if ws is not None and ws.continues else None)
     path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     with os.fdopen(fd, "w") as handle:
@@ -137,6 +206,7 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
                LOOPCTL_ITERATION=str(run["iteration"]),
                LOOPCTL_DECISION_FILE=str(ctx.decision_path))
     payload = trigger_payload(ctx)
+    env.pop("LOOPCTL_TRIGGER_FILE", None)  # only ever the run's own payload
     if payload:
         env["LOOPCTL_TRIGGER_FILE"] = str(payload[0])
     # How the next driver finds what a SIGKILLed supervisor left (reaper).
@@ -157,24 +227,20 @@ def trigger_payload(ctx: RunContext) -> tuple[Path, str] | None:
     return run_payload(ctx.store.paths, ctx.name, ctx.run_id)
 
 
-def spawn(ctx: RunContext, loop: LoopDef, argv: list[str], stdin_text: str | None, cwd: str,
-          run: dict[str, Any]) -> subprocess.Popen[bytes]:
-    env = agent_env(ctx, loop, cwd, run)
-    notes.hand_out(ctx, loop, env)
-    files = [str(shim_dir(ctx) / "loopctl")] + ([ctx.prompt_path] if ctx.prompt_path else [])
-    confined = confine.confine(ctx, loop, cwd, env, run, argv, files)
+def spawn(ctx: RunContext, loop: LoopDef, ready: Ready) -> subprocess.Popen[bytes]:
     stdin: IO[bytes] | int = subprocess.DEVNULL
-    if stdin_text is not None:
+    if ready.stdin_text is not None:
         # A file, not a pipe: an agent that never reads stdin cannot block us.
         stdin = unnamed_file(ctx.log_path.parent)
-        stdin.write(stdin_text.encode())
+        stdin.write(ready.stdin_text.encode())
         stdin.seek(0)
     out = bounds.agent_output(ctx, loop)
+    argv, cwd = ready.argv, ready.cwd
     try:
-        return subprocess.Popen(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
+        return subprocess.Popen(argv, cwd=cwd, env=ready.env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True,
-                                preexec_fn=in_child(bounds.child_setup(ctx), confined))
+                                preexec_fn=in_child(bounds.child_setup(ctx), ready.hook))
     except subprocess.SubprocessError:  # only the sandbox hook raises one
         raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
                            "agent (landlock_restrict_self)") from None

@@ -1,0 +1,243 @@
+"""Routes: who may ask what, and which part answers.
+
+Pages (`/`, `/loops/NAME`, `/doctor`) and their form actions; the API
+(`/api/...`), `/metrics`, the webhooks (`/hooks/...`) and the live stream
+(`/api/events`). Every request must name an allowed `Host`; every request
+but a signed GitHub delivery needs the token (bearer or cookie); a
+cookie-authenticated POST also needs the CSRF token of the page's form.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from typing import Any
+from urllib.parse import parse_qsl
+
+from loopctl import clock
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.names import is_loop_name
+from loopctl.serve import api
+from loopctl.serve.auth import Auth, without_token
+from loopctl.serve.drivers import DriverWatch
+from loopctl.serve.hooks import GithubHooks, describe_delivery
+from loopctl.serve.metrics import Metrics, RunTally
+from loopctl.serve.server import Request, Response, error
+from loopctl.storage.serve_files import Deliveries
+from loopctl.storage.store import Store
+
+LOOP_ROUTE = re.compile(r"/(api/)?loops/([^/]+)(?:/([a-z]+)(?:/([^/]+))?)?")
+STATE_CHANGING = ("POST",)
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+
+
+def as_json(status: int, data: Any, headers: list[tuple[str, str]] | None = None) -> Response:
+    # Compact: the C encoder (`indent` would take the pure-Python one).
+    body = json.dumps(data, separators=(",", ":"), default=str, allow_nan=False).encode()
+    body += b"\n"
+    return Response(status, body, headers=headers or [])
+
+
+class App:
+    def __init__(self, auth: Auth, secret: bytes | None, quiet: bool = False,
+                 in_daemon: bool = False) -> None:
+        self.auth = auth
+        self.quiet = quiet
+        self.stopping = False
+        self.actions = api.Actions(Store)
+        probe = Store()
+        self.hooks = GithubHooks(Store, secret, Deliveries(probe.paths))
+        self.metrics = Metrics(RunTally(), self.hooks.counts)
+        self.drivers = DriverWatch(in_daemon)
+        # Beside a daemon, pages are rendered one at a time: the driver's
+        # thread shares the interpreter lock with them, and a fire must not
+        # wait behind a crowd of renders (bench/serve.py, lateness under load).
+        self.renders = threading.BoundedSemaphore(1 if in_daemon else 8)
+
+    def log(self, message: str) -> None:
+        if not self.quiet:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+            print(f"{stamp} loopctl serve: {message}", file=sys.stderr, flush=True)
+
+    def log_request(self, client: str, said: str) -> None:
+        self.log(f"{client} {said}")
+
+    def handle(self, request: Request) -> Response:
+        if not self.auth.host_ok(request.headers.get("host")):
+            return error(403, "this Host is not served here (give --allowed-host to serve it)")
+        try:
+            with self.renders:
+                return self._route(request)
+        except LoopctlError as exc:
+            return self._failed(request, api.http_status(exc), exc.message)
+
+    def _failed(self, request: Request, status: int, message: str) -> Response:
+        if request.path.startswith(("/api/", "/hooks/", "/metrics")):
+            return error(status, message)
+        from loopctl.serve import pages
+
+        return Response(status, pages.error_page(status, message), HTML)
+
+    def _route(self, request: Request) -> Response:
+        path = request.path
+        if path == "/hooks/github" and request.method == "POST":
+            return self._github(request)
+        caller = self.auth.caller(request.headers)
+        if request.method in ("GET", "HEAD") and "token" in dict(parse_qsl(request.query)):
+            if not self.auth.query_token_ok(request.query):
+                return self._unauthorized(request)
+            # The token, once, from the printed URL: a cookie, and the page again without it.
+            return Response(303, headers=[("Location", without_token(path, request.query)),
+                                          ("Set-Cookie", self.auth.set_cookie(request.secure))])
+        if caller.via is None:
+            return self._unauthorized(request)
+        if request.method in STATE_CHANGING and caller.via == "cookie" \
+                and not self.auth.csrf_ok(self._csrf_of(request)):
+            return self._failed(request, 403, "missing or wrong CSRF token: reload the page "
+                                "and try again")
+        return self._authorized(request)
+
+    def _unauthorized(self, request: Request) -> Response:
+        headers = [("WWW-Authenticate", 'Bearer realm="loopctl"')]
+        if request.path.startswith(("/api/", "/hooks/", "/metrics")):
+            return error(401, "no or wrong token: send Authorization: Bearer TOKEN "
+                         "(the token is in serve.token in the state folder)", headers)
+        from loopctl.serve import pages
+
+        return Response(401, pages.login_page(), HTML, headers=headers)
+
+    @staticmethod
+    def _csrf_of(request: Request) -> str | None:
+        if request.headers.get("x-csrf-token"):
+            return request.headers["x-csrf-token"]
+        if request.headers.get("content-type", "").startswith(
+                "application/x-www-form-urlencoded"):
+            form = dict(parse_qsl(request.body.decode("utf-8", "replace")))
+            return form.get("csrf")
+        return None
+
+    def _authorized(self, request: Request) -> Response:
+        path, method = request.path, request.method
+        if method == "POST" and path.startswith("/hooks/trigger/"):
+            return self._act(request, path.removeprefix("/hooks/trigger/"), "trigger", True)
+        if method not in ("GET", "HEAD", "POST"):
+            return error(405, "method not allowed")
+        if path == "/metrics" and method != "POST":
+            return self._metrics()
+        if path == "/api/events" and method != "POST":
+            from loopctl.serve.live import stream
+
+            return stream(self)
+        if path.startswith("/static/") and method != "POST":
+            from loopctl.serve import pages
+
+            return pages.static(path.removeprefix("/static/"))
+        matched = LOOP_ROUTE.fullmatch(path)
+        if matched:
+            return self._loop_route(request, matched)
+        if method == "POST":
+            return error(404, "nothing to post to here")
+        return self._page_or_api(request)
+
+    def _page_or_api(self, request: Request) -> Response:
+        store = Store()
+        if request.path == "/api/loops":
+            return as_json(200, api.loops(store))
+        from loopctl.serve import pages
+
+        if request.path == "/":
+            return Response(200, pages.overview(store, self), HTML)
+        if request.path == "/doctor":
+            return Response(200, pages.doctor(store, self), HTML)
+        return self._failed(request, 404, "no such page")
+
+    def _loop_route(self, request: Request, matched: re.Match[str]) -> Response:
+        is_api, name, verb = bool(matched.group(1)), matched.group(2), matched.group(3)
+        if not is_loop_name(name):
+            from loopctl.domain.errors import NoSuchLoop
+
+            raise NoSuchLoop(name[:100])
+        if request.method == "POST":
+            if matched.group(4):
+                return self._failed(request, 404, "nothing to post to here")
+            return self._act(request, name, verb or "", is_api)
+        store = Store()
+        if is_api and verb is None:
+            return as_json(200, api.loop(store, name))
+        if is_api and verb == "runs":
+            limit = api.parse_limit(dict(parse_qsl(request.query)).get("limit"))
+            return as_json(200, api.runs(store, name, limit))
+        if not is_api and verb is None:
+            from loopctl.serve import pages
+
+            return Response(200, pages.loop_page(store, self, name, request.query), HTML)
+        if not is_api and verb == "runs" and matched.group(4):
+            return self._run_file(store, name, matched.group(4), request.query)
+        return self._failed(request, 404, "no such page")
+
+    @staticmethod
+    def _run_file(store: Store, name: str, run_id: str, query: str) -> Response:
+        """One run as a file that reads the same saved: its style inline,
+        allowed by its hash alone."""
+        import base64
+        import hashlib
+
+        from loopctl.serve.run_page import run_page
+
+        body = run_page(store, name, run_id)
+        style = body.split(b"<style>", 1)[1].split(b"</style>", 1)[0]
+        digest = base64.b64encode(hashlib.sha256(style).digest()).decode()
+        headers = [("Content-Security-Policy", f"default-src 'none'; style-src 'sha256-{digest}'; "
+                    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")]
+        if dict(parse_qsl(query)).get("download") == "1":
+            headers.append(("Content-Disposition",
+                            f'attachment; filename="{name}-{run_id}.html"'))
+        return Response(200, body, HTML, headers=headers)
+
+    def _act(self, request: Request, name: str, verb: str, is_api: bool) -> Response:
+        if verb not in api.VERBS:
+            return self._failed(request, 404, f"no such action {verb[:40]!r}")
+        form = {} if is_api else dict(parse_qsl(request.body.decode("utf-8", "replace")))
+        payload = request.body if is_api else form.get("payload", "").encode() or None
+        kill = (dict(parse_qsl(request.query)) if is_api else form).get("kill") in ("1", "true")
+        try:
+            result = self.actions.act(name, verb, payload if verb == "trigger" else None, kill)
+        except LoopctlError as exc:
+            if is_api:
+                return error(api.http_status(exc), exc.message)
+            from loopctl.serve import pages
+
+            return Response(api.http_status(exc),
+                            pages.loop_page(Store(), self, name, "", said=exc.message,
+                                            failed=True), HTML)
+        if verb in ("trigger", "run"):
+            result["driver"] = self.drivers.missing(Store())
+        self.log(f"{verb} {name}: {result.get('message') or 'accepted'}")
+        if is_api:
+            return as_json(202 if verb in ("trigger", "run") else 200, result)
+        from loopctl.serve import pages
+
+        said = result.get("message") or pages.trigger_said(result)
+        return Response(200, pages.loop_page(Store(), self, name, "", said=said), HTML)
+
+    def _github(self, request: Request) -> Response:
+        status, answer = self.hooks.receive(request.headers, request.body)
+        self.log(describe_delivery(answer))
+        if answer.get("triggered"):
+            answer["driver"] = self.drivers.missing(Store())
+        return as_json(status, answer)
+
+    def _metrics(self) -> Response:
+        from loopctl.domain.accounts import clean_table, holding
+
+        store = Store()
+        listed = api.loops(store)["loops"]
+        now = clock.now()
+        table = clean_table(store.read_state().get("accounts"))
+        held = [entry for entry in table.values() if holding(entry, now)]
+        text = self.metrics.render(store, listed, now, held)
+        return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")

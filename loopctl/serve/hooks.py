@@ -1,0 +1,123 @@
+"""Events from the world (DESIGN §19): `POST /hooks/github` and the generic
+`POST /hooks/trigger/NAME`.
+
+A GitHub delivery is checked against `X-Hub-Signature-256` over the raw
+body, with a constant-time compare, before anything parses it; a delivery
+id seen before fires nothing (the ids are kept across restarts); then every
+active loop whose `on_github` matches is triggered with the compact
+summary, through the same `trigger` the CLI calls. The answer is quick: the
+fire itself is the driver's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from loopctl.domain import github
+from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.domain.untrusted import line
+from loopctl.storage.serve_files import Deliveries
+
+DELIVERY_RE = re.compile(r"[A-Za-z0-9-]{1,100}")
+EVENT_NAME_RE = re.compile(r"[a-z_]{1,50}")
+RESULTS = ("triggered", "ignored", "duplicate", "bad_signature", "bad_request", "error")
+
+
+def read_secret(path: str) -> bytes:
+    from loopctl.storage.paths import read_bounded
+
+    data = read_bounded(Path(path).expanduser(), 4096)
+    secret = (data or b"").strip()
+    if not secret:
+        raise UsageError(f"bad --github-secret-file {path[:200]!r}: expected a readable "
+                         "file holding the webhook's secret")
+    return secret
+
+
+def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
+    if not header or not header.startswith("sha256="):
+        return False
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), header.strip().encode("ascii", "replace"))
+
+
+class GithubHooks:
+    def __init__(self, store_factory: Any, secret: bytes | None, deliveries: Deliveries) -> None:
+        self.store = store_factory
+        self.secret = secret
+        self.deliveries = deliveries
+        self.counts: Counter[str] = Counter()
+
+    def receive(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+        status, answer = self._receive(headers, body)
+        self.counts[answer["result"]] += 1
+        return status, answer
+
+    def _receive(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+        if self.secret is None:
+            return 401, {"result": "bad_signature", "error": "no webhook secret is set: "
+                         "start `loopctl serve --github-secret-file FILE`"}
+        if not signature_ok(self.secret, body, headers.get("x-hub-signature-256")):
+            return 401, {"result": "bad_signature",
+                         "error": "missing or wrong X-Hub-Signature-256"}
+        event = headers.get("x-github-event", "")
+        delivery = headers.get("x-github-delivery", "")
+        if not EVENT_NAME_RE.fullmatch(event) or not DELIVERY_RE.fullmatch(delivery):
+            return 400, {"result": "bad_request",
+                         "error": "expected X-GitHub-Event and X-GitHub-Delivery headers"}
+        try:
+            payload = json.loads(body)
+        except (ValueError, RecursionError):
+            return 400, {"result": "bad_request", "error": "the body is not JSON"}
+        if not isinstance(payload, dict):
+            return 400, {"result": "bad_request", "error": "the body is not a JSON object"}
+        if not self.deliveries.first(delivery):
+            return 200, {"result": "duplicate", "delivery": delivery,
+                         "ignored": "this delivery was received before"}
+        try:
+            return self._fire(event, delivery, payload)
+        except LoopctlError as exc:
+            self.deliveries.forget(delivery)  # nothing fired: GitHub's redelivery may
+            return 503, {"result": "error", "error": exc.message}
+
+    def _fire(self, event: str, delivery: str,
+              payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        from loopctl.commands.trigger import trigger
+
+        store = self.store()
+        defs = store.read_defs()
+        action = payload.get("action") if isinstance(payload.get("action"), str) else None
+        summary = github.summary(event, delivery, payload)
+        fired, passed = [], {}
+        for name, loop in defs.loops.items():
+            if not github.event_matches(loop.on_github, event, action):
+                continue
+            why = github.refusal(event, payload, loop.github_repo, loop.github_command,
+                                 loop.github_anyone)
+            if why is None:
+                try:
+                    trigger(store, name, summary)
+                    fired.append(name)
+                    continue
+                except UsageError as exc:  # not active: said, not fired
+                    why = exc.message
+            passed[name] = why
+        shown = f"{event}.{action}" if action else event
+        if fired:
+            return 202, {"result": "triggered", "delivery": delivery, "event": shown,
+                         "triggered": fired, "ignored_loops": passed}
+        why = "no loop's on_github matches " + shown if not passed else "no loop may fire"
+        return 200, {"result": "ignored", "delivery": delivery, "event": shown,
+                     "ignored": why, "ignored_loops": passed}
+
+
+def describe_delivery(answer: dict[str, Any]) -> str:
+    """One log line for a delivery."""
+    said = answer.get("triggered") or answer.get("ignored") or answer.get("error")
+    return line(f"github {answer.get('event', '?')} {answer['result']}: {said}")[:300]

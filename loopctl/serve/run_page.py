@@ -1,0 +1,61 @@
+"""One run as one HTML file: `GET /loops/NAME/runs/RUN_ID` (`?download=1`
+saves it). Its style is inline and it loads nothing, so the saved file
+reads the same offline, mailed or attached to an issue. Only runs loopctl
+recorded are shown (the run index), never a file planted in the folder."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from loopctl.domain.durations import format_duration, format_usd
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.reason import run_reason
+from loopctl.serve.pages import esc, href
+from loopctl.storage.store import Store
+
+LOG_LIMIT = 1 << 20  # the last MiB of the log
+
+
+def _facts(record: dict[str, Any]) -> str:
+    duration = record.get("duration_s")
+    check = record.get("check") or {}
+    rows = [("outcome", record.get("outcome")), ("reason", run_reason(record)),
+            ("trigger", record.get("trigger")), ("started (UTC)", record.get("started_at")),
+            ("ended (UTC)", record.get("ended_at")),
+            ("took", format_duration(int(duration)) if duration is not None else None),
+            ("exit code", record.get("exit_code")),
+            ("cost", format_usd(record["cost_usd"]) if record.get("cost_usd") is not None
+             else None),
+            ("check", ("passed" if check.get("passed") else "failed") if check else None),
+            ("metric", check.get("metric")),
+            ("decision", (record.get("decision") or {}).get("decision")),
+            ("summary", (record.get("decision") or {}).get("summary")),
+            ("note", record.get("note"))]
+    return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows
+                            if v is not None and v != "") + "</dl>"
+
+
+def run_page(store: Store, name: str, run_id: str) -> bytes:
+    from loopctl.domain.untrusted import check_run_id
+    from loopctl.storage.paths import read_bounded
+    from loopctl.storage.runs import is_known, read_record
+
+    try:
+        check_run_id(run_id)
+    except LoopctlError:
+        raise LoopctlError(f"no run {run_id[:40]!r} of {name!r}", 4) from None
+    record = read_record(store.paths, name, run_id) if is_known(store.paths, name, run_id) \
+        else None
+    if record is None:
+        raise LoopctlError(f"no run {run_id!r} of {name!r} (see its history)", 4)
+    data = read_bounded(store.paths.run_log(name, run_id), 1 << 30) or b""
+    cut = len(data) > LOG_LIMIT
+    text = data[-LOG_LIMIT:].decode("utf-8", "replace")
+    style = resources.files("loopctl.serve").joinpath("static").joinpath("app.css").read_text()
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
+            f"<title>{esc(name)} {esc(run_id)} · loopctl</title><style>{style}</style>"
+            f'</head><body><main><h1><a href="{esc(href(name))}">{esc(name)}</a> '
+            f"run {esc(run_id)}</h1>{_facts(record)}<h2>Log"
+            + (" (the last MiB)" if cut else "") + f'</h2><pre class="log">{esc(text)}</pre>'
+            "</main></body></html>").encode()

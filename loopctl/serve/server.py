@@ -1,0 +1,227 @@
+"""The HTTP server: the standard library's threading server, bounded.
+
+Chosen by measurement over an ASGI stack (README "loopctl serve"): it meets
+every bound of DESIGN §19 with no dependency, and the overview of 1,000
+loops is spent reading loopctl's files, not in the server. Bounds: a
+request must arrive whole (line, headers, body) within
+`LOOPCTL_SERVE_DEADLINE` (15 s) and each read waits at most a third of it,
+or the connection is closed (a slow client holds one thread for seconds,
+never forever); at most MAX_CONNECTIONS at once; bodies over their route's
+limit are refused from `Content-Length` before a byte is read; no chunked
+bodies; every response closes its connection (HTTP/1.0), so idle
+keep-alives hold no thread.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import ssl
+import sys
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from loopctl.domain.plain import factory, record
+from loopctl.domain.untrusted import line
+
+TOKEN_IN_URL = re.compile(r"token=[^&\s\"]*")
+MAX_CONNECTIONS = 64
+MAX_BODY = 1 << 20
+MAX_HOOK_BODY = 25 << 20
+
+
+@record
+class Request:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes = b""
+    secure: bool = False
+
+
+@record
+class Response:
+    status: int
+    body: bytes = b""
+    ctype: str = "application/json"
+    headers: list[tuple[str, str]] = factory(list)
+    # A long answer (server-sent events): called with a writer once the
+    # headers are out; it returns when the client goes or the server stops.
+    stream: Callable[[Callable[[bytes], None]], None] | None = None
+
+
+def body_limit(path: str) -> int:
+    return MAX_HOOK_BODY if path.startswith("/hooks/") else MAX_BODY
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 64
+
+    def __init__(self, address: tuple[str, int], app: Any,
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.app = app
+        self.tls = tls
+        from loopctl.settings import knob
+
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.deadline = knob("LOOPCTL_SERVE_DEADLINE")
+        self.idle = self.deadline / 3
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        super().__init__(address, Handler)
+        if tls is not None:
+            # The handshake happens in the connection's thread, bounded
+            # like a request: a client that never speaks TLS blocks no one.
+            self.socket = tls.wrap_socket(self.socket, server_side=True,
+                                          do_handshake_on_connect=False)
+
+    def server_bind(self) -> None:
+        # Not HTTPServer's: its getfqdn() can wait seconds on DNS.
+        import socketserver
+
+        if self.address_family == socket.AF_INET6:
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = str(self.server_address[0]), \
+            int(self.server_address[1])
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: refuse rather than queue threads
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, (OSError, ssl.SSLError, TimeoutError)):
+            self.app.log(f"error serving {client_address[0]}: {type(error).__name__}: "
+                         f"{line(str(error))[:300]}")
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    server_version = "loopctl"
+    sys_version = ""
+    server: Server
+
+    def setup(self) -> None:
+        self.request.settimeout(self.server.idle)
+        self.watchdog = threading.Timer(self.server.deadline, self._expire)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+        if self.server.tls is not None:
+            try:
+                self.request.do_handshake()
+            except BaseException:
+                self.watchdog.cancel()
+                raise
+        super().setup()
+
+    def finish(self) -> None:
+        self.watchdog.cancel()
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def _expire(self) -> None:
+        """The request did not arrive whole in time: close it under the
+        reading thread, which then ends."""
+        try:
+            self.request.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        said = TOKEN_IN_URL.sub("token=****", format % args)  # never the token in a log
+        self.server.app.log_request(self.client_address[0], line(said)[:300])
+
+    def do_GET(self) -> None:  # noqa: N802 - the base class's names
+        self._dispatch()
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        parts = urlsplit(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        request = Request(self.command, unquote(parts.path), parts.query, headers,
+                          secure=self.server.tls is not None)
+        refused = self._read_body(request)
+        response = refused or self.server.app.handle(request)
+        self.watchdog.cancel()
+        self._send(response, head=self.command == "HEAD")
+
+    def _read_body(self, request: Request) -> Response | None:
+        headers = request.headers
+        if "transfer-encoding" in headers:
+            return error(411, "send the body with a Content-Length (no chunked bodies)")
+        length_text = headers.get("content-length", "0").strip()
+        if not length_text.isdigit():
+            return error(400, f"bad Content-Length {line(length_text)[:40]!r}")
+        length, limit = int(length_text), body_limit(request.path)
+        if length > limit:
+            return error(413, f"the body is {length} bytes; at most {limit} are accepted here")
+        if length:
+            data = self.rfile.read(length)
+            if len(data) < length:
+                return error(400, "the body ended before its Content-Length")
+            request.body = data
+        return None
+
+    def _send(self, response: Response, head: bool) -> None:
+        try:
+            self.send_response(response.status)
+            self.send_header("Content-Type", response.ctype)
+            own = {name.lower() for name, _ in response.headers}  # a page's own CSP wins
+            for name, value in [*(h for h in SECURITY_HEADERS if h[0].lower() not in own),
+                                *response.headers]:
+                self.send_header(name, value)
+            if response.stream is None:
+                self.send_header("Content-Length", str(len(response.body)))
+            self.end_headers()
+            if head:
+                return
+            if response.stream is not None:
+                self.request.settimeout(max(self.server.idle, 30.0))
+                response.stream(self._write)
+            else:
+                self.wfile.write(response.body)
+        except OSError:
+            pass  # the client went away
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+SECURITY_HEADERS = [
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Frame-Options", "DENY"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; "
+     "img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+     "base-uri 'none'"),
+]
+
+
+def error(status: int, message: str, headers: list[tuple[str, str]] | None = None) -> Response:
+    import json
+
+    return Response(status, json.dumps({"error": message}).encode() + b"\n",
+                    headers=headers or [])
