@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopctl.domain import verify
+from loopctl.domain import protect, verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -465,9 +465,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
             for g in copy):
         raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
     fields["copy"] = tuple(copy)
-    from loopctl.domain.protect import check_patterns
-
-    fields["protect"] = check_patterns(raw.get("protect"), where)
+    fields["protect"] = protect.check_patterns(raw.get("protect"), where)
     size = raw.get("max_file_size")
     if size is None:
         fields["max_file_size"] = DEFAULT_MAX_FILE_SIZE
@@ -594,8 +592,7 @@ def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
         "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
         "checks_timeout": fd(loop.checks_timeout)
         if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
-        "copy": list(loop.copy) or None,
-        "protect": list(loop.protect) or None,
+        "copy": list(loop.copy) or None, "protect": list(loop.protect) or None,
         "max_file_size": format_size(loop.max_file_size)
         if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
         "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,
