@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["tick_idle", "flood", "scale", "concurrent_ticks", "daemon_idle", "lateness",
-           "run_cpu", "trigger_latency"]
+           "run_cpu", "trigger_latency", "protect"]
 
 
 def main() -> int:

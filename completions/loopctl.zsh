@@ -248,6 +248,7 @@ _loopctl() {
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
+                '--protect[--worktree\: a path or glob from the repository'\''s top (tests/, ci/check.sh) the agent may not change\: put back as at the base after each run, before the check and the commit (repeatable; '\''none'\'' clears).]:path: ' \
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
@@ -344,6 +345,7 @@ _loopctl() {
                 '--checks-timeout[--merge\: how long to wait for checks (default 30m).]:checks_timeout: ' \
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
+                '--protect[--worktree\: a path or glob from the repository'\''s top (tests/, ci/check.sh) the agent may not change\: put back as at the base after each run, before the check and the commit (repeatable; '\''none'\'' clears).]:path: ' \
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \

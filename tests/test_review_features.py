@@ -141,7 +141,7 @@ def test_a_failing_check_pushes_nothing_to_the_pr_a_run_continues(
 
     checks.write_text(json.dumps(FAILING))  # the PR's CI fails ...
     flag.touch()  # ... and so does the loop's own check on the fix
-    cli("run", "ship", env=env, check=0)
+    cli("run", "ship", env=env, check=1)  # its check failed
     second = last_record(cli, "ship")
     assert second["pr_feedback"]["action"] == "continue"
     assert second["handoff"] == "check_failed" and "pr_url" not in second, second

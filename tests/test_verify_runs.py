@@ -42,7 +42,7 @@ def test_a_failing_check_refuses_complete_until_the_change_makes_it_pass(
         "--env", "CHECK_ENV=from-the-loop", "--sandbox", "off",
         "--check", shlex.join(["sh", "-c", check]), "--check-metric", r"(\d+) passed",
         check=0)
-    said = cli("run", "v", check=0).stderr
+    said = cli("run", "v", check=1).stderr  # the agent exited 0; the run is red
     assert "; check failed (exit 1); log " in said, said
     first = only_record(cli, "v")
     assert first["decision"]["decision"] == "complete"  # what the agent said ...
@@ -172,7 +172,7 @@ def test_a_failing_check_hands_nothing_off(cli: CLI, tmp_path: Path) -> None:
     # Exit 3 only in the run's worktree with the agent's edit not yet committed.
     check = "test -e new.txt && git status --porcelain | grep -q new.txt && exit 3; exit 0"
     start(cli, repo, "h", EDIT, "--push", "origin", "--check", shlex.join(["sh", "-c", check]))
-    cli("run", "h", check=0)
+    cli("run", "h", check=1)
     record = last_record(cli, "h")
     assert record["check"]["exit_code"] == 3
     assert record["handoff"] == "check_failed"
@@ -199,7 +199,7 @@ def test_the_check_is_confined_like_the_agent(cli: CLI, tmp_path: Path, mode: st
     check = shlex.join(["sh", "-c", 'cat "$HOME/.ssh/id_rsa"'])
     cli("start", "p", "--name", "c", "--every", "1h", "--cwd", str(work), "--command", "true",
         "--sandbox", mode, "--check", check, check=0)
-    cli("run", "c", check=0)
+    cli("run", "c", check=0 if mode == "off" else 1)  # the exit code follows the check
     record = only_record(cli, "c")
     assert (record["check"]["exit_code"] == 0) == (mode == "off"), record
     assert ("SECRET" in record["check"]["output_tail"]) == (mode == "off")

@@ -41,7 +41,8 @@ def check_lines(check: dict[str, Any]) -> list[str]:
 
     code = check.get("exit_code")
     said = "passed (exit 0)" if check.get("passed") else \
-        f"failed (exit {code})" if code is not None else "failed (timed out or did not start)"
+        f"failed (exit {code})" if code is not None else \
+        f"failed ({check.get('why') or 'timed out or did not start'})"
     metric = check.get("metric")
     lines = [f"loopctl ran the loop's check after the last run: it {said}"
              + (f", metric {metric:g}" if metric is not None else "")
@@ -78,6 +79,11 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
                      f"cut from {workspace['base_ref']}. Commit as you like; loopctl commits "
                      "whatever you leave and hands the branch off. Do not push, and do not "
                      "switch branches.")
+        if loop.protect:
+            from loopctl.domain import protect
+
+            lines += [protect.ENVELOPE, *data_block("The protected paths",
+                                                    protect.listing(loop.protect))]
     last = st.get("last_decision")
     if last and last.get("decision"):
         lines.append(f"Last run's decision: {last['decision']}"

@@ -27,6 +27,7 @@ from loopctl.cli.github_opts import (
 )
 from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
+from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.commands import common
@@ -197,20 +198,22 @@ MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-o
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
                       base: str | None, branch_prefix: str | None, push: str | None,
                       pr: bool | None, merge: str | None, checks_timeout: str | None,
-                      copy: list[str] | None, max_file_size: str | None = None
-                      ) -> dict[str, Any]:
+                      copy: list[str] | None, max_file_size: str | None = None,
+                      protect: list[str] | None = None) -> dict[str, Any]:
     """--worktree and its hand-off options as loops.yaml keys; checked with
     git itself (a repository at --cwd, branch names git accepts)."""
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
              "checks_timeout": _duration(checks_timeout, "--checks-timeout"),
-             "max_file_size": _size(max_file_size)}
+             "max_file_size": _size(max_file_size), "protect": protect_given(protect)}
     if worktree is False:  # off: its hand-off settings go with it
         return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy", "max_file_size", "fix_attempts"))
+                              "checks_timeout", "copy", "max_file_size", "fix_attempts",
+                              "protect"))
     if pr is False:  # no PR: nothing to fix either
         given["fix_attempts"] = None
-    given = {k: v for k, v in given.items() if v is not None or k == "fix_attempts"}
+    given = {k: v if v != [] else None  # `--protect none`: [] clears
+             for k, v in given.items() if v is not None or k == "fix_attempts"}
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
@@ -242,6 +245,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
         from loopctl.integrations.copying import refuse_tracked
 
         refuse_tracked(repo, tuple(copy))
+    warn_unmatched(repo, str(merged.get("base") or given["base"]), given.get("protect"))
     return given
 
 
@@ -254,7 +258,8 @@ def _size(text: str | None) -> int | None:
 
 
 HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
-                 ("merge", "worktree"), ("copy", "worktree"), ("pr", "push"),
+                 ("merge", "worktree"), ("copy", "worktree"), ("protect", "worktree"),
+                 ("pr", "push"),
                  ("merge", "pr"))
 
 
@@ -290,7 +295,7 @@ def start(
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None,
+    max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
@@ -329,7 +334,7 @@ def start(
     raw_def.update({k: v for k, v in workspace_changes(
         str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
-        max_file_size=max_file_size).items()
+        max_file_size=max_file_size, protect=protect).items()
         if v is not None})
     raw_def.update(_agent_fields(command, agent, after, env, {
         "raw": raw or None, "continue_session": continue_session or None,
@@ -475,7 +480,7 @@ def update(
     notify: Notify = None, worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None,
+    max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
@@ -497,14 +502,15 @@ def update(
         every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
         notify=notify, max_deferrals=max_deferrals)
     if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
-                                   checks_timeout, copy, max_file_size)):
+                                   checks_timeout, copy, max_file_size, protect)):
         current = reading.show(store(), name)[name]
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
             os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
-            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size))
+            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
+            protect=protect))
     changes.update(bounds_changes(max_log, max_memory, max_procs))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if on_demand and (every is not None or cron is not None):

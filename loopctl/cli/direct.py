@@ -21,30 +21,54 @@ TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     from loopctl import clock
     from loopctl.engine.firing import tick as do_tick
+    from loopctl.engine.firing import wait_runs
     from loopctl.storage.store import Store
 
-    result = do_tick(Store(), clock.now(), wait=wait)
+    store = Store()
+    result = do_tick(store, clock.now())
     report = result.pass_report
+    if not as_json:
+        _say_pass(result, quiet)
+    if wait:  # one line per run as it ends, after the fires it waits for
+        said = None if as_json or quiet else lambda r: print(ended_line(r), flush=True)
+        wait_runs(store, result, said)
     if as_json:
-        print(json.dumps({"version": 1, "deferred_to": result.deferred_to,
+        print(json.dumps({"version": 1, "exit_code": result.exit_code() if wait else 0,
+                          "deferred_to": result.deferred_to,
                           "fired": report.fired if report else [],
                           "skipped": report.skipped if report else [],
                           "deferred": report.deferred if report else [],
                           "queued": report.queued if report else [],
                           "lost": report.lost if report else [],
                           "runs": result.records}, indent=2, default=str, allow_nan=False))
-    elif result.deferred_to:
+    return result.exit_code() if wait else 0
+
+
+def _say_pass(result: Any, quiet: bool) -> None:
+    report = result.pass_report
+    if result.deferred_to:
         holder = result.deferred_to
         who = holder.get("busy") or f"{holder['role']} pid {holder['pid']} holds the lease"
         print(f"loopctl: {who}; nothing to do", file=sys.stderr)
     elif report and not quiet:
         for fired in report.fired:
-            print(f"fired {fired['loop']} ({fired['run_id']})")
+            print(f"fired {fired['loop']} ({fired['run_id']})", flush=True)
         for queued in report.queued:
             print(f"queued {queued['loop']} (due; waiting for a free slot: max_concurrent)")
         for error in report.invalid.values():
             print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
-    return result.exit_code() if wait else 0
+
+
+def ended_line(record: dict[str, Any]) -> str:
+    """`tick --wait`, as each run ends: `run ID of NAME: OUTCOME (exit N);
+    check failed (exit M)`."""
+    from loopctl.domain.verify import check_words
+
+    code = record.get("exit_code")
+    checked = check_words(record)
+    return (f"run {record.get('run_id')} of {record.get('loop')}: {record.get('outcome')} "
+            f"({'no exit code' if code is None else f'exit {code}'})"
+            + (f"; {checked}" if checked else ""))
 
 
 RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
@@ -70,10 +94,12 @@ def run_line(record: dict[str, Any]) -> str:
     else:
         said = f"no exit code: {_why(record, 'gate ') or 'see the log'}" if gated \
             else "no exit code"
-    check = record.get("check")
-    checked = "" if not check else "; check passed" if check["passed"] else \
-        f"; check failed (exit {check['exit_code']})" if check.get("exit_code") is not None \
-        else f"; check failed ({_why(record, 'check ') or 'no exit code'})"
+    from loopctl.domain.verify import check_words
+
+    checked = check_words(record)
+    if checked == "check failed (no exit code)":  # a record from before `why`
+        checked = f"check failed ({_why(record, 'check ') or 'no exit code'})"
+    checked = f"; {checked}" if checked else ""
     return (f"loopctl: run {record['run_id']}: {record['outcome']} ({said}){checked}; "
             f"log {record['log']}")
 

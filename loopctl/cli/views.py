@@ -97,13 +97,17 @@ def _check_lines(info: dict[str, Any]) -> list[str]:
     last = info.get("last_check") if info.get("check") else None
     if last:
         lines.append(f"  last check {check_cell(last)} ({last['run_id']})")
+    protected = (info.get("workspace") or {}).get("protect")
+    if protected:
+        lines.append(fit_line(["  protect   "], [one_line(", ".join(protected))]))
     return lines
 
 
 def check_cell(check: dict[str, Any]) -> str:
     """`passed`, `failed (exit 1)`, `failed (no exit code)`, with `metric 42`."""
+    why = one_line(str(check.get("why") or "no exit code"))
     said = "passed" if check.get("passed") else "failed (" + (
-        f"exit {check['exit_code']}" if check.get("exit_code") is not None else "no exit code") + ")"
+        f"exit {check['exit_code']}" if check.get("exit_code") is not None else why) + ")"
     metric = check.get("metric")
     return said + (f", metric {metric:g}" if isinstance(metric, (int, float)) else "")
 
@@ -324,6 +328,8 @@ def history(name: NameArg,
                 + (["CHECK"] if checked else []), rows))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
+    if any(r.get("protected") for r in records):
+        print(PROTECTED_LEGEND)
     skipped = reading.skipped_summary(records)
     if skipped:
         said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
@@ -352,7 +358,8 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
         folded = 1 if r["outcome"] == "skipped" else 0
         rows.append([r["run_id"], _started(r),
                      format_duration(duration) if duration is not None else "-",
-                     r["outcome"], "-" if exit_code is None else str(exit_code),
+                     r["outcome"] + ("*" if r.get("protected") else ""),
+                     "-" if exit_code is None else str(exit_code),
                      _decision_cell(r)])
     return rows
 
@@ -379,13 +386,14 @@ def _check_short(check: dict[str, Any] | None) -> str:
 # Under a table with a CHECK column: its cells are short to fit 80 columns,
 # so one line says what their numbers are.
 CHECK_LEGEND = "pass or fail, exit code, metric; refused: a complete the check failed"
+PROTECTED_LEGEND = "*: the agent changed protected paths; loopctl put them back (--json: protected)"
 
 
 def _decision_cell(r: dict[str, Any]) -> str:
     """The agent's decision, and whether it stood: a `complete` the check
     refused must not read as a completed loop (`refused` fits the column)."""
     said = (r.get("decision") or {}).get("decision") or "-"
-    if said == "complete" and str(r.get("note") or "").startswith("complete refused"):
+    if said == "complete" and "complete refused" in str(r.get("note") or ""):
         return "refused"
     return said
 

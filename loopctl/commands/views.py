@@ -112,7 +112,8 @@ def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
         "notify": [[mask(url) for url in loop.notify] if loop.notify else [] for loop in loops],
         "workspace": [{"base": loop.base, "branch_prefix": loop.branch_prefix,
                        "push": loop.push, "pr": loop.pr, "merge": loop.merge,
-                       "fix_attempts": loop.fix_attempts if loop.pr else None}
+                       "fix_attempts": loop.fix_attempts if loop.pr else None,
+                       "protect": list(loop.protect)}
                       if loop.worktree else None for loop in loops],
         "pr_feedback": [st.get("pr_feedback") for st in states],
         "notes": [loop.notes for loop in loops],
@@ -236,6 +237,8 @@ def failed_check(st: dict[str, Any]) -> str | None:
     if not check or check.get("passed") or check.get("run_id") != st.get("last_run_id"):
         return None
     code = check.get("exit_code")
+    if code is None and check.get("why"):  # `check cannot start pytst: not found`
+        return str(check["why"])
     return "check failed" + (f" (exit {code})" if code is not None else "")
 
 

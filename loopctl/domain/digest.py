@@ -19,6 +19,8 @@ WIDTH = 80
 OVERDUE_AFTER = 120.0
 # Hand-off outcomes a person must act on (DESIGN §12), when a loop has them.
 HANDOFF_REASONS = ("handoff_failed", "needs_review")
+# Events of a run that a person should hear of even though the loop goes on.
+RUN_REASONS = (*HANDOFF_REASONS, "protected_changed")
 
 
 def _ts(text: object) -> float | None:
@@ -58,7 +60,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                  for loop in loops if (why := needs(loop, now))]
     needs_you += [{"loop": e.get("loop"), "status": e.get("status"),
                    "why": f"{e.get('reason')}: {e.get('summary')}"}
-                  for e in recent_events if e.get("reason") in HANDOFF_REASONS]
+                  for e in recent_events if e.get("reason") in RUN_REASONS]
     out = []
     for loop in loops:
         runs = [r for r in records.get(loop["name"], []) if _since(r, "started_at", since)
@@ -76,8 +78,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
             if gated else None,
             "check": _checks(runs),
             "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
-            "decisions": [{"run_id": r["run_id"], **(r.get("decision") or {})}
-                          for r in runs if r.get("decision")],
+            "decisions": [_decision(r) for r in runs if r.get("decision")],
             "handoffs": [{"run_id": r["run_id"], "handoff": r["handoff"],
                           "branch": r.get("branch"), "pr_url": r.get("pr_url")}
                          for r in runs if r.get("handoff") not in (None, "no_change")],
@@ -87,6 +88,15 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
         })
     return {"version": DIGEST_VERSION, "since": iso(since), "until": iso(now),
             "needs_you": needs_you, "loops": out}
+
+
+def _decision(record: dict[str, Any]) -> dict[str, Any]:
+    """A run's decision, and whether it stood: a `complete` the check
+    refused (`refused: true`) is not a completed loop."""
+    out = {"run_id": record["run_id"], **(record.get("decision") or {})}
+    if out.get("decision") == "complete":
+        out["refused"] = "complete refused" in str(record.get("note") or "")
+    return out
 
 
 def _checks(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -124,8 +134,9 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", *_wrap(f"{loop['name']}: {loop['status']}{reason}; runs: "
                              f"{runs or 'none'}{cost}{gated}{checked}", "")]
         for decision in loop["decisions"][-5:]:
-            lines += _wrap(f"{decision.get('decision')}: {decision.get('summary') or '-'}",
-                           "  ")
+            said = "complete, refused by the check" if decision.get("refused") \
+                else decision.get("decision")
+            lines += _wrap(f"{said}: {decision.get('summary') or '-'}", "  ")
         for handoff in loop["handoffs"][-5:]:
             lines += _wrap(f"{handoff['handoff']}: {handoff.get('branch') or '-'}"
                            + (f" {handoff['pr_url']}" if handoff.get("pr_url") else ""), "  ")

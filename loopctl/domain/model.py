@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopctl.domain import verify
+from loopctl.domain import protect, verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -58,7 +58,7 @@ KEYS = {
     "created_at", "model", "agent_args", "yolo", "notify", "max_log", "max_memory",
     "max_procs",
     "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
-    "max_file_size",
+    "max_file_size", "protect",
     "sandbox", "sandbox_write", "sandbox_read",
     "if", "if_timeout", "on_demand",
     "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
@@ -129,6 +129,7 @@ class LoopDef:
     checks_timeout: int = DEFAULT_CHECKS_TIMEOUT
     copy: tuple[str, ...] = ()
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    protect: tuple[str, ...] = ()  # paths put back after each run (domain/protect.py)
     # DESIGN §14; None: the file's top-level `sandbox:`, else auto.
     sandbox: str | None = None
     sandbox_write: tuple[str, ...] = ()
@@ -462,6 +463,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
             for g in copy):
         raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
     fields["copy"] = tuple(copy)
+    fields["protect"] = protect.check_patterns(raw.get("protect"), where)
     size = raw.get("max_file_size")
     if size is None:
         fields["max_file_size"] = DEFAULT_MAX_FILE_SIZE
@@ -473,7 +475,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
     for key, required in needs:
         if fields[key] and not fields[required]:
             raise UsageError(f"{where}: {key!r} needs {required!r}")
-    extras = [k for k in ("base", "push", "pr", "merge", "copy") if fields[k]]
+    extras = [k for k in ("base", "push", "pr", "merge", "copy", "protect") if fields[k]]
     if fields["max_file_size"] != DEFAULT_MAX_FILE_SIZE:
         extras.append("max_file_size")
     if extras and not fields["worktree"]:
@@ -588,7 +590,7 @@ def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
         "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
         "checks_timeout": fd(loop.checks_timeout)
         if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
-        "copy": list(loop.copy) or None,
+        "copy": list(loop.copy) or None, "protect": list(loop.protect) or None,
         "max_file_size": format_size(loop.max_file_size)
         if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
         "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,

@@ -20,10 +20,10 @@ TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_
                "needs_review", "handoff_note", "sandbox", "agent", "fallback_from")
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions",
-                 "triggers", "queued_s")
+                 "triggers", "queued_s", "protected_count")
 # Checked by clean_record on their own terms.
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
-                "damaged", "gate", "check", "pr_feedback", "cost_estimated")
+                "damaged", "gate", "check", "pr_feedback", "cost_estimated", "protected")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
 
 
@@ -64,11 +64,30 @@ def _check(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict) or not isinstance(value.get("passed"), bool):
         return None
     code = untrusted.number(value.get("exit_code"), -1e9, 1e9)
-    return {"exit_code": int(code) if code is not None else None,
-            "passed": value["passed"],
-            "duration_s": untrusted.number(value.get("duration_s"), 0, 1e9),
-            "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or "",
-            "metric": untrusted.number(value.get("metric"), -1e308, 1e308)}
+    out = {"exit_code": int(code) if code is not None else None,
+           "passed": value["passed"],
+           "duration_s": untrusted.number(value.get("duration_s"), 0, 1e9),
+           "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or "",
+           "metric": untrusted.number(value.get("metric"), -1e308, 1e308)}
+    why = untrusted.text(value.get("why"), 200)
+    if why and code is None:  # why there was no exit code (`check cannot start ...`)
+        out["why"] = why
+    return out
+
+
+def _protected(value: Any) -> list[str] | None:
+    """The protected paths the agent changed (DESIGN §16)."""
+    if not isinstance(value, list):
+        return None
+    return [t for item in value[:100] if (t := untrusted.text(item, 4000))]
+
+
+def _when_present(raw: dict[str, Any], out: dict[str, Any]) -> list[str]:
+    """Fields only some runs have, kept only where they are: the damaged."""
+    if raw.get("protected") is None:
+        return []
+    out["protected"] = _protected(raw["protected"])
+    return ["protected"] if out["protected"] is None else []
 
 
 def clean_record(data: Any, run_id: str) -> dict[str, Any]:
@@ -98,6 +117,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["check"] = _check(raw.get("check"))
     if raw.get("check") is not None and out["check"] is None:
         damaged.append("check")
+    damaged += _when_present(raw, out)
     from loopctl.domain.feedback import clean_plan_record
 
     out["pr_feedback"] = clean_plan_record(raw.get("pr_feedback"))

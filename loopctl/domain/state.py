@@ -332,7 +332,11 @@ def _last_check(v: Any) -> Any:
             or v["passed"] != (v.get("exit_code") == 0) \
             or v.get("metric") is not None and check.number(v["metric"], -1e308, 1e308) is None:
         return check.INVALID
-    return {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
+    kept = {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
+    why = v.get("why")
+    if isinstance(why, str) and why and v.get("exit_code") is None:
+        kept["why"] = check.line(why)[:200]  # hand-edited text: one plain line
+    return kept
 
 
 def tracked_pr(v: Any) -> Any:

@@ -124,19 +124,28 @@ def first_group(pattern: str, text: str) -> str | None:
 # -- what the check's result means ---------------------------------------------
 
 
+MAX_WHY = 200
+
+
 def check_record(exit_code: int | None, duration_s: float, output_tail: str,
-                 metric: float | None) -> dict[str, Any]:
-    """The run record's `check` (exit 0 = passed)."""
-    return {"exit_code": exit_code, "passed": exit_code == 0,
-            "duration_s": round(duration_s, 3), "output_tail": output_tail[-TAIL:],
-            "metric": metric}
+                 metric: float | None, why: str | None = None) -> dict[str, Any]:
+    """The run record's `check` (exit 0 = passed); without an exit code,
+    `why` there was none (`check cannot start pytst: not found`)."""
+    out = {"exit_code": exit_code, "passed": exit_code == 0,
+           "duration_s": round(duration_s, 3), "output_tail": output_tail[-TAIL:],
+           "metric": metric}
+    if exit_code is None and why:
+        out["why"] = line(why)[:MAX_WHY]
+    return out
 
 
 def failure_text(check: dict[str, Any] | None, timeout: float) -> str:
     if check is None:
         return "the check did not run"
     if check.get("exit_code") is None:
-        return f"check failed (timed out after {format_duration(int(timeout))} or did not start)"
+        why = check.get("why")
+        return why if isinstance(why, str) and why else \
+            f"check failed (timed out after {format_duration(int(timeout))} or did not start)"
     return f"check failed (exit {check['exit_code']})"
 
 
@@ -173,5 +182,39 @@ def progress_key(check: dict[str, Any]) -> str:
 def last_check(run_id: str, check: dict[str, Any]) -> dict[str, Any]:
     """What the loop's state keeps of its last check (the tail stays in the
     run record: state.json is read by every command)."""
-    return {"run_id": run_id, "exit_code": check.get("exit_code"),
+    kept = {"run_id": run_id, "exit_code": check.get("exit_code"),
             "passed": bool(check.get("passed")), "metric": check.get("metric")}
+    if check.get("why"):  # a check that could not start says why in `status`
+        kept["why"] = check["why"]
+    return kept
+
+
+# -- what a driver's exit code and its lines say of a finished run ------------
+
+# Parts of a run's note saying its check could not vouch for it although
+# the loop has one (engine/steps/check.py, engine/steps/protect.py).
+NOT_RUN = ("check not run", "protect failed")
+
+
+def check_words(record: dict[str, Any]) -> str | None:
+    """`check passed`, `check failed (exit 1)`, `check failed (check cannot
+    start pytst: not found)`, `check not run`; None: the loop has no check."""
+    check = record.get("check")
+    if isinstance(check, dict):
+        if check.get("passed"):
+            return "check passed"
+        code = check.get("exit_code")
+        return f"check failed (exit {code})" if code is not None else \
+            f"check failed ({line(str(check.get('why') or 'no exit code'))[:MAX_WHY]})"
+    note = str(record.get("note") or "")
+    if any(part in note for part in NOT_RUN):
+        return "check not run"
+    return None
+
+
+def failed_verification(record: dict[str, Any]) -> bool:
+    """An agent that succeeded but whose check failed, could not start or
+    was not run: `run` and `tick --wait` exit 1 for it (a CI job is never
+    green on red tests)."""
+    said = check_words(record)
+    return said is not None and said != "check passed"

@@ -9,8 +9,10 @@ claim whose owner is unknown.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from loopctl import clock
@@ -94,6 +96,29 @@ def _forget_daemon_signals() -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     except ValueError:  # not the main thread: nothing was set up here
         pass
+
+
+def children_as_they_end(pids: list[int]) -> Iterator[int]:
+    """Each child, reaped, in the order they exit: woken by a pidfd per
+    child, so a long first run does not hide that a later one ended."""
+    fds: dict[int, int] = {}
+    try:
+        for pid in pids:
+            try:
+                fds[os.pidfd_open(pid)] = pid
+            except OSError:  # no pidfd here (or gone): waited for in turn below
+                wait_for_children([pid])
+                yield pid
+        while fds:
+            ready, _, _ = select.select(list(fds), [], [])
+            for fd in ready:
+                pid = fds.pop(fd)
+                os.close(fd)
+                wait_for_children([pid])
+                yield pid
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def wait_for_children(pids: list[int]) -> None:
@@ -310,18 +335,20 @@ class TickReport:
     records: list[dict[str, Any]] = factory(list)
 
     def exit_code(self) -> int:
+        """124 when a run timed out; 1 when one failed or failed its check."""
+        from loopctl.domain.verify import failed_verification
+
         outcomes = {r.get("outcome") for r in self.records}
         if "timeout" in outcomes:
             return 124
         if outcomes - {"ok", "skipped"}:  # a gate that found nothing to do is fine
             return 1
-        return 0
+        return 1 if any(failed_verification(r) for r in self.records) else 0
 
 
 def tick(store: Store, now: float, wait: bool = False) -> TickReport:
     """One pass by cron or CI: take the lease, fire what is due, release."""
     from loopctl.storage.lease import LeaseFile, describe
-    from loopctl.storage.runs import read_record
 
     lease = LeaseFile(store.paths, "tick")
     try:
@@ -338,8 +365,24 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
         lease.release()
     result = TickReport(report)
     if wait:
-        wait_for_children(report.children)
-        for fired in report.fired:
-            record = read_record(store.paths, fired["loop"], fired["run_id"])
-            result.records.append(record or {"run_id": fired["run_id"], "outcome": "lost"})
+        wait_runs(store, result)
     return result
+
+
+def wait_runs(store: Store, result: TickReport,
+              ended: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Wait for the runs a pass fired; `ended(record)` is told of each as
+    it ends, and its record goes on `result.records`."""
+    from loopctl.storage.runs import read_record
+
+    report = result.pass_report
+    if report is None:
+        return
+    by_pid = dict(zip(report.children, report.fired, strict=True))
+    for pid in children_as_they_end(report.children):
+        fired = by_pid[pid]
+        record = read_record(store.paths, fired["loop"], fired["run_id"]) \
+            or {"run_id": fired["run_id"], "loop": fired["loop"], "outcome": "lost"}
+        result.records.append(record)
+        if ended is not None:
+            ended(record)

@@ -30,6 +30,7 @@ from loopctl.engine.steps import (
     notes,
     output,
     prepare,
+    protect,
     settle,
     wait,
 )
@@ -76,6 +77,7 @@ class Supervisor:
             output.read_decision(ctx, result)
             notes.take_back(ctx, result)
             log.flush_held()
+            protect.restore(ctx, ws, launched.loop, result)
             check.check(ctx, ws, launched, result)
             if ws is not None:
                 moved = self._hand_off(ctx, ws, launched, result)
@@ -92,7 +94,8 @@ class Supervisor:
     def _hand_off(ctx: RunContext, ws: Workspace, launched: launch.Launched,
                   result: RunResult) -> Handoff:
         cancelled = handoff.cancellation(ctx)
-        loop = check.held_loop(launched.loop, result)  # a failing check hands nothing off
+        # A failing check, or protected paths not put back, hand nothing off.
+        loop = protect.hold(ctx, check.held_loop(launched.loop, result))
         made = handoff.commit(ctx, ws, loop, launched.run, result)
         moved = handoff.hand_off(ctx, ws, loop, launched.run, made, result, cancelled)
         return check.mark_held(ctx, loop is not launched.loop, moved)
@@ -116,7 +119,14 @@ def footer(run_id: str, result: RunResult) -> str:
 
 
 def exit_code_for(record: dict[str, Any]) -> int:
-    return EXIT_FOR_OUTCOME.get(record.get("outcome", "failed"), 1)
+    """The run's exit code, which follows its check: an agent that
+    succeeded but whose check failed, could not start or was not run is 1."""
+    code = EXIT_FOR_OUTCOME.get(record.get("outcome", "failed"), 1)
+    if code == 0 and record.get("outcome") == "ok":
+        from loopctl.domain.verify import failed_verification
+
+        return 1 if failed_verification(record) else 0
+    return code
 
 
 def main(argv: list[str]) -> int:

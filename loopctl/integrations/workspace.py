@@ -282,17 +282,20 @@ def identity(repo: str) -> dict[str, str]:
 
 
 def commit(ws: Workspace, message: str, run_id: str,
-           max_file_size: int = DEFAULT_MAX_FILE_SIZE) -> Commit:
+           max_file_size: int = DEFAULT_MAX_FILE_SIZE, onto: str | None = None) -> Commit:
     """Commit whatever the agent left uncommitted (any outcome) on the run
-    branch, and nothing but the run branch moves. Never raises."""
+    branch, and nothing but the run branch moves. With `onto` (the base,
+    when the agent's own commits touched a protected path) the one commit
+    sits on it and the agent's commits are left out. Never raises."""
     try:
-        return _commit(ws, message, run_id, max_file_size)
+        return _commit(ws, message, run_id, max_file_size, onto)
     except (LoopctlError, OSError) as exc:
         reason = exc.message if isinstance(exc, LoopctlError) else str(exc)
         return Commit(failure=reason)
 
 
-def _commit(ws: Workspace, message: str, run_id: str, max_file_size: int) -> Commit:
+def _commit(ws: Workspace, message: str, run_id: str, max_file_size: int,
+            onto: str | None = None) -> Commit:
     if not ws.admin or not Path(ws.admin).is_dir():
         raise GitError("the worktree's record in the repository is gone")
     if not ws.path.is_dir() or ws.path.is_symlink():
@@ -306,7 +309,7 @@ def _commit(ws: Workspace, message: str, run_id: str, max_file_size: int) -> Com
     tree_git(ws.admin, ws.path, "add", "--all", "--pathspec-from-file=-",
              "--pathspec-file-nul", env=env, stdin=".\0" + specs)
     tree = tree_git(ws.admin, ws.path, "write-tree", env=env).stdout.strip()
-    parent = tree_git(ws.admin, ws.path, "rev-parse", "--verify", "HEAD^{commit}",
+    parent = tree_git(ws.admin, ws.path, "rev-parse", "--verify", f"{onto or 'HEAD'}^{{commit}}",
                       env=env).stdout.strip()
     head = parent
     if tree != tree_git(ws.admin, ws.path, "rev-parse", f"{parent}^{{tree}}").stdout.strip():

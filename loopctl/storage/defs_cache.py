@@ -30,7 +30,7 @@ from loopctl.domain.plain import factory, fields, record
 
 FORMAT = 2
 _DEFAULTS: dict[str, Any] = {}
-_TUPLES = ("command", "agent_args", "notify", "copy")
+_TUPLES = ("command", "agent_args", "notify", "copy", "protect")
 
 
 @record

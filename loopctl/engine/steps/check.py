@@ -27,7 +27,7 @@ from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import replace
 from loopctl.domain.state import RunResult
-from loopctl.engine.steps import confine, launch, side_command, wait
+from loopctl.engine.steps import confine, launch, protect, side_command, wait
 from loopctl.engine.steps.context import RunContext, add_dropped, add_note
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
     if launched.proc is None or result.outcome not in CHECKED_OUTCOMES:
         ctx.log.write(f"# loopctl: check not run: the run ended {result.outcome}")
         return
+    if protect.failed(ctx):  # the check would grade the agent's own tests
+        ctx.log.write("# loopctl: check not run: the protected paths could not be put back")
+        return
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
     moved = _left_worktree(ws)
     if moved:  # not run: the loop goes on as after a failing check
@@ -58,7 +61,7 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
     ran = _confined_run(ctx, loop, cwd, env, launched.run, argv)
     text = tail_text(ran.output, verify.KEEP)
     metric, dropped = _metric(loop.check_metric, text)
-    result.check = verify.check_record(ran.exit_code, ran.duration_s, text, metric)
+    result.check = verify.check_record(ran.exit_code, ran.duration_s, text, metric, ran.note)
     _log(ctx, loop, argv, ran)
     if ran.note:
         add_note(result, ran.note)

@@ -72,6 +72,7 @@ class RunContext:
     gate: Any = None  # steps.gate.Gate once the loop's gate ran
     pr_fix: Any = None  # domain.feedback.Plan once the loop's PR was looked at
     notes: Any = None  # steps.notes.Handed while the agent has the notes
+    protected: Any = None  # steps.protect.Guarded once protected paths were put back
 
     @property
     def log_path(self) -> Path:

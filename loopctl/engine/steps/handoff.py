@@ -76,10 +76,14 @@ def cancellation(ctx: RunContext) -> Callable[[], bool]:
 def commit(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
            result: RunResult) -> Commit:
     """What the agent left, committed on the run branch (nothing else moves)."""
+    from loopctl.engine.steps.protect import failed, onto
     from loopctl.integrations import workspace
 
+    if failed(ctx):  # what it would commit may hold the agent's edit of protected paths
+        return workspace.Commit(failure="not committed: the protected paths could not be "
+                                "put back")
     return workspace.commit(ws, commit_message(loop, run, result), ctx.run_id,
-                            loop.max_file_size)
+                            loop.max_file_size, onto=onto(ctx, ws))
 
 
 def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any], made: Commit,

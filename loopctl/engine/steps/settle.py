@@ -14,7 +14,7 @@ from loopctl.domain.records import add_fields, new_record
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events
-from loopctl.engine.steps import account
+from loopctl.engine.steps import account, protect
 from loopctl.engine.steps.context import RunContext, add_note
 from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.runs import prune, remember
@@ -46,6 +46,8 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         add_fields(record, {"check": result.check})
     if ctx.pr_fix is not None:
         add_fields(record, {"pr_feedback": ctx.pr_fix.record()})
+    if ctx.protected is not None:
+        add_fields(record, protect.record_fields(ctx))
     if run.get("spec", {}).get("agent"):  # which preset ran (a fallback's, DESIGN §18)
         add_fields(record, {"agent": run["spec"]["agent"],
                             "fallback_from": run.get("fallback_from")})
@@ -126,6 +128,9 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
+    tried = protect.event(ctx, loop, st, log, now)
+    if tried is not None:
+        pending.append((tried, receivers))
     if ctx.pr_fix is None and not st.get("pr_feedback") and handoff is None:
         return pending  # no PR to track: most runs import no git code
     from loopctl.engine.steps import prfix
