@@ -180,7 +180,8 @@ def test_a_check_refuses_complete_until_the_agents_change_makes_it_pass(
     work = start(cli, tmp_path, "--check", check, "--check-metric", r"(\d+) passed")
     claim = 'loopctl decide complete --summary "fixed it" --evidence "trust me"'
     with claude_api(claim, final="Done.") as (stub, model):
-        run(cli, stub)
+        proc = run(cli, stub, check=1)  # DESIGN §16: exit codes follow the check
+    assert "check failed (exit 1)" in proc.stderr, proc.stderr
     assert model.tool_calls == 1, _paths(stub)
     [record1] = cli.records("c")
     assert record1["decision"]["decision"] == "complete"
