@@ -15,7 +15,7 @@ from typing import Any
 from loopctl.agents.presets import PRESETS, build_argv, read_output
 from loopctl.agents.readers import Reading
 from loopctl.domain.model import LoopDef, parse_loop
-from loopctl.engine.supervisor import one_line
+from loopctl.engine.run_context import one_line
 
 PROMPT_PATH = "/tmp/p.txt"
 RUN_ID = "RUNID"

@@ -161,8 +161,8 @@ def test_paths_that_cannot_be_put_back_fail_the_run_closed(ws: Workspace) -> Non
     the machine, and the agent's `complete` does not stand."""
     from loopctl.domain.model import parse_loop
     from loopctl.domain.state import RunResult
+    from loopctl.engine.run_context import RunContext
     from loopctl.engine.steps import handoff, protect
-    from loopctl.engine.steps.context import RunContext
 
     loop = parse_loop("p", {"prompt": "x", "every": "1h", "worktree": True, "push": "origin",
                             "protect": ["tests/"], "check": "true"})
@@ -170,11 +170,11 @@ def test_paths_that_cannot_be_put_back_fail_the_run_closed(ws: Workspace) -> Non
     ctx = RunContext(None, "p", "20261203T000000Z-0001", False, _Log(), [], None)  # type: ignore[arg-type]
     broken = Workspace(ws.repo, ws.path, ws.branch, ws.base, ws.base_ref, "0" * 40,
                        admin=ws.admin)  # a base git does not have
-    protect.restore(ctx, broken, loop, result)
-    assert protect.failed(ctx) and result.decision is None
+    guarded = protect.restore(ctx, broken, loop, result)
+    assert guarded is not None and guarded.failed and result.decision is None
     assert "protect failed: " in (result.note or "") and ctx.dropped
-    assert protect.hold(ctx, loop).push is None
-    made = handoff.commit(ctx, broken, loop, {"iteration": 1}, result)
+    assert protect.hold(guarded, loop).push is None
+    made = handoff.commit(ctx, broken, loop, {"iteration": 1}, result, guarded)
     assert made.failure and "not committed" in made.failure
 
 

@@ -10,9 +10,9 @@ are split like a shell but run without one.
 
 from __future__ import annotations
 
-import re
-
+from loopctl.agents.command import command_argv, fill, values_for
 from loopctl.agents.readers import READERS, Reading, read_text
+from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import session_id
@@ -161,33 +161,18 @@ def reports_cost(loop: LoopDef) -> bool:
     return not loop.command and (loop.agent or "shell") in REPORTS_COST
 
 
-def is_agent(loop: LoopDef) -> bool:
-    """An AI agent preset (not `shell`, not a `--command`)."""
-    return not loop.command and (loop.agent or "shell") != "shell"
-
-
 def wants_envelope(loop: LoopDef) -> bool:
     """Presets get the envelope; `shell`, `--command` and `--raw` do not."""
     return is_agent(loop) and not loop.raw
-
-
-def _fill(arg: str, values: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), arg)
 
 
 def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
                resume_session: str | None = None,
                decision_dir: str = "DECISION_DIR") -> tuple[list[str], str | None]:
     """The argv to run and the text for its stdin (None: stdin is /dev/null)."""
-    import json
-
-    values = {"prompt": prompt, "prompt_file": prompt_path, "loop": loop.name,
-              "run_id": run_id, "decision_dir_toml": json.dumps(decision_dir)}
+    values = values_for(loop, prompt, prompt_path, run_id, decision_dir)
     if loop.command:
-        template = list(loop.command)
-        wants_prompt = any(re.search(r"\{prompt(_file)?\}", a) for a in template)
-        argv = [_fill(a, values) for a in template] + list(loop.agent_args)
-        return argv, None if wants_prompt else prompt
+        return command_argv(loop, values)
     preset = PRESETS[loop.agent or "shell"]
     head, tail = _split_at_prompt(list(preset.argv))
     if loop.yolo and preset.bypass:
@@ -204,7 +189,7 @@ def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
         head[at:at + 1] = resume
     else:
         head += resume
-    argv = [_fill(a, values) for a in head + tail] + list(preset.last)
+    argv = [fill(a, values) for a in head + tail] + list(preset.last)
     return argv, prompt if preset.prompt_via == "stdin" else None
 
 

@@ -15,30 +15,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from loopctl import clock
+from loopctl.agents.reading import RESULT_CHARS, Reading
+from loopctl.agents.reading import tail_text as _tail_text
+from loopctl.agents.reading import text as _text
 from loopctl.domain import untrusted
-from loopctl.domain.plain import factory, record
 
-RESULT_CHARS = 4000
 WEEK = 7 * 86400.0
-
-
-@record
-class Reading:
-    result_text: str | None = None
-    session_id: str | None = None
-    cost_usd: float | None = None
-    is_error: bool = False
-    error: str | None = None
-    rate_limited: bool = False
-    reset_at: float | None = None
-    # Not logged in, a bad or expired key (DESIGN §18): the account needs a human.
-    auth_error: bool = False
-    # The limit or the refused login was found in free text (a plain-text
-    # agent's output, where the model writes too), not in the CLI's own
-    # fields: it may hold this loop, never its account (DESIGN §18).
-    from_text: bool = False
-    tokens: int | None = None  # tokens the CLI reported the run used
-    notes: list[str] = factory(list)
 
 
 # -- usage / rate limits -----------------------------------------------------------
@@ -112,10 +94,6 @@ def _mark_limits(reading: Reading, text: str | None) -> Reading:
 # -- parsing helpers ---------------------------------------------------------------
 
 
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
-
-
 def _json_lines(data: bytes) -> Iterator[Any]:
     for line in _text(data).splitlines():
         line = line.strip()
@@ -138,12 +116,6 @@ def _last_json(tail: bytes) -> Any:
             except ValueError:
                 continue
     return None
-
-
-def _tail_text(tail: bytes) -> str | None:
-    lines = [ln for ln in _text(tail).splitlines() if not ln.startswith("# loopctl:")]
-    text = "\n".join(lines).strip()
-    return text[-RESULT_CHARS:] if text else None
 
 
 def _dict(value: Any) -> dict[str, Any]:

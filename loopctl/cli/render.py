@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loopctl.domain.durations import format_rough
+from loopctl.domain.outcomes import MARKS  # one per outcome: `status` and `watch` show the same
 from loopctl.domain.untrusted import line
 
 STYLES = {"green": "32", "red": "31", "yellow": "33", "dim": "2", "bold": "1", "cyan": "36"}
@@ -137,10 +138,6 @@ def fit_line(fixed: Sequence[str], free: Sequence[str], width: int | None = None
     return f"{head} {tail}".rstrip()
 
 
-# One mark per outcome, (unicode, ascii): `status` and `watch` show the same.
-MARKS = {"ok": ("✓", "o"), "failed": ("✗", "x"), "timeout": ("⏱", "T"),
-         "killed": ("■", "K"), "lost": ("?", "?"), "deferred": ("↻", "D"),
-         "skipped": ("–", "-"), "gate_error": ("⊘", "G"), "auth_error": ("⊗", "A")}
 
 
 def unicode_ok(encoding: str | None = None) -> bool:

@@ -125,8 +125,8 @@ def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
 def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
     from loopctl.engine.supervisor import Supervisor
 
-    run_id, worktree = claim_now(store, name, mode)
-    return Supervisor(store, name, run_id, foreground=True, worktree=worktree).run()
+    run_id, _ = claim_now(store, name, mode)
+    return Supervisor(store, name, run_id, foreground=True).run()
 
 
 def decide(kind: str, summary: str | None, evidence: str | None,

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import posixpath
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from loopctl.domain.model import LoopDef
+
 # Every preset's binary (tests/test_agent_cli.py keeps the two in step),
 # the names their packages install under, and other agent CLIs.
 AGENT_CLIS = frozenset({
@@ -88,3 +92,10 @@ def _shell_script(rest: list[str]) -> str | None:
         if word.startswith("-") and "c" in word[1:] and not word.startswith("--"):
             return rest[i + 1] if i + 1 < len(rest) else None
     return None
+
+
+def is_agent(loop: LoopDef) -> bool:
+    """An AI agent preset (not `shell`, not a `--command`). Here, not in
+    agents.presets, so that a run of a `--command` loop never loads the
+    presets and their readers."""
+    return not loop.command and (loop.agent or "shell") != "shell"

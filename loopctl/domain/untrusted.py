@@ -15,6 +15,7 @@ import math
 import re
 from typing import Any
 
+from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import is_run_id
 
@@ -22,8 +23,7 @@ from loopctl.domain.names import is_run_id
 # a few separators. Never a leading `-` (it would become a flag in argv).
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 DECISIONS = ("continue", "complete", "fail", "block")
-OUTCOMES = ("ok", "failed", "timeout", "killed", "lost", "deferred", "skipped", "gate_error",
-            "auth_error")
+OUTCOMES = outcomes.OUTCOMES
 MAX_DECISION_BYTES = 64 * 1024
 MAX_DECISION_TEXT = 4000
 # The agent's `--next` is clamped to the loop's max delay anyway; beyond a

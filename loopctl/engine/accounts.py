@@ -67,7 +67,7 @@ class Gate:
         self.table, self.ids = table, ids
 
     def check(self, loop: LoopDef, now: float) -> accounts.Verdict:
-        from loopctl.agents.presets import is_agent
+        from loopctl.domain.agent_cli import is_agent
 
         if not self.table or self.ids is None or not is_agent(loop):
             return accounts.Verdict()

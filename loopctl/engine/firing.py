@@ -46,8 +46,7 @@ class PassReport:
     invalid: dict[str, str] = factory(dict)
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = False,
-                     gated: bool = False) -> int:
+def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
     """Start a detached supervisor (a session of its own) and return its pid.
 
     It is forked from this driver, which has already imported everything a
@@ -56,9 +55,10 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
     stderr go to the run's log, so even a crash leaves its reason where the
     user looks. The store lock this driver holds is closed in the child
     (loopctl.storage.locks), so the supervisor waits for it like anyone else."""
-    from loopctl.engine.supervisor import Supervisor, exit_code_for
+    from loopctl.engine.supervisor import Supervisor, exit_code_for, preload
     from loopctl.storage.runs import open_log  # before forking
 
+    preload()
     store.run_dir(loop)
     fd = open_log(store.paths.run_log(loop, run_id))
     sys.stdout.flush()
@@ -78,8 +78,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, worktree: bool = Fals
         os.close(null)
         os.close(fd)
         code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
-                                        foreground=False, worktree=worktree,
-                                        gated=gated).run())
+                                        foreground=False).run())
     except BaseException as exc:  # noqa: BLE001 - the child must never return
         try:
             os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
@@ -298,9 +297,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             run.update(events.receivers(defs.loops[name], defs.top))
             take_payload(store, name, run)
             try:
-                child = spawn_supervisor(store, name, run["run_id"],
-                                         defs.loops[name].worktree,
-                                         defs.loops[name].gate is not None)
+                child = spawn_supervisor(store, name, run["run_id"])
             except LoopctlError as exc:
                 # This loop only (its run folder is unusable): the others fire.
                 lifecycle.unclaim(state["loops"][name], exc.message)

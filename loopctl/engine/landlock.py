@@ -88,6 +88,19 @@ def _fail(what: str) -> LandlockError:
     return LandlockError(f"{what}: {os.strerror(err)} (errno {err})")
 
 
+def available() -> tuple[int, str | None]:
+    """(the Landlock ABI loopctl will use, None) or (0, why not)."""
+    from loopctl.settings import knob
+
+    cap = int(knob("LOOPCTL_SANDBOX_ABI"))
+    if cap == 0:
+        return 0, "LOOPCTL_SANDBOX_ABI=0 (set in the environment)"
+    try:
+        return min(abi(), cap), None
+    except LandlockError as exc:
+        return 0, str(exc)
+
+
 def abi() -> int:
     """The kernel's Landlock ABI version; raises LandlockError saying why none."""
     if not sys.platform.startswith("linux"):

@@ -34,17 +34,7 @@ class Unavailable(Exception):
     """Why this run cannot be confined here."""
 
 
-def available() -> tuple[int, str | None]:
-    """(the Landlock ABI loopctl will use, None) or (0, why not)."""
-    from loopctl.settings import knob
-
-    cap = int(knob("LOOPCTL_SANDBOX_ABI"))
-    if cap == 0:
-        return 0, "LOOPCTL_SANDBOX_ABI=0 (set in the environment)"
-    try:
-        return min(landlock.abi(), cap), None
-    except landlock.LandlockError as exc:
-        return 0, str(exc)
+available = landlock.available  # kept here: doctor, the CLI and tests ask this module
 
 
 class Confinement:

@@ -16,99 +16,122 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
+from loopctl.domain.outcomes import EXIT_FOR_OUTCOME
 from loopctl.domain.state import RunResult
 from loopctl.domain.timestamps import iso
-from loopctl.engine import procs
-from loopctl.engine.steps import (
-    bounds,
-    check,
-    confine,
-    context,
-    gate,
-    handoff,
-    launch,
-    notes,
-    output,
-    prepare,
-    protect,
-    settle,
-    wait,
-)
-from loopctl.engine.steps.context import RunContext, RunLog
-from loopctl.storage.runs import EXIT_FOR_OUTCOME, open_log
+from loopctl.engine import procs, run_bounds, run_signals
+from loopctl.engine.launch_support import read_claim
+from loopctl.engine.run_context import Claim, Done, Launched, Prepared, RunContext, RunLog
+from loopctl.engine.steps import launch, output, settle, wait
+from loopctl.storage.runs import open_log
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Handoff, Workspace
 
-# Kept importable from here: the drivers and tests name them.
-one_line = context.one_line
-Interrupted = wait.Interrupted
-
 
 class Supervisor:
-    """Orders the steps of one run (loopctl.engine.steps); does none itself."""
+    """Orders the steps of one run (loopctl.engine.steps); does none itself.
+    Each step takes what it needs and returns what the next ones need; a
+    step for a feature the loop does not use is never imported."""
 
-    def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool,
-                 worktree: bool | None = None, gated: bool | None = None) -> None:
+    def __init__(self, store: Store, loop_name: str, run_id: str, foreground: bool) -> None:
         self.store = store
         self.name = loop_name
         self.run_id = run_id
         self.foreground = foreground
-        # Known to the driver that claimed the run; None (a supervisor started
-        # by hand) means: look in the claimed run's definition.
-        self.worktree = worktree
-        self.gated = gated  # likewise: does the loop have `--if`
 
     def run(self) -> dict[str, Any]:
         procs.become_subreaper()
-        wait.interruptible()
+        run_signals.interruptible()
         self.store.run_dir(self.name)
         log = RunLog(open_log(self.store.paths.run_log(self.name, self.run_id)))
         ctx = RunContext(self.store, self.name, self.run_id, self.foreground, log, [],
-                         bounds.unheld(self.store.paths.state_dir, self.name, self.run_id))
+                         run_bounds.unheld(self.store.paths.state_dir, self.name, self.run_id))
         moved: Handoff | None = None
+        launched: Launched | None = None
+        done = Done()
         try:
             started = clock.now()
-            ws, note = prepare.prepare_workspace(ctx, self.worktree)
-            gate.gate(ctx, ws, self.gated)
-            launched = launch.launch(ctx, ws, note, started)
-            result = self._outcome(ctx, launched, started)
+            claim = read_claim(ctx)
+            launched, result, ws = self._launched(ctx, claim, done, started)
             output.read_decision(ctx, result)
-            notes.take_back(ctx, result)
+            if claim.loop.notes and done.handed is not None:
+                from loopctl.engine.steps import notes
+
+                notes.take_back(ctx, done.handed, result)
             log.flush_held()
-            protect.restore(ctx, ws, launched.loop, result)
-            check.check(ctx, ws, launched, result)
             if ws is not None:
-                moved = self._hand_off(ctx, ws, launched, result)
+                moved = self._after_worktree(ctx, claim, ws, launched, result, done)
+            elif claim.loop.check:
+                from loopctl.engine.steps import check
+
+                check.check(ctx, claim, None, launched, result, None)
             log.write(footer(self.run_id, result))
         finally:
-            confine.release(ctx)
+            if launched is not None and launched.confined is not None:
+                launched.confined.release()
             log.flush_held()
-            bounds.end(ctx)
+            run_bounds.end(ctx)
             log.close()
-        record = settle.run_record(ctx, launched.run, launched.argv, result, moved)
-        return settle.settle(ctx, launched.loop, launched.run, result, record, moved)
+        record = settle.run_record(ctx, claim, launched, result, done, moved)
+        return settle.settle(ctx, claim, result, record, done, moved)
+
+    def _launched(self, ctx: RunContext, claim: Claim, done: Done,
+                  started: float) -> tuple[Launched, RunResult, Workspace | None]:
+        """The worktree, the gate, the agent started and waited for."""
+        loop = claim.loop
+        prepared = Prepared()
+        if loop.worktree:
+            from loopctl.engine.steps import prepare
+
+            prepared = prepare.prepare_workspace(ctx, claim)
+            done.pr_fix = prepared.pr_fix
+        if loop.gate is not None:
+            from loopctl.engine.steps import gate
+
+            done.gate = gate.gate(ctx, claim, prepared)
+        made, note = launch.ready(ctx, claim, prepared, done.gate, started)
+        if made is not None and loop.notes:
+            from loopctl.engine.steps import notes
+
+            done.handed = notes.hand_out(ctx, loop, made.env)
+        launched = launch.start(ctx, claim, prepared, made, note, started, done.gate)
+        try:
+            result = self._outcome(ctx, claim, launched, done, started)
+        finally:
+            if launched.confined is not None:  # the agent's tree is gone
+                launched.confined.release()
+        return launched, result, prepared.ws
 
     @staticmethod
-    def _hand_off(ctx: RunContext, ws: Workspace, launched: launch.Launched,
-                  result: RunResult) -> Handoff:
-        cancelled = handoff.cancellation(ctx)
-        # A failing check, or protected paths not put back, hand nothing off.
-        loop = protect.hold(ctx, check.held_loop(launched.loop, result))
-        made = handoff.commit(ctx, ws, loop, launched.run, result)
-        moved = handoff.hand_off(ctx, ws, loop, launched.run, made, result, cancelled)
-        return check.mark_held(ctx, loop is not launched.loop, moved)
+    def _outcome(ctx: RunContext, claim: Claim, launched: Launched, done: Done,
+                 started: float) -> RunResult:
+        if done.gate is not None and done.gate.blocked:
+            from loopctl.engine.steps.gate import outcome
 
-    @staticmethod
-    def _outcome(ctx: RunContext, launched: launch.Launched, started: float) -> RunResult:
-        if gate.blocked(ctx):
-            return gate.outcome(ctx, started)
+            return outcome(done.gate, started)
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
-        result = wait.wait(ctx, launched.proc, launched.loop, started)
-        output.read_result(ctx, launched.loop, result)
+        result = wait.wait(ctx, launched.proc, claim.loop, started)
+        output.read_result(ctx, claim.loop, result)
         return result
+
+    @staticmethod
+    def _after_worktree(ctx: RunContext, claim: Claim, ws: Workspace, launched: Launched,
+                        result: RunResult, done: Done) -> Handoff:
+        """Protected paths put back, the check, the commit, the hand-off."""
+        from loopctl.engine.steps import check, handoff, protect
+
+        loop = claim.loop
+        done.guarded = protect.restore(ctx, ws, loop, result)
+        check.check(ctx, claim, ws, launched, result, done.guarded)
+        cancelled = handoff.cancellation(ctx)
+        # A failing check, or protected paths not put back, hand nothing off.
+        held = protect.hold(done.guarded, check.held_loop(loop, result))
+        made = handoff.commit(ctx, ws, held, claim.run, result, done.guarded)
+        moved = handoff.hand_off(ctx, ws, held, claim.run, made, result, cancelled)
+        return check.mark_held(ctx, held is not loop, moved)
 
 
 def footer(run_id: str, result: RunResult) -> str:
@@ -127,6 +150,15 @@ def exit_code_for(record: dict[str, Any]) -> int:
 
         return 1 if failed_verification(record) else 0
     return code
+
+
+def preload() -> None:
+    """In a driver that forks supervisors (engine/firing.py): what every
+    run imports, so that each forked run finds it imported already."""
+    from loopctl.agents import reading  # noqa: F401
+    from loopctl.domain import agent_cli  # noqa: F401
+    from loopctl.engine import landlock, scope  # noqa: F401
+    from loopctl.storage import triggers  # noqa: F401
 
 
 def main(argv: list[str]) -> int:

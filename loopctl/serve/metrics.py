@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from loopctl import __version__
+from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.timestamps import parse_iso as _parse_iso
 from loopctl.storage.store import Store
 
@@ -24,7 +25,7 @@ STATUSES = ("running", "queued", "active", "paused", "completed", "failed", "sto
 # A loop whose next fire is this far in the past, with nothing in flight or
 # queued, is overdue: no driver is firing it.
 OVERDUE_GRACE_S = 120.0
-FAILED = frozenset({"failed", "timeout", "killed", "lost", "gate_error", "auth_error"})
+FAILED = FAILURES
 
 
 class RunTally:

@@ -26,9 +26,6 @@ from loopctl.storage.paths import read_bounded as paths_read_bounded
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
 RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger")
-EXIT_FOR_OUTCOME = {"ok": 0, "failed": 1, "timeout": 124, "killed": 130,
-                    "lost": 1, "deferred": 75, "skipped": 0, "gate_error": 1,
-                    "auth_error": 1}
 
 
 def run_order(run_id: str) -> tuple[int, str]:

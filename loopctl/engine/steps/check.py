@@ -27,8 +27,18 @@ from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import replace
 from loopctl.domain.state import RunResult
-from loopctl.engine.steps import confine, launch, protect, side_command, wait
-from loopctl.engine.steps.context import RunContext, add_dropped, add_note
+from loopctl.engine import confining, side_command
+from loopctl.engine import run_signals as wait
+from loopctl.engine.launch_support import agent_env
+from loopctl.engine.run_context import (
+    Claim,
+    Guarded,
+    Launched,
+    RunContext,
+    add_dropped,
+    add_note,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Handoff, Workspace
@@ -37,17 +47,17 @@ if TYPE_CHECKING:
 CHECKED_OUTCOMES = ("ok", "failed", "timeout", "deferred")
 
 
-def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
-          result: RunResult) -> None:
+def check(ctx: RunContext, claim: Claim, ws: Workspace | None, launched: Launched,
+          result: RunResult, guarded: Guarded | None) -> None:
     """Run the loop's check, if it has one and the agent ran; its record goes
     on `result.check`, what went wrong with it on the run's note."""
-    loop = launched.loop
+    loop = claim.loop
     if not loop.check:
         return
     if launched.proc is None or result.outcome not in CHECKED_OUTCOMES:
         ctx.log.write(f"# loopctl: check not run: the run ended {result.outcome}")
         return
-    if protect.failed(ctx):  # the check would grade the agent's own tests
+    if guarded is not None and guarded.failed:  # the check would grade the agent's own tests
         ctx.log.write("# loopctl: check not run: the protected paths could not be put back")
         return
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
@@ -56,9 +66,9 @@ def check(ctx: RunContext, ws: Workspace | None, launched: launch.Launched,
         ctx.log.write(f"# loopctl: {moved}")
         add_note(result, moved)
         return
-    env = launch.agent_env(ctx, loop, cwd, launched.run)
+    env = agent_env(ctx, loop, cwd, claim.run)
     argv = list(loop.check)
-    ran = _confined_run(ctx, loop, cwd, env, launched.run, argv)
+    ran = _confined_run(ctx, loop, cwd, env, claim.run, argv)
     text = tail_text(ran.output, verify.KEEP)
     metric, dropped = _metric(loop.check_metric, text)
     result.check = verify.check_record(ran.exit_code, ran.duration_s, text, metric, ran.note)
@@ -79,30 +89,29 @@ def _left_worktree(ws: Workspace | None) -> str | None:
 
     if ws is None or not escaped(ws):
         return None
-    return (f"check not run: {launch.one_line([ws.subdir or '.'])} in the worktree is no "
+    return (f"check not run: {one_line([ws.subdir or '.'])} in the worktree is no "
             "longer a folder of it (a symlink out of it, or removed)")
 
 
 def _confined_run(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
                   run: dict[str, object], argv: list[str]) -> side_command.Finished:
-    """The agent's confinement is over; the check gets one of its own. The
-    record's `sandbox` stays the agent's."""
-    agent_sandbox = ctx.sandbox
-    confine.release(ctx)
+    """The agent's confinement is over (released when its tree was gone);
+    the check gets one of its own, which the record does not show."""
     handlers = {s: signal.getsignal(s) for s in wait.STOP_SIGNALS}
     wait.interruptible()  # `stop --kill` during the check kills it
+    confined = None
     try:
         try:
-            confined = confine.confine(ctx, loop, cwd, env, dict(run), argv, [])
+            confined = confining.confine(ctx, loop, cwd, env, dict(run), argv, [])
         except LoopctlError as exc:  # `--sandbox on` where it cannot be honoured
             return side_command.Finished(None, b"", 0.0, f"check not run: {exc.message}",
                                          started=False)
         ctx.log.flush_held()  # the sandbox's line, before the check's
-        return side_command.run(ctx, "check", argv, cwd, env, loop.check_timeout, confined,
-                                verify.KEEP)
+        return side_command.run(ctx, "check", argv, cwd, env, loop.check_timeout,
+                                confined.hook, verify.KEEP)
     finally:
-        confine.release(ctx)
-        ctx.sandbox = agent_sandbox
+        if confined is not None:
+            confined.release()
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
 
@@ -172,7 +181,7 @@ def _log(ctx: RunContext, loop: LoopDef, argv: list[str],
     status = f"exit code {ran.exit_code}" if ran.exit_code is not None else "no exit code"
     keep = min(verify.LOG_TAIL, loop.max_log // 4)
     shown = tail_text(ran.output, keep)
-    ctx.log.write(f"# loopctl: check {launch.one_line(argv)}: {status} after "
+    ctx.log.write(f"# loopctl: check {one_line(argv)}: {status} after "
                   f"{ran.duration_s:.1f}s" + (f" ({ran.note})" if ran.note else "")
                   + (f"; its last {max(keep // 1024, 1)} KiB of output:" if shown else ""))
     if shown:

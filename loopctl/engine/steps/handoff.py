@@ -18,8 +18,8 @@ from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of
 from loopctl.domain.state import RunResult
 from loopctl.domain.untrusted import line
-from loopctl.engine.steps.context import RunContext
-from loopctl.engine.steps.wait import STOP_SIGNALS
+from loopctl.engine.run_context import Guarded, RunContext
+from loopctl.engine.run_signals import STOP_SIGNALS
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Commit, Handoff, Workspace
@@ -74,16 +74,19 @@ def cancellation(ctx: RunContext) -> Callable[[], bool]:
 
 
 def commit(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
-           result: RunResult) -> Commit:
-    """What the agent left, committed on the run branch (nothing else moves)."""
-    from loopctl.engine.steps.protect import failed, onto
+           result: RunResult, guarded: Guarded | None = None) -> Commit:
+    """What the agent left, committed on the run branch (nothing else moves).
+    When the agent's commits touched a protected path, loopctl's commit goes
+    straight on the base, the agent's commits left out."""
     from loopctl.integrations import workspace
 
-    if failed(ctx):  # what it would commit may hold the agent's edit of protected paths
+    if guarded is not None and guarded.failed:
+        # What it would commit may hold the agent's edit of protected paths.
         return workspace.Commit(failure="not committed: the protected paths could not be "
                                 "put back")
+    onto = ws.base_sha if guarded is not None and guarded.flatten else None
     return workspace.commit(ws, commit_message(loop, run, result), ctx.run_id,
-                            loop.max_file_size, onto=onto(ctx, ws))
+                            loop.max_file_size, onto=onto)
 
 
 def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any], made: Commit,

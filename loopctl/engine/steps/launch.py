@@ -1,36 +1,30 @@
-"""Step 2: check the claim, write the prompt, start the agent."""
+"""Step 3: write the prompt, build the agent's argv and environment
+(`ready`), then start it under the store lock (`start`), the claim checked
+again when it starts. What the agent could have planted (the prompt file,
+its `#!` line, the sandbox's folders) is read between the two reads of the
+claim, with no lock held: a FIFO there fails this run only."""
 
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.errors import LoopctlError
-from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import record
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
-from loopctl.engine import procs, reaper
-from loopctl.engine.steps import bounds, confine, notes
-from loopctl.engine.steps.context import RunContext, one_line
-from loopctl.storage.paths import FILE_MODE, ensure_dir, unnamed_file
+from loopctl.engine import confining, procs
+from loopctl.engine import run_bounds as bounds
+from loopctl.engine.launch_support import agent_env, in_child, ours, shim_dir, trigger_payload
+from loopctl.engine.run_context import Claim, Gate, Launched, Prepared, RunContext, one_line
+from loopctl.storage.paths import FILE_MODE, unnamed_file
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Workspace
-
-
-@record
-class Launched:
-    proc: subprocess.Popen[bytes] | None  # None: it could not start (note says why)
-    loop: LoopDef
-    run: dict[str, Any]
-    argv: list[str]
-    note: str | None
+    pass
 
 
 @record
@@ -40,7 +34,7 @@ class Ready:
     stdin_text: str | None
     cwd: str
     env: dict[str, str]
-    hook: Callable[[], None] | None
+    files: list[str]  # what a sandbox grants it read-only (the shim, the prompt copy)
 
 
 # The most of a prompt file loopctl reads: past it the run fails, never a
@@ -48,88 +42,87 @@ class Ready:
 MAX_PROMPT_FILE = 4 * 2**20
 
 
-def launch(ctx: RunContext, ws: Workspace | None, note: str | None,
-           started: float) -> Launched:
-    """Start the run's agent and record who runs it. The claim is checked
-    under the store lock before anything is read, and again when the agent
-    starts; what the agent could have planted (the prompt file, its `#!`
-    line, the sandbox's folders) is read between the two, with no lock
-    held: a FIFO there fails this run only. `note`: why an earlier step
-    failed."""
-    loop, st, run = _claimed(ctx)
-    ready = None
+def ready(ctx: RunContext, claim: Claim, prepared: Prepared, gate: Gate | None,
+          started: float) -> tuple[Ready | None, str | None]:
+    """What starting the agent needs, or None and why it cannot start (a
+    failed worktree, an unreadable prompt file); None, None when the gate
+    said no."""
+    loop, ws = claim.loop, prepared.ws
     try:
         if loop.worktree and ws is None:
-            raise LoopctlError(note or "the worktree could not be made")
-        if ctx.gate is None or ctx.gate.outcome is None:  # no gate, or it passed
-            ready = _prepare(ctx, loop, st, run, ws, started)
+            raise LoopctlError(prepared.note or "the worktree could not be made")
+        if gate is not None and gate.blocked:
+            return None, None
+        return _prepare(ctx, claim, prepared, gate, started), None
     except LoopctlError as exc:
-        note = exc.message
         ctx.log.hold(f"# loopctl: {exc.message}")
-    proc = None
+        return None, exc.message
+
+
+def start(ctx: RunContext, claim: Claim, prepared: Prepared, made: Ready | None,
+          note: str | None, started: float, gate: Gate | None) -> Launched:
+    """Confine and start the agent (when `made`), and record who runs it,
+    under the store lock with the claim checked again."""
+    launched = Launched(None, made.argv if made else [], note,
+                        gate.sandbox if gate is not None else "off")
+    if made is not None:
+        launched.sandbox = "unavailable"  # what the record says if confining raises
+        try:
+            launched.confined = confining.confine(ctx, claim.loop, made.cwd, made.env,
+                                                  claim.run, made.argv, made.files)
+            launched.sandbox = launched.confined.sandbox
+        except LoopctlError as exc:
+            made, launched.note = None, exc.message
+            ctx.log.hold(f"# loopctl: {exc.message}")
     with ctx.store.lock():
         state = ctx.store.read_state()
         st = state["loops"].get(ctx.name)
-        run = _ours(ctx, st)
+        run = ours(ctx, st)
+        assert st is not None
         try:
-            if ready is not None:
-                proc = spawn(ctx, loop, ready)
+            if made is not None:
+                hook = launched.confined.hook if launched.confined else None
+                launched.proc = spawn(ctx, claim.loop, made, hook)
         except LoopctlError as exc:
-            note = exc.message
+            launched.note = exc.message
             ctx.log.hold(f"# loopctl: {exc.message}")
         if ctx.found_repository is not None and st.get("repository") is None:
             st["repository"] = list(ctx.found_repository)  # from now on, the record
         run["started_at"] = started
-        run["workspace"] = ws.to_json() if ws else None
+        run["workspace"] = prepared.ws.to_json() if prepared.ws else None
         run["supervisor"] = procs.ref()
-        run["agent"] = procs.ref(proc.pid) if proc else None
+        run["agent"] = procs.ref(launched.proc.pid) if launched.proc else None
         run["contain"] = ctx.bounds.held.to_json()
         ctx.store.write_state(state)
-    return Launched(proc, loop, run, ready.argv if ready else [], note)
+    claim.run = run
+    return launched
 
 
-def _ours(ctx: RunContext, st: LoopState | None) -> dict[str, Any]:
-    run = st and st.get("run")
-    if not run or run["run_id"] != ctx.run_id:
-        raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
-    if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
-        raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
-    return run
-
-
-def _claimed(ctx: RunContext) -> tuple[LoopDef, LoopState, dict[str, Any]]:
-    """Under the lock: the run must still be ours; its bounds are held (the
-    gate held them already). The loop is the claim's definition, as it
-    stands now: an `update` after this applies to the next run."""
-    with ctx.store.lock():
-        st = ctx.store.read_state()["loops"].get(ctx.name)
-        run = _ours(ctx, st)
-        assert st is not None
-        loop = parse_loop(ctx.name, run["spec"])
-        if not ctx.bounds.launched:
-            bounds.hold(ctx, loop)
-    return loop, st, run
-
-
-def _prepare(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
-             ws: Workspace | None, started: float) -> Ready:
-    from loopctl.agents.presets import build_argv
-
+def _prepare(ctx: RunContext, claim: Claim, prepared: Prepared, gate: Gate | None,
+             started: float) -> Ready:
+    loop, st, run, ws = claim.loop, claim.state, claim.run, prepared.ws
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
-    confine.recorded_repository(ctx, dict(st), ws)
-    prompt, prompt_path = write_prompt(ctx, loop, cwd, st, run["iteration"], started, ws)
-    ctx.prompt_path = prompt_path
+    confining.recorded_repository(ctx, dict(st), ws)
+    prompt, prompt_path = write_prompt(ctx, claim, cwd, started, prepared, gate)
     resume = st.get("session_id") if loop.continue_session else None
-    argv, stdin_text = build_argv(loop, prompt, prompt_path, ctx.run_id,
-                                  resume_session=resume,
-                                  decision_dir=str(ctx.decision_path.parent))
+    argv, stdin_text = build_argv(loop, prompt, prompt_path, ctx.run_id, resume,
+                                  str(ctx.decision_path.parent))
     ctx.log.hold(f"# loopctl: run {ctx.run_id} of {ctx.name} (iteration {run['iteration']}) "
                  f"started {iso(started)} in {cwd}: {one_line(argv)}")
     env = agent_env(ctx, loop, cwd, run)
-    notes.hand_out(ctx, loop, env)
-    files = [str(shim_dir(ctx) / "loopctl"), prompt_path]
-    hook = confine.confine(ctx, loop, cwd, env, run, argv, files)
-    return Ready(argv, stdin_text, cwd, env, hook)
+    return Ready(argv, stdin_text, cwd, env, [str(shim_dir(ctx) / "loopctl"), prompt_path])
+
+
+def build_argv(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
+               resume: str | None, decision_dir: str) -> tuple[list[str], str | None]:
+    if loop.command:
+        from loopctl.agents.command import command_argv, values_for
+
+        return command_argv(loop, values_for(loop, prompt, prompt_path, run_id, decision_dir))
+    from loopctl.agents.presets import build_argv as from_preset
+
+    return from_preset(loop, prompt, prompt_path, run_id, resume_session=resume,
+                       decision_dir=decision_dir)
 
 
 def read_objective(loop: LoopDef, cwd: str) -> str:
@@ -161,23 +154,23 @@ def read_objective(loop: LoopDef, cwd: str) -> str:
         raise LoopctlError(f"cannot read prompt file {named}: not UTF-8 text") from None
 
 
-def write_prompt(ctx: RunContext, loop: LoopDef, cwd: str, st: LoopState, iteration: int,
-                 now: float, ws: Workspace | None) -> tuple[str, str]:
+def write_prompt(ctx: RunContext, claim: Claim, cwd: str, now: float, prepared: Prepared,
+                 gate: Gate | None) -> tuple[str, str]:
     """The text to send and loopctl's copy of it (for `{prompt_file}`): the
     agent reads the copy, never the user's path."""
-    from loopctl.agents.envelope import wrap
-    from loopctl.agents.presets import wants_envelope
-
+    loop, st, ws = claim.loop, claim.state, prepared.ws
     objective = loop.prompt or "" if loop.prompt_file is None else read_objective(loop, cwd)
     text = objective
-    if wants_envelope(loop):
+    if is_agent(loop) and not loop.raw:  # presets get the envelope
         workspace = ws.to_json() if ws else None
         payload = trigger_payload(ctx)
-        text = wrap(loop, objective, st, iteration, now, workspace,
-                    gate_output=ctx.gate.output if ctx.gate else None,
+        from loopctl.agents.envelope import wrap
+
+        text = wrap(loop, objective, st, claim.iteration, now, workspace,
+                    gate_output=gate.output if gate else None,
                     payload=payload[1] if payload else None,
                     check=last_check(ctx, loop, st),
-                    pr_fix=ctx.pr_fix if ws is not None and ws.continues else None)
+                    pr_fix=prepared.pr_fix if ws is not None and ws.continues else None)
     path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
     with os.fdopen(fd, "w") as handle:
@@ -196,38 +189,8 @@ def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> dict[str, Any] 
     return {**last, "output_tail": (record.get("check") or {}).get("output_tail")}
 
 
-def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> dict[str, str]:
-    from loopctl.agents.presets import env_for
-
-    env = dict(os.environ)
-    env.update(env_for(loop))
-    env.update({k: v for k, v in loop.env.items() if v is not None})
-    env.update(LOOPCTL_LOOP=ctx.name, LOOPCTL_RUN_ID=ctx.run_id,
-               LOOPCTL_ITERATION=str(run["iteration"]),
-               LOOPCTL_DECISION_FILE=str(ctx.decision_path))
-    payload = trigger_payload(ctx)
-    env.pop("LOOPCTL_TRIGGER_FILE", None)  # only ever the run's own payload
-    if payload:
-        env["LOOPCTL_TRIGGER_FILE"] = str(payload[0])
-    # How the next driver finds what a SIGKILLed supervisor left (reaper).
-    env[reaper.MARK_VAR] = ctx.bounds.held.mark
-    # Node CLIs (opencode among them) take their project from $PWD when
-    # it is set; the driver's own $PWD would send the agent elsewhere.
-    env["PWD"] = os.path.abspath(cwd)
-    # The agent's `loopctl decide` must reach this installation, whatever
-    # else is on its PATH: a one-file shim directory goes first.
-    env["PATH"] = os.pathsep.join([str(shim_dir(ctx)), env.get("PATH", os.defpath)])
-    return env
-
-
-def trigger_payload(ctx: RunContext) -> tuple[Path, str] | None:
-    """The payload of the trigger this run answers (DESIGN §17), if any."""
-    from loopctl.storage.triggers import run_payload
-
-    return run_payload(ctx.store.paths, ctx.name, ctx.run_id)
-
-
-def spawn(ctx: RunContext, loop: LoopDef, ready: Ready) -> subprocess.Popen[bytes]:
+def spawn(ctx: RunContext, loop: LoopDef, ready: Ready,
+          hook: Callable[[], None] | None) -> subprocess.Popen[bytes]:
     stdin: IO[bytes] | int = subprocess.DEVNULL
     if ready.stdin_text is not None:
         # A file, not a pipe: an agent that never reads stdin cannot block us.
@@ -240,7 +203,7 @@ def spawn(ctx: RunContext, loop: LoopDef, ready: Ready) -> subprocess.Popen[byte
         return subprocess.Popen(argv, cwd=cwd, env=ready.env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True,
-                                preexec_fn=in_child(bounds.child_setup(ctx), ready.hook))
+                                preexec_fn=in_child(bounds.child_setup(ctx), hook))
     except subprocess.SubprocessError:  # only the sandbox hook raises one
         raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
                            "agent (landlock_restrict_self)") from None
@@ -253,36 +216,3 @@ def spawn(ctx: RunContext, loop: LoopDef, ready: Ready) -> subprocess.Popen[byte
         if not isinstance(stdin, int):
             stdin.close()
         bounds.spawned(ctx)
-
-
-def in_child(*hooks: Callable[[], None] | None) -> Callable[[], None]:
-    """Between fork and exec, in order: the bounds (the cgroup must be
-    joined while its files can still be written), then the sandbox."""
-    steps = [hook for hook in hooks if hook is not None]
-
-    def run_all() -> None:
-        for hook in steps:
-            hook()
-
-    return run_all
-
-
-def shim_dir(ctx: RunContext) -> Path:
-    folder = ensure_dir(ctx.store.paths.state_dir / "bin")
-    shim = folder / "loopctl"
-    # Not `-m loopctl`: that would import a `loopctl/` folder from the
-    # agent's working directory first. `-c` starts sys.path with it too,
-    # so the first entry is dropped before loopctl is imported.
-    body = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
-            "'import sys; del sys.path[0]; from loopctl.entry import main; main()' "
-            '"$@"\n')
-    try:
-        current = shim.read_text()
-    except OSError:
-        current = None
-    if current != body:
-        from loopctl.storage.atomic import atomic_write
-
-        atomic_write(shim, body.encode())
-        os.chmod(shim, 0o700)
-    return folder

@@ -9,40 +9,25 @@ The notes are file content only: never a path, an argument or a placeholder.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import record
 from loopctl.domain.state import RunResult
-from loopctl.engine.steps.context import RunContext, add_note
+from loopctl.engine.run_context import Handed, RunContext, add_note
 
 ENV = "LOOPCTL_NOTES_FILE"
 
 
-@record
-class Handed:
-    copy: Path
-    kept_sig: Any  # the kept file's signature when copied: changed since, not overwritten
-
-
-def hand_out(ctx: RunContext, loop: LoopDef, env: dict[str, str]) -> None:
+def hand_out(ctx: RunContext, loop: LoopDef, env: dict[str, str]) -> Handed:
     """The run's copy of the notes, and the variable naming it."""
-    if not loop.notes:
-        return
     from loopctl.storage import notes
 
     copy = ctx.decision_path.parent / "notes.md"
     notes.write_copy(copy, notes.read_notes(ctx.store.paths, ctx.name))
-    ctx.notes = Handed(copy, notes.signature(ctx.store.paths, ctx.name))
     env[ENV] = str(copy)
+    return Handed(copy, notes.signature(ctx.store.paths, ctx.name))
 
 
-def take_back(ctx: RunContext, result: RunResult) -> None:
+def take_back(ctx: RunContext, handed: Handed, result: RunResult) -> None:
     """Keep what the agent left, cut at 64 KiB; a note says what went wrong."""
-    handed: Handed | None = ctx.notes
-    if handed is None:
-        return
     from loopctl.domain.errors import LoopctlError
     from loopctl.domain.feedback import keep_notes
     from loopctl.storage import notes

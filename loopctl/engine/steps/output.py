@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import stat
 
+from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
-from loopctl.engine.steps.context import RunContext, add_dropped, add_note
+from loopctl.engine.run_context import RunContext, add_dropped, add_note
 
 # Readers look at the start (session ids) and the end (results) of the output.
 HEAD_BYTES = 64 * 1024
@@ -16,8 +17,6 @@ TAIL_BYTES = 1024 * 1024
 
 def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
     """Let the preset's reader look at the start and end of the output."""
-    from loopctl.agents.presets import is_agent, read_output
-
     try:
         # Through the descriptor this supervisor opened, never the path:
         # the agent may have put a symlink where the log was.
@@ -27,7 +26,14 @@ def read_result(ctx: RunContext, loop: LoopDef, result: RunResult) -> None:
         tail = os.pread(ctx.log.fd, size - start, start)
     except OSError:
         return
-    reading = read_output(loop, head, tail, result.exit_code)
+    if is_agent(loop):
+        from loopctl.agents.presets import read_output
+
+        reading = read_output(loop, head, tail, result.exit_code)
+    else:
+        from loopctl.agents.reading import plain
+
+        reading = plain(tail)
     add_dropped(ctx, result, reading.notes)
     result.result_text = reading.result_text
     result.session_id = reading.session_id

@@ -1,46 +1,27 @@
-"""Step 1: a fresh worktree for a `--worktree` run."""
+"""Step 1: a fresh worktree for a `--worktree` run (or the branch of the PR
+it continues, DESIGN §16)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from loopctl.domain.errors import LoopctlError
-from loopctl.domain.model import parse_loop
-from loopctl.engine.steps.context import RunContext
+from loopctl.engine import pr_fix
+from loopctl.engine.run_context import Claim, Prepared, RunContext
 from loopctl.storage.paths import ensure_dir
 
-if TYPE_CHECKING:  # a worktree run imports it; most runs never need git
-    from loopctl.integrations.workspace import Workspace
 
-
-def prepare_workspace(ctx: RunContext, worktree: bool | None) -> tuple[Workspace | None,
-                                                                        str | None]:
-    """The worktree and None, or None and why it could not be made.
-
-    Made outside the store lock (a fetch may take a while). `worktree` is
-    what the driver that claimed the run knew; None (a supervisor started by
-    hand) means: look in the claimed run's definition."""
-    if worktree is False:
-        return None, None  # no second read of the state for the common case
-    with ctx.store.lock():
-        st = ctx.store.read_state()["loops"].get(ctx.name) or {}
-        run = st.get("run") or {}
-        if run.get("run_id") != ctx.run_id:
-            return None, None  # launching says why
-        loop = parse_loop(ctx.name, run["spec"])
-        tracked = st.get("pr_feedback")
-    if not loop.worktree:
-        return None, None
-    from loopctl.engine.steps import prfix
+def prepare_workspace(ctx: RunContext, claim: Claim) -> Prepared:
+    """The worktree, or why it could not be made (launching fails the run
+    with that note). Made with the store unlocked: a fetch may take a while."""
     from loopctl.integrations import workspace
 
+    loop = claim.loop
     folder = ctx.store.paths.state_dir / "worktrees" / ctx.name
-    found = prfix.look(ctx, loop, tracked)
+    found = pr_fix.look(ctx, loop, claim.state.get("pr_feedback"))
     try:
         ensure_dir(folder.parent)
-        ws = prfix.continuation(ctx, loop, folder, found) \
+        ws = pr_fix.continuation(ctx, loop, folder, found) \
             or workspace.prepare(loop, ctx.run_id, folder)
     except LoopctlError as exc:
-        return None, f"worktree: {exc.message}"
+        return Prepared(None, f"worktree: {exc.message}", found)
     ctx.log.hold(f"# loopctl: worktree {folder} on branch {ws.branch} from {ws.base_ref}")
-    return ws, None
+    return Prepared(ws, None, found)

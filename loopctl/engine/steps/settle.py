@@ -13,9 +13,8 @@ from loopctl.domain.model import LoopDef
 from loopctl.domain.records import add_fields, new_record
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
-from loopctl.engine import events
-from loopctl.engine.steps import account, protect
-from loopctl.engine.steps.context import RunContext, add_note
+from loopctl.engine import events, run_accounts
+from loopctl.engine.run_context import Claim, Done, Guarded, Launched, RunContext, add_note
 from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.runs import prune, remember
 
@@ -25,8 +24,9 @@ if TYPE_CHECKING:
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 
 
-def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: RunResult,
-               handoff: Handoff | None) -> dict[str, Any]:
+def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result: RunResult,
+               done: Done, handoff: Handoff | None) -> dict[str, Any]:
+    run = claim.run
     record = new_record(
         ctx.run_id, ctx.name,
         iteration=run["iteration"], trigger=run.get("trigger"),
@@ -37,17 +37,19 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
         missed=run.get("missed", 0), decision=result.decision,
         session_id=result.session_id, cost_usd=result.cost_usd,
         result=result.result_text[-2000:] if result.result_text else None,
-        log=str(ctx.log_path), argv=argv, note=result.note,
-        log_truncated=ctx.bounds.truncated, sandbox=ctx.sandbox,
+        log=str(ctx.log_path), argv=launched.argv if launched else [], note=result.note,
+        log_truncated=ctx.bounds.truncated, sandbox=launched.sandbox if launched else "off",
     )
-    if ctx.gate is not None:
-        add_fields(record, {"gate": ctx.gate.record()})
+    if done.gate is not None:
+        add_fields(record, {"gate": done.gate.record()})
     if result.check is not None:
         add_fields(record, {"check": result.check})
-    if ctx.pr_fix is not None:
-        add_fields(record, {"pr_feedback": ctx.pr_fix.record()})
-    if ctx.protected is not None:
-        add_fields(record, protect.record_fields(ctx))
+    if done.pr_fix is not None:
+        add_fields(record, {"pr_feedback": done.pr_fix.record()})
+    if done.guarded is not None:
+        from loopctl.domain.protect import record_fields
+
+        add_fields(record, record_fields(done.guarded.changed))
     if run.get("spec", {}).get("agent"):  # which preset ran (a fallback's, DESIGN §18)
         add_fields(record, {"agent": run["spec"]["agent"],
                             "fallback_from": run.get("fallback_from")})
@@ -58,12 +60,12 @@ def run_record(ctx: RunContext, run: dict[str, Any], argv: list[str], result: Ru
     return add_fields(record, handoff.record()) if handoff is not None else record
 
 
-def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
-           record: dict[str, Any], handoff: Handoff | None) -> dict[str, Any]:
+def settle(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any],
+           done: Done, handoff: Handoff | None) -> dict[str, Any]:
     """Save with a few retries (a full disk may free up), then prune."""
     for attempt in range(SAVE_ATTEMPTS):
         try:
-            save(ctx, loop, run, result, record, handoff)
+            save(ctx, claim, result, record, done, handoff)
             break
         except LoopctlError as exc:
             if attempt + 1 < SAVE_ATTEMPTS:
@@ -74,10 +76,11 @@ def settle(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResul
     return record
 
 
-def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
-         record: dict[str, Any], handoff: Handoff | None) -> set[str]:
+def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any],
+         done: Done, handoff: Handoff | None) -> set[str]:
     """Record the run and settle the loop, under the store lock."""
     store, paths = ctx.store, ctx.store.paths
+    loop, run = claim.loop, claim.run
     pending: events.Pending = []
     with store.lock():
         state = store.read_state()
@@ -86,7 +89,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
             before = events.status_key(st)
             now = clock.now()
             extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
-            told, instead = account.after_run(ctx, state, loop, result, now,
+            told, instead = run_accounts.after_run(ctx, state, loop, result, now,
                                               run.get("fallback_from"))
             if instead:
                 before = events.status_key(st)  # the account's one event says it
@@ -98,7 +101,7 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
             remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
-            pending = _attention(ctx, loop, st, run, before, now, handoff)
+            pending = _attention(ctx, loop, st, run, before, now, done, handoff)
             if told is not None:
                 pending.insert(0, (told, {"hook": run.get("hook"),
                                           "notify": run.get("notify") or []}))
@@ -117,7 +120,8 @@ def save(ctx: RunContext, loop: LoopDef, run: dict[str, Any], result: RunResult,
 
 
 def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
-               before: Any, now: float, handoff: Handoff | None) -> events.Pending:
+               before: Any, now: float, done: Done,
+               handoff: Handoff | None) -> events.Pending:
     pending: events.Pending = []
     receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
     log = str(ctx.log_path)
@@ -128,18 +132,34 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
-    tried = protect.event(ctx, loop, st, log, now)
+    tried = protected_event(ctx, done.guarded, loop, st, log, now)
     if tried is not None:
         pending.append((tried, receivers))
-    if ctx.pr_fix is None and not st.get("pr_feedback") and handoff is None:
+    if done.pr_fix is None and not st.get("pr_feedback") and handoff is None:
         return pending  # no PR to track: most runs import no git code
-    from loopctl.engine.steps import prfix
+    from loopctl.engine import pr_fix
 
-    review = prfix.settle(ctx, st, handoff)
+    review = pr_fix.settle(done.pr_fix, st, handoff)
     if review is not None:
         event = events.handoff_event(loop, st, ctx.run_id, log, now, review)
         pending.extend([(event, receivers)] if event else [])
     return pending
+
+
+def protected_event(ctx: RunContext, guarded: Guarded | None, loop: LoopDef, st: LoopState,
+                    log: str, now: float) -> dict[str, Any] | None:
+    """One `protected_changed` attention event for a run that tried."""
+    if guarded is None or not guarded.changed:
+        return None
+    from loopctl.domain import protect as rules
+    from loopctl.domain.untrusted import line
+
+    text = rules.event_text(guarded.changed)
+    out = events.attention(loop, st, ctx.run_id, log, now)
+    out.update(reason="protected_changed", summary=f"{loop.name}: protected changed: {text}",
+               evidence={"source": "loopctl", "text": text},
+               protected=[line(p) for p in guarded.changed[:rules.RECORDED]])
+    return out
 
 
 def mark_unsaved(ctx: RunContext, message: str) -> None:

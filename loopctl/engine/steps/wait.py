@@ -7,45 +7,14 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
 
 from loopctl import clock
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
 from loopctl.engine import procs
-from loopctl.engine.steps import bounds
-from loopctl.engine.steps.context import RunContext
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class Interrupted(Exception):
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_interrupted(signum: int, _frame: Any) -> None:
-    raise Interrupted(signum)
-
-
-def interruptible() -> None:
-    """SIGTERM, SIGINT and SIGHUP end the wait (and the run) as `killed`."""
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, _raise_interrupted)
-
-
-def ignore_stop_signals() -> None:
-    """From here on the work is finished, not abandoned: a second Ctrl-C must
-    not leave the agent's tree behind or a half-made commit or push."""
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-
-
-def kill_grace() -> float:
-    from loopctl.settings import knob
-
-    return knob("LOOPCTL_KILL_GRACE")
+from loopctl.engine import run_bounds as bounds
+from loopctl.engine.run_context import RunContext
+from loopctl.engine.run_signals import Interrupted, ignore_stop_signals, kill_grace
 
 
 def wait(ctx: RunContext, proc: subprocess.Popen[bytes], loop: LoopDef,

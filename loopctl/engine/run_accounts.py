@@ -1,5 +1,5 @@
-"""Step 6a, under the store lock with the loop settled: what the run found
-out about its account (DESIGN §18).
+"""Under the store lock with the loop settled (steps/settle.py): what the run
+found out about its account (DESIGN §18).
 
 A usage limit or a refused login marks the account in state.json and holds
 every other idle loop of it (paused `rate_limited` until the reset, or
@@ -13,13 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from loopctl.domain import accounts
+from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, RunResult
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.engine import events
 from loopctl.engine.accounts import Ids, table_of
-from loopctl.engine.steps.context import RunContext
+from loopctl.engine.run_context import RunContext
 
 KIND_FOR_OUTCOME = {"deferred": accounts.RATE_LIMITED, "auth_error": accounts.AUTH_REQUIRED}
 
@@ -30,8 +31,6 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
     """The account event to send, if any, and whether it stands in for the
     loop's own event (it always does when the account was marked). `loop`
     is what ran: for a fallback's run, the fallback preset."""
-    from loopctl.agents.presets import PRESETS, is_agent
-
     if not is_agent(loop) or result.loop_only:
         return None, False  # only the CLI's own fields hold an account (§18)
     kind = KIND_FOR_OUTCOME.get(result.outcome)
@@ -43,6 +42,8 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
     if kind is None:
         _release(state, table, account, now)
         return None, False
+    from loopctl.agents.presets import PRESETS
+
     st = state["loops"][ctx.name]
     preset = loop.agent or "shell"
     src = accounts.source(preset, PRESETS[preset].api_key_env)

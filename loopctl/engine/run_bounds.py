@@ -1,23 +1,36 @@
 """The run's bounds (DESIGN §14): its processes held and reaped, its log capped.
 
-Set up while launching, applied in the child before exec, finished after
-the wait; the supervisor's other steps only ask this module."""
+Held when the claim is read, applied in the child before exec, finished
+after the wait; the steps only ask this module."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loopctl.domain.plain import record
 from loopctl.engine import reaper
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
-from loopctl.engine.steps.held import RunBounds
 
 if TYPE_CHECKING:
     from loopctl.domain.model import LoopDef
-    from loopctl.engine.steps.context import RunContext
+    from loopctl.engine.run_context import RunContext
+
+
+@record
+class RunBounds:
+    held: reaper.Containment
+    launched: bool = False  # the claim is ours: the run's folders are ours to make and remove
+    trim: LogTrim | None = None  # scheduled runs: cuts the log back to the bound
+    capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
+    procs_fd: int | None = None  # the cgroup's procs file, joined in the child
+
+    @property
+    def truncated(self) -> bool:
+        cap = self.trim or self.capped
+        return bool(cap and cap.truncated)
 
 
 def unheld(state_dir: Path, name: str, run_id: str) -> RunBounds:
@@ -101,6 +114,19 @@ def end(ctx: RunContext) -> None:
     if cap is not None and cap.truncated:
         ctx.log.hold(note_line(cap.limit))
     ctx.log.flush_held()
-    if b.launched:  # rmtree does not follow symlinks the agent left in its folder
-        shutil.rmtree(ctx.decision_path.parent, ignore_errors=True)
+    if b.launched:
+        remove_folder(ctx.decision_path.parent)
     reaper.release(b.held)
+
+
+def remove_folder(folder: Path) -> None:
+    """An empty folder (most runs leave nothing) without importing shutil,
+    whose rmtree (it follows no symlink the agent left there) does the rest."""
+    try:
+        os.rmdir(folder)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,4 +1,6 @@
-"""What every step of one run shares: which run, its store, its log."""
+"""What the steps of one run share (loopctl.engine.steps): which run, its
+store, its log, its bounds; the claim, read once; and the values the steps
+return, which the supervisor hands on to the steps after them."""
 
 from __future__ import annotations
 
@@ -7,12 +9,19 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loopctl.domain.plain import record
+from loopctl.domain.plain import factory, record
 from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:
-    from loopctl.engine.steps.held import RunBounds
+    import subprocess
+
+    from loopctl.domain.feedback import Plan
+    from loopctl.domain.model import LoopDef
+    from loopctl.domain.state import LoopState
+    from loopctl.engine.confining import Confined
+    from loopctl.engine.run_bounds import RunBounds
+    from loopctl.integrations.workspace import Workspace
 
 
 class RunLog:
@@ -61,18 +70,11 @@ class RunContext:
     # record and on the loop, so `status` shows it.
     dropped: list[str]
     bounds: RunBounds
-    sandbox: str = "off"  # what the record says: `landlock ABI 7`, `off`, or why not
-    confinement: Any = None  # engine.sandbox.Confinement while the agent runs
-    prompt_path: str | None = None  # the prompt file the agent may read
     # What a sandbox may read of the repository (DESIGN §14): from loopctl's
     # records; None until known. `found_repository`: looked up by this run
     # (a loop never looked up before), for launching to record.
     repository: tuple[str, ...] | None = None
     found_repository: tuple[str, ...] | None = None
-    gate: Any = None  # steps.gate.Gate once the loop's gate ran
-    pr_fix: Any = None  # domain.feedback.Plan once the loop's PR was looked at
-    notes: Any = None  # steps.notes.Handed while the agent has the notes
-    protected: Any = None  # steps.protect.Guarded once protected paths were put back
 
     @property
     def log_path(self) -> Path:
@@ -81,6 +83,86 @@ class RunContext:
     @property
     def decision_path(self) -> Path:
         return self.store.paths.decision_file(self.name, self.run_id)
+
+
+@record
+class Claim:
+    """The claimed run, read once under the store lock when the supervisor
+    starts: the loop as the claim defines it (an `update` after the claim
+    applies to the next run), the claim itself, and the loop's state then."""
+    loop: LoopDef
+    run: dict[str, Any]
+    state: LoopState
+
+    @property
+    def iteration(self) -> int:
+        return int(self.run["iteration"])
+
+
+@record
+class Prepared:
+    """What the worktree step made: the worktree (None: not a worktree run,
+    or `note` says why it could not be made), and the PR it continues."""
+    ws: Workspace | None = None
+    note: str | None = None
+    pr_fix: Plan | None = None
+
+
+@record
+class Gate:
+    """What the loop's gate (`--if`) said; `outcome` None: it passed."""
+    argv: list[str]
+    exit_code: int | None
+    outcome: str | None
+    output: str  # the last GATE_TAIL bytes, as text
+    duration_s: float
+    note: str | None = None
+    sandbox: str = "off"  # the gate's confinement: the record's when no agent ran
+
+    @property
+    def blocked(self) -> bool:
+        return self.outcome is not None
+
+    def record(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "output_tail": self.output}
+
+
+@record
+class Handed:
+    """The notes handed to the agent: the run's copy, and the kept file's
+    signature when copied (changed since: not overwritten)."""
+    copy: Path
+    kept_sig: Any
+
+
+@record
+class Launched:
+    proc: subprocess.Popen[bytes] | None  # None: it could not start (note says why)
+    argv: list[str]
+    note: str | None
+    sandbox: str = "off"  # what the record says: `landlock ABI 7`, `off`, or why not
+    confined: Confined | None = None  # released once the agent's tree is gone
+
+
+@record
+class Guarded:
+    """What putting the protected paths back did."""
+    changed: list[str] = factory(list)
+    flatten: bool = False
+    failure: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
+
+
+@record
+class Done:
+    """What the steps returned that the record and the settling need."""
+    gate: Gate | None = None
+    pr_fix: Plan | None = None
+    handed: Handed | None = None
+    guarded: Guarded | None = None
 
 
 def add_note(result: RunResult, note: str) -> None:

@@ -1,4 +1,6 @@
-"""Step: PR feedback (DESIGN §16). Before a `--pr` run, look at the newest
+"""PR feedback (DESIGN §16), for the worktree step and the settling.
+
+Before a `--pr` run, look at the newest
 PR the loop opened; when its checks failed, the run continues it (its
 worktree on the PR's head branch). After the run, the loop's record of its
 PR is kept up to date, and a PR out of fix attempts is left for review with
@@ -16,7 +18,7 @@ from loopctl.domain.feedback import Plan
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState, tracked_pr
 from loopctl.domain.untrusted import INVALID
-from loopctl.engine.steps.context import RunContext
+from loopctl.engine.run_context import RunContext
 
 if TYPE_CHECKING:
     from loopctl.integrations.workspace import Handoff, Workspace
@@ -34,7 +36,6 @@ def look(ctx: RunContext, loop: LoopDef, tracked: dict[str, Any] | None) -> Plan
     except LoopctlError:
         return None  # the worktree step says why
     found = pr_feedback.look(repo, loop, tracked)
-    ctx.pr_fix = found
     ctx.log.hold(f"# loopctl: PR {found.url}: {found.why}" + (
         f"; this run continues its branch {found.branch} (fix attempt {found.attempt} of "
         f"{found.limit})" if found.action == "continue" else ""))
@@ -57,12 +58,12 @@ def continuation(ctx: RunContext, loop: LoopDef, folder: Path,
         return None
 
 
-def settle(ctx: RunContext, st: LoopState, handoff: Handoff | None) -> Handoff | None:
-    """Under the store lock: the loop's record of its PR after this run;
-    the `needs_review` hand-off to announce, if any."""
+def settle(found: Plan | None, st: LoopState, handoff: Handoff | None) -> Handoff | None:
+    """Under the store lock: the loop's record of its PR after this run
+    (`found`: what the worktree step found); the `needs_review` hand-off
+    to announce, if any."""
     from loopctl.integrations.workspace import Handoff
 
-    found: Plan | None = ctx.pr_fix
     tracked = st.get("pr_feedback")
     review = None
     if found is not None and tracked and tracked.get("url") == found.url:

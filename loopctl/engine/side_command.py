@@ -16,8 +16,10 @@ from collections.abc import Callable
 
 from loopctl.domain.plain import record
 from loopctl.engine import procs
-from loopctl.engine.steps import bounds, launch, wait
-from loopctl.engine.steps.context import RunContext
+from loopctl.engine import run_bounds as bounds
+from loopctl.engine import run_signals as wait
+from loopctl.engine.launch_support import in_child
+from loopctl.engine.run_context import RunContext
 
 READ_SLICE = 0.2  # how often a silent command is checked for having exited
 # Bytes read after it exited before giving up on a child holding the pipe.
@@ -43,7 +45,7 @@ def run(ctx: RunContext, what: str, argv: list[str], cwd: str, env: dict[str, st
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True,
-                                preexec_fn=launch.in_child(bounds.child_setup(ctx), confined))
+                                preexec_fn=in_child(bounds.child_setup(ctx), confined))
     except subprocess.SubprocessError:  # only the sandbox hook raises one
         return Finished(None, b"", 0.0, f"sandbox unavailable: the kernel refused to confine "
                         f"the {what} (landlock_restrict_self)", started=False)
