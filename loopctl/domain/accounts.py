@@ -17,14 +17,13 @@ computes ids and carries the decisions out.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import posixpath
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from loopctl.domain import untrusted
+from loopctl.domain.digests import hmac_sha256
 from loopctl.domain.plain import record
 
 RATE_LIMITED, AUTH_REQUIRED = "rate_limited", "auth_required"
@@ -122,7 +121,7 @@ def account_id(key: bytes, preset: str, pairs: list[list[str]]) -> str:
     Values that are not UTF-8 (surrogate escapes from the environment) are
     hashed by their bytes, never dropped."""
     data = json.dumps([preset, pairs], ensure_ascii=True).encode()
-    return hmac.new(key, data, hashlib.sha256).hexdigest()[:ID_CHARS]
+    return hmac_sha256(key, data)[:ID_CHARS]
 
 
 # -- the table in state.json -------------------------------------------------

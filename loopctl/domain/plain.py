@@ -124,23 +124,21 @@ def _process(cls: type, frozen: bool) -> type:
     mine = ", ".join(f"self.{name}" for name in names)
     theirs = ", ".join(f"other.{name}" for name in names)
     comma = "," if len(names) == 1 else ""
-    source = "\n".join([
-        f"def __init__({', '.join(['self', *params])}):",
-        *(body or ["  pass"]),
-        "def __eq__(self, other):",
-        "  if other.__class__ is self.__class__:",
-        f"    return ({mine}{comma}) == ({theirs}{comma})",
-        "  return NotImplemented",
-        "def __hash__(self):",
-        f"  return hash(({mine}{comma}))",
-    ]) + "\n"
-    exec(source, namespace)  # our own source, as dataclasses makes its __init__
-
-    _set(cls, "__init__", namespace["__init__"])
+    sources = {
+        "__init__": "\n".join([f"def __init__({', '.join(['self', *params])}):",
+                               *(body or ["  pass"])]),
+        "__eq__": "\n".join(["def __eq__(self, other):",
+                             "  if other.__class__ is self.__class__:",
+                             f"    return ({mine}{comma}) == ({theirs}{comma})",
+                             "  return NotImplemented"]),
+        "__hash__": f"def __hash__(self):\n  return hash(({mine}{comma}))",
+    }
+    _set(cls, "__init__", _compiled_on_first_call(cls, "__init__", sources, namespace))
     _set(cls, "__repr__", _make_repr(names))
-    _set(cls, "__eq__", namespace["__eq__"])
+    _set(cls, "__eq__", _compiled_on_first_call(cls, "__eq__", sources, namespace))
     if "__hash__" not in cls.__dict__:
-        cls.__hash__ = namespace["__hash__"] if frozen else None  # type: ignore[assignment]
+        hashed = _compiled_on_first_call(cls, "__hash__", sources, namespace) if frozen else None
+        cls.__hash__ = hashed  # type: ignore[assignment]
     if frozen:
         _set(cls, "__setattr__", _make_frozen_setattr(cls, names))
         _set(cls, "__delattr__", _make_frozen_delattr(cls, names))
@@ -149,6 +147,26 @@ def _process(cls: type, frozen: bool) -> type:
     setattr(cls, _SPEC, spec)
     setattr(cls, _FIELDS, names)
     return cls
+
+
+def _compiled_on_first_call(cls: type, name: str, sources: dict[str, str],
+                            namespace: dict[str, Any]) -> Any:
+    """A stub that compiles the method from our own source (as dataclasses
+    makes its `__init__`) when first called, and puts it in its place.
+    Parsing and compiling cost ~1M instructions for a record of many fields;
+    a run imports ~30 records and calls few of their methods."""
+    def stub(self: Any, *args: Any, **kwargs: Any) -> Any:
+        func = namespace.get(name)
+        if func is None:
+            exec(sources[name], namespace)  # our own source
+            func = namespace[name]
+            func.__qualname__ = f"{cls.__qualname__}.{name}"
+            if cls.__dict__.get(name) is stub:
+                type.__setattr__(cls, name, func)
+        return func(self, *args, **kwargs)
+
+    stub.__name__ = stub.__qualname__ = name
+    return stub
 
 
 def _set(cls: type, name: str, func: Any) -> None:

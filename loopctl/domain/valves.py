@@ -6,9 +6,9 @@ checks run when a run settles and at every driver pass (DESIGN §4, §7).
 
 from __future__ import annotations
 
-import hashlib
 import re
 
+from loopctl.domain.digests import sha256_hex
 from loopctl.domain.durations import format_duration, format_usd
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
@@ -48,7 +48,7 @@ def normalize_result(text: str) -> str:
 
 
 def result_digest(text: str) -> str:
-    return hashlib.sha256(normalize_result(text).encode()).hexdigest()[:16]
+    return sha256_hex(normalize_result(text).encode())[:16]
 
 
 def no_progress_reached(loop: LoopDef, st: LoopState) -> bool:

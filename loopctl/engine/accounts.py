@@ -9,19 +9,19 @@ only while some account is marked: an idle `tick` never gets here.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from loopctl.domain import accounts
+from loopctl.domain.digests import sha256
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import replace
 from loopctl.storage.store import Store
 
 # Without a usable home key (storage/home_key.py) ids are still hashed, not
 # kept in clear; they only stop being secret to someone who can guess keys.
-_NO_KEY = hashlib.sha256(b"loopctl accounts without a home key").digest()
+_NO_KEY = sha256(b"loopctl accounts without a home key").digest()
 
 
 class Ids:

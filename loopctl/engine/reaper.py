@@ -29,7 +29,6 @@ loop below leave none (tests/test_containment.py).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
@@ -37,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from loopctl.domain.digests import sha256_hex
 from loopctl.domain.plain import record
 from loopctl.engine import procs
 
@@ -69,7 +69,7 @@ class Containment:
 
 def home_key(state_dir: Path) -> str:
     """Tells this home's runs from another home's with the same run ids."""
-    return hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+    return sha256_hex(str(state_dir).encode())[:16]
 
 
 def run_mark(state_dir: Path, loop: str, run_id: str) -> str:

@@ -20,11 +20,11 @@ Pure functions only: the store reads and writes the file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 from loopctl import __version__
+from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, fields, record
 
@@ -49,7 +49,7 @@ class Parsed:
 
 def digest(source: bytes) -> str:
     """The cache key: the file's bytes and the code that parsed them."""
-    return hashlib.sha256(f"{FORMAT}:{__version__}:".encode() + source).hexdigest()
+    return sha256_hex(f"{FORMAT}:{__version__}:".encode() + source)
 
 
 def _defaults() -> dict[str, Any]:

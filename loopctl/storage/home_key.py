@@ -12,12 +12,11 @@ nothing derived is trusted: every read parses the YAML, as with no cache).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import stat
 from pathlib import Path
 
+from loopctl.domain.digests import compare_digest, hmac_sha256
 from loopctl.storage.paths import FILE_MODE
 
 KEY_BYTES = 32
@@ -76,8 +75,8 @@ def _make(path: Path) -> None:
 
 
 def mac(key: bytes, data: bytes) -> str:
-    return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hmac_sha256(key, data)
 
 
 def verify(key: bytes | None, data: bytes, tag: object) -> bool:
-    return key is not None and isinstance(tag, str) and hmac.compare_digest(mac(key, data), tag)
+    return key is not None and isinstance(tag, str) and compare_digest(mac(key, data), tag)

@@ -34,9 +34,9 @@ SUMMARY_KEYS = ("version", "wake_at", "busy", "defs_sig", "saved_at")
 
 
 def sha256_hex(data: bytes) -> str:
-    import hashlib
+    from loopctl.domain.digests import sha256_hex as hex_of
 
-    return hashlib.sha256(data).hexdigest()
+    return hex_of(data)
 
 
 def read_state_bytes(path: Path) -> bytes | None:

@@ -1,0 +1,46 @@
+"""SHA-256 and HMAC-SHA-256 from CPython's own built-in SHA-2 module.
+
+`hashlib` (and `hmac`, which imports it) loads OpenSSL: ~10M instructions,
+a twentieth of a whole `loopctl run`, for the few short digests a run takes
+(the state's seal, the definitions cache's key, account ids, a result's
+fingerprint). HMAC is RFC 2104 over that module; tests/test_digests.py
+holds it to `hmac.new(key, data, hashlib.sha256)`. Where CPython was built
+without its own SHA-2, hashlib is used."""
+
+from __future__ import annotations
+
+from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    sha256: Callable[[bytes], Any]
+
+try:
+    from _sha256 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+except ImportError:  # Python 3.12 on: one module for the SHA-2 family
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found,no-redef,unused-ignore]
+    except ImportError:
+        from hashlib import sha256  # type: ignore[assignment,no-redef,unused-ignore]
+
+BLOCK = 64
+INNER = bytes(x ^ 0x36 for x in range(256))
+OUTER = bytes(x ^ 0x5C for x in range(256))
+
+__all__ = ["compare_digest", "hmac_sha256", "sha256", "sha256_hex"]
+
+
+def sha256_hex(data: bytes) -> str:
+    return str(sha256(data).hexdigest())
+
+
+def hmac_sha256(key: bytes, data: bytes) -> str:
+    """HMAC-SHA-256 of `data`, as hex."""
+    if len(key) > BLOCK:
+        key = sha256(key).digest()
+    key = key.ljust(BLOCK, b"\0")
+    inner = sha256(key.translate(INNER) + data).digest()
+    return str(sha256(key.translate(OUTER) + inner).hexdigest())

@@ -1,0 +1,38 @@
+"""loopctl's SHA-256 and HMAC (domain/digests.py, built on CPython's own
+SHA-2 to keep OpenSSL out of every run) give what hashlib and hmac give:
+the state's seals and the account ids of existing homes stay valid."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import pytest
+
+from loopctl.domain.digests import compare_digest, hmac_sha256, sha256_hex
+
+
+@pytest.mark.parametrize("key", [b"", b"k", b"\x00" * 3, b"x" * 63, b"x" * 64, b"y" * 65,
+                                 bytes(range(256))])
+@pytest.mark.parametrize("data", [b"", b"data", bytes(range(256)) * 9])
+def test_hmac_is_rfc_2104_as_hmac_computes_it(key: bytes, data: bytes) -> None:
+    assert hmac_sha256(key, data) == hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
+def test_sha256_and_compare() -> None:
+    assert sha256_hex(b"loopctl") == hashlib.sha256(b"loopctl").hexdigest()
+    assert compare_digest("ab", "ab") and not compare_digest("ab", "ac")
+
+
+def test_a_run_loads_no_openssl() -> None:
+    """What the module is for: hashlib (OpenSSL) stays out of the modules a
+    run's seals and ids need."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import loopctl.storage.home_key, loopctl.storage.defs_cache, "
+            "loopctl.domain.valves, loopctl.domain.accounts, loopctl.engine.reaper, "
+            "loopctl.engine.accounts; print('_hashlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
