@@ -66,7 +66,9 @@ def read_state_file(path: Path) -> dict[str, Any]:
     return parse_state(read_state_bytes(path), path)
 
 
-def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
+def parse_state(raw: bytes | None, path: Path, unpacked: bool = True) -> dict[str, Any]:
+    """The state in `raw`; `unpacked=False`: each entry as written (the
+    listing reads the few fields it shows with their common values)."""
     if raw is None:
         return empty_state()
     try:
@@ -84,7 +86,7 @@ def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
     if not isinstance(loops, dict):
         raise UnreadableError(f"{path}: state has no 'loops' mapping; move it aside to "
                               "start over")
-    if state["version"] == STATE_VERSION:
+    if state["version"] == STATE_VERSION and unpacked:
         from loopctl.domain.state import unpack
 
         state["loops"] = {name: unpack(entry) for name, entry in loops.items()}

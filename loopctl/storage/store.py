@@ -91,8 +91,7 @@ class Store:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
         key = defs_cache.digest(source)
-        sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES) if mine else None
-        data = defs_cache.unseal(self._home_key(), sealed) if sealed else None
+        data = self._cache_payload() if mine else None
         cached = defs_cache.decode(data, key) if data else None
         if cached is not None:
             return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
@@ -100,6 +99,19 @@ class Store:
                                cached_names=cached.names, append_indent=cached.append_indent,
                                cache_data=data)
         return self._parse_defs(source, signature, path, key if mine else None)
+
+    def _cache_payload(self) -> bytes | None:
+        sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES)
+        return defs_cache.unseal(self._home_key(), sealed) if sealed else None
+
+    def cached_parts(self) -> tuple[dict[str, Any], bytes, bytes] | None:
+        """The sealed parsed copy of `loops.yaml` as it is now, undecoded
+        (defs_cache.head: head, rows, loop lines), for the reading commands'
+        short paths (commands/listing.py); None when there is none to use:
+        they then read the definitions whole."""
+        source, _ = read_defs_source(self.paths.loops_file)
+        data = self._cache_payload() if source is not None else None
+        return defs_cache.head(data, defs_cache.digest(source)) if data and source else None
 
     def _parse_defs(self, source: bytes, signature: Signature, path: Path,
                     cache_key: str | None) -> Definitions:
@@ -150,17 +162,17 @@ class Store:
         atomic_write(self.paths.loops_file, source)
         defs.source, defs.signature = source, file_signature(self.paths.loops_file)
         defs.loops[name] = loop
-        loops_json = None
+        body = None
         if defs.parsed_doc is not None:  # parsed just now (edited by hand since the cache)
             defs.raw_loops[name] = raw
         else:
             assert defs.cached_names is not None
             defs.cached_names = [*defs.cached_names, name]
-            loops_json = defs_cache.extended(defs.cache_data, loop)
-        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, loops_json))
+            body = defs_cache.extended(defs.cache_data, loop)
+        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, body))
 
     def _defs_cache_bytes(self, key: str, defs: Definitions,
-                          loops_json: bytes | None = None) -> bytes | None:
+                          body: defs_cache.Body | None = None) -> bytes | None:
         names = defs.cached_names if defs.parsed_doc is None else (
             list(defs.raw_loops) if all(isinstance(k, str) for k in defs.raw_loops) else None)
         # Notification URLs hold tokens, which never leave loops.yaml (the
@@ -171,7 +183,7 @@ class Store:
             return None
         return defs_cache.encode(key, defs_cache.Parsed(
             loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
-            append_indent=defs.append_indent), loops_json)
+            append_indent=defs.append_indent), body)
 
     def keep_parsed(self) -> None:
         """Save now the parsed copy of the `loops.yaml` just read, for a
@@ -215,6 +227,16 @@ class Store:
             self.repairs = {}  # checked before it was written, unchanged since
         else:
             state["loops"], self.repairs = repair_all(state["loops"])
+        return state
+
+    def read_state_packed(self) -> dict[str, Any] | None:
+        """state.json with each entry as written (domain.state.pack: the
+        fields at their common value left out), when loopctl wrote it as it
+        is (no entry needs a repair); None: read it with `read_state`."""
+        raw = read_state_bytes(self.paths.state_file)
+        state = parse_state(raw, self.paths.state_file, unpacked=False)
+        if raw is not None and not self._written_by_loopctl(raw):
+            return None
         return state
 
     def _written_by_loopctl(self, raw: bytes) -> bool:
