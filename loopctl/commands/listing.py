@@ -17,19 +17,27 @@ its schedule or `for` edited, or armed nowhere). Reads, never writes.
 
 from __future__ import annotations
 
+from itertools import compress, count, repeat
+from operator import add, is_, is_not
 from typing import Any
 
 from loopctl import clock
-from loopctl.domain.state import ACTIVE, common_values, display_status
+from loopctl.domain.state import ACTIVE, common_values
 from loopctl.storage import defs_cache
 from loopctl.storage.store import Store
 
-Row = tuple[Any, ...]  # defs_cache.ROW_KEYS: name, text, key, limit, for, created, after, cron, tz
+Row = list[Any]  # defs_cache.ROW_KEYS: name, text, key, limit, for, created, after, cron, tz
+
+
+BRIEF_KEYS = ("name", "status", "reason", "schedule", "used", "limit", "next_fire",
+              "last_outcome", "last_reason")
 
 
 def brief(store: Store, last_reason: Any) -> list[dict[str, Any]] | None:
     """What `views.list_brief` gives, or None. `last_reason`: its function
-    of (store, name, state entry), asked only of loops that have run."""
+    of (store, name, state entry), asked only of loops that have run. A
+    field at a time, each read from every entry in one `map` (C), with a
+    Python step only for the entries that need one (running, queued, new)."""
     parts = store.cached_parts()
     columns = defs_cache.rows(parts[1]) if parts else None
     if parts is None or columns is None:
@@ -37,55 +45,86 @@ def brief(store: Store, last_reason: Any) -> list[dict[str, Any]] | None:
     state = store.read_state_packed()
     if state is None or state.get("accounts"):
         return None
-    head, now, entries = parts[0], clock.now(), state["loops"]
-    invalid, by_name = head["invalid"], {row[0]: row for row in zip(*columns)}
-    iterations = common_values()["iterations"]
-    out: list[dict[str, Any]] = []
-    for name in head["names"]:
-        row = by_name.get(name)
-        st = entries.get(name)
-        if name in invalid:
-            out.append({"name": name, "status": "invalid", "error": invalid[name]})
-        elif row is None:
-            return None
-        elif st is None:  # never driven: the entry reconciling would make
-            out.append({"name": name, "status": ACTIVE, "reason": None, "schedule": row[1],
-                        "used": 0, "limit": row[3], "next_fire": _first_due(row, now),
-                        "last_outcome": None, "last_reason": None})
-        elif not _settled(st, row):
-            return None
-        else:
-            ran = st.get("last_run_id")
-            out.append({
-                "name": name, "status": display_status(st), "reason": st.get("reason"),
-                "schedule": row[1], "used": st.get("iterations", iterations), "limit": row[3],
-                "next_fire": st["next_due"] if st["status"] == ACTIVE else None,
-                "last_outcome": st.get("last_outcome") if ran else None,
-                "last_reason": last_reason(store, name, st) if ran else None,
-            })
-    return out
+    head, entries = parts[0], state["loops"]
+    names, invalid = head["names"], head["invalid"]
+    if columns[0] != [name for name in names if name not in invalid]:
+        return None
+    valid = _valid(store, columns, entries, clock.now(), last_reason)
+    if valid is None:
+        return None
+    if not invalid:
+        return valid
+    shown = iter(valid)
+    return [{"name": name, "status": "invalid", "error": invalid[name]} if name in invalid
+            else next(shown) for name in names]
 
 
-def _settled(st: dict[str, Any], row: Row) -> bool:
-    """Reconciling leaves this entry as it is (lifecycle.reconcile, check
-    for check)."""
-    created = st.get("created")
-    if created is None or st.get("schedule_key") != row[2] or "status" not in st:
-        return False
-    if st["status"] == ACTIVE and not st.get("run") and st.get("next_due") is None \
-            and row[2] != "on_demand":
-        return False
-    return bool(st.get("deadline") == created + row[4])
+def _valid(store: Store, columns: list[list[Any]], entries: dict[str, Any], now: float,
+           last_reason: Any) -> list[dict[str, Any]] | None:
+    names = columns[0]
+    sts: list[Any] = list(map(entries.get, names))
+    for at in _where(map(is_, sts, repeat(None))):
+        sts[at] = _new_entry([column[at] for column in columns], now)
+    field = _fields(sts)
+    status = field("status")
+    if not _settled(field, columns) or None in status:
+        return None
+    shown = list(status)
+    for at in _where(field("run")):
+        shown[at] = "running"
+    for at in _where(map(is_not, field("queued_at"), repeat(None))):
+        if shown[at] == ACTIVE:
+            shown[at] = "queued"
+    outcome: list[Any] = [None] * len(names)
+    reasons: list[Any] = [None] * len(names)
+    for at in _where(field("last_run_id")):
+        outcome[at] = sts[at].get("last_outcome")
+        reasons[at] = last_reason(store, names[at], sts[at])
+    nxt = [due if kind == ACTIVE else None
+           for due, kind in zip(field("next_due"), status, strict=True)]
+    used = field("iterations", common_values()["iterations"])
+    return list(map(dict, map(zip, repeat(BRIEF_KEYS), zip(
+        names, shown, field("reason"), columns[1], used, columns[3], nxt, outcome, reasons,
+        strict=True))))
 
 
-def _first_due(row: Row, now: float) -> float | None:
-    """domain.schedule.first_fire of the row's loop, created as
-    state.new_loop_state creates it."""
+def _new_entry(row: Row, now: float) -> dict[str, Any]:
+    """What state.new_loop_state gives a loop never driven, in the fields
+    read here (the rest are the common values: no run, no outcome)."""
     created = now if row[5] is None else row[5]
+    return {"status": ACTIVE, "created": created, "deadline": created + row[4],
+            "schedule_key": row[2], "next_due": _first_due(row, created)}
+
+
+def _fields(sts: list[dict[str, Any]]) -> Any:
+    def field(key: str, default: Any = None) -> list[Any]:
+        return list(map(dict.get, sts, repeat(key), repeat(default)))
+
+    return field
+
+
+def _where(truth: Any) -> list[int]:
+    return list(compress(count(), truth))
+
+
+def _settled(field: Any, columns: list[list[Any]]) -> bool:
+    """Reconciling leaves every entry as it is (lifecycle.reconcile, check
+    for check)."""
+    created = field("created")
+    if field("schedule_key") != columns[2] or None in created \
+            or list(map(add, created, columns[4])) != field("deadline"):
+        return False
+    status, run, keys = field("status"), field("run"), columns[2]
+    return not any(status[at] == ACTIVE and not run[at] and keys[at] != "on_demand"
+                   for at in _where(map(is_, field("next_due"), repeat(None))))
+
+
+def _first_due(row: Row, created: float) -> float | None:
+    """domain.schedule.first_fire of the row's loop."""
     if row[2] == "on_demand":
         return None
     if row[7] is None:
-        return created + (row[6] or 0)  # type: ignore[no-any-return]
+        return created + (row[6] or 0)
     from loopctl.domain.schedule import first_fire
 
     loop = defs_cache.build({"name": row[0], "cron": row[7], "tz": row[8], "after": row[6]})
@@ -96,7 +135,6 @@ def one(store: Store, name: str) -> tuple[Any, dict[str, Any], dict[str, Any], f
     """For `status NAME`: the loop (None: invalid), the invalid entries, the
     state holding its reconciled entry alone, and now; None: read it all."""
     from loopctl.domain import lifecycle
-    from loopctl.domain.state import unpack
 
     parts = store.cached_parts()
     if parts is None or name not in parts[0]["names"]:
@@ -105,10 +143,11 @@ def one(store: Store, name: str) -> tuple[Any, dict[str, Any], dict[str, Any], f
     loop = None if name in invalid else defs_cache.one(parts[2], name)
     if loop is None and name not in invalid:
         return None
-    state = store.read_state_packed()
-    if state is None or state.get("accounts"):
+    found = store.read_entry(name)
+    if found is None or found[0].get("accounts"):
         return None
-    now, entry = clock.now(), state["loops"].get(name)
-    state["loops"] = {} if entry is None else {name: unpack(entry)}
+    state, entry = found
+    now = clock.now()
+    state["loops"] = {} if entry is None else {name: entry}
     lifecycle.reconcile({name: loop} if loop else {}, invalid, state, now, clock.zone_of)
     return loop, invalid, state, now

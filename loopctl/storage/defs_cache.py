@@ -184,7 +184,12 @@ def split(data: bytes) -> tuple[bytes, bytes, bytes] | None:
 def decode(data: bytes, key: str) -> Parsed | None:
     """The cached read for `key`, or None if the file is another's or odd."""
     try:
-        doc = json.loads(data, parse_constant=_refuse)
+        parts = split(data)
+        if parts is None:  # not as `encode` lays it out: read it whole
+            doc = json.loads(data, parse_constant=_refuse)
+        else:  # the rows are for `ls` alone
+            doc = json.loads(parts[0], parse_constant=_refuse)
+            doc["loops"] = json.loads(b"[" + parts[2][:-1], parse_constant=_refuse)
         if not _ours(doc, key):
             return None
         loops = {}

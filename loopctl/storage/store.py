@@ -46,7 +46,7 @@ from loopctl.storage.definitions import (
 from loopctl.storage.definitions import load_yaml_doc as load_yaml_doc
 from loopctl.storage.paths import FILE_MODE, Paths, file_signature
 from loopctl.storage.statefile import STATE_VERSION as STATE_VERSION
-from loopctl.storage.statefile import SUMMARY_KEYS, parse_state, read_state_bytes
+from loopctl.storage.statefile import SUMMARY_KEYS, encode_state, parse_state, read_state_bytes
 from loopctl.storage.statefile import empty_state as empty_state
 from loopctl.storage.statefile import read_state_file as read_state_file
 from loopctl.storage.yamlio import dump_yaml as dump_yaml
@@ -239,6 +239,21 @@ class Store:
             return None
         return state
 
+    def read_entry(self, name: str) -> tuple[dict[str, Any], Any] | None:
+        """state.json's top level (without `loops`) and the entry for `name`
+        (unpacked; None: none), decoding that entry alone, when loopctl
+        wrote the file as it is; None: read it with `read_state`."""
+        from loopctl.domain.state import unpack
+        from loopctl.storage.statefile import entry_of
+
+        raw = read_state_bytes(self.paths.state_file)
+        if raw is None:
+            return empty_state(), None
+        found = entry_of(raw, name) if self._written_by_loopctl(raw) else None
+        if found is None or found[0].get("version") != STATE_VERSION:
+            return None
+        return found[0], None if found[1] is None else unpack(found[1])
+
     def _written_by_loopctl(self, raw: bytes) -> bool:
         """True when state.json holds exactly the bytes loopctl last wrote
         (the summary records their hash): checking 10,000 entries field by
@@ -270,8 +285,8 @@ class Store:
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
         state["version"] = STATE_VERSION
-        data = strict_json(dict(state, loops={name: pack(st) for name, st in
-                                              state["loops"].items()}), sort_keys=False).encode()
+        data = encode_state({k: v for k, v in state.items() if k != "loops"},
+                            {name: pack(st) for name, st in state["loops"].items()})
         atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)
