@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import CLI, wait_for
 from loopctl.engine.filewatch import FileWatch, open_watch
 from loopctl.storage.atomic import atomic_write
 
@@ -66,3 +68,36 @@ def test_the_descriptor_is_not_inherited(tmp_path: Path) -> None:
         assert not os.get_inheritable(watch.fd)  # an agent must not hold it
     finally:
         watch.close()
+
+
+def watched_inodes(pid: int) -> set[int]:
+    """The inodes a process's inotify descriptors watch (/proc fdinfo)."""
+    found: set[int] = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:inotify":
+                continue
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+        except OSError:
+            continue
+        for line in info.splitlines():
+            if line.startswith("inotify wd:"):
+                fields = dict(part.split(":", 1) for part in line.split()[1:])
+                found.add(int(fields["ino"], 16))
+    return found
+
+
+def test_a_daemon_started_on_a_fresh_home_still_watches(cli: CLI) -> None:
+    """Before any `start` nothing of the home exists; a watch on a missing
+    folder fails, and the daemon would wait on its one-second stat for good
+    (a trigger then took 0.5-1 s to fire, not a few ms)."""
+    assert not cli.home.exists()
+    proc = cli.popen("daemon", stderr=subprocess.DEVNULL)
+    try:
+        folders = [cli.home, cli.home / "state"]
+        wait_for(lambda: all(f.is_dir() for f in folders))
+        inodes = {f.stat().st_ino for f in folders}
+        wait_for(lambda: watched_inodes(proc.pid) >= inodes, timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -74,9 +74,14 @@ class Daemon:
 
         if not knob("LOOPCTL_FILE_WATCH"):
             return
+        from loopctl.storage.paths import ensure_dir
+
+        # Made here if missing: on a fresh home (a daemon started before any
+        # `start`) the state folder does not exist yet, a watch on it fails,
+        # and the daemon would fall back to the one-second stat for good.
         paths = self.store.paths
-        self.watch = open_watch([str(paths.config_dir), str(paths.state_dir)],
-                                [paths.loops_file.name, paths.state_file.name])
+        folders = [str(ensure_dir(paths.config_dir)), str(ensure_dir(paths.state_dir))]
+        self.watch = open_watch(folders, [paths.loops_file.name, paths.state_file.name])
 
     def run(self) -> int:
         import gc
