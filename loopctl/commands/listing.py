@@ -29,10 +29,6 @@ from loopctl.storage.store import Store
 Row = list[Any]  # defs_cache.ROW_KEYS: name, text, key, limit, for, created, after, cron, tz
 
 
-BRIEF_KEYS = ("name", "status", "reason", "schedule", "used", "limit", "next_fire",
-              "last_outcome", "last_reason")
-
-
 def brief(store: Store, last_reason: Any) -> list[dict[str, Any]] | None:
     """What `views.list_brief` gives, or None. `last_reason`: its function
     of (store, name, state entry), asked only of loops that have run. A
@@ -63,8 +59,9 @@ def _valid(store: Store, columns: list[list[Any]], entries: dict[str, Any], now:
            last_reason: Any) -> list[dict[str, Any]] | None:
     names = columns[0]
     sts: list[Any] = list(map(entries.get, names))
-    for at in _where(map(is_, sts, repeat(None))):
-        sts[at] = _new_entry([column[at] for column in columns], now)
+    new = _where(map(is_, sts, repeat(None)))
+    for at, entry in zip(new, _new_entries(columns, new, now), strict=True):
+        sts[at] = entry
     field = _fields(sts)
     status = field("status")
     if not _settled(field, columns) or None in status:
@@ -83,22 +80,38 @@ def _valid(store: Store, columns: list[list[Any]], entries: dict[str, Any], now:
     nxt = [due if kind == ACTIVE else None
            for due, kind in zip(field("next_due"), status, strict=True)]
     used = field("iterations", common_values()["iterations"])
-    return list(map(dict, map(zip, repeat(BRIEF_KEYS), zip(
-        names, shown, field("reason"), columns[1], used, columns[3], nxt, outcome, reasons,
-        strict=True))))
+    return [{"name": a, "status": b, "reason": c, "schedule": d, "used": e, "limit": f,
+             "next_fire": g, "last_outcome": h, "last_reason": i}  # dict literals: presized
+            for a, b, c, d, e, f, g, h, i in zip(
+                names, shown, field("reason"), columns[1], used, columns[3], nxt, outcome,
+                reasons, strict=True)]
 
 
-def _new_entry(row: Row, now: float) -> dict[str, Any]:
-    """What state.new_loop_state gives a loop never driven, in the fields
-    read here (the rest are the common values: no run, no outcome)."""
-    created = now if row[5] is None else row[5]
-    return {"status": ACTIVE, "created": created, "deadline": created + row[4],
-            "schedule_key": row[2], "next_due": _first_due(row, created)}
+def _new_entries(columns: list[list[Any]], new: list[int], now: float) -> list[dict[str, Any]]:
+    """What state.new_loop_state gives the loops at `new` (never driven), in
+    the fields read here (the rest are the common values: no run, no
+    outcome), a field at a time: a hand-written file of 10,000 loops."""
+    if not new:
+        return []
+    rows = [[column[at] for at in new] for column in columns]
+    created = [now if at is None else at for at in rows[5]]
+    due = list(map(add, created, [after or 0 for after in rows[6]]))
+    for at, key in enumerate(rows[2]):
+        if key == "on_demand" or rows[7][at] is not None:
+            due[at] = _first_due([row[at] for row in rows], created[at])
+    return [{"status": ACTIVE, "created": a, "deadline": b, "schedule_key": c, "next_due": d}
+            for a, b, c, d in zip(created, map(add, created, rows[4]), rows[2], due,
+                                  strict=True)]
 
 
 def _fields(sts: list[dict[str, Any]]) -> Any:
+    """`field(key, default)`: that field of every entry, read once."""
+    read: dict[str, list[Any]] = {}
+
     def field(key: str, default: Any = None) -> list[Any]:
-        return list(map(dict.get, sts, repeat(key), repeat(default)))
+        if key not in read:
+            read[key] = list(map(dict.get, sts, repeat(key), repeat(default)))
+        return read[key]
 
     return field
 
