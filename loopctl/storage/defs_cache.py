@@ -88,7 +88,7 @@ def build(values: dict[str, Any]) -> LoopDef:
 #   {"name":"a",...},                            one line per loop
 #   {"name":"b",...}]}
 # so `ls` decodes the rows line alone and `status NAME` the head and its
-# loop's line (storage/listing.py), and `start` appends a loop by splicing.
+# loop's line (commands/listing.py), and `start` appends a loop by splicing.
 _ROWS, _LOOPS = b'"rows":', b'"loops":['
 
 
@@ -235,12 +235,13 @@ def rows(text: bytes) -> list[list[Any]] | None:
 def one(lines: bytes, name: str) -> LoopDef | None:
     """The loop called `name` from the loop lines, decoding that line only;
     None when no line holds it (or it is not a loop `decode` would take)."""
+    from loopctl.storage.jsonlines import line_span
+
     probe = b'{"name":' + json.dumps(name).encode()
-    at = 0 if lines.startswith(probe) else lines.find(b"\n" + probe) + 1
-    if at == 0 and not lines.startswith(probe):
+    span = line_span(lines, probe)
+    if span is None:
         return None
-    end = lines.find(b"\n", at)
-    text = lines[at:end - 1 if end >= 0 else len(lines) - 2]
+    text = lines[span[0]:span[1]]
     if text[len(probe):len(probe) + 1] not in (b",", b"}"):
         return None
     try:

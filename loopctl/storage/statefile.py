@@ -139,17 +139,18 @@ def entry_of(raw: bytes, name: str) -> tuple[dict[str, Any], Any] | None:
     loopctl's (their MAC)."""
     from json import encoder
 
+    from loopctl.storage.jsonlines import line_span
+
     cut = raw.find(_LOOPS.encode())
     if cut < 0 or raw.find(b"\n") != cut + len(_LOOPS) - 1 or not raw.endswith(b"}}"):
         return None
     try:
         top = json.loads(raw[:cut] + b"}")
-        key = b"\n" + encoder.encode_basestring_ascii(name).encode() + b":"
-        at = raw.find(key, cut)
-        if at < 0:
+        key = encoder.encode_basestring_ascii(name).encode() + b":"
+        span = line_span(raw, key, cut)
+        if span is None:
             return (top, None) if isinstance(top, dict) else None
-        end = raw.find(b"\n", at + 1)
-        text = raw[at + len(key):end - 1 if end >= 0 else len(raw) - 2]
+        text = raw[span[0] + len(key):span[1]]
         return (top, json.loads(text)) if isinstance(top, dict) else None
     except ValueError:
         return None

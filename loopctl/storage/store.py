@@ -234,10 +234,9 @@ class Store:
         fields at their common value left out), when loopctl wrote it as it
         is (no entry needs a repair); None: read it with `read_state`."""
         raw = read_state_bytes(self.paths.state_file)
-        state = parse_state(raw, self.paths.state_file, unpacked=False)
         if raw is not None and not self._written_by_loopctl(raw):
-            return None
-        return state
+            return None  # checked first: a file that needs the full read is decoded once
+        return parse_state(raw, self.paths.state_file, unpacked=False)
 
     def read_entry(self, name: str) -> tuple[dict[str, Any], Any] | None:
         """state.json's top level (without `loops`) and the entry for `name`
