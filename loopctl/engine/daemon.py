@@ -147,13 +147,15 @@ class Daemon:
     def _pass(self, now: float) -> tuple[float | None, tuple[Any, Any]]:
         """The next wake time, and the files' signatures the pass saw: not
         taken after it, or a run that settled meanwhile would go unnoticed."""
+        # Taken before the pass: a file fixed while it failed must look new.
+        before = self.signatures()
         try:
             report = driver_pass(self.store, now)
         except LoopctlError as exc:
             if exc.message != self.last_error:
                 self.log(f"not firing: {exc.message}")
                 self.last_error = exc.message
-            return None, self.signatures()
+            return None, before
         if self.last_error not in (None, "lease"):
             self.log("definitions readable again; firing resumes")
             self.last_error = None
@@ -172,7 +174,7 @@ class Daemon:
             self.log(line)
         self.children.extend(report.children)
         self.busy = report.busy
-        return report.wake_at, report.signatures or self.signatures()
+        return report.wake_at, report.signatures or before
 
     def _reap(self) -> bool:
         """True when a supervisor was killed: its run is lost, and its slot

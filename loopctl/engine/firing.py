@@ -314,8 +314,9 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> Pa
             store.write_state(state)
         report.wake_at = fireable_wake(defs, state)
         report.busy = in_flight(state)
-        report.signatures = (file_signature(store.paths.loops_file),
-                             file_signature(store.paths.state_file))
+        # loops.yaml's as read, not as it is now: an edit saved during the
+        # pass must still look new to the daemon, or it is never read.
+        report.signatures = (defs.signature, file_signature(store.paths.state_file))
     events.dispatch(store, pending)
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}

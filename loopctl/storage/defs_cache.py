@@ -28,7 +28,7 @@ from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, fields, record
 
-FORMAT = 2
+FORMAT = 3
 _DEFAULTS: dict[str, Any] = {}
 _TUPLES = ("command", "agent_args", "notify", "copy", "protect")
 
@@ -80,12 +80,53 @@ def build(values: dict[str, Any]) -> LoopDef:
     return loop
 
 
-_LOOPS = b',"loops":['
+# The payload is one JSON document laid out on lines (JSON allows a line
+# break between tokens, and a compact encoding has none inside a value):
+#   {"format":3,"key":...,"invalid":{...},      the head
+#   "rows":[[...],...],                          what `ls` needs of each loop
+#   "loops":[
+#   {"name":"a",...},                            one line per loop
+#   {"name":"b",...}]}
+# so `ls` decodes the rows line alone and `status NAME` the head and its
+# loop's line (commands/listing.py), and `start` appends a loop by splicing.
+_ROWS, _LOOPS = b'"rows":', b'"loops":['
 
 
-def encode(key: str, parsed: Parsed, loops_json: bytes | None = None) -> bytes | None:
+# What `ls` shows of a definition and what it needs to arm a loop that has
+# no state entry yet (commands/listing.py), a column each (10,000 short
+# lists cost more to decode than nine long ones).
+ROW_KEYS = ("name", "text", "key", "limit", "for_s", "created", "after", "cron", "tz")
+
+
+def row(loop: LoopDef) -> list[Any]:
+    from loopctl.domain.timestamps import parse_iso
+
+    created = parse_iso(loop.created_at) if loop.created_at else None
+    return [loop.name, loop.schedule_text(), loop.schedule_key, loop.max_runs or None,
+            loop.for_s, created, loop.after, loop.cron, loop.tz]
+
+
+def _line(loop: LoopDef) -> bytes:
+    values = _sparse(loop)
+    values = {"name": values.pop("name"), **values}  # first: `one` finds a loop by it
+    return json.dumps(values, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _rows_json(loops: Any) -> bytes:
+    try:
+        columns = [list(column) for column in zip(*map(row, loops), strict=True)]
+        return json.dumps(columns or [[] for _ in ROW_KEYS], allow_nan=False,
+                          separators=(",", ":")).encode()
+    except ValueError:  # a creation time datetime cannot read: no rows, no fast listing
+        return b"null"
+
+
+Body = tuple[bytes, bytes]  # the rows' JSON, and the loop lines joined by ",\n"
+
+
+def encode(key: str, parsed: Parsed, body: Body | None = None) -> bytes | None:
     """The cache file's bytes; None when JSON cannot hold the read exactly.
-    `loops_json`: the loops already encoded (see `extended`)."""
+    `body`: the rows and loops already encoded (see `extended`)."""
     if parsed.names is None:
         return None
     try:
@@ -93,52 +134,137 @@ def encode(key: str, parsed: Parsed, loops_json: bytes | None = None) -> bytes |
             "format": FORMAT, "key": key, "top": parsed.top, "names": parsed.names,
             "append_indent": parsed.append_indent, "invalid": parsed.invalid,
         }, allow_nan=False, separators=(",", ":")).encode()
-        if loops_json is None:
-            loops_json = json.dumps([_sparse(loop) for loop in parsed.loops.values()],
-                                    allow_nan=False, separators=(",", ":")).encode()[1:-1]
+        if body is None:
+            body = (_rows_json(parsed.loops.values()),
+                    b",\n".join(_line(loop) for loop in parsed.loops.values()))
     except (TypeError, ValueError):
         return None
-    # `loops` last: one more loop is spliced in without encoding the rest.
-    return head[:-1] + _LOOPS + loops_json + b"]}"
+    if b"\n" in head or b"\n" in body[0]:
+        return None
+    return b"".join((head[:-1], b",\n", _ROWS, body[0], b",\n", _LOOPS, b"\n",
+                     body[1], b"]}"))
 
 
-def extended(data: bytes | None, added: LoopDef) -> bytes | None:
-    """The encoded loops of cache bytes `data` plus `added`: `start` of the
-    10,001st loop re-encodes one loop, not 10,001. No JSON string can hold
-    `,"loops":[` unescaped, so its first occurrence is the key itself."""
-    at = data.find(_LOOPS) if data else -1
-    if data is None or at < 0 or not data.endswith(b"]}"):
+def extended(data: bytes | None, added: LoopDef) -> Body | None:
+    """The rows and loop lines of cache bytes `data` plus `added`: `start`
+    of the 10,001st loop encodes one loop, not 10,001."""
+    parts = split(data) if data else None
+    if parts is None:
         return None
     try:
-        one = json.dumps(_sparse(added), allow_nan=False, separators=(",", ":")).encode()
+        one, extra = _line(added), _rows_json([added])
     except (TypeError, ValueError):
         return None
-    old = data[at + len(_LOOPS):-2]
-    return old + b"," + one if old else one
+    loops = parts[2][:-2]
+    columns = rows(parts[1]) if extra != b"null" else None
+    if columns is None:
+        joined = b"null"
+    else:
+        for column, value in zip(columns, json.loads(extra), strict=True):
+            column.extend(value)
+        joined = json.dumps(columns, separators=(",", ":")).encode()
+    return joined, loops + b",\n" + one if loops else one
+
+
+def split(data: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The head's JSON, the rows' JSON and the loops' lines (ending `]}`) of
+    a payload laid out as `encode` writes it; None for any other layout (a
+    cache of an older format, or one rewritten by hand or by a test)."""
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1)
+    third = data.find(b"\n", second + 1)
+    if third < 0 or data[first - 1:first] != b"," or data[second - 1:second] != b"," \
+            or not data.startswith(_ROWS, first + 1) \
+            or data[second + 1:third] != _LOOPS or not data.endswith(b"]}"):
+        return None
+    return (data[:first - 1] + b"}", data[first + 1 + len(_ROWS):second - 1],
+            data[third + 1:])
 
 
 def decode(data: bytes, key: str) -> Parsed | None:
     """The cached read for `key`, or None if the file is another's or odd."""
     try:
-        doc = json.loads(data, parse_constant=_refuse)
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
+        parts = split(data)
+        if parts is None:  # not as `encode` lays it out: read it whole
+            doc = json.loads(data, parse_constant=_refuse)
+        else:  # the rows are for `ls` alone
+            doc = json.loads(parts[0], parse_constant=_refuse)
+            doc["loops"] = json.loads(b"[" + parts[2][:-1], parse_constant=_refuse)
+        if not _ours(doc, key):
             return None
-        known = _defaults().keys()
         loops = {}
         for values in doc["loops"]:
-            if not isinstance(values, dict) or not values.keys() <= known \
-                    or not isinstance(values.get("name"), str):
+            loop = _loop(values)
+            if loop is None:
                 return None
-            loops[values["name"]] = build(values)
-        names, invalid, top = doc["names"], doc["invalid"], doc["top"]
-        indent = doc["append_indent"]
-        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)
-                and isinstance(invalid, dict) and isinstance(top, dict)
-                and (indent is None or isinstance(indent, int))):
-            return None
+            loops[loop.name] = loop
     except (ValueError, KeyError, TypeError):
         return None
-    return Parsed(loops=loops, invalid=invalid, top=top, names=names, append_indent=indent)
+    return Parsed(loops=loops, invalid=doc["invalid"], top=doc["top"], names=doc["names"],
+                  append_indent=doc["append_indent"])
+
+
+def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes] | None:
+    """The head (format, key, names, invalid, top), the rows' JSON and the
+    loop lines of a cache for `key` laid out as `encode` writes it, without
+    decoding the loops; None: read it whole (`decode`)."""
+    parts = split(data)
+    if parts is None:
+        return None
+    try:
+        doc = json.loads(parts[0], parse_constant=_refuse)
+    except ValueError:
+        return None
+    return (doc, parts[1], parts[2]) if _ours(doc, key) else None
+
+
+def rows(text: bytes) -> list[list[Any]] | None:
+    """The rows' columns (ROW_KEYS), checked for the shape `row` writes."""
+    try:
+        found = json.loads(text, parse_constant=_refuse)
+    except ValueError:
+        return None
+    if not isinstance(found, list) or len(found) != len(ROW_KEYS) \
+            or not all(isinstance(column, list) for column in found) \
+            or len(set(map(len, found))) != 1 \
+            or not set(map(type, [*found[0], *found[1], *found[2]])) <= {str}:
+        return None
+    return found
+
+
+def one(lines: bytes, name: str) -> LoopDef | None:
+    """The loop called `name` from the loop lines, decoding that line only;
+    None when no line holds it (or it is not a loop `decode` would take)."""
+    from loopctl.storage.jsonlines import line_span
+
+    probe = b'{"name":' + json.dumps(name).encode()
+    span = line_span(lines, probe)
+    if span is None:
+        return None
+    text = lines[span[0]:span[1]]
+    if text[len(probe):len(probe) + 1] not in (b",", b"}"):
+        return None
+    try:
+        return _loop(json.loads(text, parse_constant=_refuse))
+    except ValueError:
+        return None
+
+
+def _ours(doc: Any, key: str) -> bool:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
+        return False
+    names, invalid, top = doc.get("names"), doc.get("invalid"), doc.get("top")
+    indent = doc.get("append_indent")
+    return (isinstance(names, list) and all(isinstance(n, str) for n in names)
+            and isinstance(invalid, dict) and isinstance(top, dict)
+            and (indent is None or type(indent) is int))
+
+
+def _loop(values: Any) -> LoopDef | None:
+    if not isinstance(values, dict) or not values.keys() <= _defaults().keys() \
+            or not isinstance(values.get("name"), str):
+        return None
+    return build(values)
 
 
 def seal(key: bytes, payload: bytes) -> bytes:

@@ -66,7 +66,9 @@ def read_state_file(path: Path) -> dict[str, Any]:
     return parse_state(read_state_bytes(path), path)
 
 
-def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
+def parse_state(raw: bytes | None, path: Path, unpacked: bool = True) -> dict[str, Any]:
+    """The state in `raw`; `unpacked=False`: each entry as written (the
+    listing reads the few fields it shows with their common values)."""
     if raw is None:
         return empty_state()
     try:
@@ -84,9 +86,72 @@ def parse_state(raw: bytes | None, path: Path) -> dict[str, Any]:
     if not isinstance(loops, dict):
         raise UnreadableError(f"{path}: state has no 'loops' mapping; move it aside to "
                               "start over")
-    if state["version"] == STATE_VERSION:
+    if state["version"] == STATE_VERSION and unpacked:
         from loopctl.domain.state import unpack
 
         state["loops"] = {name: unpack(entry) for name, entry in loops.items()}
     return state
+
+
+# -- one loop's entry without decoding the others (`status NAME`) ---------------
+#
+# The entries go one to a line, after the top level's other fields:
+#   {"version":2,...,"loops":{
+#   "a":{...},
+#   "b":{...}}}
+# A compact encoding has no raw line break inside a value, so a line that
+# starts with `"NAME":` is that loop's entry, and nothing else is.
+
+_LOOPS = ',"loops":{\n'
+
+
+def encode_state(top: dict[str, Any], entries: dict[str, Any]) -> bytes:
+    """state.json's bytes: `top` (without `loops`) and the packed entries,
+    each entry written by the C encoder in one call for all of them."""
+    from json import encoder
+
+    make = getattr(encoder, "c_make_encoder", None)
+    head = _strict(top)
+    if make is None or not entries:
+        return (head[:-1] + _LOOPS + _strict(entries)[1:] + "}").encode()
+    one = make(None, None, encoder.encode_basestring_ascii, None, ":", ",", False, False,
+               False)
+    try:
+        texts = list(map("".join, map(one, entries.values(), [0] * len(entries))))
+        keys = list(map(encoder.encode_basestring_ascii, entries))
+    except (ValueError, TypeError):  # NaN, or a type JSON has not: say which, as before
+        _strict(entries)
+        raise
+    return (head[:-1] + _LOOPS + ",\n".join(map(":".join, zip(keys, texts, strict=True)))
+            + "}}").encode()
+
+
+def _strict(value: Any) -> str:
+    from loopctl.storage.atomic import strict_json
+
+    return strict_json(value, sort_keys=False)
+
+
+def entry_of(raw: bytes, name: str) -> tuple[dict[str, Any], Any] | None:
+    """The top level (without `loops`) and the entry for `name` as written
+    (None: no entry) of state bytes laid out as `encode_state` writes them;
+    None for any other layout. The caller has checked the bytes are
+    loopctl's (their MAC)."""
+    from json import encoder
+
+    from loopctl.storage.jsonlines import line_span
+
+    cut = raw.find(_LOOPS.encode())
+    if cut < 0 or raw.find(b"\n") != cut + len(_LOOPS) - 1 or not raw.endswith(b"}}"):
+        return None
+    try:
+        top = json.loads(raw[:cut] + b"}")
+        key = encoder.encode_basestring_ascii(name).encode() + b":"
+        span = line_span(raw, key, cut)
+        if span is None:
+            return (top, None) if isinstance(top, dict) else None
+        text = raw[span[0] + len(key):span[1]]
+        return (top, json.loads(text)) if isinstance(top, dict) else None
+    except ValueError:
+        return None
 

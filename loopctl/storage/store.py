@@ -46,7 +46,7 @@ from loopctl.storage.definitions import (
 from loopctl.storage.definitions import load_yaml_doc as load_yaml_doc
 from loopctl.storage.paths import FILE_MODE, Paths, file_signature
 from loopctl.storage.statefile import STATE_VERSION as STATE_VERSION
-from loopctl.storage.statefile import SUMMARY_KEYS, parse_state, read_state_bytes
+from loopctl.storage.statefile import SUMMARY_KEYS, encode_state, parse_state, read_state_bytes
 from loopctl.storage.statefile import empty_state as empty_state
 from loopctl.storage.statefile import read_state_file as read_state_file
 from loopctl.storage.yamlio import dump_yaml as dump_yaml
@@ -91,8 +91,7 @@ class Store:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
         key = defs_cache.digest(source)
-        sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES) if mine else None
-        data = defs_cache.unseal(self._home_key(), sealed) if sealed else None
+        data = self._cache_payload() if mine else None
         cached = defs_cache.decode(data, key) if data else None
         if cached is not None:
             return Definitions(loops=cached.loops, invalid=cached.invalid, top=cached.top,
@@ -100,6 +99,19 @@ class Store:
                                cached_names=cached.names, append_indent=cached.append_indent,
                                cache_data=data)
         return self._parse_defs(source, signature, path, key if mine else None)
+
+    def _cache_payload(self) -> bytes | None:
+        sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES)
+        return defs_cache.unseal(self._home_key(), sealed) if sealed else None
+
+    def cached_parts(self) -> tuple[dict[str, Any], bytes, bytes] | None:
+        """The sealed parsed copy of `loops.yaml` as it is now, undecoded
+        (defs_cache.head: head, rows, loop lines), for the reading commands'
+        short paths (commands/listing.py); None when there is none to use:
+        they then read the definitions whole."""
+        source, _ = read_defs_source(self.paths.loops_file)
+        data = self._cache_payload() if source is not None else None
+        return defs_cache.head(data, defs_cache.digest(source)) if data and source else None
 
     def _parse_defs(self, source: bytes, signature: Signature, path: Path,
                     cache_key: str | None) -> Definitions:
@@ -150,17 +162,17 @@ class Store:
         atomic_write(self.paths.loops_file, source)
         defs.source, defs.signature = source, file_signature(self.paths.loops_file)
         defs.loops[name] = loop
-        loops_json = None
+        body = None
         if defs.parsed_doc is not None:  # parsed just now (edited by hand since the cache)
             defs.raw_loops[name] = raw
         else:
             assert defs.cached_names is not None
             defs.cached_names = [*defs.cached_names, name]
-            loops_json = defs_cache.extended(defs.cache_data, loop)
-        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, loops_json))
+            body = defs_cache.extended(defs.cache_data, loop)
+        self._save_defs_cache(self._defs_cache_bytes(defs_cache.digest(source), defs, body))
 
     def _defs_cache_bytes(self, key: str, defs: Definitions,
-                          loops_json: bytes | None = None) -> bytes | None:
+                          body: defs_cache.Body | None = None) -> bytes | None:
         names = defs.cached_names if defs.parsed_doc is None else (
             list(defs.raw_loops) if all(isinstance(k, str) for k in defs.raw_loops) else None)
         # Notification URLs hold tokens, which never leave loops.yaml (the
@@ -171,7 +183,7 @@ class Store:
             return None
         return defs_cache.encode(key, defs_cache.Parsed(
             loops=defs.loops, invalid=defs.invalid, top=defs.top, names=names,
-            append_indent=defs.append_indent), loops_json)
+            append_indent=defs.append_indent), body)
 
     def keep_parsed(self) -> None:
         """Save now the parsed copy of the `loops.yaml` just read, for a
@@ -217,6 +229,30 @@ class Store:
             state["loops"], self.repairs = repair_all(state["loops"])
         return state
 
+    def read_state_packed(self) -> dict[str, Any] | None:
+        """state.json with each entry as written (domain.state.pack: the
+        fields at their common value left out), when loopctl wrote it as it
+        is (no entry needs a repair); None: read it with `read_state`."""
+        raw = read_state_bytes(self.paths.state_file)
+        if raw is not None and not self._written_by_loopctl(raw):
+            return None  # checked first: a file that needs the full read is decoded once
+        return parse_state(raw, self.paths.state_file, unpacked=False)
+
+    def read_entry(self, name: str) -> tuple[dict[str, Any], Any] | None:
+        """state.json's top level (without `loops`) and the entry for `name`
+        (unpacked; None: none), decoding that entry alone, when loopctl
+        wrote the file as it is; None: read it with `read_state`."""
+        from loopctl.domain.state import unpack
+        from loopctl.storage.statefile import entry_of
+
+        raw = read_state_bytes(self.paths.state_file)
+        if raw is None:
+            return empty_state(), None
+        found = entry_of(raw, name) if self._written_by_loopctl(raw) else None
+        if found is None or found[0].get("version") != STATE_VERSION:
+            return None
+        return found[0], None if found[1] is None else unpack(found[1])
+
     def _written_by_loopctl(self, raw: bytes) -> bool:
         """True when state.json holds exactly the bytes loopctl last wrote
         (the summary records their hash): checking 10,000 entries field by
@@ -248,8 +284,8 @@ class Store:
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
         state["version"] = STATE_VERSION
-        data = strict_json(dict(state, loops={name: pack(st) for name, st in
-                                              state["loops"].items()}), sort_keys=False).encode()
+        data = encode_state({k: v for k, v in state.items() if k != "loops"},
+                            {name: pack(st) for name, st in state["loops"].items()})
         atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)

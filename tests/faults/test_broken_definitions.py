@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import CLI, wait_for
+from loopctl.storage.atomic import atomic_write
 from loopctl.storage.paths import file_signature
 
 from .support import lease, stop
@@ -72,7 +73,10 @@ def test_daemon_keeps_the_lease_while_the_file_is_garbage(cli: CLI) -> None:
     try:
         wait_for(lambda: cli.records("steady"))
         broken_at = time.time()
-        loops.write_text("version: 1\nloops: [oops\n")
+        # Replaced whole, as an editor's save-by-rename: an in-place write has an
+        # empty moment, which the daemon (woken at once by inotify) may see and
+        # rightly report as a second, different error.
+        atomic_write(loops, b"version: 1\nloops: [oops\n")
         # Renewed more than a TTL after the break: never let go.
         wait_for(lambda: (lease(cli) or {}).get("heartbeat", 0) > broken_at + 3.5, timeout=20)
         assert lease(cli)["pid"] == daemon.pid
