@@ -9,7 +9,6 @@ no arguments, 10 s timeout) so a slow hook never holds a driver or a lock.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from typing import Any
 
@@ -22,6 +21,7 @@ from loopctl.domain.untrusted import line
 
 EVENT_VERSION = 1
 NOTICED = ("completed", "failed", "expired")
+HOOK_OUTPUT = 1 << 20  # what the run's log keeps of a hook's output: its end
 
 
 def status_key(st: LoopState) -> tuple[str, str | None]:
@@ -113,24 +113,13 @@ def handoff_event(loop: LoopDef, st: LoopState, run_id: str, log: str, now: floa
 
 
 def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | None:
-    """Hand the event to `hook` from a process of its own; the error if that
-    process cannot start. The event travels on its stdin through an unnamed
-    0600 file in `folder`: never in argv, where `ps` shows it and 128 KiB
-    would fail with E2BIG, and never through a pipe a slow reader could
-    stall."""
-    from loopctl.storage.paths import unnamed_file
+    """Hand the event to `hook` from a process of its own (the one detached
+    delivery); the error if that process cannot start."""
+    from loopctl.integrations.subprocess_runner import detach
 
-    try:
-        with unnamed_file(folder) as body:
-            body.write(json.dumps(event).encode())
-            body.seek(0)
-            subprocess.Popen([sys.executable, "-m", "loopctl.engine.events", hook], stdin=body,
-                             cwd=folder,  # not the driver's: `-m` imports from there
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, close_fds=True)
-    except OSError as exc:
-        return f"hook delivery for {hook} could not start: {exc.strerror or exc}"
-    return None
+    why = detach([sys.executable, "-m", "loopctl.engine.events", hook],
+                 json.dumps(event).encode(), folder)
+    return f"hook delivery for {hook} could not start: {why}" if why else None
 
 
 def hook_timeout() -> float:
@@ -141,32 +130,29 @@ def hook_timeout() -> float:
 
 def run_hook(hook: str, event: dict[str, Any], timeout: float | None = None) -> tuple[
         str | None, bytes]:
-    """Run the hook in a session of its own; returns (error or None, output).
-    At the timeout the whole session is killed, children included."""
+    """Run the hook in a session of its own, the event on its stdin; returns
+    (error or None, its output's last HOOK_OUTPUT bytes). At the timeout the
+    whole session is killed, children included."""
     import os
-    import signal
 
+    from loopctl.integrations import subprocess_runner as runner
+
+    timeout = hook_timeout() if timeout is None else timeout
     try:
-        proc = subprocess.Popen([hook], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        ran = runner.run([hook], env=os.environ, timeout=timeout, stdin=json.dumps(event).encode(),
+                         out_limit=HOOK_OUTPUT, keep_tail=True, stderr="stdout")
     except PermissionError:
         return f"hook {hook} is not executable", b""
     except FileNotFoundError:
         return f"hook {hook} does not exist", b""
     except OSError as exc:
         return f"hook {hook} could not start: {exc.strerror}", b""
-    timeout = hook_timeout() if timeout is None else timeout
-    try:
-        output, _ = proc.communicate(json.dumps(event).encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        output, _ = proc.communicate()
-        return f"hook {hook} timed out after {timeout:g}s", output or b""
-    if proc.returncode != 0:
-        return f"hook {hook} exited {proc.returncode}", output
+    output = (b"# loopctl: the hook's output, cut to its last %d bytes\n" % HOOK_OUTPUT
+              if ran.truncated else b"") + ran.out
+    if ran.timed_out:
+        return f"hook {hook} timed out after {timeout:g}s", output
+    if ran.returncode != 0:
+        return f"hook {hook} exited {ran.returncode}", output
     return None, output
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,6 +17,7 @@ from typing import Any
 
 from loopctl.domain.plain import record
 from loopctl.domain.untrusted import line
+from loopctl.integrations import subprocess_runner as runner
 from loopctl.integrations.git import GIT_TIMEOUT, GitError, last_line
 
 NO_CHECKS_AFTER = 180.0   # a PR with no checks reported by then is "no checks": never merged
@@ -29,9 +28,8 @@ _PR_URL = re.compile(r"https://[^\s/]+/[^\s/]+/[^\s/]+/pull/[0-9]+")
 
 
 def gh(*args: str, cwd: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    """`gh ARGS` for the hand-off steps, through the one bounded runner
-    (`call`): its output read to MAX_OUTPUT, its whole session killed at the
-    timeout."""
+    """`gh ARGS` for the hand-off steps, through `run_bounded`: its output
+    read to MAX_OUTPUT, its whole session killed at the timeout."""
     ran = run_bounded(list(args), cwd, MAX_OUTPUT, False, timeout)
     if ran.missing:
         raise GitError("gh (GitHub CLI) is not on PATH; install it and `gh auth login`")
@@ -91,56 +89,15 @@ def run_bounded(args: list[str], cwd: str, limit: int, keep_tail: bool,
     env = dict(os.environ, GH_PROMPT_DISABLED="1", NO_COLOR="1", GH_NO_UPDATE_NOTIFIER="1",
                GH_SPINNER_DISABLED="1")
     try:
-        proc = subprocess.Popen(["gh", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, close_fds=True)
+        ran = runner.run(["gh", *args], env=env, timeout=seconds, cwd=cwd, out_limit=limit,
+                         keep_tail=keep_tail, err_limit=MAX_STDERR * 4)
     except OSError as exc:
         if isinstance(exc, FileNotFoundError):
             return Ran(None, b"", b"", missing=True)
         return Ran(None, b"", b"", why=f"gh could not start: {exc.strerror}")
-    out, err, cut, finished = _read(proc, limit, keep_tail, time.monotonic() + seconds)
-    if not finished:
-        _kill(proc)
-        return Ran(None, b"", err)
-    return Ran(proc.wait(), out, err, cut)
-
-
-def _read(proc: subprocess.Popen[bytes], limit: int, keep_tail: bool,
-          deadline: float) -> tuple[bytes, bytes, bool, bool]:
-    """Both pipes until they close or the deadline passes; never more than
-    the bounds in memory."""
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err, cut = bytearray(), bytearray(), False
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ, out)
-        sel.register(proc.stderr, selectors.EVENT_READ, err)
-        while sel.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return bytes(out), bytes(err), cut, False
-            for key, _ in sel.select(left):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf: bytearray = key.data
-                buf += chunk
-                bound = limit if buf is out else MAX_STDERR * 4
-                if len(buf) > bound:
-                    cut = cut or buf is out
-                    if keep_tail or buf is err:
-                        del buf[: len(buf) - bound]
-                    else:
-                        del buf[bound:]
-    return bytes(out), bytes(err), cut, True
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    proc.wait()
+    if ran.timed_out:
+        return Ran(None, b"", ran.err)
+    return Ran(ran.returncode, ran.out, ran.err, ran.truncated)
 
 
 def open_pr(repo: str, base: str, branch: str, title: str, body: str) -> str:

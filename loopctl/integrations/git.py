@@ -35,6 +35,7 @@ from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.untrusted import plain
 
 GIT_TIMEOUT = 120.0
+GIT_OUTPUT = 256 << 20  # bytes of stdout (and of stderr's end) read of one git call
 LOCK_RETRIES = 6          # git's own locks (index.lock, ref locks) when loops share a repo
 _LOCKED = re.compile(r"\.lock'?: File exists|cannot lock ref|Unable to create .*\.lock|"
                      r"could not lock", re.I)
@@ -76,21 +77,34 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float = GIT_TIMEOUT
     """`git ARGV` with loopctl's safety settings, retrying while another git
     holds one of its locks."""
     for attempt in range(LOCK_RETRIES):
-        try:
-            proc = subprocess.run(["git", *SAFE, *argv], capture_output=True, text=True,
-                                  timeout=timeout, env=environment(env), input=stdin,
-                                  stdin=None if stdin is not None else subprocess.DEVNULL,
-                                  errors="surrogateescape")
-        except FileNotFoundError:
-            raise UsageError("git is not installed; --worktree needs it") from None
-        except subprocess.TimeoutExpired:
-            raise GitError(f"git {what} timed out after {timeout:g}s") from None
+        proc = _once(argv, timeout, environment(env), stdin, what)
         if proc.returncode == 0 or not _LOCKED.search(proc.stderr):
             break
         time.sleep(0.2 * 2 ** attempt)
     if check and proc.returncode != 0:
         raise GitError(f"git {what} failed: {last_line(proc)}")
     return proc
+
+
+def _once(argv: Sequence[str], timeout: float, env: dict[str, str], stdin: str | None,
+          what: str) -> subprocess.CompletedProcess[str]:
+    """One git call through the bounded runner. Not in a session of its own:
+    an interactive `loopctl run`'s push may need ssh to ask on the terminal."""
+    from loopctl.integrations import subprocess_runner as runner
+
+    try:
+        ran = runner.run(["git", *SAFE, *argv], env=env, timeout=timeout, session=False,
+                         stdin=None if stdin is None else stdin.encode("utf-8", "surrogateescape"),
+                         out_limit=GIT_OUTPUT, err_limit=GIT_OUTPUT)
+    except FileNotFoundError:
+        raise UsageError("git is not installed; --worktree needs it") from None
+    if ran.timed_out:
+        raise GitError(f"git {what} timed out after {timeout:g}s")
+    if ran.truncated:
+        raise GitError(f"git {what} printed over {GIT_OUTPUT >> 20} MiB; not read further")
+    return subprocess.CompletedProcess(
+        ["git", *SAFE, *argv], ran.returncode, ran.out.decode("utf-8", "surrogateescape"),
+        ran.err.decode("utf-8", "surrogateescape"))
 
 
 def _what(args: Sequence[str]) -> str:

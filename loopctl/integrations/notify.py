@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -33,6 +32,7 @@ from loopctl.domain.untrusted import mask
 
 SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
 WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
+RESULTS_BOUND = 4096  # bytes of the sender's answer read per target (its line is ~400)
 _URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
 # requests' own wording for the path it asked for ("with url: /hook/SECRET").
 _URL_PATH = re.compile(r"(\burl:\s*)/\S*")
@@ -181,29 +181,23 @@ def send_bounded(targets: list[str], title: str, body: str, folder: str,
     job travels on its stdin (never argv, where `ps` shows it); one JSON
     line of result per target comes back on its stdout."""
     import os
-    import signal
+
+    from loopctl.integrations import subprocess_runner as runner
 
     limit = timeout() if limit is None else limit
     job = json.dumps({"targets": targets, "title": title, "body": body}).encode()
     # cwd: `-m` puts the working directory first on sys.path, and the
     # driver's may hold anyone's `apprise.py`; the state dir is ours.
-    proc = subprocess.Popen([sys.executable, "-m", "loopctl.integrations.notify", "--send"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, cwd=folder, start_new_session=True,
-                            close_fds=True)
+    # The job goes in and the results come out under the same deadline.
+    ran = runner.run([sys.executable, "-m", "loopctl.integrations.notify", "--send"],
+                     env=os.environ, timeout=limit, cwd=folder, stdin=job,
+                     out_limit=RESULTS_BOUND * max(len(targets), 1), stderr="null")
     why = None
-    try:  # the job goes in and the results come out under the same deadline
-        out, _ = proc.communicate(job, timeout=limit)
-        if proc.returncode:
-            why = f"delivery process exited {proc.returncode}"
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        out, _ = proc.communicate()
+    if ran.timed_out:
         why = f"timed out after {limit:g}s"
-    return _results(out, targets, why or "not delivered")
+    elif ran.returncode:
+        why = f"delivery process exited {ran.returncode}"
+    return _results(ran.out, targets, why or "not delivered")
 
 
 def _results(out: bytes, targets: list[str], why: str) -> list[dict[str, Any]]:
@@ -223,21 +217,14 @@ def _results(out: bytes, targets: list[str], why: str) -> list[dict[str, Any]]:
 
 
 def deliver_detached(event: dict[str, Any], targets: list[str], folder: str) -> str | None:
-    """Start a delivery process for one event; the error if it cannot start.
-    Event and URLs travel on its stdin through an unnamed 0600 file: never
+    """Start a delivery process for one event (the one detached delivery);
+    the error if it cannot start. Event and URLs travel on its stdin, never
     in argv, where `ps` shows them to every user."""
-    from loopctl.storage.paths import unnamed_file
+    from loopctl.integrations.subprocess_runner import detach
 
-    try:
-        with unnamed_file(folder) as body:
-            body.write(json.dumps({"event": event, "targets": targets}).encode())
-            body.seek(0)
-            subprocess.Popen([sys.executable, "-m", "loopctl.integrations.notify"], stdin=body,
-                             cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, close_fds=True)
-    except OSError as exc:
-        return f"notification delivery could not start: {exc.strerror or exc}"
-    return None
+    why = detach([sys.executable, "-m", "loopctl.integrations.notify"],
+                 json.dumps({"event": event, "targets": targets}).encode(), folder)
+    return f"notification delivery could not start: {why}" if why else None
 
 
 def summary(results: list[dict[str, Any]]) -> str | None:
