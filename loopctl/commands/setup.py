@@ -14,23 +14,23 @@ from loopctl.storage.store import Store
 
 def agents_table() -> list[dict[str, Any]]:
     """Every preset: on PATH?, version (asked with a short timeout), argv."""
+    import os
     import shutil
-    import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
     from loopctl.agents.presets import PRESETS, build_argv
     from loopctl.domain.confinement import preset_write
+    from loopctl.integrations import subprocess_runner as runner
 
     def version(binary: str, args: tuple[str, ...]) -> str | None:
         if not args:
             return None
         try:
-            out = subprocess.run([binary, *args], capture_output=True, text=True, timeout=5,
-                                 stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
+            out = runner.run([binary, *args], env=os.environ, timeout=5, out_limit=4096)
+        except OSError:
             return None
-        lines = (out.stdout or out.stderr).strip().splitlines()
-        return lines[0][:60] if out.returncode == 0 and lines else None
+        lines = (out.out or out.err).decode("utf-8", "replace").strip().splitlines()
+        return lines[0][:60] if out.exit_code == 0 and lines else None
 
     rows = []
     for preset in PRESETS.values():
