@@ -176,8 +176,10 @@ def render_status(info: dict[str, Any]) -> str:
         last = info["last_run"]
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
                      f"{ago(ts(last['ended_at']), now)}")
-        if last.get("reason"):
-            lines.append(fit_line(["  reason    "], [last["reason"]]))
+        if last.get("reason"):  # whole: one loop's reason is what `status` is for
+            lines.append(f"  reason     {last['reason']}")
+    if info.get("fix"):
+        lines.append(f"  fix        {info['fix']}")
     if info.get("recent_outcomes"):
         lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
     if info.get("last_decision"):
