@@ -64,3 +64,12 @@ def test_status_of_a_loop_paused_at_its_failure_limit_gives_the_fix_and_the_whol
     assert "  fix        1 failure in a row; fix the cause, then `loopctl resume db`" in text
     assert f"  reason     {long_error.strip()}" in text
     assert cli.json("status", "db")["fix"].endswith("`loopctl resume db`")
+
+
+def test_history_gives_each_failed_run_its_reason_and_keeps_started(cli: CLI) -> None:
+    failing(cli)
+    run = cli.records("db")[-1]
+    text = cli("history", "db", env={"COLUMNS": "64"}, check=0).stdout.splitlines()
+    started = run["started_at"].replace("T", " ").rstrip("Z")
+    assert text[1].startswith(f"{run['run_id']}  {started}"), text
+    assert text[2] == f"    {ERROR}"

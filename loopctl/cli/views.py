@@ -326,8 +326,10 @@ def history(name: NameArg,
     if checked:  # the check's word on each run (DESIGN §16)
         rows = [row + [_check_short(r.get("check"))]
                 for row, r in zip(rows, _unfolded(records), strict=True)]
-    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-                + (["CHECK"] if checked else []), rows))
+    # RUN and STARTED are never cut: they say which run and when.
+    shown = table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+                  + (["CHECK"] if checked else []), rows, keep=(0, 1)).splitlines()
+    print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
@@ -364,6 +366,18 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
                      "-" if exit_code is None else str(exit_code),
                      _decision_cell(r)])
     return rows
+
+
+def _with_reasons(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
+    """The table's lines, each failed run's followed by its reason, indented
+    (a column would leave a reason a few characters at 80 columns)."""
+    from loopctl.domain.reason import run_reason
+
+    out = lines[:1]
+    for text, record in zip(lines[1:], records, strict=True):
+        why = run_reason(record)
+        out += [text, fit_line(["   "], [why])] if why else [text]
+    return out
 
 
 def _unfolded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
