@@ -10,20 +10,24 @@ _loopctl() {
         esac
     done
     if [[ -z "$cmd" ]]; then
-        COMPREPLY=($(compgen -W "agents cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run serve show start status stop tick trigger update validate watch --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "agents completion cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run serve show start status stop tick trigger update validate watch --version --help -h" -- "$cur"))
         return
     fi
     case "$prev" in
-        --agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell" -- "$cur")); return ;;
+        --agent|--fallback-agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell" -- "$cur")); return ;;
+        --loop) COMPREPLY=($(compgen -W "$(loopctl __names 2>/dev/null)" -- "$cur")); return ;;
+        --notify) COMPREPLY=($(compgen -W "$(loopctl __targets 2>/dev/null)" -- "$cur")); return ;;
         --overlap) COMPREPLY=($(compgen -W "queue skip replace" -- "$cur")); return ;;
         --catch-up) COMPREPLY=($(compgen -W "one none" -- "$cur")); return ;;
         --merge) COMPREPLY=($(compgen -W "squash merge rebase" -- "$cur")); return ;;
         --to) COMPREPLY=($(compgen -W "crontab systemd k8s github" -- "$cur")); return ;;
+        --sandbox) COMPREPLY=($(compgen -W "auto on off" -- "$cur")); return ;;
         --cwd|--prompt-file|--on-attention|--output|-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     local opts=""
     case "$cmd" in
         agents) opts="--json --help -h" ;;
+        completion) opts="--help -h" ;;
         cron) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "install status uninstall" -- "$cur")); return; fi; opts="--json --help" ;;
         daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --help -h" ;;
         decide) opts="--summary --evidence --next --help -h" ;;
@@ -57,9 +61,10 @@ _loopctl() {
         return
     fi
     case "$cmd" in
-        status|show|update|pause|resume|stop|rm|run|logs|history|export|events|notes)
+        status|show|update|pause|resume|stop|rm|run|trigger|logs|history|export|events|notes)
             [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "$(loopctl __names 2>/dev/null)" -- "$cur")) ;;
         decide) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "continue complete fail block" -- "$cur")) ;;
+        completion) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")) ;;
     esac
 }
 complete -F _loopctl loopctl

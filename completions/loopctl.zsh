@@ -7,10 +7,17 @@ _loopctl_names() {
     _describe 'loop' names
 }
 
+_loopctl_targets() {
+    local -a names
+    names=(${(f)"$(loopctl __targets 2>/dev/null)"})
+    _describe 'target' names
+}
+
 _loopctl() {
     local -a commands
     commands=(
         'agents:List the agent presets\: installed?, version, the command each runs.'
+        'completion:Print the completion script for bash, zsh or fish.'
         'cron:Install, remove or check the crontab line that runs `loopctl tick`.'
         'daemon:Hold the lease and fire loops as they come due, until SIGTERM/SIGINT.'
         'decide:Report this run'\''s decision (only inside a run started by loopctl).'
@@ -52,10 +59,17 @@ _loopctl() {
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
+        completion)
+            _arguments -s \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '1:shell:(bash zsh fish)'
+            ;;
         cron)
             _arguments -s \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
+                '--json[Print JSON (stable shape).]' \
                 '1:action:(install status uninstall)'
             ;;
         daemon)
@@ -83,14 +97,14 @@ _loopctl() {
             _arguments -s \
                 '--since[How far back, like 24h or 7d.]:since: ' \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Also send the digest to this Apprise URL, or a name from notify_targets\: in loops.yaml (repeatable).]:notify: ' \
+                '--notify[Also send the digest to this Apprise URL, or a name from notify_targets\: in loops.yaml (repeatable).]:target:_loopctl_targets' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
         doctor)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
-                '--notify[Apprise URL, or a name from notify_targets\: in loops.yaml, told when unhealthy, silent when healthy\: a dead-man'\''s switch for cron (repeatable).]:notify: ' \
+                '--notify[Apprise URL, or a name from notify_targets\: in loops.yaml, told when unhealthy, silent when healthy\: a dead-man'\''s switch for cron (repeatable).]:target:_loopctl_targets' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -158,6 +172,8 @@ _loopctl() {
             _arguments -s \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
+                '--loop[Test this loop'\''s targets.]:loop:_loopctl_names' \
+                '--json[Print JSON (stable shape).]' \
                 '1:action:(test)'
             ;;
         pause)
@@ -236,7 +252,7 @@ _loopctl() {
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
-                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -269,13 +285,13 @@ _loopctl() {
                 '--model[Model name passed with the preset'\''s model flag.]:model: ' \
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
-                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
                 '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
                 '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
-                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--json[Print JSON (stable shape).]' \
@@ -312,7 +328,8 @@ _loopctl() {
                 '--payload[Up to 64 KiB of UTF-8 text the run'\''s agent reads at $LOOPCTL_TRIGGER_FILE ('\''-'\''\: stdin).]:file|-: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
-                '-h[Show help and exit.]'
+                '-h[Show help and exit.]' \
+                '1:loop:_loopctl_names'
             ;;
         update)
             _arguments -s \
@@ -333,7 +350,7 @@ _loopctl() {
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
-                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:notify: ' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -349,7 +366,7 @@ _loopctl() {
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
-                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
@@ -363,7 +380,7 @@ _loopctl() {
                 '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
-                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--prompt[With --new-objective\: the loop'\''s new prompt (its history and limits are kept).]:prompt: ' \
                 '--prompt-file[With --new-objective\: read the prompt from this file at every run from now on.]:path:_files' \
                 '--new-objective[Confirm that --prompt or --prompt-file replaces what the loop is for.]' \

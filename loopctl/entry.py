@@ -79,8 +79,9 @@ def lease_present() -> bool:
     return os.path.lexists(os.path.join(state_dir, "lease.json"))
 
 
-def print_names() -> None:
-    """Loop names for shell completion: one per line, nothing on any error."""
+def print_names(key: str = "loops") -> None:
+    """Loop names (or with `notify_targets`, notification target names) for
+    shell completion: one per line, nothing on any error."""
     import os
 
     from loopctl.storage import paths
@@ -92,7 +93,7 @@ def print_names() -> None:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         with open(os.path.join(config_dir, "loops.yaml"), "rb") as handle:
             doc = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
-        names = doc.get("loops") or {}
+        names = doc.get(key) or {}
         print("\n".join(str(name) for name in names))
     except Exception:  # noqa: BLE001 - completion must never print an error
         pass
@@ -127,8 +128,8 @@ def _main(args: list[str]) -> None:
     if args[:1] == ["tick"] and set(args[1:]) <= FAST_TICK_FLAGS and nothing_due() \
             and (args[1:] or not lease_present()):
         sys.exit(0)
-    if args == ["__names"]:
-        print_names()
+    if args in (["__names"], ["__targets"]):
+        print_names("loops" if args == ["__names"] else "notify_targets")
         sys.exit(0)
     from loopctl.cli.direct import dispatch
 

@@ -12,7 +12,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from loopctl import __version__
-from loopctl.cli import control, drivers, exporting, notes, serving, setup, trigger, views
+from loopctl.cli import (completion, control, drivers, exporting, notes, serving, setup, trigger,
+                         views)
 from loopctl.cli import define as defining
 from loopctl.cli.failure import report
 from loopctl.domain.errors import EXIT_INTERRUPTED
@@ -53,7 +54,7 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, views.logs),
     (None, views.history), (None, notes.notes),
     (None, drivers.decide), (None, setup.agents), (None, setup.doctor), (None, setup.digest),
-    (None, views.events), ("export", exporting.export_cmd),
+    (None, views.events), ("export", exporting.export_cmd), (None, completion.completion),
 ]
 for _name, _command in COMMANDS:
     app.command(_name)(_command)

@@ -14,20 +14,27 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import __version__
+from loopctl.domain.confinement import MODES as SANDBOX_MODES
 from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP
 from loopctl.domain.plain import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_ARG_COMMANDS = ("status", "show", "update", "pause", "resume", "stop", "rm", "run",
-                     "logs", "history", "export", "events", "notes")
+                     "trigger", "logs", "history", "export", "events", "notes")
 # From the rules themselves, so a new value is offered where it is accepted.
 CHOICES = {
     "--overlap": OVERLAP,
     "--catch-up": CATCH_UP,
     "--merge": MERGE_METHODS,
     "--to": TARGETS,
+    "--sandbox": SANDBOX_MODES,
 }
+SHELLS = ("bash", "zsh", "fish")
+# Options whose value is a loop name, or a name from `notify_targets:`
+# (`--notify` also takes a URL: the names are what a shell can offer).
+LOOP_OPTIONS = ("--loop",)
+TARGET_OPTIONS = ("--notify",)
 PATH_OPTIONS = ("--cwd", "--prompt-file", "--on-attention", "--output", "-o")
 DECISIONS = ("continue", "complete", "fail", "block")
 
@@ -113,7 +120,12 @@ def bash(tree: Command) -> str:
         "        return",
         "    fi",
         '    case "$prev" in',
-        f'        --agent) COMPREPLY=($(compgen -W "{" ".join(_presets())}" -- "$cur")); return ;;',
+        f'        --agent|--fallback-agent) COMPREPLY=($(compgen -W "{" ".join(_presets())}"'
+        ' -- "$cur")); return ;;',
+        f'        {"|".join(LOOP_OPTIONS)}) COMPREPLY=($(compgen -W "$(loopctl __names 2>/dev/null)"'
+        ' -- "$cur")); return ;;',
+        f'        {"|".join(TARGET_OPTIONS)}) COMPREPLY=($(compgen -W'
+        ' "$(loopctl __targets 2>/dev/null)" -- "$cur")); return ;;',
     ]
     for option, values in CHOICES.items():
         lines.append(f'        {option}) COMPREPLY=($(compgen -W "{" ".join(values)}" -- "$cur"));'
@@ -144,6 +156,8 @@ def bash(tree: Command) -> str:
         ' -- "$cur")) ;;',
         f'        decide) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "{" ".join(DECISIONS)}"'
         ' -- "$cur")) ;;',
+        f'        completion) [[ -z "$sub" ]] && COMPREPLY=($(compgen -W "{" ".join(SHELLS)}"'
+        ' -- "$cur")) ;;',
         "    esac",
         "}",
         "complete -F _loopctl loopctl",
@@ -169,8 +183,12 @@ def _zsh_option(option: Option) -> list[str]:
     action = ""
     if option.takes_value:
         name = option.names[0]
-        if name == "--agent":
+        if name in ("--agent", "--fallback-agent"):
             action = f":agent:({' '.join(_presets())})"
+        elif name in LOOP_OPTIONS:
+            action = ":loop:_loopctl_names"
+        elif name in TARGET_OPTIONS:
+            action = ":target:_loopctl_targets"
         elif name in CHOICES:
             action = f":{option.metavar.lower()}:({' '.join(CHOICES[name])})"
         elif name in PATH_OPTIONS:
@@ -191,6 +209,12 @@ def zsh(tree: Command) -> str:
         "    _describe 'loop' names",
         "}",
         "",
+        "_loopctl_targets() {",
+        "    local -a names",
+        "    names=(${(f)\"$(loopctl __targets 2>/dev/null)\"})",
+        "    _describe 'target' names",
+        "}",
+        "",
         "_loopctl() {",
         "    local -a commands",
         "    commands=(",
@@ -208,11 +232,15 @@ def zsh(tree: Command) -> str:
         "    case $cmd in",
     ]
     for command in tree.subcommands:
-        specs = [s for o in command.options for s in _zsh_option(o)]
+        # A group's line offers its subcommands' options too (`notify test --loop`).
+        options = list({o.names[0]: o for o in _all_options(command)}.values())
+        specs = [s for o in options for s in _zsh_option(o)]
         if command.name in LOOP_ARG_COMMANDS:
             specs.append("'1:loop:_loopctl_names'")
         elif command.name == "decide":
             specs.append(f"'1:decision:({' '.join(DECISIONS)})'")
+        elif command.name == "completion":
+            specs.append(f"'1:shell:({' '.join(SHELLS)})'")
         elif command.subcommands:
             subs = " ".join(s.name for s in command.subcommands)
             specs.append(f"'1:action:({subs})'")
@@ -249,6 +277,8 @@ def fish(tree: Command) -> str:
                  "-a '(loopctl __names 2>/dev/null)' -d loop")
     lines.append(f"complete -c loopctl -n '__fish_seen_subcommand_from decide' "
                  f"-a '{' '.join(DECISIONS)}'")
+    lines.append(f"complete -c loopctl -n '__fish_seen_subcommand_from completion' "
+                 f"-a '{' '.join(SHELLS)}'")
     for command in tree.subcommands:
         when = f"'__fish_seen_subcommand_from {command.name}'"
         if command.subcommands:
@@ -256,24 +286,37 @@ def fish(tree: Command) -> str:
             not_yet = f"'__fish_seen_subcommand_from {command.name}; and not " \
                       f"__fish_seen_subcommand_from {subs}'"
             lines.append(f"complete -c loopctl -n {not_yet} -a '{subs}'")
-        for option in command.options:
-            flags = []
-            for name in option.names:
-                flags.append(f"-l {name[2:]}" if name.startswith("--") else f"-s {name[1:]}")
-            extra = ""
-            if option.takes_value:
-                if option.names[0] == "--agent":
-                    extra = f" -x -a '{' '.join(_presets())}'"
-                elif option.names[0] in CHOICES:
-                    extra = f" -x -a '{' '.join(CHOICES[option.names[0]])}'"
-                elif option.names[0] in PATH_OPTIONS:
-                    extra = " -r -F"
-                else:
-                    extra = " -x"
-            lines.append(f"complete -c loopctl -n {when} {' '.join(flags)}{extra} "
-                         f"-d '{_fish_escape(_first_line(option.help))}'")
+        lines += _fish_options(when, command.options)
+        for sub in command.subcommands:
+            lines += _fish_options(f"'__fish_seen_subcommand_from {command.name}; and "
+                                   f"__fish_seen_subcommand_from {sub.name}'", sub.options)
     lines.append("")
     return "\n".join(lines)
+
+
+def _fish_options(when: str, options: list[Option]) -> list[str]:
+    lines = []
+    for option in options:
+        flags = []
+        for name in option.names:
+            flags.append(f"-l {name[2:]}" if name.startswith("--") else f"-s {name[1:]}")
+        extra = ""
+        if option.takes_value:
+            if option.names[0] in ("--agent", "--fallback-agent"):
+                extra = f" -x -a '{' '.join(_presets())}'"
+            elif option.names[0] in LOOP_OPTIONS:
+                extra = " -x -a '(loopctl __names 2>/dev/null)'"
+            elif option.names[0] in TARGET_OPTIONS:
+                extra = " -x -a '(loopctl __targets 2>/dev/null)'"
+            elif option.names[0] in CHOICES:
+                extra = f" -x -a '{' '.join(CHOICES[option.names[0]])}'"
+            elif option.names[0] in PATH_OPTIONS:
+                extra = " -r -F"
+            else:
+                extra = " -x"
+        lines.append(f"complete -c loopctl -n {when} {' '.join(flags)}{extra} "
+                     f"-d '{_fish_escape(_first_line(option.help))}'")
+    return lines
 
 
 # -- man page ---------------------------------------------------------------------------
@@ -389,6 +432,11 @@ def _flatten(tree: Command) -> list[Command]:
 
 
 # -- main -------------------------------------------------------------------------------
+
+
+def script(shell: str) -> str:
+    """The completion script for `shell`, as completions/ ships it."""
+    return {"bash": bash, "zsh": zsh, "fish": fish}[shell](_command_tree())
 
 
 def generated() -> dict[Path, str]:

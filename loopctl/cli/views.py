@@ -176,8 +176,10 @@ def render_status(info: dict[str, Any]) -> str:
         last = info["last_run"]
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
                      f"{ago(ts(last['ended_at']), now)}")
-        if last.get("reason"):
-            lines.append(fit_line(["  reason    "], [last["reason"]]))
+        if last.get("reason"):  # whole: one loop's reason is what `status` is for
+            lines.append(f"  reason     {last['reason']}")
+    if info.get("fix"):
+        lines.append(f"  fix        {info['fix']}")
     if info.get("recent_outcomes"):
         lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
     if info.get("last_decision"):
@@ -324,8 +326,10 @@ def history(name: NameArg,
     if checked:  # the check's word on each run (DESIGN §16)
         rows = [row + [_check_short(r.get("check"))]
                 for row, r in zip(rows, _unfolded(records), strict=True)]
-    print(table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-                + (["CHECK"] if checked else []), rows))
+    # RUN and STARTED are never cut: they say which run and when.
+    shown = table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+                  + (["CHECK"] if checked else []), rows, keep=(0, 1)).splitlines()
+    print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
@@ -362,6 +366,18 @@ def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
                      "-" if exit_code is None else str(exit_code),
                      _decision_cell(r)])
     return rows
+
+
+def _with_reasons(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
+    """The table's lines, each failed run's followed by its reason, indented
+    (a column would leave a reason a few characters at 80 columns)."""
+    from loopctl.domain.reason import run_reason
+
+    out = lines[:1]
+    for text, record in zip(lines[1:], records, strict=True):
+        why = run_reason(record)
+        out += [text, fit_line(["   "], [why])] if why else [text]
+    return out
 
 
 def _unfolded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -217,14 +217,31 @@ def status(store: Store, name: str) -> dict[str, Any]:
         loop, invalid, state, now = fast
         if loop is None:
             return describe(None, None, now, name=name, invalid=invalid[name])
-        return with_reason(store, describe(loop, state["loops"][name], now))
+        return with_fix(loop, state["loops"][name],
+                        with_reason(store, describe(loop, state["loops"][name], now)))
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
-    return with_reason(store, describe(defs.loops[name], state["loops"][name], now, held=held))
+    st = state["loops"][name]
+    return with_fix(defs.loops[name], st,
+                    with_reason(store, describe(defs.loops[name], st, now, held=held)))
+
+
+def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
+    """`fix` in one loop's object: what to do about a pause loopctl made
+    (`fix the cause, then loopctl resume NAME`), as a refused `run` says it."""
+    import copy
+
+    from loopctl.domain.valves import fire_refusal
+
+    if described.get("status") != "paused" or st.get("reason") in (None, "user"):
+        return described
+    refusal = fire_refusal(loop, copy.deepcopy(st)) or ""  # type: ignore[arg-type]
+    described["fix"] = refusal.partition("): ")[2] or None
+    return described
 
 
 def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:

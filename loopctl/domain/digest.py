@@ -40,11 +40,13 @@ def needs(loop: dict[str, Any], now: float) -> str | None:
     status, reason = loop.get("status"), loop.get("reason")
     if status == "invalid":
         return f"invalid: {loop.get('error')}"
+    why = (loop.get("last_run") or {}).get("reason")  # the last run's error, if it failed
     if status in ("failed", "expired"):
-        return status
+        return status + (f": {why}" if why and status == "failed" else "")
     if status == "paused" and reason != "user":
-        note = f": {loop['note']}" if reason == "error" and loop.get("note") else ""
-        return f"paused ({reason}){note}"
+        note = loop.get("note") if reason == "error" else \
+            why if reason == "failure_limit" else None
+        return f"paused ({reason})" + (f": {note}" if note else "")
     due = _ts(loop.get("next_fire"))
     if status == "active" and due is not None and now - due > OVERDUE_AFTER:
         return "overdue: no scheduler has fired it (`loopctl doctor`)"

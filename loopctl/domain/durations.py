@@ -111,3 +111,8 @@ def format_usd(amount: float) -> str:
         return f"${amount:.2f}"
     digits = 1 - math.floor(math.log10(abs(amount)))
     return "$" + f"{amount:.{digits}f}".rstrip("0")
+
+
+def plural(n: int, word: str) -> str:
+    """`1 failure`, `3 failures`."""
+    return f"{n} {word}" + ("" if n == 1 else "s")

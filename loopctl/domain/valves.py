@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from loopctl.domain.digests import sha256_hex
-from loopctl.domain.durations import format_duration, format_usd
+from loopctl.domain.durations import format_duration, format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
 
@@ -214,7 +214,7 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
         "user": f"`loopctl resume {loop.name}` first",
         "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used; raise it with "
                            f"`loopctl update {loop.name} --max-runs N`, then resume",
-        "failure_limit": f"{st['failures']} failures in a row; fix the cause, then "
+        "failure_limit": f"{plural(st['failures'], 'failure')} in a row; fix the cause, then "
                          f"`loopctl resume {loop.name}`",
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} of "
                         f"{format_usd(loop.budget_usd or 0)} spent; "

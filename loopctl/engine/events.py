@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from loopctl.domain.durations import format_usd
+from loopctl.domain.durations import format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of
 from loopctl.domain.state import LoopState
@@ -35,14 +35,16 @@ def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None
     return status in NOTICED or (status == "paused" and reason != "user")
 
 
-def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
+def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
+    """What loopctl saw; `why` is the last run's reason (its note or the
+    agent's last line), the error a person must fix."""
     status, reason = st["status"], st.get("reason")
     if status == "expired":
         return f"the deadline ({iso(st['deadline'])}) passed"
     texts = {
         "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
-        "failure_limit": f"{st['failures']} failures in a row "
-                         f"(last outcome {st.get('last_outcome')})",
+        "failure_limit": f"{plural(st['failures'], 'failure')} in a row"
+                         + (f": {why}" if why else f" (last outcome {st.get('last_outcome')})"),
         "no_progress": f"{loop.no_progress} runs in a row with the check's metric unchanged"
         if loop.check_metric else f"{loop.no_progress} identical results in a row",
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} spent of "
@@ -58,8 +60,9 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef) -> str:
 
 
 def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
-              now: float) -> dict[str, Any]:
-    """The event for the loop's current (just changed) status."""
+              now: float, why: str | None = None) -> dict[str, Any]:
+    """The event for the loop's current (just changed) status; `why` is why
+    the run that changed it did not end ok, when one did."""
     decision = st.get("last_decision") or {}
     by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
     if by_agent and decision.get("decision"):
@@ -67,7 +70,7 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
         evidence = {"source": decision.get("source") or "agent",
                     "text": decision.get("evidence") or ""}
     else:
-        text = _loopctl_evidence(st, loop)
+        text = _loopctl_evidence(st, loop, why)
         summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
                                                       else "")
         evidence = {"source": "loopctl", "text": text}

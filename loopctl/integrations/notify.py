@@ -134,6 +134,20 @@ def message(event: dict[str, Any]) -> tuple[str, str]:
     return title, "\n".join(line(text) for text in lines if text)[:4000]
 
 
+# Apprise's notification types: a run that failed (or the failures that
+# paused a loop) is a `failure`; a stop a person should look at, a `warning`;
+# a finished loop, `success`. Tests and digests are `info`.
+FAILURES = ("failure_limit", "handoff_failed", "error")
+
+
+def kind_of(event: dict[str, Any]) -> str:
+    """The Apprise type (`info`, `success`, `warning`, `failure`) of an event."""
+    status, reason = event.get("status"), event.get("reason")
+    if status == "failed" or reason in FAILURES:
+        return "failure"
+    return "success" if status == "completed" else "warning"
+
+
 def _of(event: dict[str, Any]) -> str | None:
     if event.get("iteration") is None:
         return None
@@ -155,7 +169,7 @@ def timeout() -> float:
 
 
 def send(targets: Iterable[str], title: str, body: str,
-         results: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+         results: list[dict[str, Any]] | None = None, kind: str = "info") -> list[dict[str, Any]]:
     """Send to each target on its own, in this process and unbounded (the
     sending process runs it); one scrubbed result per target, appended to
     `results` as each one is known."""
@@ -167,7 +181,8 @@ def send(targets: Iterable[str], title: str, body: str,
     for url in targets:
         hub = apprise.Apprise()
         with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as log:
-            ok = bool(hub.add(url)) and bool(hub.notify(title=title, body=body))
+            ok = bool(hub.add(url)) and bool(hub.notify(title=title, body=body,
+                                                         notify_type=kind))
             detail = log.getvalue().strip().splitlines() if not ok else []
         error = None if ok else scrub(detail[-1] if detail else "not delivered", [url])[:300]
         results.append({"target": mask(url), "ok": ok, "error": error})
@@ -175,7 +190,7 @@ def send(targets: Iterable[str], title: str, body: str,
 
 
 def send_bounded(targets: list[str], title: str, body: str, folder: str,
-                 limit: float | None = None) -> list[dict[str, Any]]:
+                 limit: float | None = None, kind: str = "info") -> list[dict[str, Any]]:
     """`send` in a process of its own, killed with everything it started at
     `limit` seconds (default: the timeout) whatever Apprise is doing. The
     job travels on its stdin (never argv, where `ps` shows it); one JSON
@@ -185,7 +200,8 @@ def send_bounded(targets: list[str], title: str, body: str, folder: str,
     from loopctl.integrations import subprocess_runner as runner
 
     limit = timeout() if limit is None else limit
-    job = json.dumps({"targets": targets, "title": title, "body": body}).encode()
+    job = json.dumps({"targets": targets, "title": title, "body": body,
+                      "type": kind}).encode()
     # cwd: `-m` puts the working directory first on sys.path, and the
     # driver's may hold anyone's `apprise.py`; the state dir is ours.
     # The job goes in and the results come out under the same deadline.
@@ -301,7 +317,7 @@ def _main() -> int:
         with turn(store.paths.state_dir / "notify", limit) as dropped:
             results = [{"target": mask(u), "ok": False, "error": dropped} for u in targets] \
                 if dropped else send_bounded(targets, title, body, str(store.paths.state_dir),
-                                             limit)
+                                             limit, kind_of(event))
     except OSError as exc:
         results = [{"target": mask(u), "ok": False,
                     "error": f"dropped: no delivery slot ({exc.strerror or exc})"}
@@ -321,7 +337,7 @@ def _send_main() -> int:
     job = json.loads(sys.stdin.buffer.read())
     results: list[dict[str, Any]] = []
     for url in job["targets"]:
-        send([url], job["title"], job["body"], results)
+        send([url], job["title"], job["body"], results, str(job.get("type") or "info"))
         sys.stdout.write(json.dumps({"ok": results[-1]["ok"], "error": results[-1]["error"]})
                          + "\n")
         sys.stdout.flush()

@@ -10,6 +10,7 @@ from loopctl import clock
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
+from loopctl.domain.reason import run_reason
 from loopctl.domain.records import add_fields, new_record
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
@@ -101,7 +102,8 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
             remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
-            pending = _attention(ctx, loop, st, run, before, now, done, handoff)
+            pending = _attention(ctx, loop, st, run, before, now, done, handoff,
+                                 run_reason(record))
             if told is not None:
                 pending.insert(0, (told, {"hook": run.get("hook"),
                                           "notify": run.get("notify") or []}))
@@ -121,12 +123,12 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
 
 def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any],
                before: Any, now: float, done: Done,
-               handoff: Handoff | None) -> events.Pending:
+               handoff: Handoff | None, why: str | None) -> events.Pending:
     pending: events.Pending = []
     receivers = {"hook": run.get("hook"), "notify": run.get("notify") or []}
     log = str(ctx.log_path)
     if events.needs_attention(before, events.status_key(st)):
-        pending.append((events.attention(loop, st, ctx.run_id, log, now), receivers))
+        pending.append((events.attention(loop, st, ctx.run_id, log, now, why), receivers))
     if handoff is not None:
         st["last_handoff"] = events.handoff_summary(handoff.record())
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
