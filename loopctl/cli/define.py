@@ -12,7 +12,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
-from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.bounds_opts import (
+    MaxLog,
+    MaxMemory,
+    MaxOutputLines,
+    MaxProcs,
+    bounds_changes,
+    warn_bounds,
+)
 from loopctl.cli.budget_warn import warn_uncounted_budget
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
@@ -297,6 +304,7 @@ def start(
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    max_output_lines: MaxOutputLines = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
@@ -340,7 +348,7 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
     raw_def.update({k: v for k, v in {
-        **bounds_changes(max_log, max_memory, max_procs),
+        **bounds_changes(max_log, max_memory, max_procs, max_output_lines),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
@@ -482,6 +490,7 @@ def update(
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    max_output_lines: MaxOutputLines = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
@@ -511,7 +520,7 @@ def update(
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
             protect=protect))
-    changes.update(bounds_changes(max_log, max_memory, max_procs))
+    changes.update(bounds_changes(max_log, max_memory, max_procs, max_output_lines))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if on_demand and (every is not None or cron is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")

@@ -358,6 +358,7 @@ def man(tree: Command) -> str:
             if option.takes_value:
                 label += f" \\fI{option.metavar}\\fR"
             out += [".TP", label, _roff(" ".join(option.help.split())) or "\\&"]
+    out += _loops_yaml()
     out.append(".SH FILES")
     out.append(_roff("With LOOPCTL_HOME=D, loops.yaml is D/loops.yaml and the state "
                      "directory is D/state. Directories are 0700, files 0600."))
@@ -374,6 +375,22 @@ def man(tree: Command) -> str:
         out += [".PP", _roff(text), ".PP", ".nf", ".RS 4", example, ".RE", ".fi"]
     out += [".SH SEE ALSO", "\\fBcrontab\\fR(1), \\fBsystemd.timer\\fR(5)", ""]
     return "\n".join(out)
+
+
+def _loops_yaml() -> list[str]:
+    """Every loops.yaml key of the settings table: type, default, meaning."""
+    from loopctl.domain.loop_settings import SETTINGS, default_text, expected
+
+    out = [".SH LOOPS.YAML",
+           _roff("Each entry under `loops:` maps a loop name to these keys (an unknown key "
+                 "makes the loop invalid; the others keep firing). Durations need a unit.")]
+    for setting in SETTINGS:
+        option = f" (option {setting.option})" if setting.flags else ""
+        meaning = " ".join((setting.doc or setting.help).split())
+        out += [".TP", f"\\fB{_roff(setting.key)}\\fR",
+                _roff(f"{expected(setting)}; default {default_text(setting)}{option}. "
+                      f"{meaning}")]
+    return out
 
 
 def _flatten(tree: Command) -> list[Command]:

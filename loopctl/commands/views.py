@@ -217,14 +217,24 @@ def status(store: Store, name: str) -> dict[str, Any]:
         loop, invalid, state, now = fast
         if loop is None:
             return describe(None, None, now, name=name, invalid=invalid[name])
-        return with_reason(store, describe(loop, state["loops"][name], now))
+        return with_limits(loop, with_reason(store, describe(loop, state["loops"][name], now)))
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
     if name not in defs.loops:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
-    return with_reason(store, describe(defs.loops[name], state["loops"][name], now, held=held))
+    return with_limits(defs.loops[name], with_reason(
+        store, describe(defs.loops[name], state["loops"][name], now, held=held)))
+
+
+def with_limits(loop: LoopDef, described: dict[str, Any]) -> dict[str, Any]:
+    """`limits` in `status NAME`: each bound of a run, by its loops.yaml key
+    (seconds, bytes, counts; null: none), from the settings table."""
+    from loopctl.domain.loop_settings import LIMITS
+
+    described["limits"] = {s.key: getattr(loop, s.name) for s in LIMITS}
+    return described
 
 
 def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
