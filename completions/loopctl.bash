@@ -15,9 +15,11 @@ _loopctl() {
     fi
     case "$prev" in
         --agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell" -- "$cur")); return ;;
+        --fallback-agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp" -- "$cur")); return ;;
         --overlap) COMPREPLY=($(compgen -W "queue skip replace" -- "$cur")); return ;;
         --catch-up) COMPREPLY=($(compgen -W "one none" -- "$cur")); return ;;
         --merge) COMPREPLY=($(compgen -W "squash merge rebase" -- "$cur")); return ;;
+        --sandbox) COMPREPLY=($(compgen -W "auto on off" -- "$cur")); return ;;
         --to) COMPREPLY=($(compgen -W "crontab systemd k8s github" -- "$cur")); return ;;
         --cwd|--prompt-file|--on-attention|--output|-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac

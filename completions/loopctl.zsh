@@ -270,13 +270,13 @@ _loopctl() {
                 '--model[Model name passed with the preset'\''s model flag.]:model: ' \
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
-                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp)' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
                 '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
                 '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
-                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--json[Print JSON (stable shape).]' \
@@ -351,7 +351,7 @@ _loopctl() {
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
-                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox: ' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
@@ -365,7 +365,7 @@ _loopctl() {
                 '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
-                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset: ' \
+                '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:preset:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp)' \
                 '--prompt[With --new-objective\: the loop'\''s new prompt (its history and limits are kept).]:prompt: ' \
                 '--prompt-file[With --new-objective\: read the prompt from this file at every run from now on.]:path:_files' \
                 '--new-objective[Confirm that --prompt or --prompt-file replaces what the loop is for.]' \

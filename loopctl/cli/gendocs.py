@@ -14,20 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import __version__
-from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP
+from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.plain import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_ARG_COMMANDS = ("status", "show", "update", "pause", "resume", "stop", "rm", "run",
                      "logs", "history", "export", "events", "notes")
-# From the rules themselves, so a new value is offered where it is accepted.
-CHOICES = {
-    "--overlap": OVERLAP,
-    "--catch-up": CATCH_UP,
-    "--merge": MERGE_METHODS,
-    "--to": TARGETS,
-}
+# From the settings table, so a new value is offered where it is accepted.
+CHOICES = {**{s.option: s.choices for s in SETTINGS
+              if s.choices and s.flags and s.key != "agent"}, "--to": TARGETS}
 PATH_OPTIONS = ("--cwd", "--prompt-file", "--on-attention", "--output", "-o")
 DECISIONS = ("continue", "complete", "fail", "block")
 
