@@ -37,13 +37,14 @@ from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
+from loopctl.cli.setting_opts import given as given_setting
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS
+from loopctl.domain.model import PRESETS
 
 
 def _duration(value: str | None, what: str) -> str | None:
@@ -100,10 +101,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
                    notify: list[str] | None = None,
                    max_deferrals: int | None = None) -> dict[str, Any]:
     """Options given on the command line, as loops.yaml keys (None: not given)."""
-    if overlap is not None and overlap not in OVERLAP:
-        fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
-    if catch_up is not None and catch_up not in CATCH_UP:
-        fail(f"bad --catch-up {catch_up!r}: expected one of {', '.join(CATCH_UP)}")
+    given_setting("overlap", overlap), given_setting("catch_up", catch_up)  # the rows' rule
     _check_schedule(every, cron, tz)
     clear = object()  # `--on-attention none` removes the hook
     hook = _hook(on_attention, clear)
@@ -221,6 +219,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
         given["fix_attempts"] = None
     given = {k: v if v != [] else None  # `--protect none`: [] clears
              for k, v in given.items() if v is not None or k == "fix_attempts"}
+    given_setting("merge", merge)  # the row's rule, named by the flag
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
@@ -237,8 +236,6 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
     if branch_prefix is not None:
         workspace.check_prefix(branch_prefix)
-    if merge is not None and merge not in MERGE_METHODS:
-        fail(f"bad --merge {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
     if {"base", "push", "worktree"} & set(given):
         base_ref = str(merged.get("base") or given["base"])
         try:

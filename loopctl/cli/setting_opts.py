@@ -32,8 +32,8 @@ def given(key: str, value: str | int | None) -> dict[str, Any]:
         return {key: None}
     if setting.kind == "count" and isinstance(value, str):
         value = int(value) if value.isascii() and value.isdigit() else value
-    problem = loop_settings.problem(setting, value)
-    if problem:
-        raise UsageError(f"bad {setting.option} {str(value)[:40]!r}: {problem}"
-                         + (" (or 'none')" if setting.clears else ""))
+    if loop_settings.problem(setting, value):
+        raise UsageError(f"bad {setting.option} {str(value)[:40]!r}: expected "
+                         f"{loop_settings.expected(setting)}"
+                         + (" or 'none'" if setting.clears else ""))
     return {key: value}
