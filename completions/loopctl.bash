@@ -4,7 +4,7 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--state-size|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-output-lines|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--state-size|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
@@ -17,11 +17,12 @@ _loopctl() {
         --agent|--fallback-agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell" -- "$cur")); return ;;
         --loop) COMPREPLY=($(compgen -W "$(loopctl __names 2>/dev/null)" -- "$cur")); return ;;
         --notify) COMPREPLY=($(compgen -W "$(loopctl __targets 2>/dev/null)" -- "$cur")); return ;;
+        --fallback-agent) COMPREPLY=($(compgen -W "claude codex gemini qwen opencode aider goose pi cursor copilot crush amp" -- "$cur")); return ;;
         --overlap) COMPREPLY=($(compgen -W "queue skip replace" -- "$cur")); return ;;
         --catch-up) COMPREPLY=($(compgen -W "one none" -- "$cur")); return ;;
         --merge) COMPREPLY=($(compgen -W "squash merge rebase" -- "$cur")); return ;;
-        --to) COMPREPLY=($(compgen -W "crontab systemd k8s github" -- "$cur")); return ;;
         --sandbox) COMPREPLY=($(compgen -W "auto on off" -- "$cur")); return ;;
+        --to) COMPREPLY=($(compgen -W "crontab systemd k8s github" -- "$cur")); return ;;
         --cwd|--prompt-file|--on-attention|--output|-o) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     esac
     local opts=""
@@ -47,12 +48,12 @@ _loopctl() {
         run) opts="--scheduled --force --help -h" ;;
         serve) opts="--bind --allowed-host --new-token --tls-cert --tls-key --github-secret-file --quiet -q --help -h" ;;
         show) opts="--json --reveal --help -h" ;;
-        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --raw --continue-session --keep-runs --model --agent-arg --yolo --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --json --help -h" ;;
+        start) opts="--name --prompt-file --agent --command --every --cron --tz --after --min-delay --max-delay --cwd --env --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --max-output-lines --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --raw --continue-session --keep-runs --model --agent-arg --yolo --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
-        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --prompt --prompt-file --new-objective --on-github --github-repo --github-command --github-anyone --github-members-only --json --help -h" ;;
+        update) opts="--every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --max-log --max-memory --max-procs --max-output-lines --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --prompt --prompt-file --new-objective --on-github --github-repo --github-command --github-anyone --github-members-only --json --help -h" ;;
         validate) opts="--json --help -h" ;;
         watch) opts="--interval --help -h" ;;
     esac

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import CLI, agent_command
 from test_notify import Receiver, delivered, receiver  # noqa: F401 - the fixture
+
+from conftest import CLI, agent_command
 
 ERROR = "could not connect to database"
 

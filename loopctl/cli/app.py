@@ -12,8 +12,17 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from loopctl import __version__
-from loopctl.cli import (completion, control, drivers, exporting, notes, serving, setup, trigger,
-                         views)
+from loopctl.cli import (
+    completion,
+    control,
+    drivers,
+    exporting,
+    notes,
+    serving,
+    setup,
+    trigger,
+    views,
+)
 from loopctl.cli import define as defining
 from loopctl.cli.failure import report
 from loopctl.domain.errors import EXIT_INTERRUPTED
@@ -83,16 +92,11 @@ def _narrowed(args: list[str]) -> typer.Typer:
     return narrow
 
 
-# What a loop does, as `start` options: `update` refuses them (it changes
-# policy, never the objective), and says so rather than suggest `--pr`.
-# (`--prompt` and `--prompt-file` are `update` options: with --new-objective.)
-OBJECTIVE_OPTIONS = ("--agent", "--command", "--model", "--env",
-                     "--agent-arg", "--cwd", "--raw", "--continue-session", "--yolo", "--name")
-
-
 def _no_such_option(exc: Any) -> str:
     hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
     command = exc.ctx.command.name if exc.ctx else None
+    from loopctl.domain.loop_settings import OBJECTIVE_OPTIONS
+
     if command == "update" and exc.option_name in OBJECTIVE_OPTIONS:
         return (f"`update` changes a loop's policy, never its objective, and "
                 f"{exc.option_name} is part of the objective (agent, model, env, agent "

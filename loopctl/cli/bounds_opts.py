@@ -1,21 +1,21 @@
-"""`--max-log`, `--max-memory`, `--max-procs` (DESIGN §14), for `start` and `update`."""
+"""`--max-log`, `--max-memory`, `--max-procs`, `--max-output-lines` (DESIGN §14), for
+`start` and `update`."""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
+from loopctl.cli.setting_opts import given, option
 
-from loopctl.cli.options import fail
-
-MaxLog = Annotated[Optional[str], typer.Option(help="Agent output kept per run log (default 100MiB); the rest is discarded.")]  # noqa: E501
-MaxMemory = Annotated[Optional[str], typer.Option(help="Memory of a run's processes, where cgroup v2 is delegated ('none' clears).")]  # noqa: E501
-MaxProcs = Annotated[Optional[str], typer.Option(help="Processes a run may have at once, where cgroup v2 is delegated ('none' clears).")]  # noqa: E501
+MaxLog = option("max_log")
+MaxMemory = option("max_memory")
+MaxOutputLines = option("max_output_lines")
+MaxProcs = option("max_procs")
 
 
 def bounds_changes(max_log: str | None, max_memory: str | None,
-                   max_procs: str | None) -> dict[str, Any]:
+                   max_procs: str | None, max_output_lines: str | None = None) -> dict[str, Any]:
     """The options as loops.yaml keys; 'none' clears (None), an absent
     option is left out."""
     from loopctl.domain.model import MIN_MAX_LOG, MIN_MAX_MEMORY
@@ -27,11 +27,8 @@ def bounds_changes(max_log: str | None, max_memory: str | None,
     if max_memory is not None:
         out["max_memory"] = None if max_memory == "none" else \
             format_size(parse_size(max_memory, "--max-memory", MIN_MAX_MEMORY))
-    if max_procs is not None:
-        if max_procs != "none" and not (max_procs.isascii() and max_procs.isdigit()
-                                        and 0 < int(max_procs) <= 10**9):
-            fail(f"bad --max-procs {max_procs[:40]!r}: expected a whole number >= 1 or 'none'")
-        out["max_procs"] = None if max_procs == "none" else int(max_procs)
+    out.update(given("max_procs", max_procs))
+    out.update(given("max_output_lines", max_output_lines))
     return out
 
 

@@ -12,7 +12,14 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
-from loopctl.cli.bounds_opts import MaxLog, MaxMemory, MaxProcs, bounds_changes, warn_bounds
+from loopctl.cli.bounds_opts import (
+    MaxLog,
+    MaxMemory,
+    MaxOutputLines,
+    MaxProcs,
+    bounds_changes,
+    warn_bounds,
+)
 from loopctl.cli.budget_warn import warn_uncounted_budget
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
@@ -30,13 +37,14 @@ from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
+from loopctl.cli.setting_opts import given as given_setting
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP, PRESETS
+from loopctl.domain.model import PRESETS
 
 
 def _duration(value: str | None, what: str) -> str | None:
@@ -93,10 +101,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
                    notify: list[str] | None = None,
                    max_deferrals: int | None = None) -> dict[str, Any]:
     """Options given on the command line, as loops.yaml keys (None: not given)."""
-    if overlap is not None and overlap not in OVERLAP:
-        fail(f"bad --overlap {overlap!r}: expected one of {', '.join(OVERLAP)}")
-    if catch_up is not None and catch_up not in CATCH_UP:
-        fail(f"bad --catch-up {catch_up!r}: expected one of {', '.join(CATCH_UP)}")
+    given_setting("overlap", overlap), given_setting("catch_up", catch_up)  # the rows' rule
     _check_schedule(every, cron, tz)
     clear = object()  # `--on-attention none` removes the hook
     hook = _hook(on_attention, clear)
@@ -214,6 +219,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
         given["fix_attempts"] = None
     given = {k: v if v != [] else None  # `--protect none`: [] clears
              for k, v in given.items() if v is not None or k == "fix_attempts"}
+    given_setting("merge", merge)  # the row's rule, named by the flag
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
@@ -230,8 +236,6 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
     if branch_prefix is not None:
         workspace.check_prefix(branch_prefix)
-    if merge is not None and merge not in MERGE_METHODS:
-        fail(f"bad --merge {merge!r}: expected one of {', '.join(MERGE_METHODS)}")
     if {"base", "push", "worktree"} & set(given):
         base_ref = str(merged.get("base") or given["base"])
         try:
@@ -297,6 +301,7 @@ def start(
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    max_output_lines: MaxOutputLines = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
@@ -340,7 +345,7 @@ def start(
         "raw": raw or None, "continue_session": continue_session or None,
         "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
     raw_def.update({k: v for k, v in {
-        **bounds_changes(max_log, max_memory, max_procs),
+        **bounds_changes(max_log, max_memory, max_procs, max_output_lines),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
@@ -482,6 +487,7 @@ def update(
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
     max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
+    max_output_lines: MaxOutputLines = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
@@ -511,7 +517,7 @@ def update(
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
             protect=protect))
-    changes.update(bounds_changes(max_log, max_memory, max_procs))
+    changes.update(bounds_changes(max_log, max_memory, max_procs, max_output_lines))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
     if on_demand and (every is not None or cron is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")

@@ -15,21 +15,17 @@ from typing import Any
 
 from loopctl import __version__
 from loopctl.domain.confinement import MODES as SANDBOX_MODES
-from loopctl.domain.model import CATCH_UP, MERGE_METHODS, OVERLAP
+from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.plain import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOP_ARG_COMMANDS = ("status", "show", "update", "pause", "resume", "stop", "rm", "run",
                      "trigger", "logs", "history", "export", "events", "notes")
-# From the rules themselves, so a new value is offered where it is accepted.
-CHOICES = {
-    "--overlap": OVERLAP,
-    "--catch-up": CATCH_UP,
-    "--merge": MERGE_METHODS,
-    "--to": TARGETS,
-    "--sandbox": SANDBOX_MODES,
-}
+# From the settings table, so a new value is offered where it is accepted.
+CHOICES = {**{s.option: s.choices for s in SETTINGS
+              if s.choices and s.flags and s.key != "agent"},
+           "--to": TARGETS, "--sandbox": SANDBOX_MODES}
 SHELLS = ("bash", "zsh", "fish")
 # Options whose value is a loop name, or a name from `notify_targets:`
 # (`--notify` also takes a URL: the names are what a shell can offer).
@@ -122,8 +118,8 @@ def bash(tree: Command) -> str:
         '    case "$prev" in',
         f'        --agent|--fallback-agent) COMPREPLY=($(compgen -W "{" ".join(_presets())}"'
         ' -- "$cur")); return ;;',
-        f'        {"|".join(LOOP_OPTIONS)}) COMPREPLY=($(compgen -W "$(loopctl __names 2>/dev/null)"'
-        ' -- "$cur")); return ;;',
+        f'        {"|".join(LOOP_OPTIONS)}) COMPREPLY=($(compgen -W'
+        ' "$(loopctl __names 2>/dev/null)" -- "$cur")); return ;;',
         f'        {"|".join(TARGET_OPTIONS)}) COMPREPLY=($(compgen -W'
         ' "$(loopctl __targets 2>/dev/null)" -- "$cur")); return ;;',
     ]
@@ -401,6 +397,7 @@ def man(tree: Command) -> str:
             if option.takes_value:
                 label += f" \\fI{option.metavar}\\fR"
             out += [".TP", label, _roff(" ".join(option.help.split())) or "\\&"]
+    out += _loops_yaml()
     out.append(".SH FILES")
     out.append(_roff("With LOOPCTL_HOME=D, loops.yaml is D/loops.yaml and the state "
                      "directory is D/state. Directories are 0700, files 0600."))
@@ -417,6 +414,22 @@ def man(tree: Command) -> str:
         out += [".PP", _roff(text), ".PP", ".nf", ".RS 4", example, ".RE", ".fi"]
     out += [".SH SEE ALSO", "\\fBcrontab\\fR(1), \\fBsystemd.timer\\fR(5)", ""]
     return "\n".join(out)
+
+
+def _loops_yaml() -> list[str]:
+    """Every loops.yaml key of the settings table: type, default, meaning."""
+    from loopctl.domain.loop_settings import SETTINGS, default_text, expected
+
+    out = [".SH LOOPS.YAML",
+           _roff("Each entry under `loops:` maps a loop name to these keys (an unknown key "
+                 "makes the loop invalid; the others keep firing). Durations need a unit.")]
+    for setting in SETTINGS:
+        option = f" (option {setting.option})" if setting.flags else ""
+        meaning = " ".join((setting.doc or setting.help).split())
+        out += [".TP", f"\\fB{_roff(setting.key)}\\fR",
+                _roff(f"{expected(setting)}; default {default_text(setting)}{option}. "
+                      f"{meaning}")]
+    return out
 
 
 def _flatten(tree: Command) -> list[Command]:

@@ -71,6 +71,17 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     print(render_status(info))
 
 
+def _limit_lines(info: dict[str, Any]) -> list[str]:
+    """The bounds of each run, as the settings table names them."""
+    from loopctl.domain.loop_settings import LIMITS, shown
+
+    limits = info.get("limits") or {}
+    if not limits:
+        return []
+    return [fit_line(["  limits    "], [", ".join(f"{s.limit} {shown(s, limits.get(s.key))}"
+                                                for s in LIMITS)])]
+
+
 def _gate_lines(info: dict[str, Any]) -> list[str]:
     """The loop's gate and the triggers waiting for a fire (DESIGN §17)."""
     import shlex
@@ -169,7 +180,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
         f"  next fire  {_next_fire(info, now)}",
     ]
-    lines += _deferral_lines(info) + _gate_lines(info) + _check_lines(info)
+    lines += _limit_lines(info) + _deferral_lines(info) + _gate_lines(info) + _check_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):

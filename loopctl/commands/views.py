@@ -217,8 +217,8 @@ def status(store: Store, name: str) -> dict[str, Any]:
         loop, invalid, state, now = fast
         if loop is None:
             return describe(None, None, now, name=name, invalid=invalid[name])
-        return with_fix(loop, state["loops"][name],
-                        with_reason(store, describe(loop, state["loops"][name], now)))
+        return with_limits(loop, with_fix(loop, state["loops"][name], with_reason(
+            store, describe(loop, state["loops"][name], now))))
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
@@ -226,8 +226,8 @@ def status(store: Store, name: str) -> dict[str, Any]:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
     st = state["loops"][name]
-    return with_fix(defs.loops[name], st,
-                    with_reason(store, describe(defs.loops[name], st, now, held=held)))
+    return with_limits(defs.loops[name], with_fix(defs.loops[name], st, with_reason(
+        store, describe(defs.loops[name], st, now, held=held))))
 
 
 def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
@@ -241,6 +241,15 @@ def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> di
         return described
     refusal = fire_refusal(loop, copy.deepcopy(st)) or ""  # type: ignore[arg-type]
     described["fix"] = refusal.partition("): ")[2] or None
+    return described
+
+
+def with_limits(loop: LoopDef, described: dict[str, Any]) -> dict[str, Any]:
+    """`limits` in `status NAME`: each bound of a run, by its loops.yaml key
+    (seconds, bytes, counts; null: none), from the settings table."""
+    from loopctl.domain.loop_settings import LIMITS
+
+    described["limits"] = {s.key: getattr(loop, s.name) for s in LIMITS}
     return described
 
 

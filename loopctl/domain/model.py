@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loopctl.domain import protect, verify
+from loopctl.domain import loop_settings, protect, verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -50,23 +50,7 @@ DEFAULT_MAX_LOG = 100 * 1024**2
 MIN_MAX_LOG = 4096  # the truncation note and loopctl's own lines need room
 MIN_MAX_MEMORY = 16 * 1024**2
 
-KEYS = {
-    "prompt", "prompt_file", "agent", "command", "every", "cron", "tz", "after",
-    "min_delay", "max_delay", "keepalive", "cwd", "env", "timeout", "max_runs",
-    "for", "max_failures", "no_progress", "budget_usd", "until", "overlap",
-    "catch_up", "on_attention", "raw", "continue_session", "keep_runs",
-    "created_at", "model", "agent_args", "yolo", "notify", "max_log", "max_memory",
-    "max_procs",
-    "worktree", "base", "branch_prefix", "push", "pr", "merge", "checks_timeout", "copy",
-    "max_file_size", "protect",
-    "sandbox", "sandbox_write", "sandbox_read",
-    "if", "if_timeout", "on_demand",
-    "check", "check_timeout", "until_check", "check_metric",  # domain/verify.py
-    "fix_attempts", "notes",  # DESIGN §16, rules in domain/feedback
-    "fallback_agent",  # DESIGN §18, rules in domain/accounts
-    "max_deferrals",  # DESIGN §18
-    "on_github", "github_repo", "github_command", "github_anyone",  # §19, domain/github
-}
+KEYS = loop_settings.KEYS
 GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
 MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
@@ -115,6 +99,7 @@ class LoopDef:
     max_log: int = DEFAULT_MAX_LOG  # bytes of the agent's output kept in the run log
     max_memory: int | None = None  # bytes, where a cgroup v2 memory controller is delegated
     max_procs: int | None = None  # processes, where a cgroup v2 pids controller is delegated
+    max_output_lines: int | None = None  # lines of the agent's output kept in the run log
     created_at: str | None = None
     model: str | None = None
     agent_args: tuple[str, ...] = ()
@@ -193,7 +178,8 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         raise UsageError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
     unknown = sorted(str(k) for k in raw if k not in KEYS)
     if unknown:
-        raise UsageError(f"{where}: unknown key {unknown[0]!r}; see `loopctl start --help`")
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}{_near(unknown[0])}; see "
+                         "`man loopctl` (LOOPS.YAML)")
     bad = _not_utf8(raw)
     if bad:
         raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")
@@ -216,6 +202,26 @@ def parse_loop(name: object, raw: object) -> LoopDef:
             raise
         raise UsageError(f"{where}: {exc.message}") from None
     return LoopDef(**fields)
+
+
+def _near(key: str) -> str:
+    """A near miss of a key (`max_run`): the one meant."""
+    import difflib
+
+    best = difflib.get_close_matches(key, sorted(KEYS), 1, 0.75)
+    return f" (did you mean {best[0]!r}?)" if best else ""
+
+
+def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str) -> None:
+    """Keys whose one rule is their row's (domain/loop_settings.problem)."""
+    for key in keys:
+        setting, value = loop_settings.BY_KEY[key], raw.get(key)
+        if value is None:
+            continue
+        problem = loop_settings.problem(setting, value)
+        if problem:
+            raise UsageError(f"{key!r} {problem}")
+        fields[setting.name] = value
 
 
 def _not_utf8(value: Any, key: str = "") -> str | None:
@@ -428,8 +434,7 @@ def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
             fields["max_memory"] = parse_size(raw["max_memory"], "'max_memory'", MIN_MAX_MEMORY)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.message}") from None
-    if raw.get("max_procs") is not None:
-        fields["max_procs"] = _count(raw, "max_procs", 0, where, low=1)
+    _simple(raw, fields, "max_procs", "max_output_lines")
 
 
 def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
@@ -557,7 +562,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
         "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
         "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
-        "max_procs": loop.max_procs,
+        "max_procs": loop.max_procs, "max_output_lines": loop.max_output_lines,
         "if": list(loop.gate) if loop.gate else None,
         "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
         "notes": loop.notes or None,

@@ -22,18 +22,44 @@ import threading
 SLOW, NEAR, PAST = 0.1, 0.01, 0.005
 
 
-def note_line(limit: int) -> str:
+def note_line(limit: int, lines: int | None = None) -> str:
+    if lines is not None:
+        return f"# loopctl: log truncated at {lines} lines"
     from loopctl.domain.sizes import format_size
 
     return f"# loopctl: log truncated at {format_size(limit)}"
 
 
+class LineCount:
+    """`--max-output-lines`: where the Nth line of the agent's output ends,
+    once it has; the byte bound becomes that place."""
+
+    def __init__(self, lines: int | None, start: int) -> None:
+        self.lines, self.seen, self.at = lines, 0, start
+        self.cut: int | None = None
+
+    def feed(self, data: bytes) -> int | None:
+        """The bytes `data` (the output from `at` on) may keep, or None: all."""
+        if self.lines is None or self.cut is not None:
+            return None if self.cut is None else max(0, self.cut - self.at)
+        found, end = self.seen + data.count(b"\n"), len(data)
+        if found >= self.lines:
+            end = -1
+            for _ in range(self.lines - self.seen):
+                end = data.index(b"\n", end + 1)
+            end += 1
+            self.cut = self.at + end
+        self.seen, self.at = min(found, self.lines), self.at + len(data)
+        return end if self.cut is not None else None
+
+
 class LogTrim:
     """Keeps the log at most `limit` bytes while the agent writes into it."""
 
-    def __init__(self, log_fd: int, limit: int) -> None:
+    def __init__(self, log_fd: int, limit: int, lines: int | None = None) -> None:
         self.fd = log_fd
         self.limit = limit
+        self.count = LineCount(lines, 0)  # loopctl's own lines are held to the end
         self.truncated = False
         self.error: str | None = None
         self._stop = threading.Event()
@@ -45,6 +71,10 @@ class LogTrim:
     def _trim(self) -> float:
         """Cut the log back to the bound if it is past it; the next wait."""
         size = os.fstat(self.fd).st_size
+        if self.count.lines is not None and self.count.cut is None and size > self.count.at:
+            self.count.feed(os.pread(self.fd, size - self.count.at, self.count.at))
+            if self.count.cut is not None:
+                self.limit = min(self.limit, self.count.cut)
         if size > self.limit:
             os.ftruncate(self.fd, self.limit)
             self.truncated = True
@@ -74,12 +104,17 @@ class CappedCopy:
     """The foreground tee's half of the bound: it copies through Python
     anyway (to the terminal too), so it counts there."""
 
-    def __init__(self, log_fd: int, limit: int) -> None:
+    def __init__(self, log_fd: int, limit: int, lines: int | None = None) -> None:
         self.log_fd = log_fd
         self.limit = self.left = limit
+        self.count = LineCount(lines, 0)
         self.truncated = False
 
     def write(self, chunk: bytes) -> None:
+        keep = self.count.feed(chunk)
+        if keep is not None and keep < len(chunk):
+            self.truncated = True
+            chunk = chunk[:keep]
         if self.left <= 0:
             self.truncated = self.truncated or bool(chunk)
             return

@@ -58,7 +58,7 @@ def agent_output(ctx: RunContext, loop: LoopDef) -> int:
     import subprocess
 
     if ctx.foreground:
-        ctx.bounds.capped = CappedCopy(ctx.log.fd, loop.max_log)
+        ctx.bounds.capped = CappedCopy(ctx.log.fd, loop.max_log, loop.max_output_lines)
         return subprocess.PIPE
     return ctx.log.fd
 
@@ -66,7 +66,7 @@ def agent_output(ctx: RunContext, loop: LoopDef) -> int:
 def watch_log(ctx: RunContext, loop: LoopDef) -> None:
     """While the agent runs: keep the log within --max-log."""
     if not ctx.foreground:
-        ctx.bounds.trim = LogTrim(ctx.log.fd, loop.max_log)
+        ctx.bounds.trim = LogTrim(ctx.log.fd, loop.max_log, loop.max_output_lines)
         ctx.bounds.trim.start()
 
 
@@ -112,7 +112,8 @@ def end(ctx: RunContext) -> None:
         ctx.log.hold(f"# loopctl: log bound not kept: {b.trim.error}")
     cap = b.trim or b.capped
     if cap is not None and cap.truncated:
-        ctx.log.hold(note_line(cap.limit))
+        ctx.log.hold(note_line(cap.limit, cap.count.lines if cap.count.cut is not None
+                               else None))
     ctx.log.flush_held()
     if b.launched:
         remove_folder(ctx.decision_path.parent)

@@ -257,3 +257,23 @@ def line_of(path: Path, key: str, top: bool = False) -> int | None:
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else None
 
+
+
+def key_line(path: Path, loop_line: int, message: str, raw: dict[str, object]) -> int | None:
+    """The line of the key an entry's error names (`'max_run'`), within the
+    entry that starts at `loop_line`; None when the error names none."""
+    named = re.search(r"'([A-Za-z_]+)'", message.split(": ", 1)[-1])
+    if named is None or named.group(1) not in {str(k) for k in raw}:
+        return None
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    pattern = re.compile(r"\s+['\"]?" + re.escape(named.group(1)) + r"['\"]?\s*:")
+    for number in range(loop_line, len(lines)):
+        text = lines[number]
+        if text.strip() and not text[:1].isspace():
+            return None
+        if pattern.match(text):
+            return number + 1
+    return None

@@ -38,6 +38,7 @@ from loopctl.storage.definitions import (
     Signature,
     appendable_entry,
     display_key,
+    key_line,
     line_of,
     parse_source,
     read_defs_source,
@@ -124,6 +125,8 @@ class Store:
                 defs.loops[name] = parse_loop(key_, raw)
             except LoopctlError as exc:
                 line = line_of(path, f"{name}:")
+                if line and isinstance(raw, dict):
+                    line = key_line(path, line, exc.message, raw) or line
                 defs.invalid[name] = exc.message + (f" (line {line})" if line else "")
         if cache_key is not None:
             # Written with the next state write: a command that fails after
