@@ -53,7 +53,7 @@ def nothing_due() -> bool:
         return wake_at is None or now < wake_at < 32503680000.0
     except FileNotFoundError:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all
-    except Exception:  # noqa: BLE001 - anything odd: the full path decides and reports
+    except Exception:  # anything odd: the full path decides and reports
         return False
 
 
@@ -92,10 +92,10 @@ def print_names(key: str = "loops") -> None:
 
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         with open(os.path.join(config_dir, "loops.yaml"), "rb") as handle:
-            doc = yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
+            doc = yaml.load(handle, Loader=loader)  # a safe loader
         names = doc.get(key) or {}
         print("\n".join(str(name) for name in names))
-    except Exception:  # noqa: BLE001 - completion must never print an error
+    except Exception:  # completion must never print an error
         pass
 
 
@@ -117,7 +117,7 @@ def _main(args: list[str]) -> None:
         from loopctl.settings import check_env
 
         check_env()
-    except Exception as exc:  # noqa: BLE001 - a bad LOOPCTL_* number: one line, exit 2
+    except Exception as exc:  # a bad LOOPCTL_* number: one line, exit 2
         from loopctl.cli.failure import report
 
         sys.exit(report(exc))

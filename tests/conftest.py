@@ -82,7 +82,7 @@ def rewrite_test_modules_once(config: pytest.Config) -> None:
     def rewrite_quietly(files: list[Path]) -> None:
         try:
             rewrite(files)
-        except Exception:  # noqa: BLE001 - only a speed-up: the workers rewrite what is left
+        except Exception:  # only a speed-up: the workers rewrite what is left
             pass
 
     files = sorted(TESTS.rglob("test_*.py")) + sorted(TESTS.rglob("conftest.py"))

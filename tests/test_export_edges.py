@@ -15,7 +15,7 @@ import pytest
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.integrations.export import Target, export, systemd_quote
-from loopctl.integrations.export_time import cron_to_calendar, every_to_cron, github_schedule
+from loopctl.integrations.export.schedules import cron_to_calendar, every_to_cron, github_schedule
 
 PIN = "loopctl @ git+https://github.com/o/loopctl@v1.2.3"
 

@@ -16,7 +16,7 @@ from loopctl.integrations.export import (
     systemd_quote,
     traveling_definition,
 )
-from loopctl.integrations.export_time import github_schedule, longest_gap, zone_offsets
+from loopctl.integrations.export.schedules import github_schedule, longest_gap, zone_offsets
 from loopctl.integrations.install_source import check_spec, spec_from_direct_url
 from loopctl.storage.yamlio import parse_yaml_text
 

@@ -76,7 +76,7 @@ def try_lock(store: Store, timeout: float) -> BaseException | None:
         try:
             with store.lock(timeout=timeout):
                 outcome.append(None)
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:  # handed to the test
             outcome.append(exc)
 
     thread = threading.Thread(target=attempt, daemon=True)

@@ -47,7 +47,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:  # http.server's name
                 size = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(size)
                 try:

@@ -169,7 +169,7 @@ def test_error_texts_never_show_a_piece_of_the_url(cli: CLI) -> None:
     topic, secret_path, password = "t0psecrettopic", "S3CRETPATH", "hunter2pw"
 
     class Refuse(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = f'{{"error": "forbidden topic {topic}"}}'.encode()
             self.send_response(403)

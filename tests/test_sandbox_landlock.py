@@ -39,7 +39,7 @@ def in_confined_child(ruleset: landlock.Ruleset, action: Callable[[], object]) -
             answer = "ok"
         except OSError as exc:
             answer = errno.errorcode.get(exc.errno or 0, str(exc))
-        except BaseException as exc:  # noqa: BLE001 - anything else is reported too
+        except BaseException as exc:  # anything else is reported too
             answer = repr(exc)
         os.write(write, answer.encode())
         os._exit(0)

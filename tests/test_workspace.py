@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 import pytest
 from workspace.fake_gh import refusals
-from workspace.repos import OWNER, Repo, git, make_repo  # noqa: F401 - imported from here too
+from workspace.repos import OWNER, Repo, git, make_repo  # imported from here too
 
 from conftest import CLI, TESTS, wait_for
 from loopctl.engine import procs

@@ -401,7 +401,7 @@ def _safe(reader: Reader) -> Reader:
         now = clock.now()
         try:
             return sanitized(reader(head, tail, exit_code), now)
-        except Exception:  # noqa: BLE001
+        except Exception:
             return sanitized(read_text(head, tail, exit_code), now)
 
     read.__name__ = reader.__name__

@@ -138,6 +138,6 @@ def run_app(args: list[str]) -> NoReturn:
     except cx.ClickException as exc:
         print(f"loopctl: error: {exc.format_message()}", file=sys.stderr)
         code = exc.exit_code
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
+    except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
         code = report(exc)
     sys.exit(code if isinstance(code, int) else 0)

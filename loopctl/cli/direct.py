@@ -235,7 +235,7 @@ def dispatch(args: list[str]) -> int | None:
         return None
     try:
         return call()
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - one line, not a traceback
+    except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
         from loopctl.cli.failure import report
 
         return report(exc)

@@ -36,7 +36,7 @@ def tick(
 
 def daemon(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not log to stderr.")] = False,
-    serve: Annotated[Optional[str], typer.Option("--serve", metavar="HOST:PORT", help="Also run `loopctl serve` on this address, in this process.")] = None,  # noqa: E501
+    serve: Annotated[Optional[str], typer.Option("--serve", metavar="HOST:PORT", help="Also run `loopctl serve` on this address, in this process.")] = None,
     allowed_host: AllowedHost = None, tls_cert: TlsCert = None, tls_key: TlsKey = None,
     github_secret_file: SecretFile = None,
 ) -> None:

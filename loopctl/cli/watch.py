@@ -210,7 +210,7 @@ def gather(store: Store) -> tuple[list[Row], str | None]:
 
     try:
         loops = reading.list_loops(store)
-    except Exception as exc:  # noqa: BLE001 - shown in the view; the next refresh retries
+    except Exception as exc:  # shown in the view; the next refresh retries
         return [], one_line(exc)
     return [Row(loop, last_log_line(store, loop)) for loop in loops], None
 

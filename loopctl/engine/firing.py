@@ -79,7 +79,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
         os.close(fd)
         code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
                                         foreground=False).run())
-    except BaseException as exc:  # noqa: BLE001 - the child must never return
+    except BaseException as exc:  # the child must never return
         try:
             os.write(2, f"loopctl supervisor: {type(exc).__name__}: {exc}\n".encode())
         except OSError:

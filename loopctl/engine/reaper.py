@@ -322,7 +322,7 @@ def living_descendants() -> list[int]:
         try:
             if proc.status() != "zombie":
                 out.append(proc.pid)
-        except Exception:  # noqa: BLE001 - psutil.Error; gone meanwhile
+        except Exception:  # psutil.Error; gone meanwhile
             continue
     return out
 

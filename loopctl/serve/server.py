@@ -143,17 +143,17 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:  # the base's name
         said = TOKEN_IN_URL.sub("token=****", format % args)  # never the token in a log
         self.server.app.log_request(self.client_address[0], line(said)[:300])
 
-    def do_GET(self) -> None:  # noqa: N802 - the base class's names
+    def do_GET(self) -> None:  # the base class's names
         self._dispatch()
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._dispatch()
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:

@@ -49,7 +49,7 @@ def is_live(lease: Lease, now: float, ttl: float, host: str,
 
 
 def _proc_alive(pid: int, create_time: float) -> bool:
-    from loopctl.engine.procs import alive
+    from loopctl.storage.proc_identity import alive
 
     return alive({"pid": pid, "ct": create_time})
 
@@ -82,7 +82,8 @@ class LeaseFile:
     def acquire(self, now: float) -> Lease | None:
         """Take or renew the lease. Returns None on success, else the live holder.
         Raises BusyError when another driver holds `lease.lock` too long."""
-        from loopctl.engine.procs import ref  # imported before the lock, not while holding it
+        # imported before the lock, not while holding it
+        from loopctl.storage.proc_identity import ref
 
         with self._lock():
             current = self.read()

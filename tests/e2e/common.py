@@ -75,7 +75,7 @@ class Stub:
                 self.end_headers()
                 self.wfile.write(payload)
 
-            do_GET = do_POST = do_PUT = do_DELETE = _serve  # noqa: N815
+            do_GET = do_POST = do_PUT = do_DELETE = _serve
 
             def log_message(self, *args: Any) -> None:
                 pass

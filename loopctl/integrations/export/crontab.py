@@ -1,0 +1,41 @@
+"""Export to crontab: one line that runs `loopctl run NAME --scheduled` at
+the loop's cron schedule, in its zone where this machine's cron honours
+CRON_TZ."""
+
+from __future__ import annotations
+
+import shlex
+
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import LoopDef
+from loopctl.integrations.crontab import home_pins, honours_cron_tz, scheduler_path
+from loopctl.integrations.export.common import Export, Target, local_python, scheduled
+from loopctl.integrations.export.schedules import loop_cron
+
+
+def to_crontab(loop: LoopDef, target: Target) -> Export:
+    if loop.on_demand:
+        raise UsageError(f"{loop.name} is an --on-demand loop: a crontab line needs a "
+                         "schedule; fire it with `loopctl trigger` under `loopctl daemon` (or "
+                         "cron's `loopctl tick`), or export it --to systemd, k8s or github")
+    warnings: list[str] = []
+    schedule = loop_cron(loop, warnings)
+    lines = []
+    if loop.tz:
+        if honours_cron_tz():
+            lines.append(f"CRON_TZ={loop.tz}")
+        else:
+            warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
+                            f"system zone, not {loop.tz}; use --to systemd to keep the zone")
+    env = f"PATH={shlex.quote(scheduler_path([loop]))} "
+    env += "".join(f"{k}={shlex.quote(v)} " for k, v in home_pins(target.home_env, target.home))
+    log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
+    command = shlex.join([local_python(), "-m", "loopctl", *scheduled(loop)])
+    line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
+    if any(c in line for c in "\r\n\0"):
+        raise UsageError("a path in the cron line contains a line break; cron reads one line "
+                         "per job")
+    lines.append(f"{line} # loopctl export {loop.name}")
+    steps = [f"crontab -l | cat - {target.at(loop.name + '.crontab')} | crontab -   "
+             "# add it to your table"]
+    return Export({f"{loop.name}.crontab": "\n".join(lines) + "\n"}, warnings, steps)
