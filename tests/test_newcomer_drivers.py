@@ -182,7 +182,7 @@ def test_the_daemon_logs_each_run_end_and_each_transition(cli: CLI, tmp_path: Pa
     assert len(ended) == 1, text
     assert re.search(r"run \S+ of flaky ended: failed \(exit 1, [\d.]+s\): Not logged in "
                      r"· Please run /login$", ended[0]), ended[0]
-    assert re.search(r"flaky is now paused \(failure_limit\): 1 failures in a row", text)
+    assert re.search(r"flaky is now paused \(failure_limit\): 1 failure in a row", text)
     assert "\x1b" not in text
 
 
