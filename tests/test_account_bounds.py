@@ -401,7 +401,8 @@ def test_tokens_used_at_no_cost_are_charged_the_estimate() -> None:
 @pytest.mark.parametrize("value", [-1, 1.5, "10", True, float("nan"), 10**10])
 def test_a_bad_max_deferrals_in_loops_yaml_is_refused_in_one_line(value: Any) -> None:
     from loopctl.domain.errors import UsageError
-    from loopctl.domain.model import parse_loop, to_raw
+    from loopctl.domain.loop_raw import to_raw
+    from loopctl.domain.model import parse_loop
 
     raw = {"prompt": "p", "every": "1h", "agent": "claude"}
     with pytest.raises(UsageError) as caught:

@@ -13,7 +13,8 @@ from fixed_zone import UTC
 from loopctl.agents.envelope import wrap
 from loopctl.domain import feedback as fb
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import parse_loop, to_raw
+from loopctl.domain.loop_raw import to_raw
+from loopctl.domain.model import parse_loop
 from loopctl.domain.state import new_loop_state, repair, tracked_pr
 from loopctl.domain.untrusted import INVALID
 

@@ -197,7 +197,8 @@ def test_a_hand_edited_protect_list_is_refused_in_one_line(value: object, said: 
 
 def test_protect_without_a_worktree_is_refused_in_loops_yaml() -> None:
     from loopctl.domain.errors import UsageError
-    from loopctl.domain.model import parse_loop, to_raw
+    from loopctl.domain.loop_raw import to_raw
+    from loopctl.domain.model import parse_loop
 
     with pytest.raises(UsageError, match="'protect' needs 'worktree: true'"):
         parse_loop("p", {"prompt": "x", "every": "1h", "protect": ["tests/"]})

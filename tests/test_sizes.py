@@ -8,7 +8,8 @@ import pytest
 
 from conftest import CLI
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import DEFAULT_MAX_LOG, parse_loop, to_raw
+from loopctl.domain.loop_raw import to_raw
+from loopctl.domain.model import DEFAULT_MAX_LOG, parse_loop
 from loopctl.domain.sizes import format_size, parse_size
 
 

@@ -17,7 +17,8 @@ from fixed_zone import UTC
 from conftest import CLI
 from loopctl.agents.envelope import wrap
 from loopctl.domain import lifecycle, verify
-from loopctl.domain.model import parse_loop, to_raw
+from loopctl.domain.loop_raw import to_raw
+from loopctl.domain.model import parse_loop
 from loopctl.domain.records import clean_record
 from loopctl.domain.state import RunResult, new_loop_state, repair
 from loopctl.engine import events

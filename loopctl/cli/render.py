@@ -113,6 +113,25 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     return "\n".join(lines)
 
 
+def narrowed(headers: Sequence[str], rows: Sequence[Sequence[str]], drop: Sequence[int],
+             width: int | None = None) -> tuple[list[str], list[list[str]]]:
+    """The table without the columns in `drop` (in that order) that a
+    narrow terminal has no room for: a whole column gone says more than
+    every cell cut to "fail 1…". Indices in `drop` must come after any a
+    caller passes to `table` as `keep` or `first`."""
+    width = terminal_width() if width is None else width
+    columns = [list(column) for column in zip(headers, *rows, strict=True)]
+    natural = {i: max(len(line(cell)) for cell in column) for i, column in enumerate(columns)}
+    gone: set[int] = set()
+    for i in drop:
+        shown = [w for j, w in natural.items() if j not in gone]
+        if sum(shown) + 2 * (len(shown) - 1) <= width:
+            break
+        gone.add(i)
+    kept = [i for i in range(len(headers)) if i not in gone]
+    return [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
+
+
 def _one_line(column: Sequence[Any]) -> list[str]:
     """`line` of every cell; one C check for a column with nothing to
     replace (`line` returns printable text as it is)."""

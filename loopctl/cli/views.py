@@ -21,6 +21,7 @@ from loopctl.cli.render import (
     ago,
     fit_line,
     held_until,
+    narrowed,
     outcome_strip,
     paint,
     relative,
@@ -64,7 +65,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
             ls(as_json=False)
         return
     with common.no_cycle_collection():
-        info = reading.status(store(), name)
+        info = reading.status(store(), name, for_people=not as_json)
     if as_json:
         emit(dict(info, version=common.JSON_VERSION))
         return
@@ -337,9 +338,11 @@ def history(name: NameArg,
     if checked:  # the check's word on each run (DESIGN §16)
         rows = [row + [_check_short(r.get("check"))]
                 for row, r in zip(rows, _unfolded(records), strict=True)]
-    # RUN and STARTED are never cut: they say which run and when.
-    shown = table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-                  + (["CHECK"] if checked else []), rows, keep=(0, 1)).splitlines()
+    # RUN and STARTED are never cut: they say which run and when; TOOK,
+    # then EXIT, go before any cell is cut.
+    headers, rows = narrowed(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+                             + (["CHECK"] if checked else []), rows, drop=(2, 4))
+    shown = table(headers, rows, keep=(0, 1)).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))

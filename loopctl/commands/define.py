@@ -12,7 +12,8 @@ from loopctl.commands.views import describe
 from loopctl.domain import lifecycle
 from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import KEYS, LoopDef, parse_loop, to_raw
+from loopctl.domain.loop_raw import to_raw
+from loopctl.domain.model import KEYS, LoopDef, parse_loop
 from loopctl.domain.plain import replace
 from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.domain.timestamps import iso

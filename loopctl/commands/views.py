@@ -209,7 +209,9 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
     return out
 
 
-def status(store: Store, name: str) -> dict[str, Any]:
+def status(store: Store, name: str, for_people: bool = False) -> dict[str, Any]:
+    """One loop's LOOP object, the shape `ls --json` gives each loop; for
+    people also its `limits` and the `fix` of a pause loopctl made."""
     from loopctl.commands.listing import one
 
     fast = one(store, name)
@@ -217,8 +219,8 @@ def status(store: Store, name: str) -> dict[str, Any]:
         loop, invalid, state, now = fast
         if loop is None:
             return describe(None, None, now, name=name, invalid=invalid[name])
-        return with_limits(loop, with_fix(loop, state["loops"][name], with_reason(
-            store, describe(loop, state["loops"][name], now))))
+        described = with_reason(store, describe(loop, state["loops"][name], now))
+        return people_extras(loop, state["loops"][name], described) if for_people else described
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
         return describe(None, None, now, name=name, invalid=defs.invalid[name])
@@ -226,8 +228,12 @@ def status(store: Store, name: str) -> dict[str, Any]:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
     st = state["loops"][name]
-    return with_limits(defs.loops[name], with_fix(defs.loops[name], st, with_reason(
-        store, describe(defs.loops[name], st, now, held=held))))
+    described = with_reason(store, describe(defs.loops[name], st, now, held=held))
+    return people_extras(defs.loops[name], st, described) if for_people else described
+
+
+def people_extras(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
+    return with_limits(loop, with_fix(loop, st, described))
 
 
 def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
-from loopctl.domain.sizes import format_size, parse_size
+from loopctl.domain.sizes import parse_size
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
 OVERLAP = ("queue", "skip", "replace")
@@ -56,6 +56,7 @@ MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
+DEFAULT_FIX_ATTEMPTS = 3  # runs that continue one PR whose checks failed
 DEFAULT_IF_TIMEOUT = 120  # a gate (DESIGN §17) is a quick check, not a second agent
 # Git refs and remotes as typed by people; git's own check-ref-format runs at
 # `start`, this keeps a hand-edited file from holding an option or a `..`.
@@ -126,7 +127,7 @@ class LoopDef:
     check_timeout: int = verify.DEFAULT_CHECK_TIMEOUT
     until_check: bool = False
     check_metric: str | None = None
-    fix_attempts: int = 3  # runs that continue one PR whose checks failed (feedback.py)
+    fix_attempts: int = DEFAULT_FIX_ATTEMPTS  # feedback.py
     notes: bool = False  # a notes file kept across runs (feedback.py)
     # Runs the fires while the agent's account is held (DESIGN §18).
     fallback_agent: str | None = None
@@ -512,92 +513,3 @@ def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str) -> N
             if problem:
                 raise UsageError(f"{where}: {problem}")
         fields[key] = tuple(dict.fromkeys(paths))
-
-
-def to_raw(loop: LoopDef) -> dict[str, Any]:
-    """The `loops.yaml` form of a definition: what `parse_loop` reads back.
-    Limits are always written out so the file says what bounds each loop."""
-    from loopctl.domain.durations import format_duration as fd
-
-    raw: dict[str, Any] = {}
-    if loop.prompt_file is not None:
-        raw["prompt_file"] = loop.prompt_file
-    elif loop.prompt is not None:
-        raw["prompt"] = loop.prompt
-    if loop.command:
-        raw["command"] = list(loop.command)
-    else:
-        raw["agent"] = loop.agent
-    if loop.on_demand:
-        raw["on_demand"] = True
-    elif loop.cron:
-        raw["cron"] = loop.cron
-        if loop.tz:
-            raw["tz"] = loop.tz
-    else:
-        raw["every"] = "auto" if loop.auto else fd(loop.every or 0)
-    if loop.auto:
-        raw["min_delay"], raw["max_delay"] = fd(loop.min_delay), fd(loop.max_delay)
-    optional = {
-        "after": fd(loop.after) if loop.after else None,
-        "keepalive": fd(loop.keepalive) if loop.keepalive != DEFAULT_KEEPALIVE else None,
-        "model": loop.model, "agent_args": list(loop.agent_args) or None,
-        "yolo": loop.yolo or None, "fallback_agent": loop.fallback_agent,
-    }
-    raw.update({k: v for k, v in optional.items() if v is not None})
-    raw["cwd"] = loop.cwd
-    if loop.env:
-        raw["env"] = dict(loop.env)
-    raw.update(timeout=fd(loop.timeout), max_runs=loop.max_runs, **{"for": fd(loop.for_s)})
-    policy = {
-        "max_failures": loop.max_failures if loop.max_failures != DEFAULT_MAX_FAILURES else None,
-        "max_deferrals": loop.max_deferrals
-        if loop.max_deferrals != DEFAULT_MAX_DEFERRALS else None,
-        "no_progress": loop.no_progress if loop.no_progress != DEFAULT_NO_PROGRESS else None,
-        "budget_usd": loop.budget_usd, "until": loop.until,
-        "overlap": loop.overlap if loop.overlap != "queue" else None,
-        "catch_up": loop.catch_up if loop.catch_up != "one" else None,
-        "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
-        "raw": loop.raw or None, "continue_session": loop.continue_session or None,
-        "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
-        "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
-        "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
-        "max_procs": loop.max_procs, "max_output_lines": loop.max_output_lines,
-        "if": list(loop.gate) if loop.gate else None,
-        "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
-        "notes": loop.notes or None,
-        "created_at": loop.created_at,
-    }
-    raw.update({k: v for k, v in policy.items() if v is not None})
-    raw.update(verify.to_raw(loop))
-    raw.update(_workspace_raw(loop))
-    if loop.on_github:
-        from loopctl.domain.github import to_raw as github_raw
-
-        raw.update(github_raw(loop.on_github, loop.github_repo, loop.github_command,
-                              loop.github_anyone))
-    sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
-               "sandbox_read": list(loop.sandbox_read) or None}
-    raw.update({k: v for k, v in sandbox.items() if v is not None})
-    return raw
-
-
-def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
-    """The hand-off keys of `to_raw`, for a `--worktree` loop."""
-    from loopctl.domain.durations import format_duration as fd
-
-    if not loop.worktree:
-        return {}
-    workspace = {
-        "worktree": True, "base": loop.base,
-        "branch_prefix": loop.branch_prefix
-        if loop.branch_prefix != DEFAULT_BRANCH_PREFIX else None,
-        "push": loop.push, "pr": loop.pr or None, "merge": loop.merge,
-        "checks_timeout": fd(loop.checks_timeout)
-        if loop.checks_timeout != DEFAULT_CHECKS_TIMEOUT else None,
-        "copy": list(loop.copy) or None, "protect": list(loop.protect) or None,
-        "max_file_size": format_size(loop.max_file_size)
-        if loop.max_file_size != DEFAULT_MAX_FILE_SIZE else None,
-        "fix_attempts": loop.fix_attempts if loop.pr and loop.fix_attempts != 3 else None,
-    }
-    return {k: v for k, v in workspace.items() if v is not None}

@@ -95,7 +95,7 @@ def gate_for(store: Store, state: dict[str, Any], now: float) -> Gate:
 
 def spec_for(loop: LoopDef, run: dict[str, Any]) -> dict[str, Any]:
     """The definition a claimed run runs: the fallback's when it has one."""
-    from loopctl.domain.model import to_raw
+    from loopctl.domain.loop_raw import to_raw
 
     preset = run.get("preset")
     return to_raw(as_preset(loop, preset) if preset else loop)

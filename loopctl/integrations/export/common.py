@@ -7,7 +7,8 @@ import shlex
 import sys
 
 from loopctl.domain.errors import UsageError
-from loopctl.domain.model import LoopDef, to_raw
+from loopctl.domain.loop_raw import to_raw
+from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 
 TARGETS = ("crontab", "systemd", "k8s", "github")
