@@ -1,5 +1,5 @@
-"""Helpers shared by the agent tests (test_agents_presets.py,
-test_agents_readers.py, test_agents_rate_limits.py): loop definitions for a
+"""Helpers shared by the agent tests (tests/agents/test_presets.py,
+tests/agents/test_readers.py, tests/agents/test_rate_limits.py): loop definitions for a
 preset or a `--command`, the run log's header line, `read()` that reads a log
 the way the supervisor does, and constructed sample outputs for every agent
 preset, built from each CLI's documented machine-readable format (DESIGN §6).

@@ -108,7 +108,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("waits_on_wall_clock") is not None:
             return 0
         long = item.get_closest_marker("slow") is not None \
-            or item.path.name.startswith("test_e2e_")
+            or item.path.parent.name == "e2e"
         return 1 if long else 2
 
     items.sort(key=rank)

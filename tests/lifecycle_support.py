@@ -1,5 +1,5 @@
-"""Helpers shared by the lifecycle tests (test_lifecycle_firing.py,
-test_lifecycle_limits.py): a fake clock (fixed timestamps from T0) and a fake
+"""Helpers shared by the lifecycle tests (tests/domain/test_lifecycle_firing.py,
+tests/domain/test_lifecycle_limits.py): a fake clock (fixed timestamps from T0) and a fake
 process table (`alive` is a set of live pids, never a real process), and
 `World`, one loop with its state that a test fires, finishes and plans passes
 for.

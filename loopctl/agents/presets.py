@@ -45,7 +45,7 @@ class Preset:
     # When loopctl's sandbox confines the run (DESIGN §14): args replaced.
     confined_swap: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     # How far the decision protocol is proven: end to end with the real CLI
-    # (tests/test_e2e_*.py, against a stub of its model API), or only its flags.
+    # (tests/e2e/test_*.py, against a stub of its model API), or only its flags.
     verified: str = "flags from --help"
 
 

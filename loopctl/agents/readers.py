@@ -64,7 +64,7 @@ def rate_limit(text: str, now: float | None = None) -> tuple[bool, float | None]
 
 
 # What each CLI says when it has no usable credentials (checked against the
-# real CLIs: tests/test_e2e_*.py `test_auth_*`); only error text is searched.
+# real CLIs: tests/e2e/test_*.py `test_auth_*`); only error text is searched.
 _AUTH_WORDS = re.compile(
     r"not logged in|please run /login|invalid api key|incorrect api key|api key not valid|"
     r"invalid x-api-key|authentication_error|\b401\b[^\n]{0,40}unauthori[sz]ed|"

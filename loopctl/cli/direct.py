@@ -151,7 +151,7 @@ def _plain_decide(args: list[str]) -> dict[str, str] | None:
 def emit(data: Any) -> None:
     """`--json` output, byte for byte what the Typer commands print:
     `json.dumps(data, indent=2, default=str, allow_nan=False)`, written by
-    `jsontext`, mostly in the C encoder (tests/test_jsontext.py holds them
+    `jsontext`, mostly in the C encoder (tests/cli/test_jsontext.py holds them
     equal)."""
     from loopctl.cli import jsontext
 

@@ -10,7 +10,7 @@ scalars and such containers (each loop `describe`s) one call for itself
 plus one per nested container; only what is deeper is walked here. On
 `ls --json` of 10,000 loops this takes about three quarters of the standard
 library's time (the compact C form takes a third): better, not free.
-tests/test_jsontext.py compares the two on generated data.
+tests/cli/test_jsontext.py compares the two on generated data.
 """
 
 from __future__ import annotations

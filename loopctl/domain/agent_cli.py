@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from loopctl.domain.model import LoopDef
 
-# Every preset's binary (tests/test_agent_cli.py keeps the two in step),
+# Every preset's binary (tests/agents/test_agent_cli_recognition.py keeps the two in step),
 # the names their packages install under, and other agent CLIs.
 AGENT_CLIS = frozenset({
     "claude", "codex", "gemini", "qwen", "opencode", "aider", "goose", "pi",

@@ -24,7 +24,7 @@ COMMON_READ = ("~/.gitconfig", "~/.config/git/config", "~/.config/git/ignore")
 
 # Each preset's own state, which the real CLI writes on every run (its
 # config, session transcripts, auth tokens it refreshes). Checked with the
-# real CLIs confined (tests/test_e2e_*.py, `--sandbox on`).
+# real CLIs confined (tests/e2e/test_*.py, `--sandbox on`).
 PRESET_WRITE: dict[str, tuple[str, ...]] = {
     # ~/.claude: settings, sessions (projects/), todos, shell snapshots, the
     # OAuth credentials it refreshes; ~/.claude.json: its one config file,

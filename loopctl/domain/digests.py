@@ -3,7 +3,7 @@
 `hashlib` (and `hmac`, which imports it) loads OpenSSL: ~10M instructions,
 a twentieth of a whole `loopctl run`, for the few short digests a run takes
 (the state's seal, the definitions cache's key, account ids, a result's
-fingerprint). HMAC is RFC 2104 over that module; tests/test_digests.py
+fingerprint). HMAC is RFC 2104 over that module; tests/domain/test_digests.py
 holds it to `hmac.new(key, data, hashlib.sha256)`. Where CPython was built
 without its own SHA-2, hashlib is used."""
 

@@ -9,7 +9,7 @@ lift it: Landlock only ever adds restrictions.
 
 The constants are the kernel's uapi (include/uapi/linux/landlock.h); the
 ones newer than this machine's header (TRUNCATE, IOCTL_DEV, the scopes) are
-checked against the running kernel by tests/test_sandbox_landlock.py.
+checked against the running kernel by tests/engine/test_sandbox_landlock.py.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Three mechanisms, because each alone has a hole:
 Measured on this machine (kernel 6.18, cgroup2 at /sys/fs/cgroup/unified):
 a forker whose children ignore SIGTERM, double-fork and setsid left 40-130
 processes after two psutil snapshots; `cgroup.kill` and the kill-until-empty
-loop below leave none (tests/test_containment.py).
+loop below leave none (tests/engine/test_containment.py).
 """
 
 from __future__ import annotations

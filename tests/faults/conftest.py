@@ -1,24 +1,30 @@
-"""The fault suite (issue 7): real processes, one theme per file.
+"""The fault suite: real processes, one theme per file. A fault also tested
+outside this folder names that file from tests/.
 
  1  concurrent tick, daemon and run       test_concurrent_drivers.py
- 2  lease at the TTL boundary             tests/test_lease.py (pure, and lease files)
- 3  lease holder dead or pid reused       tests/test_lease.py; tests/test_drivers.py
+ 2  lease at the TTL boundary             storage/test_lease.py (pure, and lease files)
+ 3  lease holder dead or pid reused       storage/test_lease.py;
+                                          engine/test_drivers_sharing_a_home.py
  4  daemon SIGSTOPped across a due time   test_daemon_sigstop.py
- 5  daemon SIGTERM with a run in flight   tests/test_drivers.py; test_crash_recovery.py
- 6  supervisor SIGKILLed                  tests/test_firing.py; test_crash_recovery.py,
+ 5  daemon SIGTERM with a run in flight   engine/test_drivers_sharing_a_home.py;
+                                          test_crash_recovery.py
+ 6  supervisor SIGKILLed                  engine/test_firing.py; test_crash_recovery.py,
                                           test_daemon_idle.py
- 7  timeout of a setsid() tree            tests/test_firing.py; test_crash_recovery.py
+ 7  timeout of a setsid() tree            engine/test_firing.py; test_crash_recovery.py
  8  clock a year forward                  test_clock.py
  9  clock two hours back                  test_clock.py
 10  DST in America/New_York               test_clock.py
-11  SIGKILL of any writer, 200 times      test_sigkill_writers.py (and tests/test_store.py)
+11  SIGKILL of any writer, 200 times      test_sigkill_writers.py
+                                          (and storage/test_store_durability.py)
 12  disk full                             test_disk_full.py
 13  read-only home                        test_readonly_home.py
 14  one broken entry, daemon running      test_broken_definitions.py, test_daemon_idle.py
-15  garbage loops.yaml, daemon running    tests/test_drivers.py; test_broken_definitions.py
+15  garbage loops.yaml, daemon running    engine/test_drivers_sharing_a_home.py;
+                                          test_broken_definitions.py
 16  agents misusing stdin/stdout          test_agent_output.py
-17  hooks that hang, fail, cannot run     tests/test_attention.py; test_hooks.py
-18  random input at the CLI               test_cli_properties.py (and tests/test_properties.py)
+17  hooks that hang, fail, cannot run     engine/test_attention.py; test_hooks.py
+18  random input at the CLI               test_cli_properties.py
+                                          (and domain/test_input_properties.py)
 
 Fixtures here: cleanup of every process a test started, and file systems that
 are full or read-only (real mounts; skipped where the machine does not allow

@@ -1,7 +1,7 @@
 """Fault 16: agents that misbehave on their standard streams. Each run is
 recorded correctly (outcome ok) and its log holds the bytes, both for
 scheduled runs (output straight into the log) and for `loopctl run` (output
-copied to the terminal and the log). A 200 MB flood is in tests/test_firing.py
+copied to the terminal and the log). A 200 MB flood is in tests/engine/test_firing.py
 (test_log_holds_a_large_flood_of_output)."""
 
 from __future__ import annotations

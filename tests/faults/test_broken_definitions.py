@@ -1,7 +1,7 @@
 """Faults 14 and 15: `loops.yaml` edited by hand while the daemon runs.
 
 15's core (garbage file: the daemon stops firing, says why, resumes when the
-file is fixed) is tests/test_drivers.py
+file is fixed) is tests/engine/test_drivers_sharing_a_home.py
 (test_daemon_stops_firing_on_a_broken_file_and_resumes); added here: it keeps
 the lease all the while, so no tick fires behind its back.
 """

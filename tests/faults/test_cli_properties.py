@@ -3,7 +3,7 @@ command-line parser in-process (`loopctl.cli.app.run_app`; a subprocess per
 example would be too slow). Whatever is typed, the answer is exit 0 or 2
 with one line on stderr and no traceback, and what `start` accepts is a
 definition loopctl can read back. The parsers themselves are property-tested
-in tests/test_properties.py."""
+in tests/domain/test_input_properties.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Fault 1: `tick`, `daemon` and `run` racing for the same due fire.
 
-Twenty ticks against ten loops are in tests/test_firing.py
+Twenty ticks against ten loops are in tests/engine/test_firing.py
 (test_twenty_ticks_fire_ten_due_loops_once_each); this mixes the three kinds
 of driver. `run NAME` may win (exit 0: it runs the fire in the foreground) or
 lose (exit 75: a run is in flight); either way the fire runs once.

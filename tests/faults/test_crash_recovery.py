@@ -2,13 +2,13 @@
 
 Already covered in tests/ and not repeated here:
 - 5, SIGTERM to a daemon with a run in flight: lease released, the run
-  finishes and is recorded (test_drivers.py:
+  finishes and is recorded (tests/engine/test_drivers_sharing_a_home.py:
   test_daemon_sigterm_leaves_the_run_in_flight_to_finish);
 - 6, supervisor SIGKILLed: recorded `lost` by the next tick; its agent died
-  with it (test_firing.py: test_supervisor_killed_mid_run_is_recorded_lost;
-  the hostile versions in test_containment.py);
+  with it (tests/engine/test_firing.py: test_supervisor_killed_mid_run_is_recorded_lost;
+  the hostile versions in tests/engine/test_containment.py);
 - 7, a `setsid()` grandchild outliving a timeout of `loopctl run`
-  (test_firing.py: test_timeout_kills_a_setsid_grandchild).
+  (tests/engine/test_firing.py: test_timeout_kills_a_setsid_grandchild).
 What is added: the loop after a killed supervisor, by ticks and by a daemon,
 the next driver after a SIGTERMed daemon, and the timeout of a scheduled run
 whose agent also ignores SIGTERM.

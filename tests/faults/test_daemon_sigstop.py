@@ -1,7 +1,8 @@
 """Fault 4: the daemon SIGSTOPped across a due time, then SIGCONT.
 
 The lease side (a stopped daemon keeps the lease until the TTL) is in
-tests/test_drivers.py (test_sigstopped_daemon_loses_the_lease_only_after_the_ttl).
+tests/engine/test_drivers_sharing_a_home.py
+(test_sigstopped_daemon_loses_the_lease_only_after_the_ttl).
 Here: what fires. Missed occurrences collapse into one catch-up run that
 records how many were missed, the next fire is computed from the end of that
 run, and no fire is started twice, whether the daemon itself catches up or a

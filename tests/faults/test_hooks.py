@@ -1,4 +1,4 @@
-"""Fault 17: attention hooks that fail. Mostly in tests/test_attention.py: a
+"""Fault 17: attention hooks that fail. Mostly in tests/engine/test_attention.py: a
 hanging hook does not delay the next run
 (test_a_hanging_hook_does_not_delay_the_next_run), a hook exiting 1 or not
 executable is recorded and changes nothing

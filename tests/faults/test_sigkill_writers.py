@@ -1,6 +1,6 @@
 """Fault 11: SIGKILL of any writer at a random point, 200 times.
 
-tests/test_store.py (test_sigkill_never_leaves_a_half_written_file) kills 30
+tests/storage/test_store_durability.py (test_sigkill_never_leaves_a_half_written_file) kills 30
 `start`/`update` processes one at a time. Here every kind of writer is
 killed, several at once: `start`, `update`, `pause`, `resume`, `tick`, `rm`,
 and supervisors settling their runs. After every round both files parse, and

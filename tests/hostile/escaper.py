@@ -1,4 +1,4 @@
-"""A hostile agent for the sandbox tests (tests/test_sandbox_hostile.py).
+"""A hostile agent for the sandbox tests (tests/engine/test_sandbox_hostile.py).
 
 It tries every escape it is given and writes what happened to
 `escape-report.json` in its working directory (its own work, which must

@@ -7,7 +7,7 @@ pruning). Each step is a module of small functions that take what they need
 and return a value; only `loopctl.engine.supervisor` orders them and hands
 each step's value to the steps after it, and it imports a step only for a
 loop that uses its feature. No step imports another step
-(tests/test_step_layout.py): what several share lives beside this package
+(tests/house/test_step_layout.py): what several share lives beside this package
 (engine/run_context.py: the context, the claim and the steps' values;
 engine/launch_support.py, engine/confining.py, engine/run_bounds.py,
 engine/run_signals.py, engine/side_command.py). So a new step is one module

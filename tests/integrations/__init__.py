@@ -1,0 +1,2 @@
+"""Integrations (loopctl/integrations): git worktrees, PR delivery, gh, protected paths,
+notifications, cron."""
