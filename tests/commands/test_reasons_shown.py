@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from test_notify import Receiver, delivered, receiver  # noqa: F401 - the fixture
+from integrations.test_notify import Receiver, delivered, receiver  # noqa: F401 - the fixture
 
 from conftest import CLI, agent_command
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from loopctl.domain.durations import MAX_SECONDS, parse_duration
 from loopctl.domain.errors import EXIT_UNREADABLE, EXIT_USAGE, UnreadableError, UsageError
+from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import (
     KEYS,
     NAME_RE,
@@ -26,7 +27,6 @@ from loopctl.domain.model import (
     check_cron,
     check_name,
     parse_loop,
-    to_raw,
 )
 from loopctl.storage.definitions import load_yaml_doc
 from loopctl.storage.statefile import read_state_file
