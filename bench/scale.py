@@ -155,11 +155,11 @@ def report(results: Results, reps: int, base_n: int) -> bool:
                        baseline_ms=median(data[base_n]) * 1e3, first_ms=data[n][0] * 1e3,
                        cpu_ms=median(results[case][what]["cpu"][n]) * 1e3, reps=reps)
     print(f"\n   {'case':<7}{'command':<18}{'loops':>6}  {'CPU':>6}  {'wall':>6}  "
-          f"{'goal':<28}met")
+          f"{'goal':<32}met")
     for case, what, n, cpu, wall, against, goal, met in table:
         command = " ".join(COMMANDS[what])
         limit = f"<= {goal:g}x of {against}" if goal else "none"
-        print(f"   {case:<7}{command:<18}{n:>6}  {cpu:>5.2f}x  {wall:>5.2f}x  {limit:<28}"
+        print(f"   {case:<7}{command:<18}{n:>6}  {cpu:>5.2f}x  {wall:>5.2f}x  {limit:<32}"
               f"{'yes' if met else 'NO'}")
     return ok
 
