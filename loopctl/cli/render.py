@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.domain.durations import format_rough
@@ -67,13 +67,20 @@ def terminal_width(stream: Any = None) -> int:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int | None = None,
-          keep: Sequence[int] = (0,), first: Sequence[int] = ()) -> str:
+          keep: Sequence[int] = (0,), first: Sequence[int] = (),
+          least: Mapping[int, int] | None = None, style_at: int = 2,
+          drop: Sequence[int] = ()) -> str:
     """Columns padded to their widest cell. While the table is wider than
     `width` (default: the terminal's), the widest column not in `keep` gives
     up a character (cells end in "…"): free text is shortened, identifiers
     (the columns in `keep`: names, run ids) never are, so two different
     loops never print alike; a table of long names is wider instead. The
-    columns in `first` (a reason, an error) give way before the others.
+    columns in `first` (a reason, an error) give way before the others, down
+    to their width in `least` (`failed…` of `failed: why`), then the rest.
+    `styles` paints the cells of column `style_at`, a style a row. Before
+    any cut, the columns in `drop` go whole, in that order, while the rest
+    (`least` counted) is too wide (a whole column gone says more than every cell cut to `fail 1…`);
+    indices are the given ones.
     Every cell is one sanitized line: a name or an error read from a
     hand-edited loops.yaml must not reach the terminal as escape sequences."""
     width = terminal_width() if width is None else width
@@ -84,14 +91,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     else:
         cells = [list(headers)] + [[line(cell) for cell in r] for r in rows]
         natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    widths = list(natural)
-    while sum(widths) + 2 * (len(widths) - 1) > width:
-        free = [i for i in first if widths[i] > 4] \
-            or [i for i in range(len(widths)) if i not in keep and widths[i] > 4]
-        if not free:
-            break
-        widest = max(free, key=lambda i: widths[i])
-        widths[widest] -= 1
+    gone = _gone(natural, drop, width, least or {}) if drop else []
+    if gone:
+        return _without(gone, headers, rows, styles, width, keep, first, least or {}, style_at)
+    widths = _fitted(natural, width, keep, first, least or {})
     color = use_color()  # once: 10,000 rows would ask the terminal 10,000 times
     last = len(headers) - 1
     if not color and widths == natural and whole:
@@ -107,29 +110,47 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
             if len(cell) > widths[i]:
                 cell = cell[: widths[i] - 1] + "…"
             text = cell.ljust(widths[i]) if i < last else cell
-            style = "bold" if n == 0 else (styles[n - 1] if styles and i == 2 else None)
+            style = "bold" if n == 0 else (styles[n - 1] if styles and i == style_at else None)
             parts.append(paint(text, style, color) if style and color else text)
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
 
-def narrowed(headers: Sequence[str], rows: Sequence[Sequence[str]], drop: Sequence[int],
-             width: int | None = None) -> tuple[list[str], list[list[str]]]:
-    """The table without the columns in `drop` (in that order) that a
-    narrow terminal has no room for: a whole column gone says more than
-    every cell cut to "fail 1…". Indices in `drop` must come after any a
-    caller passes to `table` as `keep` or `first`."""
-    width = terminal_width() if width is None else width
-    columns = [list(column) for column in zip(headers, *rows, strict=True)]
-    natural = {i: max(len(line(cell)) for cell in column) for i, column in enumerate(columns)}
-    gone: set[int] = set()
+def _gone(natural: Sequence[int], drop: Sequence[int], width: int,
+          least: Mapping[int, int]) -> list[int]:
+    """The columns of `drop` that go, in order, until the rest fits."""
+    shown = {i: min(w, least.get(i, w)) for i, w in enumerate(natural)}
+    gone: list[int] = []
     for i in drop:
-        shown = [w for j, w in natural.items() if j not in gone]
-        if sum(shown) + 2 * (len(shown) - 1) <= width:
+        if sum(shown.values()) + 2 * (len(shown) - 1) <= width:
             break
-        gone.add(i)
+        gone.append(i)
+        del shown[i]
+    return gone
+
+
+def _without(gone: Sequence[int], headers: Sequence[str], rows: Sequence[Sequence[str]],
+             styles: list[str | None] | None, width: int, keep: Sequence[int],
+             first: Sequence[int], least: Mapping[int, int], style_at: int) -> str:
+    """`table` of the columns not `gone`, the indices given moved with them."""
     kept = [i for i in range(len(headers)) if i not in gone]
-    return [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
+    at = {old: new for new, old in enumerate(kept)}
+    return table([headers[i] for i in kept], [[row[i] for i in kept] for row in rows], styles,
+                 width, [at[i] for i in keep if i in at], [at[i] for i in first if i in at],
+                 {at[i]: w for i, w in least.items() if i in at}, at.get(style_at, -1))
+
+
+def _fitted(natural: list[int], width: int, keep: Sequence[int], first: Sequence[int],
+            least: Mapping[int, int]) -> list[int]:
+    widths = list(natural)
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [i for i in first if widths[i] > max(4, least.get(i, 0))] \
+            or [i for i in range(len(widths)) if i not in keep and widths[i] > 4]
+        if not free:
+            break
+        widest = max(free, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
 
 
 def _one_line(column: Sequence[Any]) -> list[str]:
