@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import block, line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_FIX_ATTEMPTS = 3
 MAX_FIX_ATTEMPTS = 100

@@ -13,11 +13,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
 
 from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import is_run_id
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Agents' session ids are UUIDs, thread ids or slugs: word characters with
 # a few separators. Never a leading `-` (it would become a flag in argv).

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from loopctl.domain.checks import split_command
 from loopctl.domain.durations import format_duration, parse_setting
 from loopctl.domain.errors import UsageError
 from loopctl.domain.untrusted import line, shorten
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KEYS = ("check", "check_timeout", "until_check", "check_metric")
 DEFAULT_CHECK_TIMEOUT = 600
