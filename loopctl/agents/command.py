@@ -4,12 +4,11 @@ then `agent_args`. Apart from the presets, so that such a run loads none."""
 
 from __future__ import annotations
 
-import re
-
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.model import LoopDef
 
-PLACEHOLDER = re.compile(r"\{(\w+)\}")
-TAKES_PROMPT = re.compile(r"\{prompt(_file)?\}")
+PLACEHOLDER = lazy(r"\{(\w+)\}")
+TAKES_PROMPT = lazy(r"\{prompt(_file)?\}")
 
 
 def fill(arg: str, values: dict[str, str]) -> str:

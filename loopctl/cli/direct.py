@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from loopctl.cli.flags import TICK_OPTIONS
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from loopctl import clock
 from loopctl.domain import lifecycle
@@ -18,6 +17,11 @@ from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.store import Store
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 JSON_VERSION = 1
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import locked_loop
@@ -17,6 +16,11 @@ from loopctl.engine import events, procs
 from loopctl.engine.accounts import Gate, gate_for, spec_for
 from loopctl.engine.events import status_key as events_key
 from loopctl.storage.store import Store
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 RUN_MODES = ("manual", "force", "scheduled")
 

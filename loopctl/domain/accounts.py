@@ -20,11 +20,15 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
 
 from loopctl.domain import untrusted
 from loopctl.domain.digests import hmac_sha256
 from loopctl.domain.plain import record
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 RATE_LIMITED, AUTH_REQUIRED = "rate_limited", "auth_required"
 KINDS = (RATE_LIMITED, AUTH_REQUIRED)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import PRESETS, LoopDef
@@ -32,7 +31,12 @@ LIMIT = 1000  # a cap above this is a typo, not a plan
 KEYS = ("max_concurrent", "max_concurrent_per_agent")
 ALL = "*"  # the key under which `Counter`s hold the total
 
-Alive = Callable[[Any], bool]
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    Alive = Callable[[Any], bool]
 
 
 @record(frozen=True)

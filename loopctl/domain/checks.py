@@ -8,6 +8,7 @@ import re
 import shlex
 
 from loopctl.domain.errors import UsageError, shorten
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_loop_name
 
 PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
@@ -100,7 +101,7 @@ def check_tz(zone: str, what: str = "time zone") -> str:
     return zone
 
 
-ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+ENV_NAME_RE = lazy(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def check_env_pair(pair: str) -> tuple[str, str | None]:
@@ -158,8 +159,8 @@ def _too_long(command: str | list[object]) -> bool:
 # types into a branch name here, and git's own structural rules
 # (git-check-ref-format(1)), so that nothing accepted in one place is refused
 # by git, or by the other place, later.
-_BRANCH_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
-_REMOTE_CHARS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+_BRANCH_CHARS = lazy(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_REMOTE_CHARS = lazy(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 MAX_PREFIX = 61
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import re
-
 from loopctl.domain.errors import UsageError, shorten
+from loopctl.domain.lazy_re import lazy
 
 UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 # Ten years: beyond that a duration is a typo, and timestamps would overflow
 # what datetime can represent once added to now.
 MAX_SECONDS = 10 * 365 * 86400
-_PART = re.compile(r"([0-9]+)([wdhms])")
-_WHOLE = re.compile(r"(?:[0-9]+[wdhms])+")
-_NUMBER = re.compile(r"[0-9]{1,12}")
+_PART = lazy(r"([0-9]+)([wdhms])")
+_WHOLE = lazy(r"(?:[0-9]+[wdhms])+")
+_NUMBER = lazy(r"[0-9]{1,12}")
 
 EXPECTED = "a duration like 45s, 10m, 1h30m, 2d or 1w"
 

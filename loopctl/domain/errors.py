@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1

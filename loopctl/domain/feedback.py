@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_run_id
 from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import block, line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_FIX_ATTEMPTS = 3
 MAX_FIX_ATTEMPTS = 100
@@ -46,7 +51,7 @@ PR_FIELDS = "state,headRefName,isCrossRepository"
 CHECK_FIELDS = "name,state,bucket,link,workflow"
 BUCKETS = ("pass", "fail", "pending", "skipping", "cancel")
 
-PR_URL = re.compile(r"https://([A-Za-z0-9.-]+)/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/"
+PR_URL = lazy(r"https://([A-Za-z0-9.-]+)/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/"
                     r"([0-9]{1,10})")
 
 

@@ -9,11 +9,14 @@ touches a file or a process.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.checks import split_command
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_PAYLOAD = 64 * 1024  # bytes of UTF-8 a trigger may carry
 GATE_TAIL = 8 * 1024  # bytes of the gate's output kept (log, record, envelope)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, tzinfo
-from typing import Any, Protocol
 
 from loopctl.domain import capacity, valves, verify
 from loopctl.domain.accounts import Verdict, hold
@@ -43,14 +42,18 @@ from loopctl.domain.timestamps import UTC, parse_iso
 # minutely cron tick may legitimately fire up to a minute late.
 CATCH_UP_GRACE = 120.0
 
-ProcRef = dict[str, Any]
-Alive = Callable[[ProcRef | None], bool]
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
-class AccountGate(Protocol):
-    """Asked before a due fire is claimed (engine/accounts.py)."""
+    ProcRef = dict[str, Any]
+    Alive = Callable[[ProcRef | None], bool]
 
-    def check(self, loop: LoopDef, now: float) -> Verdict: ...
+    class AccountGate(Protocol):
+        """Asked before a due fire is claimed (engine/accounts.py)."""
+
+        def check(self, loop: LoopDef, now: float) -> Verdict: ...
 
 
 @record

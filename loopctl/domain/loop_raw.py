@@ -3,8 +3,6 @@ reads back (the one writer of a loop's keys)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain import verify
 from loopctl.domain.model import (
     DEFAULT_BRANCH_PREFIX,
@@ -21,6 +19,11 @@ from loopctl.domain.model import (
     LoopDef,
 )
 from loopctl.domain.sizes import format_size
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def to_raw(loop: LoopDef) -> dict[str, Any]:

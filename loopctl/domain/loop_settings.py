@@ -16,10 +16,13 @@ for the command line.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.names import PRESETS
 from loopctl.domain.plain import record
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Kinds whose values `problem` checks by itself; the others (commands, env,
 # paths, notification URLs, times, ...) have a rule of their own in the

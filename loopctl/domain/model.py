@@ -8,7 +8,6 @@ is what the store keeps, so an entry that fails here is preserved as written.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from loopctl.domain import loop_settings, protect, verify
 from loopctl.domain.checks import (
@@ -28,6 +27,11 @@ from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import parse_size
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
 OVERLAP = ("queue", "skip", "replace")

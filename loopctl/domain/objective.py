@@ -4,11 +4,14 @@ whose program needs none) neither."""
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.errors import UsageError
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from loopctl.domain.model import LoopDef
 
 

@@ -13,10 +13,13 @@ becomes, and what the record, the note and the event say.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.errors import UsageError
 from loopctl.domain.untrusted import line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KEY = "protect"
 MAX_PATTERNS = 100

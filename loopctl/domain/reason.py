@@ -7,9 +7,12 @@ characters are dropped and the line is bounded before anyone prints it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.untrusted import line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_REASON = 300
 

@@ -10,9 +10,12 @@ its tests.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain import untrusted
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
                "outcome", "session_id", "result", "log", "note", "status_after",

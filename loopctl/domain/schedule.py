@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
     from loopctl.domain.model import LoopDef

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from loopctl.domain.errors import UsageError
+from loopctl.domain.lazy_re import lazy
 
 UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE = re.compile(r"([0-9]{1,15})\s*([kmgt]?)(?:i?b)?")
+_SIZE = lazy(r"([0-9]{1,15})\s*([kmgt]?)(?:i?b)?")
 EXPECTED = "a size like 100MiB, 512k or 2G"
 MAX_BYTES = 1024**5  # a pebibyte: past that it is a typo
 

@@ -10,7 +10,6 @@ state was reconciled against, the earliest time anything needs attention
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, cast
 
 from loopctl.domain import untrusted as check
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
@@ -19,7 +18,10 @@ from loopctl.domain.plain import record
 from loopctl.domain.schedule import first_fire
 from loopctl.domain.timestamps import UTC, parse_iso
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import Any
     from typing import TypedDict as _Shape
 else:
     # At run time a plain class holding the annotations as written: a
@@ -123,7 +125,7 @@ def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
         _INITIAL.update({key: field.initial for key, field in SCHEMA.items()})
         _LISTS.extend(key for key, value in _INITIAL.items() if isinstance(value, list))
     created = parse_iso(loop.created_at) if loop.created_at else now
-    st = cast(LoopState, dict(_INITIAL))
+    st: LoopState = dict(_INITIAL)  # type: ignore[assignment]
     for key in _LISTS:
         st[key] = list(_INITIAL[key])  # type: ignore[literal-required]
     st["created"], st["deadline"] = created, created + loop.for_s
@@ -433,7 +435,7 @@ def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
     whole = isinstance(st, dict)
     source: dict[str, Any] = st if whole else {}
     bad: list[str] = [] if whole else ["the entry itself"]
-    clean = cast(LoopState, {})
+    clean: LoopState = {}  # type: ignore[typeddict-item]
     for key, field in SCHEMA.items():
         value = field.rule(source.get(key, field.repaired))
         if whole and (value is check.INVALID or key not in source and key not in LATE_KEYS):

@@ -13,15 +13,20 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
 
 from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_run_id
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Agents' session ids are UUIDs, thread ids or slugs: word characters with
 # a few separators. Never a leading `-` (it would become a flag in argv).
-SESSION_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+SESSION_ID_RE = lazy(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 DECISIONS = ("continue", "complete", "fail", "block")
 OUTCOMES = outcomes.OUTCOMES
 MAX_DECISION_BYTES = 64 * 1024
@@ -81,7 +86,7 @@ def text(value: Any, limit: int) -> str | None:
 
 # Escape sequences go whole (CSI can clear the screen or move the cursor, OSC
 # can retitle the window or write the clipboard), 7-bit (ESC [) or 8-bit (0x9b).
-_ESCAPES = re.compile(
+_ESCAPES = lazy(
     r"(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC, to BEL/ST or the end
     r"|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?"  # DCS SOS PM APC
     r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI
@@ -89,11 +94,11 @@ _ESCAPES = re.compile(
 )
 # Whatever a terminal, a log reader or a chat client may take as the end of a
 # line: one field must stay one line, or it can forge the next one.
-_BREAKS = re.compile(r"[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]")
+_BREAKS = lazy(r"[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]")
 # The rest of C0 and C1, DEL, the bidi embeddings, overrides, isolates and
 # marks (Trojan Source: they reorder what is shown), and lone surrogates (no
 # terminal can print them, UTF-8 cannot store them).
-_HIDDEN = re.compile("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f"
+_HIDDEN = lazy("[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u061c\u200e\u200f"
                      "\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 from loopctl.domain.checks import split_command
 from loopctl.domain.durations import format_duration, parse_setting
 from loopctl.domain.errors import UsageError
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import line, shorten
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KEYS = ("check", "check_timeout", "until_check", "check_metric")
 DEFAULT_CHECK_TIMEOUT = 600
@@ -32,7 +37,7 @@ TAIL = 4 * 1024
 MAX_REGEX = 500
 MAX_METRIC_TEXT = 64  # characters of a number; more is not a number but a flood
 METRIC_SECONDS = 1.0  # the metric regex is killed after this (catastrophic backtracking)
-_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_NUMBER = lazy(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from loopctl.domain import accounts
 from loopctl.domain.digests import sha256
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import replace
 from loopctl.storage.store import Store
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # Without a usable home key (storage/home_key.py) ids are still hashed, not
 # kept in clear; they only stop being secret to someone who can guess keys.

@@ -9,7 +9,6 @@ for a run that is to be confined."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.confinement import mode_for, wants
@@ -17,7 +16,11 @@ from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import record
 from loopctl.engine.run_context import RunContext, one_line
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from loopctl.engine.sandbox import Confinement
     from loopctl.engine.scope import Scope
     from loopctl.integrations.workspace import Workspace

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
 from loopctl.domain.durations import format_usd, plural
 from loopctl.domain.model import LoopDef
@@ -18,6 +17,8 @@ from loopctl.domain.objective import objective_of
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 EVENT_VERSION = 1
 NOTICED = ("completed", "failed", "expired")
@@ -185,8 +186,11 @@ def hook_for(loop: LoopDef, global_hook: object) -> str | None:
 
 # Who hears about a loop's events: its hook and its notification targets,
 # fixed when a run is claimed (`run["hook"]`, `run["notify"]`).
-Receivers = dict[str, Any]
-Pending = list[tuple[dict[str, Any], Receivers]]
+if TYPE_CHECKING:
+    from typing import Any
+
+    Receivers = dict[str, Any]
+    Pending = list[tuple[dict[str, Any], Receivers]]
 
 
 def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:

@@ -13,7 +13,6 @@ import select
 import signal
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from loopctl import clock
 from loopctl.domain import lifecycle
@@ -28,6 +27,11 @@ from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.paths import file_signature
 from loopctl.storage.store import Store
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @record

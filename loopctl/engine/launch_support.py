@@ -9,7 +9,6 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef, parse_loop
@@ -18,6 +17,11 @@ from loopctl.engine import reaper
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine.run_context import Claim, RunContext
 from loopctl.storage.paths import ensure_dir
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def read_claim(ctx: RunContext) -> Claim:

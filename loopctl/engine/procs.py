@@ -11,9 +11,13 @@ import os
 import signal
 import subprocess
 import time
-from typing import Any
 
 from loopctl.storage.proc_identity import alive, is_ancestor, ref
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["alive", "is_ancestor", "ref", "become_subreaper", "has_children",
            "descendants", "kill_tree", "reap"]

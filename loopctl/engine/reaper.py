@@ -34,11 +34,15 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.plain import record
 from loopctl.engine import procs
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MARK_VAR = "LOOPCTL_RUN_MARK"
 PR_SET_PDEATHSIG = 1

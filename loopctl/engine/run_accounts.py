@@ -10,8 +10,6 @@ loops it held go again.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain import accounts
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.model import LoopDef
@@ -21,6 +19,11 @@ from loopctl.domain.untrusted import line
 from loopctl.engine import events
 from loopctl.engine.accounts import Ids, table_of
 from loopctl.engine.run_context import RunContext
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 KIND_FOR_OUTCOME = {"deferred": accounts.RATE_LIMITED, "auth_error": accounts.AUTH_REQUIRED}
 

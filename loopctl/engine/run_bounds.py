@@ -8,11 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from loopctl.domain.plain import record
 from loopctl.engine import reaper
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from loopctl.domain.model import LoopDef

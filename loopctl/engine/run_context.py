@@ -7,14 +7,16 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.plain import factory, record
 from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
     import subprocess
+    from typing import Any
 
     from loopctl.domain.feedback import Plan
     from loopctl.domain.model import LoopDef

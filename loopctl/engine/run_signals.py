@@ -5,7 +5,11 @@ commit on they are only noted (steps/handoff.py)."""
 from __future__ import annotations
 
 import signal
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 

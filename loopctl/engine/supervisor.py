@@ -12,7 +12,6 @@ into the log file: no byte passes through Python.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
@@ -26,7 +25,11 @@ from loopctl.engine.steps import launch, output, settle, wait
 from loopctl.storage.runs import open_log
 from loopctl.storage.store import Store
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from loopctl.integrations.workspace import Handoff, Workspace
 
 

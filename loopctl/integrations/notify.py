@@ -25,17 +25,22 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import UsageError
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import mask
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SLOTS = 4  # deliveries sending at once (LOOPCTL_NOTIFY_SLOTS)
 WAITING_PER_SLOT = 4  # deliveries that may wait for each slot; beyond: dropped
 RESULTS_BOUND = 4096  # bytes of the sender's answer read per target (its line is ~400)
-_URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
+_URL = lazy(r"\b([A-Za-z][A-Za-z0-9+.-]{0,31})://[^\s'\"<>]+")
 # requests' own wording for the path it asked for ("with url: /hook/SECRET").
-_URL_PATH = re.compile(r"(\burl:\s*)/\S*")
+_URL_PATH = lazy(r"(\burl:\s*)/\S*")
 
 
 def mask_text(text: str) -> str:

@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.storage.paths import FILE_MODE
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def strict_json(data: Any, indent: int | None = None, sort_keys: bool = True) -> str:

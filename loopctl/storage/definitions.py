@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain import capacity
 from loopctl.domain.checks import check_notify_targets, check_notify_urls
@@ -20,6 +19,11 @@ from loopctl.domain.errors import LoopctlError, UnreadableError
 from loopctl.domain.model import LoopDef, check_sandbox_mode
 from loopctl.domain.plain import factory, record
 from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024

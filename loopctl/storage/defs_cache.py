@@ -21,12 +21,16 @@ Pure functions only: the store reads and writes the file.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from loopctl import __version__
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, fields, record
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = 3
 _DEFAULTS: dict[str, Any] = {}

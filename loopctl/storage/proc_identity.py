@@ -9,7 +9,11 @@ lives, so the identity lives here, below the engine that spawns processes.
 from __future__ import annotations
 
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 CT_TOLERANCE = 0.05
 

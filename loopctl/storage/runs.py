@@ -15,13 +15,17 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
 from loopctl.storage.paths import FILE_MODE, Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller

@@ -13,10 +13,14 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import UnreadableError
 from loopctl.domain.untrusted import shorten
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # 2: each entry leaves out the fields at their common value (domain.state.pack).
 # 1 (every field written out) is still read; the next write makes it 2.

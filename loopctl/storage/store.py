@@ -24,7 +24,6 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef, parse_loop
@@ -53,6 +52,11 @@ from loopctl.storage.statefile import read_state_file as read_state_file
 from loopctl.storage.yamlio import dump_yaml as dump_yaml
 from loopctl.storage.yamlio import dump_yaml_doc as dump_yaml_doc
 from loopctl.storage.yamlio import parse_yaml_text as parse_yaml_text
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # The `x as x` imports above re-export what moved out of this module when it
 # was split, for callers written before.

@@ -8,10 +8,13 @@ written: an idle `tick` and a cached read never load it.
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.errors import UnreadableError
 from loopctl.domain.untrusted import shorten
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _strict_loader() -> type:

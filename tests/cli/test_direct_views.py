@@ -166,3 +166,15 @@ def test_plain_ls_skips_typer_and_prints_what_the_typer_command_prints(cli: CLI)
     for args in (["ls"], ["list"]):
         fast, slow = both(args)
         assert fast == slow and "v " in fast and "paused" in fast, (fast, slow)
+
+
+def test_a_run_imports_no_typing(cli: CLI) -> None:
+    """`typing` is a measured share of every run's start (bench/README.md):
+    the modules a run imports name it for mypy only."""
+    cli("start", "x", "--name", "t", "--every", "1h", "--command", "true",
+        "--sandbox", "off", check=0)
+    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', 'run', 't']\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+            "print('TYPING' if 'typing' in sys.modules else 'NO-TYPING', code, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.stderr.splitlines()[-1] == "NO-TYPING 0", proc.stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Callable
-from typing import IO, TYPE_CHECKING, Any
 
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.errors import LoopctlError
@@ -23,7 +22,10 @@ from loopctl.engine.launch_support import agent_env, in_child, ours, shim_dir, t
 from loopctl.engine.run_context import Claim, Gate, Launched, Prepared, RunContext, one_line
 from loopctl.storage.paths import FILE_MODE, unnamed_file
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import IO, Any
     pass
 
 

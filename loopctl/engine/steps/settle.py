@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING, Any
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
@@ -19,7 +18,11 @@ from loopctl.engine.run_context import Claim, Done, Guarded, Launched, RunContex
 from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.runs import prune, remember
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
 if TYPE_CHECKING:
+    from typing import Any
+
     from loopctl.integrations.workspace import Handoff
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
