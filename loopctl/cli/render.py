@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopctl.domain.durations import format_rough
@@ -67,13 +67,16 @@ def terminal_width(stream: Any = None) -> int:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int | None = None,
-          keep: Sequence[int] = (0,), first: Sequence[int] = ()) -> str:
+          keep: Sequence[int] = (0,), first: Sequence[int] = (),
+          least: Mapping[int, int] | None = None, style_at: int = 2) -> str:
     """Columns padded to their widest cell. While the table is wider than
     `width` (default: the terminal's), the widest column not in `keep` gives
     up a character (cells end in "…"): free text is shortened, identifiers
     (the columns in `keep`: names, run ids) never are, so two different
     loops never print alike; a table of long names is wider instead. The
-    columns in `first` (a reason, an error) give way before the others.
+    columns in `first` (a reason, an error) give way before the others, down
+    to their width in `least` (`failed…` of `failed: why`), then the rest.
+    `styles` paints the cells of column `style_at`, a style a row.
     Every cell is one sanitized line: a name or an error read from a
     hand-edited loops.yaml must not reach the terminal as escape sequences."""
     width = terminal_width() if width is None else width
@@ -84,14 +87,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     else:
         cells = [list(headers)] + [[line(cell) for cell in r] for r in rows]
         natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    widths = list(natural)
-    while sum(widths) + 2 * (len(widths) - 1) > width:
-        free = [i for i in first if widths[i] > 4] \
-            or [i for i in range(len(widths)) if i not in keep and widths[i] > 4]
-        if not free:
-            break
-        widest = max(free, key=lambda i: widths[i])
-        widths[widest] -= 1
+    widths = _fitted(natural, width, keep, first, least or {})
     color = use_color()  # once: 10,000 rows would ask the terminal 10,000 times
     last = len(headers) - 1
     if not color and widths == natural and whole:
@@ -107,21 +103,41 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
             if len(cell) > widths[i]:
                 cell = cell[: widths[i] - 1] + "…"
             text = cell.ljust(widths[i]) if i < last else cell
-            style = "bold" if n == 0 else (styles[n - 1] if styles and i == 2 else None)
+            style = "bold" if n == 0 else (styles[n - 1] if styles and i == style_at else None)
             parts.append(paint(text, style, color) if style and color else text)
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
 
+def _fitted(natural: list[int], width: int, keep: Sequence[int], first: Sequence[int],
+            least: Mapping[int, int]) -> list[int]:
+    widths = list(natural)
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        free = [i for i in first if widths[i] > max(4, least.get(i, 0))] \
+            or [i for i in range(len(widths)) if i not in keep and widths[i] > 4]
+        if not free:
+            break
+        widest = max(free, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
 def narrowed(headers: Sequence[str], rows: Sequence[Sequence[str]], drop: Sequence[int],
-             width: int | None = None) -> tuple[list[str], list[list[str]]]:
+             width: int | None = None, least: Mapping[int, int] | None = None,
+             ) -> tuple[list[str], Sequence[Sequence[str]]]:
     """The table without the columns in `drop` (in that order) that a
     narrow terminal has no room for: a whole column gone says more than
-    every cell cut to "fail 1…". Indices in `drop` must come after any a
-    caller passes to `table` as `keep` or `first`."""
+    every cell cut to "fail 1…". A column in `least` counts as that wide
+    (its free text may be cut; `table`'s `least`). Indices in `drop` must
+    come after any a caller passes to `table` as `keep` or `first`, or the
+    caller finds those again by header."""
     width = terminal_width() if width is None else width
-    columns = [list(column) for column in zip(headers, *rows, strict=True)]
-    natural = {i: max(len(line(cell)) for cell in column) for i, column in enumerate(columns)}
+    columns = [_one_line(column) for column in zip(headers, *rows, strict=True)]
+    natural = {i: max(map(len, column)) for i, column in enumerate(columns)}
+    for i, most in (least or {}).items():
+        natural[i] = min(natural[i], most)
+    if sum(natural.values()) + 2 * (len(natural) - 1) <= width:
+        return list(headers), rows
     gone: set[int] = set()
     for i in drop:
         shown = [w for j, w in natural.items() if j not in gone]
@@ -201,9 +217,16 @@ def relative_in(ts: float | None, now: float, seen: dict[int, str]) -> str:
     return text
 
 
-def ls_table(loops: list[dict[str, Any]], now: float) -> str:
+LS_HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
+
+
+def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) -> str:
+    """One row a loop. A narrow terminal first cuts LAST's reason (never
+    its outcome: `failed…`), then drops SCHEDULE (`show` has it), RUNS and
+    NEXT whole, before a cell of any other column is cut."""
     rows, styles = [], []
     seen: dict[int, str] = {}
+    outcome = 1  # LAST's widest outcome word, the part never cut
     for loop in loops:
         kind = loop["status"]
         reason, until = loop.get("reason"), loop.get("until")
@@ -215,10 +238,14 @@ def ls_table(loops: list[dict[str, Any]], now: float) -> str:
         else:
             last = loop["last_outcome"] or "-"
             if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
+                outcome = max(outcome, len(last) + 1)
                 last = f"{last}: {loop['last_reason']}"
             nxt = "next slot" if kind == "queued" else relative_in(loop["next_fire"], now, seen)
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))
-    return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
-                 first=(5,))
+    width = terminal_width() if width is None else width
+    headers, kept = narrowed(LS_HEADERS, rows, drop=(1, 3, 4), width=width, least={5: outcome})
+    at = headers.index("LAST")
+    return table(headers, kept, styles, width=width, first=(at,), least={at: outcome},
+                 style_at=headers.index("STATUS"))
