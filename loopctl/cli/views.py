@@ -340,9 +340,9 @@ def history(name: NameArg,
                 for row, r in zip(rows, _unfolded(records), strict=True)]
     # RUN and STARTED are never cut: they say which run and when; TOOK,
     # then EXIT, go before any cell is cut.
-    headers, rows = narrowed(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+    headers, kept = narrowed(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
                              + (["CHECK"] if checked else []), rows, drop=(2, 4))
-    shown = table(headers, rows, keep=(0, 1)).splitlines()
+    shown = table(headers, kept, keep=(0, 1)).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
