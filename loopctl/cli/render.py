@@ -217,6 +217,23 @@ def relative_in(ts: float | None, now: float, seen: dict[int, str]) -> str:
     return text
 
 
+SORTS = ("next", "last", "name")
+INF = float("inf")
+
+
+def picked(loops: list[dict[str, Any]], status: str | None, sort: str | None,
+           ) -> list[dict[str, Any]]:
+    """`ls --status S`: the loops `ls` shows as S; `--sort`: soonest next
+    fire, latest last run or name first (loops with no time go last)."""
+    if status:
+        loops = [loop for loop in loops if loop["status"] == status]
+    if sort == "next":
+        return sorted(loops, key=lambda loop: loop.get("next_fire") or INF)
+    if sort == "last":
+        return sorted(loops, key=lambda loop: -(loop.get("last_end") or -INF))
+    return sorted(loops, key=lambda loop: loop["name"]) if sort == "name" else loops
+
+
 LS_HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
 
 

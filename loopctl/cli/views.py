@@ -43,15 +43,38 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
     raise typer.Exit(watcher.main(store(), interval))
 
 
-def ls(as_json: JsonOpt = False) -> None:
+LS_STATUSES = tuple(STATUS_STYLE)
+
+
+def ls(as_json: JsonOpt = False,
+       only: Annotated[Optional[str], typer.Option("--status", help=f"Only loops of this status ({', '.join(LS_STATUSES)}).")] = None,
+       sort: Annotated[Optional[str], typer.Option("--sort", help="Order: next (soonest fire first), last (latest run first) or name.")] = None) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
     from loopctl.cli.direct import ls_text
+    from loopctl.cli.render import SORTS
 
+    if only is not None and only not in LS_STATUSES:
+        fail(f"bad --status {only!r}: expected one of {', '.join(LS_STATUSES)}", 2)
+    if sort is not None and sort not in SORTS:
+        fail(f"bad --sort {sort!r}: expected next, last or name", 2)
     with common.no_cycle_collection():
         if as_json:
-            emit({"version": common.JSON_VERSION, "loops": listing(store())})
+            loops = listing(store()) if not (only or sort) else _picked_json(only, sort)
+            emit({"version": common.JSON_VERSION, "loops": loops})
             return
-        ls_text(store())
+        ls_text(store(), only, sort)
+
+
+def _picked_json(only: str | None, sort: str | None) -> list[dict[str, Any]]:
+    """`ls --json --status/--sort`: the LOOP objects, picked and ordered as
+    the table's rows."""
+    from loopctl.cli.render import picked
+
+    loops = reading.list_loops(store())
+    keyed = [{"name": loop["name"], "status": loop["status"], "loop": loop,
+              "next_fire": ts(loop.get("next_fire")),
+              "last_end": ts((loop.get("last_run") or {}).get("ended_at"))} for loop in loops]
+    return [row["loop"] for row in picked(keyed, only, sort)]
 
 
 def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
