@@ -234,6 +234,14 @@ def picked(loops: list[dict[str, Any]], status: str | None, sort: str | None,
     return sorted(loops, key=lambda loop: loop["name"]) if sort == "name" else loops
 
 
+def queue_places(loops: list[dict[str, Any]]) -> dict[str, str]:
+    """`slot 2/3` for each queued loop: the oldest due fires first when a
+    slot frees (domain/capacity.admit), ties by name."""
+    queued = sorted((loop.get("next_fire") or 0.0, loop["name"]) for loop in loops
+                    if loop["status"] == "queued")
+    return {name: f"slot {at}/{len(queued)}" for at, (_, name) in enumerate(queued, 1)}
+
+
 LS_HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
 
 
@@ -243,6 +251,7 @@ def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) 
     NEXT whole, before a cell of any other column is cut."""
     rows, styles = [], []
     seen: dict[int, str] = {}
+    place = queue_places(loops)
     outcome = 1  # LAST's widest outcome word, the part never cut
     for loop in loops:
         kind = loop["status"]
@@ -257,7 +266,8 @@ def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) 
             if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
                 outcome = max(outcome, len(last) + 1)
                 last = f"{last}: {loop['last_reason']}"
-            nxt = "next slot" if kind == "queued" else relative_in(loop["next_fire"], now, seen)
+            nxt = place[loop["name"]] if kind == "queued" \
+                else relative_in(loop["next_fire"], now, seen)
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))

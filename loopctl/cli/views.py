@@ -92,6 +92,10 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     if as_json:
         emit(dict(info, version=common.JSON_VERSION))
         return
+    if info.get("queued_since"):  # its place among the queued (read only then)
+        from loopctl.cli.render import queue_places
+
+        info["queue_place"] = queue_places(reading.list_brief(store())).get(name)
     print(render_status(info))
 
 
@@ -160,7 +164,8 @@ def _pr_lines(info: dict[str, Any]) -> list[str]:
 
 def _next_fire(info: dict[str, Any], now: float) -> str:
     if info.get("queued_since"):
-        return (f"when a slot frees (queued {ago(ts(info['queued_since']), now)}; "
+        place = f"{info['queue_place']} in the queue, " if info.get("queue_place") else ""
+        return (f"when a slot frees ({place}queued {ago(ts(info['queued_since']), now)}; "
                 "max_concurrent)")
     return relative(ts(info["next_fire"]), now)
 
