@@ -40,7 +40,7 @@ def doctor(store: Store) -> dict[str, Any]:
     except LoopctlError as exc:
         add("error", "files", exc.message)
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
-    add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
+    add("ok", "files", _files_said(store))
     doctor_bounds(store, defs, add)
     from loopctl.engine.sandbox import doctor_findings
 
@@ -119,6 +119,16 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _files_said(store: Store) -> str:
+    """Only files that exist are said to be readable."""
+    there = [str(p) for p in (store.paths.loops_file, store.paths.state_file) if p.exists()]
+    if not there:
+        return f"no {store.paths.loops_file} yet (`loopctl start` writes it)"
+    if len(there) == 1:
+        return f"{there[0]} is readable (no state yet: no driver has run)"
+    return f"{there[0]} and {there[1]} are readable"
 
 
 def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: Add) -> None:
