@@ -112,7 +112,13 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
             f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
             f"{name} --for ...`")
     if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
-        add("error", "agents", f"loop {name!r} needs {binary(loop)!r}, which is not on PATH")
+        # FAIL only for a loop that will run on its own: a paused or on-demand
+        # one fails only when someone fires it.
+        scheduled = st["status"] == "active" and not loop.on_demand
+        when = "" if scheduled else " (it runs only when " + (
+            "resumed)" if st["status"] == "paused" else "triggered or run)")
+        add("error" if scheduled else "warn", "agents",
+            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}")
     if st["status"] in ("active", "paused"):
         _check_programs(loop, add)
     if loop.every and loop.every < 60 and not live:

@@ -37,3 +37,32 @@ def test_files_that_do_not_exist_are_not_called_readable(cli: CLI) -> None:
     cli("tick", check=0)
     [files] = findings(cli, "files")
     assert files["message"].endswith("state.json are readable")
+
+
+def test_a_missing_agent_fails_only_loops_that_run_on_their_own(cli: CLI) -> None:
+    """An on-demand or paused loop's agent is missing too, but nothing will
+    start it until someone does: a WARN that says when, not a FAIL."""
+    for name, extra in (("sched", ["--every", "1h"]), ("ondemand", ["--on-demand"]),
+                        ("held", ["--every", "1h"])):
+        cli("start", "p", "--name", name, *extra, "--command", "no-such-agent-xyz", check=None)
+    cli("pause", "held", check=0)
+    said = {f["message"].split("'")[1]: f for f in findings(cli, "agents")}
+    assert said["sched"]["level"] == "error"
+    assert said["ondemand"]["level"] == "warn" and "triggered or run" in said["ondemand"]["message"]
+    assert said["held"]["level"] == "warn" and "resumed" in said["held"]["message"]
+
+
+def test_a_driver_path_missing_an_agent_is_said_once_for_all_its_loops(cli: CLI) -> None:
+    from loopctl.commands.doctor_drivers import _check_paths
+    from loopctl.storage.store import Store
+
+    for i in range(3):
+        cli("start", "p", "--name", f"l{i}", "--every", "1h", "--command", "no-such-xyz",
+            check=None)
+    loops = list(Store().read_defs().loops.values())
+    said: list[tuple[str, str, str]] = []
+    path = "/opt/a:/opt/b:" + "/very/long/dir" * 12
+    _check_paths(loops, path, "the daemon's (pid 1)", "fix it", lambda *f: said.append(f))
+    [(level, check, message)] = said
+    assert level == "warn" and message.count(path) == 1
+    assert "3 loops ('l0', 'l1', 'l2') need 'no-such-xyz'" in message
