@@ -107,6 +107,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
     if st["status"] == "paused" and st.get("reason") == "error" \
             and name not in store.repairs:
         add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
+    _check_paused(store, loop, st, add)
     if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
         add("warn", "expiry", f"loop {name!r} expires in "
             f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
@@ -125,6 +126,22 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> None:
+    """A loop a limit paused waits for someone (the digest's "Needs you"):
+    what stopped it, the last run's error, and the fix a refused `run` gives."""
+    import copy
+
+    from loopctl.commands.views import last_reason
+    from loopctl.domain.valves import fire_refusal
+
+    if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
+        return
+    said = fire_refusal(loop, copy.deepcopy(st)) or f"paused ({st.get('reason')})"  # type: ignore[arg-type]
+    why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None
+    add("warn", "paused", f"loop {loop.name!r} is {said}"
+        + (f" (last error: {line(why)})" if why else ""))
 
 
 def _files_said(store: Store) -> str:

@@ -66,3 +66,16 @@ def test_a_driver_path_missing_an_agent_is_said_once_for_all_its_loops(cli: CLI)
     [(level, check, message)] = said
     assert level == "warn" and message.count(path) == 1
     assert "3 loops ('l0', 'l1', 'l2') need 'no-such-xyz'" in message
+
+
+def test_a_loop_paused_at_its_failure_limit_is_listed_with_its_error_and_fix(cli: CLI) -> None:
+    from conftest import agent_command
+
+    cli("start", "p", "--name", "broke", "--every", "1h", "--max-failures", "1", "--command",
+        agent_command("--print", "could not connect to database", "--exit", "3"), check=0)
+    cli("run", "broke", check=1)
+    assert cli.json("status", "broke")["reason"] == "failure_limit"
+    [said] = findings(cli, "paused")
+    assert said["level"] == "warn" and "'broke' is paused (failure_limit)" in said["message"]
+    assert "loopctl resume broke" in said["message"]
+    assert "could not connect to database" in said["message"]
