@@ -59,3 +59,13 @@ def test_the_readme_systemd_unit_can_be_enabled() -> None:
     unit = unit.split("```ini\n", 1)[1].split("```", 1)[0]
     assert "[Install]" in unit and "WantedBy=default.target" in unit
     assert "ExecStart=" in unit and "loopctl daemon" in unit
+
+
+def test_the_setup_example_leaves_no_live_loop_and_the_tour_finds_loopctl() -> None:
+    """The main-job example is one command that ends with a one-off loop (a
+    7-day `hello` firing every 10 minutes was left behind), and the README
+    says how the tour's bare `loopctl` is found."""
+    main_job = setup_commands()[0]
+    assert " --max-runs 1 " in main_job and main_job.count("&&") == 4
+    assert ".venv/bin/loopctl tick --wait" in main_job
+    assert ". .venv/bin/activate" in README.split("## A 60-second tour", 1)[0]
