@@ -68,7 +68,8 @@ def terminal_width(stream: Any = None) -> int:
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
           styles: list[str | None] | None = None, width: int | None = None,
           keep: Sequence[int] = (0,), first: Sequence[int] = (),
-          least: Mapping[int, int] | None = None, style_at: int = 2) -> str:
+          least: Mapping[int, int] | None = None, style_at: int = 2,
+          drop: Sequence[int] = ()) -> str:
     """Columns padded to their widest cell. While the table is wider than
     `width` (default: the terminal's), the widest column not in `keep` gives
     up a character (cells end in "…"): free text is shortened, identifiers
@@ -76,7 +77,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     loops never print alike; a table of long names is wider instead. The
     columns in `first` (a reason, an error) give way before the others, down
     to their width in `least` (`failed…` of `failed: why`), then the rest.
-    `styles` paints the cells of column `style_at`, a style a row.
+    `styles` paints the cells of column `style_at`, a style a row. Before
+    any cut, the columns in `drop` go whole, in that order, while the rest
+    (`least` counted) is too wide (a whole column gone says more than every cell cut to `fail 1…`);
+    indices are the given ones.
     Every cell is one sanitized line: a name or an error read from a
     hand-edited loops.yaml must not reach the terminal as escape sequences."""
     width = terminal_width() if width is None else width
@@ -87,6 +91,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     else:
         cells = [list(headers)] + [[line(cell) for cell in r] for r in rows]
         natural = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    gone = _gone(natural, drop, width, least or {}) if drop else []
+    if gone:
+        return _without(gone, headers, rows, styles, width, keep, first, least or {}, style_at)
     widths = _fitted(natural, width, keep, first, least or {})
     color = use_color()  # once: 10,000 rows would ask the terminal 10,000 times
     last = len(headers) - 1
@@ -109,6 +116,30 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]],
     return "\n".join(lines)
 
 
+def _gone(natural: Sequence[int], drop: Sequence[int], width: int,
+          least: Mapping[int, int]) -> list[int]:
+    """The columns of `drop` that go, in order, until the rest fits."""
+    shown = {i: min(w, least.get(i, w)) for i, w in enumerate(natural)}
+    gone: list[int] = []
+    for i in drop:
+        if sum(shown.values()) + 2 * (len(shown) - 1) <= width:
+            break
+        gone.append(i)
+        del shown[i]
+    return gone
+
+
+def _without(gone: Sequence[int], headers: Sequence[str], rows: Sequence[Sequence[str]],
+             styles: list[str | None] | None, width: int, keep: Sequence[int],
+             first: Sequence[int], least: Mapping[int, int], style_at: int) -> str:
+    """`table` of the columns not `gone`, the indices given moved with them."""
+    kept = [i for i in range(len(headers)) if i not in gone]
+    at = {old: new for new, old in enumerate(kept)}
+    return table([headers[i] for i in kept], [[row[i] for i in kept] for row in rows], styles,
+                 width, [at[i] for i in keep if i in at], [at[i] for i in first if i in at],
+                 {at[i]: w for i, w in least.items() if i in at}, at.get(style_at, -1))
+
+
 def _fitted(natural: list[int], width: int, keep: Sequence[int], first: Sequence[int],
             least: Mapping[int, int]) -> list[int]:
     widths = list(natural)
@@ -120,32 +151,6 @@ def _fitted(natural: list[int], width: int, keep: Sequence[int], first: Sequence
         widest = max(free, key=lambda i: widths[i])
         widths[widest] -= 1
     return widths
-
-
-def narrowed(headers: Sequence[str], rows: Sequence[Sequence[str]], drop: Sequence[int],
-             width: int | None = None, least: Mapping[int, int] | None = None,
-             ) -> tuple[list[str], Sequence[Sequence[str]]]:
-    """The table without the columns in `drop` (in that order) that a
-    narrow terminal has no room for: a whole column gone says more than
-    every cell cut to "fail 1…". A column in `least` counts as that wide
-    (its free text may be cut; `table`'s `least`). Indices in `drop` must
-    come after any a caller passes to `table` as `keep` or `first`, or the
-    caller finds those again by header."""
-    width = terminal_width() if width is None else width
-    columns = [_one_line(column) for column in zip(headers, *rows, strict=True)]
-    natural = {i: max(map(len, column)) for i, column in enumerate(columns)}
-    for i, most in (least or {}).items():
-        natural[i] = min(natural[i], most)
-    if sum(natural.values()) + 2 * (len(natural) - 1) <= width:
-        return list(headers), rows
-    gone: set[int] = set()
-    for i in drop:
-        shown = [w for j, w in natural.items() if j not in gone]
-        if sum(shown) + 2 * (len(shown) - 1) <= width:
-            break
-        gone.add(i)
-    kept = [i for i in range(len(headers)) if i not in gone]
-    return [headers[i] for i in kept], [[row[i] for i in kept] for row in rows]
 
 
 def _one_line(column: Sequence[Any]) -> list[str]:
@@ -271,8 +276,5 @@ def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) 
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))
-    width = terminal_width() if width is None else width
-    headers, kept = narrowed(LS_HEADERS, rows, drop=(1, 3, 4), width=width, least={5: outcome})
-    at = headers.index("LAST")
-    return table(headers, kept, styles, width=width, first=(at,), least={at: outcome},
-                 style_at=headers.index("STATUS"))
+    return table(LS_HEADERS, rows, styles, width=width, first=(5,), least={5: outcome},
+                 drop=(1, 3, 4))

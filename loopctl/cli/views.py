@@ -21,7 +21,6 @@ from loopctl.cli.render import (
     ago,
     fit_line,
     held_until,
-    narrowed,
     outcome_strip,
     paint,
     relative,
@@ -368,9 +367,9 @@ def history(name: NameArg,
                 for row, r in zip(rows, _unfolded(records), strict=True)]
     # RUN and STARTED are never cut: they say which run and when; TOOK,
     # then EXIT, go before any cell is cut.
-    headers, kept = narrowed(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-                             + (["CHECK"] if checked else []), rows, drop=(2, 4))
-    shown = table(headers, kept, keep=(0, 1)).splitlines()
+    headers = ["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+    shown = table(headers + (["CHECK"] if checked else []), rows, keep=(0, 1),
+                  drop=(2, 4)).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
