@@ -142,6 +142,8 @@ _loopctl() {
         list)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
+                '--status[Only loops of this status (active, running, paused, failed, queued, invalid, expired, stopped, completed, held).]:only: ' \
+                '--sort[Order\: next (soonest fire first), last (latest run first) or name.]:sort: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -157,6 +159,8 @@ _loopctl() {
         ls)
             _arguments -s \
                 '--json[Print JSON (stable shape).]' \
+                '--status[Only loops of this status (active, running, paused, failed, queued, invalid, expired, stopped, completed, held).]:only: ' \
+                '--sort[Order\: next (soonest fire first), last (latest run first) or name.]:sort: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;

@@ -65,12 +65,21 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, drivers.decide), (None, setup.agents), (None, setup.doctor), (None, setup.digest),
     (None, views.events), ("export", exporting.export_cmd), (None, completion.completion),
 ]
+def _summary(command: Callable[..., Any] | None) -> str | None:
+    """The docstring's first paragraph, whole: Click cuts its own summary
+    mid-sentence to fit the column (`--help`'s list of commands)."""
+    doc = (command.__doc__ or "").strip()
+    return " ".join(doc.split("\n\n")[0].split()) or None
+
+
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    app.command(_name, short_help=_summary(_command))(_command)
     if _name == "ls":
         app.command("list", help="List loops (same as ls).")(views.ls)
-app.add_typer(setup.notify_app, name="notify")
-app.add_typer(setup.cron_app, name="cron")
+for _group, _group_name in ((setup.notify_app, "notify"), (setup.cron_app, "cron")):
+    for _info in _group.registered_commands:
+        _info.short_help = _info.short_help or _summary(_info.callback)
+    app.add_typer(_group, name=_group_name, short_help=_group.info.help)
 
 
 def _narrowed(args: list[str]) -> typer.Typer:

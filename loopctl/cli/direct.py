@@ -190,13 +190,19 @@ def json_view(args: list[str]) -> int:
     return 0
 
 
-def ls_text(store: Any) -> int:
-    """The `ls` table (the command a newcomer types most, so without Typer)."""
+def ls_text(store: Any, status: str | None = None, sort: str | None = None) -> int:
+    """The `ls` table (the command a newcomer types most, so without Typer);
+    `ls --status S --sort next|last|name` picks and orders its rows."""
     from loopctl import clock
-    from loopctl.cli.render import ls_table
+    from loopctl.cli.render import ls_table, picked
     from loopctl.commands import views as reading
 
     loops = reading.list_brief(store)
+    if loops and (status or sort):
+        loops = picked(loops, status, sort)
+        if not loops:
+            print(f"no {status} loops")
+            return 0
     if not loops:
         print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
     else:

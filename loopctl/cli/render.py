@@ -222,9 +222,42 @@ def relative_in(ts: float | None, now: float, seen: dict[int, str]) -> str:
     return text
 
 
-def ls_table(loops: list[dict[str, Any]], now: float) -> str:
+SORTS = ("next", "last", "name")
+INF = float("inf")
+
+
+def picked(loops: list[dict[str, Any]], status: str | None, sort: str | None,
+           ) -> list[dict[str, Any]]:
+    """`ls --status S`: the loops `ls` shows as S; `--sort`: soonest next
+    fire, latest last run or name first (loops with no time go last)."""
+    if status:
+        loops = [loop for loop in loops if loop["status"] == status]
+    if sort == "next":
+        return sorted(loops, key=lambda loop: loop.get("next_fire") or INF)
+    if sort == "last":
+        return sorted(loops, key=lambda loop: -(loop.get("last_end") or -INF))
+    return sorted(loops, key=lambda loop: loop["name"]) if sort == "name" else loops
+
+
+def queue_places(loops: list[dict[str, Any]]) -> dict[str, str]:
+    """`slot 2/3` for each queued loop: the oldest due fires first when a
+    slot frees (domain/capacity.admit), ties by name."""
+    queued = sorted((loop.get("next_fire") or 0.0, loop["name"]) for loop in loops
+                    if loop["status"] == "queued")
+    return {name: f"slot {at}/{len(queued)}" for at, (_, name) in enumerate(queued, 1)}
+
+
+LS_HEADERS = ["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"]
+
+
+def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) -> str:
+    """One row a loop. A narrow terminal first cuts LAST's reason (never
+    its outcome: `failed…`), then drops SCHEDULE (`show` has it), RUNS and
+    NEXT whole, before a cell of any other column is cut."""
     rows, styles = [], []
     seen: dict[int, str] = {}
+    place = queue_places(loops)
+    outcome = 1  # LAST's widest outcome word, the part never cut
     for loop in loops:
         kind = loop["status"]
         reason, until = loop.get("reason"), loop.get("until")
@@ -236,10 +269,12 @@ def ls_table(loops: list[dict[str, Any]], now: float) -> str:
         else:
             last = loop["last_outcome"] or "-"
             if loop.get("last_reason"):  # free text: the first thing a narrow table cuts
+                outcome = max(outcome, len(last) + 1)
                 last = f"{last}: {loop['last_reason']}"
-            nxt = "next slot" if kind == "queued" else relative_in(loop["next_fire"], now, seen)
+            nxt = place[loop["name"]] if kind == "queued" \
+                else relative_in(loop["next_fire"], now, seen)
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))
-    return table(["NAME", "SCHEDULE", "STATUS", "RUNS", "NEXT", "LAST"], rows, styles,
-                 first=(5,))
+    return table(LS_HEADERS, rows, styles, width=width, first=(5,), least={5: outcome},
+                 drop=(1, 3, 4))

@@ -42,15 +42,38 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
     raise typer.Exit(watcher.main(store(), interval))
 
 
-def ls(as_json: JsonOpt = False) -> None:
+LS_STATUSES = tuple(STATUS_STYLE)
+
+
+def ls(as_json: JsonOpt = False,
+       only: Annotated[Optional[str], typer.Option("--status", help=f"Only loops of this status ({', '.join(LS_STATUSES)}).")] = None,
+       sort: Annotated[Optional[str], typer.Option("--sort", help="Order: next (soonest fire first), last (latest run first) or name.")] = None) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
     from loopctl.cli.direct import ls_text
+    from loopctl.cli.render import SORTS
 
+    if only is not None and only not in LS_STATUSES:
+        fail(f"bad --status {only!r}: expected one of {', '.join(LS_STATUSES)}", 2)
+    if sort is not None and sort not in SORTS:
+        fail(f"bad --sort {sort!r}: expected next, last or name", 2)
     with common.no_cycle_collection():
         if as_json:
-            emit({"version": common.JSON_VERSION, "loops": listing(store())})
+            loops = listing(store()) if not (only or sort) else _picked_json(only, sort)
+            emit({"version": common.JSON_VERSION, "loops": loops})
             return
-        ls_text(store())
+        ls_text(store(), only, sort)
+
+
+def _picked_json(only: str | None, sort: str | None) -> list[dict[str, Any]]:
+    """`ls --json --status/--sort`: the LOOP objects, picked and ordered as
+    the table's rows."""
+    from loopctl.cli.render import picked
+
+    loops = reading.list_loops(store())
+    keyed = [{"name": loop["name"], "status": loop["status"], "loop": loop,
+              "next_fire": ts(loop.get("next_fire")),
+              "last_end": ts((loop.get("last_run") or {}).get("ended_at"))} for loop in loops]
+    return [row["loop"] for row in picked(keyed, only, sort)]
 
 
 def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
@@ -68,6 +91,10 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     if as_json:
         emit(dict(info, version=common.JSON_VERSION))
         return
+    if info.get("queued_since"):  # its place among the queued (read only then)
+        from loopctl.cli.render import queue_places
+
+        info["queue_place"] = queue_places(reading.list_brief(store())).get(name)
     print(render_status(info))
 
 
@@ -136,7 +163,8 @@ def _pr_lines(info: dict[str, Any]) -> list[str]:
 
 def _next_fire(info: dict[str, Any], now: float) -> str:
     if info.get("queued_since"):
-        return (f"when a slot frees (queued {ago(ts(info['queued_since']), now)}; "
+        place = f"{info['queue_place']} in the queue, " if info.get("queue_place") else ""
+        return (f"when a slot frees ({place}queued {ago(ts(info['queued_since']), now)}; "
                 "max_concurrent)")
     return relative(ts(info["next_fire"]), now)
 
@@ -339,8 +367,9 @@ def history(name: NameArg,
                 for row, r in zip(rows, _unfolded(records), strict=True)]
     # RUN and STARTED are never cut: they say which run and when; TOOK,
     # then EXIT, go before any cell is cut.
-    shown = table(["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-                  + (["CHECK"] if checked else []), rows, keep=(0, 1), drop=(2, 4)).splitlines()
+    headers = ["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+    shown = table(headers + (["CHECK"] if checked else []), rows, keep=(0, 1),
+                  drop=(2, 4)).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))

@@ -31,6 +31,6 @@ def doctor_bounds(store: Store, defs: Definitions, add: Any) -> None:
         option = reaper.LIMITS[name][1]
         asking = [n for n, loop in defs.loops.items()
                   if (loop.max_memory if name == "memory" else loop.max_procs) is not None]
-        if problem_here:
-            add("warn" if asking else "ok", "bounds", f"{option} cannot be enforced here: "
-                f"{problem_here}" + (f" (set for {', '.join(asking[:5])})" if asking else ""))
+        if problem_here and asking:  # a limit no loop sets is no one's problem
+            add("warn", "bounds", f"{option} cannot be enforced here: {problem_here} "
+                f"(set for {', '.join(asking[:5])})")

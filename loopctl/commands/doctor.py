@@ -40,7 +40,7 @@ def doctor(store: Store) -> dict[str, Any]:
     except LoopctlError as exc:
         add("error", "files", exc.message)
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
-    add("ok", "files", f"{store.paths.loops_file} and {store.paths.state_file} are readable")
+    add("ok", "files", _files_said(store))
     doctor_bounds(store, defs, add)
     from loopctl.engine.sandbox import doctor_findings
 
@@ -107,18 +107,51 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
     if st["status"] == "paused" and st.get("reason") == "error" \
             and name not in store.repairs:
         add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
+    _check_paused(store, loop, st, add)
     if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
         add("warn", "expiry", f"loop {name!r} expires in "
             f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
             f"{name} --for ...`")
     if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
-        add("error", "agents", f"loop {name!r} needs {binary(loop)!r}, which is not on PATH")
+        # FAIL only for a loop that will run on its own: a paused or on-demand
+        # one fails only when someone fires it.
+        scheduled = st["status"] == "active" and not loop.on_demand
+        when = "" if scheduled else " (it runs only when " + (
+            "resumed)" if st["status"] == "paused" else "triggered or run)")
+        add("error" if scheduled else "warn", "agents",
+            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}")
     if st["status"] in ("active", "paused"):
         _check_programs(loop, add)
     if loop.every and loop.every < 60 and not live:
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> None:
+    """A loop a limit paused waits for someone (the digest's "Needs you"):
+    what stopped it, the last run's error, and the fix a refused `run` gives."""
+    import copy
+
+    from loopctl.commands.views import last_reason
+    from loopctl.domain.valves import fire_refusal
+
+    if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
+        return
+    said = fire_refusal(loop, copy.deepcopy(st)) or f"paused ({st.get('reason')})"  # type: ignore[arg-type]
+    why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None
+    add("warn", "paused", f"loop {loop.name!r} is {said}"
+        + (f" (last error: {line(why)})" if why else ""))
+
+
+def _files_said(store: Store) -> str:
+    """Only files that exist are said to be readable."""
+    there = [str(p) for p in (store.paths.loops_file, store.paths.state_file) if p.exists()]
+    if not there:
+        return f"no {store.paths.loops_file} yet (`loopctl start` writes it)"
+    if len(there) == 1:
+        return f"{there[0]} is readable (no state yet: no driver has run)"
+    return f"{there[0]} and {there[1]} are readable"
 
 
 def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: Add) -> None:

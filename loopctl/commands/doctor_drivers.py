@@ -137,12 +137,19 @@ def _fix(cron: dict[str, Any]) -> str:
 
 def _check_paths(loops: list[LoopDef], path: str | None, whose: str, fix: str,
                  add: Add) -> None:
+    """One line per missing program, naming its loops: the PATH (often 200
+    characters) is said once, not once per loop."""
     from loopctl.agents.presets import binary
 
     if path is None:
         return  # cannot tell: say nothing rather than guess
+    missing: dict[str, list[str]] = {}
     for loop in loops:
         agent = binary(loop)
         if shutil.which(agent, path=path) is None:
-            add("warn", "agents", f"loop {loop.name!r} needs {agent!r}, which is not on "
-                f"{whose} PATH ({path}): its runs fail with `agent not found`; {fix}")
+            missing.setdefault(agent, []).append(repr(loop.name))
+    for agent, names in missing.items():
+        who = f"loop {names[0]} needs" if len(names) == 1 else \
+            f"{len(names)} loops ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}) need"
+        add("warn", "agents", f"{who} {agent!r}, which is not on {whose} PATH ({path}): "
+            f"their runs fail with `agent not found`; {fix}")

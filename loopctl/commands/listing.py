@@ -81,10 +81,10 @@ def _valid(store: Store, columns: list[list[Any]], entries: dict[str, Any], now:
            for due, kind in zip(field("next_due"), status, strict=True)]
     used = field("iterations", common_values()["iterations"])
     return [{"name": a, "status": b, "reason": c, "schedule": d, "used": e, "limit": f,
-             "next_fire": g, "last_outcome": h, "last_reason": i}  # dict literals: presized
-            for a, b, c, d, e, f, g, h, i in zip(
+             "next_fire": g, "last_outcome": h, "last_reason": i, "last_end": j}  # presized
+            for a, b, c, d, e, f, g, h, i, j in zip(
                 names, shown, field("reason"), columns[1], used, columns[3], nxt, outcome,
-                reasons, strict=True)]
+                reasons, field("last_end"), strict=True)]
 
 
 def _new_entries(columns: list[list[Any]], new: list[int], now: float) -> list[dict[str, Any]]:

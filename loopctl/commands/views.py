@@ -200,7 +200,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             "limit": loop.max_runs or None,
             "next_fire": st["next_due"] if st["status"] == "active" else None,
             "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
-            "last_reason": last_reason(store, name, st),
+            "last_reason": last_reason(store, name, st), "last_end": st.get("last_end"),
         })
         shown = held.get(name)
         if shown is not None:  # the fix in place of the last outcome's reason

@@ -187,14 +187,13 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
                 f"start it again, or start a new loop under another --name")
     if past_deadline(st, now):
         return (f"duration_limit: the loop's deadline ({format_duration(loop.for_s)} from its "
-                "start) has passed; raise it with `loopctl update NAME --for ...`")
+                f"start) has passed; raise it with `loopctl update {loop.name} --for ...`")
     if iteration_limit_reached(loop, st):
         return (f"iteration_limit: {st['iterations']}/{loop.max_runs} runs used; raise it "
-                "with `loopctl update NAME --max-runs ...`")
+                f"with `loopctl update {loop.name} --max-runs ...`")
     if budget_reached(loop, st):
         return (f"budget_limit: {format_usd(st['cost_usd'])} of {format_usd(loop.budget_usd or 0)} "
-                "spent; raise "
-                "it with `loopctl update NAME --budget-usd ...`")
+                f"spent; raise it with `loopctl update {loop.name} --budget-usd ...`")
     return None
 
 

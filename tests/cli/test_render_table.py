@@ -80,3 +80,35 @@ def test_fit_line_keeps_identifiers_whole_and_marks_what_it_cut() -> None:
     narrow = render.fit_line(["run", url], ["remote: rejected"], width=20)
     assert narrow == f"run {url} …"
     assert render.fit_line(["a", url], ["short"], width=60) == f"a {url} short"
+
+
+def _loop(name: str, schedule: str, outcome: str | None, reason: str | None) -> dict[str, object]:
+    return {"name": name, "status": "active", "reason": None, "schedule": schedule, "used": 1,
+            "limit": 50, "next_fire": 3600.0, "last_outcome": outcome, "last_reason": reason}
+
+
+def test_a_narrow_ls_drops_whole_columns_before_it_cuts_an_outcome(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """LAST's reason gives way first, then SCHEDULE, RUNS and NEXT go whole;
+    the outcome word (`failed…`) and the status are never cut to `fai…` while
+    a column can still go."""
+    monkeypatch.setenv("NO_COLOR", "1")
+    loops = [_loop("failing-one-long-name", "cron */15 9-17 * * 1-5", "failed",
+                   "could not connect to database"), _loop("hello", "every 10m", "ok", None)]
+    heads = {}
+    for width in (120, 74, 50, 44):
+        shown = render.ls_table(loops, 0.0, width=width).splitlines()
+        assert max(map(len, shown)) <= width, width
+        heads[width] = shown[0].split()
+        row = shown[1]
+        assert "active" in row and "failed" in row and "…" not in row.split("failed")[0]
+    assert heads[120] == render.LS_HEADERS
+    assert heads[74] == ["NAME", "STATUS", "RUNS", "NEXT", "LAST"]  # SCHEDULE first
+    assert heads[50] == ["NAME", "STATUS", "NEXT", "LAST"]
+    assert heads[44] == ["NAME", "STATUS", "LAST"]
+    # A wide terminal cuts nothing and drops nothing.
+    assert "could not connect to database" in render.ls_table(loops, 0.0, width=120)
+    # No column left to drop: a long status gives way before the outcome word.
+    paused = [dict(loops[0], status="paused", reason="failure_limit")]
+    row = render.ls_table(paused, 0.0, width=44).splitlines()[1]
+    assert "failed…" in row and len(row) <= 44

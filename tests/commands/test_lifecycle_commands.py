@@ -344,6 +344,7 @@ def test_raising_max_runs_after_iteration_limit_lets_resume_work(cli: CLI, home:
     proc = cli("resume", "demo")
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "iteration_limit" in one_line_error(proc)
+    assert "`loopctl update demo --max-runs ...`" in proc.stderr  # the loop, not NAME
     assert cli.json("status", "demo")["status"] == "paused"
 
     result = cli.json("update", "demo", "--max-runs", "5")
@@ -365,6 +366,7 @@ def test_resume_after_the_deadline_is_refused(cli: CLI, home: Path) -> None:
     proc = cli("resume", "demo")
     assert proc.returncode == 2
     assert "duration_limit" in one_line_error(proc)
+    assert "`loopctl update demo --for ...`" in proc.stderr
 
 
 # -- unknown loops -------------------------------------------------------------------

@@ -345,10 +345,11 @@ def test_twenty_ticks_under_a_cap_start_each_loop_once_and_never_more_than_the_c
     listed = {row["name"]: row["status"] for row in cli.json("ls")["loops"]}
     assert sorted(n for n, s in listed.items() if s == "queued") == queued
     assert cli.json("status", queued[0])["queued_since"] is not None
-    assert "next fire  when a slot frees (queued" in cli("status", queued[0]).stdout
+    assert "next fire  when a slot frees (slot " in cli("status", queued[0]).stdout
     table = cli("ls").stdout
-    assert all("queued" in row and "next slot" in row for row in table.splitlines()
-               if row.split()[:1] and row.split()[0] in queued), table
+    places = sorted(row.split("slot ")[1].split()[0] for row in table.splitlines()
+                    if row.split()[:1] and row.split()[0] in queued and "queued" in row)
+    assert places == [f"{n}/5" for n in range(1, 6)], table  # each its own place
     [capacity_finding] = [f for f in json.loads(cli("doctor", "--json").stdout)["findings"]
                           if f["check"] == "capacity"]
     assert "3 run(s) in flight; 5 queued" in capacity_finding["message"]
