@@ -6,12 +6,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from loopctl.cli.setting_opts import given, option
+from loopctl.cli.setting_opts import given
 
-MaxLog = option("max_log")
-MaxMemory = option("max_memory")
-MaxOutputLines = option("max_output_lines")
-MaxProcs = option("max_procs")
+BOUNDS = ("max_log", "max_memory", "max_procs", "max_output_lines")
 
 
 def bounds_changes(max_log: str | None, max_memory: str | None,
