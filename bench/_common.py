@@ -116,7 +116,7 @@ def copy_home(template: Path, dest: Path) -> Path:
         st = os.stat(dest / "loops.yaml")
         if state.get("defs_sig") is not None:
             # In place, in the bytes: the layout loopctl wrote is kept (one
-            # entry a line since issue 40, which `status NAME` relies on).
+            # entry a line, which `status NAME` relies on).
             old = json.dumps(state["defs_sig"], separators=(",", ":")).encode()
             state["defs_sig"] = [st.st_mtime_ns, st.st_size, st.st_ino]
             new = json.dumps(state["defs_sig"], separators=(",", ":")).encode()

@@ -14,7 +14,7 @@ runs REPS times (default five) on each copy, sizes interleaved; the ratio
 is the median against the median at 10 loops, in the same run.
 
 Goals: `ls` within 2x of 10 loops at 1,000 and within 3x at 10,000 (aim 2x),
-`status NAME` within 1.5x at both (issue 40); `ls --json` no slower than
+`status NAME` within 1.5x at both; `ls --json` no slower than
 `ls` (same size, same case); the idle `tick` within 1.5x of 10 loops. The
 last lines are a table of every ratio against its goal. Also reported: state.json bytes per loop
 after the driver pass, and its growth per run (one loop run 20 times).
@@ -56,7 +56,7 @@ COMMANDS = {
 }
 CASES = ("hand", "driven")
 # Within this many times the 10-loop median, per command and size.
-# Issue 40: `status NAME` within 1.5x at 10,000 (it reads its own loop).
+# `status NAME` within 1.5x at 10,000 (it reads its own loop).
 GOALS = {"ls": {1000: 2.0, 10000: 3.0}, "status": {1000: 1.5, 10000: 1.5},
          "tick": {1000: 1.5, 10000: 1.5}}
 
@@ -155,11 +155,11 @@ def report(results: Results, reps: int, base_n: int) -> bool:
                        baseline_ms=median(data[base_n]) * 1e3, first_ms=data[n][0] * 1e3,
                        cpu_ms=median(results[case][what]["cpu"][n]) * 1e3, reps=reps)
     print(f"\n   {'case':<7}{'command':<18}{'loops':>6}  {'CPU':>6}  {'wall':>6}  "
-          f"{'goal':<28}met")
+          f"{'goal':<32}met")
     for case, what, n, cpu, wall, against, goal, met in table:
         command = " ".join(COMMANDS[what])
         limit = f"<= {goal:g}x of {against}" if goal else "none"
-        print(f"   {case:<7}{command:<18}{n:>6}  {cpu:>5.2f}x  {wall:>5.2f}x  {limit:<28}"
+        print(f"   {case:<7}{command:<18}{n:>6}  {cpu:>5.2f}x  {wall:>5.2f}x  {limit:<32}"
               f"{'yes' if met else 'NO'}")
     return ok
 

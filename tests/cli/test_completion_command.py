@@ -16,7 +16,7 @@ import pytest
 from conftest import CLI
 
 pytestmark = pytest.mark.real_processes
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 BIN = os.path.dirname(sys.executable)
 
 

@@ -65,7 +65,7 @@ def test_an_unknown_key_offers_the_near_one_and_its_line(cli: CLI, home: Path) -
 
 
 def test_the_man_page_describes_every_key() -> None:
-    man = (Path(__file__).parent.parent / "man" / "loopctl.1").read_text()
+    man = (Path(__file__).resolve().parents[2] / "man" / "loopctl.1").read_text()
     section = man.split(".SH LOOPS.YAML", 1)[1].split(".SH FILES", 1)[0]
     for key in loop_settings.KEYS:
         assert "\\fB" + key + "\\fR" in section, key

@@ -100,9 +100,11 @@ def test_a_running_daemon_notices_a_killed_supervisor(cli: CLI, tmp_path: Path) 
         kill_supervisor(cli, "victim")
         gate.touch()
         wait_for(lambda: gone(run["agent"]["pid"]))
-        # A heartbeat (1 s here) or two later, at the latest.
-        wait_for(lambda: cli.records("victim"), timeout=5)
-        wait_for(lambda: len(cli.records("victim")) >= 2, timeout=5)
+        # A heartbeat (1 s here) or two later when quiet; the bound is wide because
+        # a loaded machine starves the daemon (seen in a full run), and no other
+        # process records a lost run here, so what ends the wait is the daemon.
+        wait_for(lambda: cli.records("victim"), timeout=20)
+        wait_for(lambda: len(cli.records("victim")) >= 2, timeout=20)
     finally:
         stop(daemon)
     assert [r["outcome"] for r in cli.records("victim")[:2]] == ["lost", "ok"]
