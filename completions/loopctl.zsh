@@ -293,8 +293,9 @@ _loopctl() {
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
-                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
+                '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -389,8 +390,9 @@ _loopctl() {
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
                 '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
-                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
+                '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.domain import verify
+from loopctl.domain import loop_settings, verify
 from loopctl.domain.model import (
     DEFAULT_BRANCH_PREFIX,
     DEFAULT_CHECKS_TIMEOUT,
@@ -71,7 +71,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
         "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
         "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
-        "max_procs": loop.max_procs, "max_output_lines": loop.max_output_lines,
+        **{s.key: getattr(loop, s.name) for s in loop_settings.PLAIN},
         "if": list(loop.gate) if loop.gate else None,
         "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
         "notes": loop.notes or None,

@@ -101,6 +101,7 @@ class LoopDef:
     max_memory: int | None = None  # bytes, where a cgroup v2 memory controller is delegated
     max_procs: int | None = None  # processes, where a cgroup v2 pids controller is delegated
     max_output_lines: int | None = None  # lines of the agent's output kept in the run log
+    nice: int | None = None  # niceness of the run's processes
     created_at: str | None = None
     model: str | None = None
     agent_args: tuple[str, ...] = ()
@@ -435,7 +436,7 @@ def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
             fields["max_memory"] = parse_size(raw["max_memory"], "'max_memory'", MIN_MAX_MEMORY)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.message}") from None
-    _simple(raw, fields, "max_procs", "max_output_lines")
+    _simple(raw, fields, *(s.key for s in loop_settings.PLAIN))
 
 
 def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
