@@ -221,20 +221,18 @@ def _size(text: str | None) -> int | None:
     return parse_size(text, "--max-file-size")
 
 
-HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
-                 ("merge", "worktree"), ("copy", "worktree"), ("protect", "worktree"),
-                 ("pr", "push"),
-                 ("merge", "pr"))
-
-
 def _check_handoff_options(merged: dict[str, Any]) -> None:
-    """In option names: the loops.yaml check says `'push' needs 'worktree: true'`."""
-    for key, needed in HANDOFF_NEEDS:
-        if merged.get(key) and not merged.get(needed):
-            what = "--worktree" if needed == "worktree" else f"--{needed}"
-            fail(f"--{key.replace('_', '-')} needs {what}"
-                 + (" (it hands off the branch of each run's worktree)"
-                    if needed == "worktree" else ""))
+    """The table's rule, in option names (loops.yaml says `'push' needs
+    'worktree: true'`); before git is asked about any of them."""
+    from loopctl.domain.loop_settings import unmet_need
+
+    unmet = unmet_need(merged)
+    if unmet:
+        key, needed = unmet
+        what = "--worktree" if needed == "worktree" else f"--{needed}"
+        fail(f"--{key.replace('_', '-')} needs {what}"
+             + (" (it hands off the branch of each run's worktree)"
+                if needed == "worktree" else ""))
 
 
 

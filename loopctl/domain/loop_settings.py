@@ -259,6 +259,20 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
 
 
+# The hand-off settings and what each needs, in the order errors name them:
+# the one rule behind `'push' needs 'worktree: true'` and `--push needs
+# --worktree`.
+NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"), ("merge", "worktree"),
+         ("copy", "worktree"), ("protect", "worktree"), ("max_file_size", "worktree"),
+         ("pr", "push"), ("merge", "pr"))
+
+
+def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
+    """The first (setting, needed) of NEEDS `values` breaks (truthy: set)."""
+    return next(((key, needed) for key, needed in NEEDS
+                 if values.get(key) and not values.get(needed)), None)
+
+
 def for_command(command: str) -> tuple[Setting, ...]:
     return tuple(s for s in SETTINGS if command in s.commands)
 
