@@ -262,15 +262,6 @@ def _flag(raw: dict[str, Any], key: str, where: str) -> bool:
     return value
 
 
-def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0,
-           high: int = 10**9) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
-        expected = f"from {low} to {high}" if high < 10**9 else f">= {low}"
-        raise UsageError(f"{where}: {key!r} must be a whole number {expected}, got {value!r}")
-    return value
-
-
 def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
     prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
     check_objective(raw, prompt, prompt_file, where)
@@ -403,12 +394,9 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     timeout, for_ = raw.get("timeout"), raw.get("for")
     fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_setting(timeout, "'timeout'")
     fields["for_s"] = DEFAULT_FOR if for_ is None else parse_setting(for_, "'for'")
-    fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
-    fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
-    fields["max_deferrals"] = _count(raw, "max_deferrals", DEFAULT_MAX_DEFERRALS, where)
-    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where,
-                                   high=MAX_NO_PROGRESS)
-    fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
+    counts = ("max_runs", "max_failures", "max_deferrals", "no_progress", "keep_runs")
+    fields.update({key: loop_settings.BY_KEY[key].default for key in counts})
+    _simple(raw, fields, *counts, where=where)
     _parse_bounds(raw, fields, where)
     from loopctl.domain.gates import parse_gate
 
