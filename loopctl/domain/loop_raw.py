@@ -79,8 +79,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
                               loop.github_anyone))
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
                "sandbox_read": list(loop.sandbox_read) or None}
-    raw.update({k: v for k, v in sandbox.items() if v is not None})
-    return raw
+    return {**raw, **{k: v for k, v in sandbox.items() if v is not None}}
 
 
 def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
