@@ -233,9 +233,7 @@ _loopctl() {
                 '--prompt-file[Read the prompt from this file at every run.]:path:_files' \
                 '--agent[Preset\: claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp, shell (default shell).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--command[Custom agent command, split like a shell, run without one.]:command: ' \
-                '--after[Delay before the first run.]:after: ' \
                 '--cwd[Working directory (default\: here).]:path:_files' \
-                '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -259,11 +257,6 @@ _loopctl() {
                 '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
-                '--raw[Send the prompt as written (no envelope).]' \
-                '--continue-session[Resume the previous run'\''s agent session.]' \
-                '--model[Model name passed with the preset'\''s model flag.]:model: ' \
-                '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
-                '--yolo[Ask for the agent'\''s full permission bypass.]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
@@ -296,6 +289,13 @@ _loopctl() {
                 '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
+                '--after[Delay before the first run.]:after: ' \
+                '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
+                '--raw[Send the prompt as written (no envelope).]' \
+                '--continue-session[Resume the previous run'\''s agent session.]' \
+                '--model[Model name passed with the preset'\''s model flag.]:model: ' \
+                '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
+                '--yolo[Ask for the agent'\''s full permission bypass.]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -38,6 +38,7 @@ from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
+from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
 
 
@@ -244,21 +245,21 @@ POLICY = ("every", "cron", "tz", "min_delay", "max_delay", "timeout", "for", "ma
 
 
 def _policy(settings: dict[str, Any]) -> dict[str, Any]:
-    from loopctl.domain.loop_settings import BY_KEY
-
     return policy_changes(**{BY_KEY[k].python: settings[BY_KEY[k].python] for k in POLICY})
 
 
-@with_settings(*POLICY, *BOUNDS)
+# What the agent is given, as `start` options from the table.
+START_FLAGS = ("raw", "continue_session", "model", "agent_args", "yolo")
+
+
+@with_settings(*POLICY, *BOUNDS, "after", "env", *START_FLAGS)
 def start(
     prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do (a --command loop may go without).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
     prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
     agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
     command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
-    after: Annotated[Optional[str], typer.Option(help="Delay before the first run.")] = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
-    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent, or KEY to pass this name from the driver's environment at fire time (repeatable).")] = None,
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
@@ -266,11 +267,6 @@ def start(
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
-    continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
-    model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
-    agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
-    yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
     fallback_agent: FallbackAgent = None,
     on_github: OnGithub = None, github_repo: GithubRepo = None,
     github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
@@ -284,6 +280,7 @@ def start(
     if prompt is None and prompt_file is None and command is None:
         fail("give the prompt as an argument or with --prompt-file (only a --command "
              "loop may go without one)")
+    after, yolo = settings["after"], bool(settings["yolo"])
     _check_schedule_given(settings["every"], settings["cron"], after, on_demand)
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
@@ -296,9 +293,8 @@ def start(
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
         max_file_size=max_file_size, protect=protect).items()
         if v is not None})
-    raw_def.update(_agent_fields(command, agent, after, env, {
-        "raw": raw or None, "continue_session": continue_session or None,
-        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
+    raw_def.update(_agent_fields(command, agent, after, settings["env"], {
+        s.key: settings[s.python] or None for s in map(BY_KEY.get, START_FLAGS) if s}))
     raw_def.update({k: v for k, v in {
         **bounds_changes(**{k: settings[k] for k in BOUNDS}),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),

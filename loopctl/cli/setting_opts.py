@@ -15,7 +15,8 @@ from loopctl.domain.errors import UsageError
 F = TypeVar("F", bound=Callable[..., Any])
 # Python types of the kinds Typer parses itself; the rest arrive as text
 # and meet their row's rule.
-_TYPES: dict[str, Any] = {"count": int, "number": float, "list": list[str]}
+_TYPES: dict[str, Any] = {"count": int, "number": float, "list": list[str], "map": list[str],
+                          "flag": bool}
 
 
 def option(key: str) -> Any:
@@ -27,6 +28,8 @@ def option(key: str) -> Any:
     extra: dict[str, Any] = {"metavar": setting.metavar} if setting.metavar else {}
     if kind is int:
         extra["min"] = setting.low
+    if kind is bool:
+        extra["show_default"] = False
     return Annotated[Optional[kind], typer.Option(*setting.flags, help=setting.help, **extra)]
 
 
