@@ -237,26 +237,7 @@ _loopctl() {
                 '--prompt-file[Read the prompt from this file at every run.]:path:_files' \
                 '--agent[Preset\: claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp, shell (default shell).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--command[Custom agent command, split like a shell, run without one.]:command: ' \
-                '--every[Interval after each run ends (10m, 1h30m) or '\''auto'\''.]:every: ' \
-                '--cron[Five-field cron expression.]:cron: ' \
-                '--tz[IANA zone for --cron (default\: the system'\''s).]:tz: ' \
-                '--after[Delay before the first run.]:after: ' \
-                '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
-                '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
                 '--cwd[Working directory (default\: here).]:path:_files' \
-                '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
-                '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
-                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
-                '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
-                '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
-                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
-                '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
-                '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
-                '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
-                '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
-                '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
-                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
-                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -269,10 +250,6 @@ _loopctl() {
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
                 '--protect[--worktree\: a path or glob from the repository'\''s top (tests/, ci/check.sh) the agent may not change\: put back as at the base after each run, before the check and the commit (repeatable; '\''none'\'' clears).]:path: ' \
-                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
-                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
-                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
-                '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
@@ -284,12 +261,6 @@ _loopctl() {
                 '--fix-attempts[--pr\: runs that continue a PR whose checks failed before it is left for review (default 3; 0\: off).]:n: ' \
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
-                '--raw[Send the prompt as written (no envelope).]' \
-                '--continue-session[Resume the previous run'\''s agent session.]' \
-                '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
-                '--model[Model name passed with the preset'\''s model flag.]:model: ' \
-                '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
-                '--yolo[Ask for the agent'\''s full permission bypass.]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
@@ -299,6 +270,36 @@ _loopctl() {
                 '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
+                '--every[Interval after each run ends (10m, 1h30m) or '\''auto'\''.]:every: ' \
+                '--cron[Five-field cron expression.]:cron: ' \
+                '--tz[IANA zone for --cron (default\: the system'\''s).]:tz: ' \
+                '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
+                '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
+                '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
+                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
+                '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
+                '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
+                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
+                '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
+                '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
+                '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
+                '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
+                '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
+                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
+                '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
+                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
+                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
+                '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
+                '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
+                '--after[Delay before the first run.]:after: ' \
+                '--env[KEY=VALUE for the agent, or KEY to pass this name from the driver'\''s environment at fire time (repeatable).]:env: ' \
+                '--raw[Send the prompt as written (no envelope).]' \
+                '--continue-session[Resume the previous run'\''s agent session.]' \
+                '--model[Model name passed with the preset'\''s model flag.]:model: ' \
+                '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
+                '--yolo[Ask for the agent'\''s full permission bypass.]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -338,24 +339,6 @@ _loopctl() {
             ;;
         update)
             _arguments -s \
-                '--every[Interval after each run ends (10m, 1h30m) or '\''auto'\''.]:every: ' \
-                '--cron[Five-field cron expression.]:cron: ' \
-                '--tz[IANA zone for --cron (default\: the system'\''s).]:tz: ' \
-                '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
-                '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
-                '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
-                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
-                '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
-                '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
-                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
-                '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
-                '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
-                '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
-                '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
-                '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
-                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
-                '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
-                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -368,10 +351,6 @@ _loopctl() {
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
                 '--protect[--worktree\: a path or glob from the repository'\''s top (tests/, ci/check.sh) the agent may not change\: put back as at the base after each run, before the check and the commit (repeatable; '\''none'\'' clears).]:path: ' \
-                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
-                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
-                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
-                '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
                 '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
                 '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
                 '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
@@ -395,6 +374,29 @@ _loopctl() {
                 '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
                 '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
+                '--every[Interval after each run ends (10m, 1h30m) or '\''auto'\''.]:every: ' \
+                '--cron[Five-field cron expression.]:cron: ' \
+                '--tz[IANA zone for --cron (default\: the system'\''s).]:tz: ' \
+                '--min-delay[With --every auto\: shortest delay (default 1m).]:min_delay: ' \
+                '--max-delay[With --every auto\: longest delay (default 1h).]:max_delay: ' \
+                '--timeout[Kill a run after this long (default 1h).]:timeout: ' \
+                '--for[Calendar lifetime from the start (default 7d).]:for: ' \
+                '--max-runs[Runs allowed in all (default 50; 0 = unlimited).]:max_runs: ' \
+                '--max-failures[Consecutive failures before pausing (default 3).]:max_failures: ' \
+                '--max-deferrals[Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).]:max_deferrals: ' \
+                '--no-progress[Identical results in a row before pausing (default 3).]:no_progress: ' \
+                '--budget-usd[Pause before a run once this many USD are spent.]:budget_usd: ' \
+                '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
+                '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
+                '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
+                '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
+                '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
+                '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
+                '--max-log[Agent output kept per run log (default 100MiB); the rest is discarded.]:max_log: ' \
+                '--max-memory[Memory of a run'\''s processes, where cgroup v2 is delegated ('\''none'\'' clears).]:max_memory: ' \
+                '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
+                '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
+                '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

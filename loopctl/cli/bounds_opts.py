@@ -1,21 +1,20 @@
-"""`--max-log`, `--max-memory`, `--max-procs`, `--max-output-lines` (DESIGN §14), for
-`start` and `update`."""
+"""`--max-log`, `--max-memory` and the plain bounds of the table
+(`--max-procs`, `--max-output-lines`, `--nice`; DESIGN §14), for `start` and
+`update`."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-from loopctl.cli.setting_opts import given, option
+from loopctl.cli.setting_opts import given
+from loopctl.domain.loop_settings import PLAIN
 
-MaxLog = option("max_log")
-MaxMemory = option("max_memory")
-MaxOutputLines = option("max_output_lines")
-MaxProcs = option("max_procs")
+BOUNDS = ("max_log", "max_memory", *(s.key for s in PLAIN))
 
 
 def bounds_changes(max_log: str | None, max_memory: str | None,
-                   max_procs: str | None, max_output_lines: str | None = None) -> dict[str, Any]:
+                   **plain: str | None) -> dict[str, Any]:
     """The options as loops.yaml keys; 'none' clears (None), an absent
     option is left out."""
     from loopctl.domain.model import MIN_MAX_LOG, MIN_MAX_MEMORY
@@ -27,8 +26,8 @@ def bounds_changes(max_log: str | None, max_memory: str | None,
     if max_memory is not None:
         out["max_memory"] = None if max_memory == "none" else \
             format_size(parse_size(max_memory, "--max-memory", MIN_MAX_MEMORY))
-    out.update(given("max_procs", max_procs))
-    out.update(given("max_output_lines", max_output_lines))
+    for key, value in plain.items():  # the rows' one rule each
+        out.update(given(key, value))
     return out
 
 

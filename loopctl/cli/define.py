@@ -12,14 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
-from loopctl.cli.bounds_opts import (
-    MaxLog,
-    MaxMemory,
-    MaxOutputLines,
-    MaxProcs,
-    bounds_changes,
-    warn_bounds,
-)
+from loopctl.cli.bounds_opts import BOUNDS, bounds_changes, warn_bounds
 from loopctl.cli.budget_warn import warn_uncounted_budget
 from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
 from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
@@ -38,12 +31,14 @@ from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.cli.setting_opts import given as given_setting
+from loopctl.cli.setting_opts import with_settings
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import UsageError
+from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
 
 
@@ -124,55 +119,21 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
 
-Timeout = Annotated[Optional[str], typer.Option(help="Kill a run after this long (default 1h).")]
 
 
-For = Annotated[Optional[str], typer.Option("--for", help="Calendar lifetime from the start (default 7d).")]
 
 
-MaxRuns = Annotated[Optional[int], typer.Option(min=0, help="Runs allowed in all (default 50; 0 = unlimited).")]
 
 
-MaxFailures = Annotated[Optional[int], typer.Option(min=0, help="Consecutive failures before pausing (default 3).")]
 
 
-MaxDeferrals = Annotated[Optional[int], typer.Option(min=0, help="Usage-limit deferrals in a row before pausing (default 10; 0 = unlimited).")]
 
 
-NoProgress = Annotated[Optional[int], typer.Option(min=0, help="Identical results in a row before pausing (default 3).")]
 
 
-Budget = Annotated[Optional[float], typer.Option(help="Pause before a run once this many USD are spent.")]
 
 
-Until = Annotated[Optional[str], typer.Option(help="Complete when the agent's final result contains this text.")]
 
-
-Overlap = Annotated[Optional[str], typer.Option(help="A fire due during a run: queue (default), skip or replace.")]
-
-
-CatchUp = Annotated[Optional[str], typer.Option(help="After downtime: one catch-up run (default) or none.")]
-
-
-OnAttention = Annotated[Optional[str], typer.Option(help="Executable given attention events on stdin ('none' removes it).")]
-
-
-KeepRuns = Annotated[Optional[int], typer.Option(min=1, help="Run logs kept per loop (default 50).")]
-
-
-Every = Annotated[Optional[str], typer.Option(help="Interval after each run ends (10m, 1h30m) or 'auto'.")]
-
-
-Cron = Annotated[Optional[str], typer.Option(help="Five-field cron expression.")]
-
-
-Tz = Annotated[Optional[str], typer.Option(help="IANA zone for --cron (default: the system's).")]
-
-
-MinDelay = Annotated[Optional[str], typer.Option(help="With --every auto: shortest delay (default 1m).")]
-
-
-Notify = Annotated[Optional[list[str]], typer.Option(help="Apprise URL told about attention events (repeatable; 'none' clears).")]
 
 
 Worktree = Annotated[Optional[bool], typer.Option("--worktree/--no-worktree", help="Run each fire in a fresh git worktree of the repository at --cwd.", show_default=False)]
@@ -261,61 +222,57 @@ def _size(text: str | None) -> int | None:
     return parse_size(text, "--max-file-size")
 
 
-HANDOFF_NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"),
-                 ("merge", "worktree"), ("copy", "worktree"), ("protect", "worktree"),
-                 ("pr", "push"),
-                 ("merge", "pr"))
-
-
 def _check_handoff_options(merged: dict[str, Any]) -> None:
-    """In option names: the loops.yaml check says `'push' needs 'worktree: true'`."""
-    for key, needed in HANDOFF_NEEDS:
-        if merged.get(key) and not merged.get(needed):
-            what = "--worktree" if needed == "worktree" else f"--{needed}"
-            fail(f"--{key.replace('_', '-')} needs {what}"
-                 + (" (it hands off the branch of each run's worktree)"
-                    if needed == "worktree" else ""))
+    """The table's rule, in option names (loops.yaml says `'push' needs
+    'worktree: true'`); before git is asked about any of them."""
+    from loopctl.domain.loop_settings import unmet_need
+
+    unmet = unmet_need(merged)
+    if unmet:
+        key, needed = unmet
+        what = "--worktree" if needed == "worktree" else f"--{needed}"
+        fail(f"--{key.replace('_', '-')} needs {what}"
+             + (" (it hands off the branch of each run's worktree)"
+                if needed == "worktree" else ""))
 
 
-MaxDelay = Annotated[Optional[str], typer.Option(help="With --every auto: longest delay (default 1h).")]
+
+# The settings whose options come from the table as they are (no
+# translator of their own beyond `policy_changes` and `bounds_changes`).
+POLICY = ("every", "cron", "tz", "min_delay", "max_delay", "timeout", "for", "max_runs",
+          "max_failures", "max_deferrals", "no_progress", "budget_usd", "until", "overlap",
+          "catch_up", "on_attention", "keep_runs", "notify")
 
 
+def _policy(settings: dict[str, Any]) -> dict[str, Any]:
+    return policy_changes(**{BY_KEY[k].python: settings[BY_KEY[k].python] for k in POLICY})
+
+
+# What the agent is given, as `start` options from the table.
+START_FLAGS = ("raw", "continue_session", "model", "agent_args", "yolo")
+
+
+@with_settings(*POLICY, *BOUNDS, "after", "env", *START_FLAGS)
 def start(
     prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do (a --command loop may go without).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
     prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
     agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
     command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
-    every: Every = None, cron: Cron = None, tz: Tz = None,
-    after: Annotated[Optional[str], typer.Option(help="Delay before the first run.")] = None,
-    min_delay: MinDelay = None, max_delay: MaxDelay = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
-    env: Annotated[Optional[list[str]], typer.Option(help="KEY=VALUE for the agent, or KEY to pass this name from the driver's environment at fire time (repeatable).")] = None,
-    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
-    max_failures: MaxFailures = None, max_deferrals: MaxDeferrals = None,
-    no_progress: NoProgress = None,
-    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
-    catch_up: CatchUp = None, on_attention: OnAttention = None, notify: Notify = None,
     worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
     push: Push = None, pr: Pr = None, merge: Merge = None,
     checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
-    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
-    max_output_lines: MaxOutputLines = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
     check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as written (no envelope).")] = False,
-    continue_session: Annotated[bool, typer.Option("--continue-session", help="Resume the previous run's agent session.")] = False,
-    keep_runs: KeepRuns = None,
-    model: Annotated[Optional[str], typer.Option(help="Model name passed with the preset's model flag.")] = None,
-    agent_arg: Annotated[Optional[list[str]], typer.Option(help="Extra argument for the agent (repeatable).")] = None,
-    yolo: Annotated[bool, typer.Option("--yolo", help="Ask for the agent's full permission bypass.")] = False,
     fallback_agent: FallbackAgent = None,
     on_github: OnGithub = None, github_repo: GithubRepo = None,
     github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
+    **settings: Any,
 ) -> None:
     """Define a loop and schedule its first run."""
     if prompt is not None and prompt_file is not None:
@@ -323,29 +280,23 @@ def start(
     if prompt is None and prompt_file is None and command is None:
         fail("give the prompt as an argument or with --prompt-file (only a --command "
              "loop may go without one)")
-    _check_schedule_given(every, cron, after, on_demand)
+    after, yolo = settings["after"], bool(settings["yolo"])
+    _check_schedule_given(settings["every"], settings["cron"], after, on_demand)
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
         fail(f"unknown agent {agent!r}: expected one of {', '.join(PRESETS)}")
-    raw_def: dict[str, Any] = policy_changes(
-        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
-        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
-        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
-        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
-        notify=notify, max_deferrals=max_deferrals)
-    raw_def = {k: v for k, v in raw_def.items() if v is not None}
+    raw_def: dict[str, Any] = {k: v for k, v in _policy(settings).items() if v is not None}
     workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
         str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
         push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
         max_file_size=max_file_size, protect=protect).items()
         if v is not None})
-    raw_def.update(_agent_fields(command, agent, after, env, {
-        "raw": raw or None, "continue_session": continue_session or None,
-        "model": model, "agent_args": agent_arg or None, "yolo": yolo or None}))
+    raw_def.update(_agent_fields(command, agent, after, settings["env"], {
+        s.key: settings[s.python] or None for s in map(BY_KEY.get, START_FLAGS) if s}))
     raw_def.update({k: v for k, v in {
-        **bounds_changes(max_log, max_memory, max_procs, max_output_lines),
+        **bounds_changes(**{k: settings[k] for k in BOUNDS}),
         **sandbox_changes(sandbox, sandbox_write, sandbox_read),
         **gate_changes(gate, if_timeout, on_demand),
         **check_changes(check, check_timeout, until_check, check_metric),
@@ -473,21 +424,13 @@ def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = Fal
               file=sys.stderr)
 
 
+@with_settings(*POLICY, *BOUNDS)
 def update(
     name: NameArg,
-    every: Every = None, cron: Cron = None, tz: Tz = None,
-    min_delay: MinDelay = None, max_delay: MaxDelay = None,
-    timeout: Timeout = None, for_: For = None, max_runs: MaxRuns = None,
-    max_failures: MaxFailures = None, max_deferrals: MaxDeferrals = None,
-    no_progress: NoProgress = None,
-    budget_usd: Budget = None, until: Until = None, overlap: Overlap = None,
-    catch_up: CatchUp = None, on_attention: OnAttention = None, keep_runs: KeepRuns = None,
-    notify: Notify = None, worktree: Worktree = None, base: Base = None,
+    worktree: Worktree = None, base: Base = None,
     branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
     merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
     max_file_size: MaxFileSize = None, protect: Protect = None,
-    max_log: MaxLog = None, max_memory: MaxMemory = None, max_procs: MaxProcs = None,
-    max_output_lines: MaxOutputLines = None,
     sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
     check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
@@ -498,15 +441,11 @@ def update(
     on_github: OnGithub = None, github_repo: GithubRepo = None,
     github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
+    **settings: Any,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
     objective = objective_changes(name, prompt, prompt_file, new_objective)
-    changes = policy_changes(
-        timeout=timeout, for_=for_, max_runs=max_runs, max_failures=max_failures,
-        no_progress=no_progress, budget_usd=budget_usd, until=until, overlap=overlap,
-        catch_up=catch_up, on_attention=on_attention, keep_runs=keep_runs,
-        every=every, cron=cron, tz=tz, min_delay=min_delay, max_delay=max_delay,
-        notify=notify, max_deferrals=max_deferrals)
+    changes = _policy(settings)
     if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
                                    checks_timeout, copy, max_file_size, protect)):
         current = reading.show(store(), name)[name]
@@ -517,9 +456,9 @@ def update(
             base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
             checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
             protect=protect))
-    changes.update(bounds_changes(max_log, max_memory, max_procs, max_output_lines))
+    changes.update(bounds_changes(**{k: settings[k] for k in BOUNDS}))
     changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
-    if on_demand and (every is not None or cron is not None):
+    if on_demand and (settings["every"] is not None or settings["cron"] is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(gate_changes(gate, if_timeout, on_demand))
     changes.update(check_changes(check, check_timeout, until_check, check_metric))

@@ -140,7 +140,12 @@ def bash(tree: Command) -> str:
             continue
         opts = " ".join(n for o in command.options for n in o.names)
         lines.append(f'        {command.name}) opts="{opts}" ;;')
-    lines += [
+    return "\n".join(lines + _bash_arguments())
+
+
+def _bash_arguments() -> list[str]:
+    """The bash script's tail: a command's options, else its arguments."""
+    return [
         "    esac",
         '    if [[ "$cur" == -* ]]; then',
         '        COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
@@ -159,7 +164,6 @@ def bash(tree: Command) -> str:
         "complete -F _loopctl loopctl",
         "",
     ]
-    return "\n".join(lines)
 
 
 def _all_options(command: Command) -> list[Option]:

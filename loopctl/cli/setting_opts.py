@@ -3,22 +3,57 @@ the flag, its help and, for a choice, a Click choice the completions offer."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
 from loopctl.domain import loop_settings
 from loopctl.domain.errors import UsageError
 
+F = TypeVar("F", bound=Callable[..., Any])
+# Python types of the kinds Typer parses itself; the rest arrive as text
+# and meet their row's rule.
+_TYPES: dict[str, Any] = {"count": int, "number": float, "list": list[str], "map": list[str],
+                          "flag": bool}
+
 
 def option(key: str) -> Any:
-    """`Annotated[...]` for a `start`/`update` parameter of the row `key`."""
-    from typing import Annotated
-
+    """`Annotated[...]` for a `start`/`update` parameter of the row `key`:
+    None when not given (`none`, where the row clears, is the text itself)."""
     setting = loop_settings.BY_KEY[key]
-    kind: Any = str if setting.clears or setting.kind != "count" else int
+    kind: Any = str if setting.clears and setting.kind == "count" \
+        else _TYPES.get(setting.kind, str)
     extra: dict[str, Any] = {"metavar": setting.metavar} if setting.metavar else {}
+    if kind is int:
+        extra["min"] = setting.low
+    if kind is bool:
+        extra["show_default"] = False
     return Annotated[Optional[kind], typer.Option(*setting.flags, help=setting.help, **extra)]
+
+
+def with_settings(*keys: str) -> Callable[[F], F]:
+    """Give a command taking `**settings` one option per row in `keys`: Typer
+    reads the signature, so the options are the table's, not a parameter
+    list written again per command."""
+    def wrap(func: F) -> F:
+        signature = inspect.signature(func, eval_str=True)
+        params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        extra = [inspect.Parameter(loop_settings.BY_KEY[k].python, inspect.Parameter.KEYWORD_ONLY,
+                                   default=None, annotation=option(k)) for k in keys]
+        # Keyword-only, so they go after the command's own options and before
+        # `--json`, which every command's help ends with.
+        tail = [p.replace(kind=p.KEYWORD_ONLY) for p in params if p.name == "as_json"]
+        own = [p for p in params if p.name != "as_json"]
+        func.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*own, *extra, *tail])
+        func.__annotations__ = {**func.__annotations__,
+                                **{p.name: p.annotation for p in extra}}
+        func.__annotations__.pop(next((p.name for p in signature.parameters.values()
+                                       if p.kind is p.VAR_KEYWORD), ""), None)
+        return func
+    return wrap
 
 
 def given(key: str, value: str | int | None) -> dict[str, Any]:

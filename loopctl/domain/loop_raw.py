@@ -3,19 +3,15 @@ reads back (the one writer of a loop's keys)."""
 
 from __future__ import annotations
 
-from loopctl.domain import verify
+from loopctl.domain import loop_settings, verify
 from loopctl.domain.model import (
     DEFAULT_BRANCH_PREFIX,
     DEFAULT_CHECKS_TIMEOUT,
     DEFAULT_FIX_ATTEMPTS,
     DEFAULT_IF_TIMEOUT,
-    DEFAULT_KEEP_RUNS,
     DEFAULT_KEEPALIVE,
-    DEFAULT_MAX_DEFERRALS,
-    DEFAULT_MAX_FAILURES,
     DEFAULT_MAX_FILE_SIZE,
     DEFAULT_MAX_LOG,
-    DEFAULT_NO_PROGRESS,
     LoopDef,
 )
 from loopctl.domain.sizes import format_size
@@ -62,19 +58,15 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
         raw["env"] = dict(loop.env)
     raw.update(timeout=fd(loop.timeout), max_runs=loop.max_runs, **{"for": fd(loop.for_s)})
     policy = {
-        "max_failures": loop.max_failures if loop.max_failures != DEFAULT_MAX_FAILURES else None,
-        "max_deferrals": loop.max_deferrals
-        if loop.max_deferrals != DEFAULT_MAX_DEFERRALS else None,
-        "no_progress": loop.no_progress if loop.no_progress != DEFAULT_NO_PROGRESS else None,
+        **_changed(loop, "max_failures", "max_deferrals", "no_progress"),
         "budget_usd": loop.budget_usd, "until": loop.until,
-        "overlap": loop.overlap if loop.overlap != "queue" else None,
-        "catch_up": loop.catch_up if loop.catch_up != "one" else None,
+        **_changed(loop, "overlap", "catch_up"),
         "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
         "raw": loop.raw or None, "continue_session": loop.continue_session or None,
-        "keep_runs": loop.keep_runs if loop.keep_runs != DEFAULT_KEEP_RUNS else None,
+        **_changed(loop, "keep_runs"),
         "max_log": format_size(loop.max_log) if loop.max_log != DEFAULT_MAX_LOG else None,
         "max_memory": format_size(loop.max_memory) if loop.max_memory else None,
-        "max_procs": loop.max_procs, "max_output_lines": loop.max_output_lines,
+        **{s.key: getattr(loop, s.name) for s in loop_settings.PLAIN},
         "if": list(loop.gate) if loop.gate else None,
         "if_timeout": fd(loop.gate_timeout) if loop.gate_timeout != DEFAULT_IF_TIMEOUT else None,
         "notes": loop.notes or None,
@@ -90,8 +82,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
                               loop.github_anyone))
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
                "sandbox_read": list(loop.sandbox_read) or None}
-    raw.update({k: v for k, v in sandbox.items() if v is not None})
-    return raw
+    return {**raw, **{k: v for k, v in sandbox.items() if v is not None}}
 
 
 def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
@@ -114,3 +105,10 @@ def _workspace_raw(loop: LoopDef) -> dict[str, Any]:
         if loop.pr and loop.fix_attempts != DEFAULT_FIX_ATTEMPTS else None,
     }
     return {k: v for k, v in workspace.items() if v is not None}
+
+
+def _changed(loop: LoopDef, *keys: str) -> dict[str, Any]:
+    """The settings `keys` as written: left out (None) at their row's default."""
+    rows = [loop_settings.BY_KEY[key] for key in keys]
+    return {s.key: None if getattr(loop, s.name) == s.default else getattr(loop, s.name)
+            for s in rows}

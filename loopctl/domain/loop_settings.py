@@ -72,6 +72,9 @@ class Setting:
     objective: bool = False  # part of what the loop does: `start` sets it, `update` refuses
     update_help: str = ""
     doc: str = ""
+    # Parsed by `problem` alone and written as the field holds it: such a
+    # setting is its row, its LoopDef field and its enforcement.
+    plain: bool = False
 
     @property
     def name(self) -> str:
@@ -176,12 +179,15 @@ SETTINGS: tuple[Setting, ...] = (
        "discarded.", default=100 * MiB, low=4096, limit="log"),
     _s("max_output_lines", "count", "Lines of agent output kept per run log; the rest is "
        "discarded, as past --max-log ('none' clears).", low=1, clears=True,
-       limit="output lines"),
+       limit="output lines", plain=True),
     _s("max_memory", "size", "Memory of a run's processes, where cgroup v2 is delegated "
        "('none' clears).", low=16 * MiB, clears=True, limit="memory",
        export="a cgroup limit where the target has one (systemd MemoryMax)"),
     _s("max_procs", "count", "Processes a run may have at once, where cgroup v2 is delegated "
-       "('none' clears).", low=1, clears=True, limit="procs"),
+       "('none' clears).", low=1, clears=True, limit="procs", plain=True),
+    _s("nice", "count", "Niceness of a run's processes (agent, gate, check), as nice(1): "
+       "0 to 19, higher yields the CPU to others ('none' clears).", high=19, clears=True,
+       limit="nice", plain=True, export="the scheduler's niceness where it has one"),
     _s("if", "command", "Gate run before each fire, split like --command: exit 0 runs the "
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
        clears=True, rule="gates"),
@@ -250,9 +256,24 @@ SETTINGS: tuple[Setting, ...] = (
 BY_KEY = {s.key: s for s in SETTINGS}
 KEYS = frozenset(BY_KEY)
 LIMITS = tuple(s for s in SETTINGS if s.limit)
+PLAIN = tuple(s for s in SETTINGS if s.plain)
 # What a loop does, as `start` options: `update` refuses them (it changes
 # policy, never the objective) and says so rather than suggest a near flag.
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
+
+
+# The hand-off settings and what each needs, in the order errors name them:
+# the one rule behind `'push' needs 'worktree: true'` and `--push needs
+# --worktree`.
+NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"), ("merge", "worktree"),
+         ("copy", "worktree"), ("protect", "worktree"), ("max_file_size", "worktree"),
+         ("pr", "push"), ("merge", "pr"))
+
+
+def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
+    """The first (setting, needed) of NEEDS `values` breaks (truthy: set)."""
+    return next(((key, needed) for key, needed in NEEDS
+                 if values.get(key) and not values.get(needed)), None)
 
 
 def for_command(command: str) -> tuple[Setting, ...]:

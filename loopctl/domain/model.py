@@ -56,7 +56,6 @@ MIN_MAX_MEMORY = 16 * 1024**2
 
 KEYS = loop_settings.KEYS
 GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
-MERGE_METHODS = ("squash", "merge", "rebase")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
@@ -105,6 +104,7 @@ class LoopDef:
     max_memory: int | None = None  # bytes, where a cgroup v2 memory controller is delegated
     max_procs: int | None = None  # processes, where a cgroup v2 pids controller is delegated
     max_output_lines: int | None = None  # lines of the agent's output kept in the run log
+    nice: int | None = None  # niceness of the run's processes
     created_at: str | None = None
     model: str | None = None
     agent_args: tuple[str, ...] = ()
@@ -217,7 +217,7 @@ def _near(key: str) -> str:
     return f" (did you mean {best[0]!r}?)" if best else ""
 
 
-def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str) -> None:
+def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str, where: str = "") -> None:
     """Keys whose one rule is their row's (domain/loop_settings.problem)."""
     for key in keys:
         setting, value = loop_settings.BY_KEY[key], raw.get(key)
@@ -225,7 +225,7 @@ def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str) -> None:
             continue
         problem = loop_settings.problem(setting, value)
         if problem:
-            raise UsageError(f"{key!r} {problem}")
+            raise UsageError(f"{where}: {key!r} {problem}" if where else f"{key!r} {problem}")
         fields[setting.name] = value
 
 
@@ -263,15 +263,6 @@ def _flag(raw: dict[str, Any], key: str, where: str) -> bool:
     value = raw.get(key, False)
     if not isinstance(value, bool):
         raise UsageError(f"{where}: {key!r} must be true or false")
-    return value
-
-
-def _count(raw: dict[str, Any], key: str, default: int, where: str, low: int = 0,
-           high: int = 10**9) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or value > high:
-        expected = f"from {low} to {high}" if high < 10**9 else f">= {low}"
-        raise UsageError(f"{where}: {key!r} must be a whole number {expected}, got {value!r}")
     return value
 
 
@@ -407,12 +398,9 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
     timeout, for_ = raw.get("timeout"), raw.get("for")
     fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_setting(timeout, "'timeout'")
     fields["for_s"] = DEFAULT_FOR if for_ is None else parse_setting(for_, "'for'")
-    fields["max_runs"] = _count(raw, "max_runs", DEFAULT_MAX_RUNS, where)
-    fields["max_failures"] = _count(raw, "max_failures", DEFAULT_MAX_FAILURES, where)
-    fields["max_deferrals"] = _count(raw, "max_deferrals", DEFAULT_MAX_DEFERRALS, where)
-    fields["no_progress"] = _count(raw, "no_progress", DEFAULT_NO_PROGRESS, where,
-                                   high=MAX_NO_PROGRESS)
-    fields["keep_runs"] = _count(raw, "keep_runs", DEFAULT_KEEP_RUNS, where, low=1)
+    counts = ("max_runs", "max_failures", "max_deferrals", "no_progress", "keep_runs")
+    fields.update({key: loop_settings.BY_KEY[key].default for key in counts})
+    _simple(raw, fields, *counts, where=where)
     _parse_bounds(raw, fields, where)
     from loopctl.domain.gates import parse_gate
 
@@ -423,11 +411,8 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
             raise UsageError(f"{where}: 'budget_usd' must be a positive number of dollars")
         fields["budget_usd"] = float(budget)
-    for key, allowed in (("overlap", OVERLAP), ("catch_up", CATCH_UP)):
-        value = raw.get(key, allowed[0])
-        if value not in allowed:
-            raise UsageError(f"{where}: {key!r} must be one of {', '.join(allowed)}, got {value!r}")
-        fields[key] = value
+    fields.update(overlap=OVERLAP[0], catch_up=CATCH_UP[0])
+    _simple(raw, fields, "overlap", "catch_up", where=where)
 
 
 def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
@@ -439,7 +424,7 @@ def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
             fields["max_memory"] = parse_size(raw["max_memory"], "'max_memory'", MIN_MAX_MEMORY)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.message}") from None
-    _simple(raw, fields, "max_procs", "max_output_lines")
+    _simple(raw, fields, *(s.key for s in loop_settings.PLAIN))
 
 
 def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
@@ -460,10 +445,8 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
     fields["branch_prefix"] = _ref(raw, "branch_prefix", check_branch_prefix, where) \
         or DEFAULT_BRANCH_PREFIX
     fields["push"] = _ref(raw, "push", check_remote, where)
-    merge = raw.get("merge")
-    if merge is not None and merge not in MERGE_METHODS:
-        raise UsageError(f"{where}: 'merge' must be one of {', '.join(MERGE_METHODS)}")
-    fields["merge"] = merge
+    fields["merge"] = None
+    _simple(raw, fields, "merge", where=where)
     timeout = raw.get("checks_timeout")
     fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
         else parse_setting(timeout, "'checks_timeout'")
@@ -481,15 +464,12 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
         from loopctl.domain.sizes import parse_size  # rare: not on the tick path
 
         fields["max_file_size"] = parse_size(size, f"{where}: 'max_file_size'")
-    needs = [("pr", "push"), ("merge", "pr")] if fields["worktree"] else []
-    for key, required in needs:
-        if fields[key] and not fields[required]:
-            raise UsageError(f"{where}: {key!r} needs {required!r}")
-    extras = [k for k in ("base", "push", "pr", "merge", "copy", "protect") if fields[k]]
-    if fields["max_file_size"] != DEFAULT_MAX_FILE_SIZE:
-        extras.append("max_file_size")
-    if extras and not fields["worktree"]:
-        raise UsageError(f"{where}: {extras[0]!r} needs 'worktree: true'")
+    unmet = loop_settings.unmet_need(
+        {**fields, "max_file_size": fields["max_file_size"] != DEFAULT_MAX_FILE_SIZE})
+    if unmet:
+        key, needed = unmet
+        raise UsageError(f"{where}: {key!r} needs "
+                         + ("'worktree: true'" if needed == "worktree" else repr(needed)))
 
 
 def check_sandbox_mode(value: object, where: str) -> str | None:

@@ -354,9 +354,11 @@ def marked(mark: str) -> list[int]:
 # -- the two callers ------------------------------------------------------------
 
 
-def child_setup(parent: int, procs_fd: int | None) -> Callable[[], None]:
-    """The agent's pre-exec step: join the run's cgroup, die with the
-    supervisor. If the supervisor died before the prctl, exit at once."""
+def child_setup(parent: int, procs_fd: int | None,
+                nice: int | None = None) -> Callable[[], None]:
+    """The agent's pre-exec step: join the run's cgroup, take the loop's
+    niceness, die with the supervisor. If the supervisor died before the
+    prctl, exit at once."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -364,6 +366,10 @@ def child_setup(parent: int, procs_fd: int | None) -> Callable[[], None]:
     def setup() -> None:
         if procs_fd is not None:
             os.write(procs_fd, b"0")
+        # Never lower: an unprivileged process may only raise its niceness,
+        # and a driver already run under `nice` keeps its own.
+        if nice is not None and nice > os.getpriority(os.PRIO_PROCESS, 0):
+            os.setpriority(os.PRIO_PROCESS, 0, nice)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:
             os._exit(137)

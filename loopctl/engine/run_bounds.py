@@ -27,6 +27,7 @@ class RunBounds:
     trim: LogTrim | None = None  # scheduled runs: cuts the log back to the bound
     capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
     procs_fd: int | None = None  # the cgroup's procs file, joined in the child
+    nice: int | None = None  # the loop's niceness, taken in the child
 
     @property
     def truncated(self) -> bool:
@@ -45,6 +46,7 @@ def hold(ctx: RunContext, loop: LoopDef) -> None:
     b = ctx.bounds
     b.launched = True
     b.held = reaper.contain(ctx.store.paths.state_dir, ctx.name, ctx.run_id)
+    b.nice = loop.nice
     for note in reaper.apply_limits(b.held, loop.max_memory, loop.max_procs):
         ctx.log.hold(f"# loopctl: {note}")
     from loopctl.storage.paths import ensure_dir
@@ -75,7 +77,7 @@ def child_setup(ctx: RunContext) -> Callable[[], None]:
     """Run in the child between fork and exec: die with the supervisor, join
     the run's cgroup."""
     ctx.bounds.procs_fd = reaper.open_procs(ctx.bounds.held)
-    return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd)
+    return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd, ctx.bounds.nice)
 
 
 def spawned(ctx: RunContext) -> None:
