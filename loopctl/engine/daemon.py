@@ -110,6 +110,9 @@ class Daemon:
                 checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
                 if current != seen or checking or (wake_at is not None and now >= wake_at):
                     wake_at, seen = self._pass(now)
+                    if not self.lease.held:  # lost under the lock: renew, then look again
+                        next_heartbeat, seen = 0.0, None
+                        continue
                     last_pass = now
                     if wake_at is not None and wake_at <= now:
                         # Still due after a pass: never spin; look again in a second.
@@ -150,7 +153,7 @@ class Daemon:
         # Taken before the pass: a file fixed while it failed must look new.
         before = self.signatures()
         try:
-            report = driver_pass(self.store, now)
+            report = driver_pass(self.store, now, lease=self.lease)
         except LoopctlError as exc:
             if exc.message != self.last_error:
                 self.log(f"not firing: {exc.message}")

@@ -33,6 +33,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.storage.lease import LeaseFile
+
 
 @record
 class PassReport:
@@ -48,6 +50,9 @@ class PassReport:
     # under its lock: a write by anyone after it (a run settling) differs.
     signatures: tuple[Any, Any] | None = None
     invalid: dict[str, str] = factory(dict)
+    # The driver's lease was no longer its own under the store lock: nothing
+    # was read, claimed or written.
+    lease_lost: bool = False
 
 
 def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
@@ -274,10 +279,21 @@ def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
     return min(wakes) if wakes else None
 
 
-def driver_pass(store: Store, now: float, defs: Definitions | None = None) -> PassReport:
-    """Reconcile, settle what was lost, claim and launch what is due."""
+def driver_pass(store: Store, now: float, defs: Definitions | None = None,
+                lease: LeaseFile | None = None) -> PassReport:
+    """Reconcile, settle what was lost, claim and launch what is due.
+
+    With the driver's `lease`, the pass is fenced: under the store lock it
+    takes the time again (the `now` it was given may predate a pause) and
+    goes on only while the lease file still names it, live at that time."""
     report = PassReport()
     with store.lock():
+        if lease is not None:
+            now = max(now, clock.now())
+            if not lease.holds(now):
+                lease.held = False
+                report.lease_lost = True
+                return report
         defs = defs or store.read_defs()
         state = store.read_state()
         repaired = set(store.repairs)
@@ -362,7 +378,7 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
     if holder is not None:
         return TickReport(None, deferred_to=describe(holder))
     try:
-        report = driver_pass(store, now)
+        report = driver_pass(store, now, lease=lease)
     finally:
         lease.release()
     result = TickReport(report)

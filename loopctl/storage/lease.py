@@ -100,6 +100,15 @@ class LeaseFile:
             self.held = True
             return None
 
+    def holds(self, now: float) -> bool:
+        """Whether the lease file still names this driver, live at `now`:
+        checked under the store lock by a pass about to claim, since a
+        driver paused (SIGSTOP, a VM freeze) since its heartbeat may have
+        been taken over meanwhile."""
+        current = self.read()
+        return current is not None and current.owner == self.owner \
+            and now <= current.expires_at(self.ttl)
+
     def release(self) -> None:
         if not self.held:
             return
