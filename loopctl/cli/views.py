@@ -166,7 +166,21 @@ def _next_fire(info: dict[str, Any], now: float) -> str:
         place = f"{info['queue_place']} in the queue, " if info.get("queue_place") else ""
         return (f"when a slot frees ({place}queued {ago(ts(info['queued_since']), now)}; "
                 "max_concurrent)")
-    return relative(ts(info["next_fire"]), now)
+    return relative(ts(info["next_fire"]), now) + _backoff(info)
+
+
+def _backoff(info: dict[str, Any]) -> str:
+    """` (backoff x2 after 1 failure)`: an interval loop waits longer after
+    failures (DESIGN §7); a cron loop keeps its slots, so it says nothing."""
+    from loopctl.domain.schedule import backoff_factor
+
+    failures = info["failures"]["consecutive"]
+    schedule = info["schedule"]
+    if not failures or not info.get("next_fire") or schedule.get("cron") \
+            or schedule.get("on_demand"):
+        return ""
+    return f" (backoff x{backoff_factor(failures)} after {failures} " \
+        f"failure{'' if failures == 1 else 's'})"
 
 
 def _status_text(info: dict[str, Any]) -> str:
