@@ -114,7 +114,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         from loopctl.integrations.notify import check_urls
 
         # `--notify none` clears the list (with others: they replace it).
-        given["notify"] = check_urls(notify) or clear
+        given["notify"] = check_urls(_named_targets(notify)) or clear
     # None in the result means "remove this key" (defining.update).
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
@@ -335,6 +335,17 @@ def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str |
     from loopctl.cli import sandbox_opts
 
     sandbox_opts.warn(raw_def, store().read_defs().top.get("sandbox"))
+
+
+def _named_targets(values: list[str]) -> list[str]:
+    """`--notify NAME`: a word without `://` is a name from `notify_targets:`,
+    stored as the URLs it names; an unknown name is exit 2 naming the known."""
+    from loopctl.commands.setup import resolve_targets
+
+    words = [v for v in values if v != "none"]
+    if all("://" in v for v in words):
+        return values
+    return resolve_targets(store(), words)
 
 
 def _check_schedule_given(every: str | None, cron: str | None, after: str | None,

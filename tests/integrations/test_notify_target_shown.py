@@ -28,3 +28,17 @@ def test_a_bad_notify_url_names_its_host_not_its_secrets(cli: CLI) -> None:
     assert proc.returncode == 2
     assert "bad --notify https://hooks.example.com/****:" in proc.stderr
     assert not any(piece in proc.stderr for piece in ("user", ":pw", "secret", "tok123"))
+
+
+def test_a_bare_word_in_start_notify_is_a_target_name(cli: CLI) -> None:
+    unknown = cli("start", "p", "--name", "n", "--every", "1h", "--command", "true",
+                  "--notify", "me")
+    assert unknown.returncode == 2 and "unknown notification target 'me'" in unknown.stderr
+    yaml = cli.home / "loops.yaml"
+    yaml.parent.mkdir(parents=True, exist_ok=True)
+    yaml.write_text("version: 1\nloops: {}\nnotify_targets:\n  me: json://localhost:9/x\n")
+    cli("start", "p", "--name", "n", "--every", "1h", "--command", "true",
+        "--notify", "me", check=0)
+    assert cli.json("show", "n", "--reveal")["definition"]["notify"] == ["json://localhost:9/x"]
+    other = cli("update", "n", "--notify", "nope")
+    assert other.returncode == 2 and "(me)" in other.stderr
