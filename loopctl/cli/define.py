@@ -341,11 +341,15 @@ def _named_targets(values: list[str]) -> list[str]:
     """`--notify NAME`: a word without `://` is a name from `notify_targets:`,
     stored as the URLs it names; an unknown name is exit 2 naming the known."""
     from loopctl.commands.setup import resolve_targets
+    from loopctl.domain.names import is_loop_name
 
-    words = [v for v in values if v != "none"]
-    if all("://" in v for v in words):
+    # Only what a name may be is one: other text goes to Apprise's check,
+    # which shows it masked (it may be a mistyped URL with its token).
+    if not any(v != "none" and is_loop_name(v) for v in values):
         return values
-    return resolve_targets(store(), words)
+    return [url for v in values
+            for url in (resolve_targets(store(), [v]) if v != "none" and is_loop_name(v)
+                        else [v])]
 
 
 def _check_schedule_given(every: str | None, cron: str | None, after: str | None,
