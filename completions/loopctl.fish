@@ -81,7 +81,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from list' -l status -x -d 'Only 
 complete -c loopctl -n '__fish_seen_subcommand_from list' -l sort -x -d 'Order: next (soonest fire first), last (latest run first) or name.'
 complete -c loopctl -n '__fish_seen_subcommand_from list' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from logs' -l run -x -d 'Run id (default: latest).'
-complete -c loopctl -n '__fish_seen_subcommand_from logs' -l follow -s f -d 'Follow a live run until it ends.'
+complete -c loopctl -n '__fish_seen_subcommand_from logs' -l follow -s f -d 'Follow a live run until it ends, then exit with its exit code (as `run` gives it); a run that already ended is printed and its code given at once.'
 complete -c loopctl -n '__fish_seen_subcommand_from logs' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from ls' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from ls' -l status -x -d 'Only loops of this status (active, running, paused, failed, queued, invalid, expired, stopped, completed, held).'

@@ -150,8 +150,8 @@ _loopctl() {
         logs)
             _arguments -s \
                 '--run[Run id (default\: latest).]:run_id: ' \
-                '--follow[Follow a live run until it ends.]' \
-                '-f[Follow a live run until it ends.]' \
+                '--follow[Follow a live run until it ends, then exit with its exit code (as `run` gives it); a run that already ended is printed and its code given at once.]' \
+                '-f[Follow a live run until it ends, then exit with its exit code (as `run` gives it); a run that already ended is printed and its code given at once.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'

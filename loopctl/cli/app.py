@@ -24,7 +24,7 @@ from loopctl.cli import (
     views,
 )
 from loopctl.cli import define as defining
-from loopctl.cli.failure import report
+from loopctl.cli.failure import ask_json, report, say
 from loopctl.domain.errors import EXIT_INTERRUPTED
 
 app = typer.Typer(
@@ -126,27 +126,24 @@ def run_app(args: list[str]) -> NoReturn:
     # reachable there (typer.Exit and typer.Abort are its own classes).
     from typer._click import exceptions as cx
 
+    ask_json(args)
     command = typer.main.get_command(_narrowed(args))
     try:
         code = command.main(args, prog_name="loopctl", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:
-        print("loopctl: interrupted", file=sys.stderr)
-        code = EXIT_INTERRUPTED
+        code = say("interrupted", EXIT_INTERRUPTED, "")
     except cx.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
         code = 2
     except cx.NoSuchOption as exc:
-        print(f"loopctl: error: {_no_such_option(exc)}", file=sys.stderr)
-        code = 2
+        code = say(_no_such_option(exc), 2)
     except cx.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        print(f"loopctl: error: {exc.format_message()}{hint}", file=sys.stderr)
-        code = 2
+        code = say(f"{exc.format_message()}{hint}", 2)
     except cx.ClickException as exc:
-        print(f"loopctl: error: {exc.format_message()}", file=sys.stderr)
-        code = exc.exit_code
+        code = say(exc.format_message(), exc.exit_code)
     except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
         code = report(exc)
     sys.exit(code if isinstance(code, int) else 0)

@@ -114,7 +114,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         from loopctl.integrations.notify import check_urls
 
         # `--notify none` clears the list (with others: they replace it).
-        given["notify"] = check_urls(notify) or clear
+        given["notify"] = check_urls(_named_targets(notify)) or clear
     # None in the result means "remove this key" (defining.update).
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
@@ -335,6 +335,21 @@ def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str |
     from loopctl.cli import sandbox_opts
 
     sandbox_opts.warn(raw_def, store().read_defs().top.get("sandbox"))
+
+
+def _named_targets(values: list[str]) -> list[str]:
+    """`--notify NAME`: a word without `://` is a name from `notify_targets:`,
+    stored as the URLs it names; an unknown name is exit 2 naming the known."""
+    from loopctl.commands.setup import resolve_targets
+    from loopctl.domain.names import is_loop_name
+
+    # Only what a name may be is one: other text goes to Apprise's check,
+    # which shows it masked (it may be a mistyped URL with its token).
+    if not any(v != "none" and is_loop_name(v) for v in values):
+        return values
+    return [url for v in values
+            for url in (resolve_targets(store(), [v]) if v != "none" and is_loop_name(v)
+                        else [v])]
 
 
 def _check_schedule_given(every: str | None, cron: str | None, after: str | None,

@@ -246,6 +246,7 @@ def dispatch(args: list[str]) -> int | None:
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
-        from loopctl.cli.failure import report
+        from loopctl.cli.failure import ask_json, report
 
+        ask_json(args)
         return report(exc)

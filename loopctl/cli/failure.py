@@ -7,21 +7,40 @@ import sys
 
 from loopctl.domain.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, LoopctlError
 
+# Whether the command line asked for `--json`: its failures are then also a
+# JSON object on stdout, where a script reading the JSON looks.
+json_asked = False
+
+
+def ask_json(args: list[str]) -> None:
+    """Note whether `args` (before a `--`) asks for `--json`."""
+    global json_asked
+    json_asked = "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+def say(message: str, code: int, label: str = "error: ") -> int:
+    """A failure: `loopctl: error: MESSAGE` on stderr and, under `--json`,
+    `{"version": 1, "error": {"code": CODE, "message": MESSAGE}}` on stdout."""
+    label = "" if code == EXIT_OK else label
+    print(f"loopctl: {label}{message}", file=sys.stderr)
+    if json_asked and code != EXIT_OK:
+        import json
+
+        print(json.dumps({"version": 1, "error": {"code": code, "message": message}}),
+              flush=True)
+    return code
+
 
 def report(exc: BaseException) -> int:
     """The one error path of every entry point: one line on stderr and the
     documented exit code; a traceback only with LOOPCTL_DEBUG=1."""
     if isinstance(exc, LoopctlError):
-        label = "" if exc.code == EXIT_OK else "error: "
-        print(f"loopctl: {label}{exc.message}", file=sys.stderr)
-        return exc.code
+        return say(exc.message, exc.code)
     if isinstance(exc, KeyboardInterrupt):
-        print("loopctl: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return say("interrupted", EXIT_INTERRUPTED, "")
     if isinstance(exc, BrokenPipeError):
         return EXIT_OK  # `loopctl ls | head`: the reader left, nothing is wrong
     if os.environ.get("LOOPCTL_DEBUG"):
         raise exc
-    print(f"loopctl: unexpected error: {type(exc).__name__}: {str(exc)[:300]} "
-          "(set LOOPCTL_DEBUG=1 for a traceback)", file=sys.stderr)
-    return EXIT_FAILED
+    return say(f"unexpected error: {type(exc).__name__}: {str(exc)[:300]} "
+               "(set LOOPCTL_DEBUG=1 for a traceback)", EXIT_FAILED, "")

@@ -166,7 +166,21 @@ def _next_fire(info: dict[str, Any], now: float) -> str:
         place = f"{info['queue_place']} in the queue, " if info.get("queue_place") else ""
         return (f"when a slot frees ({place}queued {ago(ts(info['queued_since']), now)}; "
                 "max_concurrent)")
-    return relative(ts(info["next_fire"]), now)
+    return relative(ts(info["next_fire"]), now) + _backoff(info)
+
+
+def _backoff(info: dict[str, Any]) -> str:
+    """` (backoff x2 after 1 failure)`: an interval loop waits longer after
+    failures (DESIGN §7); a cron loop keeps its slots, so it says nothing."""
+    from loopctl.domain.schedule import backoff_factor
+
+    failures = info["failures"]["consecutive"]
+    schedule = info["schedule"]
+    if not failures or not info.get("next_fire") or schedule.get("cron") \
+            or schedule.get("on_demand"):
+        return ""
+    return f" (backoff x{backoff_factor(failures)} after {failures} " \
+        f"failure{'' if failures == 1 else 's'})"
 
 
 def _status_text(info: dict[str, Any]) -> str:
@@ -255,7 +269,7 @@ def show(name: NameArg, as_json: JsonOpt = False,
 
 def logs(name: NameArg,
          run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends.")] = False) -> None:
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends, then exit with its exit code (as `run` gives it); a run that already ended is printed and its code given at once.")] = False) -> None:
     """Print a run's log (the latest by default)."""
     from loopctl.domain.checks import check_name
     from loopctl.domain.untrusted import check_run_id
@@ -325,6 +339,8 @@ def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> No
             if not follow or read_bounded(s.paths.run_record(name, run_id)) is not None:
                 if follow:  # the footer may land after the record check
                     out.write(handle.read())
+                    out.flush()
+                    raise typer.Exit(_run_exit(s, name, run_id))
                 return
             if time.monotonic() - checked >= 1.0:
                 checked = time.monotonic()
@@ -334,6 +350,15 @@ def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> No
                     fail(f"run {run_id} of {name} is no longer running and left no record "
                          "(its supervisor died; the next driver records it as lost)", 1)
             time.sleep(0.2)
+
+
+def _run_exit(s: Store, name: str, run_id: str) -> int:
+    """`logs -f`'s exit code: the followed run's, as `loopctl run` gives it."""
+    from loopctl.engine.supervisor import exit_code_for
+    from loopctl.storage.runs import load_record
+
+    record = load_record(s.paths.run_record(name, run_id), run_id)
+    return exit_code_for(record) if record is not None else 1
 
 
 def _run_in_flight(s: Store, name: str, run_id: str) -> bool:

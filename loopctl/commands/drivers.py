@@ -22,9 +22,6 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-RUN_MODES = ("manual", "force", "scheduled")
-
-
 def claim_now(store: Store, name: str, mode: str = "manual",
               spawn: Callable[[str], int] | None = None) -> tuple[str, bool]:
     """Claim a run of `name` now; its id, and whether it runs in a worktree.

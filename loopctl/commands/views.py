@@ -64,6 +64,22 @@ def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -
             columns["rate_limited_until"][i] = shown["until"]
 
 
+def _workspace(loop: LoopDef) -> dict[str, Any] | None:
+    if not loop.worktree:
+        return None
+    return {"base": loop.base, "branch_prefix": loop.branch_prefix,
+            "push": loop.push, "pr": loop.pr, "merge": loop.merge,
+            "fix_attempts": loop.fix_attempts if loop.pr else None,
+            "protect": list(loop.protect)}
+
+
+def _github(loop: LoopDef) -> dict[str, Any] | None:
+    if not loop.on_github:
+        return None
+    return {"events": list(loop.on_github), "repo": loop.github_repo,
+            "command": loop.github_command, "anyone": loop.github_anyone}
+
+
 def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
              both: list[tuple[LoopDef, dict[str, Any]]]) -> dict[str, list[Any]]:
     return {
@@ -110,11 +126,7 @@ def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
                                else None for st in states],
         "hook_error": [_delivery_error(st.get("hook_error")) for st in states],
         "notify": [[mask(url) for url in loop.notify] if loop.notify else [] for loop in loops],
-        "workspace": [{"base": loop.base, "branch_prefix": loop.branch_prefix,
-                       "push": loop.push, "pr": loop.pr, "merge": loop.merge,
-                       "fix_attempts": loop.fix_attempts if loop.pr else None,
-                       "protect": list(loop.protect)}
-                      if loop.worktree else None for loop in loops],
+        "workspace": [_workspace(loop) for loop in loops],
         "pr_feedback": [st.get("pr_feedback") for st in states],
         "notes": [loop.notes for loop in loops],
         "last_handoff": [st.get("last_handoff") for st in states],
@@ -124,9 +136,7 @@ def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
         "triggers_pending": [(st.get("triggered") or {}).get("count", 0) for st in states],
         "check": [verify.describe(loop) for loop in loops],
         "last_check": [st.get("last_check") for st in states],
-        "github": [{"events": list(loop.on_github), "repo": loop.github_repo,
-                    "command": loop.github_command, "anyone": loop.github_anyone}
-                   if loop.on_github else None for loop in loops],
+        "github": [_github(loop) for loop in loops],
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from typing import Any
 
 EXIT_OK = 0
@@ -61,3 +62,12 @@ def shorten(value: Any, limit: int = 60) -> str:
     """A bad value, safe to quote in a note."""
     shown = repr(value)
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def near_miss(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'max_runs'?)` for a near miss of one of `choices`;
+    empty when none is near."""
+    import difflib
+
+    best = difflib.get_close_matches(word, sorted(choices), 1, 0.75)
+    return f" (did you mean {best[0]!r}?)" if best else ""

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
 
 MAX_PAYLOAD = 64 * 1024  # bytes of UTF-8 a trigger may carry
 GATE_TAIL = 8 * 1024  # bytes of the gate's output kept (log, record, envelope)
-GATE_OUTCOMES = ("skipped", "gate_error")
 
 
 def parse_gate(raw: dict[str, Any], where: str) -> dict[str, Any]:

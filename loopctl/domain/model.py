@@ -22,7 +22,7 @@ from loopctl.domain.checks import (
     split_command,
 )
 from loopctl.domain.durations import parse_setting
-from loopctl.domain.errors import UsageError, shorten
+from loopctl.domain.errors import UsageError, near_miss, shorten
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
@@ -183,7 +183,7 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         raise UsageError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
     unknown = sorted(str(k) for k in raw if k not in KEYS)
     if unknown:
-        raise UsageError(f"{where}: unknown key {unknown[0]!r}{_near(unknown[0])}; see "
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}{near_miss(unknown[0], KEYS)}; see "
                          "`man loopctl` (LOOPS.YAML)")
     bad = _not_utf8(raw)
     if bad:
@@ -207,14 +207,6 @@ def parse_loop(name: object, raw: object) -> LoopDef:
             raise
         raise UsageError(f"{where}: {exc.message}") from None
     return LoopDef(**fields)
-
-
-def _near(key: str) -> str:
-    """A near miss of a key (`max_run`): the one meant."""
-    import difflib
-
-    best = difflib.get_close_matches(key, sorted(KEYS), 1, 0.75)
-    return f" (did you mean {best[0]!r}?)" if best else ""
 
 
 def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str, where: str = "") -> None:

@@ -221,6 +221,25 @@ def _delay(value: Any) -> Any:
     return value
 
 
+def where(url: str) -> str:
+    """`json://hooks.example.com/****`: the scheme and a host that is a
+    machine's name (dotted, or localhost), so a user can tell which target
+    failed; the user, password, port, path and query never show. A host that
+    is no machine's name (an ntfy topic, a Slack team) is masked (`mask`)."""
+    from urllib.parse import urlsplit
+
+    shown = mask(url)
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return shown
+    if not shown.endswith("://****") or not host \
+            or not ("." in host or host == "localhost") \
+            or not re.fullmatch(r"[a-z0-9.-]{1,253}", host):
+        return shown
+    return f"{shown.removesuffix('****')}{host}/****"
+
+
 def mask(url: str) -> str:
     """`slack://****`: the scheme says where, nothing says how to post."""
     scheme, sep, _ = url.partition("://")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from loopctl.domain.errors import UsageError
 from loopctl.domain.lazy_re import lazy
-from loopctl.domain.untrusted import mask
+from loopctl.domain.untrusted import mask, where
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -89,7 +89,7 @@ def check_urls(urls: Iterable[str]) -> list[str]:
         if url == "none":
             continue
         if not apprise.Apprise().add(url):
-            raise UsageError(f"bad --notify {mask(url)}: Apprise does not understand this URL; "
+            raise UsageError(f"bad --notify {where(url)}: Apprise does not understand this URL; "
                              "expected one like slack://..., ntfy://topic, mailto://..., "
                              "json://host:port/path (see Apprise's service list)")
         checked.append(url)
@@ -190,7 +190,7 @@ def send(targets: Iterable[str], title: str, body: str,
                                                          notify_type=kind))
             detail = log.getvalue().strip().splitlines() if not ok else []
         error = None if ok else scrub(detail[-1] if detail else "not delivered", [url])[:300]
-        results.append({"target": mask(url), "ok": ok, "error": error})
+        results.append({"target": where(url), "ok": ok, "error": error})
     return results
 
 
@@ -232,8 +232,8 @@ def _results(out: bytes, targets: list[str], why: str) -> list[dict[str, Any]]:
             error = None if ok else scrub(str(got.get("error") or why), targets)[:300]
         except (ValueError, TypeError, KeyError):
             break
-        results.append({"target": mask(url), "ok": ok, "error": error})
-    results += [{"target": mask(u), "ok": False, "error": why} for u in targets[len(results):]]
+        results.append({"target": where(url), "ok": ok, "error": error})
+    results += [{"target": where(u), "ok": False, "error": why} for u in targets[len(results):]]
     return results
 
 

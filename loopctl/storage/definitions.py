@@ -15,7 +15,7 @@ from pathlib import Path
 
 from loopctl.domain import capacity
 from loopctl.domain.checks import check_notify_targets, check_notify_urls
-from loopctl.domain.errors import LoopctlError, UnreadableError
+from loopctl.domain.errors import LoopctlError, UnreadableError, near_miss
 from loopctl.domain.model import LoopDef, check_sandbox_mode
 from loopctl.domain.plain import factory, record
 from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
@@ -148,7 +148,8 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
     unknown = sorted(str(k) for k in doc if k not in TOP_KEYS)
     if unknown:
         line = line_of(path, f"{unknown[0]}:", top=True) or 1
-        raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}; "
+        raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}"
+                              f"{near_miss(unknown[0], TOP_KEYS)}; "
                               "expected version, loops, on_attention, notify, notify_targets, "
                               "sandbox, max_concurrent, max_concurrent_per_agent")
     loops = doc.get("loops")

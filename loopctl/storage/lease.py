@@ -10,11 +10,15 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from loopctl.domain.plain import asdict, fields, record
 from loopctl.settings import KNOBS, knob
 from loopctl.storage.paths import Paths, ensure_dir
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every tick
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_TTL = KNOBS["LOOPCTL_LEASE_TTL"][0]
 LEASE_LOCK_TIMEOUT = 10.0

@@ -37,12 +37,6 @@ def empty_state() -> dict[str, Any]:
 SUMMARY_KEYS = ("version", "wake_at", "busy", "defs_sig", "saved_at")
 
 
-def sha256_hex(data: bytes) -> str:
-    from loopctl.domain.digests import sha256_hex as hex_of
-
-    return hex_of(data)
-
-
 def read_state_bytes(path: Path) -> bytes | None:
     """state.json's bytes; None when there is none yet (an empty file is
     damage, and fails to parse like any other)."""

@@ -168,12 +168,16 @@ def test_plain_ls_skips_typer_and_prints_what_the_typer_command_prints(cli: CLI)
         assert fast == slow and "v " in fast and "paused" in fast, (fast, slow)
 
 
-def test_a_run_imports_no_typing(cli: CLI) -> None:
+@pytest.mark.parametrize("argv", [["run", "t"], ["tick", "--wait"]])
+def test_a_run_imports_no_typing(cli: CLI, argv: list[str]) -> None:
     """`typing` is a measured share of every run's start (bench/README.md):
-    the modules a run imports name it for mypy only."""
+    the modules a run imports, by hand or from a driver's pass, name it for
+    mypy only."""
     cli("start", "x", "--name", "t", "--every", "1h", "--command", "true",
         "--sandbox", "off", check=0)
-    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', 'run', 't']\n"
+    cli("trigger", "t", check=0)
+    code = ("import sys\nfrom loopctl.entry import main\n"
+            f"sys.argv = ['loopctl', *{argv!r}]\n"
             "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
             "print('TYPING' if 'typing' in sys.modules else 'NO-TYPING', code, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -304,7 +304,7 @@ def test_a_dead_target_changes_nothing_but_is_reported(
     wait_for(lambda: notify_error(cli, "blk"))
     status = cli.json("status", "blk")
     assert (status["status"], status["reason"]) == ("paused", "blocked")
-    assert "json://****" in status["notify_error"]["message"]
+    assert "json://127.0.0.1/****" in status["notify_error"]["message"]
     assert f":{dead_port}" not in status["notify_error"]["message"]
     doctor = cli("doctor", "--json")
     findings = json.loads(doctor.stdout)["findings"]
@@ -389,7 +389,7 @@ def test_a_single_url_written_as_a_string_is_masked_too(cli: CLI) -> None:
 
 def test_notify_test_sends_to_a_url(cli: CLI, receiver: Receiver) -> None:
     proc = cli("notify", "test", receiver.url("/t"), check=0)
-    assert proc.stdout.strip() == "notify json://****: sent"
+    assert proc.stdout.strip() == "notify json://127.0.0.1/****: sent"
     assert str(receiver.port) not in proc.stdout
     [post] = receiver.wait(1)
     assert post.path == "/t" and post.title == "loopctl: test notification"
@@ -513,7 +513,7 @@ def test_digest_notify_posts_the_text(cli: CLI, receiver: Receiver) -> None:
     [post] = receiver.wait(1)
     assert post.title == "loopctl digest"
     text, _, tail = proc.stdout.rstrip("\n").rpartition("\n")
-    assert tail == "notify json://****: sent"
+    assert tail == "notify json://127.0.0.1/****: sent"
     assert post.message.strip() == text.strip()
     assert "did a thing" in post.message
 
@@ -535,7 +535,7 @@ def test_doctor_notify_is_silent_when_healthy(cli: CLI, receiver: Receiver) -> N
 def test_doctor_notify_tells_about_an_overdue_loop(cli: CLI, receiver: Receiver) -> None:
     cli("start", "p", "--name", "late", "--every", "1m", "--command", agent_command(), check=0)
     proc = cli("doctor", "--notify", receiver.url(), env=LATE, check=1)
-    assert "notify json://****: sent" in proc.stdout
+    assert "notify json://127.0.0.1/****: sent" in proc.stdout
     [post] = receiver.posts
     assert "overdue" in post.message and "late" in post.message
     assert "problem" in post.title

@@ -38,9 +38,12 @@ def write_loops(home: Path, text: str) -> Path:
     ("version: 1\nloops:\n  - job\n", "loops.yaml, line 2: 'loops' must be a mapping"),
     ("version: 1\nschedules: {}\nloops: {}\n",
      "loops.yaml, line 2: unknown top-level key 'schedules'"),
+    ("version: 1\nloops: {}\nmax_concurent: 2\n",
+     "loops.yaml, line 3: unknown top-level key 'max_concurent' "
+     "(did you mean 'max_concurrent'?)"),
     ("  \n\n", "loops.yaml: empty; expected 'version: 1' and 'loops:'"),
 ], ids=["hook-not-text", "notify-not-urls", "notify-url-with-space", "loops-a-list",
-        "unknown-key", "blank"])
+        "unknown-key", "near-miss-key", "blank"])
 def test_a_broken_top_level_fails_closed_naming_the_line(home: Path, text: str,
                                                          message: str) -> None:
     path = write_loops(home, text)

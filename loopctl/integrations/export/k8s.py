@@ -69,30 +69,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
              "spec": {"accessModes": ["ReadWriteOnce"],
                       "resources": {"requests": {"storage": target.state_size}}}}
     secret = name
-    env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
-                                 {"name": "HOME", "value": K8S_USER_HOME}]
-    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-            for key in secret_names(loop)]
-    container = {
-        "name": "loopctl", "image": target.image,
-        "command": ["loopctl", *scheduled(loop)],
-        "workingDir": K8S_WORKDIR, "env": env, "volumeMounts": _k8s_mounts(loop),
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-        "securityContext": {"allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]}},
-    }
-    pod = {
-        "restartPolicy": "Never",
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
-                            "fsGroup": 1000},
-        "containers": [container],
-        "volumes": [
-            {"name": "definition", "configMap": {"name": name}},
-            {"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}},
-            {"name": "work", "emptyDir": {}},
-            {"name": "home", "emptyDir": {}},
-        ],
-    }
+    pod = _k8s_pod(loop, target, name, secret)
     spec: dict[str, Any] = {
         "schedule": schedule,
         "concurrencyPolicy": "Forbid",
@@ -111,6 +88,33 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
                 "metadata": {"name": name, "labels": _labels()}, "spec": spec}
     text = yaml.safe_dump_all([config_map, claim, cron_job], sort_keys=False)
     return Export({f"{name}.yaml": text}, warnings, _k8s_steps(loop, target, name, secret))
+
+
+def _k8s_pod(loop: LoopDef, target: Target, name: str, secret: str) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
+                                 {"name": "HOME", "value": K8S_USER_HOME}]
+    env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+            for key in secret_names(loop)]
+    container = {
+        "name": "loopctl", "image": target.image,
+        "command": ["loopctl", *scheduled(loop)],
+        "workingDir": K8S_WORKDIR, "env": env, "volumeMounts": _k8s_mounts(loop),
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "securityContext": {"allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    return {
+        "restartPolicy": "Never",
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000,
+                            "fsGroup": 1000},
+        "containers": [container],
+        "volumes": [
+            {"name": "definition", "configMap": {"name": name}},
+            {"name": "state", "persistentVolumeClaim": {"claimName": f"{name}-state"}},
+            {"name": "work", "emptyDir": {}},
+            {"name": "home", "emptyDir": {}},
+        ],
+    }
 
 
 def _k8s_mounts(loop: LoopDef) -> list[dict[str, Any]]:
