@@ -6,6 +6,7 @@ recorded, DESIGN §14) naming the file system."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import selectors
 import subprocess
@@ -77,7 +78,11 @@ def test_writing_commands_fail_in_one_clear_line(frozen: CLI) -> None:
         proc = frozen(*argv)
         assert proc.returncode == 1, (argv, proc.stdout, proc.stderr)
         assert EROFS_TEXT in one_clear_line(proc.stderr), argv
-        assert proc.stdout == "", argv
+        if "--json" in argv:  # the failure as a JSON error object, and nothing else
+            error = json.loads(proc.stdout)["error"]
+            assert error["code"] == 1 and EROFS_TEXT in error["message"], (argv, proc.stdout)
+        else:
+            assert proc.stdout == "", argv
 
 
 def test_tick_fires_nothing_on_a_read_only_home(frozen: CLI) -> None:
