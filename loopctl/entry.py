@@ -118,10 +118,9 @@ def _main(args: list[str]) -> None:
 
         check_env()
     except Exception as exc:  # a bad LOOPCTL_* number: one line, exit 2
-        from loopctl.cli.failure import ask_json, report
+        from loopctl.cli.failure import report, wants_json
 
-        ask_json(args)
-        sys.exit(report(exc))
+        sys.exit(report(exc, wants_json(args)))
     if args[:1] == ["tick"]:
         from loopctl.storage.paths import note_tick
 

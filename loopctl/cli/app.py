@@ -24,7 +24,7 @@ from loopctl.cli import (
     views,
 )
 from loopctl.cli import define as defining
-from loopctl.cli.failure import ask_json, report, say
+from loopctl.cli.failure import report, say, wants_json
 from loopctl.domain.errors import EXIT_INTERRUPTED
 
 app = typer.Typer(
@@ -126,24 +126,24 @@ def run_app(args: list[str]) -> NoReturn:
     # reachable there (typer.Exit and typer.Abort are its own classes).
     from typer._click import exceptions as cx
 
-    ask_json(args)
+    as_json = wants_json(args)
     command = typer.main.get_command(_narrowed(args))
     try:
         code = command.main(args, prog_name="loopctl", standalone_mode=False)
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort:
-        code = say("interrupted", EXIT_INTERRUPTED, "")
+        code = say("interrupted", EXIT_INTERRUPTED, "", as_json)
     except cx.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx else "", file=sys.stderr)
         code = 2
     except cx.NoSuchOption as exc:
-        code = say(_no_such_option(exc), 2)
+        code = say(_no_such_option(exc), 2, as_json=as_json)
     except cx.UsageError as exc:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
-        code = say(f"{exc.format_message()}{hint}", 2)
+        code = say(f"{exc.format_message()}{hint}", 2, as_json=as_json)
     except cx.ClickException as exc:
-        code = say(exc.format_message(), exc.exit_code)
+        code = say(exc.format_message(), exc.exit_code, as_json=as_json)
     except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
-        code = report(exc)
+        code = report(exc, as_json)
     sys.exit(code if isinstance(code, int) else 0)

@@ -340,16 +340,18 @@ def _warn_after_start(raw_def: dict[str, Any], agent: str | None, command: str |
 def _named_targets(values: list[str]) -> list[str]:
     """`--notify NAME`: a word without `://` is a name from `notify_targets:`,
     stored as the URLs it names; an unknown name is exit 2 naming the known."""
-    from loopctl.commands.setup import resolve_targets
     from loopctl.domain.names import is_loop_name
+    from loopctl.integrations.notify import resolve
 
     # Only what a name may be is one: other text goes to Apprise's check,
     # which shows it masked (it may be a mistyped URL with its token).
-    if not any(v != "none" and is_loop_name(v) for v in values):
+    def named(value: str) -> bool:
+        return value != "none" and is_loop_name(value)
+
+    if not any(map(named, values)):
         return values
-    return [url for v in values
-            for url in (resolve_targets(store(), [v]) if v != "none" and is_loop_name(v)
-                        else [v])]
+    table = store().read_defs().top.get("notify_targets")  # read once for every name
+    return [url for v in values for url in (resolve([v], table) if named(v) else [v])]
 
 
 def _check_schedule_given(every: str | None, cron: str | None, after: str | None,

@@ -246,7 +246,6 @@ def dispatch(args: list[str]) -> int | None:
     try:
         return call()
     except (Exception, KeyboardInterrupt) as exc:  # one line, not a traceback
-        from loopctl.cli.failure import ask_json, report
+        from loopctl.cli.failure import report, wants_json
 
-        ask_json(args)
-        return report(exc)
+        return report(exc, wants_json(args))

@@ -131,14 +131,12 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
 def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> None:
     """A loop a limit paused waits for someone (the digest's "Needs you"):
     what stopped it, the last run's error, and the fix a refused `run` gives."""
-    import copy
-
     from loopctl.commands.views import last_reason
-    from loopctl.domain.valves import fire_refusal
+    from loopctl.domain.valves import pause_explained
 
     if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
         return
-    said = fire_refusal(loop, copy.deepcopy(st)) or f"paused ({st.get('reason')})"  # type: ignore[arg-type]
+    said = pause_explained(loop, st) or f"paused ({st.get('reason')})"
     why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None
     add("warn", "paused", f"loop {loop.name!r} is {said}"
         + (f" (last error: {line(why)})" if why else ""))

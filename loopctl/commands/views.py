@@ -249,13 +249,11 @@ def people_extras(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) 
 def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
     """`fix` in one loop's object: what to do about a pause loopctl made
     (`fix the cause, then loopctl resume NAME`), as a refused `run` says it."""
-    import copy
-
-    from loopctl.domain.valves import fire_refusal
+    from loopctl.domain.valves import pause_explained
 
     if described.get("status") != "paused" or st.get("reason") in (None, "user"):
         return described
-    refusal = fire_refusal(loop, copy.deepcopy(st)) or ""  # type: ignore[arg-type]
+    refusal = pause_explained(loop, st) or ""
     described["fix"] = refusal.partition("): ")[2] or None
     return described
 

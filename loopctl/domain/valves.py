@@ -13,6 +13,11 @@ from loopctl.domain.durations import format_duration, format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
 KEEPALIVE_STRIKES = 2
 RATE_LIMIT_BACKOFF = 300.0
 RATE_LIMIT_BACKOFF_CAP = 3600.0
@@ -195,6 +200,16 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
         return (f"budget_limit: {format_usd(st['cost_usd'])} of {format_usd(loop.budget_usd or 0)} "
                 f"spent; raise it with `loopctl update {loop.name} --budget-usd ...`")
     return None
+
+
+def pause_explained(loop: LoopDef, st: dict[str, Any]) -> str | None:
+    """What paused this loop and the fix (`paused (failure_limit): 3
+    failures in a row; fix the cause, then ...`), as a refused `run` says
+    it; None unless it is paused. Reads `st` only: `fire_refusal` changes
+    an active state alone, so a paused one needs no copy."""
+    if st.get("status") != PAUSED:
+        return None
+    return fire_refusal(loop, st)  # type: ignore[arg-type]
 
 
 def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:

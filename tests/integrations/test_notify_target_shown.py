@@ -22,6 +22,17 @@ def test_where_keeps_the_host_and_hides_the_rest(url: str, shown: str) -> None:
     assert where(url) == shown
 
 
+@pytest.mark.parametrize("url", [
+    "json://ex\u202eample.com/hook",      # a bidi override would reorder what is shown
+    "json://ex\x1b[2Jample.com/hook",     # an escape sequence would reach the terminal
+    "json://" + "a." * 5000 + "com/hook",  # 10 KB of host: no machine's name
+    "json://%2e%2e.example.com/hook",     # encoded text is not a name either
+    "json://[::1]:8080/hook",
+], ids=["bidi", "escape", "huge", "encoded", "ipv6"])
+def test_a_host_that_is_no_plain_machine_name_stays_masked(url: str) -> None:
+    assert where(url) == "json://****"
+
+
 def test_a_bad_notify_url_names_its_host_not_its_secrets(cli: CLI) -> None:
     proc = cli("start", "p", "--name", "n", "--every", "1h", "--command", "true",
                "--notify", "https://user:pw@hooks.example.com/secret/tok123")
