@@ -79,7 +79,7 @@ def doctor(as_json: JsonOpt = False,
         report["notified"] = setups.send_notification(
             setups.resolve_targets(s, notify),
             f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
-            "\n".join(problems), s.paths.state_dir)
+            "\n".join(problems), s.paths.state_dir, setups.target_names(s))
         _print_delivery(report["notified"], to_stderr=as_json)
     if as_json:
         emit(report)
@@ -95,7 +95,8 @@ def doctor(as_json: JsonOpt = False,
 
 def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> None:
     for r in results:
-        print(line(f"notify {r['target']}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}"),
+        target = f"{r['name']} ({r['target']})" if r.get("name") else r["target"]
+        print(line(f"notify {target}: {'sent' if r['ok'] else 'FAILED: ' + str(r['error'])}"),
               file=sys.stderr if to_stderr else sys.stdout)
 
 
@@ -110,7 +111,8 @@ def digest(since: Annotated[str, typer.Option(help="How far back, like 24h or 7d
     text = report.render(result)
     if notify:
         result["notified"] = setups.send_notification(setups.resolve_targets(s, notify),
-                                                      "loopctl digest", text, s.paths.state_dir)
+                                                      "loopctl digest", text, s.paths.state_dir,
+                                                      setups.target_names(s))
     if as_json:
         emit(result)
     else:
@@ -138,7 +140,7 @@ def notify_test(url: Annotated[Optional[str], typer.Argument(help="An Apprise UR
              "`loopctl update NAME --notify URL`")
     results = setups.send_notification(urls, "loopctl: test notification",
                                      f"This is a test from loopctl on {os.uname().nodename}.",
-                                     s.paths.state_dir)
+                                     s.paths.state_dir, setups.target_names(s))
     if as_json:
         emit({"version": common.JSON_VERSION, "results": results})
     else:

@@ -87,12 +87,29 @@ def resolve_targets(store: Store, values: list[str]) -> list[str]:
     return resolve(values, named)
 
 
-def send_notification(urls: list[str], title: str, body: str,
-                      folder: Path | None = None) -> list[dict[str, Any]]:
+def target_names(store: Store) -> dict[str, str]:
+    """Each URL of top-level `notify_targets:` by its name: a result names
+    the target its owner wrote, where the masked URL alone may not tell."""
+    table = store.read_defs().top.get("notify_targets")
+    names: dict[str, str] = {}
+    for name, found in (table.items() if isinstance(table, dict) else []):
+        for url in [found] if isinstance(found, str) else list(found):
+            names.setdefault(url, name)
+    return names
+
+
+def send_notification(urls: list[str], title: str, body: str, folder: Path | None = None,
+                      names: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Send now and wait, bounded like every delivery (commands that report
-    each result). `folder`: where the sender starts (the state folder when
-    there is one: `-m` imports from the working directory)."""
+    each result), each result with its target's `name` when it has one.
+    `folder`: where the sender starts (the state folder when there is one:
+    `-m` imports from the working directory)."""
     from loopctl.integrations.notify import check_urls, send_bounded
 
     where = str(folder) if folder is not None and folder.is_dir() else "/"
-    return send_bounded(check_urls(urls), title, body, where)
+    checked = check_urls(urls)
+    results = send_bounded(checked, title, body, where)
+    for result, url in zip(results, checked, strict=False):
+        if url in (names or {}):
+            result["name"] = (names or {})[url]
+    return results

@@ -1,5 +1,6 @@
-"""What the daemon tells its log besides `fired`: each run's end and each
-transition of a loop (the attention events), one line each.
+"""What the daemon tells its log besides `fired`: each run's end (but a
+gate-skipped fire's, which is only its `fired` line) and each transition of
+a loop (the attention events), one line each.
 
 It reads only what drivers already write: the records of the runs this
 daemon fired (one small file each, once it exists) and the lines appended
@@ -48,7 +49,10 @@ class Narrator:
             if record is None:
                 continue
             self.pending.discard((loop, run_id))
-            out.append(run_end_line(loop, record))
+            # A gate that found nothing to do is the quiet case: its `fired`
+            # line is enough (history keeps the gate's word).
+            if record.get("outcome") != "skipped":
+                out.append(run_end_line(loop, record))
         return out
 
     def _events(self) -> list[str]:

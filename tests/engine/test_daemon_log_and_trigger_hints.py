@@ -94,3 +94,22 @@ def test_a_trigger_under_a_daemon_says_within_a_second_and_fires(
         wait_for(lambda: cli.records("od"), timeout=15)
     finally:
         stop(proc)
+
+
+def test_a_gate_skipped_fire_costs_the_daemon_log_one_line(cli: CLI, tmp_path: Path) -> None:
+    cli("start", "--name", "gated", "--every", "1h", "--command", agent_command(),
+        "--if", "false", "--", "p", check=0)
+    log = tmp_path / "daemon.log"
+    proc = daemon(cli, log)
+    try:
+        wait_for(lambda: [r for r in cli.records("gated") if r.get("outcome") == "skipped"],
+                 timeout=30)
+        # A fire after the skipped run's record exists: the pass that logs its
+        # end has seen the skipped one too.
+        cli("start", "--name", "later", "--every", "1h", "--command", agent_command(), "--",
+            "p", check=0)
+        wait_for(lambda: " of later ended: " in log.read_text(), timeout=30)
+    finally:
+        stop(proc)
+    about_gated = [line for line in log.read_text().splitlines() if "gated" in line]
+    assert len(about_gated) == 1 and "fired gated run " in about_gated[0], about_gated

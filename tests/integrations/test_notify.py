@@ -407,6 +407,20 @@ def test_notify_test_for_a_loop_reports_a_dead_target_and_still_sends(
     assert dead_url not in output(proc)
 
 
+def test_notify_test_names_the_target_its_owner_wrote(cli: CLI, receiver: Receiver) -> None:
+    yaml = cli.home / "loops.yaml"
+    yaml.parent.mkdir(parents=True, exist_ok=True)
+    yaml.write_text("version: 1\nloops: {}\nnotify_targets:\n"
+                    f"  team: {receiver.url('/team')}\n  ops: [{receiver.url('/ops')}]\n")
+    proc = cli("notify", "test", "team", check=0)
+    assert proc.stdout.strip() == "notify team (json://127.0.0.1/****): sent", proc.stdout
+    cli("start", "p", "--name", "t", "--every", "1h", "--notify", "ops",
+        "--notify", receiver.url("/unnamed"), "--command", agent_command(), check=0)
+    results = cli.json("notify", "test", "--loop", "t")["results"]
+    assert [r.get("name") for r in results] == ["ops", None], results
+    assert str(receiver.port) not in cli("notify", "test", "--loop", "t", check=0).stdout
+
+
 def test_a_top_level_url_written_as_a_string_is_used(cli: CLI, receiver: Receiver) -> None:
     """The top-level `notify:` passes validation as one string: it must not be ignored."""
     cli("start", "p", "--name", "plain", "--every", "1h", "--command", agent_command(), check=0)
