@@ -45,9 +45,9 @@ class Daemon:
         self.busy = False
         self.queued: set[str] = set()  # loops waiting for a slot, logged once
         self.watch: FileWatch | None = None
-        from loopctl.engine.narrator import Narrator
+        from loopctl.engine.daemon_log import DaemonLog
 
-        self.narrator = Narrator(store)
+        self.daemon_log = DaemonLog(store)
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -165,7 +165,7 @@ class Daemon:
         for fired in report.fired:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
-            self.narrator.fired(fired["loop"], fired["run_id"])
+            self.daemon_log.fired(fired["loop"], fired["run_id"])
         queued = {q["loop"] for q in report.queued}
         for loop in sorted(queued - self.queued):
             self.log(f"queued {loop}: the concurrency cap is reached; it starts when a slot "
@@ -173,7 +173,7 @@ class Daemon:
         self.queued = queued
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
-        for line in self.narrator.lines():
+        for line in self.daemon_log.lines():
             self.log(line)
         self.children.extend(report.children)
         self.busy = report.busy

@@ -20,7 +20,7 @@ from loopctl.storage.store import Store
 MAX_EVENT_BYTES = 1 << 20  # read per pass at most: a flood waits for the next
 
 
-class Narrator:
+class DaemonLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         # Run ids are unique per loop only: two loops' first runs in one
