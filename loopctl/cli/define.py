@@ -185,22 +185,22 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     _check_handoff_options(merged)
     if not merged.get("worktree"):
         return given
-    from loopctl.integrations import (
-        workspace,  # only for --worktree loops: it costs every start 6 ms
-    )
+    # Only for --worktree loops: loaded by every start, they would cost it ms.
+    from loopctl.integrations.git import check_prefix, check_ref
+    from loopctl.integrations.worktree import check_handoff_targets, repository
 
-    repo, branch = workspace.repository(cwd)
+    repo, branch = repository(cwd)
     if merged.get("base") is None:
         if branch is None:
             fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
         given["base"] = branch
-    workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
+    check_ref(str(merged.get("base") or given["base"]), "--base")
     if branch_prefix is not None:
-        workspace.check_prefix(branch_prefix)
+        check_prefix(branch_prefix)
     if {"base", "push", "worktree"} & set(given):
         base_ref = str(merged.get("base") or given["base"])
         try:
-            workspace.check_handoff_targets(repo, base_ref, merged.get("push"))
+            check_handoff_targets(repo, base_ref, merged.get("push"))
         except UsageError as exc:
             if base is not None or "--base" not in exc.message:
                 raise

@@ -73,19 +73,19 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
 def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:
     """The loop's worktree goes; its branches go unless they hold commits no
     remote has (those are the user's work, and `rm` says so)."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import worktree
+    from loopctl.integrations.git import git
 
     try:
-        repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+        repo, _ = worktree.repository(os.path.expanduser(loop.cwd))
     except LoopctlError:
         return []
     # Only the loop's own worktree, by the path loopctl gave it: no prune.
-    workspace.discard(repo, store.paths.state_dir / "worktrees" / loop.name)
+    worktree.discard(repo, store.paths.state_dir / "worktrees" / loop.name)
     kept = []
-    for branch in workspace.loop_branches(repo, loop.branch_prefix, loop.name):
-        if workspace.unpushed(repo, branch):
+    for branch in worktree.loop_branches(repo, loop.branch_prefix, loop.name):
+        if worktree.unpushed(repo, branch):
             kept.append(branch)
         else:
-            workspace.git(repo, "branch", "--quiet", "-D", "--end-of-options", branch,
-                          check=False)
+            git(repo, "branch", "--quiet", "-D", "--end-of-options", branch, check=False)
     return kept

@@ -169,7 +169,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
 
     shutil.rmtree(store.paths.decision_dir(loop, run["run_id"]), ignore_errors=True)
     if run.get("workspace") and not (agent and procs.alive(agent)):
-        from loopctl.integrations.workspace import cleanup_lost
+        from loopctl.integrations.worktree import cleanup_lost
 
         try:
             folder = store.paths.state_dir / "worktrees" / loop
