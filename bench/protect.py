@@ -68,8 +68,8 @@ def make_repo(root: Path, files: int) -> Path:
 
 
 def make_worktree(repo: Path, root: Path) -> object:
-    from loopctl.integrations.workspace import Workspace as Run
-    from loopctl.integrations.workspace import common_dir, find_admin
+    from loopctl.integrations.worktree import Workspace as Run
+    from loopctl.integrations.worktree import common_dir, find_admin
 
     folder = root / "wt"
     git(repo, "worktree", "add", "-q", "-b", "run", str(folder), "main")

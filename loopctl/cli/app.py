@@ -18,6 +18,7 @@ from loopctl.cli import (
     drivers,
     exporting,
     notes,
+    run_views,
     serving,
     setup,
     trigger,
@@ -60,10 +61,10 @@ COMMANDS: list[tuple[str | None, Callable[..., None]]] = [
     (None, views.status), (None, views.show), (None, control.pause), (None, control.resume),
     (None, control.stop), (None, control.rm), (None, setup.validate), (None, drivers.run),
     (None, trigger.trigger), (None, drivers.tick), (None, drivers.daemon), (None, serving.serve),
-    (None, views.logs),
-    (None, views.history), (None, notes.notes),
+    (None, run_views.logs),
+    (None, run_views.history), (None, notes.notes),
     (None, drivers.decide), (None, setup.agents), (None, setup.doctor), (None, setup.digest),
-    (None, views.events), ("export", exporting.export_cmd), (None, completion.completion),
+    (None, run_views.events), ("export", exporting.export_cmd), (None, completion.completion),
 ]
 def _summary(command: Callable[..., Any] | None) -> str | None:
     """The docstring's first paragraph, whole: Click cuts its own summary

@@ -26,31 +26,30 @@ from loopctl.cli.github_opts import (
     github_changes,
 )
 from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
-from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
-from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
+from loopctl.cli.options import JsonOpt, NameArg, duration, emit, fail, store, ts
+from loopctl.cli.protect_opts import Protect
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
 from loopctl.cli.setting_opts import given as given_setting
 from loopctl.cli.setting_opts import with_settings
+from loopctl.cli.worktree_opts import (
+    Base,
+    BranchPrefix,
+    ChecksTimeout,
+    Copy,
+    MaxFileSize,
+    Merge,
+    Pr,
+    Push,
+    Worktree,
+    workspace_changes,
+)
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
-from loopctl.domain.durations import parse_duration
-from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
-
-
-def _duration(value: str | None, what: str) -> str | None:
-    if value is None:
-        return None
-    if value.strip().isdigit() and int(value) > 0:
-        # A bare number parses as seconds; at the command line that is
-        # more often a forgotten unit (`--every 10` meaning ten minutes).
-        fail(f"bad {what} {value!r}: give a unit, like {value.strip()}s or {value.strip()}m")
-    parse_duration(value, what)
-    return value
 
 
 def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
@@ -62,7 +61,7 @@ def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None
     if tz is not None and cron is None:
         fail("--tz only applies to --cron schedules")
     if every is not None and every != "auto":
-        _duration(every, "--every")
+        duration(every, "--every")
     if cron is not None:
         check_cron(cron, "--cron")
     if tz is not None:
@@ -101,14 +100,14 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
     clear = object()  # `--on-attention none` removes the hook
     hook = _hook(on_attention, clear)
     given = {
-        "timeout": _duration(timeout, "--timeout"), "for": _duration(for_, "--for"),
+        "timeout": duration(timeout, "--timeout"), "for": duration(for_, "--for"),
         "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
         "max_deferrals": max_deferrals,
         "budget_usd": budget_usd, "until": until, "overlap": overlap,
         "catch_up": catch_up, "on_attention": hook, "keep_runs": keep_runs,
         "every": every, "cron": cron, "tz": tz,
-        "min_delay": _duration(min_delay, "--min-delay"),
-        "max_delay": _duration(max_delay, "--max-delay"),
+        "min_delay": duration(min_delay, "--min-delay"),
+        "max_delay": duration(max_delay, "--max-delay"),
     }
     if notify:
         from loopctl.integrations.notify import check_urls
@@ -117,124 +116,6 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         given["notify"] = check_urls(_named_targets(notify)) or clear
     # None in the result means "remove this key" (defining.update).
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-Worktree = Annotated[Optional[bool], typer.Option("--worktree/--no-worktree", help="Run each fire in a fresh git worktree of the repository at --cwd.", show_default=False)]
-
-
-Base = Annotated[Optional[str], typer.Option(help="--worktree: branch each run starts from (default: the one checked out at start).")]
-
-
-BranchPrefix = Annotated[Optional[str], typer.Option(help="--worktree: run branches are PREFIX<loop>/<run-id> (default loopctl/).")]
-
-
-Push = Annotated[Optional[str], typer.Option(help="--worktree: push run branches with commits to this remote.")]
-
-
-Pr = Annotated[Optional[bool], typer.Option("--pr/--no-pr", help="--worktree: open a draft PR with gh after the push.", show_default=False)]
-
-
-Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or rebase the PR once its checks pass.")]
-
-
-ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]
-
-
-Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]
-MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]
-
-
-def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,
-                      base: str | None, branch_prefix: str | None, push: str | None,
-                      pr: bool | None, merge: str | None, checks_timeout: str | None,
-                      copy: list[str] | None, max_file_size: str | None = None,
-                      protect: list[str] | None = None) -> dict[str, Any]:
-    """--worktree and its hand-off options as loops.yaml keys; checked with
-    git itself (a repository at --cwd, branch names git accepts)."""
-    given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
-             "pr": pr, "merge": merge, "copy": copy,
-             "checks_timeout": _duration(checks_timeout, "--checks-timeout"),
-             "max_file_size": _size(max_file_size), "protect": protect_given(protect)}
-    if worktree is False:  # off: its hand-off settings go with it
-        return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy", "max_file_size", "fix_attempts",
-                              "protect"))
-    if pr is False:  # no PR: nothing to fix either
-        given["fix_attempts"] = None
-    given = {k: v if v != [] else None  # `--protect none`: [] clears
-             for k, v in given.items() if v is not None or k == "fix_attempts"}
-    given_setting("merge", merge)  # the row's rule, named by the flag
-    merged = {**current, **given}
-    _check_handoff_options(merged)
-    if not merged.get("worktree"):
-        return given
-    from loopctl.integrations import (
-        workspace,  # only for --worktree loops: it costs every start 6 ms
-    )
-
-    repo, branch = workspace.repository(cwd)
-    if merged.get("base") is None:
-        if branch is None:
-            fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
-        given["base"] = branch
-    workspace.check_ref(str(merged.get("base") or given["base"]), "--base")
-    if branch_prefix is not None:
-        workspace.check_prefix(branch_prefix)
-    if {"base", "push", "worktree"} & set(given):
-        base_ref = str(merged.get("base") or given["base"])
-        try:
-            workspace.check_handoff_targets(repo, base_ref, merged.get("push"))
-        except UsageError as exc:
-            if base is not None or "--base" not in exc.message:
-                raise
-            fail(f"--worktree: the branch checked out in {repo}, {base_ref!r}, has no commit "
-                 "to start runs from; commit first, or give --base")
-    if copy:
-        from loopctl.integrations.copying import refuse_tracked
-
-        refuse_tracked(repo, tuple(copy))
-    warn_unmatched(repo, str(merged.get("base") or given["base"]), given.get("protect"))
-    return given
-
-
-def _size(text: str | None) -> int | None:
-    if text is None:
-        return None
-    from loopctl.domain.sizes import parse_size
-
-    return parse_size(text, "--max-file-size")
-
-
-def _check_handoff_options(merged: dict[str, Any]) -> None:
-    """The table's rule, in option names (loops.yaml says `'push' needs
-    'worktree: true'`); before git is asked about any of them."""
-    from loopctl.domain.loop_settings import unmet_need
-
-    unmet = unmet_need(merged)
-    if unmet:
-        key, needed = unmet
-        what = "--worktree" if needed == "worktree" else f"--{needed}"
-        fail(f"--{key.replace('_', '-')} needs {what}"
-             + (" (it hands off the branch of each run's worktree)"
-                if needed == "worktree" else ""))
-
 
 
 # The settings whose options come from the table as they are (no
@@ -320,7 +201,7 @@ def _agent_fields(command: str | None, agent: str | None, after: str | None,
     out: dict[str, Any] = {"command": command} if command is not None \
         else {"agent": agent or "shell"}
     if after is not None:
-        out["after"] = _duration(after, "--after")
+        out["after"] = duration(after, "--after")
     if env:
         out["env"] = dict(check_env_pair(pair) for pair in env)
     out.update({k: v for k, v in flags.items() if v is not None})

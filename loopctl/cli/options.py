@@ -34,3 +34,17 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def ts(text: str | None) -> float | None:
     return parse_iso(text) if text else None
+
+
+def duration(value: str | None, what: str) -> str | None:
+    """A duration option as given, checked; None when it was not given."""
+    if value is None:
+        return None
+    if value.strip().isdigit() and int(value) > 0:
+        # A bare number parses as seconds; at the command line that is
+        # more often a forgotten unit (`--every 10` meaning ten minutes).
+        fail(f"bad {what} {value!r}: give a unit, like {value.strip()}s or {value.strip()}m")
+    from loopctl.domain.durations import parse_duration
+
+    parse_duration(value, what)
+    return value

@@ -1,14 +1,10 @@
-"""The reading commands: `watch`, `ls`, `status`, `show`, `events`, `logs`,
-`history`.
+"""The views of loops as they stand: `watch`, `ls`, `status`, `show`. What
+the runs did (`logs`, `history`, `events`) is in cli/run_views.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
@@ -24,15 +20,12 @@ from loopctl.cli.render import (
     outcome_strip,
     paint,
     relative,
-    table,
 )
 from loopctl.commands import common
 from loopctl.commands import views as reading
-from loopctl.domain.durations import format_duration, format_rough, format_usd
-from loopctl.domain.errors import LoopctlError
+from loopctl.domain.durations import format_rough, format_usd
 from loopctl.domain.reason import one_line
 from loopctl.domain.untrusted import line
-from loopctl.storage.store import Store
 
 
 def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds between refreshes.")] = 2.0) -> None:
@@ -244,7 +237,7 @@ def render_status(info: dict[str, Any]) -> str:
         error = info["notify_error"]
         lines.append(f"  notify error {error['message']} ({error['at']})")
     if info.get("last_handoff"):
-        lines.append(f"  hand-off   {_handoff_text(info['last_handoff'])}")
+        lines.append(f"  hand-off   {handoff_text(info['last_handoff'])}")
     lines += _pr_lines(info)
     if info.get("note"):
         lines.append(f"  note       {info['note']}")
@@ -267,224 +260,8 @@ def show(name: NameArg, as_json: JsonOpt = False,
     print(dump_yaml_doc({name: shown}).split("\n", 1)[1], end="")
 
 
-def logs(name: NameArg,
-         run_id: Annotated[Optional[str], typer.Option("--run", help="Run id (default: latest).")] = None,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="Follow a live run until it ends, then exit with its exit code (as `run` gives it); a run that already ended is printed and its code given at once.")] = False) -> None:
-    """Print a run's log (the latest by default)."""
-    from loopctl.domain.checks import check_name
-    from loopctl.domain.untrusted import check_run_id
-    from loopctl.storage.runs import is_known, latest_run_id
 
-    s = store()
-    if run_id is not None:
-        check_run_id(run_id)
-    check_name(name)  # run files exist only under names `start` accepts
-    # Only runs loopctl recorded, or the one in flight: never a planted file.
-    current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
-    if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
-        fail(f"no log for run {run_id!r} of {name!r}", 4)
-    run_id = run_id or latest_run_id(s.paths, name, current)
-    if run_id is None:
-        if not s.read_defs().has(name):
-            raise LoopctlError(f"no such loop: {name!r} (see `loopctl ls`)", 4)
-        if not follow:
-            fail(f"loop {name!r} has no runs yet (`loopctl logs -f {name}` waits for the "
-                 "first)", 1)
-        run_id = _first_run(s, name)
-    path = s.paths.run_log(name, run_id)
-    if not path.exists():
-        fail(f"no log for run {run_id!r} of {name!r}", 4)
-    _print_log(s, name, run_id, path, follow)
-
-
-def _first_run(s: Store, name: str) -> str:
-    """`logs -f` before the first run: wait for its log to appear (Ctrl-C
-    stops), and say so once, on stderr, where a pipe does not see it."""
-    from loopctl.storage.runs import latest_run_id
-
-    print(f"waiting for the first run of {name}...", file=sys.stderr, flush=True)
-    while True:
-        # The run in flight is in the state, not yet in the index of runs.
-        current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
-        run_id = latest_run_id(s.paths, name, current)
-        if run_id is not None and s.paths.run_log(name, run_id).exists():
-            return run_id
-        if not s.read_defs().has(name):
-            raise LoopctlError(f"loop {name!r} was removed before its first run", 4)
-        time.sleep(0.25)
-
-
-def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> None:
-    import stat
-
-    from loopctl.storage.runs import read_bounded
-
-    out = sys.stdout.buffer
-    try:  # non-blocking: a FIFO planted as the log must not hang `logs`
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        fail(f"cannot read the log of run {run_id}: {exc.strerror}", 1)
-    seen = os.fstat(fd)
-    if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:  # a link to another file
-        os.close(fd)
-        fail(f"cannot read the log of run {run_id}: not a regular file", 1)
-    with os.fdopen(fd, "rb") as handle:
-        checked = time.monotonic()
-        while True:
-            chunk = handle.read(65536)
-            if chunk:
-                out.write(chunk)
-                continue
-            out.flush()
-            if not follow or read_bounded(s.paths.run_record(name, run_id)) is not None:
-                if follow:  # the footer may land after the record check
-                    out.write(handle.read())
-                    out.flush()
-                    raise typer.Exit(_run_exit(s, name, run_id))
-                return
-            if time.monotonic() - checked >= 1.0:
-                checked = time.monotonic()
-                if not _run_in_flight(s, name, run_id):
-                    out.write(handle.read())
-                    out.flush()
-                    fail(f"run {run_id} of {name} is no longer running and left no record "
-                         "(its supervisor died; the next driver records it as lost)", 1)
-            time.sleep(0.2)
-
-
-def _run_exit(s: Store, name: str, run_id: str) -> int:
-    """`logs -f`'s exit code: the followed run's, as `loopctl run` gives it."""
-    from loopctl.engine.supervisor import exit_code_for
-    from loopctl.storage.runs import load_record
-
-    record = load_record(s.paths.run_record(name, run_id), run_id)
-    return exit_code_for(record) if record is not None else 1
-
-
-def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
-    """The run is still claimed in state and its supervisor is alive."""
-    from loopctl.engine import procs
-
-    try:
-        st = s.read_state()["loops"].get(name) or {}
-    except LoopctlError:
-        return True  # cannot tell: keep following
-    run = st.get("run") or {}
-    return run.get("run_id") == run_id and procs.alive(run.get("supervisor"))
-
-
-def history(name: NameArg,
-            limit: Annotated[int, typer.Option(min=0, help="Most recent N runs (0 = all).")] = 20,
-            as_json: JsonOpt = False) -> None:
-    """List a loop's past runs."""
-    records = reading.history(store(), name, limit)
-    if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "runs": records,
-              "skipped": reading.skipped_summary(records)})
-        return
-    if not records:
-        print(f"{name} has no finished runs yet")
-        return
-    checked = any(r.get("check") for r in records)
-    rows = _history_rows(records)
-    if checked:  # the check's word on each run (DESIGN §16)
-        rows = [row + [_check_short(r.get("check"))]
-                for row, r in zip(rows, _unfolded(records), strict=True)]
-    # RUN and STARTED are never cut: they say which run and when; TOOK,
-    # then EXIT, go before any cell is cut.
-    headers = ["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-    shown = table(headers + (["CHECK"] if checked else []), rows, keep=(0, 1),
-                  drop=(2, 4)).splitlines()
-    print("\n".join(_with_reasons(shown, _unfolded(records))))
-    if checked:
-        print(fit_line(["CHECK:"], [CHECK_LEGEND]))
-    if any(r.get("protected") for r in records):
-        print(PROTECTED_LEGEND)
-    skipped = reading.skipped_summary(records)
-    if skipped:
-        said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
-        print(fit_line([f"{skipped['count']} fire(s) skipped by the gate; last "
-                        f"({skipped['last_run_id']}) said:"], [said]))
-    handed = [r for r in records if r.get("handoff")]
-    if handed:
-        print()
-        for r in handed:
-            fixed, free = _handoff_parts(r)
-            print(fit_line([r["run_id"] + " ", *fixed], free))
-
-
-def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
-    """One row per run; skipped fires in a row fold into one (`skipped x12`)."""
-    rows: list[list[str]] = []
-    folded = 0
-    for r in records:
-        duration = r.get("duration_s")
-        exit_code = r.get("exit_code")
-        if r["outcome"] == "skipped" and folded:
-            folded += 1
-            rows[-1][0], rows[-1][1] = r["run_id"], _started(r)
-            rows[-1][3] = f"skipped x{folded}"
-            continue
-        folded = 1 if r["outcome"] == "skipped" else 0
-        rows.append([r["run_id"], _started(r),
-                     format_duration(duration) if duration is not None else "-",
-                     r["outcome"] + ("*" if r.get("protected") else ""),
-                     "-" if exit_code is None else str(exit_code),
-                     _decision_cell(r)])
-    return rows
-
-
-def _with_reasons(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
-    """The table's lines, each failed run's followed by its reason, indented
-    (a column would leave a reason a few characters at 80 columns)."""
-    from loopctl.domain.reason import run_reason
-
-    out = lines[:1]
-    for text, record in zip(lines[1:], records, strict=True):
-        why = run_reason(record)
-        out += [text, fit_line(["   "], [why])] if why else [text]
-    return out
-
-
-def _unfolded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The record behind each row of _history_rows (the last of a fold)."""
-    out: list[dict[str, Any]] = []
-    for r in records:
-        if r["outcome"] == "skipped" and out and out[-1]["outcome"] == "skipped":
-            out[-1] = r
-        else:
-            out.append(r)
-    return out
-
-
-def _check_short(check: dict[str, Any] | None) -> str:
-    if not check:
-        return "-"
-    said = "pass" if check.get("passed") else f"fail {check.get('exit_code') or '-'}"
-    metric = check.get("metric")
-    return said + (f" {metric:g}" if metric is not None else "")
-
-
-# Under a table with a CHECK column: its cells are short to fit 80 columns,
-# so one line says what their numbers are.
-CHECK_LEGEND = "pass or fail, exit code, metric; refused: a complete the check failed"
-PROTECTED_LEGEND = "*: the agent changed protected paths; loopctl put them back (--json: protected)"
-
-
-def _decision_cell(r: dict[str, Any]) -> str:
-    """The agent's decision, and whether it stood: a `complete` the check
-    refused must not read as a completed loop (`refused` fits the column)."""
-    said = (r.get("decision") or {}).get("decision") or "-"
-    if said == "complete" and "complete refused" in str(r.get("note") or ""):
-        return "refused"
-    return said
-
-
-def _started(r: dict[str, Any]) -> str:
-    return (r.get("started_at") or "-").replace("T", " ").rstrip("Z")
-
-
-def _handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:
+def handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(identifiers, free text) of a hand-off: the branch and PR URL are
     printed whole, the counts and git's error may be shortened."""
     fixed = [str(h.get("handoff")), str(h.get("branch") or ""), str(h.get("pr_url") or "")]
@@ -499,45 +276,8 @@ def _handoff_parts(h: dict[str, Any]) -> tuple[list[str], list[str]]:
     return [p for p in fixed if p], free
 
 
-def _handoff_text(h: dict[str, Any]) -> str:
+def handoff_text(h: dict[str, Any]) -> str:
     """`merged loopctl/w/RUN https://... (3 files, +10 -2)`, or why it failed."""
-    fixed, free = _handoff_parts(h)
+    fixed, free = handoff_parts(h)
     return " ".join(fixed + free)
 
-
-def event_line(event: dict[str, Any]) -> str:
-    """`AT  LOOP: STATUS (REASON): WHAT, evidence: HOW`; the agent's words
-    are untrusted and printed as one plain line."""
-    reason = f" ({event['reason']})" if event.get("reason") else ""
-    head = f"{event.get('observed_at')}  {event.get('loop')}: {event.get('status')}{reason}"
-    summary = str(event.get("summary") or "")
-    evidence: dict[str, Any] = event.get("evidence") or {}
-    if not isinstance(evidence, dict):
-        evidence = {}
-    proof = str(evidence.get("text") or "")
-    if evidence.get("source") == "loopctl" and proof:
-        summary = proof  # loopctl's summary only repeats the status
-        proof = ""
-    shown = one_line(head, 1000) + (f": {one_line(summary)}" if summary else "")
-    return shown + (f"; evidence: {one_line(proof)}" if proof else "")
-
-
-def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,
-           follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = False,
-           as_json: JsonOpt = False) -> None:
-    """Show attention events (completed, failed, paused by a limit, expired)."""
-    s = store()
-    seen = 0
-    while True:
-        found = reading.read_events(s, name)
-        for event in found[seen:]:
-            if as_json:
-                print(json.dumps(event, sort_keys=True, allow_nan=False), flush=True)
-            else:
-                print(event_line(event), flush=True)
-        seen = len(found)
-        if not follow:
-            if not found and not as_json:
-                print("no attention events yet")
-            return
-        time.sleep(0.5)

@@ -7,7 +7,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import JSON_VERSION, locked_loop
-from loopctl.domain import accounts, lifecycle
+from loopctl.domain import accounts, verbs
 from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name
@@ -21,16 +21,16 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
     with locked_loop(store, name) as (defs, state, loop, now):
         st = state["loops"][name]
         if verb == "pause":
-            message = lifecycle.pause(st, now)
+            message = verbs.pause(st, now)
         elif verb == "stop":
-            message = lifecycle.stop(st, now)
+            message = verbs.stop(st, now)
             if kill and st.get("run"):
                 from loopctl.engine.firing import signal_supervisor
 
                 signal_supervisor(st["run"])
                 message = "stopping: the current run is being killed"
         else:
-            message = lifecycle.resume(loop, st, now, zone=clock.zone_of(loop))
+            message = verbs.resume(loop, st, now, zone=clock.zone_of(loop))
             if state.get("accounts"):
                 # The user says the account is fixed: this loop finds out
                 # (also one left active, its fires run by its fallback).
@@ -73,19 +73,19 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
 def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:
     """The loop's worktree goes; its branches go unless they hold commits no
     remote has (those are the user's work, and `rm` says so)."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import worktree
+    from loopctl.integrations.git import git
 
     try:
-        repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+        repo, _ = worktree.repository(os.path.expanduser(loop.cwd))
     except LoopctlError:
         return []
     # Only the loop's own worktree, by the path loopctl gave it: no prune.
-    workspace.discard(repo, store.paths.state_dir / "worktrees" / loop.name)
+    worktree.discard(repo, store.paths.state_dir / "worktrees" / loop.name)
     kept = []
-    for branch in workspace.loop_branches(repo, loop.branch_prefix, loop.name):
-        if workspace.unpushed(repo, branch):
+    for branch in worktree.loop_branches(repo, loop.branch_prefix, loop.name):
+        if worktree.unpushed(repo, branch):
             kept.append(branch)
         else:
-            workspace.git(repo, "branch", "--quiet", "-D", "--end-of-options", branch,
-                          check=False)
+            git(repo, "branch", "--quiet", "-D", "--end-of-options", branch, check=False)
     return kept

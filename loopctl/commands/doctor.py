@@ -241,7 +241,7 @@ def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
                       add: Add) -> None:
     """Worktrees no run in flight owns (a killed supervisor's, before a
     driver noticed), and run branches piling up in the repositories."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import worktree
 
     folder = store.paths.state_dir / "worktrees"
     owned = {name for name, st in state["loops"].items() if st.get("run")}
@@ -253,8 +253,8 @@ def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
         if not loop.worktree:
             continue
         try:
-            repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
-            branches = workspace.loop_branches(repo, loop.branch_prefix, name)
+            repo, _ = worktree.repository(os.path.expanduser(loop.cwd))
+            branches = worktree.loop_branches(repo, loop.branch_prefix, name)
         except LoopctlError as exc:
             add("error", "worktrees", f"loop {name!r}: {exc.message}")
             continue

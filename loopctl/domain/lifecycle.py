@@ -4,9 +4,10 @@ loop's).
 
 A driver pass (`plan`) reconciles state with the definitions, notices lost
 runs and expiries, and claims every due loop; a finished run is folded back
-in by `settle`. The user's verbs (`pause`, `resume`, `stop`) live here too.
-Nothing in this module reads the clock, touches a file or a process; process
-liveness arrives as a callback.
+in by `settle`, which also carries out a `pause` or `stop` asked for during
+the run (the user's verbs themselves are domain/verbs.py). Nothing in this
+module reads the clock, touches a file or a process; process liveness
+arrives as a callback.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from datetime import datetime, tzinfo
 
 from loopctl.domain import capacity, valves, verify
 from loopctl.domain.accounts import Verdict, hold
-from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (
@@ -37,6 +37,7 @@ from loopctl.domain.state import (
     new_loop_state,
 )
 from loopctl.domain.timestamps import UTC, parse_iso
+from loopctl.domain.verbs import apply_control, end
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.
@@ -312,7 +313,7 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
         estimate = valves.charge(loop, st, "lost", None)
         if estimate is not None:
             run["cost_estimate"] = estimate  # for its record (engine/firing.record_lost)
-    _apply_control(st, now)
+    apply_control(st, now)
     if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
         valves.pause_for(st, "failure_limit")
     if loop is not None and st["status"] == ACTIVE:
@@ -353,7 +354,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
                          "have cost" if not result.tokens else
                   f"tokens used but no cost read: charged ${estimate:g}, the most this "
                   "loop's runs have cost")
-    _apply_control(st, now)
+    apply_control(st, now)
     if st["status"] == ACTIVE:
         # The loop's own agent ran (not its fallback), and it has a fallback.
         fallback = bool(loop.fallback_agent) and not run.get("preset")
@@ -423,9 +424,9 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
         extra["note"] = st["note"] = refused
         kind = "continue"
     if kind == "complete":
-        _end(st, "completed", now)
+        end(st, "completed", now)
     elif kind == "fail":
-        _end(st, "failed", now)
+        end(st, "failed", now)
     elif kind == "block":
         st["status"], st["reason"] = PAUSED, "blocked"
     elif kind == "continue" and decision.get("next_delay_s") is not None:
@@ -439,71 +440,3 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
         extra["next_delay_s"] = clamped
         return clamped
     return None
-
-
-def _apply_control(st: LoopState, now: float) -> None:
-    """`pause`/`stop` asked for during the run take effect now, and beat a
-    `continue` the run reported."""
-    control, st["after_run"] = st["after_run"], None
-    if st["status"] in TERMINAL:
-        return
-    if control == "stop":
-        _end(st, "stopped", now)
-    elif control == "pause":
-        st["status"], st["reason"] = PAUSED, "user"
-
-
-def _end(st: LoopState, status: str, now: float) -> None:
-    st["status"], st["reason"] = status, None
-    st["ended_at"] = now
-    st["next_due"] = None
-
-
-# -- the user's verbs --------------------------------------------------------
-
-
-def pause(st: LoopState, now: float) -> str:
-    if st["status"] in TERMINAL:
-        raise UsageError(f"the loop is {st['status']}; only active loops can be paused")
-    if st["run"]:
-        st["after_run"] = "pause"
-        return "pausing when the current run ends"
-    st["status"], st["reason"] = PAUSED, "user"
-    return "paused"
-
-
-def stop(st: LoopState, now: float) -> str:
-    if st["status"] in TERMINAL:
-        raise UsageError(f"the loop is already {st['status']}")
-    if st["run"]:
-        st["after_run"] = "stop"
-        return "stopping when the current run ends"
-    _end(st, "stopped", now)
-    return "stopped"
-
-
-def resume(loop: LoopDef, st: LoopState, now: float, *, zone: tzinfo) -> str:
-    refusal = valves.resume_refusal(loop, st, now)
-    if refusal:
-        raise UsageError(refusal)
-    if st["status"] == ACTIVE:
-        if st["after_run"] == "pause":
-            st["after_run"] = None
-            return "resumed (the pending pause was cancelled)"
-        return "already active"
-    backed_off = st["failures"] > 0
-    st["status"], st["reason"] = ACTIVE, None
-    st["ended_at"] = st["observed_at"] = st["resume_at"] = None
-    st["results"] = []
-    st["failures"] = 0
-    st["deferrals"] = 0
-    st["keepalive_misses"] = 0
-    if not st["run"] and backed_off and st["last_end"] is not None and not loop.cron:
-        # The failures are forgiven, so is their backoff: a due time left
-        # x8 out would look, to the next pass, like a clock set back.
-        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=st["last_end"],
-                                   created=st["created"], failures=0)
-    if not st["run"] and not loop.on_demand and (st["next_due"] is None
-                                                 or st["next_due"] < now):
-        st["next_due"] = cron_next(loop.cron, zone, now) if loop.cron else now
-    return "resumed"

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from loopctl.engine.sandbox import Confinement
     from loopctl.engine.scope import Scope
-    from loopctl.integrations.workspace import Workspace
+    from loopctl.integrations.worktree import Workspace
 
 
 @record

@@ -169,7 +169,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
 
     shutil.rmtree(store.paths.decision_dir(loop, run["run_id"]), ignore_errors=True)
     if run.get("workspace") and not (agent and procs.alive(agent)):
-        from loopctl.integrations.workspace import cleanup_lost
+        from loopctl.integrations.worktree import cleanup_lost
 
         try:
             folder = store.paths.state_dir / "worktrees" / loop
@@ -311,24 +311,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
             signal_supervisor(run)
-        for name, run in list(result.fired):
-            run["spec"] = spec_for(defs.loops[name], run)
-            run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
-            run.update(events.receivers(defs.loops[name], defs.top))
-            take_payload(store, name, run)
-            try:
-                child = spawn_supervisor(store, name, run["run_id"])
-            except LoopctlError as exc:
-                # This loop only (its run folder is unusable): the others fire.
-                lifecycle.unclaim(state["loops"][name], exc.message)
-                pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
-                                   {name: ("active", None)}, now)
-                report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})
-                continue
-            run["supervisor"] = procs.ref(child)
-            report.children.append(child)
-            report.fired.append({"loop": name, "run_id": run["run_id"],
-                                 "due_at": iso(run["due_at"]), "missed": run["missed"]})
+        pending += launch_fired(store, defs, state, result.fired, report, now)
         if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
             state["defs_sig"] = defs.signature
             store.write_state(state)
@@ -344,6 +327,35 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
     report.queued = [{"loop": n, "since": iso(t)} for n, t in result.queued]
     report.invalid = dict(defs.invalid)
     return report
+
+
+def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
+                 fired: list[tuple[str, dict[str, Any]]], report: PassReport,
+                 now: float) -> events.Pending:
+    """Under the store lock: a supervisor for each fire the pass claimed,
+    into `report`. A fire that cannot be launched is unclaimed (its loop
+    paused, `error`) and announced; the other loops still fire. Returns the
+    events to send once the lock is released."""
+    pending: events.Pending = []
+    for name, run in fired:
+        run["spec"] = spec_for(defs.loops[name], run)
+        run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
+        run.update(events.receivers(defs.loops[name], defs.top))
+        take_payload(store, name, run)
+        try:
+            child = spawn_supervisor(store, name, run["run_id"])
+        except LoopctlError as exc:
+            # This loop only (its run folder is unusable): the others fire.
+            lifecycle.unclaim(state["loops"][name], exc.message)
+            pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
+                               {name: ("active", None)}, now)
+            report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})
+            continue
+        run["supervisor"] = procs.ref(child)
+        report.children.append(child)
+        report.fired.append({"loop": name, "run_id": run["run_id"],
+                             "due_at": iso(run["due_at"]), "missed": run["missed"]})
+    return pending
 
 
 @record

@@ -21,7 +21,8 @@ from loopctl.domain.untrusted import INVALID
 from loopctl.engine.run_context import RunContext
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Handoff, Workspace
+    from loopctl.integrations.delivery import Handoff
+    from loopctl.integrations.worktree import Workspace
 
 
 def look(ctx: RunContext, loop: LoopDef, tracked: dict[str, Any] | None) -> Plan | None:
@@ -29,10 +30,10 @@ def look(ctx: RunContext, loop: LoopDef, tracked: dict[str, Any] | None) -> Plan
     if not (loop.worktree and loop.pr and loop.fix_attempts and tracked) \
             or tracked.get("review"):
         return None
-    from loopctl.integrations import pr_feedback, workspace
+    from loopctl.integrations import pr_feedback, worktree
 
     try:
-        repo, _ = workspace.repository(os.path.expanduser(loop.cwd))
+        repo, _ = worktree.repository(os.path.expanduser(loop.cwd))
     except LoopctlError:
         return None  # the worktree step says why
     found = pr_feedback.look(repo, loop, tracked)
@@ -62,7 +63,7 @@ def settle(found: Plan | None, st: LoopState, handoff: Handoff | None) -> Handof
     """Under the store lock: the loop's record of its PR after this run
     (`found`: what the worktree step found); the `needs_review` hand-off
     to announce, if any."""
-    from loopctl.integrations.workspace import Handoff
+    from loopctl.integrations.delivery import Handoff
 
     tracked = st.get("pr_feedback")
     review = None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from loopctl.domain.state import LoopState
     from loopctl.engine.confining import Confined
     from loopctl.engine.run_bounds import RunBounds
-    from loopctl.integrations.workspace import Workspace
+    from loopctl.integrations.worktree import Workspace
 
 
 class RunLog:

@@ -30,7 +30,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-    from loopctl.integrations.workspace import Handoff, Workspace
+    from loopctl.integrations.delivery import Handoff
+    from loopctl.integrations.worktree import Workspace
 
 
 class Supervisor:

@@ -65,7 +65,7 @@ def continue_branch(loop: Any, run_id: str, folder: Path, found: Plan) -> Any:
     """The worktree of a run that continues the PR: its head branch as the
     remote has it (or the local branch, when that only adds commits a failed
     push left), checked out at `folder`. Raises GitError when it cannot."""
-    from loopctl.integrations import workspace as ws_mod
+    from loopctl.integrations import worktree as ws_mod
     from loopctl.integrations.copying import copy_ignored
     from loopctl.integrations.git import GitError, git, last_line
 

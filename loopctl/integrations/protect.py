@@ -29,7 +29,7 @@ from loopctl.domain.protect import pathspecs
 from loopctl.integrations.git import GitError, drivers_off, last_line, run, tree_git
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Workspace
+    from loopctl.integrations.worktree import Workspace
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -12,7 +12,7 @@ import pytest
 from fixed_zone import zone_of
 from lifecycle_support import DAY, HOUR, MINUTE, T0, World, decision, fired_names, make
 
-from loopctl.domain import lifecycle, valves
+from loopctl.domain import lifecycle, valves, verbs
 from loopctl.domain.errors import UsageError
 from loopctl.domain.state import new_loop_state
 
@@ -21,7 +21,7 @@ from loopctl.domain.state import new_loop_state
 
 def test_not_expired_one_second_before_the_deadline() -> None:
     w = World(make(**{"for": "1h"}))
-    lifecycle.pause(w.st, T0)
+    verbs.pause(w.st, T0)
     w.plan(T0 + HOUR - 1)
     assert w.st["status"] == "paused"
     assert w.st["ended_at"] is None
@@ -29,7 +29,7 @@ def test_not_expired_one_second_before_the_deadline() -> None:
 
 def test_expired_exactly_at_the_deadline() -> None:
     w = World(make(**{"for": "1h"}))
-    lifecycle.pause(w.st, T0)
+    verbs.pause(w.st, T0)
     deadline = T0 + HOUR
     result = w.plan(deadline)
     assert result.changed
@@ -154,7 +154,7 @@ def test_fail_decision_ends_the_loop_and_block_pauses_it() -> None:
 def test_pause_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
     w = World(make())
     w.fire(T0)
-    message = lifecycle.pause(w.st, T0 + 1)
+    message = verbs.pause(w.st, T0 + 1)
     assert "when the current run ends" in message
     assert w.st["status"] == "active"
     w.finish(T0 + 60, decision=decision("continue"))
@@ -165,7 +165,7 @@ def test_pause_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
 def test_stop_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
     w = World(make())
     w.fire(T0)
-    lifecycle.stop(w.st, T0 + 1)
+    verbs.stop(w.st, T0 + 1)
     assert w.st["status"] == "active"
     w.finish(T0 + 60, decision=decision("continue"))
     assert w.st["status"] == "stopped"
@@ -175,23 +175,23 @@ def test_stop_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
 
 def test_pause_and_stop_when_idle_act_at_once() -> None:
     w = World(make())
-    assert lifecycle.pause(w.st, T0) == "paused"
+    assert verbs.pause(w.st, T0) == "paused"
     assert (w.st["status"], w.st["reason"]) == ("paused", "user")
     assert w.plan(T0).fired == []
-    assert lifecycle.stop(w.st, T0 + 5) == "stopped"
+    assert verbs.stop(w.st, T0 + 5) == "stopped"
     assert w.st["status"] == "stopped"
     with pytest.raises(UsageError):
-        lifecycle.pause(w.st, T0 + 6)
+        verbs.pause(w.st, T0 + 6)
     with pytest.raises(UsageError):
-        lifecycle.stop(w.st, T0 + 6)
+        verbs.stop(w.st, T0 + 6)
 
 
 def test_resume_after_pause_is_due_now() -> None:
     w = World(make())
     w.cycle(T0, T0 + 10)
-    lifecycle.pause(w.st, T0 + 20)
+    verbs.pause(w.st, T0 + 20)
     now = T0 + HOUR
-    assert lifecycle.resume(w.loop, w.st, now, zone=zone_of(w.loop)) == "resumed"
+    assert verbs.resume(w.loop, w.st, now, zone=zone_of(w.loop)) == "resumed"
     assert w.st["status"] == "active"
     assert w.st["next_due"] == now
     assert fired_names(w.plan(now)) == ["job"]
@@ -200,17 +200,17 @@ def test_resume_after_pause_is_due_now() -> None:
 def test_resume_cancels_a_pending_pause() -> None:
     w = World(make())
     w.fire(T0)
-    lifecycle.pause(w.st, T0 + 1)
-    assert "cancelled" in lifecycle.resume(w.loop, w.st, T0 + 2, zone=zone_of(w.loop))
+    verbs.pause(w.st, T0 + 1)
+    assert "cancelled" in verbs.resume(w.loop, w.st, T0 + 2, zone=zone_of(w.loop))
     w.finish(T0 + 60)
     assert w.st["status"] == "active"
 
 
 def test_resume_after_the_deadline_is_refused_with_duration_limit() -> None:
     w = World(make(**{"for": "1h"}))
-    lifecycle.pause(w.st, T0)
+    verbs.pause(w.st, T0)
     with pytest.raises(UsageError) as info:
-        lifecycle.resume(w.loop, w.st, T0 + HOUR, zone=zone_of(w.loop))
+        verbs.resume(w.loop, w.st, T0 + HOUR, zone=zone_of(w.loop))
     assert info.value.message.startswith("duration_limit")
     assert info.value.code == 2
     assert w.st["status"] == "paused"
@@ -221,10 +221,10 @@ def test_resume_of_an_expired_loop_is_refused_until_for_is_raised() -> None:
     w.plan(T0 + 2 * HOUR)
     assert w.st["status"] == "expired"
     with pytest.raises(UsageError, match="^duration_limit"):
-        lifecycle.resume(w.loop, w.st, T0 + 2 * HOUR, zone=zone_of(w.loop))
+        verbs.resume(w.loop, w.st, T0 + 2 * HOUR, zone=zone_of(w.loop))
     longer = make(**{"for": "1d"})
     lifecycle.reconcile({"job": longer}, {}, w.state, T0 + 2 * HOUR, zone_of)
-    assert lifecycle.resume(longer, w.st, T0 + 2 * HOUR, zone=zone_of(longer)) == "resumed"
+    assert verbs.resume(longer, w.st, T0 + 2 * HOUR, zone=zone_of(longer)) == "resumed"
     assert w.st["status"] == "active"
     assert w.st["ended_at"] is None and w.st["observed_at"] is None
 
@@ -234,10 +234,10 @@ def test_resume_after_iteration_limit_is_refused_until_max_runs_raised() -> None
     w.cycle(T0, T0 + 10)
     assert w.st["reason"] == "iteration_limit"
     with pytest.raises(UsageError) as info:
-        lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
+        verbs.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
     assert info.value.message.startswith("iteration_limit")
     raised = make(max_runs=3)
-    assert lifecycle.resume(raised, w.st, T0 + 20, zone=zone_of(raised)) == "resumed"
+    assert verbs.resume(raised, w.st, T0 + 20, zone=zone_of(raised)) == "resumed"
     w.loop = raised
     # The schedule resumes where it was: 10m after the last run ended.
     assert w.plan(T0 + 10 + 599).fired == []
@@ -249,7 +249,7 @@ def test_resume_after_failure_limit_resets_the_failures() -> None:
     w = World(make(max_failures=1))
     w.cycle(T0, T0 + 10, outcome="failed")
     assert w.st["reason"] == "failure_limit"
-    assert lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop)) == "resumed"
+    assert verbs.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop)) == "resumed"
     assert (w.st["status"], w.st["reason"]) == ("active", None)
     assert w.st["failures"] == 0
     w.fire(w.st["next_due"])
@@ -261,7 +261,7 @@ def test_resume_of_a_completed_loop_is_refused() -> None:
     w = World(make())
     w.cycle(T0, T0 + 10, decision=decision("complete"))
     with pytest.raises(UsageError, match="completed"):
-        lifecycle.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
+        verbs.resume(w.loop, w.st, T0 + 20, zone=zone_of(w.loop))
 
 
 # -- auto pace ---------------------------------------------------------------------

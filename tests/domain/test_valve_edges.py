@@ -10,7 +10,7 @@ from typing import Any
 
 from fixed_zone import zone_of
 
-from loopctl.domain import lifecycle, valves
+from loopctl.domain import lifecycle, valves, verbs
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.state import RunResult
 
@@ -131,5 +131,5 @@ def test_an_empty_result_clears_the_no_progress_digests() -> None:
 def test_resume_of_an_active_loop_changes_nothing() -> None:
     w = World(make())
     before = dict(w.st)
-    assert lifecycle.resume(w.loop, w.st, T0 + 5, zone=zone_of(w.loop)) == "already active"
+    assert verbs.resume(w.loop, w.st, T0 + 5, zone=zone_of(w.loop)) == "already active"
     assert w.st == before

@@ -14,7 +14,7 @@ import pytest
 from fixed_zone import UTC, zone_of
 
 from conftest import CLI, agent_command, wait_for
-from loopctl.domain import capacity, lifecycle
+from loopctl.domain import capacity, lifecycle, verbs
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.domain.state import RunResult, display_status, new_loop_state
@@ -198,7 +198,7 @@ def test_a_queued_loop_that_is_paused_leaves_the_queue() -> None:
     w.due("b", T0 - 1)
     w.plan(T0)
     assert w.st("b")["queued_at"] == T0
-    lifecycle.pause(w.st("b"), T0 + 1)  # type: ignore[arg-type]
+    verbs.pause(w.st("b"), T0 + 1)  # type: ignore[arg-type]
     w.plan(T0 + 2)
     assert w.st("b")["queued_at"] is None
 

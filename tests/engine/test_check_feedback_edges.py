@@ -311,7 +311,7 @@ def test_a_base_whose_folder_is_a_symlink_starts_no_run_there(tmp_path: Path) ->
     # must not start (nor check) outside its worktree either.
     from integrations.test_workspace import make_repo
 
-    from loopctl.integrations import workspace
+    from loopctl.integrations import worktree
     from loopctl.integrations.git import GitError
 
     made = make_repo(tmp_path)
@@ -329,7 +329,7 @@ def test_a_base_whose_folder_is_a_symlink_starts_no_run_there(tmp_path: Path) ->
                             "worktree": True, "base": "merged", "agent": "claude"})
     folder = tmp_path / "wt"
     with pytest.raises(GitError, match="not a folder of the worktree"):
-        workspace.prepare(loop, "20261201T030000Z-0001", folder)
+        worktree.prepare(loop, "20261201T030000Z-0001", folder)
     assert not folder.exists() and "loopctl/v/" not in made.git("branch")
 
 

@@ -21,8 +21,9 @@ from integrations.test_workspace import EDIT, Repo, last_record, make_repo, star
 
 from conftest import CLI, wait_for
 from loopctl.engine import procs
-from loopctl.integrations import workspace
-from loopctl.integrations.workspace import GitError, Workspace
+from loopctl.integrations import delivery
+from loopctl.integrations.git import GitError
+from loopctl.integrations.worktree import Workspace
 
 RUN_ID = "20261201T030000Z-0001"
 
@@ -186,11 +187,11 @@ def test_a_push_is_tried_three_times_with_a_back_off(
 
     monkeypatch.setattr(time, "sleep", sleep)
     if fails < 3:
-        workspace.push(ws, "origin")
+        delivery.push(ws, "origin")
         assert repo.remote_sha(ws.branch) == sha
     else:
         with pytest.raises(GitError, match=r"^push to origin failed: "):
-            workspace.push(ws, "origin")
+            delivery.push(ws, "origin")
         assert repo.remote_sha(ws.branch) is None
     assert int(counter.read_text()) == min(fails + 1, 3)
     assert slept == [1, 2][:min(fails, 2)]

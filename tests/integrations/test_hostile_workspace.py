@@ -37,7 +37,8 @@ from integrations.test_workspace import (
     start,
 )
 from loopctl.domain.model import parse_loop
-from loopctl.integrations import workspace
+from loopctl.integrations import delivery, worktree
+from loopctl.integrations.copying import copy_ignored
 
 RUN_ID = "20261201T030000Z-0001"
 BIG = 2 * 2**20
@@ -331,7 +332,7 @@ def test_copy_takes_only_ignored_files_even_when_the_definition_names_others(
     (repo.path / "loose.txt").write_text("untracked, not ignored\n")
     folder = tmp_path / "wt"
     repo.git("worktree", "add", "-q", "-b", "run", str(folder))
-    copied = workspace.copy_ignored(str(repo.path), folder, ("README.md", ".env", "loose.txt"))
+    copied = copy_ignored(str(repo.path), folder, ("README.md", ".env", "loose.txt"))
     assert (folder / "README.md").read_text() == "hello\nworld\n"
     assert not (folder / "loose.txt").exists()
     assert (folder / ".env").read_text() == "S=1\n"
@@ -352,7 +353,7 @@ def test_copy_never_creates_a_folder_through_a_committed_symlink(
     (repo.path / ".gitignore").write_text(".env\n*.env\n")
     folder = tmp_path / "wt"
     repo.git("worktree", "add", "-q", "-b", "run", str(folder), "linky")
-    copied = workspace.copy_ignored(str(repo.path), folder, ("conf/sub/*.env",))
+    copied = copy_ignored(str(repo.path), folder, ("conf/sub/*.env",))
     assert list(outside.iterdir()) == []
     assert copied == []
 
@@ -382,10 +383,10 @@ def test_a_copy_that_cannot_be_made_fails_the_run_cleanly(cli: CLI, repo: Repo) 
 # -- cancellation and the PR's address -------------------------------------------------
 
 
-def prepared(repo: Repo, tmp_path: Path, **extra: object) -> tuple[object, workspace.Workspace]:
+def prepared(repo: Repo, tmp_path: Path, **extra: object) -> tuple[object, worktree.Workspace]:
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo.path),
                               "worktree": True, "base": "main", **extra})
-    ws = workspace.prepare(loop, RUN_ID, tmp_path / "worktrees" / "job")
+    ws = worktree.prepare(loop, RUN_ID, tmp_path / "worktrees" / "job")
     (ws.path / "work.txt").write_text("work\n")
     return loop, ws
 
@@ -396,9 +397,9 @@ def test_a_cancelled_hand_off_pushes_nothing(repo: Repo, tmp_path: Path,
     for key, value in fake_gh.env().items():
         monkeypatch.setenv(key, value)
     loop, ws = prepared(repo, tmp_path, push="origin", pr=True, merge="squash")
-    made = workspace.commit(ws, "m", RUN_ID)
-    workspace.remove(ws)
-    handoff = workspace.hand_off(ws, loop, made, "t", "b", lambda: True)
+    made = delivery.commit(ws, "m", RUN_ID)
+    worktree.remove(ws)
+    handoff = delivery.hand_off(ws, loop, made, "t", "b", lambda: True)
     assert handoff.handoff == "committed"
     assert handoff.fields["handoff_note"] == "hand-off cancelled before the push"
     assert repo.remote_sha(ws.branch) is None and fake_gh.calls() == []
@@ -410,10 +411,10 @@ def test_a_hand_off_cancelled_after_the_pr_opens_neither_readies_nor_merges(
     for key, value in fake_gh.env().items():
         monkeypatch.setenv(key, value)
     loop, ws = prepared(repo, tmp_path, push="origin", pr=True, merge="squash")
-    made = workspace.commit(ws, "m", RUN_ID)
-    workspace.remove(ws)
+    made = delivery.commit(ws, "m", RUN_ID)
+    worktree.remove(ws)
     asked = iter([False, False])  # the push and the PR go; then the loop is stopped
-    handoff = workspace.hand_off(ws, loop, made, "t", "b", lambda: next(asked, True))
+    handoff = delivery.hand_off(ws, loop, made, "t", "b", lambda: next(asked, True))
     assert handoff.handoff == "pr_opened"
     assert [c[1] for c in fake_gh.calls()] == ["create", "checks"]
     assert "hand-off cancelled before gh pr ready" in handoff.fields["handoff_note"]
@@ -478,7 +479,7 @@ def test_rm_deletes_only_its_own_loops_branches(cli: CLI, repo: Repo) -> None:
     for branch in (own, *others):
         repo.git("branch", branch, "main")
         repo.git("push", "-q", "origin", branch)  # pushed: `rm` may delete the loop's own
-    assert workspace.loop_branches(str(repo.path), "loopctl/", "a") == [own]
+    assert worktree.loop_branches(str(repo.path), "loopctl/", "a") == [own]
     cli("rm", "a", check=0)
     assert sorted(repo.branches("loopctl/**")) == sorted(others)
 
@@ -491,7 +492,7 @@ def test_the_cleanup_after_a_lost_run_ignores_a_planted_git_link(
     _, ws = prepared(repo, tmp_path)
     (ws.path / ".git").write_text(f"gitdir: {repo.path / '.git'}\n")
     before = snapshot(repo.path)
-    note = workspace.cleanup_lost(ws.to_json(), ws.path, "job", RUN_ID)
+    note = worktree.cleanup_lost(ws.to_json(), ws.path, "job", RUN_ID)
     assert note == "worktree removed; no commits, branch deleted"
     assert not ws.path.exists() and not Path(ws.admin).exists()
     assert snapshot(repo.path) == before and repo.branches() == []
@@ -503,6 +504,6 @@ def test_discard_removes_only_the_worktree_at_loopctls_path(
     repo.git("worktree", "add", "-q", "-b", "theirs", str(theirs))
     shutil.rmtree(theirs)  # absent, as on an unmounted drive
     _, ws = prepared(repo, tmp_path)
-    workspace.discard(ws.repo, ws.path)
+    worktree.discard(ws.repo, ws.path)
     assert not ws.path.exists() and not Path(ws.admin).exists()
     assert str(theirs) in repo.git("worktree", "list", "--porcelain")

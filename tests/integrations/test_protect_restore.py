@@ -14,7 +14,7 @@ from workspace.repos import Repo, git, make_repo
 
 from loopctl.domain import protect as rules
 from loopctl.integrations.protect import remove_under, restore, unmatched
-from loopctl.integrations.workspace import Workspace, common_dir, find_admin
+from loopctl.integrations.worktree import Workspace, common_dir, find_admin
 
 
 @pytest.fixture
@@ -234,7 +234,7 @@ def test_an_edit_the_index_cannot_see_by_its_stat_data_is_still_committed(
     file looked committed already (the run handed off nothing)."""
     import time
 
-    from loopctl.integrations.workspace import commit
+    from loopctl.integrations.delivery import commit
 
     repo: Repo = make_repo(tmp_path)
     (repo.path / "value").write_text("41\n")

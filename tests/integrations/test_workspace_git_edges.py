@@ -23,10 +23,12 @@ from conftest import TESTS
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.domain.plain import replace
+from loopctl.integrations import delivery
 from loopctl.integrations import gh as github
 from loopctl.integrations import git as gitrun
-from loopctl.integrations import workspace
-from loopctl.integrations.workspace import GitError, Workspace
+from loopctl.integrations.copying import copy_ignored
+from loopctl.integrations.git import GitError
+from loopctl.integrations.worktree import Workspace, cleanup_lost, discard, prepare, repository
 
 FAKE_GH = TESTS / "workspace" / "fake_gh.py"
 RUN_ID = "20261201T030000Z-0001"
@@ -67,7 +69,7 @@ def test_git_waits_for_another_git_to_release_its_index_lock(repo: Path) -> None
     releaser = threading.Timer(0.5, lock.unlink)
     releaser.start()
     try:
-        workspace.git(repo, "add", "new.txt")
+        gitrun.git(repo, "add", "new.txt")
     finally:
         releaser.join()
     assert "new.txt" in run_git(repo, "diff", "--cached", "--name-only")
@@ -79,21 +81,21 @@ def test_a_lock_never_released_fails_with_gits_reason(
     (repo / "new.txt").write_text("x\n")
     (repo / ".git" / "index.lock").write_text("")
     with pytest.raises(GitError) as info:
-        workspace.git(repo, "add", "new.txt")
+        gitrun.git(repo, "add", "new.txt")
     assert info.value.message.startswith("git add new.txt failed: fatal: Unable to create")
     assert "index.lock" in info.value.message
 
 
 def test_a_failing_git_names_gits_own_reason_unless_unchecked(repo: Path) -> None:
     with pytest.raises(GitError, match=r"^git rev-parse --verify failed: fatal: "):
-        workspace.git(repo, "rev-parse", "--verify", "no-such-branch")
-    proc = workspace.git(repo, "rev-parse", "--verify", "no-such-branch", check=False)
+        gitrun.git(repo, "rev-parse", "--verify", "no-such-branch")
+    proc = gitrun.git(repo, "rev-parse", "--verify", "no-such-branch", check=False)
     assert proc.returncode != 0
 
 
 def test_a_git_that_outlives_its_timeout_is_an_error(repo: Path) -> None:
     with pytest.raises(GitError, match=r"^git log timed out after 1e-06s$"):
-        workspace.git(repo, "log", timeout=0.000001)
+        gitrun.git(repo, "log", timeout=0.000001)
 
 
 def test_without_git_on_path_worktree_loops_are_refused_clearly(
@@ -102,16 +104,16 @@ def test_without_git_on_path_worktree_loops_are_refused_clearly(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     with pytest.raises(UsageError, match="--worktree needs git, which is not on PATH"):
-        workspace.repository(str(repo))
+        repository(str(repo))
     with pytest.raises(UsageError, match="git is not installed; --worktree needs it"):
-        workspace.git(repo, "status")
+        gitrun.git(repo, "status")
 
 
 @pytest.mark.parametrize("prefix", ["bots", "-x/", "a..b/", "/abs/", "a b/"])
 def test_a_bad_branch_prefix_is_refused(prefix: str) -> None:
     with pytest.raises(UsageError, match=r"bad --branch-prefix .*ending in /, like loopctl/"):
-        workspace.check_prefix(prefix)
-    assert workspace.check_prefix("bots/nightly/") == "bots/nightly/"
+        gitrun.check_prefix(prefix)
+    assert gitrun.check_prefix("bots/nightly/") == "bots/nightly/"
 
 
 # -- --copy ----------------------------------------------------------------------------
@@ -127,7 +129,7 @@ def test_copy_takes_regular_files_inside_the_repository_and_no_symlinks(
     (repo / "local").symlink_to(outside)             # a folder leading out
     worktree = tmp_path / "wt"
     run_git(repo, "worktree", "add", "-q", "-b", "run", str(worktree))
-    workspace.copy_ignored(str(repo), worktree, ("*.env", "local/*.env"))
+    copy_ignored(str(repo), worktree, ("*.env", "local/*.env"))
     assert sorted(p.name for p in worktree.iterdir()) == [".git", ".gitignore", "README.md",
                                                           "app.env"]
     assert (worktree / "app.env").read_text() == "TOKEN=1\n"
@@ -146,7 +148,7 @@ def test_copy_never_writes_through_a_symlink_committed_in_the_worktree(
     # standing where a copied file would go.
     (worktree / "conf").symlink_to(outside)
     (worktree / "settings.env").symlink_to(outside / "planted")
-    workspace.copy_ignored(str(repo), worktree, ("conf/*.env", "*.env"))
+    copy_ignored(str(repo), worktree, ("conf/*.env", "*.env"))
     assert list(outside.iterdir()) == []
     assert (worktree / "settings.env").is_symlink()
 
@@ -162,7 +164,7 @@ def test_remove_unlinks_a_symlink_in_place_of_the_worktree_and_keeps_its_target(
     folder = tmp_path / "worktrees" / "job"
     folder.parent.mkdir()
     folder.symlink_to(precious)
-    workspace.discard(str(repo), folder)
+    discard(str(repo), folder)
     assert not folder.exists() and not folder.is_symlink()
     assert (precious / "keep.txt").read_text() == "keep\n"
 
@@ -171,7 +173,7 @@ def test_remove_deletes_a_folder_git_does_not_know(repo: Path, tmp_path: Path) -
     folder = tmp_path / "worktrees" / "job"
     (folder / "deep").mkdir(parents=True)
     (folder / "deep" / "file").write_text("x")
-    workspace.discard(str(repo), folder)
+    discard(str(repo), folder)
     assert not folder.exists()
 
 
@@ -183,7 +185,7 @@ def test_cleanup_after_a_lost_run_never_follows_a_planted_symlink(
     folder = tmp_path / "worktrees" / "job"
     folder.parent.mkdir()
     folder.symlink_to(precious)
-    note = workspace.cleanup_lost({"repo": str(repo), "branch": "main"}, folder, "job", RUN_ID)
+    note = cleanup_lost({"repo": str(repo), "branch": "main"}, folder, "job", RUN_ID)
     assert note == "worktree folder removed; its recorded repository or branch was not usable"
     assert not folder.is_symlink() and (precious / "keep.txt").exists()
 
@@ -204,7 +206,7 @@ def lost_worktree(repo: Path, tmp_path: Path, commit: bool) -> tuple[dict[str, s
 def test_cleanup_after_a_lost_run_keeps_a_branch_with_commits(
         repo: Path, tmp_path: Path) -> None:
     info, folder = lost_worktree(repo, tmp_path, commit=True)
-    note = workspace.cleanup_lost(info, folder, "job", RUN_ID)
+    note = cleanup_lost(info, folder, "job", RUN_ID)
     assert note == f"worktree removed; branch {info['branch']} kept (1 commit(s))"
     assert not folder.exists() and info["branch"] in branches(repo)
 
@@ -213,7 +215,7 @@ def test_cleanup_after_a_lost_run_keeps_the_branch_when_its_commits_cannot_be_co
         repo: Path, tmp_path: Path) -> None:
     info, folder = lost_worktree(repo, tmp_path, commit=True)
     info["base_sha"] = "0123456789abcdef0123456789abcdef01234567"  # no such commit
-    note = workspace.cleanup_lost(info, folder, "job", RUN_ID)
+    note = cleanup_lost(info, folder, "job", RUN_ID)
     assert "could not be counted" in note
     assert not folder.exists()
     assert info["branch"] in branches(repo)
@@ -227,10 +229,10 @@ def test_a_worktree_whose_link_the_agent_removed_still_commits_on_the_run_branch
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
                               "worktree": True})
     folder = tmp_path / "worktrees" / "job"
-    ws = workspace.prepare(loop, RUN_ID, folder)
+    ws = prepare(loop, RUN_ID, folder)
     (folder / "work.txt").write_text("half done\n")
     (folder / ".git").unlink()  # the agent removed the worktree's link to the repository
-    handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
+    handoff = delivery.finish(ws, loop, RUN_ID, "message", "body")
     # loopctl's record of the worktree, not its `.git` link, names the repository.
     assert handoff.handoff == "committed", handoff
     assert run_git(repo, "show", f"{ws.branch}:work.txt") == "half done\n"
@@ -243,12 +245,12 @@ def test_a_worktree_whose_record_is_gone_hands_off_as_failed_and_is_removed(
     loop = parse_loop("job", {"prompt": "p", "every": "1h", "cwd": str(repo),
                               "worktree": True})
     folder = tmp_path / "worktrees" / "job"
-    ws = workspace.prepare(loop, RUN_ID, folder)
+    ws = prepare(loop, RUN_ID, folder)
     (folder / "work.txt").write_text("half done\n")
     import shutil
 
     shutil.rmtree(ws.admin)
-    handoff = workspace.finish(ws, loop, RUN_ID, "message", "body")
+    handoff = delivery.finish(ws, loop, RUN_ID, "message", "body")
     assert handoff.handoff == "handoff_failed"
     assert handoff.failure == "commit: the worktree's record in the repository is gone"
     assert handoff.record()["branch"] == ws.branch
@@ -277,7 +279,7 @@ def ws_for(repo: Path, tmp_path: Path) -> Workspace:
     return Workspace(str(repo), tmp_path / "wt", f"loopctl/job/{RUN_ID}", "main", "main", sha)
 
 
-def merge_after_checks(repo: Path, tmp_path: Path) -> workspace.Handoff:
+def merge_after_checks(repo: Path, tmp_path: Path) -> delivery.Handoff:
     """Open the run's PR and hand it to `merge()` with a 0.3 s checks timeout,
     as the hand-off does after the push."""
     ws = ws_for(repo, tmp_path)
@@ -285,8 +287,8 @@ def merge_after_checks(repo: Path, tmp_path: Path) -> workspace.Handoff:
                               "push": "origin", "pr": True, "merge": "squash"})
     loop = replace(loop, checks_timeout=0.3)  # below the 1 s a definition can say
     pr = github.open_pr(str(repo), "main", ws.branch, "title", "body")
-    result = workspace.Handoff("pr_opened", {"pr_url": pr})
-    workspace._merge(ws, loop, pr, result, lambda step: False)
+    result = delivery.Handoff("pr_opened", {"pr_url": pr})
+    delivery._merge(ws, loop, pr, result, lambda step: False)
     return result
 
 
@@ -294,7 +296,7 @@ def gh_calls(log: Path) -> list[list[str]]:
     return [json.loads(line)["argv"] for line in log.read_text().splitlines()]
 
 
-def assert_left_for_review(result: workspace.Handoff, log: Path, verdict: str) -> None:
+def assert_left_for_review(result: delivery.Handoff, log: Path, verdict: str) -> None:
     assert (result.handoff, result.review) == ("needs_review", verdict), result
     assert "merged" not in result.fields
     calls = gh_calls(log)

@@ -41,7 +41,8 @@ from loopctl.engine.run_context import (
 )
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Handoff, Workspace
+    from loopctl.integrations.delivery import Handoff
+    from loopctl.integrations.worktree import Workspace
 
 # The agent ran and exited, or was killed at its timeout.
 CHECKED_OUTCOMES = ("ok", "failed", "timeout", "deferred")
@@ -85,7 +86,7 @@ def _left_worktree(ws: Workspace | None) -> str | None:
     """Why the check cannot run where the agent worked: the agent can
     replace the loop's folder in its worktree with a symlink to anywhere
     (the check would run, write and print there), or remove it."""
-    from loopctl.integrations.workspace import escaped
+    from loopctl.integrations.worktree import escaped
 
     if ws is None or not escaped(ws):
         return None

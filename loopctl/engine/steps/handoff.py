@@ -22,7 +22,8 @@ from loopctl.engine.run_context import Guarded, RunContext
 from loopctl.engine.run_signals import STOP_SIGNALS
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Commit, Handoff, Workspace
+    from loopctl.integrations.delivery import Commit, Handoff
+    from loopctl.integrations.worktree import Workspace
 
 
 def commit_message(loop: LoopDef, run: dict[str, Any], result: RunResult) -> str:
@@ -78,25 +79,25 @@ def commit(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any],
     """What the agent left, committed on the run branch (nothing else moves).
     When the agent's commits touched a protected path, loopctl's commit goes
     straight on the base, the agent's commits left out."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import delivery
 
     if guarded is not None and guarded.failed:
         # What it would commit may hold the agent's edit of protected paths.
-        return workspace.Commit(failure="not committed: the protected paths could not be "
-                                "put back")
+        return delivery.Commit(failure="not committed: the protected paths could not be "
+                               "put back")
     onto = ws.base_sha if guarded is not None and guarded.flatten else None
-    return workspace.commit(ws, commit_message(loop, run, result), ctx.run_id,
-                            loop.max_file_size, onto=onto)
+    return delivery.commit(ws, commit_message(loop, run, result), ctx.run_id,
+                           loop.max_file_size, onto=onto)
 
 
 def hand_off(ctx: RunContext, ws: Workspace, loop: LoopDef, run: dict[str, Any], made: Commit,
              result: RunResult, cancelled: Callable[[], bool]) -> Handoff:
     """Remove the worktree, then push / open the PR / merge as asked."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import delivery, worktree
 
-    workspace.remove(ws)
-    handoff = workspace.hand_off(ws, loop, made, commit_message(loop, run, result),
-                                 pr_body(loop, ctx.run_id, result), cancelled)
+    worktree.remove(ws)
+    handoff = delivery.hand_off(ws, loop, made, commit_message(loop, run, result),
+                                pr_body(loop, ctx.run_id, result), cancelled)
     fields = handoff.record()
     # `hand-off: no_change, branch ...`: the kind first, not `handoff no_change`.
     ctx.log.write(f"# loopctl: hand-off: {fields.get('handoff')}" + "".join(

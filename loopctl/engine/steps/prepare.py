@@ -12,7 +12,7 @@ from loopctl.storage.paths import ensure_dir
 def prepare_workspace(ctx: RunContext, claim: Claim) -> Prepared:
     """The worktree, or why it could not be made (launching fails the run
     with that note). Made with the store unlocked: a fetch may take a while."""
-    from loopctl.integrations import workspace
+    from loopctl.integrations import worktree
 
     loop = claim.loop
     folder = ctx.store.paths.state_dir / "worktrees" / ctx.name
@@ -20,7 +20,7 @@ def prepare_workspace(ctx: RunContext, claim: Claim) -> Prepared:
     try:
         ensure_dir(folder.parent)
         ws = pr_fix.continuation(ctx, loop, folder, found) \
-            or workspace.prepare(loop, ctx.run_id, folder)
+            or worktree.prepare(loop, ctx.run_id, folder)
     except LoopctlError as exc:
         return Prepared(None, f"worktree: {exc.message}", found)
     ctx.log.hold(f"# loopctl: worktree {folder} on branch {ws.branch} from {ws.base_ref}")

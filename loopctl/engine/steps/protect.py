@@ -24,7 +24,7 @@ from loopctl.domain.untrusted import line
 from loopctl.engine.run_context import Guarded, RunContext, add_dropped
 
 if TYPE_CHECKING:
-    from loopctl.integrations.workspace import Workspace
+    from loopctl.integrations.worktree import Workspace
 
 
 def restore(ctx: RunContext, ws: Workspace | None, loop: LoopDef,

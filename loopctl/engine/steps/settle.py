@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-    from loopctl.integrations.workspace import Handoff
+    from loopctl.integrations.delivery import Handoff
 
 SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 
