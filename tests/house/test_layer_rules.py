@@ -253,18 +253,29 @@ def test_only_storage_writes_loopctls_files() -> None:
     assert writers == set(WRITES_ALLOWED)  # no stale entry
 
 
+# Each way to write an import, with `{up}` for the layer above, and the name
+# the check reports (from a module of `loopctl.{low}`).
+IMPORT_FORMS = {
+    "from loopctl.{up}.thing import x": "loopctl.{up}.thing",
+    "import loopctl.{up}.thing": "loopctl.{up}.thing",
+    "import loopctl.{up}.thing as other": "loopctl.{up}.thing",
+    "from loopctl import {up}": "loopctl.{up}",
+    "from ..{up} import thing": "loopctl.{up}",
+    "from ..{up}.thing import x": "loopctl.{up}.thing",
+}
+
+
 def test_the_layer_check_sees_every_kind_of_import() -> None:
     """Module level, inside a function, relative, `import x.y`: each is
     caught; a TYPE_CHECKING block and a downward import are not."""
-    for low, high in (("domain", "storage"), ("domain", "serve"), ("storage", "engine"),
-                      ("storage", "agents"), ("engine", "cli"), ("integrations", "commands"),
-                      ("agents", "serve"), ("commands", "cli")):
+    for low, up in (("domain", "storage"), ("domain", "serve"), ("storage", "engine"),
+                    ("storage", "agents"), ("engine", "cli"), ("integrations", "commands"),
+                    ("agents", "serve"), ("commands", "cli")):
         module = f"loopctl.{low}.probe"
-        for line in (f"from loopctl.{high}.thing import x", f"import loopctl.{high}.thing",
-                     f"from loopctl import {high}", f"from ..{high} import thing",
-                     f"from ..{high}.thing import x"):
+        for form, named in IMPORT_FORMS.items():
+            line = form.format(up=up)
             assert layer_violations(line, module, False, "p.py") == \
-                [f"p.py:1: {low} imports " + _named(line, high)], (low, line)
+                [f"p.py:1: {low} imports {named.format(up=up)}"], (low, line)
             lazy = f"def f():\n    if True:\n        {line}\n"
             assert layer_violations(lazy, module, False, "p.py")[0].startswith("p.py:3:")
     clean = ("if TYPE_CHECKING:\n    from loopctl.engine.x import Y\n"
@@ -273,17 +284,10 @@ def test_the_layer_check_sees_every_kind_of_import() -> None:
     assert layer_violations(clean, "loopctl.storage.probe", False, "p.py") == []
     assert layer_violations("from loopctl.cli import app\n", "loopctl.serve.probe", False,
                             "p.py") == []
-
-
-def _named(line: str, high: str) -> str:
-    if line.startswith("from .."):
-        rest = line.removeprefix("from ..").split(" import ")
-        return f"loopctl.{rest[0]}" if "." in rest[0] else f"loopctl.{high}"
-    if line.startswith("import "):
-        return line.removeprefix("import ")
-    if line.startswith(f"from loopctl import {high}"):
-        return f"loopctl.{high}"
-    return line.removeprefix("from ").split(" import ")[0]
+    # In a package's __init__, one dot is the package itself.
+    assert layer_violations("from .engine import x\n", "loopctl.storage", True, "p.py") == []
+    assert layer_violations("from ..engine import x\n", "loopctl.storage", True, "p.py") == \
+        ["p.py:1: storage imports loopctl.engine"]
 
 
 def test_the_spawn_check_sees_every_way_to_start_a_process() -> None:
