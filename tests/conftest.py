@@ -20,17 +20,29 @@ import pytest
 TESTS = Path(__file__).parent
 FAKE_AGENT = TESTS / "fake_agent.py"
 REAL_HOME = Path(os.path.expanduser("~"))
-# loopctl's own folders (every file in them, at any depth), and the folders
-# where any of its files could land if a path were derived from the real HOME
-# (what sits directly in them): nothing in them may be added, removed,
-# rewritten or have its mode changed by a test.
-REAL_OWN_PLACES = [REAL_HOME / ".config" / "loopctl", REAL_HOME / ".local" / "state" / "loopctl",
-                   REAL_HOME / ".config" / "systemd" / "user"]
-REAL_NEAR_PLACES = [REAL_HOME / ".config", REAL_HOME / ".local" / "state",
-                    # the user's crontab (`loopctl cron install` edits it),
-                    # where Debian's and Red Hat's cron keep it
-                    *(Path(spool) / getpass.getuser()
-                      for spool in ("/var/spool/cron/crontabs", "/var/spool/cron"))]
+# loopctl's own folders: every entry in them, at any depth, never following
+# a symlink. Nothing in them may be added, removed, rewritten or have its mode
+# changed by a test.
+def own_places(home: Path) -> list[Path]:
+    return [home / ".config" / "loopctl", home / ".local" / "state" / "loopctl"]
+
+
+# Folders other programs write too, and the names loopctl could create in
+# them (a path wrongly derived from the real HOME, an export installed by
+# hand): only those are watched, so another program's file there fails no test.
+def near_places(home: Path) -> dict[Path, tuple[str, ...]]:
+    return {home / ".config": ("loopctl*",), home / ".local" / "state": ("loopctl*",),
+            home / ".config" / "systemd" / "user": ("loopctl-*.service", "loopctl-*.timer")}
+
+
+# The user's crontab (`loopctl cron install` edits it), where Debian's and
+# Red Hat's cron keep it: only its loopctl lines (loopctl.integrations.crontab
+# MARKER) are watched, so a crontab edit elsewhere fails no test. Reading the
+# spool usually needs root: best effort.
+REAL_CRONTABS = [Path(spool) / getpass.getuser()
+                 for spool in ("/var/spool/cron/crontabs", "/var/spool/cron")]
+CRON_MARKER = "# loopctl tick for"
+REAL_OWN_PLACES, REAL_NEAR_PLACES = own_places(REAL_HOME), near_places(REAL_HOME)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -138,11 +150,16 @@ def _entry(path: str) -> tuple[Any, ...]:
     return ("file", info.st_mode, digest.hexdigest())
 
 
-def _fingerprint(own: list[Path], near: list[Path]) -> dict[str, Any]:
-    """Every entry under `own` (recursively, never following a symlink) and
-    directly in `near`, each with `_entry`; a missing place is None."""
+def _fingerprint(own: list[Path], near: dict[Path, tuple[str, ...]],
+                 crontabs: list[Path] | None = None) -> dict[str, Any]:
+    """Every entry under `own` (recursively, never following a symlink), the
+    entries directly in each `near` place whose names match its patterns,
+    each with `_entry`, and each crontab's loopctl lines; a missing own
+    place is None."""
+    import fnmatch
+
     out: dict[str, Any] = {}
-    for place, recursive in [(p, True) for p in own] + [(p, False) for p in near]:
+    for place in own:
         if not os.path.isdir(place):
             out[str(place)] = None if not os.path.lexists(place) else _entry(str(place))
             continue
@@ -150,13 +167,31 @@ def _fingerprint(own: list[Path], near: list[Path]) -> dict[str, Any]:
         for top, dirs, files in os.walk(place):
             for name in dirs + files:
                 out[os.path.join(top, name)] = _entry(os.path.join(top, name))
-            if not recursive:
-                break
+    for place, patterns in near.items():
+        try:
+            names = os.listdir(place)
+        except OSError:  # missing or unreadable: what loopctl adds shows later
+            continue
+        for name in names:
+            if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
+                out[os.path.join(place, name)] = _entry(os.path.join(place, name))
+    for crontab in crontabs or []:
+        out[f"{crontab} (loopctl lines)"] = _loopctl_lines(crontab)
     return out
 
 
+def _loopctl_lines(crontab: Path) -> Any:
+    try:
+        text = crontab.read_bytes().decode(errors="replace")
+    except FileNotFoundError:  # no crontab holds no loopctl line
+        return []
+    except OSError as exc:  # the spool usually needs root
+        return ("unread", exc.errno)
+    return [line for line in text.splitlines() if CRON_MARKER in line]
+
+
 def real_home_fingerprint() -> dict[str, Any]:
-    return _fingerprint(REAL_OWN_PLACES, REAL_NEAR_PLACES)
+    return _fingerprint(REAL_OWN_PLACES, REAL_NEAR_PLACES, REAL_CRONTABS)
 
 
 # What a developer may have installed that a test must never run: every

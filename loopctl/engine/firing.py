@@ -97,6 +97,29 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
         os._exit(code)
 
 
+def start_supervisor(store: Store, loop: str, run_id: str) -> int:
+    """Start a detached supervisor as a fresh interpreter and return its pid:
+    for a threaded parent (`loopctl serve`), where forking would copy other
+    threads' locks mid-use. The child is reaped by a thread, never a zombie;
+    its output goes to the run's log as `spawn_supervisor`'s does."""
+    import subprocess
+    import threading
+
+    from loopctl.storage.runs import open_log
+
+    store.run_dir(loop)
+    fd = open_log(store.paths.run_log(loop, run_id))
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "loopctl.engine.supervisor", loop, run_id],
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
+            close_fds=True, env=dict(os.environ))
+    finally:
+        os.close(fd)
+    threading.Thread(target=child.wait, daemon=True).start()
+    return child.pid
+
+
 def _forget_daemon_signals() -> None:
     """A daemon's wake-up on its children's exit is its own (engine/daemon)."""
     try:
@@ -165,9 +188,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
     from loopctl.engine.reaper import sweep_lost
 
     swept = sweep_lost(store.paths.state_dir, loop, run)
-    import shutil
+    from loopctl.storage.run_files import remove_decision_dir
 
-    shutil.rmtree(store.paths.decision_dir(loop, run["run_id"]), ignore_errors=True)
+    remove_decision_dir(store.paths.decision_dir(loop, run["run_id"]))
     if run.get("workspace") and not (agent and procs.alive(agent)):
         from loopctl.integrations.worktree import cleanup_lost
 

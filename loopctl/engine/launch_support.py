@@ -16,7 +16,6 @@ from loopctl.domain.state import LoopState
 from loopctl.engine import reaper
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine.run_context import Claim, RunContext
-from loopctl.storage.paths import ensure_dir
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -90,21 +89,12 @@ def in_child(*hooks: Callable[[], None] | None) -> Callable[[], None]:
 
 
 def shim_dir(ctx: RunContext) -> Path:
-    folder = ensure_dir(ctx.store.paths.state_dir / "bin")
-    shim = folder / "loopctl"
     # Not `-m loopctl`: that would import a `loopctl/` folder from the
     # agent's working directory first. `-c` starts sys.path with it too,
     # so the first entry is dropped before loopctl is imported.
     body = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
             "'import sys; del sys.path[0]; from loopctl.entry import main; main()' "
             '"$@"\n')
-    try:
-        current = shim.read_text()
-    except OSError:
-        current = None
-    if current != body:
-        from loopctl.storage.atomic import atomic_write
+    from loopctl.storage.run_files import install_shim
 
-        atomic_write(shim, body.encode())
-        os.chmod(shim, 0o700)
-    return folder
+    return install_shim(ctx.store.paths, body)

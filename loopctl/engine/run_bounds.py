@@ -119,18 +119,7 @@ def end(ctx: RunContext) -> None:
                                else None))
     ctx.log.flush_held()
     if b.launched:
-        remove_folder(ctx.decision_path.parent)
+        from loopctl.storage.run_files import remove_decision_dir
+
+        remove_decision_dir(ctx.decision_path.parent)
     reaper.release(b.held)
-
-
-def remove_folder(folder: Path) -> None:
-    """An empty folder (most runs leave nothing) without importing shutil,
-    whose rmtree (it follows no symlink the agent left there) does the rest."""
-    try:
-        os.rmdir(folder)
-    except FileNotFoundError:
-        pass
-    except OSError:
-        import shutil
-
-        shutil.rmtree(folder, ignore_errors=True)

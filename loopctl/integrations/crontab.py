@@ -153,7 +153,9 @@ def uninstall(store: Store) -> dict[str, Any]:
     kept = [existing for existing in lines if not existing.endswith(marker(store))]
     if len(kept) != len(lines):
         write_crontab(kept)
-    store.paths.cron_line_file.unlink(missing_ok=True)
+    from loopctl.storage.atomic import remove_file
+
+    remove_file(store.paths.cron_line_file)
     return {"version": 1, "installed": False, "changed": len(kept) != len(lines)}
 
 

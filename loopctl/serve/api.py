@@ -6,9 +6,6 @@ not active (or busy) 409, bad input 422, files unreadable 503.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 from typing import Any
 
 from loopctl.commands import common
@@ -69,7 +66,6 @@ class Actions:
 
     def __init__(self, store_factory: Any) -> None:
         self.store = store_factory
-        self.children: list[subprocess.Popen[bytes]] = []
 
     def act(self, name: str, verb: str, payload: bytes | None = None,
             kill: bool = False) -> dict[str, Any]:
@@ -108,18 +104,7 @@ class Actions:
                 "log": str(store.paths.run_log(name, run_id))}
 
     def _spawn(self, store: Store, name: str, run_id: str) -> int:
-        import os
+        # a fresh interpreter, not a fork: this server runs threads
+        from loopctl.engine.firing import start_supervisor
 
-        from loopctl.storage.runs import open_log
-
-        store.run_dir(name)
-        fd = open_log(store.paths.run_log(name, run_id))
-        try:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "loopctl.engine.supervisor", name, run_id],
-                stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
-                close_fds=True, env=dict(os.environ))
-        finally:
-            os.close(fd)
-        threading.Thread(target=child.wait, daemon=True).start()  # reaped, never a zombie
-        return child.pid
+        return start_supervisor(store, name, run_id)

@@ -59,6 +59,11 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
         _fsync_dir(path.parent)
 
 
+def remove_file(path: Path) -> None:
+    """Remove one of loopctl's files; already gone is fine."""
+    path.unlink(missing_ok=True)
+
+
 def _create_temp(path: Path) -> tuple[int, str]:
     """A new private file beside `path` (what tempfile.mkstemp does, without
     the ~5 ms its import of shutil, random and the compressors costs every

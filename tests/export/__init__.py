@@ -1,2 +1,2 @@
-"""Helpers for the hand-off tests (tests/test_handoff_*.py): a stand-in for each
-scheduler an export targets (simulator.py) and shared export helpers (support.py)."""
+"""The export tests (tests/export/test_*.py): a stand-in for each scheduler an
+export targets (simulator.py) and shared export helpers (support.py)."""

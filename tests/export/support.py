@@ -1,4 +1,4 @@
-"""Helpers shared by the hand-off tests (tests/test_handoff_*.py): start a
+"""Helpers shared by the export tests (tests/export/test_*.py): start a
 loop, export it with `-o`, and the `make_sim` fixture that exports a loop to a
 target and returns the simulator (simulator.py) that plays that target's
 scheduler. Also the export options each target needs and a folder name with

@@ -5,7 +5,7 @@ agent under the scheduler's own PATH, and the scheduled entry point (`run
 --scheduled`) exits 75 while a run is in flight or the agent is rate-limited;
 a manual run refuses an inactive loop unless forced.
 
-The simulators in tests/handoff/ play each scheduler from the exported file
+The simulators in tests/export/simulator.py play each scheduler from the exported file
 alone: they extract the command it would run and fire it repeatedly with a
 fresh HOME, TMPDIR and working directory, keeping only the loop's state and a
 read-only definition, then count the run records.

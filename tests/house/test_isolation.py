@@ -49,7 +49,17 @@ def test_rewrite_deep_state():
 
 
 def test_file_beside_the_config_folder():
+    (REAL / ".config/loopctl.yaml").write_text("version: 1\\n")
+
+
+def test_another_programs_files_are_not_watched():
     (REAL / ".config/user-dirs.dirs").write_text("XDG_X=y\\n")
+    (REAL / ".config/systemd/user/other.service").write_text("[Unit]\\n")
+    (REAL / ".local/state/other-app").mkdir()
+
+
+def test_a_loopctl_unit_beside_other_units():
+    (REAL / ".config/systemd/user/loopctl-job.timer").write_text("[Timer]\\n")
 
 
 def test_symlink_instead_of_file():
@@ -69,6 +79,7 @@ def guarded_home(root: Path) -> Path:
     run.parent.mkdir(parents=True)
     run.write_text("[]")
     (home / ".config" / "user-dirs.dirs").write_text("XDG_X=x\n")
+    (home / ".config" / "systemd" / "user").mkdir(parents=True)
     return home
 
 
@@ -93,12 +104,13 @@ def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
     for name in ("rewrite_same_size", "chmod", "rewrite_deep_state", "symlink_instead_of_file",
-                 "file_beside_the_config_folder"):
+                 "file_beside_the_config_folder", "a_loopctl_unit_beside_other_units"):
         assert f"ERROR test_guarded.py::test_{name} - AssertionError: a test touched the real " \
                "home directory" in out, out[-3000:]
-    assert "ERROR test_guarded.py::test_reads_only" not in out, out[-3000:]
+    for name in ("reads_only", "another_programs_files_are_not_watched"):
+        assert f"ERROR test_guarded.py::test_{name}" not in out, out[-3000:]
     assert "PASSED test_guarded.py::test_path_hides_the_developers_agents" in out, out[-3000:]
-    assert "7 passed, 5 errors" in out, out[-3000:]  # every call passed; 5 teardowns did not
+    assert "9 passed, 6 errors" in out, out[-3000:]  # every call passed; 6 teardowns did not
     assert not (tmp_path / "ran").exists()
 
 
@@ -109,12 +121,50 @@ def test_what_lies_deeper_in_the_near_places_is_not_hashed(tmp_path: Path, depth
     from conftest import _fingerprint
 
     near = tmp_path / "config"
-    folder = near / "other-app" if depth else near
+    folder = near / "loopctl-other" if depth else near
     folder.mkdir(parents=True)
-    (folder / "settings").write_text("a")
-    before = _fingerprint([], [near])
-    (folder / "settings").write_text("b")
-    assert (_fingerprint([], [near]) != before) is (depth == 0)
+    (folder / "loopctl.yaml").write_text("a")
+    before = _fingerprint([], {near: ("loopctl*",)})
+    (folder / "loopctl.yaml").write_text("b")
+    assert (_fingerprint([], {near: ("loopctl*",)}) != before) is (depth == 0)
+
+
+def test_the_guard_watches_only_what_loopctl_could_write(tmp_path: Path) -> None:
+    """Another program's file in ~/.config, ~/.local/state or the user's
+    systemd units, or a crontab line of its own, changes nothing the guard
+    sees; a loopctl file there, a loopctl unit or a loopctl cron line does."""
+    from conftest import _fingerprint, near_places, own_places
+
+    home = guarded_home(tmp_path)
+    crontab = tmp_path / "spool" / "user"
+    crontab.parent.mkdir()
+    crontab.write_text("0 * * * * backup\n")
+
+    def seen() -> dict[str, object]:
+        return _fingerprint(own_places(home), near_places(home), [crontab])
+
+    before = seen()
+    (home / ".config" / "user-dirs.dirs").write_text("XDG_X=y\n")
+    (home / ".config" / "other-app").mkdir()
+    (home / ".local" / "state" / "other.log").write_text("x")
+    (home / ".config" / "systemd" / "user" / "other.timer").write_text("[Timer]\n")
+    crontab.write_text("0 * * * * backup --full\n")
+    assert seen() == before
+    for plant in (home / ".config" / "loopctl.yaml", home / ".local" / "state" / "loopctl.log",
+                  home / ".config" / "systemd" / "user" / "loopctl-job.service"):
+        plant.write_text("x")
+        assert seen() != before, plant
+        plant.unlink()
+        assert seen() == before, plant
+    crontab.write_text("0 * * * * backup --full\n* * * * * loopctl tick # loopctl tick for /s\n")
+    assert seen() != before
+
+
+def test_the_guard_knows_the_crontab_marker() -> None:
+    from conftest import CRON_MARKER
+    from loopctl.integrations.crontab import MARKER
+
+    assert CRON_MARKER == MARKER
 
 
 # -- the PATH -----------------------------------------------------------------

@@ -20,7 +20,8 @@ from loopctl.engine import confining, procs
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine.launch_support import agent_env, in_child, ours, shim_dir, trigger_payload
 from loopctl.engine.run_context import Claim, Gate, Launched, Prepared, RunContext, one_line
-from loopctl.storage.paths import FILE_MODE, unnamed_file
+from loopctl.storage.paths import unnamed_file
+from loopctl.storage.run_files import write_prompt as write_prompt_file
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -173,10 +174,7 @@ def write_prompt(ctx: RunContext, claim: Claim, cwd: str, now: float, prepared: 
                     payload=payload[1] if payload else None,
                     check=last_check(ctx, loop, st),
                     pr_fix=prepared.pr_fix if ws is not None and ws.continues else None)
-    path = ctx.store.paths.run_file(ctx.name, ctx.run_id, ".prompt")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, FILE_MODE)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    path = write_prompt_file(ctx.store.paths, ctx.name, ctx.run_id, text)
     return text, str(path)
 
 

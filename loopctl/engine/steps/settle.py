@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from loopctl import clock
@@ -15,7 +14,6 @@ from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, run_accounts
 from loopctl.engine.run_context import Claim, Done, Guarded, Launched, RunContext, add_note
-from loopctl.storage.paths import FILE_MODE
 from loopctl.storage.runs import prune, remember
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -168,16 +166,8 @@ def protected_event(ctx: RunContext, guarded: Guarded | None, loop: LoopDef, st:
 
 
 def mark_unsaved(ctx: RunContext, message: str) -> None:
-    """Leave a marker the next driver finds: this loop's state could not be
-    saved, so it must pause (`error`) rather than keep firing. An empty
-    file needs no free blocks, so it usually lands even on a full disk."""
-    try:
-        fd = os.open(ctx.store.paths.unsaved_marker(ctx.name, ctx.run_id),
-                     os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
-        try:
-            os.write(fd, message.encode()[:500])
-        except OSError:
-            pass
-        os.close(fd)
-    except OSError:
-        pass
+    """This loop's state could not be saved, so the next driver must pause
+    it (`error`) rather than keep firing: a marker tells it."""
+    from loopctl.storage.run_files import mark_unsaved as leave_marker
+
+    leave_marker(ctx.store.paths, ctx.name, ctx.run_id, message)
