@@ -71,7 +71,7 @@ WRITES_ALLOWED = {
     "loopctl.engine.sandbox": "the run's scratch folder in the system temp dir",
     "loopctl.integrations.copying": "the user's untracked files copied into a run's worktree",
     "loopctl.integrations.protect": "the user's protected paths put back in the worktree",
-    "loopctl.integrations.workspace": "a git worktree's .git link, and removing the worktree",
+    "loopctl.integrations.worktree": "a git worktree's .git link, and removing the worktree",
     "loopctl.cli.gendocs": "the repository's generated docs (a developer's command)",
 }
 
