@@ -133,7 +133,8 @@ def _process(cls: type, frozen: bool) -> type:
                              "  return NotImplemented"]),
         "__hash__": f"def __hash__(self):\n  return hash(({mine}{comma}))",
     }
-    _set(cls, "__init__", _compiled_on_first_call(cls, "__init__", sources, namespace))
+    _set(cls, "__init__", _compiled_on_first_call(cls, "__init__", sources, namespace,
+                                                  _interpreted_init(cls, spec, frozen)))
     _set(cls, "__repr__", _make_repr(names))
     _set(cls, "__eq__", _compiled_on_first_call(cls, "__eq__", sources, namespace))
     if "__hash__" not in cls.__dict__:
@@ -149,14 +150,27 @@ def _process(cls: type, frozen: bool) -> type:
     return cls
 
 
+_INTERPRETED_CALLS = 64  # an `__init__` is compiled once a process has made this many
+
+
 def _compiled_on_first_call(cls: type, name: str, sources: dict[str, str],
-                            namespace: dict[str, Any]) -> Any:
+                            namespace: dict[str, Any], interpreted: Any = None) -> Any:
     """A stub that compiles the method from our own source (as dataclasses
     makes its `__init__`) when first called, and puts it in its place.
     Parsing and compiling cost ~1M instructions for a record of many fields;
-    a run imports ~30 records and calls few of their methods."""
+    a run imports ~30 records and calls few of their methods. With
+    `interpreted` (the same method, not compiled: slower per call), the
+    first calls use it, and only a class made often is compiled: a `tick
+    --wait` made ~20 kinds of records a few times each, ~21M instructions
+    of compiling between its driver and its supervisor."""
+    calls = 0
+
     def stub(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
         func = namespace.get(name)
+        if func is None and interpreted is not None and calls < _INTERPRETED_CALLS:
+            calls += 1
+            return interpreted(self, *args, **kwargs)
         if func is None:
             exec(sources[name], namespace)  # our own source
             func = namespace[name]
@@ -167,6 +181,45 @@ def _compiled_on_first_call(cls: type, name: str, sources: dict[str, str],
 
     stub.__name__ = stub.__qualname__ = name
     return stub
+
+
+def _interpreted_init(cls: type, spec: dict[str, Any], frozen: bool) -> Any:
+    """The compiled `__init__`'s behaviour, field by field: the arguments
+    bound (a TypeError before any factory runs), then each field set in
+    order, a factory called for each one not given."""
+    names = tuple(spec)
+    required = tuple(name for name, default in spec.items() if default is _MISSING)
+    where = f"{cls.__qualname__}.__init__()"
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if len(args) > len(names):
+            raise TypeError(f"{where} takes {len(names) + 1} positional arguments but "
+                            f"{len(args) + 1} were given")
+        given = dict(zip(names, args, strict=False))  # the first len(args) fields
+        for key, value in kwargs.items():
+            if key in given:
+                raise TypeError(f"{where} got multiple values for argument {key!r}")
+            if key not in spec:
+                raise TypeError(f"{where} got an unexpected keyword argument {key!r}")
+            given[key] = value
+        missing = [name for name in required if name not in given]
+        if missing:
+            raise TypeError(f"{where} missing {len(missing)} required argument(s): "
+                            + ", ".join(map(repr, missing)))
+        state = self.__dict__ if frozen else None
+        for name in names:
+            if name in given:
+                value = given[name]
+            else:
+                value = spec[name]
+                if isinstance(value, _Factory):
+                    value = value.make()
+            if state is not None:
+                state[name] = value
+            else:
+                setattr(self, name, value)
+
+    return __init__
 
 
 def _set(cls: type, name: str, func: Any) -> None:

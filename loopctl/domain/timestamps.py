@@ -13,7 +13,9 @@ UTC = timezone.utc
 
 _DAYS: dict[int, str] = {}  # a day's date text: a listing's moments share few days
 _MINUTES: list[str] = []  # "HH:MM" for each minute of a day, made on first use
-_SECONDS = [f"{s:02d}" for s in range(60)]
+# Joined, not formatted: 1,440 `:02d` fields were ~8M instructions, paid by
+# every process that writes one time (each fired run, its driver).
+_SECONDS = [tens + units for tens in "012345" for units in "0123456789"]
 
 
 def iso(ts: float | None) -> str | None:
@@ -32,7 +34,7 @@ def iso(ts: float | None) -> str | None:
     if date is None:
         date = _DAYS[day] = datetime.fromtimestamp(day * 86400, UTC).strftime("%Y-%m-%d")
     if not _MINUTES:
-        _MINUTES.extend(f"{m // 60:02d}:{m % 60:02d}" for m in range(1440))
+        _MINUTES.extend([hour + ":" + minute for hour in _SECONDS[:24] for minute in _SECONDS])
     minute, rest = divmod(second, 60)
     return date + "T" + _MINUTES[minute] + ":" + _SECONDS[rest] + "Z"
 

@@ -62,3 +62,20 @@ def test_the_daemon_runs_with_the_collector_on(home: Path, collector_on: None) -
             signal.signal(sig, handler)
         os.close(signal.set_wakeup_fd(wakeup))
         os.close(daemon.wake_r)
+
+
+def test_a_command_freezes_its_objects_when_the_interpreter_exits(home: Path) -> None:
+    """The interpreter's last collection walks whatever is not frozen (a
+    tenth of a run's instructions): a command freezes everything at exit, and
+    only then, since a test calling `main` in-process lives on."""
+    import subprocess
+
+    code = ("import atexit, gc, sys\n"
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count(), file=sys.stderr))\n"
+            "from loopctl.entry import main\nsys.argv = ['loopctl', 'ls']\n"
+            "print('before', gc.get_freeze_count(), file=sys.stderr)\nmain()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "LOOPCTL_HOME": str(home)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = dict(line.split() for line in proc.stderr.splitlines() if line[:1] in "bf")
+    assert said["before"] == "0" and int(said["frozen"]) > 1000

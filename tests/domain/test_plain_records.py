@@ -109,6 +109,67 @@ def test_bad_calls_raise_type_error(call: Any) -> None:
         call()
 
 
+def fresh_records() -> tuple[Any, Any]:
+    """Classes no test has made yet: their `__init__` is still the stub."""
+    @record
+    class Loose:
+        label: str
+        size: int = 1
+        tags: list[str] = factory(list)
+        seen: list[int] = factory(counted_list)
+
+    @record(frozen=True)
+    class Fixed:
+        x: int
+        y: int = 0
+        meta: dict[str, Any] = factory(dict)
+
+    return Loose, Fixed
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_init_interpreted_or_compiled_binds_the_same_way(
+        compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopctl.domain import plain
+
+    if compiled:
+        monkeypatch.setattr(plain, "_INTERPRETED_CALLS", 0)
+    loose, fixed = fresh_records()
+    MAKES.clear()
+    item = loose("a", 3, tags=["t"])
+    assert list(vars(item).items()) == [("label", "a"), ("size", 3), ("tags", ["t"]),
+                                        ("seen", [])]
+    assert len(MAKES) == 1 and loose("b").tags is not loose("c").tags
+    point = fixed(1, meta={"k": 1})
+    assert list(vars(point).items()) == [("x", 1), ("y", 0), ("meta", {"k": 1})]
+    with pytest.raises(FrozenInstanceError):
+        point.x = 2
+    MAKES.clear()
+    for bad in ((), ("a", 1, [], [], "extra")):
+        with pytest.raises(TypeError):
+            loose(*bad)
+    for keywords in ({"colour": "red"}, {"label": "b"}):
+        with pytest.raises(TypeError):
+            loose("a", **keywords)
+    assert MAKES == []  # a bad call fails before any factory runs
+    assert (loose.__dict__["__init__"].__code__.co_name == "stub") is not compiled
+
+
+def test_only_a_record_made_often_has_its_init_compiled() -> None:
+    """Compiling an `__init__` costs ~0.3-3M instructions: a run makes most
+    of its ~20 kinds of records a few times, and pays for none."""
+    from loopctl.domain import plain
+
+    loose, _ = fresh_records()
+    stub = loose.__dict__["__init__"]
+    made = [loose(str(n), n) for n in range(plain._INTERPRETED_CALLS)]
+    assert loose.__dict__["__init__"] is stub
+    later = loose("1", 1)
+    assert loose.__dict__["__init__"] is not stub  # compiled, in the stub's place
+    assert loose.__init__.__qualname__.endswith("Loose.__init__")
+    assert later == made[1] and list(vars(later)) == list(vars(made[1]))
+
+
 def test_a_required_field_after_a_default_is_refused() -> None:
     with pytest.raises(TypeError, match="non-default argument 'b'"):
         @record
