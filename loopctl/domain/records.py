@@ -121,11 +121,13 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     if raw.get("check") is not None and out["check"] is None:
         damaged.append("check")
     damaged += _when_present(raw, out)
-    from loopctl.domain.feedback import clean_plan_record
+    out["pr_feedback"] = None
+    if raw.get("pr_feedback") is not None:  # a fix run's only: its rules not imported else
+        from loopctl.domain.feedback import clean_plan_record
 
-    out["pr_feedback"] = clean_plan_record(raw.get("pr_feedback"))
-    if raw.get("pr_feedback") is not None and out["pr_feedback"] is None:
-        damaged.append("pr_feedback")
+        out["pr_feedback"] = clean_plan_record(raw["pr_feedback"])
+        if out["pr_feedback"] is None:
+            damaged.append("pr_feedback")
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None
