@@ -11,6 +11,11 @@ from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_loop_name
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 PLACEHOLDERS = ("prompt", "prompt_file", "loop", "run_id")
 # A command, gate or check in all (its text, or its list's items together).
 # The kernel takes no argument over 128 KiB anyway, and shlex.split slows
@@ -49,6 +54,15 @@ def check_notify_targets(value: object, where: str) -> dict[str, tuple[str, ...]
                          f"to Apprise URLs, like 'ops: ntfy://topic' (at most "
                          f"{MAX_NOTIFY_TARGETS})")
     return {k: check_notify_urls(v, f"{where}: notify_targets {k}") for k, v in value.items()}
+
+
+def targets_for(loop_notify: Iterable[str], global_notify: object) -> list[str]:
+    """The loop's targets and those of every loop (top-level `notify:`).
+    Here, not in integrations/notify: each fire names them, and a run
+    without any must not import the sender."""
+    shared = [global_notify] if isinstance(global_notify, str) else \
+        global_notify if isinstance(global_notify, list) else []
+    return list(dict.fromkeys([*loop_notify, *(u for u in shared if isinstance(u, str))]))
 
 
 def check_name(name: object) -> str:

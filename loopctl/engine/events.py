@@ -194,7 +194,7 @@ if TYPE_CHECKING:
 
 
 def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:
-    from loopctl.integrations.notify import targets_for
+    from loopctl.domain.checks import targets_for
 
     return {"hook": hook_for(loop, top.get("on_attention")),
             "notify": targets_for(loop.notify, top.get("notify"))}
@@ -209,15 +209,15 @@ def publish(store: Any, pending: Pending) -> None:
 def dispatch(store: Any, pending: Pending) -> None:
     """Start hook and notification deliveries; call after the store lock is
     released. A delivery that cannot even start is recorded on the loop."""
-    from loopctl.integrations import notify
-
     folder = str(store.paths.state_dir)
     for event, to in pending:
         if to.get("hook"):
             error = deliver_detached(to["hook"], event, folder)
             if error:
                 store.record_delivery(event, "hook_error", error)
-        if to.get("notify"):
+        if to.get("notify"):  # the sender is imported only for a loop that has one
+            from loopctl.integrations import notify
+
             error = notify.deliver_detached(event, list(to["notify"]), folder)
             if error:
                 store.record_delivery(event, "notify_error", error)

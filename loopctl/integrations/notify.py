@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from loopctl.domain.checks import targets_for as targets_for
 from loopctl.domain.errors import UsageError
 from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import mask, where
@@ -112,13 +113,6 @@ def resolve(values: Iterable[str], named: object) -> list[str]:
             raise UsageError(f"unknown notification target {value[:64]!r}: expected an Apprise "
                              f"URL or a name from notify_targets: in loops.yaml ({known})")
     return list(dict.fromkeys(urls))
-
-
-def targets_for(loop_notify: Iterable[str], global_notify: object) -> list[str]:
-    """The loop's targets and those of every loop (top-level `notify:`)."""
-    shared = [global_notify] if isinstance(global_notify, str) else \
-        global_notify if isinstance(global_notify, list) else []
-    return list(dict.fromkeys([*loop_notify, *(u for u in shared if isinstance(u, str))]))
 
 
 def message(event: dict[str, Any]) -> tuple[str, str]:

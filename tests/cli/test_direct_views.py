@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, agent_command
+from conftest import CLI, agent_command, imported_modules
 
 VIEWS = [["ls", "--json"], ["list", "--json"], ["status", "--json"],
          ["status", "v", "--json"], ["status", "--json", "v"]]
@@ -182,3 +182,20 @@ def test_a_run_imports_no_typing(cli: CLI, argv: list[str]) -> None:
             "print('TYPING' if 'typing' in sys.modules else 'NO-TYPING', code, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.stderr.splitlines()[-1] == "NO-TYPING 0", proc.stderr
+
+
+def test_a_run_without_notification_targets_imports_no_sender(cli: CLI) -> None:
+    """The notification sender (integrations/notify.py) is imported only for
+    a loop that has targets: not by the driver's pass that fires a plain
+    loop, nor by its supervisor (whose imports `-X importtime` writes to
+    the run's log); nor the PR-fix rules to read back a plain run's record."""
+    cli("start", "x", "--name", "t", "--every", "1h", "--command", "true",
+        "--sandbox", "off", check=0)
+    cli("trigger", "t", check=0)
+    driver = imported_modules("tick", "--wait")
+    assert "loopctl.engine.supervisor" in driver  # it fired and waited
+    assert not {"loopctl.integrations.notify", "loopctl.domain.feedback"} & set(driver)
+    (log,) = (cli.home / "state" / "runs" / "t").glob("*.log")
+    supervisor = [line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
+                  if line.startswith("import time:")]
+    assert supervisor and "loopctl.integrations.notify" not in supervisor
