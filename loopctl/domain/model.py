@@ -7,8 +7,6 @@ is what the store keeps, so an entry that fails here is preserved as written.
 
 from __future__ import annotations
 
-import re
-
 from loopctl.domain import loop_settings, protect, verify
 from loopctl.domain.checks import (
     check_branch,
@@ -23,6 +21,7 @@ from loopctl.domain.checks import (
 )
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, near_miss, shorten
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
 from loopctl.domain.plain import asdict, factory, record
@@ -33,7 +32,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-NAME_RE = re.compile(r"[a-z0-9_][a-z0-9._-]{0,63}")
+NAME_RE = lazy(r"[a-z0-9_][a-z0-9._-]{0,63}")  # compiled on first use (domain/lazy_re)
 OVERLAP = ("queue", "skip", "replace")
 CATCH_UP = ("one", "none")
 

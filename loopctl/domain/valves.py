@@ -6,10 +6,9 @@ checks run when a run settles and at every driver pass (DESIGN §4, §7).
 
 from __future__ import annotations
 
-import re
-
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.durations import format_duration, format_usd, plural
+from loopctl.domain.lazy_re import lazy
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
 
@@ -24,7 +23,7 @@ RATE_LIMIT_BACKOFF_CAP = 3600.0
 MIN_DEFERRAL = 60.0
 LOOP_ONLY_HOLD = 3600.0  # a limit only the agent's words reported (DESIGN §18)
 MAX_DEFERRAL = 7 * 86400.0
-_TIMESTAMPS = re.compile(
+_TIMESTAMPS = lazy(
     r"\d{4}-\d{2}-\d{2}([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"
     r"|\b\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\b")
 
