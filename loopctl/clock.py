@@ -15,8 +15,7 @@ from loopctl.settings import knob
 
 TYPE_CHECKING = False  # not typing's: the idle tick does not import typing
 if TYPE_CHECKING:
-    from datetime import tzinfo
-
+    from loopctl.domain.dates import tzinfo
     from loopctl.domain.model import LoopDef
 
 # The idle tick's fast path imports this module: datetime and zoneinfo are
@@ -33,7 +32,7 @@ def zone_of(loop: LoopDef) -> tzinfo:
     system's (DESIGN §3). Only a cron expression is read in a zone, so
     other loops get UTC and no run of theirs reads the tz database."""
     if not loop.cron:
-        from datetime import timezone
+        from loopctl.domain.dates import timezone
 
         return timezone.utc
     if loop.tz:
@@ -54,8 +53,9 @@ def system_zone(tz_variable: str) -> tzinfo:
 
 
 def _read_system_zone(tz_variable: str) -> tzinfo:
-    from datetime import timezone
     from zoneinfo import ZoneInfo
+
+    from loopctl.domain.dates import timezone
 
     name = tz_variable.lstrip(":")
     if name:

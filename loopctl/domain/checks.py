@@ -93,7 +93,7 @@ def check_cron(expr: str, what: str = "cron") -> str:
     if not croniter.is_valid(text):
         raise UsageError(f"bad {what} {expr!r}: expected five valid cron fields")
     try:
-        from datetime import datetime
+        from loopctl.domain.dates import datetime
 
         croniter(text, datetime(2026, 1, 1)).get_next(datetime)
     except Exception:

@@ -13,10 +13,10 @@ arrives as a callback.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, tzinfo
 
 from loopctl.domain import capacity, valves, verify
 from loopctl.domain.accounts import Verdict, hold
+from loopctl.domain.dates import datetime, tzinfo
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (

@@ -12,7 +12,8 @@ transition.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta, tzinfo
+
+from loopctl.domain.dates import datetime, timedelta, tzinfo
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

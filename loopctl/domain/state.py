@@ -9,9 +9,8 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
-from datetime import tzinfo
-
 from loopctl.domain import untrusted as check
+from loopctl.domain.dates import tzinfo
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.plain import record

@@ -7,7 +7,8 @@ module that only writes a time imports no loop rules.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+
+from loopctl.domain.dates import datetime, timezone
 
 UTC = timezone.utc
 

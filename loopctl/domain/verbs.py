@@ -7,9 +7,8 @@ and the loop's zone come in.
 
 from __future__ import annotations
 
-from datetime import tzinfo
-
 from loopctl.domain import valves
+from loopctl.domain.dates import tzinfo
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import cron_next, next_fire
