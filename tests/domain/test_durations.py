@@ -132,3 +132,22 @@ def test_format_then_parse_round_trips(seconds: int) -> None:
 @pytest.mark.parametrize("text", ["45s", "10m", "1h30m", "2d", "1w", "10d", "1d1s", "2w"])
 def test_canonical_text_round_trips(text: str) -> None:
     assert format_duration(parse_duration(text)) == text
+
+
+def test_the_duration_reader_takes_what_its_patterns_took() -> None:
+    """Read a character at a time (no regex compiled on a run's path), it
+    must accept and split exactly as `(?:[0-9]+[wdhms])+` and `[0-9]{1,12}`."""
+    import random
+    import re
+
+    from loopctl.domain.durations import _is_number, _parts
+
+    part, whole, number = (re.compile(p) for p in
+                           (r"([0-9]+)([wdhms])", r"(?:[0-9]+[wdhms])+", r"[0-9]{1,12}"))
+    rng = random.Random(40)
+    texts = ["", "1", "0s", "1h30m", "m", "1hm", "10d ", "²s", "1٣s", "1234567890123",
+             *("".join(rng.choice("0123456789wdhmsx ²\n-") for _ in range(rng.randint(0, 9)))
+               for _ in range(20000))]
+    for text in texts:
+        assert _is_number(text) == bool(number.fullmatch(text)), text
+        assert _parts(text) == (part.findall(text) if whole.fullmatch(text) else None), text
