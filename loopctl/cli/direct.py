@@ -9,10 +9,10 @@ one implementation and `--help` and odd spellings still come from Typer.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from loopctl.cli.flags import TICK_OPTIONS
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

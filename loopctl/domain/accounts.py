@@ -17,10 +17,10 @@ computes ids and carries the decisions out.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Callable, Collection, Mapping
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain import untrusted
 from loopctl.domain.digests import hmac_sha256
 from loopctl.domain.plain import record

@@ -17,9 +17,9 @@ Nothing here touches a file, a process or the clock.
 
 from __future__ import annotations
 
-import json
 import re
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.lazy_re import lazy

@@ -10,10 +10,10 @@ caller notes why; it never reaches `state.json`. Pure: no files, no clock.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.lazy_re import lazy

@@ -8,9 +8,9 @@ no arguments, 10 s timeout) so a slow hook never holds a driver or a lock.
 
 from __future__ import annotations
 
-import json
 import sys
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.durations import format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of

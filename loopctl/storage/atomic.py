@@ -8,10 +8,10 @@ other parsers reject.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.errors import LoopctlError
 from loopctl.storage.paths import FILE_MODE
 

@@ -20,9 +20,8 @@ Pure functions only: the store reads and writes the file.
 
 from __future__ import annotations
 
-import json
-
 from loopctl import __version__
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
 from loopctl.domain.plain import factory, fields, record

@@ -11,11 +11,11 @@ neither shown nor decides what `--keep-runs` deletes (DESIGN §14).
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 
+from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
