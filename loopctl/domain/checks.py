@@ -5,7 +5,6 @@ cron expressions, zones, env pairs, commands, notification URLs. Pure;
 from __future__ import annotations
 
 import re
-import shlex
 
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.lazy_re import lazy
@@ -127,6 +126,25 @@ def check_env_pair(pair: str) -> tuple[str, str | None]:
     return key, value if sep else None
 
 
+# What `shlex.quote` leaves bare (its `[^\w@%+=:,./-]` under re.ASCII).
+_SHELL_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def shell_quote(arg: str) -> str:
+    """`shlex.quote(arg)`, without importing `shlex` (which compiles its
+    pattern at import: each run's log header and shim quote a few words)."""
+    if not arg:
+        return "''"
+    if all(char in _SHELL_SAFE for char in arg):
+        return arg
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
+
+
+def shell_join(argv: Iterable[str]) -> str:
+    """`shlex.join(argv)`."""
+    return " ".join(map(shell_quote, argv))
+
+
 def split_command(command: object, where: str, key: str = "command",
                   placeholders: bool = True) -> tuple[str, ...]:
     """A command split like a shell, run without one: `command` (with its
@@ -136,6 +154,8 @@ def split_command(command: object, where: str, key: str = "command",
         raise UsageError(f"{where}: {key!r} is longer than {MAX_COMMAND} characters; "
                          "expected a program and arguments (put a long script in a file)")
     if isinstance(command, str):
+        import shlex  # here: `shlex` compiles a pattern at import, and runs join lists
+
         try:
             argv = shlex.split(command)
         except ValueError as exc:

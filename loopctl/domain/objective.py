@@ -3,8 +3,7 @@ whose program needs none) neither."""
 
 from __future__ import annotations
 
-import shlex
-
+from loopctl.domain.checks import shell_join
 from loopctl.domain.errors import UsageError
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -45,4 +44,4 @@ def objective_of(loop: LoopDef) -> str:
         return loop.prompt
     if loop.prompt_file is not None:
         return f"file:{loop.prompt_file}"
-    return "command: " + shlex.join(loop.command or ())
+    return "command: " + shell_join(loop.command or ())

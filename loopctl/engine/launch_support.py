@@ -5,11 +5,11 @@ the hooks run between fork and exec."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from loopctl.domain.checks import shell_quote
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.state import LoopState
@@ -92,7 +92,7 @@ def shim_dir(ctx: RunContext) -> Path:
     # Not `-m loopctl`: that would import a `loopctl/` folder from the
     # agent's working directory first. `-c` starts sys.path with it too,
     # so the first entry is dropped before loopctl is imported.
-    body = (f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -c "
+    body = (f"#!/bin/sh\nexec {shell_quote(sys.executable)} -c "
             "'import sys; del sys.path[0]; from loopctl.entry import main; main()' "
             '"$@"\n')
     from loopctl.storage.run_files import install_shim

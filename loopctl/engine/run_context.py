@@ -5,9 +5,9 @@ return, which the supervisor hands on to the steps after them."""
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
+from loopctl.domain.checks import shell_join
 from loopctl.domain.plain import factory, record
 from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
@@ -180,4 +180,4 @@ def add_dropped(ctx: RunContext, result: RunResult, notes: list[str]) -> None:
 def one_line(argv: list[str], width: int = 160) -> str:
     """argv for the log header: one line (readers skip it), long args cut."""
     shown = [a if len(a) <= width else a[: width - 3] + "..." for a in argv]
-    return shlex.join(shown).replace("\r", "\\r").replace("\n", "\\n")
+    return shell_join(shown).replace("\r", "\\r").replace("\n", "\\n")
