@@ -97,42 +97,20 @@ def _spec(cls: type) -> dict[str, Any]:
 def _process(cls: type, frozen: bool) -> type:
     spec = _spec(cls)
     names = tuple(spec)
-    params, body = [], []
     namespace: dict[str, Any] = {"_MISSING": _MISSING}
     defaulted = False
     for name, default in spec.items():
-        value = name
         if isinstance(default, _Factory):
             namespace[f"_f_{name}"] = default.make
-            params.append(f"{name}=_MISSING")
-            value = f"_f_{name}() if {name} is _MISSING else {name}"
             defaulted = True
         elif default is not _MISSING:
             namespace[f"_d_{name}"] = default
-            params.append(f"{name}=_d_{name}")
             defaulted = True
         elif defaulted:
             raise TypeError(f"non-default argument {name!r} follows default argument")
-        else:
-            params.append(name)
-        # Frozen: its own __setattr__ refuses; the instance __dict__ is plain.
-        body.append(f"  _state_[{name!r}] = {value}" if frozen else f"  self.{name} = {value}")
         if isinstance(cls.__dict__.get(name), _Factory):
             delattr(cls, name)  # as dataclasses remove field() objects
-    if frozen and body:
-        body.insert(0, "  _state_ = self.__dict__")
-    mine = ", ".join(f"self.{name}" for name in names)
-    theirs = ", ".join(f"other.{name}" for name in names)
-    comma = "," if len(names) == 1 else ""
-    sources = {
-        "__init__": "\n".join([f"def __init__({', '.join(['self', *params])}):",
-                               *(body or ["  pass"])]),
-        "__eq__": "\n".join(["def __eq__(self, other):",
-                             "  if other.__class__ is self.__class__:",
-                             f"    return ({mine}{comma}) == ({theirs}{comma})",
-                             "  return NotImplemented"]),
-        "__hash__": f"def __hash__(self):\n  return hash(({mine}{comma}))",
-    }
+    sources = _Sources(names, spec, frozen)
     _set(cls, "__init__", _compiled_on_first_call(cls, "__init__", sources, namespace,
                                                   _interpreted_init(cls, spec, frozen)))
     _set(cls, "__repr__", _make_repr(names))
@@ -150,10 +128,56 @@ def _process(cls: type, frozen: bool) -> type:
     return cls
 
 
+class _Sources:
+    """The methods' source, written when the first of them is compiled:
+    most records never are (~30 a run imports, ~1M instructions to write
+    them all)."""
+
+    __slots__ = ("_args", "_made")
+
+    def __init__(self, names: tuple[str, ...], spec: dict[str, Any], frozen: bool) -> None:
+        self._args = (names, spec, frozen)
+        self._made: dict[str, str] | None = None
+
+    def __getitem__(self, method: str) -> str:
+        if self._made is None:
+            self._made = _sources(*self._args)
+        return self._made[method]
+
+
+def _sources(names: tuple[str, ...], spec: dict[str, Any], frozen: bool) -> dict[str, str]:
+    params, body = [], []
+    for name, default in spec.items():
+        value = name
+        if isinstance(default, _Factory):
+            params.append(f"{name}=_MISSING")
+            value = f"_f_{name}() if {name} is _MISSING else {name}"
+        elif default is not _MISSING:
+            params.append(f"{name}=_d_{name}")
+        else:
+            params.append(name)
+        # Frozen: its own __setattr__ refuses; the instance __dict__ is plain.
+        body.append(f"  _state_[{name!r}] = {value}" if frozen else f"  self.{name} = {value}")
+    if frozen and body:
+        body.insert(0, "  _state_ = self.__dict__")
+    mine = ", ".join(f"self.{name}" for name in names)
+    theirs = ", ".join(f"other.{name}" for name in names)
+    comma = "," if len(names) == 1 else ""
+    return {
+        "__init__": "\n".join([f"def __init__({', '.join(['self', *params])}):",
+                               *(body or ["  pass"])]),
+        "__eq__": "\n".join(["def __eq__(self, other):",
+                             "  if other.__class__ is self.__class__:",
+                             f"    return ({mine}{comma}) == ({theirs}{comma})",
+                             "  return NotImplemented"]),
+        "__hash__": f"def __hash__(self):\n  return hash(({mine}{comma}))",
+    }
+
+
 _INTERPRETED_CALLS = 64  # an `__init__` is compiled once a process has made this many
 
 
-def _compiled_on_first_call(cls: type, name: str, sources: dict[str, str],
+def _compiled_on_first_call(cls: type, name: str, sources: _Sources,
                             namespace: dict[str, Any], interpreted: Any = None) -> Any:
     """A stub that compiles the method from our own source (as dataclasses
     makes its `__init__`) when first called, and puts it in its place.

@@ -170,6 +170,22 @@ def test_only_a_record_made_often_has_its_init_compiled() -> None:
     assert later == made[1] and list(vars(later)) == list(vars(made[1]))
 
 
+def test_the_methods_source_is_written_only_when_one_is_compiled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopctl.domain import plain
+
+    written: list[tuple[str, ...]] = []
+    real = plain._sources
+    monkeypatch.setattr(plain, "_sources", lambda names, *rest: (written.append(names),
+                                                                 real(names, *rest))[1])
+    loose, fixed = fresh_records()
+    made = [loose("a"), loose("a"), fixed(1)]
+    assert written == []  # made by the interpreted `__init__`: no source needed
+    assert made[0] == made[1]  # `==` is compiled: the class's source is written, once
+    assert made[0] != loose("b") and written == [("label", "size", "tags", "seen")]
+    assert made[2] == fixed(1) and written[-1] == ("x", "y", "meta")
+
+
 def test_a_required_field_after_a_default_is_refused() -> None:
     with pytest.raises(TypeError, match="non-default argument 'b'"):
         @record
