@@ -8,7 +8,7 @@ import os
 import shlex
 from pathlib import Path
 
-from loopctl.domain.plain import factory, record
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 
 from loopctl import __version__
+from loopctl.domain.data_class import factory, fields, record
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import factory, fields, record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

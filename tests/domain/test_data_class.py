@@ -1,4 +1,4 @@
-"""loopctl.domain.plain: the `@dataclass` subset loopctl uses, without importing
+"""loopctl.domain.data_class: the `@dataclass` subset loopctl uses, without importing
 `dataclasses` (and with it `inspect`) on the path of every run."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from typing import Any, ClassVar
 import pytest
 
 from conftest import CLI, imported_modules
-from loopctl.domain.model import LoopDef, parse_loop
-from loopctl.domain.plain import (
+from loopctl.domain.data_class import (
     FrozenInstanceError,
     asdict,
     factory,
@@ -20,6 +19,7 @@ from loopctl.domain.plain import (
     record,
     replace,
 )
+from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.storage.lease import Lease
 
 MAKES: list[int] = []
@@ -372,5 +372,5 @@ def test_the_run_path_never_imports_dataclasses_or_inspect(
     modules = imported_modules(*command)
     if "coverage" in modules:
         pytest.skip("coverage itself imports inspect")
-    assert "loopctl.domain.model" in modules and "loopctl.domain.plain" in modules  # the path ran
+    assert {"loopctl.domain.model", "loopctl.domain.data_class"} <= set(modules)  # the path ran
     assert not {"dataclasses", "inspect"} & set(modules)
