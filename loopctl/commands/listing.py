@@ -164,3 +164,31 @@ def one(store: Store, name: str) -> tuple[Any, dict[str, Any], dict[str, Any], f
     state["loops"] = {} if entry is None else {name: entry}
     lifecycle.reconcile({name: loop} if loop else {}, invalid, state, now, clock.zone_of)
     return loop, invalid, state, now
+
+
+QUEUED_AT_MOST = 64  # each decodes its own cache line: beyond, one full read costs less
+
+
+def queued(store: Store) -> list[dict[str, Any]] | None:
+    """The queued loops as `views.list_brief` shows them (name, status,
+    next_fire), for a queued loop's `slot 2/3` in `status NAME`: from the
+    entries whose line holds `queued_at` and those loops' cache lines, each
+    reconciled as the full read would; None: read them all."""
+    from loopctl.domain import lifecycle
+    from loopctl.domain.state import display_status
+
+    parts = store.cached_parts()
+    found = store.read_entries_holding("queued_at") if parts is not None else None
+    if parts is None or found is None or found[0].get("accounts"):
+        return None
+    invalid, listed = parts[0]["invalid"], set(parts[0]["names"])
+    entries = {name: entry for name, entry in found[1].items()
+               if name in listed and name not in invalid and display_status(entry) == "queued"}
+    if len(entries) > QUEUED_AT_MOST:
+        return None
+    loops = {name: loop for name in entries if (loop := defs_cache.one(parts[2], name))}
+    if len(loops) != len(entries):
+        return None
+    lifecycle.reconcile(loops, invalid, dict(found[0], loops=entries), clock.now(), clock.zone_of)
+    return [{"name": name, "status": "queued", "next_fire": entry["next_due"]}
+            for name, entry in entries.items()]

@@ -219,6 +219,15 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
     return out
 
 
+def list_queued(store: Store) -> list[dict[str, Any]]:
+    """`list_brief`'s rows of the queued loops at least (a queued loop's
+    place among them), without reading the others where it can."""
+    from loopctl.commands.listing import queued
+
+    fast = queued(store)
+    return list_brief(store) if fast is None else fast
+
+
 def status(store: Store, name: str, for_people: bool = False) -> dict[str, Any]:
     """One loop's LOOP object, the shape `ls --json` gives each loop; for
     people also its `limits` and the `fix` of a pause loopctl made."""

@@ -260,6 +260,21 @@ class Store:
             return None
         return found[0], None if found[1] is None else unpack(found[1])
 
+    def read_entries_holding(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """state.json's top level and the entries (unpacked) that may hold
+        the field `key` (statefile.entries_holding: the queued loops, of
+        10,000), when loopctl wrote the file as it is; None: `read_state`."""
+        from loopctl.domain.state import unpack
+        from loopctl.storage.statefile import entries_holding
+
+        raw = read_state_bytes(self.paths.state_file)
+        if raw is None:
+            return empty_state(), {}
+        found = entries_holding(raw, key) if self._written_by_loopctl(raw) else None
+        if found is None or found[0].get("version") != STATE_VERSION:
+            return None
+        return found[0], {name: unpack(entry) for name, entry in found[1].items()}
+
     def _written_by_loopctl(self, raw: bytes) -> bool:
         """True when state.json holds exactly the bytes loopctl last wrote
         (the summary records their hash): checking 10,000 entries field by
