@@ -159,7 +159,10 @@ def emit(data: Any) -> None:
     equal)."""
     from loopctl.cli import jsontext
 
-    print(jsontext.dumps(data))
+    write = sys.stdout.write
+    for chunk in jsontext.chunks(jsontext.pieces(data)):
+        write(chunk)
+    write("\n")
 
 
 def listing(store: Any) -> Any:

@@ -192,3 +192,57 @@ def queued(store: Store) -> list[dict[str, Any]] | None:
     lifecycle.reconcile(loops, invalid, dict(found[0], loops=entries), clock.now(), clock.zone_of)
     return [{"name": name, "status": "queued", "next_fire": entry["next_due"]}
             for name, entry in entries.items()]
+
+
+def loop_readers(store: Store) -> tuple[Any, Any, list[str], float] | None:
+    """For `ls --json` (commands/loop_object.columns): the readers of each
+    definition field, from the cache's loop lines, and of each state field,
+    from the packed entries (a field left out holds its common value), the
+    schedule texts and now; None: read it all. Taken when `brief` would be,
+    and no loop is invalid."""
+    parts = store.cached_parts()
+    columns = defs_cache.rows(parts[1]) if parts else None
+    state = store.read_state_packed() if columns is not None else None
+    if parts is None or columns is None or state is None or state.get("accounts") \
+            or parts[0]["invalid"] or columns[0] != parts[0]["names"]:
+        return None
+    names, entries, now = columns[0], state["loops"], clock.now()
+    sts: list[Any] = list(map(entries.get, names))
+    new = _where(map(is_, sts, repeat(None)))
+    for at, entry in zip(new, _new_entries(columns, new, now), strict=True):
+        sts[at] = entry
+    field = _fields(sts)
+    found = defs_cache.loop_values(parts[2])
+    if not _settled(field, columns) or None in field("status") or found is None \
+            or list(map(dict.get, found[0], repeat("name"))) != names:
+        return None
+    return _loop_reader(*found), _entry_reader(sts, field), columns[1], now
+
+
+def _loop_reader(values: list[dict[str, Any]], held: set[str]) -> Any:
+    """A definition field of every loop; a field no line holds is its
+    default in each, in one list."""
+    from loopctl.commands.loop_object import memo
+
+    def loop(attr: str) -> list[Any]:
+        default = defs_cache.field_default(attr)
+        if attr not in held:
+            return [default] * len(values)
+        return list(map(dict.get, values, repeat(attr), repeat(default)))
+
+    return memo(loop)
+
+
+def _entry_reader(sts: list[dict[str, Any]], field: Any) -> Any:
+    """A state field of every packed entry (one left out holds the common
+    value): a field no entry holds, in one list."""
+    from loopctl.domain.state import common_values
+
+    common, held = common_values(), set().union(*map(dict.keys, sts))
+
+    def entry(key: str) -> list[Any]:
+        if key not in held:
+            return [common.get(key)] * len(sts)
+        return field(key, common.get(key))
+
+    return entry

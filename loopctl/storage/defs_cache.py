@@ -236,6 +236,27 @@ def rows(text: bytes) -> list[list[Any]] | None:
     return found
 
 
+def loop_values(lines: bytes) -> tuple[list[dict[str, Any]], set[str]] | None:
+    """Each loop line's fields (those `build` takes: the non-default ones),
+    decoded in one call, as `decode` would take them, and every field name
+    any of them holds (a field none holds is its default everywhere); None
+    otherwise. The caller compares the names with its own."""
+    try:
+        found = json.loads(b"[" + lines[:-1], parse_constant=_refuse)
+        held = set().union(*map(dict.keys, found)) if set(map(type, found)) == {dict} \
+            else None
+    except (ValueError, TypeError):
+        return None
+    if held is None or not held <= _defaults().keys():
+        return None
+    return found, held
+
+
+def field_default(name: str) -> Any:
+    """A LoopDef field's default: its value when a loop line leaves it out."""
+    return _defaults()[name]
+
+
 def one(lines: bytes, name: str) -> LoopDef | None:
     """The loop called `name` from the loop lines, decoding that line only;
     None when no line holds it (or it is not a loop `decode` would take)."""
@@ -259,7 +280,7 @@ def _ours(doc: Any, key: str) -> bool:
         return False
     names, invalid, top = doc.get("names"), doc.get("invalid"), doc.get("top")
     indent = doc.get("append_indent")
-    return (isinstance(names, list) and all(isinstance(n, str) for n in names)
+    return (isinstance(names, list) and set(map(type, names)) <= {str}
             and isinstance(invalid, dict) and isinstance(top, dict)
             and (indent is None or type(indent) is int))
 
