@@ -1,10 +1,12 @@
-"""`ls` and `status NAME` at 10,000 loops, read without building them all.
+"""`ls`, `ls --json` and `status NAME` at 10,000 loops, read without
+building them all.
 
 The full read (commands/common.snapshot) decodes every cached definition
 into a LoopDef, unpacks every state entry and reconciles them all, which at
 10,000 loops costs several times what starting the interpreter does. The
 sealed definitions cache carries a row per loop with what `ls` shows
-(defs_cache.row) and a line per loop (`status NAME` decodes one), and a
+(defs_cache.row), a column per definition field the LOOP object shows
+(defs_cache.LISTED) and a line per loop (`status NAME` decodes one), and a
 state.json loopctl wrote as it is needs no repair: these paths read those.
 
 They answer only when the answer is the full read's, byte for byte, and
@@ -196,15 +198,16 @@ def queued(store: Store) -> list[dict[str, Any]] | None:
 
 def loop_readers(store: Store) -> tuple[Any, Any, list[str], float] | None:
     """For `ls --json` (commands/loop_object.columns): the readers of each
-    definition field, from the cache's loop lines, and of each state field,
-    from the packed entries (a field left out holds its common value), the
-    schedule texts and now; None: read it all. Taken when `brief` would be,
-    and no loop is invalid."""
+    definition field, from the cache's columns of them (defs_cache.LISTED),
+    and of each state field, from the packed entries (a field left out holds
+    its common value), the schedule texts and now; None: read it all. Taken
+    when `brief` would be, and no loop is invalid."""
     parts = store.cached_parts()
     columns = defs_cache.rows(parts[1]) if parts else None
-    state = store.read_state_packed() if columns is not None else None
-    if parts is None or columns is None or state is None or state.get("accounts") \
-            or parts[0]["invalid"] or columns[0] != parts[0]["names"]:
+    fields = defs_cache.listed(parts[3], len(columns[0])) if parts and columns else None
+    state = store.read_state_packed() if fields is not None else None
+    if parts is None or columns is None or fields is None or state is None \
+            or state.get("accounts") or parts[0]["invalid"] or columns[0] != parts[0]["names"]:
         return None
     names, entries, now = columns[0], state["loops"], clock.now()
     sts: list[Any] = list(map(entries.get, names))
@@ -212,25 +215,23 @@ def loop_readers(store: Store) -> tuple[Any, Any, list[str], float] | None:
     for at, entry in zip(new, _new_entries(columns, new, now), strict=True):
         sts[at] = entry
     field = _fields(sts)
-    found = defs_cache.loop_values(parts[2])
-    if not _settled(field, columns) or None in field("status") or found is None \
-            or list(map(dict.get, found[0], repeat("name"))) != names:
+    if not _settled(field, columns) or None in field("status"):
         return None
-    return _loop_reader(*found), _entry_reader(sts, field), columns[1], now
+    return _loop_reader(names, fields), _entry_reader(sts, field), columns[1], now
 
 
-def _loop_reader(values: list[dict[str, Any]], held: set[str]) -> Any:
-    """A definition field of every loop; a field no line holds is its
-    default in each, in one list."""
-    from loopctl.commands.loop_object import memo
-
+def _loop_reader(names: list[str], fields: dict[str, list[Any]]) -> Any:
+    """A definition field of every loop: `name`, or one of defs_cache.LISTED
+    (a field no loop holds is its default in each, in one list)."""
     def loop(attr: str) -> list[Any]:
-        default = defs_cache.field_default(attr)
-        if attr not in held:
-            return [default] * len(values)
-        return list(map(dict.get, values, repeat(attr), repeat(default)))
+        if attr == "name":
+            return names
+        if attr not in defs_cache.LISTED:
+            raise KeyError(f"{attr}: not a field the cache lists")
+        found = fields.get(attr)
+        return [defs_cache.field_default(attr)] * len(names) if found is None else found
 
-    return memo(loop)
+    return loop
 
 
 def _entry_reader(sts: list[dict[str, Any]], field: Any) -> Any:

@@ -96,7 +96,7 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     from loopctl.commands import listing, loop_object
 
     fast = listing.loop_readers(store)
-    if fast is not None:  # from the cache's loop lines and the packed entries
+    if fast is not None:  # from the cache's listed fields and the packed entries
         columns = loop_object.columns(*fast)
         return _with_reasons(store, columns)
     defs, state, now = snapshot(store)

@@ -1,0 +1,232 @@
+"""`ls --json` reads the definitions cache's rows and listed fields and the
+packed state entries a field at a time (commands/listing.loop_readers)
+instead of every LoopDef and reconciled entry. What it prints must be, byte
+for byte, what the full read prints, and it must take the full read
+whenever it could not say the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import in_process
+from loopctl.commands import listing
+from loopctl.storage.store import Store
+
+# Every kind of schedule (interval, after, cron in a zone and in the
+# system's, on demand, auto, a `for`), and a loop holding every definition
+# field the LOOP object shows at other than its default.
+LOOPS = """\
+version: 1
+loops:
+  plain:
+    prompt: p
+    command: [/bin/true]
+    every: 10m
+    created_at: "2026-01-02T03:04:05Z"
+  later:
+    prompt: p
+    command: [/bin/true, "-x"]
+    every: 1h
+    after: 30m
+    max_runs: 7
+  zoned:
+    prompt: p
+    command: [/bin/true]
+    cron: "*/5 * * * *"
+    tz: Europe/Paris
+    after: 1h
+  local:
+    prompt: p
+    command: [/bin/true]
+    cron: "0 3 * * *"
+  asked:
+    prompt: p
+    command: [/bin/true]
+    on_demand: true
+    env: {TOKEN: secret}
+  kept:
+    prompt: p
+    command: [/bin/true]
+    every: 2h
+    for: 3d
+  rich:
+    prompt: p
+    agent: claude
+    fallback_agent: codex
+    every: auto
+    max_runs: 9
+    max_failures: 4
+    max_deferrals: 2
+    budget_usd: 2.5
+    cwd: /tmp
+    worktree: true
+    base: main
+    branch_prefix: loop/
+    push: origin
+    pr: true
+    merge: squash
+    fix_attempts: 3
+    protect: [tests/, README.md]
+    notes: true
+    if: [/bin/true, "x"]
+    if_timeout: 30s
+    check: [pytest, -q]
+    check_timeout: 5m
+    until_check: true
+    check_metric: "score=([0-9.]+)"
+    on_github: [issue_comment]
+    github_repo: o/r
+    github_command: /go
+    github_anyone: true
+"""
+
+BROKEN = "  broken:\n    prompt: p\n    every: nope\n"
+
+
+@pytest.fixture(autouse=True)
+def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One clock for both reads: each arms new loops and counts
+    `deadline_remaining_s` from it."""
+    from loopctl import clock
+
+    now = clock.now()
+    monkeypatch.setattr(clock, "now", lambda: now)
+
+
+def write_loops(home: Path, text: str = LOOPS) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "loops.yaml").write_text(text)
+    assert in_process("ls").returncode == 0  # the first read saves the parsed copy
+
+
+def ls_json() -> str:
+    done = in_process("ls", "--json")
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def full_read(monkeypatch: pytest.MonkeyPatch) -> str:
+    with monkeypatch.context() as patch:
+        patch.setattr(listing, "loop_readers", lambda *a: None)
+        return ls_json()
+
+
+def same(monkeypatch: pytest.MonkeyPatch, short: bool = True) -> dict[str, Any]:
+    """`ls --json` prints what the full read prints; `short`: by the short
+    path (else: it gave way to the full read). The loops, by name."""
+    taken = listing.loop_readers(Store()) is not None
+    assert taken == short, "took the full read" if short else "took the short path"
+    fast = ls_json()
+    assert fast == full_read(monkeypatch)
+    return {loop["name"]: loop for loop in json.loads(fast)["loops"]}
+
+
+def rewrite_state(change: Any) -> None:
+    """Change entries as a driver would, written (and sealed) by the store."""
+    store = Store()
+    state = store.read_state()
+    change(state["loops"])
+    store.write_state(state)
+
+
+RUN_ID = "20260102T030405Z-00"
+
+
+def lived(loops: dict[str, Any]) -> None:
+    """Entries as runs, queues, pauses and deliveries leave them."""
+    loops["plain"].update(run={"run_id": RUN_ID + "01", "started_at": 5.0}, iterations=3,
+                          last_run_id=RUN_ID + "00", last_outcome="ok", last_end=4.5,
+                          outcomes=["ok", "failed", "ok"], cost_usd=1.25, cost_estimated=True,
+                          last_check={"run_id": RUN_ID + "00", "passed": False,
+                                      "exit_code": 2})
+    loops["later"].update(queued_at=10.0, last_run_id=RUN_ID + "02", last_outcome="failed",
+                          last_end=9.0, failures=1, deferrals=2, pending=True,
+                          after_run="pause", triggered={"count": 2, "at": 8.0})
+    loops["asked"].update(status="paused", reason="user", note="why\nnot",
+                          hook_error={"at": 3.0, "message": "hook exited 1"},
+                          notify_error={"at": 4.0, "message": "no route"})
+    loops["zoned"].update(status="paused", reason="rate_limited", resume_at=4e9,
+                          last_handoff={"branch": "loop/x", "commits": 2, "pushed": True})
+    loops["kept"].update(status="completed", reason="max_runs", ended_at=7.0,
+                         observed_at=7.5, next_due=None)
+    loops["rich"].update(last_decision={"kind": "continue", "summary": "s", "at": 6.0})
+
+
+def test_a_hand_written_file_never_driven(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_loops(home)
+    assert not (home / "state" / "state.json").exists()
+    loops = same(monkeypatch)
+    assert loops["rich"]["workspace"]["protect"] == ["tests/", "README.md"]
+    assert loops["rich"]["check"]["timeout_s"] == 300
+    assert loops["later"]["command"] == ["/bin/true", "-x"]
+
+
+def test_after_a_driver_with_runs_queues_pauses_and_deliveries(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_loops(home)
+    assert in_process("pause", "kept").returncode == 0  # a driver's write of state.json
+    rewrite_state(lived)
+    loops = same(monkeypatch)
+    assert loops["plain"]["status"] == "running"
+    assert loops["plain"]["last_run"]["reason"] == "check failed (exit 2)"
+    assert loops["later"]["status"] == "queued" and loops["later"]["triggers_pending"] == 2
+    assert loops["zoned"]["rate_limited_until"] is not None
+    assert loops["asked"]["hook_error"]["message"] == "hook exited 1"
+
+
+def test_loops_alike_share_their_values_and_still_say_the_same(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many loops holding one value each (what the short path writes once)
+    beside one that differs in each field."""
+    many = "".join(f"  same{at}:\n    prompt: p\n    command: [/bin/true]\n    every: 1h\n"
+                   f"    after: 1h\n    created_at: \"2026-01-02T03:04:05Z\"\n"
+                   for at in range(6))
+    write_loops(home, LOOPS + many)
+    same(monkeypatch)
+    assert in_process("pause", "same0").returncode == 0
+    rewrite_state(lambda loops: loops["same1"].update(cost_usd=0, failures=False))
+    same(monkeypatch)
+
+
+def test_start_of_one_more_loop_extends_the_listed_fields(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_loops(home)
+    assert in_process("pause", "kept").returncode == 0
+    assert in_process("start", "p", "--name", "added", "--every", "5m", "--command",
+                      "/bin/true", "--max-failures", "6", "--cwd", "/").returncode == 0
+    loops = same(monkeypatch)
+    assert loops["added"]["failures"]["limit"] == 6 and loops["added"]["cwd"] == "/"
+
+
+@pytest.mark.parametrize("case", ["invalid", "held", "notify", "unsealed", "edited"])
+def test_what_the_short_path_cannot_say_takes_the_full_read(
+        home: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """An invalid loop, an account marked (held loops), notification URLs
+    (no cache), a state.json loopctl did not write as it is (repaired), a
+    schedule edited since the driver's pass (re-armed in memory)."""
+    write_loops(home, LOOPS + BROKEN if case == "invalid" else
+                LOOPS.replace("    every: 2h\n", "    every: 2h\n    notify: [https://x/a]\n")
+                if case == "notify" else LOOPS)
+    assert in_process("pause", "kept").returncode == 0
+    rewrite_state(lived)
+    if case == "held":
+        store = Store()
+        state = store.read_state()
+        state["accounts"] = {"x": {"kind": "rate_limited", "until": 4e9}}
+        store.write_state(state)
+    elif case == "unsealed":
+        path = home / "state" / "state.json"
+        state = json.loads(path.read_text())
+        state["loops"]["plain"]["iterations"] = "many"
+        path.write_text(json.dumps(state))
+    elif case == "edited":
+        write_loops(home, LOOPS.replace("every: 10m", "every: 20m"))
+    loops = same(monkeypatch, short=False)
+    if case == "invalid":
+        assert loops["broken"]["status"] == "invalid"
+    if case == "unsealed":
+        assert loops["plain"]["reason"] == "error", "the damaged entry was not repaired"
