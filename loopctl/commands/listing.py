@@ -196,18 +196,25 @@ def queued(store: Store) -> list[dict[str, Any]] | None:
             for name, entry in entries.items()]
 
 
-def loop_readers(store: Store) -> tuple[Any, Any, list[str], float] | None:
-    """For `ls --json` (commands/loop_object.columns): the readers of each
-    definition field, from the cache's columns of them (defs_cache.LISTED),
-    and of each state field, from the packed entries (a field left out holds
-    its common value), the schedule texts and now; None: read it all. Taken
-    when `brief` would be, and no loop is invalid."""
+Readers = tuple[Any, Any, list[str], float]  # commands/loop_object.columns' arguments
+
+
+def loop_readers(store: Store) -> tuple[Readers, list[str], dict[str, str]] | None:
+    """For `ls --json` (commands/loop_object.columns) of the valid loops:
+    the readers of each definition field, from the cache's columns of them
+    (defs_cache.LISTED), and of each state field, from the packed entries
+    (a field left out holds its common value), the schedule texts and now;
+    with every loop name in file order and the invalid loops' errors. None:
+    read it all. Taken when `brief` would be."""
     parts = store.cached_parts()
     columns = defs_cache.rows(parts[1]) if parts else None
     fields = defs_cache.listed(parts[3], len(columns[0])) if parts and columns else None
     state = store.read_state_packed() if fields is not None else None
     if parts is None or columns is None or fields is None or state is None \
-            or state.get("accounts") or parts[0]["invalid"] or columns[0] != parts[0]["names"]:
+            or state.get("accounts"):
+        return None
+    every, invalid = parts[0]["names"], parts[0]["invalid"]
+    if columns[0] != [name for name in every if name not in invalid]:
         return None
     names, entries, now = columns[0], state["loops"], clock.now()
     sts: list[Any] = list(map(entries.get, names))
@@ -217,7 +224,8 @@ def loop_readers(store: Store) -> tuple[Any, Any, list[str], float] | None:
     field = _fields(sts)
     if not _settled(field, columns) or None in field("status"):
         return None
-    return _loop_reader(names, fields), _entry_reader(sts, field), columns[1], now
+    readers = _loop_reader(names, fields), _entry_reader(sts, field), columns[1], now
+    return readers, every, invalid
 
 
 def _loop_reader(names: list[str], fields: dict[str, list[Any]]) -> Any:

@@ -97,8 +97,9 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
 
     fast = listing.loop_readers(store)
     if fast is not None:  # from the cache's listed fields and the packed entries
-        columns = loop_object.columns(*fast)
-        return _with_reasons(store, columns)
+        readers, every, errors = fast
+        columns = _with_reasons(store, loop_object.columns(*readers))
+        return _with_invalid(columns, every, errors) if errors else columns
     defs, state, now = snapshot(store)
     names, entries, invalid = defs.names, state["loops"], defs.invalid
     held = held_loops(store, defs, state, now)
@@ -109,6 +110,16 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
                 for name in names]
     return _with_reasons(store, loop_columns([defs.loops[name] for name in names],
                                              [entries[name] for name in names], now, held))
+
+
+def _with_invalid(columns: dict[str, list[Any]], names: list[str],
+                  invalid: dict[str, str]) -> list[dict[str, Any]]:
+    """The valid loops' columns as one LOOP object each, and an invalid
+    loop's three fields in its place (`names`: every loop in file order)."""
+    keys = list(columns)
+    valid = iter(zip(*columns.values(), strict=True))
+    return [{"name": name, "status": "invalid", "error": invalid[name]} if name in invalid
+            else dict(zip(keys, next(valid), strict=True)) for name in names]
 
 
 def _with_reasons(store: Store, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:

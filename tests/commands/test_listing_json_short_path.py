@@ -202,14 +202,27 @@ def test_start_of_one_more_loop_extends_the_listed_fields(
     assert loops["added"]["failures"]["limit"] == 6 and loops["added"]["cwd"] == "/"
 
 
-@pytest.mark.parametrize("case", ["invalid", "held", "notify", "unsealed", "edited"])
+def test_invalid_loops_keep_their_place(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The LOOP objects a list, an invalid loop's three fields where it is
+    in the file: first, between and last."""
+    write_loops(home, LOOPS.replace("loops:\n", "loops:\n" + BROKEN.replace("broken", "first"))
+                .replace("  kept:\n", BROKEN + "  kept:\n") + BROKEN.replace("broken", "last"))
+    assert in_process("pause", "kept").returncode == 0
+    rewrite_state(lived)
+    loops = same(monkeypatch)
+    assert list(loops)[:2] == ["first", "plain"] and list(loops)[-3:] == ["kept", "rich", "last"]
+    assert loops["broken"] == {"name": "broken", "status": "invalid",
+                               "error": loops["broken"]["error"]}
+    assert loops["plain"]["last_run"]["reason"] == "check failed (exit 2)"
+
+
+@pytest.mark.parametrize("case", ["held", "notify", "unsealed", "edited"])
 def test_what_the_short_path_cannot_say_takes_the_full_read(
         home: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
-    """An invalid loop, an account marked (held loops), notification URLs
-    (no cache), a state.json loopctl did not write as it is (repaired), a
-    schedule edited since the driver's pass (re-armed in memory)."""
-    write_loops(home, LOOPS + BROKEN if case == "invalid" else
-                LOOPS.replace("    every: 2h\n", "    every: 2h\n    notify: [https://x/a]\n")
+    """An account marked (held loops), notification URLs (no cache), a
+    state.json loopctl did not write as it is (repaired), a schedule edited
+    since the driver's pass (re-armed in memory)."""
+    write_loops(home, LOOPS.replace("    every: 2h\n", "    every: 2h\n    notify: [https://x/a]\n")
                 if case == "notify" else LOOPS)
     assert in_process("pause", "kept").returncode == 0
     rewrite_state(lived)
@@ -226,7 +239,5 @@ def test_what_the_short_path_cannot_say_takes_the_full_read(
     elif case == "edited":
         write_loops(home, LOOPS.replace("every: 10m", "every: 20m"))
     loops = same(monkeypatch, short=False)
-    if case == "invalid":
-        assert loops["broken"]["status"] == "invalid"
     if case == "unsealed":
         assert loops["plain"]["reason"] == "error", "the damaged entry was not repaired"
