@@ -119,8 +119,12 @@ class Table:
     """Records given a field at a time (`ls --json`'s LOOP objects): written
     as the list of mappings `rows()` gives, without building them."""
 
-    def __init__(self, keys: Sequence[str], columns: Sequence[Sequence[Any]], count: int) -> None:
+    def __init__(self, keys: Sequence[str], columns: Sequence[Sequence[Any]], count: int,
+                 same: Sequence[bool] = ()) -> None:
+        """`same[i]`: the caller made column i one object in every cell (it
+        is written once, its 10,000 cells not looked at)."""
         self.keys, self.columns, self.count = list(keys), list(columns), count
+        self.same = list(same) or [False] * len(self.columns)
 
     def rows(self) -> list[dict[str, Any]]:
         return [dict(zip(self.keys, row, strict=True))
@@ -131,7 +135,7 @@ class Table:
 def _write(value: Any, depth: int, out: list[str]) -> None:
     if type(value) is Table:
         pieces = None if value.count < 2 or not value.keys or _rows_encoder() is None else \
-            _columns_pieces(value.keys, value.columns, value.count, depth)
+            _columns_pieces(value.keys, value.columns, value.count, depth, value.same)
         if pieces is None:
             _write(value.rows(), depth, out)
         else:  # pieces, not one text: 10,000 records are megabytes, copied once by `dumps`
@@ -294,8 +298,8 @@ def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: 
 
 
 def _columns_pieces(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: int,
-                    depth: int) -> list[str] | None:
-    """`_columns_text` as the pieces to join."""
+                    depth: int, same: Sequence[bool] = ()) -> list[str] | None:
+    """`_columns_text` as the pieces to join (`same`: see Table)."""
     if not set(map(type, keys)) <= _TEXT:
         return None
     lead = "\n" + INDENT * (depth + 2)
@@ -305,7 +309,8 @@ def _columns_pieces(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count
         segment += ("," if at else "{") + lead + _text(keys[at]) + ": "
         # One object in every cell (commands/loop_object shares them) is
         # known in one pass, before the types of 10,000 cells are collected.
-        kinds = None if all(map(is_, column, repeat(column[0]))) else set(map(type, column))
+        kinds = None if same and same[at] or all(map(is_, column, repeat(column[0]))) \
+            else set(map(type, column))
         if kinds is None or _same_everywhere(column, kinds):
             written: list[str] = []
             _write(column[0], depth + 2, written)

@@ -228,30 +228,37 @@ def loop_readers(store: Store) -> tuple[Readers, list[str], dict[str, str]] | No
     return readers, every, invalid
 
 
-def _loop_reader(names: list[str], fields: dict[str, list[Any]]) -> Any:
+def _loop_reader(names: list[str], fields: dict[str, Any]) -> Any:
     """A definition field of every loop: `name`, or one of defs_cache.LISTED
-    (a field no loop holds is its default in each, in one list)."""
+    (a field no loop holds at other than its default, or all at one value,
+    is that value in each, in one loop_object.Same)."""
+    from loopctl.commands.loop_object import same
+
     def loop(attr: str) -> list[Any]:
         if attr == "name":
             return names
         if attr not in defs_cache.LISTED:
             raise KeyError(f"{attr}: not a field the cache lists")
         found = fields.get(attr)
-        return [defs_cache.field_default(attr)] * len(names) if found is None else found
+        if found is None or type(found) is tuple:  # (value,): that value in every loop
+            return same(defs_cache.field_default(attr) if found is None else found[0],
+                        len(names))
+        return found
 
     return loop
 
 
 def _entry_reader(sts: list[dict[str, Any]], field: Any) -> Any:
     """A state field of every packed entry (one left out holds the common
-    value): a field no entry holds, in one list."""
+    value): a field no entry holds, in one loop_object.Same."""
+    from loopctl.commands.loop_object import same
     from loopctl.domain.state import common_values
 
     common, held = common_values(), set().union(*map(dict.keys, sts))
 
     def entry(key: str) -> list[Any]:
         if key not in held:
-            return [common.get(key)] * len(sts)
+            return same(common.get(key), len(sts))
         return field(key, common.get(key))
 
     return entry

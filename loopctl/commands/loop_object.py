@@ -34,6 +34,18 @@ def readers(loops: list[LoopDef], states: list[dict[str, Any]]) -> tuple[Column,
     return memo(loop), memo(entry)
 
 
+class Same(list[Any]):
+    """A column made to hold one object in every cell (`each`, `isos`, the
+    short path's readers): known so without looking at its cells, and
+    written once (cli/direct.listing tells cli/jsontext). Never changed in
+    place: views._show_held replaces the columns it changes."""
+
+
+def same(value: Any, count: int) -> list[Any]:
+    """`value` in `count` cells, a Same (never an empty one: `column[0]`)."""
+    return Same([value] * count) if count else []
+
+
 def memo(read: Column) -> Column:
     """`read`, each column read once (several fields read the same one)."""
     done: dict[str, list[Any]] = {}
@@ -49,6 +61,8 @@ def memo(read: Column) -> Column:
 def isos(times: list[Any]) -> list[Any]:
     """`iso` of each, each distinct time formatted once (most entries of a
     home share theirs: no run, created by one `start` script)."""
+    if type(times) is Same:
+        return same(iso(times[0]), len(times))
     texts = {at: iso(at) for at in set(times)}
     return list(map(texts.__getitem__, times))
 
@@ -57,12 +71,11 @@ def columns(loop: Column, entry: Column, texts: list[str], now: float) -> dict[s
     """Every field of the LOOP object, in the documented order. `texts`:
     each loop's `schedule_text()`."""
     status, deadline, reason = entry("status"), entry("deadline"), entry("reason")
-    active = [kind == ACTIVE for kind in status]
     out = {
         "name": loop("name"),
         "status": shown_status(status, entry("run"), entry("queued_at")),
         "reason": reason,
-        "held": [None] * len(status),
+        "held": same(None, len(status)),
         "schedule": each(lambda a, b, c, d, e, f: {"every_s": a, "auto": b, "cron": c, "tz": d,
                                                    "on_demand": e, "text": f},
                          loop("every"), loop("auto"), loop("cron"), loop("tz"),
@@ -79,14 +92,16 @@ def columns(loop: Column, entry: Column, texts: list[str], now: float) -> dict[s
                          entry("cost_usd"), loop("budget_usd"), entry("cost_estimated")),
         "created_at": isos(entry("created")),
         "deadline": isos(deadline),
-        "deadline_remaining_s": [round(at - now) if at > now else 0 for at in deadline],
-        "next_fire": isos([at if on else None
-                           for at, on in zip(entry("next_due"), active, strict=True)]),
+        "deadline_remaining_s": each(lambda at: round(at - now) if at > now else 0, deadline),
+        "next_fire": isos(each(_if_active, entry("next_due"), status)),
         **_runs(entry),
-        "queued_since": isos([at if on else None
-                              for at, on in zip(entry("queued_at"), active, strict=True)]),
+        "queued_since": isos(each(_if_active, entry("queued_at"), status)),
     }
     return {**out, **_rest(loop, entry, reason)}
+
+
+def _if_active(at: Any, kind: str) -> Any:
+    return at if kind == ACTIVE else None
 
 
 def _count(consecutive: Any, limit: Any) -> dict[str, Any]:
@@ -100,7 +115,7 @@ def each(make: Callable[..., Any], *columns: list[Any]) -> list[Any]:
     and then comparing 10,000 equal mappings is most of `ls --json`."""
     count = len(columns[0])
     if count and all(map(uniform, columns)):
-        return [make(*(column[0] for column in columns))] * count
+        return same(make(*(column[0] for column in columns)), count)
     return list(map(make, *columns))
 
 
@@ -108,7 +123,7 @@ def uniform(column: list[Any]) -> bool:
     """One value everywhere, written alike (one type; floats bit for bit;
     a container only if it is one object)."""
     first = column[0]
-    if all(map(is_, column, repeat(first))):
+    if type(column) is Same or all(map(is_, column, repeat(first))):
         return True
     if type(first) in (dict, list, tuple) or set(map(type, column)) != {type(first)} \
             or column.count(first) != len(column):
@@ -123,13 +138,16 @@ def shown_status(status: list[str], run: list[Any], queued: list[Any]) -> list[s
 
 
 def _runs(entry: Column) -> dict[str, list[Any]]:
+    ids = entry("last_run_id")
     return {
-        "last_run": [{"run_id": a, "outcome": b, "ended_at": iso(c)} if a else None
-                     for a, b, c in zip(entry("last_run_id"), entry("last_outcome"),
-                                        entry("last_end"), strict=True)],
-        "current_run": [{"run_id": run["run_id"], "started_at": iso(run.get("started_at"))}
-                        if run else None for run in entry("run")],
-        "pending_fire": list(map(bool, entry("pending"))),
+        # A mapping per loop, never shared: views.with_reason writes each one's reason.
+        "last_run": same(None, len(ids)) if type(ids) is Same and not ids[0] else
+        [{"run_id": a, "outcome": b, "ended_at": iso(c)} if a else None
+         for a, b, c in zip(ids, entry("last_outcome"), entry("last_end"), strict=True)],
+        "current_run": each(lambda run: {"run_id": run["run_id"],
+                                         "started_at": iso(run.get("started_at"))}
+                            if run else None, entry("run")),
+        "pending_fire": each(bool, entry("pending")),
     }
 
 
@@ -141,35 +159,35 @@ def _rest(loop: Column, entry: Column, reason: list[Any]) -> dict[str, list[Any]
         "ended_at": isos(entry("ended_at")),
         "observed_at": isos(entry("observed_at")),
         "note": entry("note"),
-        "rate_limited_until": isos([at if why == "rate_limited" else None
-                                    for at, why in zip(entry("resume_at"), reason, strict=True)]),
-        "hook_error": list(map(_delivery_error, entry("hook_error"))),
+        "rate_limited_until": isos(each(lambda at, why: at if why == "rate_limited" else None,
+                                        entry("resume_at"), reason)),
+        "hook_error": each(_delivery_error, entry("hook_error")),
         "notify": each(lambda urls: [mask(url) for url in urls] if urls else [], loop("notify")),
         "workspace": _workspaces(loop),
         "pr_feedback": entry("pr_feedback"),
         "notes": loop("notes"),
         "last_handoff": entry("last_handoff"),
-        "notify_error": list(map(_delivery_error, entry("notify_error"))),
-        "gate": [{"argv": list(argv), "timeout_s": limit} if argv else None
-                 for argv, limit in zip(loop("gate"), loop("gate_timeout"), strict=True)],
+        "notify_error": each(_delivery_error, entry("notify_error")),
+        "gate": each(lambda argv, limit: {"argv": list(argv), "timeout_s": limit}
+                     if argv else None, loop("gate"), loop("gate_timeout")),
         "triggers_pending": each(lambda asked: (asked or {}).get("count", 0),
                                  entry("triggered")),
-        "check": list(map(describe_check, loop("check"), loop("check_timeout"),
-                          loop("until_check"), loop("check_metric"))),
+        "check": each(describe_check, loop("check"), loop("check_timeout"),
+                      loop("until_check"), loop("check_metric")),
         "last_check": entry("last_check"),
-        "github": [{"events": list(a), "repo": b, "command": c, "anyone": d} if a else None
-                   for a, b, c, d in zip(loop("on_github"), loop("github_repo"),
-                                         loop("github_command"), loop("github_anyone"),
-                                         strict=True)],
+        "github": each(lambda a, b, c, d: {"events": list(a), "repo": b, "command": c,
+                                           "anyone": d} if a else None,
+                       loop("on_github"), loop("github_repo"), loop("github_command"),
+                       loop("github_anyone")),
     }
 
 
 def _workspaces(loop: Column) -> list[dict[str, Any] | None]:
-    return [{"base": b, "branch_prefix": c, "push": d, "pr": e, "merge": f,
-             "fix_attempts": g if e else None, "protect": list(h)} if a else None
-            for a, b, c, d, e, f, g, h in zip(
-                loop("worktree"), loop("base"), loop("branch_prefix"), loop("push"),
-                loop("pr"), loop("merge"), loop("fix_attempts"), loop("protect"), strict=True)]
+    return each(lambda a, b, c, d, e, f, g, h: {
+        "base": b, "branch_prefix": c, "push": d, "pr": e, "merge": f,
+        "fix_attempts": g if e else None, "protect": list(h)} if a else None,
+        loop("worktree"), loop("base"), loop("branch_prefix"), loop("push"), loop("pr"),
+        loop("merge"), loop("fix_attempts"), loop("protect"))
 
 
 def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -58,6 +58,8 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
 
 
 def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+    for key in ("status", "reason", "held", "note", "rate_limited_until"):
+        columns[key] = list(columns[key])  # plain lists: one may be a loop_object.Same
     for i, name in enumerate(columns["name"]):
         shown = held.get(name)
         if shown is not None:

@@ -105,10 +105,10 @@ ROW_KEYS = ("name", "text", "key", "limit", "for_s", "created", "after", "cron",
 
 
 # The definition fields `ls --json` shows (commands/loop_object.py reads no
-# other from the cache), a column each for those that some loop holds at
-# other than the default, on a line of their own after the rows (a column
-# of 10,000 values decodes in a fifth of the time of 10,000 loop lines, and
-# `ls` decodes none of them).
+# other from the cache), on a line of their own after the rows (`ls` decodes
+# none of them): for each field some loop holds at other than the default,
+# its column, or `{"all": value}` when every loop holds one value written
+# alike (a script's `start`s: one command, one cwd), which is decoded once.
 LISTED = ("every", "auto", "cron", "tz", "on_demand", "agent", "command", "fallback_agent",
           "cwd", "max_runs", "max_failures", "max_deferrals", "budget_usd", "notify",
           "worktree", "base", "branch_prefix", "push", "pr", "merge", "fix_attempts",
@@ -116,15 +116,27 @@ LISTED = ("every", "auto", "cron", "tz", "on_demand", "agent", "command", "fallb
           "check_metric", "on_github", "github_repo", "github_command", "github_anyone")
 
 
-def listed_fields(loops: list[LoopDef]) -> dict[str, list[Any]]:
-    """The LISTED columns of `loops` that hold other than the default."""
+def listed_fields(loops: list[LoopDef]) -> dict[str, Any]:
+    """The listed line's mapping for `loops` (JSON-ready)."""
     defaults = _defaults()
-    out = {}
+    out: dict[str, Any] = {}
     for name in LISTED:
         column = [getattr(loop, name) for loop in loops]
         if column.count(defaults[name]) != len(column):
-            out[name] = column
+            out[name] = {"all": column[0]} if _alike(column) else column
     return out
+
+
+def _alike(column: list[Any]) -> bool:
+    """One value, written alike (`1 == 1.0 == True` are not), in every cell."""
+    if column.count(column[0]) != len(column):
+        return False
+    text = _compact(column[0])
+    return _compact(column) == "[" + ",".join([text] * len(column)) + "]"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
 def row(loop: LoopDef) -> list[Any]:
@@ -203,17 +215,25 @@ def extended(data: bytes | None, added: LoopDef) -> Body | None:
 
 
 def _extended_listed(text: bytes, count: int, added: LoopDef) -> bytes:
-    """The listed fields' JSON `text` of `count` loops with `added`'s values
-    appended: a column each for the fields some loop now holds at other than
-    the default."""
+    """The listed line's JSON `text` of `count` loops with `added`'s values
+    appended (see LISTED)."""
     fields = listed(text, count)
     if fields is None:
         raise ValueError("not the listed fields")
     mine = listed_fields([added])
+    out: dict[str, Any] = {}
     for name in LISTED:
-        if name in mine or name in fields:
-            fields.setdefault(name, [_defaults()[name]] * count).append(getattr(added, name))
-    return json.dumps(fields, allow_nan=False, separators=(",", ":")).encode()
+        value, found = getattr(added, name), fields.get(name)
+        if name not in mine and found is None:
+            continue
+        if found is None or type(found) is tuple:  # one value in every loop so far
+            before = _defaults()[name] if found is None else found[0]
+            if count and _compact(before) == _compact(value):
+                out[name] = {"all": before}
+                continue
+            found = [before] * count
+        out[name] = [*found, value] if count else {"all": value}
+    return _compact(out).encode()
 
 
 def split(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
@@ -287,17 +307,21 @@ def rows(text: bytes) -> list[list[Any]] | None:
     return found
 
 
-def listed(text: bytes, count: int) -> dict[str, list[Any]] | None:
-    """The listed fields' columns (LISTED; one left out holds its default
-    in every loop) of `count` loops, checked for the shape written."""
+def listed(text: bytes, count: int) -> dict[str, Any] | None:
+    """The listed line of `count` loops (LISTED): for each field some loop
+    holds at other than the default, its column, or `(value,)` for one value
+    in every loop; checked for the shape written."""
     try:
         found = json.loads(text, parse_constant=_refuse)
     except ValueError:
         return None
-    if type(found) is not dict or not found.keys() <= set(LISTED) \
-            or not all(type(column) is list and len(column) == count
-                       for column in found.values()):
+    if type(found) is not dict or not found.keys() <= set(LISTED):
         return None
+    for name, column in found.items():
+        if type(column) is dict and column.keys() == {"all"}:
+            found[name] = (column["all"],)
+        elif type(column) is not list or len(column) != count:
+            return None
     return found
 
 

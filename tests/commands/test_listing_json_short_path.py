@@ -122,6 +122,8 @@ def same(monkeypatch: pytest.MonkeyPatch, short: bool = True) -> dict[str, Any]:
     assert taken == short, "took the full read" if short else "took the short path"
     fast = ls_json()
     assert fast == full_read(monkeypatch)
+    std = json.dumps(json.loads(fast), indent=2, default=str, allow_nan=False)
+    assert fast == std + "\n", "not the standard library's text"
     return {loop["name"]: loop for loop in json.loads(fast)["loops"]}
 
 
@@ -214,6 +216,54 @@ def test_invalid_loops_keep_their_place(home: Path, monkeypatch: pytest.MonkeyPa
     assert loops["broken"] == {"name": "broken", "status": "invalid",
                                "error": loops["broken"]["error"]}
     assert loops["plain"]["last_run"]["reason"] == "check failed (exit 2)"
+
+
+def alike(count: int, budget: str = "2") -> str:
+    return "".join(f"  a{at}:\n    prompt: p\n    command: [/bin/true]\n    cwd: /tmp\n"
+                   f"    every: 1h\n    budget_usd: {budget}\n" for at in range(count))
+
+
+def listed_line() -> dict[str, Any]:
+    parts = Store().cached_parts()
+    assert parts is not None, "no usable cache"
+    return dict(json.loads(parts[3]))
+
+
+def test_one_value_in_every_loop_is_kept_once_until_a_loop_differs(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_loops(home, "version: 1\nloops:\n" + alike(3))
+    assert listed_line() == {"every": {"all": 3600}, "command": {"all": ["/bin/true"]},
+                             "cwd": {"all": "/tmp"}, "budget_usd": {"all": 2}}
+    same(monkeypatch)
+    start = ("start", "p", "--every", "1h", "--budget-usd", "2", "--cwd", "/tmp")
+    assert in_process(*start, "--name", "b0", "--command", "/bin/true").returncode == 0
+    assert listed_line()["command"] == {"all": ["/bin/true"]}
+    same(monkeypatch)
+    assert in_process(*start, "--name", "b1", "--command", "/bin/false").returncode == 0
+    assert listed_line()["command"] == [["/bin/true"]] * 4 + [["/bin/false"]]
+    loops = same(monkeypatch)
+    assert loops["b1"]["command"] == ["/bin/false"] and loops["a0"]["cost_usd"]["budget"] == 2
+
+
+def test_equal_values_written_apart_keep_a_column() -> None:
+    """`2 == 2.0 == True`, but JSON writes them apart: not one value, in the
+    line written whole and in one extended by a loop (`start`)."""
+    from loopctl.domain.model import LoopDef
+    from loopctl.storage import defs_cache
+
+    loops = {name: LoopDef(name=name, budget_usd=budget, every=60)
+             for name, budget in (("a", 2), ("b", 2.0))}
+    fields = defs_cache.listed_fields(list(loops.values()))
+    assert fields == {"every": {"all": 60}, "budget_usd": [2, 2.0]}
+    assert list(map(type, fields["budget_usd"])) == [int, float]
+    parsed = defs_cache.Parsed(loops={"a": loops["a"]}, names=["a"])
+    data = defs_cache.encode("k", parsed)
+    assert data is not None
+    body = defs_cache.extended(data, loops["b"])
+    assert body is not None
+    assert list(map(type, json.loads(body[1])["budget_usd"])) == [int, float]
+    assert json.loads(body[1])["every"] == {"all": 60}
+    assert defs_cache.listed(body[1], 2) == {"every": (60,), "budget_usd": [2, 2.0]}
 
 
 @pytest.mark.parametrize("case", ["held", "notify", "unsealed", "edited"])
