@@ -360,7 +360,9 @@ def _same_everywhere(column: Sequence[Any], kinds: set[type]) -> bool:
 
 def _alike(values: list[Any], kinds: set[type]) -> bool:
     """Equal values are written alike (one type; for floats, one bit pattern)."""
-    return len(kinds) == 1 and (kinds != {float} or len(set(map(float.hex, values))) == 1)
+    # Equal floats differ in their bits only as 0.0 and -0.0 (NaN is unequal).
+    return len(kinds) == 1 and (kinds != {float} or values[0] != 0
+                                or len(set(map(float.hex, values))) == 1)
 
 
 def _column_texts(column: Sequence[Any], kinds: set[type], depth: int) -> list[str]:

@@ -61,7 +61,7 @@ def memo(read: Column) -> Column:
 def isos(times: list[Any]) -> list[Any]:
     """`iso` of each, each distinct time formatted once (most entries of a
     home share theirs: no run, created by one `start` script)."""
-    if type(times) is Same:
+    if times and uniform(times):
         return same(iso(times[0]), len(times))
     texts = {at: iso(at) for at in set(times)}
     return list(map(texts.__getitem__, times))
@@ -125,10 +125,11 @@ def uniform(column: list[Any]) -> bool:
     first = column[0]
     if type(column) is Same or all(map(is_, column, repeat(first))):
         return True
-    if type(first) in (dict, list, tuple) or set(map(type, column)) != {type(first)} \
-            or column.count(first) != len(column):
+    if type(first) in (dict, list, tuple) or column.count(first) != len(column) \
+            or set(map(type, column)) != {type(first)}:
         return False
-    return type(first) is not float or len(set(map(float.hex, column))) == 1
+    # Equal floats differ in their bits only as 0.0 and -0.0 (NaN is unequal).
+    return type(first) is not float or first != 0 or len(set(map(float.hex, column))) == 1
 
 
 def shown_status(status: list[str], run: list[Any], queued: list[Any]) -> list[str]:
