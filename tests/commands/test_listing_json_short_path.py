@@ -194,6 +194,24 @@ def test_loops_alike_share_their_values_and_still_say_the_same(
     same(monkeypatch)
 
 
+def test_values_equal_but_written_apart_are_written_apart(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loops alike but in one field, whose values are equal (`0 == 0.0`)
+    and written apart: each loop's own."""
+    many = "".join(f"  same{at}:\n    prompt: p\n    command: [/bin/true]\n    every: 1h\n"
+                   for at in range(4))
+    write_loops(home, "version: 1\nloops:\n" + many)
+    assert in_process("pause", "same3").returncode == 0
+    rewrite_state(lambda loops: loops["same2"].update(cost_usd=0))
+    spent = [loop["cost_usd"]["spent"] for loop in same(monkeypatch).values()]
+    assert list(map(repr, spent)) == ["0.0", "0.0", "0", "0.0"]
+    from loopctl.commands.loop_object import uniform
+
+    assert [uniform(column) for column in ([0.0, -0.0], [-0.0, 0.0], [0, 0.0], [2.5, 2.5],
+                                           [-0.0, -0.0], [1, True])] == [
+        False, False, False, True, True, False]
+
+
 def test_start_of_one_more_loop_extends_the_listed_fields(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_loops(home)
