@@ -118,10 +118,12 @@ LISTED = ("every", "auto", "cron", "tz", "on_demand", "agent", "command", "fallb
 
 def listed_fields(loops: list[LoopDef]) -> dict[str, Any]:
     """The listed line's mapping for `loops` (JSON-ready)."""
+    from operator import attrgetter
+
     defaults = _defaults()
     out: dict[str, Any] = {}
     for name in LISTED:
-        column = [getattr(loop, name) for loop in loops]
+        column = list(map(attrgetter(name), loops))
         if column.count(defaults[name]) != len(column):
             out[name] = {"all": column[0]} if _alike(column) else column
     return out
