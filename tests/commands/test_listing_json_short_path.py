@@ -284,12 +284,13 @@ def test_equal_values_written_apart_keep_a_column() -> None:
     assert defs_cache.listed(body[1], 2) == {"every": (60,), "budget_usd": [2, 2.0]}
 
 
-@pytest.mark.parametrize("case", ["held", "notify", "unsealed", "edited"])
+@pytest.mark.parametrize("case", ["held", "notify", "unsealed", "planted", "edited"])
 def test_what_the_short_path_cannot_say_takes_the_full_read(
         home: Path, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
     """An account marked (held loops), notification URLs (no cache), a
-    state.json loopctl did not write as it is (repaired), a schedule edited
-    since the driver's pass (re-armed in memory)."""
+    state.json loopctl did not write as it is (repaired), a cache whose
+    seal does not hold its listed fields (a planted command), a schedule
+    edited since the driver's pass (re-armed in memory)."""
     write_loops(home, LOOPS.replace("    every: 2h\n", "    every: 2h\n    notify: [https://x/a]\n")
                 if case == "notify" else LOOPS)
     assert in_process("pause", "kept").returncode == 0
@@ -304,8 +305,14 @@ def test_what_the_short_path_cannot_say_takes_the_full_read(
         state = json.loads(path.read_text())
         state["loops"]["plain"]["iterations"] = "many"
         path.write_text(json.dumps(state))
+    elif case == "planted":
+        path = home / "state" / "defs-cache.json"
+        data = path.read_bytes()
+        assert b'"listed":{' in data and b'"-x"' in data
+        path.write_bytes(data.replace(b'"-x"', b'"--planted"'))
     elif case == "edited":
         write_loops(home, LOOPS.replace("every: 10m", "every: 20m"))
     loops = same(monkeypatch, short=False)
+    assert loops["later"]["command"] == ["/bin/true", "-x"]
     if case == "unsealed":
         assert loops["plain"]["reason"] == "error", "the damaged entry was not repaired"
