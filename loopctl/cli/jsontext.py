@@ -351,9 +351,12 @@ def _same_everywhere(column: Sequence[Any], kinds: set[type]) -> bool:
         return _alike(list(column), kinds)
     from operator import itemgetter
 
+    # Equal mappings may hold their keys in another order, written apart.
+    if type(first) is dict and list(map(tuple, column)).count(tuple(first)) != len(column):
+        return False
     for at in first if type(first) is dict else range(len(first)):
         values = list(map(itemgetter(at), column))
-        if not _alike(values, set(map(type, values))):
+        if not _same_everywhere(values, set(map(type, values))):  # inside, position by position
             return False
     return True
 

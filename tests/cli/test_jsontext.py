@@ -129,3 +129,16 @@ def test_a_column_said_to_hold_one_object_is_written_as_its_rows_are(
     table = jsontext.Table(keys, columns, count, same)
     assert jsontext.dumps({"loops": table}) == standard({"loops": table.rows()})
 
+
+@pytest.mark.parametrize("cells", [
+    [{"a": [1]}, {"a": [True]}],
+    [{"a": [[1.0]]}, {"a": [[1]]}],
+    [{"a": 1, "b": 2}, {"b": 2, "a": 1}],
+    [[{"a": 0.0}], [{"a": -0.0}]],
+], ids=["int-bool-inside", "float-int-deeper", "key-order", "zero-sign-inside"])
+def test_equal_cells_written_apart_are_written_apart(cells: list[Any]) -> None:
+    """Equal containers whose insides JSON writes apart (a type, a sign, the
+    order of keys) are each written as they are."""
+    table = jsontext.Table(["x"], [cells], len(cells))
+    assert jsontext.dumps({"loops": table}) == standard({"loops": table.rows()})
+
