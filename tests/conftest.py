@@ -312,12 +312,12 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
 # handler set, nothing sent. The drivers (tick, run, daemon), `decide` (the
 # agent's side), `watch`, `cron`, notifications and `stop --kill` are always
 # real processes. (`start --notify URL` only checks and stores the URL;
-# `doctor --notify` sends.)
+# `doctor --notify` and `digest --notify` send.)
 IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resume", "stop",
               "rm", "validate", "history", "agents", "events", "export", "logs", "doctor",
-              "trigger", "notes"}
+              "trigger", "notes", "digest"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
-SENDS_WITH_NOTIFY = {"doctor"}
+SENDS_WITH_NOTIFY = {"doctor", "digest"}
 # Read once per process (the C library's local time, which `time.localtime`
 # renders with, takes `TZ` at start-up): a test that sets them for one command
 # gets a process.
@@ -327,7 +327,8 @@ PER_PROCESS_ENV = {"TZ"}
 def runs_in_process(args: tuple[str, ...]) -> bool:
     if not args or args[0] not in IN_PROCESS or ALWAYS_A_PROCESS.intersection(args):
         return False
-    return not (args[0] in SENDS_WITH_NOTIFY and "--notify" in args)
+    sends = any(a == "--notify" or a.startswith("--notify=") for a in args)
+    return not (args[0] in SENDS_WITH_NOTIFY and sends)
 
 
 class CLI:
