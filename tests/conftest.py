@@ -51,11 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
     under PYTHONDONTWRITEBYTECODE (as on CI machines) has no .pyc files, and
     then each of those processes compiles ~25 modules again (~45 ms of CPU).
     py_compile writes them whatever that variable says; imports only read."""
+    leave_hypothesis_unrewritten(config)
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         import compileall
 
         compileall.compile_dir(str(TESTS.parent / "loopctl"), quiet=1)
         rewrite_test_modules_once(config)
+
+
+def leave_hypothesis_unrewritten(config: pytest.Config) -> None:
+    """pytest rewrites the asserts of every module of a plugin's package, so
+    the ~75 modules of `hypothesis` that a test module imports were rewritten
+    in each xdist worker and in the controller (its plugin imports them for
+    the summary): under PYTHONDONTWRITEBYTECODE that rewrite is cached
+    nowhere, ~0.4 s of CPU per process, every run. Hypothesis's own asserts
+    need no rewriting: no test of ours asserts through them. Our test
+    modules and conftests are rewritten as before. A private attribute of
+    pytest's hook: if it changes, hypothesis is rewritten as it was."""
+    marked = getattr(config.pluginmanager.rewrite_hook, "_must_rewrite", None)
+    cache = getattr(config.pluginmanager.rewrite_hook, "_marked_for_rewrite_cache", None)
+    if isinstance(marked, set) and isinstance(cache, dict):
+        marked.discard("hypothesis")
+        cache.clear()
 
 
 def rewrite_test_modules_once(config: pytest.Config) -> None:
