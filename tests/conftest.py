@@ -348,6 +348,21 @@ def runs_in_process(args: tuple[str, ...]) -> bool:
     return not (args[0] in SENDS_WITH_NOTIFY and sends)
 
 
+def loopctl_at(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`loopctl ARGS` against `home` (NO_COLOR), for a fixture that builds a
+    home once per module and worker, before any test's own home exists:
+    through the entry point in this process where `runs_in_process` allows
+    (a `start`: ~0.1 s of CPU less), else as a process (`run`)."""
+    env = {"LOOPCTL_HOME": str(home), "NO_COLOR": "1"}
+    if runs_in_process(args):
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            return in_process(*args)
+    return subprocess.run(loopctl_argv(*args), capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=60)
+
+
 class CLI:
     """Runs `loopctl` against the test's home. The drivers and everything
     that signals, forks or sends are real processes; commands that only read
