@@ -64,7 +64,7 @@ def leave_hypothesis_unrewritten(config: pytest.Config) -> None:
     the ~75 modules of `hypothesis` that a test module imports were rewritten
     in each xdist worker and in the controller (its plugin imports them for
     the summary): under PYTHONDONTWRITEBYTECODE that rewrite is cached
-    nowhere, ~0.4 s of CPU per process, every run. Hypothesis's own asserts
+    nowhere, ~0.7 s of CPU per process, every run. Hypothesis's own asserts
     need no rewriting: no test of ours asserts through them. Our test
     modules and conftests are rewritten as before. A private attribute of
     pytest's hook: if it changes, hypothesis is rewritten as it was."""
