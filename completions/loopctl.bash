@@ -53,7 +53,7 @@ _loopctl() {
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
-        update) opts="--worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --sandbox --sandbox-write --sandbox-read --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --prompt --prompt-file --new-objective --on-github --github-repo --github-command --github-anyone --github-members-only --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --json --help -h" ;;
+        update) opts="--prompt --prompt-file --new-objective --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --json --help -h" ;;
         validate) opts="--json --help -h" ;;
         watch) opts="--interval --help -h" ;;
     esac

@@ -339,6 +339,9 @@ _loopctl() {
             ;;
         update)
             _arguments -s \
+                '--prompt[With --new-objective\: the loop'\''s new prompt (its history and limits are kept).]:prompt: ' \
+                '--prompt-file[With --new-objective\: read the prompt from this file at every run from now on.]:path:_files' \
+                '--new-objective[Confirm that --prompt or --prompt-file replaces what the loop is for.]' \
                 '--worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--no-worktree[Run each fire in a fresh git worktree of the repository at --cwd.]' \
                 '--base[--worktree\: branch each run starts from (default\: the one checked out at start).]:base: ' \
@@ -351,9 +354,6 @@ _loopctl() {
                 '--copy[--worktree\: ignored files to copy into the worktree, like .env (repeatable glob).]:copy: ' \
                 '--max-file-size[--worktree\: the hand-off commits no file over SIZE (default 50MiB).]:max_file_size: ' \
                 '--protect[--worktree\: a path or glob from the repository'\''s top (tests/, ci/check.sh) the agent may not change\: put back as at the base after each run, before the check and the commit (repeatable; '\''none'\'' clears).]:path: ' \
-                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
-                '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
-                '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--if[Gate run before each fire, split like --command\: exit 0 runs the agent, 1 skips the fire ('\''none'\'' clears).]:cmd: ' \
                 '--if-timeout[Kill the gate after this long (default 2m); a timeout is a gate_error.]:if_timeout: ' \
                 '--on-demand[No time schedule\: fired only by `loopctl trigger` (and `run`).]' \
@@ -366,14 +366,14 @@ _loopctl() {
                 '--notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--no-notes[Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).]' \
                 '--fallback-agent[Preset that runs the fires while the agent'\''s account is rate-limited or needs a login (claude, codex, gemini, qwen, opencode, aider, goose, pi, cursor, copilot, crush, amp; `none` clears).]:agent:(claude codex gemini qwen opencode aider goose pi cursor copilot crush amp shell)' \
-                '--prompt[With --new-objective\: the loop'\''s new prompt (its history and limits are kept).]:prompt: ' \
-                '--prompt-file[With --new-objective\: read the prompt from this file at every run from now on.]:path:_files' \
-                '--new-objective[Confirm that --prompt or --prompt-file replaces what the loop is for.]' \
                 '--on-github[GitHub webhook event that triggers the loop through `loopctl serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` clears).]:event[.action]: ' \
                 '--github-repo[Only events of this repository trigger (`none` clears).]:owner/name: ' \
                 '--github-command[Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).]:word: ' \
                 '--github-anyone[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
                 '--github-members-only[Let comments, issues and PRs by anyone trigger, not only authors with write access (bots never do).]' \
+                '--sandbox[Confine the agent with Landlock\: auto (agent presets, where the kernel allows), on (never unconfined), off.]:sandbox:(auto on off)' \
+                '--sandbox-write[A path the confined agent may also write (repeatable; '\''none'\'' clears).]:sandbox_write: ' \
+                '--sandbox-read[A path the confined agent may also read (repeatable; '\''none'\'' clears).]:sandbox_read: ' \
                 '--every[Interval after each run ends (10m, 1h30m) or '\''auto'\''.]:every: ' \
                 '--cron[Five-field cron expression.]:cron: ' \
                 '--tz[IANA zone for --cron (default\: the system'\''s).]:tz: ' \

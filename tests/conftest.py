@@ -51,11 +51,28 @@ def pytest_configure(config: pytest.Config) -> None:
     under PYTHONDONTWRITEBYTECODE (as on CI machines) has no .pyc files, and
     then each of those processes compiles ~25 modules again (~45 ms of CPU).
     py_compile writes them whatever that variable says; imports only read."""
+    leave_hypothesis_unrewritten(config)
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         import compileall
 
         compileall.compile_dir(str(TESTS.parent / "loopctl"), quiet=1)
         rewrite_test_modules_once(config)
+
+
+def leave_hypothesis_unrewritten(config: pytest.Config) -> None:
+    """pytest rewrites the asserts of every module of a plugin's package, so
+    the ~75 modules of `hypothesis` that a test module imports were rewritten
+    in each xdist worker and in the controller (its plugin imports them for
+    the summary): under PYTHONDONTWRITEBYTECODE that rewrite is cached
+    nowhere, ~0.7 s of CPU per process, every run. Hypothesis's own asserts
+    need no rewriting: no test of ours asserts through them. Our test
+    modules and conftests are rewritten as before. A private attribute of
+    pytest's hook: if it changes, hypothesis is rewritten as it was."""
+    marked = getattr(config.pluginmanager.rewrite_hook, "_must_rewrite", None)
+    cache = getattr(config.pluginmanager.rewrite_hook, "_marked_for_rewrite_cache", None)
+    if isinstance(marked, set) and isinstance(cache, dict):
+        marked.discard("hypothesis")
+        cache.clear()
 
 
 def rewrite_test_modules_once(config: pytest.Config) -> None:
@@ -312,12 +329,12 @@ def in_process(*args: str) -> subprocess.CompletedProcess[str]:
 # handler set, nothing sent. The drivers (tick, run, daemon), `decide` (the
 # agent's side), `watch`, `cron`, notifications and `stop --kill` are always
 # real processes. (`start --notify URL` only checks and stores the URL;
-# `doctor --notify` sends.)
+# `doctor --notify` and `digest --notify` send.)
 IN_PROCESS = {"start", "update", "ls", "list", "status", "show", "pause", "resume", "stop",
               "rm", "validate", "history", "agents", "events", "export", "logs", "doctor",
-              "trigger", "notes"}
+              "trigger", "notes", "digest"}
 ALWAYS_A_PROCESS = {"--kill", "-f", "--follow", "--help", "-h"}
-SENDS_WITH_NOTIFY = {"doctor"}
+SENDS_WITH_NOTIFY = {"doctor", "digest"}
 # Read once per process (the C library's local time, which `time.localtime`
 # renders with, takes `TZ` at start-up): a test that sets them for one command
 # gets a process.
@@ -327,7 +344,23 @@ PER_PROCESS_ENV = {"TZ"}
 def runs_in_process(args: tuple[str, ...]) -> bool:
     if not args or args[0] not in IN_PROCESS or ALWAYS_A_PROCESS.intersection(args):
         return False
-    return not (args[0] in SENDS_WITH_NOTIFY and "--notify" in args)
+    sends = any(a == "--notify" or a.startswith("--notify=") for a in args)
+    return not (args[0] in SENDS_WITH_NOTIFY and sends)
+
+
+def loopctl_at(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`loopctl ARGS` against `home` (NO_COLOR), for a fixture that builds a
+    home once per module and worker, before any test's own home exists:
+    through the entry point in this process where `runs_in_process` allows
+    (a `start`: ~0.1 s of CPU less), else as a process (`run`)."""
+    env = {"LOOPCTL_HOME": str(home), "NO_COLOR": "1"}
+    if runs_in_process(args):
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            return in_process(*args)
+    return subprocess.run(loopctl_argv(*args), capture_output=True, text=True,
+                          env=dict(os.environ, **env), timeout=60)
 
 
 class CLI:

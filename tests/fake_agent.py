@@ -35,12 +35,13 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
 
 def spawn_grandchild(seconds: float, scrub: bool = False) -> None:
+    import subprocess
+
     pid_file = os.environ.get("FAKE_AGENT_PIDS")
     # The grandchild closes the pipe's write end once it has left the
     # session and written its pid; the agent waits for that (or for its
@@ -98,6 +99,8 @@ while True:
 
 
 def spawn_hydra(depth: int, scrub: bool) -> None:
+    import subprocess
+
     pid_file = os.environ["FAKE_AGENT_PIDS"]
     subprocess.Popen([sys.executable, "-c", HYDRA, str(depth), pid_file, "1" if scrub else "0",
                       HYDRA], env={} if scrub else None)
@@ -221,6 +224,8 @@ def main() -> int:
     if args.wait_for:
         wait_for_file(args.wait_for)
     if args.decide:
+        import subprocess
+
         cmd = [sys.executable, "-m", "loopctl", "decide", args.decide,
                "--summary", args.summary, "--evidence", args.evidence]
         if args.next:

@@ -14,36 +14,18 @@ import typer
 from loopctl import clock
 from loopctl.cli.bounds_opts import BOUNDS, bounds_changes, warn_bounds
 from loopctl.cli.budget_warn import warn_uncounted_budget
-from loopctl.cli.check_opts import Check, CheckMetric, CheckTimeout, UntilCheck, check_changes
-from loopctl.cli.fallback_opts import FallbackAgent, fallback_changes
-from loopctl.cli.feedback_opts import FixAttempts, Notes, feedback_changes
-from loopctl.cli.gate_opts import If, IfTimeout, OnDemand, gate_changes
-from loopctl.cli.github_opts import (
-    GithubAnyone,
-    GithubCommand,
-    GithubRepo,
-    OnGithub,
-    github_changes,
-)
+from loopctl.cli.check_opts import CHECK_OPTS, check_changes
+from loopctl.cli.fallback_opts import FALLBACK_OPTS, fallback_changes
+from loopctl.cli.feedback_opts import FEEDBACK_OPTS, feedback_changes
+from loopctl.cli.gate_opts import GATE_OPTS, gate_changes
+from loopctl.cli.github_opts import GITHUB_OPTS, github_changes
 from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
 from loopctl.cli.options import JsonOpt, NameArg, duration, emit, fail, store, ts
-from loopctl.cli.protect_opts import Protect
 from loopctl.cli.render import relative
-from loopctl.cli.sandbox_opts import Sandbox, SandboxRead, SandboxWrite, sandbox_changes
+from loopctl.cli.sandbox_opts import SANDBOX_OPTS, sandbox_changes
 from loopctl.cli.setting_opts import given as given_setting
-from loopctl.cli.setting_opts import with_settings
-from loopctl.cli.worktree_opts import (
-    Base,
-    BranchPrefix,
-    ChecksTimeout,
-    Copy,
-    MaxFileSize,
-    Merge,
-    Pr,
-    Push,
-    Worktree,
-    workspace_changes,
-)
+from loopctl.cli.setting_opts import pick, with_settings
+from loopctl.cli.worktree_opts import WORKTREE_OPTS, workspace_changes
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
@@ -133,7 +115,13 @@ def _policy(settings: dict[str, Any]) -> dict[str, Any]:
 START_FLAGS = ("raw", "continue_session", "model", "agent_args", "yolo")
 
 
-@with_settings(*POLICY, *BOUNDS, "after", "env", *START_FLAGS)
+# The option groups with a translator of their own, in the order `--help`
+# lists them.
+GROUPS = (WORKTREE_OPTS, GATE_OPTS, CHECK_OPTS, FEEDBACK_OPTS, FALLBACK_OPTS, GITHUB_OPTS,
+          SANDBOX_OPTS)
+
+
+@with_settings(*POLICY, *BOUNDS, "after", "env", *START_FLAGS, groups=GROUPS)
 def start(
     prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do (a --command loop may go without).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
@@ -141,17 +129,6 @@ def start(
     agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
     command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
     cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
-    worktree: Worktree = None, base: Base = None, branch_prefix: BranchPrefix = None,
-    push: Push = None, pr: Pr = None, merge: Merge = None,
-    checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None, protect: Protect = None,
-    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
-    check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
-    check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
-    fallback_agent: FallbackAgent = None,
-    on_github: OnGithub = None, github_repo: GithubRepo = None,
-    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
-    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
     as_json: JsonOpt = False,
     **settings: Any,
 ) -> None:
@@ -162,7 +139,7 @@ def start(
         fail("give the prompt as an argument or with --prompt-file (only a --command "
              "loop may go without one)")
     after, yolo = settings["after"], bool(settings["yolo"])
-    _check_schedule_given(settings["every"], settings["cron"], after, on_demand)
+    _check_schedule_given(settings["every"], settings["cron"], after, settings["on_demand"])
     if agent is not None and command is not None:
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
@@ -170,20 +147,12 @@ def start(
     raw_def: dict[str, Any] = {k: v for k, v in _policy(settings).items() if v is not None}
     workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
-        str(workdir), {}, worktree=worktree, base=base, branch_prefix=branch_prefix,
-        push=push, pr=pr, merge=merge, checks_timeout=checks_timeout, copy=copy,
-        max_file_size=max_file_size, protect=protect).items()
-        if v is not None})
+        str(workdir), {}, **pick(settings, WORKTREE_OPTS)).items() if v is not None})
     raw_def.update(_agent_fields(command, agent, after, settings["env"], {
         s.key: settings[s.python] or None for s in map(BY_KEY.get, START_FLAGS) if s}))
     raw_def.update({k: v for k, v in {
         **bounds_changes(**{k: settings[k] for k in BOUNDS}),
-        **sandbox_changes(sandbox, sandbox_write, sandbox_read),
-        **gate_changes(gate, if_timeout, on_demand),
-        **check_changes(check, check_timeout, until_check, check_metric),
-        **feedback_changes(fix_attempts, notes),
-        **fallback_changes(fallback_agent, clearing=False),
-        **github_changes(on_github, github_repo, github_command, github_anyone),
+        **_group_changes(settings, clearing=False),
     }.items() if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
@@ -193,6 +162,18 @@ def start(
         return
     _say_started(result)
     _warn_after_start(raw_def, agent, command, yolo)
+
+
+def _group_changes(settings: dict[str, Any], clearing: bool) -> dict[str, Any]:
+    """The groups other than the worktree's (which needs the loop's
+    directory) as loops.yaml keys; `clearing`: `update`, where `none`
+    removes a key."""
+    return {**sandbox_changes(**pick(settings, SANDBOX_OPTS)),
+            **gate_changes(**pick(settings, GATE_OPTS)),
+            **check_changes(**pick(settings, CHECK_OPTS)),
+            **feedback_changes(**pick(settings, FEEDBACK_OPTS)),
+            **fallback_changes(**pick(settings, FALLBACK_OPTS), clearing=clearing),
+            **github_changes(**pick(settings, GITHUB_OPTS))}
 
 
 def _agent_fields(command: str | None, agent: str | None, after: str | None,
@@ -322,48 +303,29 @@ def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = Fal
               file=sys.stderr)
 
 
-@with_settings(*POLICY, *BOUNDS)
+@with_settings(*POLICY, *BOUNDS, groups=GROUPS)
 def update(
     name: NameArg,
-    worktree: Worktree = None, base: Base = None,
-    branch_prefix: BranchPrefix = None, push: Push = None, pr: Pr = None,
-    merge: Merge = None, checks_timeout: ChecksTimeout = None, copy: Copy = None,
-    max_file_size: MaxFileSize = None, protect: Protect = None,
-    sandbox: Sandbox = None, sandbox_write: SandboxWrite = None, sandbox_read: SandboxRead = None,
-    gate: If = None, if_timeout: IfTimeout = None, on_demand: OnDemand = False,
-    check: Check = None, check_timeout: CheckTimeout = None, until_check: UntilCheck = None,
-    check_metric: CheckMetric = None, fix_attempts: FixAttempts = None, notes: Notes = None,
-    fallback_agent: FallbackAgent = None,
     prompt: NewPrompt = None, prompt_file: NewPromptFile = None,
     new_objective: NewObjective = False,
-    on_github: OnGithub = None, github_repo: GithubRepo = None,
-    github_command: GithubCommand = None, github_anyone: GithubAnyone = None,
     as_json: JsonOpt = False,
     **settings: Any,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
     objective = objective_changes(name, prompt, prompt_file, new_objective)
     changes = _policy(settings)
-    if any(v is not None for v in (worktree, base, branch_prefix, push, pr, merge,
-                                   checks_timeout, copy, max_file_size, protect)):
+    worktree_given = pick(settings, WORKTREE_OPTS)
+    if any(v is not None for v in worktree_given.values()):
         current = reading.show(store(), name)[name]
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
-            os.path.expanduser(str(current.get("cwd") or ".")), current, worktree=worktree,
-            base=base, branch_prefix=branch_prefix, push=push, pr=pr, merge=merge,
-            checks_timeout=checks_timeout, copy=copy, max_file_size=max_file_size,
-            protect=protect))
+            os.path.expanduser(str(current.get("cwd") or ".")), current, **worktree_given))
     changes.update(bounds_changes(**{k: settings[k] for k in BOUNDS}))
-    changes.update(sandbox_changes(sandbox, sandbox_write, sandbox_read))
-    if on_demand and (settings["every"] is not None or settings["cron"] is not None):
+    if settings["on_demand"] and (settings["every"] is not None or settings["cron"] is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")
-    changes.update(gate_changes(gate, if_timeout, on_demand))
-    changes.update(check_changes(check, check_timeout, until_check, check_metric))
-    changes.update(feedback_changes(fix_attempts, notes))
-    changes.update(fallback_changes(fallback_agent, clearing=True))
+    changes.update(_group_changes(settings, clearing=True))
     changes.update(objective)
-    changes.update(github_changes(on_github, github_repo, github_command, github_anyone))
     if not changes:
         fail("nothing to change: give at least one option (see `loopctl update --help`)")
     result = defining.update(store(), name, changes)

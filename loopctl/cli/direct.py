@@ -159,7 +159,10 @@ def emit(data: Any) -> None:
     equal)."""
     from loopctl.cli import jsontext
 
-    print(jsontext.dumps(data))
+    write = sys.stdout.write
+    for chunk in jsontext.chunks(jsontext.pieces(data)):
+        write(chunk)
+    write("\n")
 
 
 def listing(store: Any) -> Any:
@@ -167,12 +170,14 @@ def listing(store: Any) -> Any:
     when there are columns (written without a mapping per loop)."""
     from loopctl.cli.jsontext import Table
     from loopctl.commands import views as reading
+    from loopctl.commands.loop_object import Same
 
     listed = reading.list_columns(store)
     if isinstance(listed, list):
         return listed
     count = len(next(iter(listed.values()), []))
-    return Table(list(listed), list(listed.values()), count)
+    columns = list(listed.values())
+    return Table(list(listed), columns, count, [type(column) is Same for column in columns])
 
 
 def json_view(args: list[str]) -> int:

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl.cli.options import fail
+from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.model import PRESETS
 
 AGENTS = [p for p in PRESETS if p != "shell"]
@@ -15,11 +16,13 @@ FallbackAgent = Annotated[Optional[str], typer.Option(
     "--fallback-agent", metavar="PRESET",
     help="Preset that runs the fires while the agent's account is rate-limited or needs a "
          f"login ({', '.join(AGENTS)}; `none` clears).")]
+FALLBACK_OPTS: OptionGroup = {"fallback_agent": (FallbackAgent, None)}
 
 
-def fallback_changes(value: str | None, clearing: bool) -> dict[str, Any]:
+def fallback_changes(fallback_agent: str | None, clearing: bool) -> dict[str, Any]:
     """`fallback_agent` for loops.yaml: absent when not given; None (the
     key removed) for `none` on `update`."""
+    value = fallback_agent
     if value is None:
         return {}
     if value == "none":

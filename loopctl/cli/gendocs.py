@@ -15,8 +15,8 @@ from typing import Any
 
 from loopctl import __version__
 from loopctl.domain.confinement import MODES as SANDBOX_MODES
+from loopctl.domain.data_class import record
 from loopctl.domain.loop_settings import SETTINGS
-from loopctl.domain.plain import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]

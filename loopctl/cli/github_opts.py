@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.errors import UsageError
 
 OnGithub = Annotated[Optional[list[str]], typer.Option(
@@ -24,10 +25,13 @@ GithubAnyone = Annotated[Optional[bool], typer.Option(
     "--github-anyone/--github-members-only",
     help="Let comments, issues and PRs by anyone trigger, not only authors with write "
          "access (bots never do).", show_default=False)]
+GITHUB_OPTS: OptionGroup = {"on_github": (OnGithub, None), "github_repo": (GithubRepo, None),
+                            "github_command": (GithubCommand, None),
+                            "github_anyone": (GithubAnyone, None)}
 
 
-def github_changes(on_github: list[str] | None, repo: str | None, command: str | None,
-                   anyone: bool | None) -> dict[str, Any]:
+def github_changes(on_github: list[str] | None, github_repo: str | None,
+                   github_command: str | None, github_anyone: bool | None) -> dict[str, Any]:
     """The options as loops.yaml keys: absent when not given, None (the key
     removed) for `none`. Checked by the one set of rules (parse_github)."""
     from loopctl.domain.github import parse_github
@@ -37,11 +41,11 @@ def github_changes(on_github: list[str] | None, repo: str | None, command: str |
         return dict.fromkeys(("on_github", "github_repo", "github_command", "github_anyone"))
     if on_github is not None:
         out["on_github"] = list(on_github)
-    for key, value in (("github_repo", repo), ("github_command", command)):
+    for key, value in (("github_repo", github_repo), ("github_command", github_command)):
         if value is not None:
             out[key] = None if value == "none" else value
-    if anyone is not None:
-        out["github_anyone"] = anyone or None
+    if github_anyone is not None:
+        out["github_anyone"] = github_anyone or None
     given = {k: v for k, v in out.items() if v is not None}
     given.setdefault("on_github", ["push"])  # `update` may add a filter to a loop's events
     try:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from itertools import compress, groupby
+from itertools import compress, groupby, repeat
 from json import encoder as _std
+from operator import is_
 from typing import Any
 
 INDENT = "  "
@@ -57,9 +58,34 @@ def _encoder(depth: int) -> Any:
 
 
 def dumps(data: Any) -> str:
+    return "".join(pieces(data))
+
+
+def pieces(data: Any) -> list[str]:
+    """`dumps(data)` as the pieces it joins, all written before the first is
+    returned (an error is raised before any output)."""
     out: list[str] = []
     _write(data, 0, out)
-    return "".join(out)
+    return out
+
+
+CHUNK = 1 << 16  # characters
+
+
+def chunks(parts: list[str]) -> Any:
+    """`parts` joined into texts of about CHUNK characters: `ls --json` of
+    10,000 loops is ~15 MB, which joined and then encoded whole costs two
+    fresh 15 MB buffers (page faults included) instead of one small one
+    reused."""
+    group: list[str] = []
+    size = 0
+    for part in parts:
+        group.append(part)
+        size += len(part)
+        if size >= CHUNK:
+            yield "".join(group)
+            group, size = [], 0
+    yield "".join(group)
 
 
 def _flat(value: Any) -> bool:
@@ -93,8 +119,12 @@ class Table:
     """Records given a field at a time (`ls --json`'s LOOP objects): written
     as the list of mappings `rows()` gives, without building them."""
 
-    def __init__(self, keys: Sequence[str], columns: Sequence[Sequence[Any]], count: int) -> None:
+    def __init__(self, keys: Sequence[str], columns: Sequence[Sequence[Any]], count: int,
+                 same: Sequence[bool] = ()) -> None:
+        """`same[i]`: the caller made column i one object in every cell (it
+        is written once, its 10,000 cells not looked at)."""
         self.keys, self.columns, self.count = list(keys), list(columns), count
+        self.same = list(same) or [False] * len(self.columns)
 
     def rows(self) -> list[dict[str, Any]]:
         return [dict(zip(self.keys, row, strict=True))
@@ -104,13 +134,14 @@ class Table:
 
 def _write(value: Any, depth: int, out: list[str]) -> None:
     if type(value) is Table:
-        text = None if value.count < 2 or not value.keys or _rows_encoder() is None else \
-            _columns_text(value.keys, value.columns, value.count, depth)
-        if text is None:
+        pieces = None if value.count < 2 or not value.keys or _rows_encoder() is None else \
+            _columns_pieces(value.keys, value.columns, value.count, depth, value.same)
+        if pieces is None:
             _write(value.rows(), depth, out)
-        else:
-            inner = "\n" + INDENT * (depth + 1)
-            out.append("[" + inner + text + "\n" + INDENT * depth + "]")
+        else:  # pieces, not one text: 10,000 records are megabytes, copied once by `dumps`
+            out.append("[\n" + INDENT * (depth + 1))
+            out += pieces
+            out.append("\n" + INDENT * depth + "]")
         return
     text = _scalar(value)
     if text is not None:
@@ -262,6 +293,13 @@ def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: 
                   depth: int) -> str | None:
     """`count` records given as columns (`columns[i][n]`: record n's value
     for `keys[i]`), as `_same_keys` writes them."""
+    pieces = _columns_pieces(keys, columns, count, depth)
+    return None if pieces is None else "".join(pieces)
+
+
+def _columns_pieces(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: int,
+                    depth: int, same: Sequence[bool] = ()) -> list[str] | None:
+    """`_columns_text` as the pieces to join (`same`: see Table)."""
     if not set(map(type, keys)) <= _TEXT:
         return None
     lead = "\n" + INDENT * (depth + 2)
@@ -269,8 +307,11 @@ def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: 
     segment = ""
     for at, column in enumerate(columns):
         segment += ("," if at else "{") + lead + _text(keys[at]) + ": "
-        kinds = set(map(type, column))
-        if _same_everywhere(column, kinds):
+        # One object in every cell (commands/loop_object shares them) is
+        # known in one pass, before the types of 10,000 cells are collected.
+        kinds = None if same and same[at] or all(map(is_, column, repeat(column[0]))) \
+            else set(map(type, column))
+        if kinds is None or _same_everywhere(column, kinds):
             written: list[str] = []
             _write(column[0], depth + 2, written)
             segment += "".join(written)
@@ -285,7 +326,7 @@ def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: 
     segments.append(segment + "\n" + INDENT * (depth + 1) + "}")
     between = ",\n" + INDENT * (depth + 1)
     if not varying:
-        return between.join([segments[0]] * count)
+        return [between.join([segments[0]] * count)]
     width = len(varying)
     cells: list[str] = [""] * (width * count)
     for at, texts in enumerate(varying):
@@ -294,7 +335,7 @@ def _columns_text(keys: Sequence[Any], columns: Sequence[Sequence[Any]], count: 
     pieces: list[str] = [""] * (2 * len(cells) + 1)
     pieces[0::2] = [segments[0], *row * (count - 1), *segments[1:]]
     pieces[1::2] = cells
-    return "".join(pieces)
+    return pieces
 
 
 def _same_everywhere(column: Sequence[Any], kinds: set[type]) -> bool:
@@ -302,22 +343,29 @@ def _same_everywhere(column: Sequence[Any], kinds: set[type]) -> bool:
     of one type, position by position inside a container (`1 == True ==
     1.0`), floats alike to the bit (`0.0 == -0.0`)."""
     first = column[0]
-    if len(kinds) != 1 or column.count(first) != len(column):
+    if len(kinds) != 1:
+        return False
+    if column.count(first) != len(column):
         return False
     if type(first) not in _CONTAINERS:
         return _alike(list(column), kinds)
     from operator import itemgetter
 
+    # Equal mappings may hold their keys in another order, written apart.
+    if type(first) is dict and list(map(tuple, column)).count(tuple(first)) != len(column):
+        return False
     for at in first if type(first) is dict else range(len(first)):
         values = list(map(itemgetter(at), column))
-        if not _alike(values, set(map(type, values))):
+        if not _same_everywhere(values, set(map(type, values))):  # inside, position by position
             return False
     return True
 
 
 def _alike(values: list[Any], kinds: set[type]) -> bool:
     """Equal values are written alike (one type; for floats, one bit pattern)."""
-    return len(kinds) == 1 and (kinds != {float} or len(set(map(float.hex, values))) == 1)
+    # Equal floats differ in their bits only as 0.0 and -0.0 (NaN is unequal).
+    return len(kinds) == 1 and (kinds != {float} or values[0] != 0
+                                or len(set(map(float.hex, values))) == 1)
 
 
 def _column_texts(column: Sequence[Any], kinds: set[type], depth: int) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.confinement import MODES, check_extra
 from loopctl.domain.errors import UsageError
 
@@ -19,18 +20,20 @@ _READ_HELP = "A path the confined agent may also read (repeatable; 'none' clears
 Sandbox = Annotated[Optional[str], typer.Option(help=_MODE_HELP)]
 SandboxWrite = Annotated[Optional[list[str]], typer.Option(help=_WRITE_HELP)]
 SandboxRead = Annotated[Optional[list[str]], typer.Option(help=_READ_HELP)]
+SANDBOX_OPTS: OptionGroup = {"sandbox": (Sandbox, None), "sandbox_write": (SandboxWrite, None),
+                             "sandbox_read": (SandboxRead, None)}
 
 
-def sandbox_changes(mode: str | None, write: list[str] | None,
-                    read: list[str] | None) -> dict[str, Any]:
+def sandbox_changes(sandbox: str | None, sandbox_write: list[str] | None,
+                    sandbox_read: list[str] | None) -> dict[str, Any]:
     """The options as loops.yaml keys; paths made absolute and checked to
     exist now, so a typo fails at `start`, not at 3 a.m."""
     changes: dict[str, Any] = {}
-    if mode is not None:
-        if mode not in MODES:
-            raise UsageError(f"bad --sandbox {mode!r}: expected one of {', '.join(MODES)}")
-        changes["sandbox"] = mode
-    for key, given in (("sandbox_write", write), ("sandbox_read", read)):
+    if sandbox is not None:
+        if sandbox not in MODES:
+            raise UsageError(f"bad --sandbox {sandbox!r}: expected one of {', '.join(MODES)}")
+        changes["sandbox"] = sandbox
+    for key, given in (("sandbox_write", sandbox_write), ("sandbox_read", sandbox_read)):
         if given is None:
             continue
         option = "--" + key.replace("_", "-")

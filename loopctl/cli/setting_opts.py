@@ -13,6 +13,10 @@ from loopctl.domain import loop_settings
 from loopctl.domain.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
+# A group of options that become loops.yaml keys together, through one
+# translator of their own (the worktree's, the check's...): parameter name ->
+# (its `Annotated` option, its default when not given).
+OptionGroup = dict[str, tuple[Any, Any]]
 # Python types of the kinds Typer parses itself; the rest arrive as text
 # and meet their row's rule.
 _TYPES: dict[str, Any] = {"count": int, "number": float, "list": list[str], "map": list[str],
@@ -33,15 +37,20 @@ def option(key: str) -> Any:
     return Annotated[Optional[kind], typer.Option(*setting.flags, help=setting.help, **extra)]
 
 
-def with_settings(*keys: str) -> Callable[[F], F]:
-    """Give a command taking `**settings` one option per row in `keys`: Typer
-    reads the signature, so the options are the table's, not a parameter
-    list written again per command."""
+def with_settings(*keys: str, groups: tuple[OptionGroup, ...] = ()) -> Callable[[F], F]:
+    """Give a command taking `**settings` one option per option of `groups`,
+    then one per row in `keys`: Typer reads the signature, so the options are
+    the table's and the groups', not a parameter list written again per
+    command. `pick` takes a group's values back out of `settings`."""
     def wrap(func: F) -> F:
         signature = inspect.signature(func, eval_str=True)
         params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
-        extra = [inspect.Parameter(loop_settings.BY_KEY[k].python, inspect.Parameter.KEYWORD_ONLY,
-                                   default=None, annotation=option(k)) for k in keys]
+        grouped = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=annotation)
+                   for group in groups for name, (annotation, default) in group.items()]
+        rows = [inspect.Parameter(loop_settings.BY_KEY[k].python, inspect.Parameter.KEYWORD_ONLY,
+                                  default=None, annotation=option(k)) for k in keys]
+        extra = [*grouped, *rows]
         # Keyword-only, so they go after the command's own options and before
         # `--json`, which every command's help ends with.
         tail = [p.replace(kind=p.KEYWORD_ONLY) for p in params if p.name == "as_json"]
@@ -54,6 +63,11 @@ def with_settings(*keys: str) -> Callable[[F], F]:
                                        if p.kind is p.VAR_KEYWORD), ""), None)
         return func
     return wrap
+
+
+def pick(settings: dict[str, Any], group: OptionGroup) -> dict[str, Any]:
+    """The values of one group's options, by parameter name."""
+    return {name: settings[name] for name in group}
 
 
 def given(key: str, value: str | int | None) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     if info.get("queued_since"):  # its place among the queued (read only then)
         from loopctl.cli.render import queue_places
 
-        info["queue_place"] = queue_places(reading.list_brief(store())).get(name)
+        info["queue_place"] = queue_places(reading.list_queued(store())).get(name)
     print(render_status(info))
 
 

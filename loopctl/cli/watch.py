@@ -31,9 +31,9 @@ from loopctl.cli.render import (
     terminal_width,
     unicode_ok,
 )
+from loopctl.domain.data_class import record
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
-from loopctl.domain.plain import record
 from loopctl.domain.untrusted import line
 from loopctl.storage.store import Store
 

@@ -9,7 +9,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl.cli.options import duration, fail
-from loopctl.cli.protect_opts import protect_given, warn_unmatched
+from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
+from loopctl.cli.setting_opts import OptionGroup
 from loopctl.cli.setting_opts import given as given_setting
 from loopctl.domain.errors import UsageError
 
@@ -22,6 +23,11 @@ Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or
 ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]  # noqa: E501
 Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]  # noqa: E501
 MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]  # noqa: E501
+WORKTREE_OPTS: OptionGroup = {
+    "worktree": (Worktree, None), "base": (Base, None), "branch_prefix": (BranchPrefix, None),
+    "push": (Push, None), "pr": (Pr, None), "merge": (Merge, None),
+    "checks_timeout": (ChecksTimeout, None), "copy": (Copy, None),
+    "max_file_size": (MaxFileSize, None), "protect": (Protect, None)}
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,

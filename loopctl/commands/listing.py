@@ -1,10 +1,12 @@
-"""`ls` and `status NAME` at 10,000 loops, read without building them all.
+"""`ls`, `ls --json` and `status NAME` at 10,000 loops, read without
+building them all.
 
 The full read (commands/common.snapshot) decodes every cached definition
 into a LoopDef, unpacks every state entry and reconciles them all, which at
 10,000 loops costs several times what starting the interpreter does. The
 sealed definitions cache carries a row per loop with what `ls` shows
-(defs_cache.row) and a line per loop (`status NAME` decodes one), and a
+(defs_cache.row), a column per definition field the LOOP object shows
+(defs_cache.LISTED) and a line per loop (`status NAME` decodes one), and a
 state.json loopctl wrote as it is needs no repair: these paths read those.
 
 They answer only when the answer is the full read's, byte for byte, and
@@ -164,3 +166,99 @@ def one(store: Store, name: str) -> tuple[Any, dict[str, Any], dict[str, Any], f
     state["loops"] = {} if entry is None else {name: entry}
     lifecycle.reconcile({name: loop} if loop else {}, invalid, state, now, clock.zone_of)
     return loop, invalid, state, now
+
+
+QUEUED_AT_MOST = 64  # each decodes its own cache line: beyond, one full read costs less
+
+
+def queued(store: Store) -> list[dict[str, Any]] | None:
+    """The queued loops as `views.list_brief` shows them (name, status,
+    next_fire), for a queued loop's `slot 2/3` in `status NAME`: from the
+    entries whose line holds `queued_at` and those loops' cache lines, each
+    reconciled as the full read would; None: read them all."""
+    from loopctl.domain import lifecycle
+    from loopctl.domain.state import display_status
+
+    parts = store.cached_parts()
+    found = store.read_entries_holding("queued_at") if parts is not None else None
+    if parts is None or found is None or found[0].get("accounts"):
+        return None
+    invalid, listed = parts[0]["invalid"], set(parts[0]["names"])
+    entries = {name: entry for name, entry in found[1].items()
+               if name in listed and name not in invalid and display_status(entry) == "queued"}
+    if len(entries) > QUEUED_AT_MOST:
+        return None
+    loops = {name: loop for name in entries if (loop := defs_cache.one(parts[2], name))}
+    if len(loops) != len(entries):
+        return None
+    lifecycle.reconcile(loops, invalid, dict(found[0], loops=entries), clock.now(), clock.zone_of)
+    return [{"name": name, "status": "queued", "next_fire": entry["next_due"]}
+            for name, entry in entries.items()]
+
+
+Readers = tuple[Any, Any, list[str], float]  # commands/loop_object.columns' arguments
+
+
+def loop_readers(store: Store) -> tuple[Readers, list[str], dict[str, str]] | None:
+    """For `ls --json` (commands/loop_object.columns) of the valid loops:
+    the readers of each definition field, from the cache's columns of them
+    (defs_cache.LISTED), and of each state field, from the packed entries
+    (a field left out holds its common value), the schedule texts and now;
+    with every loop name in file order and the invalid loops' errors. None:
+    read it all. Taken when `brief` would be."""
+    parts = store.cached_parts()
+    columns = defs_cache.rows(parts[1]) if parts else None
+    fields = defs_cache.listed(parts[3], len(columns[0])) if parts and columns else None
+    state = store.read_state_packed() if fields is not None else None
+    if parts is None or columns is None or fields is None or state is None \
+            or state.get("accounts"):
+        return None
+    every, invalid = parts[0]["names"], parts[0]["invalid"]
+    if columns[0] != [name for name in every if name not in invalid]:
+        return None
+    names, entries, now = columns[0], state["loops"], clock.now()
+    sts: list[Any] = list(map(entries.get, names))
+    new = _where(map(is_, sts, repeat(None)))
+    for at, entry in zip(new, _new_entries(columns, new, now), strict=True):
+        sts[at] = entry
+    field = _fields(sts)
+    if not _settled(field, columns) or None in field("status"):
+        return None
+    readers = _loop_reader(names, fields), _entry_reader(sts, field), columns[1], now
+    return readers, every, invalid
+
+
+def _loop_reader(names: list[str], fields: dict[str, Any]) -> Any:
+    """A definition field of every loop: `name`, or one of defs_cache.LISTED
+    (a field no loop holds at other than its default, or all at one value,
+    is that value in each, in one loop_object.Same)."""
+    from loopctl.commands.loop_object import same
+
+    def loop(attr: str) -> list[Any]:
+        if attr == "name":
+            return names
+        if attr not in defs_cache.LISTED:
+            raise KeyError(f"{attr}: not a field the cache lists")
+        found = fields.get(attr)
+        if found is None or type(found) is tuple:  # (value,): that value in every loop
+            return same(defs_cache.field_default(attr) if found is None else found[0],
+                        len(names))
+        return found
+
+    return loop
+
+
+def _entry_reader(sts: list[dict[str, Any]], field: Any) -> Any:
+    """A state field of every packed entry (one left out holds the common
+    value): a field no entry holds, in one loop_object.Same."""
+    from loopctl.commands.loop_object import same
+    from loopctl.domain.state import common_values
+
+    common, held = common_values(), set().union(*map(dict.keys, sts))
+
+    def entry(key: str) -> list[Any]:
+        if key not in held:
+            return same(common.get(key), len(sts))
+        return field(key, common.get(key))
+
+    return entry

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
-from loopctl.domain import verify
 from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
@@ -46,102 +45,27 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
     and writes them (cli/jsontext.Table) without a mapping per loop. The
-    one definition of the shape: `describe` is this for one loop. `held`:
-    the loops an account holds, shown `held` (held_loops)."""
-    both = list(zip(loops, states, strict=True))
-    columns = _columns(loops, states, now, both)
+    one definition of the shape (commands/loop_object.py): `describe` is
+    this for one loop. `held`: the loops an account holds, shown `held`
+    (held_loops)."""
+    from loopctl.commands import loop_object
+
+    loop, entry = loop_object.readers(loops, states)
+    columns = loop_object.columns(loop, entry, [one.schedule_text() for one in loops], now)
     if held:
         _show_held(columns, held)
     return columns
 
 
 def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+    for key in ("status", "reason", "held", "note", "rate_limited_until"):
+        columns[key] = list(columns[key])  # plain lists: one may be a loop_object.Same
     for i, name in enumerate(columns["name"]):
         shown = held.get(name)
         if shown is not None:
             columns["status"][i], columns["reason"][i] = "held", shown["kind"]
             columns["held"][i], columns["note"][i] = shown, shown["note"]
             columns["rate_limited_until"][i] = shown["until"]
-
-
-def _workspace(loop: LoopDef) -> dict[str, Any] | None:
-    if not loop.worktree:
-        return None
-    return {"base": loop.base, "branch_prefix": loop.branch_prefix,
-            "push": loop.push, "pr": loop.pr, "merge": loop.merge,
-            "fix_attempts": loop.fix_attempts if loop.pr else None,
-            "protect": list(loop.protect)}
-
-
-def _github(loop: LoopDef) -> dict[str, Any] | None:
-    if not loop.on_github:
-        return None
-    return {"events": list(loop.on_github), "repo": loop.github_repo,
-            "command": loop.github_command, "anyone": loop.github_anyone}
-
-
-def _columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
-             both: list[tuple[LoopDef, dict[str, Any]]]) -> dict[str, list[Any]]:
-    return {
-        "name": [loop.name for loop in loops],
-        "status": [display_status(st) for st in states],
-        "reason": [st.get("reason") for st in states],
-        "held": [None for _ in states],
-        "schedule": [{"every_s": loop.every, "auto": loop.auto, "cron": loop.cron,
-                      "tz": loop.tz, "on_demand": loop.on_demand, "text": loop.schedule_text()}
-                     for loop in loops],
-        "agent": [loop.agent for loop in loops],
-        "command": [list(loop.command) if loop.command else None for loop in loops],
-        "fallback_agent": [loop.fallback_agent for loop in loops],
-        "cwd": [loop.cwd for loop in loops],
-        "runs": [{"used": st["iterations"], "limit": loop.max_runs or None} for loop, st in both],
-        "failures": [{"consecutive": st["failures"], "limit": loop.max_failures or None}
-                     for loop, st in both],
-        "deferrals": [{"consecutive": st.get("deferrals", 0), "limit": loop.max_deferrals or None}
-                      for loop, st in both],
-        "cost_usd": [{"spent": st.get("cost_usd", 0.0), "budget": loop.budget_usd,
-                      "estimated": bool(st.get("cost_estimated"))} for loop, st in both],
-        "created_at": [iso(st["created"]) for st in states],
-        "deadline": [iso(st["deadline"]) for st in states],
-        "deadline_remaining_s": [round(st["deadline"] - now) if st["deadline"] > now else 0
-                                 for st in states],
-        "next_fire": [iso(st["next_due"]) if st["status"] == "active" else None
-                      for st in states],
-        "last_run": [{"run_id": st["last_run_id"], "outcome": st.get("last_outcome"),
-                      "ended_at": iso(st.get("last_end"))} if st.get("last_run_id") else None
-                     for st in states],
-        "current_run": [{"run_id": st["run"]["run_id"],
-                         "started_at": iso(st["run"].get("started_at"))} if st["run"] else None
-                        for st in states],
-        "pending_fire": [bool(st.get("pending")) for st in states],
-        "queued_since": [iso(st.get("queued_at")) if st["status"] == "active" else None
-                         for st in states],
-        "after_run": [st.get("after_run") for st in states],
-        "recent_outcomes": [list(st.get("outcomes") or ()) for st in states],
-        "last_decision": [st.get("last_decision") for st in states],
-        "ended_at": [iso(st.get("ended_at")) for st in states],
-        "observed_at": [iso(st.get("observed_at")) for st in states],
-        "note": [st.get("note") for st in states],
-        "rate_limited_until": [iso(st.get("resume_at")) if st.get("reason") == "rate_limited"
-                               else None for st in states],
-        "hook_error": [_delivery_error(st.get("hook_error")) for st in states],
-        "notify": [[mask(url) for url in loop.notify] if loop.notify else [] for loop in loops],
-        "workspace": [_workspace(loop) for loop in loops],
-        "pr_feedback": [st.get("pr_feedback") for st in states],
-        "notes": [loop.notes for loop in loops],
-        "last_handoff": [st.get("last_handoff") for st in states],
-        "notify_error": [_delivery_error(st.get("notify_error")) for st in states],
-        "gate": [{"argv": list(loop.gate), "timeout_s": loop.gate_timeout} if loop.gate
-                 else None for loop in loops],
-        "triggers_pending": [(st.get("triggered") or {}).get("count", 0) for st in states],
-        "check": [verify.describe(loop) for loop in loops],
-        "last_check": [st.get("last_check") for st in states],
-        "github": [_github(loop) for loop in loops],
-    }
-
-
-def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
-    return {"at": iso(error["at"]), "message": error["message"]} if error else None
 
 
 def masked(raw: Any) -> Any:
@@ -171,6 +95,13 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     """Every loop's LOOP object, in file order: as columns (`loop_columns`)
     when every loop is valid, else as a list (an invalid loop has three
     fields)."""
+    from loopctl.commands import listing, loop_object
+
+    fast = listing.loop_readers(store)
+    if fast is not None:  # from the cache's listed fields and the packed entries
+        readers, every, errors = fast
+        columns = _with_reasons(store, loop_object.columns(*readers))
+        return _with_invalid(columns, every, errors) if errors else columns
     defs, state, now = snapshot(store)
     names, entries, invalid = defs.names, state["loops"], defs.invalid
     held = held_loops(store, defs, state, now)
@@ -179,9 +110,23 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
                 if name in invalid else
                 with_reason(store, describe(defs.loops[name], entries[name], now, held=held))
                 for name in names]
-    columns = loop_columns([defs.loops[name] for name in names],
-                           [entries[name] for name in names], now, held)
-    for name, last, check in zip(names, columns["last_run"], columns["last_check"], strict=True):
+    return _with_reasons(store, loop_columns([defs.loops[name] for name in names],
+                                             [entries[name] for name in names], now, held))
+
+
+def _with_invalid(columns: dict[str, list[Any]], names: list[str],
+                  invalid: dict[str, str]) -> list[dict[str, Any]]:
+    """The valid loops' columns as one LOOP object each, and an invalid
+    loop's three fields in its place (`names`: every loop in file order)."""
+    keys = list(columns)
+    valid = iter(zip(*columns.values(), strict=True))
+    return [{"name": name, "status": "invalid", "error": invalid[name]} if name in invalid
+            else dict(zip(keys, next(valid), strict=True)) for name in names]
+
+
+def _with_reasons(store: Store, columns: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    for name, last, check in zip(columns["name"], columns["last_run"], columns["last_check"],
+                                 strict=True):
         if last:
             with_reason(store, {"name": name, "last_run": last, "last_check": check})
     return columns
@@ -217,6 +162,15 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
                            last_reason=shown["fix"])
     return out
+
+
+def list_queued(store: Store) -> list[dict[str, Any]]:
+    """`list_brief`'s rows of the queued loops at least (a queued loop's
+    place among them), without reading the others where it can."""
+    from loopctl.commands.listing import queued
+
+    fast = queued(store)
+    return list_brief(store) if fast is None else fast
 
 
 def status(store: Store, name: str, for_people: bool = False) -> dict[str, Any]:

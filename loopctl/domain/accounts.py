@@ -22,8 +22,8 @@ from collections.abc import Callable, Collection, Mapping
 
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain import untrusted
+from loopctl.domain.data_class import record
 from loopctl.domain.digests import hmac_sha256
-from loopctl.domain.plain import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

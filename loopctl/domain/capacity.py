@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import PRESETS, LoopDef
-from loopctl.domain.plain import factory, record
 from loopctl.domain.untrusted import shorten
 
 # Measured on 2 cores with the real agent CLIs (bench/agents_load.py,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 
-from loopctl.domain.plain import record
+from loopctl.domain.data_class import record
 
 MODES = ("auto", "on", "off")
 

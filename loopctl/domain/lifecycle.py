@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from loopctl.domain import capacity, valves, verify
 from loopctl.domain.accounts import Verdict, hold
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.dates import datetime, tzinfo
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import factory, record
 from loopctl.domain.schedule import (
     Zones,
     clamp_delay,

@@ -19,12 +19,12 @@ from loopctl.domain.checks import (
     check_tz,
     split_command,
 )
+from loopctl.domain.data_class import asdict, factory, record
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, near_miss, shorten
 from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
-from loopctl.domain.plain import asdict, factory, record
 from loopctl.domain.sizes import parse_size
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

@@ -10,10 +10,10 @@ state was reconciled against, the earliest time anything needs attention
 from __future__ import annotations
 
 from loopctl.domain import untrusted as check
+from loopctl.domain.data_class import record
 from loopctl.domain.dates import tzinfo
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
-from loopctl.domain.plain import record
 from loopctl.domain.schedule import first_fire
 from loopctl.domain.timestamps import UTC, parse_iso
 

@@ -95,10 +95,14 @@ def to_raw(loop: Any) -> dict[str, Any]:
 
 def describe(loop: Any) -> dict[str, Any] | None:
     """The LOOP JSON's `check`: what is configured."""
-    if not loop.check:
+    return describe_check(loop.check, loop.check_timeout, loop.until_check, loop.check_metric)
+
+
+def describe_check(argv: Any, timeout: Any, until: Any, metric: Any) -> dict[str, Any] | None:
+    """`describe` from the four fields (`ls --json` reads them a column at a time)."""
+    if not argv:
         return None
-    return {"argv": list(loop.check), "timeout_s": loop.check_timeout,
-            "until_check": loop.until_check, "metric": loop.check_metric}
+    return {"argv": list(argv), "timeout_s": timeout, "until_check": until, "metric": metric}
 
 
 # -- the metric ---------------------------------------------------------------

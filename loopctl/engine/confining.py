@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.confinement import mode_for, wants
+from loopctl.domain.data_class import record
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import record
 from loopctl.engine.run_context import RunContext, one_line
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.capacity import caps_of
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import BusyError, LoopctlError
-from loopctl.domain.plain import factory, record
 from loopctl.domain.records import new_record
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.domain.timestamps import iso

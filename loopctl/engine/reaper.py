@@ -35,8 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loopctl.domain.data_class import record
 from loopctl.domain.digests import sha256_hex
-from loopctl.domain.plain import record
 from loopctl.engine import procs
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

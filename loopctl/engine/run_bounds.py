@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from loopctl.domain.plain import record
+from loopctl.domain.data_class import record
 from loopctl.engine import reaper
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from loopctl.domain.checks import shell_join
-from loopctl.domain.plain import factory, record
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.state import RunResult
 from loopctl.storage.store import Store
 

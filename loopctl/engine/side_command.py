@@ -12,7 +12,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from loopctl.domain.plain import record
+from loopctl.domain.data_class import record
 from loopctl.engine import procs
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine import run_signals as wait

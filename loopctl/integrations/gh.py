@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from loopctl.domain.plain import record
+from loopctl.domain.data_class import record
 from loopctl.domain.untrusted import line
 from loopctl.integrations import subprocess_runner as runner
 from loopctl.integrations.git import GIT_TIMEOUT, GitError, last_line

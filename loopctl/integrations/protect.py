@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.domain.plain import factory, record
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.protect import pathspecs
 from loopctl.integrations.git import GitError, drivers_off, last_line, run, tree_git
 

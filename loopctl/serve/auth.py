@@ -17,7 +17,7 @@ import hashlib
 import hmac
 from urllib.parse import parse_qsl, urlencode
 
-from loopctl.domain.plain import record
+from loopctl.domain.data_class import record
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 WILDCARD = ("0.0.0.0", "::")

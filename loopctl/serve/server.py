@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from loopctl.domain.plain import factory, record
+from loopctl.domain.data_class import factory, record
 from loopctl.domain.untrusted import line
 
 TOKEN_IN_URL = re.compile(r"token=[^&\s\"]*")

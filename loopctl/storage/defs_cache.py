@@ -22,16 +22,16 @@ from __future__ import annotations
 
 from loopctl import __version__
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.domain.data_class import factory, fields, record
 from loopctl.domain.digests import sha256_hex
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import factory, fields, record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 3
+FORMAT = 4  # 4: the listed fields' columns, a line of their own
 _DEFAULTS: dict[str, Any] = {}
 _TUPLES = ("command", "agent_args", "notify", "copy", "protect")
 
@@ -85,20 +85,59 @@ def build(values: dict[str, Any]) -> LoopDef:
 
 # The payload is one JSON document laid out on lines (JSON allows a line
 # break between tokens, and a compact encoding has none inside a value):
-#   {"format":3,"key":...,"invalid":{...},      the head
+#   {"format":4,"key":...,"invalid":{...},      the head
 #   "rows":[[...],...],                          what `ls` needs of each loop
+#   "listed":{"every":[...],...},                what `ls --json` shows of them
 #   "loops":[
 #   {"name":"a",...},                            one line per loop
 #   {"name":"b",...}]}
-# so `ls` decodes the rows line alone and `status NAME` the head and its
-# loop's line (commands/listing.py), and `start` appends a loop by splicing.
-_ROWS, _LOOPS = b'"rows":', b'"loops":['
+# so `ls` decodes the rows line alone, `ls --json` the rows and listed lines,
+# and `status NAME` the head and its loop's line (commands/listing.py), and
+# `start` appends a loop by splicing.
+_ROWS, _LISTED, _LOOPS = b'"rows":', b'"listed":', b'"loops":['
 
 
 # What `ls` shows of a definition and what it needs to arm a loop that has
 # no state entry yet (commands/listing.py), a column each (10,000 short
 # lists cost more to decode than nine long ones).
 ROW_KEYS = ("name", "text", "key", "limit", "for_s", "created", "after", "cron", "tz")
+
+
+# The definition fields `ls --json` shows (commands/loop_object.py reads no
+# other from the cache), on a line of their own after the rows (`ls` decodes
+# none of them): for each field some loop holds at other than the default,
+# its column, or `{"all": value}` when every loop holds one value written
+# alike (a script's `start`s: one command, one cwd), which is decoded once.
+LISTED = ("every", "auto", "cron", "tz", "on_demand", "agent", "command", "fallback_agent",
+          "cwd", "max_runs", "max_failures", "max_deferrals", "budget_usd", "notify",
+          "worktree", "base", "branch_prefix", "push", "pr", "merge", "fix_attempts",
+          "protect", "notes", "gate", "gate_timeout", "check", "check_timeout", "until_check",
+          "check_metric", "on_github", "github_repo", "github_command", "github_anyone")
+
+
+def listed_fields(loops: list[LoopDef]) -> dict[str, Any]:
+    """The listed line's mapping for `loops` (JSON-ready)."""
+    from operator import attrgetter
+
+    defaults = _defaults()
+    out: dict[str, Any] = {}
+    for name in LISTED:
+        column = list(map(attrgetter(name), loops))
+        if column.count(defaults[name]) != len(column):
+            out[name] = {"all": column[0]} if _alike(column) else column
+    return out
+
+
+def _alike(column: list[Any]) -> bool:
+    """One value, written alike (`1 == 1.0 == True` are not), in every cell."""
+    if column.count(column[0]) != len(column):
+        return False
+    text = _compact(column[0])
+    return _compact(column) == "[" + ",".join([text] * len(column)) + "]"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
 def row(loop: LoopDef) -> list[Any]:
@@ -115,7 +154,7 @@ def _line(loop: LoopDef) -> bytes:
     return json.dumps(values, allow_nan=False, separators=(",", ":")).encode()
 
 
-def _rows_json(loops: Any) -> bytes:
+def _rows_json(loops: list[LoopDef]) -> bytes:
     try:
         columns = [list(column) for column in zip(*map(row, loops), strict=True)]
         return json.dumps(columns or [[] for _ in ROW_KEYS], allow_nan=False,
@@ -124,12 +163,17 @@ def _rows_json(loops: Any) -> bytes:
         return b"null"
 
 
-Body = tuple[bytes, bytes]  # the rows' JSON, and the loop lines joined by ",\n"
+def _listed_json(loops: list[LoopDef]) -> bytes:
+    return json.dumps(listed_fields(loops), allow_nan=False, separators=(",", ":")).encode()
+
+
+# The rows' JSON, the listed fields' JSON, and the loop lines joined by ",\n".
+Body = tuple[bytes, bytes, bytes]
 
 
 def encode(key: str, parsed: Parsed, body: Body | None = None) -> bytes | None:
     """The cache file's bytes; None when JSON cannot hold the read exactly.
-    `body`: the rows and loops already encoded (see `extended`)."""
+    `body`: the rows, listed fields and loops already encoded (`extended`)."""
     if parsed.names is None:
         return None
     try:
@@ -138,27 +182,29 @@ def encode(key: str, parsed: Parsed, body: Body | None = None) -> bytes | None:
             "append_indent": parsed.append_indent, "invalid": parsed.invalid,
         }, allow_nan=False, separators=(",", ":")).encode()
         if body is None:
-            body = (_rows_json(parsed.loops.values()),
-                    b",\n".join(_line(loop) for loop in parsed.loops.values()))
+            loops = list(parsed.loops.values())
+            body = (_rows_json(loops), _listed_json(loops),
+                    b",\n".join(_line(loop) for loop in loops))
     except (TypeError, ValueError):
         return None
-    if b"\n" in head or b"\n" in body[0]:
+    if b"\n" in head or b"\n" in body[0] or b"\n" in body[1]:
         return None
-    return b"".join((head[:-1], b",\n", _ROWS, body[0], b",\n", _LOOPS, b"\n",
-                     body[1], b"]}"))
+    return b"".join((head[:-1], b",\n", _ROWS, body[0], b",\n", _LISTED, body[1], b",\n",
+                     _LOOPS, b"\n", body[2], b"]}"))
 
 
 def extended(data: bytes | None, added: LoopDef) -> Body | None:
-    """The rows and loop lines of cache bytes `data` plus `added`: `start`
-    of the 10,001st loop encodes one loop, not 10,001."""
+    """The rows, listed fields and loop lines of cache bytes `data` plus
+    `added`: `start` of the 10,001st loop encodes one loop, not 10,001."""
     parts = split(data) if data else None
     if parts is None:
         return None
+    loops = parts[3][:-2]
     try:
         one, extra = _line(added), _rows_json([added])
+        more = _extended_listed(parts[2], loops.count(b"\n") + 1 if loops else 0, added)
     except (TypeError, ValueError):
         return None
-    loops = parts[2][:-2]
     columns = rows(parts[1]) if extra != b"null" else None
     if columns is None:
         joined = b"null"
@@ -166,22 +212,48 @@ def extended(data: bytes | None, added: LoopDef) -> Body | None:
         for column, value in zip(columns, json.loads(extra), strict=True):
             column.extend(value)
         joined = json.dumps(columns, separators=(",", ":")).encode()
-    return joined, loops + b",\n" + one if loops else one
+    return joined, more, loops + b",\n" + one if loops else one
 
 
-def split(data: bytes) -> tuple[bytes, bytes, bytes] | None:
-    """The head's JSON, the rows' JSON and the loops' lines (ending `]}`) of
-    a payload laid out as `encode` writes it; None for any other layout (a
-    cache of an older format, or one rewritten by hand or by a test)."""
-    first = data.find(b"\n")
-    second = data.find(b"\n", first + 1)
-    third = data.find(b"\n", second + 1)
-    if third < 0 or data[first - 1:first] != b"," or data[second - 1:second] != b"," \
-            or not data.startswith(_ROWS, first + 1) \
-            or data[second + 1:third] != _LOOPS or not data.endswith(b"]}"):
+def _extended_listed(text: bytes, count: int, added: LoopDef) -> bytes:
+    """The listed line's JSON `text` of `count` loops with `added`'s values
+    appended (see LISTED)."""
+    fields = listed(text, count)
+    if fields is None:
+        raise ValueError("not the listed fields")
+    mine = listed_fields([added])
+    out: dict[str, Any] = {}
+    for name in LISTED:
+        value, found = getattr(added, name), fields.get(name)
+        if name not in mine and found is None:
+            continue
+        if found is None or type(found) is tuple:  # one value in every loop so far
+            before = _defaults()[name] if found is None else found[0]
+            if count and _compact(before) == _compact(value):
+                out[name] = {"all": before}
+                continue
+            found = [before] * count
+        out[name] = [*found, value] if count else {"all": value}
+    return _compact(out).encode()
+
+
+def split(data: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """The head's JSON, the rows' JSON, the listed fields' JSON and the
+    loops' lines (ending `]}`) of a payload laid out as `encode` writes it;
+    None for any other layout (a cache of an older format, or one rewritten
+    by hand or by a test)."""
+    ends, at = [], -1
+    for _ in range(4):
+        at = data.find(b"\n", at + 1)
+        ends.append(at)
+    first, second, third, fourth = ends
+    if fourth < 0 or data[first - 1:first] != b"," or data[second - 1:second] != b"," \
+            or data[third - 1:third] != b"," or not data.startswith(_ROWS, first + 1) \
+            or not data.startswith(_LISTED, second + 1) \
+            or data[third + 1:fourth] != _LOOPS or not data.endswith(b"]}"):
         return None
     return (data[:first - 1] + b"}", data[first + 1 + len(_ROWS):second - 1],
-            data[third + 1:])
+            data[second + 1 + len(_LISTED):third - 1], data[fourth + 1:])
 
 
 def decode(data: bytes, key: str) -> Parsed | None:
@@ -190,9 +262,9 @@ def decode(data: bytes, key: str) -> Parsed | None:
         parts = split(data)
         if parts is None:  # not as `encode` lays it out: read it whole
             doc = json.loads(data, parse_constant=_refuse)
-        else:  # the rows are for `ls` alone
+        else:  # the rows and listed fields are for `ls` alone
             doc = json.loads(parts[0], parse_constant=_refuse)
-            doc["loops"] = json.loads(b"[" + parts[2][:-1], parse_constant=_refuse)
+            doc["loops"] = json.loads(b"[" + parts[3][:-1], parse_constant=_refuse)
         if not _ours(doc, key):
             return None
         loops = {}
@@ -207,10 +279,11 @@ def decode(data: bytes, key: str) -> Parsed | None:
                   append_indent=doc["append_indent"])
 
 
-def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes] | None:
-    """The head (format, key, names, invalid, top), the rows' JSON and the
-    loop lines of a cache for `key` laid out as `encode` writes it, without
-    decoding the loops; None: read it whole (`decode`)."""
+def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes, bytes] | None:
+    """The head (format, key, names, invalid, top), the rows' JSON, the loop
+    lines and the listed fields' JSON of a cache for `key` laid out as
+    `encode` writes it, without decoding the loops; None: read it whole
+    (`decode`)."""
     parts = split(data)
     if parts is None:
         return None
@@ -218,7 +291,7 @@ def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes] | None:
         doc = json.loads(parts[0], parse_constant=_refuse)
     except ValueError:
         return None
-    return (doc, parts[1], parts[2]) if _ours(doc, key) else None
+    return (doc, parts[1], parts[3], parts[2]) if _ours(doc, key) else None
 
 
 def rows(text: bytes) -> list[list[Any]] | None:
@@ -233,6 +306,29 @@ def rows(text: bytes) -> list[list[Any]] | None:
             or not set(map(type, [*found[0], *found[1], *found[2]])) <= {str}:
         return None
     return found
+
+
+def listed(text: bytes, count: int) -> dict[str, Any] | None:
+    """The listed line of `count` loops (LISTED): for each field some loop
+    holds at other than the default, its column, or `(value,)` for one value
+    in every loop; checked for the shape written."""
+    try:
+        found = json.loads(text, parse_constant=_refuse)
+    except ValueError:
+        return None
+    if type(found) is not dict or not found.keys() <= set(LISTED):
+        return None
+    for name, column in found.items():
+        if type(column) is dict and column.keys() == {"all"}:
+            found[name] = (column["all"],)
+        elif type(column) is not list or len(column) != count:
+            return None
+    return found
+
+
+def field_default(name: str) -> Any:
+    """A LoopDef field's default: its value when a loop line leaves it out."""
+    return _defaults()[name]
 
 
 def one(lines: bytes, name: str) -> LoopDef | None:
@@ -258,7 +354,7 @@ def _ours(doc: Any, key: str) -> bool:
         return False
     names, invalid, top = doc.get("names"), doc.get("invalid"), doc.get("top")
     indent = doc.get("append_indent")
-    return (isinstance(names, list) and all(isinstance(n, str) for n in names)
+    return (isinstance(names, list) and set(map(type, names)) <= {str}
             and isinstance(invalid, dict) and isinstance(top, dict)
             and (indent is None or type(indent) is int))
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
-from loopctl.domain.plain import asdict, fields, record
+from loopctl.domain.data_class import asdict, fields, record
 from loopctl.settings import KNOBS, knob
 from loopctl.storage.paths import Paths, ensure_dir
 

@@ -152,3 +152,26 @@ def entry_of(raw: bytes, name: str) -> tuple[dict[str, Any], Any] | None:
     except ValueError:
         return None
 
+
+
+def entries_holding(raw: bytes, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The top level and the entries as written whose line holds the field
+    `key` (a superset of those that have it: a string cannot hold `"KEY":`,
+    whose quotes it would escape, but a nested mapping can), decoding those
+    lines alone; None for another layout. The caller checked the MAC."""
+    cut = raw.find(_LOOPS.encode())
+    if cut < 0 or raw.find(b"\n") != cut + len(_LOOPS) - 1 or not raw.endswith(b"}}"):
+        return None
+    probe, found = json.dumps(key).encode() + b":", {}
+    try:
+        top = json.loads(raw[:cut] + b"}")
+        at = raw.find(probe, cut)
+        while at >= 0:
+            start = raw.rfind(b"\n", cut, at) + 1
+            end = raw.find(b"\n", at)
+            stop = end - 1 if end >= 0 else len(raw) - 2
+            found.update(json.loads(b"{" + raw[start:stop] + b"}"))
+            at = raw.find(probe, end) if end >= 0 else -1
+    except ValueError:
+        return None
+    return (top, found) if isinstance(top, dict) else None

@@ -109,11 +109,11 @@ class Store:
         sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES)
         return defs_cache.unseal(self._home_key(), sealed) if sealed else None
 
-    def cached_parts(self) -> tuple[dict[str, Any], bytes, bytes] | None:
+    def cached_parts(self) -> tuple[dict[str, Any], bytes, bytes, bytes] | None:
         """The sealed parsed copy of `loops.yaml` as it is now, undecoded
-        (defs_cache.head: head, rows, loop lines), for the reading commands'
-        short paths (commands/listing.py); None when there is none to use:
-        they then read the definitions whole."""
+        (defs_cache.head: head, rows, loop lines, listed fields), for the
+        reading commands' short paths (commands/listing.py); None when there
+        is none to use: they then read the definitions whole."""
         source, _ = read_defs_source(self.paths.loops_file)
         data = self._cache_payload() if source is not None else None
         return defs_cache.head(data, defs_cache.digest(source)) if data and source else None
@@ -259,6 +259,21 @@ class Store:
         if found is None or found[0].get("version") != STATE_VERSION:
             return None
         return found[0], None if found[1] is None else unpack(found[1])
+
+    def read_entries_holding(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """state.json's top level and the entries (unpacked) that may hold
+        the field `key` (statefile.entries_holding: the queued loops, of
+        10,000), when loopctl wrote the file as it is; None: `read_state`."""
+        from loopctl.domain.state import unpack
+        from loopctl.storage.statefile import entries_holding
+
+        raw = read_state_bytes(self.paths.state_file)
+        if raw is None:
+            return empty_state(), {}
+        found = entries_holding(raw, key) if self._written_by_loopctl(raw) else None
+        if found is None or found[0].get("version") != STATE_VERSION:
+            return None
+        return found[0], {name: unpack(entry) for name, entry in found[1].items()}
 
     def _written_by_loopctl(self, raw: bytes) -> bool:
         """True when state.json holds exactly the bytes loopctl last wrote

@@ -11,16 +11,14 @@ Two tables:
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import CLI, loopctl_argv
+from conftest import CLI, loopctl_at
 
 # The table runs through loopctl's entry point in-process (tests/conftest.py),
 # a few rows of it and every `tick` as real processes: the exit code, the one
@@ -57,12 +55,10 @@ def without_locks(files: dict[str, bytes | None]) -> dict[str, bytes | None]:
 @pytest.fixture(scope="module")
 def good_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home with one good loop `good` (prompt `true`, due now), made once per
-    module by the real CLI and copied into each test's home: a `loopctl start`
-    per test would double this module's run time."""
+    module (and worker) by the CLI's entry point and copied into each test's
+    home: a `loopctl start` per test would double this module's run time."""
     template = tmp_path_factory.mktemp("template") / "home"
-    env = dict(os.environ, LOOPCTL_HOME=str(template), NO_COLOR="1")
-    proc = subprocess.run(loopctl_argv("start", "--every", "10m", "--name", "good", "true"),
-                          capture_output=True, text=True, env=env, timeout=60)
+    proc = loopctl_at(template, "start", "--every", "10m", "--name", "good", "true")
     assert proc.returncode == 0, proc.stderr
     return template
 

@@ -15,7 +15,6 @@ import pytest
 
 from conftest import CLI
 
-pytestmark = pytest.mark.real_processes
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 BIN = os.path.dirname(sys.executable)
 

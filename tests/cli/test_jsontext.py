@@ -112,3 +112,33 @@ def test_a_table_is_written_as_its_rows_are(records: list[dict[str, Any]]) -> No
     assert table.rows() == records
     assert jsontext.dumps({"loops": table, "version": 1}) == standard(
         {"loops": records, "version": 1})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, min_size=1, max_size=5, unique=True).flatmap(
+    lambda keys: st.tuples(st.just(keys), st.fixed_dictionaries({k: CELLS for k in keys}),
+                           st.lists(st.booleans(), min_size=len(keys), max_size=len(keys)),
+                           st.integers(2, 5))))
+def test_a_column_said_to_hold_one_object_is_written_as_its_rows_are(
+        case: tuple[list[str], dict[str, Any], list[bool], int]) -> None:
+    """A column the caller made one object in every cell (`same`) is
+    written once, and the text is still that of its rows."""
+    keys, first, same, count = case
+    columns = [[first[k]] * count if alike else [first[k], *[None] * (count - 1)]
+               for k, alike in zip(keys, same, strict=True)]
+    table = jsontext.Table(keys, columns, count, same)
+    assert jsontext.dumps({"loops": table}) == standard({"loops": table.rows()})
+
+
+@pytest.mark.parametrize("cells", [
+    [{"a": [1]}, {"a": [True]}],
+    [{"a": [[1.0]]}, {"a": [[1]]}],
+    [{"a": 1, "b": 2}, {"b": 2, "a": 1}],
+    [[{"a": 0.0}], [{"a": -0.0}]],
+], ids=["int-bool-inside", "float-int-deeper", "key-order", "zero-sign-inside"])
+def test_equal_cells_written_apart_are_written_apart(cells: list[Any]) -> None:
+    """Equal containers whose insides JSON writes apart (a type, a sign, the
+    order of keys) are each written as they are."""
+    table = jsontext.Table(["x"], [cells], len(cells))
+    assert jsontext.dumps({"loops": table}) == standard({"loops": table.rows()})
+

@@ -11,8 +11,6 @@ import pytest
 
 from conftest import CLI, agent_command, wait_for
 
-pytestmark = pytest.mark.real_processes
-
 
 def test_following_a_live_run_that_fails_exits_with_its_code(cli: CLI, tmp_path: Path) -> None:
     go = tmp_path / "go"

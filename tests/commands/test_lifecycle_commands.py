@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -16,7 +14,7 @@ import pytest
 import yaml
 
 import loopctl
-from conftest import CLI, loopctl_argv
+from conftest import CLI, loopctl_at
 
 # The smoke path runs every command as a real process; the other tests run the
 # read-and-edit commands through the same entry point in-process (conftest).
@@ -201,9 +199,9 @@ def check_json_shape(data: Any) -> None:
 
 @pytest.fixture(scope="module")
 def three_loops_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A home with three loops made once by the real CLI; copied per test."""
+    """A home with three loops made once (per worker) by the CLI's entry
+    point; copied per test."""
     template = tmp_path_factory.mktemp("template") / "home"
-    env = dict(os.environ, LOOPCTL_HOME=str(template), NO_COLOR="1")
     for argv in (
         ["start", "--every", "1h30m", "--name", "every", "--for", "2d", "--timeout", "20m",
          "p"],
@@ -211,8 +209,7 @@ def three_loops_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["start", "--every", "auto", "--min-delay", "2m", "--max-delay", "2h",
          "--name", "auto", "p"],
     ):
-        proc = subprocess.run(loopctl_argv(*argv), capture_output=True, text=True, env=env,
-                              timeout=60)
+        proc = loopctl_at(template, *argv)
         assert proc.returncode == 0, proc.stderr
     return template
 

@@ -183,6 +183,35 @@ def test_a_marked_account_takes_the_full_read(home: Path) -> None:
     store.write_state(state)
     assert listing.brief(Store(), reading.last_reason) is None
     assert listing.one(Store(), "plain") is None
+    assert listing.queued(Store()) is None
+
+
+def test_the_queued_loops_are_read_from_their_lines_alone(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queued loop's `slot 2/3` (`status NAME`) is worked out from the
+    entries whose line holds `queued_at`, each reconciled as the full read
+    would (`plain`'s schedule is edited after it queued): the same loops and
+    due times as `list_brief`. Running, paused, and a `queued_at` in text or
+    in a nested mapping are not queued."""
+    write_loops(home)
+    drive(home)
+
+    def change(loops: dict[str, Any]) -> None:
+        loops["plain"].update(queued_at=12.0, note='"queued_at":1')
+        loops["later"].update(queued_at=10.0)
+        loops["zoned"].update(queued_at=11.0, run={"run_id": "20260102T030405Z-0001",
+                                                   "started_at": 5.0})
+        loops["asked"].update(status="paused", reason="user", queued_at=9.0)
+        loops["kept"].update(last_handoff={"queued_at": 3.0})
+
+    rewrite_state(change)
+    write_loops(home, LOOPS.replace("every: 10m", "every: 20m"))
+    fast = listing.queued(Store())
+    assert fast is not None, "took the full read"
+    brief, _ = full_read(monkeypatch)
+    want = sorted((row["name"], row["next_fire"]) for row in brief if row["status"] == "queued")
+    assert sorted((row["name"], row["next_fire"]) for row in fast) == want
+    assert [name for name, _ in want] == ["later", "plain"]
 
 
 def test_status_finds_its_loop_by_its_line_and_nothing_else(

@@ -9,18 +9,21 @@ import hmac
 
 import pytest
 
-from loopctl.domain.digests import compare_digest, hmac_sha256, sha256_hex
+from loopctl.domain.digests import LARGE, compare_digest, hmac_sha256, sha256_hex
 
 
 @pytest.mark.parametrize("key", [b"", b"k", b"\x00" * 3, b"x" * 63, b"x" * 64, b"y" * 65,
                                  bytes(range(256))])
-@pytest.mark.parametrize("data", [b"", b"data", bytes(range(256)) * 9])
+@pytest.mark.parametrize("data", [b"", b"data", bytes(range(256)) * 9,
+                                  bytes(range(256)) * (LARGE // 256 + 1)])
 def test_hmac_is_rfc_2104_as_hmac_computes_it(key: bytes, data: bytes) -> None:
     assert hmac_sha256(key, data) == hmac.new(key, data, hashlib.sha256).hexdigest()
 
 
 def test_sha256_and_compare() -> None:
     assert sha256_hex(b"loopctl") == hashlib.sha256(b"loopctl").hexdigest()
+    large = b"l" * LARGE  # hashed by OpenSSL: the same digest
+    assert sha256_hex(large) == hashlib.sha256(large).hexdigest()
     assert compare_digest("ab", "ab") and not compare_digest("ab", "ac")
 
 

@@ -146,7 +146,7 @@ def test_an_agent_that_kills_its_supervisor_leaves_nothing_behind(
     assert st["failures"] == 1 and st["orphan"] is None and st["status"] == "active"
 
     # The next fire: the same escape again reaches --max-failures 2.
-    wait_for(lambda: cli.json("tick")["fired"], timeout=10)
+    wait_for(lambda: cli.json("tick")["fired"], timeout=10, interval=0.25)
     run2 = killed_supervisor(cli, "escapee", tmp_path / "go")
     assert cli.json("tick")["lost"] == [run2["run_id"]]
     st = cli.state()["loops"]["escapee"]

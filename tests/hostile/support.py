@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import loopctl_argv
+from conftest import loopctl_at
 from loopctl.storage.statefile import read_state_file
 
 HERE = Path(__file__).parent
@@ -77,13 +77,12 @@ def strict_state(home: Path) -> dict[str, Any]:
 
 
 def make_template(factory: pytest.TempPathFactory, *starts: list[str]) -> Path:
-    """A home made by the real CLI (`loopctl ARGS` for each of `starts`), made
+    """A home made by the CLI (`loopctl ARGS` for each of `starts`: a `start`
+    through its entry point in this process, a `run` as a process), made
     once per module and copied into each test's home by `install`."""
     template = factory.mktemp("template") / "home"
-    env = dict(os.environ, LOOPCTL_HOME=str(template), NO_COLOR="1")
     for args in starts:
-        proc = subprocess.run(loopctl_argv(*args), capture_output=True, text=True, env=env,
-                              timeout=60)
+        proc = loopctl_at(template, *args)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
     return template
 

@@ -19,8 +19,6 @@ import pytest
 from conftest import CLI, agent_command
 from serve.support import Served, serving
 
-pytestmark = pytest.mark.real_processes
-
 
 def paused_loop(cli: CLI) -> None:
     cli("start", "p", "--name", "demo", "--every", "1h", "--after", "1h",

@@ -13,8 +13,6 @@ import pytest
 from conftest import CLI, agent_command, wait_for
 from serve.support import serving
 
-pytestmark = pytest.mark.real_processes
-
 VOLATILE = ("deadline_remaining_s",)
 
 

@@ -16,7 +16,7 @@ from conftest import CLI, agent_command, tool, wait_for
 from serve.cdp import Browser
 from serve.support import serving
 
-pytestmark = [pytest.mark.real_processes, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

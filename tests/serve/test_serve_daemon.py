@@ -15,8 +15,6 @@ import pytest
 from conftest import CLI, agent_command, loopctl_argv, wait_for
 from serve.support import Served
 
-pytestmark = pytest.mark.real_processes
-
 
 @pytest.mark.slow
 def test_daemon_serve_fires_what_the_api_triggers(cli: CLI, tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from conftest import CLI, agent_command, tool
 from serve.support import serving
 
-pytestmark = [pytest.mark.real_processes, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 FAMILIES = {
     "loopctl_runs_total": "counter", "loopctl_run_duration_seconds": "histogram",

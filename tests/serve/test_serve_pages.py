@@ -8,12 +8,8 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from conftest import CLI, agent_command, wait_for
 from serve.support import Served, serving
-
-pytestmark = pytest.mark.real_processes
 
 HOSTILE = '<script>alert(1)</script> "quoted" <img src=x onerror=alert(2)>'
 

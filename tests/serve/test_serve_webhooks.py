@@ -16,8 +16,6 @@ import pytest
 from conftest import CLI, agent_command
 from serve.support import SECRET, serving
 
-pytestmark = pytest.mark.real_processes
-
 
 def comment(body: str, association: str = "MEMBER", login: str = "octocat",
             kind: str = "User", repo: str = "octo/service") -> dict[str, Any]:

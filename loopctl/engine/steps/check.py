@@ -22,10 +22,10 @@ import time
 from typing import TYPE_CHECKING
 
 from loopctl.domain import verify
+from loopctl.domain.data_class import replace
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import replace
 from loopctl.domain.state import RunResult
 from loopctl.engine import confining, side_command
 from loopctl.engine import run_signals as wait

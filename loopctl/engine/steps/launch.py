@@ -11,9 +11,9 @@ import subprocess
 from collections.abc import Callable
 
 from loopctl.domain.agent_cli import is_agent
+from loopctl.domain.data_class import record
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import record
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.engine import confining, procs

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from loopctl.domain.data_class import record
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
-from loopctl.domain.plain import record
 
 DOW_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
