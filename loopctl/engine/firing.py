@@ -55,7 +55,7 @@ class PassReport:
     lease_lost: bool = False
 
 
-def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
+def spawn_supervisor(store: Store, loop: str, run_id: str, command_loop: bool = True) -> int:
     """Start a detached supervisor (a session of its own) and return its pid.
 
     It is forked from this driver, which has already imported everything a
@@ -67,7 +67,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str) -> int:
     from loopctl.engine.supervisor import Supervisor, exit_code_for, preload
     from loopctl.storage.runs import open_log  # before forking
 
-    preload()
+    preload(command_loop)
     store.run_dir(loop)
     fd = open_log(store.paths.run_log(loop, run_id))
     sys.stdout.flush()
@@ -366,7 +366,8 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
         run.update(events.receivers(defs.loops[name], defs.top))
         take_payload(store, name, run)
         try:
-            child = spawn_supervisor(store, name, run["run_id"])
+            child = spawn_supervisor(store, name, run["run_id"],
+                                     command_loop=bool(defs.loops[name].command))
         except LoopctlError as exc:
             # This loop only (its run folder is unusable): the others fire.
             lifecycle.unclaim(state["loops"][name], exc.message)

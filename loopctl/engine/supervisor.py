@@ -156,13 +156,21 @@ def exit_code_for(record: dict[str, Any]) -> int:
     return code
 
 
-def preload() -> None:
+def preload(command_loop: bool = True) -> None:
     """In a driver that forks supervisors (engine/firing.py): what every
-    run imports, so that each forked run finds it imported already."""
-    from loopctl.agents import reading  # noqa: F401
+    run imports, so that each forked run finds it imported already. With
+    `command_loop` false (a preset agent) its argv builder too, and in
+    either case the placeholder patterns compiled: a daemon's forked runs
+    would each import and compile them again, in a child that dies."""
+    from loopctl.agents import command, reading  # noqa: F401
     from loopctl.domain import agent_cli  # noqa: F401
     from loopctl.engine import landlock, scope  # noqa: F401
     from loopctl.storage import triggers  # noqa: F401
+
+    if not command_loop:
+        from loopctl.agents import presets  # noqa: F401
+    command.PLACEHOLDER.compiled()
+    command.TAKES_PROMPT.compiled()
 
 
 def main(argv: list[str]) -> int:
