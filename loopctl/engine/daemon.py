@@ -47,7 +47,8 @@ class Daemon:
         self.watch: FileWatch | None = None
         from loopctl.engine.daemon_log import DaemonLog
 
-        self.daemon_log = DaemonLog(store)
+        # Quiet, it prints none of it: no record or event read for a line.
+        self.daemon_log: DaemonLog | None = None if quiet else DaemonLog(store)
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -165,7 +166,8 @@ class Daemon:
         for fired in report.fired:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
-            self.daemon_log.fired(fired["loop"], fired["run_id"])
+            if self.daemon_log is not None:
+                self.daemon_log.fired(fired["loop"], fired["run_id"])
         queued = {q["loop"] for q in report.queued}
         for loop in sorted(queued - self.queued):
             self.log(f"queued {loop}: the concurrency cap is reached; it starts when a slot "
@@ -173,7 +175,7 @@ class Daemon:
         self.queued = queued
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
-        for line in self.daemon_log.lines():
+        for line in self.daemon_log.lines() if self.daemon_log is not None else ():
             self.log(line)
         self.children.extend(report.children)
         self.busy = report.busy
