@@ -58,9 +58,10 @@ def test_logs_follow_ends_when_the_runs_supervisor_is_killed(cli: CLI, tmp_path:
                              stderr=subprocess.PIPE)
         os.kill(runner.pid, signal.SIGKILL)  # the foreground supervisor dies
         out, err = follower.communicate(timeout=30)  # must end by itself
-        assert follower.returncode == 1
-        assert out == "hello-from-the-agent\n", out  # no footer: nobody was left to write it
-        assert "no longer running" in err, err
+        seen = (follower.returncode, out, err, sorted(p.name for p in log.parent.iterdir()))
+        assert follower.returncode == 1, seen
+        assert out == "hello-from-the-agent\n", seen  # no footer: nobody was left to write it
+        assert "no longer running" in err, seen
         assert "Traceback" not in err
     finally:
         runner.kill()
