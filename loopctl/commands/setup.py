@@ -64,7 +64,7 @@ def digest(store: Store, since_s: int) -> dict[str, Any]:
 
 def notify_targets(store: Store, name: str | None) -> list[str]:
     """A loop's targets (with the shared ones), or every target of every loop."""
-    from loopctl.integrations.notify import targets_for
+    from loopctl.domain.checks import targets_for
 
     defs = store.read_defs()
     if name is not None:

@@ -26,7 +26,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from loopctl.domain.checks import targets_for as targets_for
 from loopctl.domain.errors import UsageError
 from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import mask, where
