@@ -193,6 +193,9 @@ BAD_AT_START = [
     (["--on-attention", "{not_executable}"], "is not executable"),
     (["--every", "10"], "bad --every '10': give a unit, like 10s or 10m"),
     (["--timeout", "90"], "bad --timeout '90': give a unit"),
+    # A digit of another script: a bad duration, not an unexpected error.
+    (["--every", "\u00b2"], "bad --every '\u00b2': expected a duration"),
+    (["--timeout", "\u0663m"], "bad --timeout '\u0663m': expected a duration"),
     (["--cron", "61 * * * *"], "bad --cron '61 * * * *'"),
     (["--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "bad --tz 'Mars/Olympus'"),
     (["--push", "origin"], "--push needs --worktree"),
