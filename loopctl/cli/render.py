@@ -60,7 +60,7 @@ def terminal_width(stream: Any = None) -> int:
     except (AttributeError, OSError, ValueError):
         pass
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
         return int(columns)
     return 80
 

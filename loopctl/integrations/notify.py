@@ -256,7 +256,7 @@ def slots() -> int:
     import os
 
     raw = os.environ.get("LOOPCTL_NOTIFY_SLOTS", "")
-    return int(raw) if raw.isdigit() and 1 <= int(raw) <= 64 else SLOTS
+    return int(raw) if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= 64 else SLOTS
 
 
 @contextmanager

@@ -56,7 +56,7 @@ def runs(store: Store, name: str, limit: int = 20) -> dict[str, Any]:
 def parse_limit(text: str | None, default: int = 20) -> int:
     if text is None:
         return default
-    if not text.isdigit() or int(text) > 100_000:
+    if not (text.isascii() and text.isdigit()) or int(text) > 100_000:
         raise BadInput(f"bad limit {text[:20]!r}: expected a whole number from 0 to 100000")
     return int(text)
 

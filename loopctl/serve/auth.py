@@ -94,7 +94,7 @@ def allowed_hosts(bind_host: str, port: int, extra: list[str]) -> frozenset[str]
     for item in extra:
         item = item.strip().lower()
         host, sep, tail = item.rpartition(":")
-        if sep and tail.isdigit() and not host.endswith(":"):
+        if sep and tail.isascii() and tail.isdigit() and not host.endswith(":"):
             hosts.add(item)
         else:  # no port given: this one, or the default one behind a proxy
             hosts.update({item, f"{item}:{port}"})

@@ -32,7 +32,7 @@ class Options:
 def parse_bind(text: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise UsageError(f"bad --bind {text[:100]!r}: expected HOST:PORT, like "
                          f"{DEFAULT_BIND} (port 0: any free port)")
     return host, int(port)

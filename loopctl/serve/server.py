@@ -171,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
         if "transfer-encoding" in headers:
             return error(411, "send the body with a Content-Length (no chunked bodies)")
         length_text = headers.get("content-length", "0").strip()
-        if not length_text.isdigit():
+        if not (length_text.isascii() and length_text.isdigit()):
             return error(400, f"bad Content-Length {line(length_text)[:40]!r}")
         length, limit = int(length_text), body_limit(request.path)
         if length > limit:

@@ -36,7 +36,7 @@ def run_order(run_id: str) -> tuple[int, str]:
     """Runs in the order they were claimed: by the per-loop sequence number
     that ends the id, not its timestamp (the wall clock can go back)."""
     _, _, seq = run_id.rpartition("-")
-    return (int(seq) if seq.isdigit() else -1, run_id)
+    return (int(seq) if seq.isascii() and seq.isdigit() else -1, run_id)
 
 
 def loop_folder(paths: Paths, loop: str) -> Path | None:

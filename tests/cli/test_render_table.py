@@ -69,6 +69,8 @@ def test_the_width_is_the_terminal_s_or_columns_else_80(
     assert render.terminal_width(io.StringIO()) == 132
     monkeypatch.setenv("COLUMNS", "junk")
     assert render.terminal_width(io.StringIO()) == 80
+    monkeypatch.setenv("COLUMNS", "\u00b2")  # a digit to str.isdigit, not to int
+    assert render.terminal_width(io.StringIO()) == 80
 
 
 def test_fit_line_keeps_identifiers_whole_and_marks_what_it_cut() -> None:

@@ -262,3 +262,14 @@ def test_a_bad_notify_targets_table_fails_closed(cli: CLI, targets: str) -> None
     proc = cli("validate")
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     assert "notify_targets" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "0", "65", "-1", "junk", ""])
+def test_a_bad_slot_count_falls_back_to_the_default(monkeypatch: pytest.MonkeyPatch,
+                                                   raw: str) -> None:
+    from loopctl.integrations import notify
+
+    monkeypatch.setenv("LOOPCTL_NOTIFY_SLOTS", raw)
+    assert notify.slots() == notify.SLOTS
+    monkeypatch.setenv("LOOPCTL_NOTIFY_SLOTS", "3")
+    assert notify.slots() == 3

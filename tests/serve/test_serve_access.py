@@ -132,6 +132,12 @@ def test_bodies_over_their_bound_and_chunked_bodies_are_refused_unread(
                               f"{served.token}\r\nTransfer-Encoding: chunked\r\n\r\n"
                               "3\r\nabc\r\n0\r\n\r\n".encode())
         assert answer.startswith(b"HTTP/1.0 411"), answer[:100]
+        # A digit to str.isdigit that int() refuses: a bad request, not a crash.
+        answer = raw_exchange(served, f"POST /api/loops/demo/trigger HTTP/1.1\r\nHost: "
+                              f"127.0.0.1:{served.port}\r\nAuthorization: Bearer "
+                              f"{served.token}\r\nContent-Length: \u00b2\r\n\r\n"
+                              .encode("latin-1"))
+        assert answer.startswith(b"HTTP/1.0 400"), answer[:100]
     assert cli.state()["loops"]["demo"].get("triggered") is None, "nothing was triggered"
 
 
@@ -197,6 +203,7 @@ def test_tls_serves_https_and_a_public_bind_without_it_warns(cli: CLI,
 @pytest.mark.parametrize(("args", "code", "said"), [
     (["--bind", "nonsense"], 2, "bad --bind 'nonsense': expected HOST:PORT"),
     (["--bind", "127.0.0.1:70000"], 2, "bad --bind"),
+    (["--bind", "127.0.0.1:\u00b2"], 2, "bad --bind"),
     (["--tls-cert", "/nonexistent"], 2, "give --tls-cert and --tls-key together"),
     (["--github-secret-file", "/nonexistent"], 2, "bad --github-secret-file"),
 ])

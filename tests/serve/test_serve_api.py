@@ -37,6 +37,7 @@ def test_reads_are_the_cli_json_views(cli: CLI, tmp_path: Path) -> None:
         assert status == 200 and runs == cli.json("history", "demo")
         assert served.json("GET", "/api/loops/demo/runs?limit=0")[1]["runs"] == runs["runs"]
         assert served.json("GET", "/api/loops/demo/runs?limit=-1")[0] == 422
+        assert served.json("GET", "/api/loops/demo/runs?limit=%C2%B2")[0] == 422  # "²"
         for path in ("/api/loops/nope", "/api/loops/nope/runs", "/api/loops/..%2Fx"):
             status, said = served.json("GET", path)
             assert status == 404 and "no such loop" in said["error"], path
