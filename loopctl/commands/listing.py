@@ -37,13 +37,13 @@ def brief(store: Store, last_reason: Any) -> list[dict[str, Any]] | None:
     field at a time, each read from every entry in one `map` (C), with a
     Python step only for the entries that need one (running, queued, new)."""
     parts = store.cached_parts()
-    columns = defs_cache.rows(parts[1]) if parts else None
+    columns = defs_cache.rows(parts.rows) if parts else None
     if parts is None or columns is None:
         return None
     state = store.read_state_packed()
     if state is None or state.get("accounts"):
         return None
-    head, entries = parts[0], state["loops"]
+    head, entries = parts.head, state["loops"]
     names, invalid = head["names"], head["invalid"]
     if columns[0] != [name for name in names if name not in invalid]:
         return None
@@ -152,10 +152,10 @@ def one(store: Store, name: str) -> tuple[Any, dict[str, Any], dict[str, Any], f
     from loopctl.domain import lifecycle
 
     parts = store.cached_parts()
-    if parts is None or name not in parts[0]["names"]:
+    if parts is None or name not in parts.head["names"]:
         return None
-    invalid = parts[0]["invalid"]
-    loop = None if name in invalid else defs_cache.one(parts[2], name)
+    invalid = parts.head["invalid"]
+    loop = None if name in invalid else defs_cache.one(parts.loops, name)
     if loop is None and name not in invalid:
         return None
     found = store.read_entry(name)
@@ -183,12 +183,12 @@ def queued(store: Store) -> list[dict[str, Any]] | None:
     found = store.read_entries_holding("queued_at") if parts is not None else None
     if parts is None or found is None or found[0].get("accounts"):
         return None
-    invalid, listed = parts[0]["invalid"], set(parts[0]["names"])
+    invalid, listed = parts.head["invalid"], set(parts.head["names"])
     entries = {name: entry for name, entry in found[1].items()
                if name in listed and name not in invalid and display_status(entry) == "queued"}
     if len(entries) > QUEUED_AT_MOST:
         return None
-    loops = {name: loop for name in entries if (loop := defs_cache.one(parts[2], name))}
+    loops = {name: loop for name in entries if (loop := defs_cache.one(parts.loops, name))}
     if len(loops) != len(entries):
         return None
     lifecycle.reconcile(loops, invalid, dict(found[0], loops=entries), clock.now(), clock.zone_of)
@@ -207,13 +207,13 @@ def loop_readers(store: Store) -> tuple[Readers, list[str], dict[str, str]] | No
     with every loop name in file order and the invalid loops' errors. None:
     read it all. Taken when `brief` would be."""
     parts = store.cached_parts()
-    columns = defs_cache.rows(parts[1]) if parts else None
-    fields = defs_cache.listed(parts[3], len(columns[0])) if parts and columns else None
+    columns = defs_cache.rows(parts.rows) if parts else None
+    fields = defs_cache.listed(parts.listed, len(columns[0])) if parts and columns else None
     state = store.read_state_packed() if fields is not None else None
     if parts is None or columns is None or fields is None or state is None \
             or state.get("accounts"):
         return None
-    every, invalid = parts[0]["names"], parts[0]["invalid"]
+    every, invalid = parts.head["names"], parts.head["invalid"]
     if columns[0] != [name for name in every if name not in invalid]:
         return None
     names, entries, now = columns[0], state["loops"], clock.now()

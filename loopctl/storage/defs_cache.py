@@ -279,11 +279,19 @@ def decode(data: bytes, key: str) -> Parsed | None:
                   append_indent=doc["append_indent"])
 
 
-def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes, bytes] | None:
-    """The head (format, key, names, invalid, top), the rows' JSON, the loop
-    lines and the listed fields' JSON of a cache for `key` laid out as
-    `encode` writes it, without decoding the loops; None: read it whole
-    (`decode`)."""
+@record(frozen=True)
+class Parts:
+    """A cache laid out as `encode` writes it, its loops undecoded."""
+
+    head: dict[str, Any]  # format, key, names, invalid, top
+    rows: bytes  # the rows' JSON (`rows`)
+    listed: bytes  # the listed fields' JSON (`listed`)
+    loops: bytes  # the loop lines (`one`)
+
+
+def head(data: bytes, key: str) -> Parts | None:
+    """The parts of a cache for `key` laid out as `encode` writes it, the
+    head decoded; None: read it whole (`decode`)."""
     parts = split(data)
     if parts is None:
         return None
@@ -291,7 +299,7 @@ def head(data: bytes, key: str) -> tuple[dict[str, Any], bytes, bytes, bytes] | 
         doc = json.loads(parts[0], parse_constant=_refuse)
     except ValueError:
         return None
-    return (doc, parts[1], parts[3], parts[2]) if _ours(doc, key) else None
+    return Parts(doc, parts[1], parts[2], parts[3]) if _ours(doc, key) else None
 
 
 def rows(text: bytes) -> list[list[Any]] | None:

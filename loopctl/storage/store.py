@@ -109,9 +109,9 @@ class Store:
         sealed = paths_mod.read_bounded(self.paths.defs_cache, MAX_CACHE_BYTES)
         return defs_cache.unseal(self._home_key(), sealed) if sealed else None
 
-    def cached_parts(self) -> tuple[dict[str, Any], bytes, bytes, bytes] | None:
+    def cached_parts(self) -> defs_cache.Parts | None:
         """The sealed parsed copy of `loops.yaml` as it is now, undecoded
-        (defs_cache.head: head, rows, loop lines, listed fields), for the
+        (defs_cache.Parts), for the
         reading commands' short paths (commands/listing.py); None when there
         is none to use: they then read the definitions whole."""
         source, _ = read_defs_source(self.paths.loops_file)

@@ -244,7 +244,7 @@ def alike(count: int, budget: str = "2") -> str:
 def listed_line() -> dict[str, Any]:
     parts = Store().cached_parts()
     assert parts is not None, "no usable cache"
-    return dict(json.loads(parts[3]))
+    return dict(json.loads(parts.listed))
 
 
 def test_one_value_in_every_loop_is_kept_once_until_a_loop_differs(

@@ -266,6 +266,6 @@ def test_start_of_one_more_loop_extends_the_rows(home: Path,
                       "/bin/true").returncode == 0
     parts = Store().cached_parts()
     assert parts is not None, "start left no usable cache"
-    columns = defs_cache.rows(parts[1])
+    columns = defs_cache.rows(parts.rows)
     assert columns is not None and columns[0][-1] == "added" and columns[1][-1] == "every 5m"
     same(monkeypatch)
