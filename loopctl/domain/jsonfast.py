@@ -94,7 +94,7 @@ def dumps(value: Any, *, sort_keys: bool = False, allow_nan: bool = True,
     if indent is not None:  # a run record, pretty: json's own layout
         try:
             return _indented(value, " " * indent, "\n", sort_keys, allow_nan)
-        except _Unusual:
+        except (_Unusual, RecursionError):  # a loop in the data: json says which
             return _json().dumps(value, sort_keys=sort_keys, allow_nan=allow_nan, **options)
     if isinstance(value, str):
         return str(_ascii(value))

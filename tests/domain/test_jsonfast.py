@@ -55,7 +55,9 @@ def test_dumps_writes_what_json_writes() -> None:
                 outcome(json.dumps, value, **options), (value, options)
     looped: list[Any] = []
     looped.append(looped)
-    assert outcome(jsonfast.dumps, looped) == outcome(json.dumps, looped)
+    for options in DUMPS_OPTIONS:
+        assert outcome(jsonfast.dumps, looped, **options) == \
+            outcome(json.dumps, looped, **options), options
 
 
 @pytest.mark.parametrize("text", [
