@@ -17,9 +17,7 @@ from loopctl.cli.flags import FAST_TICK_FLAGS
 TYPE_CHECKING = False  # not `typing`: ~4 ms of every cron tick
 
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
-
-CLOCK_SLACK = 5.0
+    from typing import NoReturn
 
 
 def nothing_due() -> bool:
@@ -33,7 +31,7 @@ def nothing_due() -> bool:
     state_file = os.path.join(state_dir, "state.json")
     loops_file = os.path.join(config_dir, "loops.yaml")
     try:
-        summary = _summary(os.path.join(state_dir, "summary.json"), state_file)
+        summary = paths.current_summary(os.path.join(state_dir, "summary.json"), state_file)
         if summary is None:  # none, or older than state.json: read the state itself
             data = paths.read_bounded(state_file, 1 << 30)
             if data is None:  # missing, or not a regular file: the full path says which
@@ -41,31 +39,12 @@ def nothing_due() -> bool:
             import json  # only here: it imports `re` (see storage/flatjson)
 
             summary = json.loads(data)
-        if summary.get("version") not in (1, 2) or summary.get("busy"):
-            return False
-        if summary.get("defs_sig") != paths.file_signature(loops_file):
-            return False
-        now = clock.now()
-        if now < (summary.get("saved_at") or 0) - CLOCK_SLACK:
-            return False  # the clock went back: let a full pass re-arm the loops
-        wake_at = summary.get("wake_at")
-        # Past year 3000 the summary is damaged, not a schedule: look properly.
-        return wake_at is None or now < wake_at < 32503680000.0
+        quiet = paths.quiet_until(summary, paths.file_signature(loops_file), clock.now())
+        return quiet is not None and not quiet[1]  # a run in flight: is it still alive?
     except FileNotFoundError:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all
     except Exception:  # anything odd: the full path decides and reports
         return False
-
-
-def _summary(summary_file: str, state_file: str) -> dict[str, Any] | None:
-    """The few fields `tick` needs, kept beside state.json (whose 10,000
-    entries cost 50 ms to parse), if they describe the state.json there is."""
-    from loopctl.storage import paths
-
-    summary = paths.read_summary(summary_file)
-    if summary is None or summary.get("state_sig") != paths.file_signature(state_file):
-        return None
-    return summary
 
 
 def lease_present() -> bool:

@@ -25,7 +25,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.engine.filewatch import FileWatch, open_watch
 from loopctl.engine.firing import driver_pass, reap_children
 from loopctl.storage.lease import LeaseFile
-from loopctl.storage.paths import file_signature
+from loopctl.storage.paths import current_summary, file_signature, quiet_until
 from loopctl.storage.store import Store
 
 WATCH_INTERVAL = 1.0
@@ -109,7 +109,14 @@ class Daemon:
                 killed = self._reap()
                 current = self.signatures()
                 checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
-                if current != seen or checking or (wake_at is not None and now >= wake_at):
+                due = wake_at is not None and now >= wake_at
+                state_only = seen is not None and current != seen and current[0] == seen[0]
+                quiet = self._quiet(now) if state_only and not (checking or due) else None
+                if quiet is not None:
+                    wake_at, self.busy = quiet
+                    seen = current
+                    self._report_ends()
+                elif current != seen or checking or due:
                     wake_at, seen = self._pass(now)
                     if not self.lease.held:  # lost under the lock: renew, then look again
                         next_heartbeat, seen = 0.0, None
@@ -175,11 +182,26 @@ class Daemon:
         self.queued = queued
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
-        for line in self.daemon_log.lines() if self.daemon_log is not None else ():
-            self.log(line)
+        self._report_ends()
         self.children.extend(report.children)
         self.busy = report.busy
         return report.wake_at, report.signatures or before
+
+    def _quiet(self, now: float) -> tuple[float | None, bool] | None:
+        """Only state.json changed (a run started or settled, a verb): when
+        its summary proves nothing is due before a time, that time and
+        whether a run is in flight, without a pass (two of every fire's
+        three passes). Checked against the summary the change wrote:
+        `loops.yaml` as reconciled, the clock, the due times."""
+        paths = self.store.paths
+        summary = current_summary(paths.summary_file, paths.state_file)
+        if summary is None:
+            return None
+        return quiet_until(summary, file_signature(paths.loops_file), now)
+
+    def _report_ends(self) -> None:
+        for line in self.daemon_log.lines() if self.daemon_log is not None else ():
+            self.log(line)
 
     def _reap(self) -> bool:
         """True when a supervisor was killed: its run is lost, and its slot

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import sys
 
 # x86_64, aarch64, riscv64 and every other architecture on the generic table
@@ -160,7 +161,9 @@ class Ruleset:
     def allow_fd(self, target: int, access: int, path: str) -> bool:
         """Grant `access` beneath the folder or file open at `target` (the
         caller's checked descriptor: what was checked is what is granted)."""
-        if not os.path.isdir(f"/proc/self/fd/{target}"):
+        # fstat of the descriptor itself (an O_PATH one too): what is open is
+        # what is judged, without a walk through /proc.
+        if not stat.S_ISDIR(os.fstat(target).st_mode):
             access &= FILE_RIGHTS
         rule = _PathBeneathAttr(access & self.handled, target)
         if _lib().syscall(SYS_ADD_RULE, ctypes.c_int(self.fd),

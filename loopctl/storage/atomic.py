@@ -18,6 +18,7 @@ from loopctl.storage.paths import FILE_MODE
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -33,10 +34,13 @@ def strict_json(data: Any, indent: int | None = None, sort_keys: bool = True) ->
 
 
 
-def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
+def atomic_write(path: Path, data: bytes, durable: bool = True,
+                 before_replace: Callable[[list[int]], None] | None = None) -> None:
     """Replace `path` with `data` so a reader sees the old or the new file,
     whole, whatever happens to this process (SIGKILL, full disk); `durable`
-    also survives a power cut (a cache that can be rebuilt skips that)."""
+    also survives a power cut (a cache that can be rebuilt skips that).
+    `before_replace` is given the new file's signature (paths.file_signature:
+    a rename keeps it) just before the new file takes the name."""
     fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -45,6 +49,9 @@ def atomic_write(path: Path, data: bytes, durable: bool = True) -> None:
             if durable:
                 os.fsync(handle.fileno())
         os.chmod(tmp, FILE_MODE)
+        if before_replace is not None:
+            st = os.stat(tmp)
+            before_replace([st.st_mtime_ns, st.st_size, st.st_ino])
         os.replace(tmp, path)
     except BaseException as exc:
         try:

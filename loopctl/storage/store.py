@@ -308,16 +308,24 @@ class Store:
         state["version"] = STATE_VERSION
         data = encode_state({k: v for k, v in state.items() if k != "loops"},
                             {name: pack(st) for name, st in state["loops"].items()})
-        atomic_write(self.paths.state_file, data)
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)
-        summary.update(state_mac=key and mac(key, data),
-                       state_sig=file_signature(self.paths.state_file))
-        try:
-            # Derived: if it is lost or stale, readers fall back to state.json.
-            atomic_write(self.paths.summary_file, strict_json(summary).encode(), durable=False)
-        except LoopctlError:
-            self._drop(self.paths.summary_file)
+        summary["state_mac"] = key and mac(key, data)
+
+        def describe(signature: list[int]) -> None:
+            # Before state.json takes its name: a daemon woken by that rename
+            # finds the summary of the file it was woken for, not a stale
+            # one (stale, it would take a full pass). Until the rename a
+            # reader sees another signature, and reads state.json itself.
+            summary["state_sig"] = signature
+            try:
+                # Derived: if it is lost or stale, readers fall back to state.json.
+                atomic_write(self.paths.summary_file, strict_json(summary).encode(),
+                             durable=False)
+            except LoopctlError:
+                self._drop(self.paths.summary_file)
+
+        atomic_write(self.paths.state_file, data, before_replace=describe)
         if self.pending_cache is not None:
             self._save_defs_cache(self._defs_cache_bytes(*self.pending_cache))
 
