@@ -73,8 +73,17 @@ def peak(rows: list[tuple[float, str]]) -> int:
 
 
 def cpu_of(proc: psutil.Process) -> tuple[float, float]:
+    """The daemon's own CPU, and its supervisors': those it reaped and the
+    warm ones still waiting for a run (with the agents they reaped)."""
     t = proc.cpu_times()
-    return t.user + t.system, t.children_user + t.children_system
+    supervisors = t.children_user + t.children_system
+    for child in proc.children():
+        try:
+            c = child.cpu_times()
+        except psutil.Error:
+            continue
+        supervisors += c.user + c.system + c.children_user + c.children_system
+    return t.user + t.system, supervisors
 
 
 def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _common import (
     PY,
@@ -84,6 +85,25 @@ def subject(ws: Workspace, tpl: Path, args: list[str]) -> float:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def idle_tree(home: Path, daemon: Any) -> float | None:
+    """CPU of the daemon, its live children (the warm supervisors that wait
+    for a run) and everything any of them reaped, when no run is in flight;
+    None while one is (a supervisor with a child, or state saying so)."""
+    import psutil
+
+    try:
+        procs = [daemon, *daemon.children()]
+        if any(p.children() for p in procs[1:]):
+            return None
+        summary = json.loads((home / "state" / "summary.json").read_text())
+        if summary.get("busy"):
+            return None
+        times = [p.cpu_times() for p in procs]
+    except (psutil.Error, OSError, ValueError):
+        return None
+    return sum(t.user + t.system + t.children_user + t.children_system for t in times)
+
+
 def daemon_per_run(ws: Workspace, runs: int) -> float:
     """CPU per run of a daemon firing one `every: 1s` loop `runs` times."""
     import psutil
@@ -98,10 +118,9 @@ def daemon_per_run(ws: Workspace, runs: int) -> float:
         deadline = time.monotonic() + 60 + 3 * runs
         while time.monotonic() < deadline:
             done = len(run_records(home))
-            if done >= count and not daemon.children():
-                t = daemon.cpu_times()
-                if len(run_records(home)) == done:
-                    return done, t.user + t.system + t.children_user + t.children_system
+            used = idle_tree(home, daemon) if done >= count else None
+            if used is not None and len(run_records(home)) == done:
+                return done, used
             time.sleep(0.01)
         raise RuntimeError(f"daemon did not reach {count} runs in {home}")
 

@@ -5,10 +5,12 @@ whichever is first, and wakes at once when `loops.yaml` or `state.json` is
 replaced (inotify, engine/filewatch.py): `loopctl trigger` writes state.json
 (DESIGN §17), so a triggered loop fires within a pass's time, and so does a
 new or resumed loop. The one-second wake is a pair of stat() calls that
-notice the same edits where inotify is missing. A supervisor it forked exits
-after settling its run, and its SIGCHLD ends the sleep at once: a loop
+notice the same edits where inotify is missing. Its runs are supervised by
+warm supervisors (engine/warm.py), each forked once for many runs; one that
+settled its run says so on a pipe, which ends the sleep at once: a loop
 queued behind `max_concurrent` takes the freed slot without waiting for
-the next stat() (DESIGN §18).
+the next stat() (DESIGN §18). A wake where only state.json changed (a run
+started or settled) takes no pass when the summary proves nothing is due.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class Daemon:
         self.busy = False
         self.queued: set[str] = set()  # loops waiting for a slot, logged once
         self.watch: FileWatch | None = None
+        from loopctl.engine.warm import Pool
+
+        self.pool = Pool()
         from loopctl.engine.daemon_log import DaemonLog
 
         # Quiet, it prints none of it: no record or event read for a line.
@@ -70,6 +75,7 @@ class Daemon:
             os.set_blocking(fd, False)
             os.set_inheritable(fd, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        self.pool.private += [self.wake_r, wake_w]
         signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
         from loopctl.settings import knob
 
@@ -83,6 +89,8 @@ class Daemon:
         paths = self.store.paths
         folders = [str(ensure_dir(paths.config_dir)), str(ensure_dir(paths.state_dir))]
         self.watch = open_watch(folders, [paths.loops_file.name, paths.state_file.name])
+        if self.watch is not None:
+            self.pool.private.append(self.watch.fileno())
 
     def run(self) -> int:
         import gc
@@ -129,6 +137,7 @@ class Daemon:
                                if t is not None)
                 self._sleep(deadline - clock.now())
         finally:
+            self.pool.close()
             if self.watch is not None:
                 self.watch.close()
             held = self.lease.held
@@ -161,7 +170,7 @@ class Daemon:
         # Taken before the pass: a file fixed while it failed must look new.
         before = self.signatures()
         try:
-            report = driver_pass(self.store, now, lease=self.lease)
+            report = driver_pass(self.store, now, lease=self.lease, spawn=self.pool.launch)
         except LoopctlError as exc:
             if exc.message != self.last_error:
                 self.log(f"not firing: {exc.message}")
@@ -183,7 +192,8 @@ class Daemon:
         for run_id in report.lost:
             self.log(f"recorded run {run_id} as lost (its supervisor died)")
         self._report_ends()
-        self.children.extend(report.children)
+        # A warm supervisor is launched again for each run: listed once.
+        self.children = list(dict.fromkeys([*self.children, *report.children]))
         self.busy = report.busy
         return report.wake_at, report.signatures or before
 
@@ -206,17 +216,26 @@ class Daemon:
     def _reap(self) -> bool:
         """True when a supervisor was killed: its run is lost, and its slot
         under `max_concurrent` is free once a pass records that."""
-        self.children, killed = reap_children(self.children)
+        self.pool.settled(clock.now())  # and retires the workers idle too long
+        running, killed = reap_children(self.children)
+        for pid in set(self.children) - set(running):
+            self.pool.forget(pid)
+        self.children = running
         return killed
 
     def _sleep(self, seconds: float) -> None:
         """Until `seconds` pass or a signal arrives (see `_wake_on_signals`)."""
         end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
-        waits: list[Any] = [self.wake_r] if self.watch is None else [self.wake_r, self.watch]
+        waits: list[Any] = [self.wake_r, self.pool.done_r]
+        if self.watch is not None:
+            waits.append(self.watch)
         while not self.stopping and (left := end - time.monotonic()) > 0:
             ready, _, _ = select.select(waits, [], [], min(left, WATCH_INTERVAL))
             if self.watch in ready and self.watch is not None and self.watch.drain():
                 return  # loops.yaml or state.json replaced: look now
+            if self.pool.done_r in ready:
+                self.pool.settled(clock.now())  # a run is over: its slot is free
+                return
             if self.wake_r in ready:
                 try:
                     while os.read(self.wake_r, 512):

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
     from loopctl.storage.lease import LeaseFile
 
+# How a pass starts a supervisor: (store, loop, run id, a --command loop) -> its pid.
+Spawn = Callable[[Store, str, str, bool], int]
+
 
 @record
 class PassReport:
@@ -78,7 +81,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, command_loop: bool = 
         return pid
     code = 1
     try:
-        _forget_daemon_signals()
+        forget_daemon_signals()
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -120,7 +123,7 @@ def start_supervisor(store: Store, loop: str, run_id: str) -> int:
     return child.pid
 
 
-def _forget_daemon_signals() -> None:
+def forget_daemon_signals() -> None:
     """A daemon's wake-up on its children's exit is its own (engine/daemon)."""
     try:
         signal.set_wakeup_fd(-1)
@@ -303,7 +306,7 @@ def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
 
 
 def driver_pass(store: Store, now: float, defs: Definitions | None = None,
-                lease: LeaseFile | None = None) -> PassReport:
+                lease: LeaseFile | None = None, spawn: Spawn | None = None) -> PassReport:
     """Reconcile, settle what was lost, claim and launch what is due.
 
     With the driver's `lease`, the pass is fenced: under the store lock it
@@ -334,7 +337,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
             signal_supervisor(run)
-        pending += launch_fired(store, defs, state, result.fired, report, now)
+        pending += launch_fired(store, defs, state, result.fired, report, now,
+                                spawn or spawn_supervisor)
         if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
             state["defs_sig"] = defs.signature
             store.write_state(state)
@@ -354,7 +358,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
 
 def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
                  fired: list[tuple[str, dict[str, Any]]], report: PassReport,
-                 now: float) -> events.Pending:
+                 now: float, spawn: Spawn) -> events.Pending:
     """Under the store lock: a supervisor for each fire the pass claimed,
     into `report`. A fire that cannot be launched is unclaimed (its loop
     paused, `error`) and announced; the other loops still fire. Returns the
@@ -366,8 +370,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
         run.update(events.receivers(defs.loops[name], defs.top))
         take_payload(store, name, run)
         try:
-            child = spawn_supervisor(store, name, run["run_id"],
-                                     command_loop=bool(defs.loops[name].command))
+            child = spawn(store, name, run["run_id"], bool(defs.loops[name].command))
         except LoopctlError as exc:
             # This loop only (its run folder is unusable): the others fire.
             lifecycle.unclaim(state["loops"][name], exc.message)

@@ -69,6 +69,7 @@ WRITES_ALLOWED = {
     "loopctl.engine.reaper": "cgroup files under /sys/fs/cgroup, the run's containment",
     "loopctl.engine.privdev": "/proc/self uid_map and setgroups of the sandbox's namespace",
     "loopctl.engine.sandbox": "the run's scratch folder in the system temp dir",
+    "loopctl.engine.warm": "/dev/null, a waiting warm supervisor's stdout and stderr",
     "loopctl.integrations.copying": "the user's untracked files copied into a run's worktree",
     "loopctl.integrations.protect": "the user's protected paths put back in the worktree",
     "loopctl.integrations.worktree": "a git worktree's .git link, and removing the worktree",

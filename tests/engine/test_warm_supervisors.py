@@ -1,0 +1,145 @@
+"""A daemon's runs are supervised by warm supervisors (engine/warm.py): one
+process, forked once, supervises run after run, so a run no longer pays
+for copying the daemon's pages. Each run still has one supervisor recorded
+for it, the run is lost when that process dies, and no worker outlives the
+daemon or carries its descriptors."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from faults.support import gated, in_flight, lease, loop_state
+
+from conftest import CLI, wait_for
+from loopctl.engine import warm
+from loopctl.engine.warm import Pool, Worker
+
+pytestmark = pytest.mark.slow
+
+
+def parents_agent(out: Path) -> str:
+    """An agent that notes the pid of its parent: the run's supervisor."""
+    return shlex.join(["sh", "-c", 'echo "$PPID" >> "$1"', "agent", str(out)])
+
+
+def daemon(cli: CLI) -> subprocess.Popen[str]:
+    proc = cli.popen("daemon", "--quiet")
+    wait_for(lambda: (lease(cli) or {}).get("pid") == proc.pid)
+    return proc
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def ended(cli: CLI, name: str, count: int) -> bool:
+    return len(cli.records(name)) >= count and not loop_state(cli, name).get("run")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_daemons_runs_share_one_warm_supervisor(cli: CLI, tmp_path: Path) -> None:
+    out = tmp_path / "parents"
+    cli("start", "p", "--name", "warm", "--every", "1s", "--sandbox", "off",
+        "--command", parents_agent(out), check=0)
+    proc = daemon(cli)
+    try:
+        wait_for(lambda: ended(cli, "warm", 3), timeout=30)
+        parents = lines(out)
+        assert len(set(parents)) == 1, parents  # forked per run: one pid per run
+        worker = psutil.Process(int(parents[0]))
+        assert worker.is_running() and worker.ppid() == proc.pid
+        assert {r["outcome"] for r in cli.records("warm")} == {"ok"}
+        # Not the daemon's wake-up pipe or its file watch.
+        kinds = {os.readlink(f"/proc/{worker.pid}/fd/{fd}")
+                 for fd in os.listdir(f"/proc/{worker.pid}/fd")}
+        assert not any("inotify" in kind for kind in kinds), kinds
+    finally:
+        stop(proc)
+    wait_for(lambda: not psutil.pid_exists(int(parents[0])) or
+             psutil.Process(int(parents[0])).status() == psutil.STATUS_ZOMBIE)
+
+
+def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: Path) -> None:
+    out = tmp_path / "parents"
+    cli("start", "p", "--name", "once", "--every", "1h", "--sandbox", "off",
+        "--command", parents_agent(out), check=0)
+    proc = daemon(cli)
+    try:
+        wait_for(lambda: ended(cli, "once", 1))
+        worker = int(lines(out)[0])
+        os.kill(worker, signal.SIGTERM)  # as `stop` would, a moment too late
+        time.sleep(0.3)
+        assert psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
+        cli("trigger", "once", check=0)
+        wait_for(lambda: ended(cli, "once", 2))
+        assert lines(out) == [str(worker)] * 2
+        assert [r["outcome"] for r in cli.records("once")] == ["ok", "ok"]
+    finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_no_worker_outlives_its_daemon(cli: CLI, tmp_path: Path, how: int) -> None:
+    out = tmp_path / "parents"
+    cli("start", "p", "--name", "once", "--every", "1h", "--sandbox", "off",
+        "--command", parents_agent(out), check=0)
+    proc = daemon(cli)
+    try:
+        wait_for(lambda: ended(cli, "once", 1))
+        worker = psutil.Process(int(lines(out)[0]))
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+        worker.wait(timeout=20)  # its job pipe closed: it ends
+    finally:
+        stop(proc)
+
+
+def test_a_worker_killed_mid_run_loses_that_run_only(cli: CLI, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    cli("start", "p", "--name", "held", "--every", "1h", "--sandbox", "off",
+        "--command", gated(gate), check=0)
+    proc = daemon(cli)
+    try:
+        run = wait_for(lambda: in_flight(cli, "held"))
+        os.kill(run["supervisor"]["pid"], signal.SIGKILL)
+        wait_for(lambda: ended(cli, "held", 1))
+        assert cli.records("held")[0]["outcome"] == "lost"
+        gate.touch()
+        cli("trigger", "held", check=0)
+        wait_for(lambda: ended(cli, "held", 2))
+        second = cli.records("held")[1]
+        assert second["outcome"] == "ok", second
+    finally:
+        gate.touch()
+        stop(proc)
+
+
+def test_idle_workers_are_retired_when_idle_too_long_or_worn() -> None:
+    pool = Pool()
+    pipes = [os.pipe() for _ in range(2)]
+    fresh, worn = (Worker(100 + n, w) for n, (_, w) in enumerate(pipes))
+    worn.runs = warm.RUNS_PER_WORKER
+    pool.busy = {fresh.pid: fresh, worn.pid: worn}
+    os.write(pool.done_w, b"100\n101\n")
+    pool.settled(now=1000.0)
+    assert pool.idle == [fresh] and not pool.busy
+    assert os.read(pipes[1][0], 1) == b""  # the worn one's job pipe is closed
+    pool.settled(now=1000.0 + warm.IDLE_LIMIT - 1)
+    assert pool.idle == [fresh]
+    pool.settled(now=1000.0 + warm.IDLE_LIMIT + 1)
+    assert pool.idle == [] and os.read(pipes[0][0], 1) == b""
+    for r, _ in pipes:
+        os.close(r)
+    pool.close()
