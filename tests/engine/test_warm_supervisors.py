@@ -43,6 +43,15 @@ def ended(cli: CLI, name: str, count: int) -> bool:
     return len(cli.records(name)) >= count and not loop_state(cli, name).get("run")
 
 
+def ignores(pid: int, sig: int) -> bool:
+    """The process ignores `sig` (Linux: SigIgn)."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -79,6 +88,10 @@ def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: P
     try:
         wait_for(lambda: ended(cli, "once", 1))
         worker = int(lines(out)[0])
+        # Back to waiting for a job. (A stop that lands while the finished
+        # run is still being settled may end the worker, as it would have
+        # ended a supervisor forked for that run; the run is settled.)
+        wait_for(lambda: ignores(worker, signal.SIGTERM))
         os.kill(worker, signal.SIGTERM)  # as `stop` would, a moment too late
         time.sleep(0.3)
         assert psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
