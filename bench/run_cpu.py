@@ -13,11 +13,12 @@ copy of a reconciled home whose one loop (`command: [true]`) is due:
   supervisor, record, settle), what cron pays per run;
 - `loopctl run NAME`: the foreground path (one process supervises).
 - `loopctl daemon` (issue 15): a daemon fires an `every: 1s` loop over and
-  over; each supervisor is forked from the daemon's warm interpreter. CPU
-  per run = the growth of the daemon's own CPU plus that of the children it
-  reaped (psutil `cpu_times`: supervisors, and through them the agents)
-  over a window of runs, read when no supervisor is alive, divided by the
-  runs recorded in the window. Idle wake-ups and heartbeats are included.
+  over; its runs are supervised by warm supervisors (engine/warm.py), forked
+  from the daemon once. CPU per run = the growth of the CPU of the daemon,
+  its live warm supervisors and every child any of them reaped (psutil
+  `cpu_times`: retired supervisors, agents) over a window of runs, read
+  when no run is in flight, divided by the runs recorded in the window.
+  Idle wake-ups and heartbeats are included.
 
 Subjects and baseline alternate; medians compared.
 """
