@@ -13,8 +13,8 @@ second run on, the pages it writes are its own.
 Each run is still supervised by one process, recorded as the run's
 supervisor (pid and start time) in state.json under the store lock before
 the run starts, in a cgroup leaf of its own, and a session apart from the
-daemon. Between runs it waits on its job pipe in the daemon's cgroup. It
-ends when the daemon closes that pipe (the daemon stopped, or the worker
+daemon. Between runs it waits on its job socket in the daemon's cgroup. It
+ends when the daemon closes that socket (the daemon stopped, or the worker
 is retired after RUNS_PER_WORKER runs or IDLE_LIMIT seconds idle), and on
 anything unexpected in a run: then the run is unsettled and the daemon,
 reaping it, records it lost, as for a supervisor killed mid-run.
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 
 from loopctl.engine.run_signals import STOP_SIGNALS
@@ -37,9 +38,9 @@ MAX_IDLE = 4
 class Worker:
     __slots__ = ("pid", "jobs", "runs", "idle_since")
 
-    def __init__(self, pid: int, jobs: int) -> None:
+    def __init__(self, pid: int, jobs: socket.socket) -> None:
         self.pid = pid
-        self.jobs = jobs  # our end of its job pipe
+        self.jobs = jobs  # our end of its job socket
         self.runs = 0
         self.idle_since = 0.0
 
@@ -60,19 +61,28 @@ class Pool:
             os.set_inheritable(fd, False)
 
     def launch(self, store: Store, loop: str, run_id: str, command_loop: bool = True) -> int:
+        """The run's log is opened here, as for a forked supervisor: a run
+        folder that cannot hold it is this loop's error (LoopctlError), and
+        the worker gets the descriptor checked here with the job."""
         from loopctl.engine.supervisor import preload
+        from loopctl.storage.runs import open_log
 
         preload(command_loop)
-        while self.idle:
-            worker = self.idle.pop()
-            if self._send(worker, loop, run_id):
-                return self._started(worker)
-        worker = self._fork(store)
-        if not self._send(worker, loop, run_id):
-            from loopctl.domain.errors import LoopctlError
+        store.run_dir(loop)
+        log = open_log(store.paths.run_log(loop, run_id))
+        try:
+            while self.idle:
+                worker = self.idle.pop()
+                if self._send(worker, loop, run_id, log):
+                    return self._started(worker)
+            worker = self._fork(store)
+            if not self._send(worker, loop, run_id, log):
+                from loopctl.domain.errors import LoopctlError
 
-            raise LoopctlError("cannot start a supervisor: its job pipe is closed")
-        return self._started(worker)
+                raise LoopctlError("cannot start a supervisor: its job socket is closed")
+            return self._started(worker)
+        finally:
+            os.close(log)
 
     def _started(self, worker: Worker) -> int:
         worker.runs += 1
@@ -80,32 +90,33 @@ class Pool:
         return worker.pid
 
     @staticmethod
-    def _send(worker: Worker, loop: str, run_id: str) -> bool:
+    def _send(worker: Worker, loop: str, run_id: str, log: int) -> bool:
         try:
-            os.write(worker.jobs, f"{loop}\t{run_id}\n".encode())
+            socket.send_fds(worker.jobs, [f"{loop}\t{run_id}".encode()], [log])
             return True
         except OSError:  # it died while idle: the daemon reaps it
-            _close(worker.jobs)
+            worker.jobs.close()
             return False
 
     def _fork(self, store: Store) -> Worker:
-        jobs_r, jobs_w = os.pipe()
+        # Datagrams in order: one job (and its log) per message, and the
+        # daemon's end closed reads as an empty one.
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid:
-            os.close(jobs_r)
-            os.set_inheritable(jobs_w, False)
-            return Worker(pid, jobs_w)
+            theirs.close()
+            return Worker(pid, ours)
         code = 1
         try:
-            os.close(jobs_w)
-            # Not the other workers' pipes: each must see its own end.
+            ours.close()
+            # Not the other workers' sockets: each must see its own end close.
             for other in [*self.idle, *self.busy.values()]:
-                _close(other.jobs)
+                other.jobs.close()
             for fd in (self.done_r, *self.private):
                 _close(fd)
-            code = serve(store, jobs_r, self.done_w)
+            code = serve(store, theirs, self.done_w)
         except BaseException as exc:  # the child must never return
             _say(f"loopctl supervisor: {type(exc).__name__}: {exc}")
         finally:
@@ -123,13 +134,13 @@ class Pool:
             if worker is None:
                 continue
             if worker.runs >= RUNS_PER_WORKER or len(self.idle) >= MAX_IDLE:
-                _close(worker.jobs)
+                worker.jobs.close()
                 continue
             worker.idle_since = now
             self.idle.append(worker)
         for worker in [w for w in self.idle if now - w.idle_since > IDLE_LIMIT]:
             self.idle.remove(worker)
-            _close(worker.jobs)
+            worker.jobs.close()
 
     def forget(self, pid: int) -> None:
         """A worker the daemon reaped (it exited or was killed)."""
@@ -139,19 +150,19 @@ class Pool:
                 self.idle.remove(w)
                 worker = w
         if worker is not None:
-            _close(worker.jobs)
+            worker.jobs.close()
 
     def close(self) -> None:
         """The daemon stops: idle workers end now, busy ones after their run."""
         for worker in [*self.idle, *self.busy.values()]:
-            _close(worker.jobs)
+            worker.jobs.close()
         self.idle.clear()
         self.busy.clear()
 
 
-def serve(store: Store, jobs: int, done: int) -> int:
+def serve(store: Store, jobs: socket.socket, done: int) -> int:
     """In the worker: supervise each run the daemon sends, until it closes
-    the pipe. Returns the exit code; raises (and so ends) on anything odd."""
+    the socket. Returns the exit code; raises (and so ends) on anything odd."""
     from loopctl.engine.firing import forget_daemon_signals
     from loopctl.engine.supervisor import Supervisor
 
@@ -166,8 +177,10 @@ def serve(store: Store, jobs: int, done: int) -> int:
         job = _next_job(jobs)
         if job is None:
             return 0
-        loop, run_id = job
-        _to_log(store, loop, run_id)
+        loop, run_id, log = job
+        os.dup2(log, 1)  # the run's stdout and stderr are its log
+        os.dup2(log, 2)
+        os.close(log)
         Supervisor(Store(store.paths), loop, run_id, foreground=False).run()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -214,30 +227,20 @@ def _own_cgroup() -> str | None:
         return None
 
 
-def _next_job(jobs: int) -> tuple[str, str] | None:
+def _next_job(jobs: socket.socket) -> tuple[str, str, int] | None:
+    """The next run and its log's descriptor; None when the daemon closed
+    its end (it stopped, or retired this worker)."""
     from loopctl.domain.names import is_loop_name, is_run_id
 
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(jobs, 256)
-        if not chunk:
-            return None
-        line += chunk
-    loop, _, run_id = line.decode().strip().partition("\t")
-    if not is_loop_name(loop) or not is_run_id(run_id):
-        raise ValueError(f"not a job: {line[:80]!r}")
-    return loop, run_id
-
-
-def _to_log(store: Store, loop: str, run_id: str) -> None:
-    """The run's stdout and stderr are its log, as a forked supervisor's are."""
-    from loopctl.storage.runs import open_log
-
-    store.run_dir(loop)
-    fd = open_log(store.paths.run_log(loop, run_id))
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    message, fds, _, _ = socket.recv_fds(jobs, 512, 1)
+    if not message:
+        for fd in fds:
+            os.close(fd)
+        return None
+    loop, _, run_id = message.decode().partition("\t")
+    if len(fds) != 1 or not is_loop_name(loop) or not is_run_id(run_id):
+        raise ValueError(f"not a job: {message[:80]!r}")
+    return loop, run_id, fds[0]
 
 
 def _close(fd: int) -> None:

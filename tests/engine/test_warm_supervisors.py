@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -141,18 +142,43 @@ def test_a_worker_killed_mid_run_loses_that_run_only(cli: CLI, tmp_path: Path) -
 
 def test_idle_workers_are_retired_when_idle_too_long_or_worn() -> None:
     pool = Pool()
-    pipes = [os.pipe() for _ in range(2)]
-    fresh, worn = (Worker(100 + n, w) for n, (_, w) in enumerate(pipes))
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
+    fresh, worn = (Worker(100 + n, ours) for n, (ours, _) in enumerate(pairs))
     worn.runs = warm.RUNS_PER_WORKER
     pool.busy = {fresh.pid: fresh, worn.pid: worn}
     os.write(pool.done_w, b"100\n101\n")
     pool.settled(now=1000.0)
     assert pool.idle == [fresh] and not pool.busy
-    assert os.read(pipes[1][0], 1) == b""  # the worn one's job pipe is closed
+    assert pairs[1][1].recv(16) == b""  # the worn one's job socket is closed
     pool.settled(now=1000.0 + warm.IDLE_LIMIT - 1)
     assert pool.idle == [fresh]
     pool.settled(now=1000.0 + warm.IDLE_LIMIT + 1)
-    assert pool.idle == [] and os.read(pipes[0][0], 1) == b""
-    for r, _ in pipes:
-        os.close(r)
+    assert pool.idle == [] and pairs[0][1].recv(16) == b""
+    for _, theirs in pairs:
+        theirs.close()
     pool.close()
+
+
+def test_a_run_folder_that_cannot_hold_the_log_is_that_loops_error(
+        cli: CLI, tmp_path: Path) -> None:
+    """As with a supervisor forked per run, the daemon readies the run's
+    folder and log before it hands the run over: a file planted as the
+    loop's run folder pauses that loop with the reason (no run lost), and
+    the other loops fire."""
+    out = tmp_path / "parents"
+    for name in ("bad", "good"):
+        cli("start", "p", "--name", name, "--every", "1h", "--sandbox", "off",
+            "--command", parents_agent(out), check=0)
+    runs = cli.state_dir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    if (runs / "bad").is_dir():
+        (runs / "bad").rmdir()
+    (runs / "bad").write_text("not a folder")
+    proc = daemon(cli)
+    try:
+        wait_for(lambda: ended(cli, "good", 1))
+        bad = wait_for(lambda: (st := loop_state(cli, "bad"))["status"] == "paused" and st)
+        assert bad["reason"] == "error" and "runs" in (bad.get("note") or ""), bad
+        assert cli.records("good")[0]["outcome"] == "ok"
+    finally:
+        stop(proc)
