@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -119,24 +120,26 @@ def run_subject(ws: Workspace, size: int, sample: bool) -> tuple[float, float | 
 
 def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
                 baseline: list[tuple[float, float]]) -> list[tuple[float, float, float | None]]:
-    """Runs fired by a `loopctl daemon`: each supervisor is a fork of the
-    daemon's warm interpreter. Each repetition adds a loop with `loopctl
-    start` (a new loop is due at once; the daemon sees the file change within
-    a second and fires it), so no run overlaps a baseline.
+    """Runs fired by a `loopctl daemon`, supervised by its warm supervisors
+    (engine/warm.py; before them, a supervisor forked per run). Each
+    repetition adds a loop with `loopctl start` (a new loop is due at once;
+    the daemon sees the file change and fires it), so no run overlaps a
+    baseline.
 
-    Per run: wall = from the moment the new supervisor is seen among the
-    daemon's children (polled every ~0.5 ms) to the moment it has exited (a
-    zombie until the daemon reaps it); CPU = the growth of the daemon's own
-    and its reaped children's user+sys (the supervisor and, through it, the
-    agent), read once the supervisor is reaped. One baseline (wall, CPU)
-    precedes each run, appended to `baseline`, so each run has its pair;
-    `sync` before each measurement, so none pays for another's writeback."""
+    Per run: wall = from the moment the run's log appears (the daemon makes
+    it just before it hands the run to a supervisor; polled every ~0.5 ms)
+    to the moment the run is settled (its record written, state.json's
+    summary no longer busy, no supervisor with a child); CPU = the growth of
+    the CPU of the daemon, its live supervisors and everything they reaped
+    (the agent). Peak RSS: the supervisors' VmHWM, reset before each run
+    (`/proc/PID/clear_refs`). One baseline (wall, CPU) precedes each run,
+    appended to `baseline`, so each run has its pair; `sync` before each
+    measurement, so none pays for another's writeback."""
     home = ws.home("dflood")
     env = env_for(home)
     proc = subprocess.Popen(loopctl("daemon", "--quiet"), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     daemon = psutil.Process(proc.pid)
-    seen: set[int] = set()
     out: list[tuple[float, float, float | None]] = []
     pairs: list[tuple[float, float]] = []
     try:
@@ -144,28 +147,24 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
             os.sync()
             pairs.append(run_baseline_cpu(ws, size))
             os.sync()
-            cpu0 = daemon_cpu(daemon)
+            for worker in daemon.children():
+                reset_peak(worker.pid)
+            cpu0 = tree_cpu(daemon)
             subprocess.run(loopctl("start", "--name", f"flood{n}", "--every", "1h",
                                    "--max-log", "2GiB", "--cwd", str(ws.root),
                                    "--command", " ".join(agent(size)), "bench"),
                            env=env, check=True, stdout=subprocess.DEVNULL)
-            sup = wait_new_child(daemon, seen, home)
+            runs = home / "state" / "runs" / f"flood{n}"
+            wait_until(lambda folder=runs: any(folder.glob("*.log")), home, step=0.0005)
             t0 = time.perf_counter()
-            seen.add(sup.pid)
             peak_kib = 0
-            while True:
-                try:
-                    if sup.status() == psutil.STATUS_ZOMBIE:
-                        break
-                    if sample:
-                        peak_kib = max(peak_kib, vm_hwm_kib(sup.pid) or 0)
-                except psutil.NoSuchProcess:
-                    break
+            while not settled(home, runs, daemon):
+                if sample:
+                    for worker in daemon.children():
+                        peak_kib = max(peak_kib, vm_hwm_kib(worker.pid) or 0)
                 time.sleep(0.0005)
             wall = time.perf_counter() - t0
-            while daemon.children():  # reaped: its CPU is in the daemon's children's
-                time.sleep(0.001)
-            out.append((wall, daemon_cpu(daemon) - cpu0, peak_kib / 1024 if sample else None))
+            out.append((wall, tree_cpu(daemon) - cpu0, peak_kib / 1024 if sample else None))
             drop_log(home, f"flood{n}", size)
     finally:
         proc.terminate()
@@ -173,6 +172,46 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
         shutil.rmtree(home, ignore_errors=True)
     baseline.extend(pairs[1:])
     return out[1:]
+
+
+def settled(home: Path, runs: Path, daemon: psutil.Process) -> bool:
+    records = [p for p in runs.glob("*.json") if not p.name.endswith(".decision.json")]
+    if not records or b'"busy":true' in (home / "state" / "summary.json").read_bytes():
+        return False
+    try:
+        return not any(w.children() for w in daemon.children())
+    except psutil.Error:
+        return False
+
+
+def wait_until(ready: Callable[[], bool], home: object, step: float) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(step)
+    raise RuntimeError(f"the daemon fired nothing in {home}")
+
+
+def reset_peak(pid: int) -> None:
+    """VmHWM back to the current RSS (Linux: `5` to clear_refs)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        pass
+
+
+def tree_cpu(daemon: psutil.Process) -> float:
+    """user+sys of the daemon, its live children and all they reaped."""
+    total = 0.0
+    for p in (daemon, *daemon.children()):
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
 
 
 def drop_log(home: Path, loop: str, size: int) -> None:
@@ -186,21 +225,6 @@ def drop_log(home: Path, loop: str, size: int) -> None:
         raise RuntimeError(f"expected one log of >= {size} bytes for {loop}, got "
                            f"{[(p.name, p.stat().st_size) for p in logs]}")
     logs[0].unlink()
-
-
-def wait_new_child(daemon: psutil.Process, seen: set[int], home: object) -> psutil.Process:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        fresh = [c for c in daemon.children() if c.pid not in seen]
-        if fresh:
-            return fresh[0]
-        time.sleep(0.0005)
-    raise RuntimeError(f"the daemon fired nothing in {home}")
-
-
-def daemon_cpu(daemon: psutil.Process) -> float:
-    t = daemon.cpu_times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def run_baseline(ws: Workspace, size: int) -> float:

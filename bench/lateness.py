@@ -50,7 +50,8 @@ def parse_log(text: str, run_id: str) -> tuple[float, float, float | None] | Non
     if len(lines) < 2:
         return None
     agent_t = float(lines[0])
-    state, _ = json.JSONDecoder().raw_decode(lines[1])
+    # state.json is written one entry per line (storage/statefile.py).
+    state, _ = json.JSONDecoder().raw_decode("\n".join(lines[1:]))
     run = state["loops"][LOOP]["run"]
     assert run and run["run_id"] == run_id, (run, run_id)
     return agent_t, run["due_at"], run.get("started_at")

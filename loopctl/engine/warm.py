@@ -188,7 +188,10 @@ def serve(store: Store, jobs: socket.socket, done: int) -> int:
         os.dup2(null, 2)
         if not clean_after_run(home):
             return 0  # retired: the next run gets a fresh worker
-        os.write(done, f"{os.getpid()}\n".encode())
+        try:
+            os.write(done, f"{os.getpid()}\n".encode())
+        except OSError:  # the daemon is gone: nothing more will come
+            return 0
     return 0
 
 
