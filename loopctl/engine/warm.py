@@ -104,7 +104,14 @@ class Pool:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # out of processes or memory: this loop's error
+            ours.close()
+            theirs.close()
+            from loopctl.domain.errors import LoopctlError
+
+            raise LoopctlError(f"cannot start a supervisor: {exc.strerror}") from None
         if pid:
             theirs.close()
             return Worker(pid, ours)

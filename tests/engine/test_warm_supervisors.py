@@ -182,3 +182,19 @@ def test_a_run_folder_that_cannot_hold_the_log_is_that_loops_error(
         assert cli.records("good")[0]["outcome"] == "ok"
     finally:
         stop(proc)
+
+
+def test_a_fork_that_fails_is_the_loops_error_not_the_daemons(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from loopctl.domain.errors import LoopctlError
+    from loopctl.storage.store import Store
+
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(warm.os, "fork", no_fork)
+    pool = Pool()
+    with pytest.raises(LoopctlError, match="cannot start a supervisor: Resource"):
+        pool.launch(Store(), "quick", "20261204T000000Z-0001")
+    assert not pool.busy and not pool.idle
+    pool.close()
