@@ -30,6 +30,14 @@ def parents_agent(out: Path) -> str:
     return shlex.join(["sh", "-c", 'echo "$PPID" >> "$1"', "agent", str(out)])
 
 
+def noting_loop(cli: CLI, tmp_path: Path, name: str, every: str = "1h") -> Path:
+    """A loop whose agent notes its supervisor's pid; the file it notes in."""
+    out = tmp_path / "parents"
+    cli("start", "p", "--name", name, "--every", every, "--sandbox", "off",
+        "--command", parents_agent(out), check=0)
+    return out
+
+
 def daemon(cli: CLI) -> subprocess.Popen[str]:
     proc = cli.popen("daemon", "--quiet")
     wait_for(lambda: (lease(cli) or {}).get("pid") == proc.pid)
@@ -60,9 +68,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 
 
 def test_a_daemons_runs_share_one_warm_supervisor(cli: CLI, tmp_path: Path) -> None:
-    out = tmp_path / "parents"
-    cli("start", "p", "--name", "warm", "--every", "1s", "--sandbox", "off",
-        "--command", parents_agent(out), check=0)
+    out = noting_loop(cli, tmp_path, "warm", "1s")
     proc = daemon(cli)
     try:
         wait_for(lambda: ended(cli, "warm", 3), timeout=30)
@@ -82,9 +88,7 @@ def test_a_daemons_runs_share_one_warm_supervisor(cli: CLI, tmp_path: Path) -> N
 
 
 def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: Path) -> None:
-    out = tmp_path / "parents"
-    cli("start", "p", "--name", "once", "--every", "1h", "--sandbox", "off",
-        "--command", parents_agent(out), check=0)
+    out = noting_loop(cli, tmp_path, "once")
     proc = daemon(cli)
     try:
         wait_for(lambda: ended(cli, "once", 1))
@@ -106,16 +110,14 @@ def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: P
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_no_worker_outlives_its_daemon(cli: CLI, tmp_path: Path, how: int) -> None:
-    out = tmp_path / "parents"
-    cli("start", "p", "--name", "once", "--every", "1h", "--sandbox", "off",
-        "--command", parents_agent(out), check=0)
+    out = noting_loop(cli, tmp_path, "once")
     proc = daemon(cli)
     try:
         wait_for(lambda: ended(cli, "once", 1))
         worker = psutil.Process(int(lines(out)[0]))
         proc.send_signal(how)
         proc.wait(timeout=30)
-        worker.wait(timeout=20)  # its job pipe closed: it ends
+        worker.wait(timeout=20)  # its job socket closed: it ends
     finally:
         stop(proc)
 
@@ -165,10 +167,8 @@ def test_a_run_folder_that_cannot_hold_the_log_is_that_loops_error(
     folder and log before it hands the run over: a file planted as the
     loop's run folder pauses that loop with the reason (no run lost), and
     the other loops fire."""
-    out = tmp_path / "parents"
     for name in ("bad", "good"):
-        cli("start", "p", "--name", name, "--every", "1h", "--sandbox", "off",
-            "--command", parents_agent(out), check=0)
+        noting_loop(cli, tmp_path, name)
     runs = cli.state_dir / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     if (runs / "bad").is_dir():
