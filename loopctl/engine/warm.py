@@ -217,16 +217,11 @@ def clean_after_run(home: str | None) -> bool:
     retires rather than carry anything into another run."""
     import threading
 
-    children = False
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            children = True  # one still running: not ours to wait for
-            break
-    return not children and threading.active_count() == 1 and _own_cgroup() == home
+    from loopctl.engine import procs
+
+    procs.reap()
+    return not procs.has_children() and threading.active_count() == 1 \
+        and _own_cgroup() == home
 
 
 def _own_cgroup() -> str | None:

@@ -11,6 +11,8 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -198,3 +200,32 @@ def test_a_fork_that_fails_is_the_loops_error_not_the_daemons(
         pool.launch(Store(), "quick", "20261204T000000Z-0001")
     assert not pool.busy and not pool.idle
     pool.close()
+
+
+LEFT_BEHIND = textwrap.dedent("""
+    import subprocess, sys, threading, time
+    from loopctl.engine import warm
+
+    home = warm._own_cgroup()
+    seen = [warm.clean_after_run(home)]
+    child = subprocess.Popen(["sleep", "30"])
+    seen.append(warm.clean_after_run(home))
+    child.kill()
+    time.sleep(0.2)  # exited, not reaped: the check reaps it
+    seen.append(warm.clean_after_run(home))
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    seen.append(warm.clean_after_run(home))
+    stop.set()
+    thread.join()
+    seen.append(warm.clean_after_run(home + "elsewhere"))
+    print(seen)
+""")
+
+
+def test_a_worker_retires_when_its_run_left_a_child_a_thread_or_another_cgroup() -> None:
+    proc = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[True, False, True, False, False]"
