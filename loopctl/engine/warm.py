@@ -117,6 +117,9 @@ class Pool:
             return Worker(pid, ours)
         code = 1
         try:
+            from loopctl.engine.firing import forget_daemon_signals
+
+            forget_daemon_signals()  # before its wake-up pipe is closed below
             ours.close()
             # Not the other workers' sockets: each must see its own end close.
             for other in [*self.idle, *self.busy.values()]:
@@ -170,10 +173,8 @@ class Pool:
 def serve(store: Store, jobs: socket.socket, done: int) -> int:
     """In the worker: supervise each run the daemon sends, until it closes
     the socket. Returns the exit code; raises (and so ends) on anything odd."""
-    from loopctl.engine.firing import forget_daemon_signals
     from loopctl.engine.supervisor import Supervisor
 
-    forget_daemon_signals()
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
