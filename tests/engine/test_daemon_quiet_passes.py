@@ -73,9 +73,9 @@ def test_a_daemon_takes_one_pass_per_fire_not_one_per_state_write(cli: CLI) -> N
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["fires"] >= 3 and seen["records"] >= 3, seen
-    # The start-up pass, one per fire, and at most one more (a wake that
-    # raced the stop): three per fire before.
-    assert seen["passes"] <= seen["fires"] + 2, seen
+    # The start-up pass and one per fire (a loaded machine may add one where
+    # a run outlived its second): three per fire before.
+    assert seen["passes"] <= 2 * seen["fires"], seen
 
 
 def test_the_summary_names_the_new_state_before_it_takes_its_name(
