@@ -27,6 +27,7 @@ import signal
 import socket
 import sys
 
+from loopctl.engine.reaper import own_cgroup
 from loopctl.engine.run_signals import STOP_SIGNALS
 from loopctl.storage.store import Store
 
@@ -179,7 +180,7 @@ def serve(store: Store, jobs: socket.socket, done: int) -> int:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
-    home = _own_cgroup()
+    home = own_cgroup()
     for _ in range(RUNS_PER_WORKER):
         between_runs()
         job = _next_job(jobs)
@@ -222,15 +223,7 @@ def clean_after_run(home: str | None) -> bool:
 
     procs.reap()
     return not procs.has_children() and threading.active_count() == 1 \
-        and _own_cgroup() == home
-
-
-def _own_cgroup() -> str | None:
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
+        and own_cgroup() == home
 
 
 def _next_job(jobs: socket.socket) -> tuple[str, str, int] | None:

@@ -205,8 +205,9 @@ def test_a_fork_that_fails_is_the_loops_error_not_the_daemons(
 LEFT_BEHIND = textwrap.dedent("""
     import subprocess, sys, threading, time
     from loopctl.engine import warm
+    from loopctl.engine.reaper import own_cgroup
 
-    home = warm._own_cgroup()
+    home = own_cgroup()
     seen = [warm.clean_after_run(home)]
     child = subprocess.Popen(["sleep", "30"])
     seen.append(warm.clean_after_run(home))
@@ -219,7 +220,7 @@ LEFT_BEHIND = textwrap.dedent("""
     seen.append(warm.clean_after_run(home))
     stop.set()
     thread.join()
-    seen.append(warm.clean_after_run(home + "elsewhere"))
+    seen.append(warm.clean_after_run("/sys/fs/cgroup/elsewhere"))
     print(seen)
 """)
 
