@@ -54,6 +54,12 @@ class _Context:
 _SCANNERS: dict[Any, Any] = {}
 
 
+def refuse_constant(word: str) -> Any:
+    """A `parse_constant` for loopctl's own files: NaN and the infinities are
+    never written there (atomic.strict_json), so reading one is damage."""
+    raise ValueError(f"{word} is not a number loopctl writes")
+
+
 def loads(text: str | bytes | bytearray, **options: Any) -> Any:
     """`json.loads(text, **options)`."""
     if _make_scanner is None or set(options) - {"parse_constant"}:

@@ -269,10 +269,6 @@ def read_bounded(path: str | Path, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
-def _no_constant(word: str) -> Any:
-    raise ValueError(f"{word} is not a number the store writes")
-
-
 def read_summary(path: str | Path) -> dict[str, Any] | None:
     """`summary.json` (store.py writes it), or None when it is missing, odd or
     not a small regular file. Here, not in the store: the `tick` fast path
@@ -285,7 +281,7 @@ def read_summary(path: str | Path) -> dict[str, Any] | None:
     jsonfast = sys.modules.get("loopctl.domain.jsonfast")
     try:
         if jsonfast is not None:
-            found = jsonfast.loads(data, parse_constant=_no_constant)
+            found = jsonfast.loads(data, parse_constant=jsonfast.refuse_constant)
             return found if isinstance(found, dict) else None
         from loopctl.storage import flatjson
 
