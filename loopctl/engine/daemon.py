@@ -27,7 +27,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.engine.filewatch import FileWatch, open_watch
 from loopctl.engine.firing import driver_pass, reap_children
 from loopctl.storage.lease import LeaseFile
-from loopctl.storage.paths import current_summary, file_signature, quiet_until
+from loopctl.storage.paths import file_signature, quiet_until, read_summary
 from loopctl.storage.store import Store
 
 WATCH_INTERVAL = 1.0
@@ -119,7 +119,8 @@ class Daemon:
                 checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
                 due = wake_at is not None and now >= wake_at
                 state_only = seen is not None and current != seen and current[0] == seen[0]
-                quiet = self._quiet(now) if state_only and not (checking or due) else None
+                quiet = self._quiet(now, current) if state_only and not (checking or due) \
+                    else None
                 if quiet is not None:
                     wake_at, self.busy = quiet
                     seen = current
@@ -197,17 +198,17 @@ class Daemon:
         self.busy = report.busy
         return report.wake_at, report.signatures or before
 
-    def _quiet(self, now: float) -> tuple[float | None, bool] | None:
+    def _quiet(self, now: float, current: tuple[Any, Any]) -> tuple[float | None, bool] | None:
         """Only state.json changed (a run started or settled, a verb): when
         its summary proves nothing is due before a time, that time and
         whether a run is in flight, without a pass (two of every fire's
-        three passes). Checked against the summary the change wrote:
-        `loops.yaml` as reconciled, the clock, the due times."""
-        paths = self.store.paths
-        summary = current_summary(paths.summary_file, paths.state_file)
-        if summary is None:
-            return None
-        return quiet_until(summary, file_signature(paths.loops_file), now)
+        three passes). Checked against the summary the change wrote, for
+        the files as `current` (their signatures) found them: `loops.yaml`
+        as reconciled, the clock, the due times."""
+        summary = read_summary(self.store.paths.summary_file)
+        if summary is None or summary.get("state_sig") != current[1]:
+            return None  # none, or of another state.json
+        return quiet_until(summary, current[0], now)
 
     def _report_ends(self) -> None:
         for line in self.daemon_log.lines() if self.daemon_log is not None else ():
