@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from faults.support import gated, in_flight, lease, loop_state
+from faults.support import gated, ignores, in_flight, lease, loop_state
 
 from conftest import CLI, wait_for
 from loopctl.engine import warm
@@ -52,15 +52,6 @@ def lines(path: Path) -> list[str]:
 
 def ended(cli: CLI, name: str, count: int) -> bool:
     return len(cli.records(name)) >= count and not loop_state(cli, name).get("run")
-
-
-def ignores(pid: int, sig: int) -> bool:
-    """The process ignores `sig` (Linux: SigIgn)."""
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("SigIgn:"):
-                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    return False
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -69,10 +69,19 @@ def shifted(seconds: float) -> dict[str, str]:
 
 def catches(pid: int, sig: int) -> bool:
     """The process has installed a handler for `sig` (Linux: SigCgt)."""
+    return _in_signal_mask(pid, sig, "SigCgt:")
+
+
+def ignores(pid: int, sig: int) -> bool:
+    """The process ignores `sig` (Linux: SigIgn)."""
+    return _in_signal_mask(pid, sig, "SigIgn:")
+
+
+def _in_signal_mask(pid: int, sig: int, mask: str) -> bool:
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
-                if line.startswith("SigCgt:"):
+                if line.startswith(mask):
                     return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
     except OSError:
         pass
