@@ -150,6 +150,35 @@ def run_records(home: Path) -> list[Path]:
     return sorted(p for p in runs.glob("*/*.json") if not p.name.endswith(".decision.json"))
 
 
+# -- a daemon's processes ------------------------------------------------------
+
+
+def daemon_cpu(daemon: psutil.Process) -> tuple[float, float]:
+    """(the daemon's own user+sys, its supervisors'): those it reaped, and the
+    warm ones alive between runs with the agents they reaped."""
+    t = daemon.cpu_times()
+    supervisors = t.children_user + t.children_system
+    for child in daemon.children():
+        try:
+            c = child.cpu_times()
+        except psutil.Error:
+            continue
+        supervisors += c.user + c.system + c.children_user + c.children_system
+    return t.user + t.system, supervisors
+
+
+def run_in_flight(home: Path, daemon: psutil.Process) -> bool:
+    """A daemon's supervisor has a child (its agent), or state.json's summary
+    says a run is in flight. Unsure (a process gone meanwhile, no summary
+    yet): in flight."""
+    try:
+        if any(w.children() for w in daemon.children()):
+            return True
+        return b'"busy":false' not in (home / "state" / "summary.json").read_bytes()
+    except (psutil.Error, OSError):
+        return True
+
+
 # -- processes ---------------------------------------------------------------
 
 

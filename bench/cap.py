@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 from _common import (
     Workspace,
+    daemon_cpu,
     env_for,
     header,
     loop_entry,
@@ -72,20 +73,6 @@ def peak(rows: list[tuple[float, str]]) -> int:
     return top
 
 
-def cpu_of(proc: psutil.Process) -> tuple[float, float]:
-    """The daemon's own CPU, and its supervisors': those it reaped and the
-    warm ones still waiting for a run (with the agents they reaped)."""
-    t = proc.cpu_times()
-    supervisors = t.children_user + t.children_system
-    for child in proc.children():
-        try:
-            c = child.cpu_times()
-        except psutil.Error:
-            continue
-        supervisors += c.user + c.system + c.children_user + c.children_system
-    return t.user + t.system, supervisors
-
-
 def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]:
     home = ws.home(f"cap{cap}")
     marks = home / "marks"
@@ -102,7 +89,7 @@ def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]
                 raise RuntimeError(f"daemon exited or stalled: {daemon.returncode}")
             time.sleep(0.05)
         wall = time.monotonic() - t0
-        own, children = cpu_of(proc)
+        own, children = daemon_cpu(proc)
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(30)

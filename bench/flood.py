@@ -33,12 +33,14 @@ from pathlib import Path
 import psutil
 from _common import (
     Workspace,
+    daemon_cpu,
     env_for,
     header,
     loop_entry,
     loopctl,
     median,
     result,
+    run_in_flight,
     spread,
     timed,
     write_loops,
@@ -149,7 +151,7 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
             os.sync()
             for worker in daemon.children():
                 reset_peak(worker.pid)
-            cpu0 = tree_cpu(daemon)
+            cpu0 = sum(daemon_cpu(daemon))
             subprocess.run(loopctl("start", "--name", f"flood{n}", "--every", "1h",
                                    "--max-log", "2GiB", "--cwd", str(ws.root),
                                    "--command", " ".join(agent(size)), "bench"),
@@ -164,7 +166,7 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
                         peak_kib = max(peak_kib, vm_hwm_kib(worker.pid) or 0)
                 time.sleep(0.0005)
             wall = time.perf_counter() - t0
-            out.append((wall, tree_cpu(daemon) - cpu0, peak_kib / 1024 if sample else None))
+            out.append((wall, sum(daemon_cpu(daemon)) - cpu0, peak_kib / 1024 if sample else None))
             drop_log(home, f"flood{n}", size)
     finally:
         proc.terminate()
@@ -176,12 +178,7 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
 
 def settled(home: Path, runs: Path, daemon: psutil.Process) -> bool:
     records = [p for p in runs.glob("*.json") if not p.name.endswith(".decision.json")]
-    if not records or b'"busy":true' in (home / "state" / "summary.json").read_bytes():
-        return False
-    try:
-        return not any(w.children() for w in daemon.children())
-    except psutil.Error:
-        return False
+    return bool(records) and not run_in_flight(home, daemon)
 
 
 def wait_until(ready: Callable[[], bool], home: object, step: float) -> None:
@@ -200,18 +197,6 @@ def reset_peak(pid: int) -> None:
             handle.write("5")
     except OSError:
         pass
-
-
-def tree_cpu(daemon: psutil.Process) -> float:
-    """user+sys of the daemon, its live children and all they reaped."""
-    total = 0.0
-    for p in (daemon, *daemon.children()):
-        try:
-            t = p.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
 
 
 def drop_log(home: Path, loop: str, size: int) -> None:

@@ -35,17 +35,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 from _common import (
     PY,
     Workspace,
     check,
     copy_home,
+    daemon_cpu,
     env_for,
     header,
     loop_entry,
     loopctl,
     median,
     result,
+    run_in_flight,
     run_records,
     write_loops,
 )
@@ -87,22 +90,14 @@ def subject(ws: Workspace, tpl: Path, args: list[str]) -> float:
 
 
 def idle_tree(home: Path, daemon: Any) -> float | None:
-    """CPU of the daemon, its live children (the warm supervisors that wait
-    for a run) and everything any of them reaped, when no run is in flight;
-    None while one is (a supervisor with a child, or state saying so)."""
-    import psutil
-
-    try:
-        procs = [daemon, *daemon.children()]
-        if any(p.children() for p in procs[1:]):
-            return None
-        summary = json.loads((home / "state" / "summary.json").read_text())
-        if summary.get("busy"):
-            return None
-        times = [p.cpu_times() for p in procs]
-    except (psutil.Error, OSError, ValueError):
+    """CPU of the daemon, its warm supervisors and everything any of them
+    reaped, when no run is in flight; None while one is."""
+    if run_in_flight(home, daemon):
         return None
-    return sum(t.user + t.system + t.children_user + t.children_system for t in times)
+    try:
+        return sum(daemon_cpu(daemon))
+    except psutil.Error:
+        return None
 
 
 def daemon_per_run(ws: Workspace, runs: int) -> float:
