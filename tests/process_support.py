@@ -6,7 +6,7 @@ import signal
 from pathlib import Path
 
 import psutil
-from faults.support import home_processes
+from faults.support import home_processes, signal_mask
 
 
 def kill_leftovers(tmp_path: Path) -> None:
@@ -22,10 +22,9 @@ def kill_leftovers(tmp_path: Path) -> None:
 
 
 def ignores_term(pid: int) -> bool:
-    """The process ignores SIGTERM (Linux: its bit in /proc/PID/status SigIgn)."""
-    with open(f"/proc/{pid}/status") as handle:
-        mask = next(line for line in handle if line.startswith("SigIgn:")).split()[1]
-    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+    """The process ignores SIGTERM (Linux: its bit in /proc/PID/status
+    SigIgn); raises when it is gone, so a dead process proves nothing."""
+    return bool(signal_mask(pid, "SigIgn") >> (signal.SIGTERM - 1) & 1)
 
 
 def pids_in(pid_file: Path) -> list[int]:

@@ -69,23 +69,28 @@ def shifted(seconds: float) -> dict[str, str]:
 
 def catches(pid: int, sig: int) -> bool:
     """The process has installed a handler for `sig` (Linux: SigCgt)."""
-    return _in_signal_mask(pid, sig, "SigCgt:")
+    return _in_mask(pid, sig, "SigCgt")
 
 
 def ignores(pid: int, sig: int) -> bool:
     """The process ignores `sig` (Linux: SigIgn)."""
-    return _in_signal_mask(pid, sig, "SigIgn:")
+    return _in_mask(pid, sig, "SigIgn")
 
 
-def _in_signal_mask(pid: int, sig: int, mask: str) -> bool:
+def _in_mask(pid: int, sig: int, field: str) -> bool:
+    """False when the process is gone."""
     try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith(mask):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+        return bool(signal_mask(pid, field) >> (sig - 1) & 1)
     except OSError:
-        pass
-    return False
+        return False
+
+
+def signal_mask(pid: int, field: str) -> int:
+    """One of /proc/PID/status's signal masks (SigCgt, SigIgn, ...); raises
+    OSError when the process is gone."""
+    with open(f"/proc/{pid}/status") as handle:
+        line = next((x for x in handle if x.startswith(field + ":")), f"{field}: 0")
+    return int(line.split()[1], 16)
 
 
 def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
