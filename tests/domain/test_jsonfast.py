@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from typing import Any
 
 import pytest
+from run_path_support import loaded_after_the_run_path
 
 from loopctl.domain import jsonfast
 
@@ -75,14 +74,8 @@ def test_loads_reads_what_json_reads_and_fails_as_it_does(text: str) -> None:
 
 
 def test_the_run_path_does_not_import_json() -> None:
-    code = ("import sys\nimport loopctl.cli.direct, loopctl.engine.firing, loopctl.storage.lease\n"
-            "import loopctl.engine.supervisor as s\ns.preload()\n"
-            "from loopctl.domain import jsonfast\nfrom loopctl.storage import statefile\n"
+    then = ("from loopctl.domain import jsonfast\nfrom loopctl.storage import statefile\n"
             "text = jsonfast.dumps({'b': [1, {'c': None}]}, indent=2, sort_keys=True)\n"
             "assert jsonfast.loads(text) == {'b': [1, {'c': None}]}\n"
-            "assert statefile.encode_state({'version': 1}, {'x': {'a': 1}})\n"
-            "print('json' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False"]
+            "assert statefile.encode_state({'version': 1}, {'x': {'a': 1}})\n")
+    assert loaded_after_the_run_path(then, ["json"]) == ["False"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 import shlex
-import subprocess
-import sys
+
+from run_path_support import loaded_after_the_run_path
 
 from loopctl.domain.checks import shell_join, shell_quote
 
@@ -23,12 +23,6 @@ def test_they_quote_as_shlex_does() -> None:
 
 
 def test_the_run_path_does_not_import_shlex() -> None:
-    code = ("import sys\nimport loopctl.cli.direct, loopctl.engine.firing, loopctl.storage.lease\n"
-            "import loopctl.engine.supervisor as s\ns.preload()\n"
-            "from loopctl.engine.run_context import one_line\n"
-            "assert one_line(['true', 'a b']) == \"true 'a b'\"\n"
-            "print('shlex' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["False"]
+    then = ("from loopctl.engine.run_context import one_line\n"
+            "assert one_line(['true', 'a b']) == \"true 'a b'\"\n")
+    assert loaded_after_the_run_path(then, ["shlex"]) == ["False"]
