@@ -148,3 +148,32 @@ def test_joined_paths_are_kept_a_bounded_number(tmp_path: Path) -> None:
     assert len(where._made) <= paths.MADE_LIMIT
     assert where.run_record("quick", "20261204T000000Z-0001") == \
         tmp_path / "state" / "runs" / "quick" / "20261204T000000Z-0001.json"
+
+
+@pytest.mark.parametrize("reader", ["daemon", "tick"])
+@pytest.mark.parametrize("plant", ["fifo", "symlink", "huge", "not utf-8", "folder"])
+def test_a_summary_planted_in_the_state_folder_is_none_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plant: str, reader: str) -> None:
+    """The daemon reads summary.json on every state write now (with the C
+    JSON reader, loaded there), the tick fast path on every tick (with the
+    flat reader): a FIFO must not block either, a symlink is not followed
+    (even to a well-formed summary), 10 MiB is not read."""
+    import loopctl.domain.jsonfast  # noqa: F401
+
+    if reader == "tick":  # as in a tick, which has not loaded it
+        monkeypatch.delitem(sys.modules, "loopctl.domain.jsonfast")
+    target = tmp_path / "summary.json"
+    good = tmp_path / "elsewhere.json"
+    good.write_text(json.dumps(summary()))
+    if plant == "fifo":
+        os.mkfifo(target)
+    elif plant == "symlink":
+        target.symlink_to(good)
+    elif plant == "huge":
+        target.write_text(json.dumps(summary(pad="x" * (10 << 20))))
+    elif plant == "not utf-8":
+        target.write_bytes(b'{"wake_at": "\xff\xfe"}')
+    else:
+        target.mkdir()
+    assert paths.read_summary(good) is not None  # the control: a real one reads
+    assert paths.read_summary(target) is None
