@@ -1,8 +1,10 @@
 """Step 4a: protected paths put back (`--protect PATH`, DESIGN §16), after the
 agent exits, before the check and before the commit.
 
-So the check runs the user's tests, not the agent's edit of them, and
-nothing protected is committed, pushed or merged: what the agent changed
+What the check's runner reads without being told (conftest.py, its ini
+files, `*.pth`, `-p` plugins, a module shadowing the runner: see
+domain/check_reads.py) is put back with them. So the check runs the
+user's tests, not the agent's edit of them, and nothing protected is committed, pushed or merged: what the agent changed
 under a protected path is put back as at the run's base commit
 (integrations/protect.py), its own commits that touched one are replaced by
 loopctl's single commit from the base, and the run says so (the record's
@@ -34,9 +36,10 @@ def restore(ctx: RunContext, ws: Workspace | None, loop: LoopDef,
     if ws is None or not loop.protect:
         return None
     from loopctl.integrations import protect
+    from loopctl.integrations.check_reads import runner_patterns
 
     try:
-        done = protect.restore(ws, loop.protect, loop.copy)
+        done = protect.restore(ws, loop.protect + runner_patterns(ws, loop.check), loop.copy)
     except (LoopctlError, OSError) as exc:
         reason = line(exc.message if isinstance(exc, LoopctlError) else str(exc))[:300]
         result.decision = None

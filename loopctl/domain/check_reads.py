@@ -1,0 +1,117 @@
+"""What a check's runner reads without being told (DESIGN §16): put back
+with the protected paths, so no file outside them turns a red check green.
+
+A check names its tests, but its runner reads more: pytest imports every
+`conftest.py` on the way to them and the plugins `-p` names (in its
+arguments or in an ini file's `addopts`), reads `pytest.ini`, `tox.ini`,
+`setup.cfg`, `pyproject.toml` (its `addopts`, `pythonpath`, plugins),
+Python runs every `*.pth` and `sitecustomize.py` of a site folder at start
+(a venv in the worktree), loads `pytest11` entry points, and `python -m X`
+imports a top-level `X.py` of the working directory before the real one;
+`make` reads its Makefile, `npm test` its package.json. With `--protect`
+these are put back at the run's base commit like the protected paths (what
+the agent added there is removed; what it changed is listed in the
+record's `protected`).
+
+The rules here are pure: the patterns (relative to the repository's top,
+in `--protect` syntax) for a check and the folder it runs in, and the `-p`
+plugins an ini file names. What the agent added at the top of the folders
+the check imports from, shadowing a module, is found in
+integrations/protect.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Read by Python or pytest wherever they lie in the repository: every level,
+# ignored files included (a venv the agent made or --copy brought). The
+# `__pycache__` entries next to them are bytecode Python may run instead of
+# the source (an `unchecked-hash` .pyc is never compared with it).
+IMPLICIT = ("**/conftest.py", "**/__pycache__/conftest.*", "**/pytest.ini", "**/.pytest.ini",
+            "**/tox.ini", "**/setup.cfg", "**/pyproject.toml", "**/*.pth",
+            "**/sitecustomize.py", "**/__pycache__/sitecustomize.*", "**/usercustomize.py",
+            "**/__pycache__/usercustomize.*", "**/entry_points.txt", "**/.pdbrc",
+            "**/.coveragerc")
+
+# What other runners read, by the program's name, in the folder they run in.
+RUNNER_FILES = {
+    "make": ("Makefile", "makefile", "GNUmakefile"),
+    "npm": ("package.json", ".npmrc"), "pnpm": ("package.json", ".npmrc"),
+    "yarn": ("package.json", ".npmrc", ".yarnrc", ".yarnrc.yml"),
+    "nox": ("noxfile.py",), "tox": ("tox.ini",),
+    "just": ("justfile", ".justfile", "Justfile"),
+}
+
+# pytest and what it imports before the first conftest: a top-level module
+# of the same name the agent adds where the check imports from shadows it.
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging",
+                            "exceptiongroup", "tomli", "colorama", "pygments"})
+
+# The ini files pytest reads `addopts` from.
+INI_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
+MAX_INI = 1 << 20
+_PLUGIN = re.compile(r"(?<![\w-])-p[\s\"',=]*([\w.:]+)")
+
+
+def patterns(check: tuple[str, ...] | None, where: str,
+             plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Everything to put back for a check run in `where` (the folder
+    relative to the top, "" for the top): IMPLICIT, the runner's own
+    files, the module `-m` runs and the plugins `-p` (or an ini file of the
+    base, `plugins`) loads, each looked up in `where` and at the top."""
+    if not check:
+        return IMPLICIT
+    found = [*IMPLICIT]
+    program = check[0].rsplit("/", 1)[-1]
+    found += [at(where, name) for name in RUNNER_FILES.get(program, ())]
+    for module in (*modules(check), *plugins):
+        for folder in dict.fromkeys((where, "")):
+            found += module_paths(module, folder)
+    return tuple(dict.fromkeys(found))
+
+
+def modules(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """The modules `-m X` runs and `-p X` / `-pX` loads (not `-p no:X`)."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg in ("-m", "-p") and i + 1 < len(argv):
+            name = argv[i + 1]
+        elif arg.startswith(("-m", "-p")) and len(arg) > 2 and not arg.startswith("--"):
+            name = arg[2:].lstrip("=")
+        else:
+            continue
+        if not name.startswith("no:") and is_module_name(name):
+            found.append(name)
+    return found
+
+
+def is_module_name(name: str) -> bool:
+    return 0 < len(name) <= 200 and all(p.isidentifier() for p in name.split("."))
+
+
+def module_paths(name: str, where: str) -> list[str]:
+    """Where Python finds module `name` relative to `where`: the
+    `__init__` of each package on the way, and the module as a file,
+    bytecode, an extension or a package (its `__init__` and `__main__`)."""
+    parts = name.split(".")
+    found = []
+    for depth in range(1, len(parts) + 1):
+        package = at(where, "/".join(parts[:depth]))
+        found += [f"{package}/__init__.*", f"{package}/__main__.*",
+                  f"{package}/__pycache__/__init__.*", f"{package}/__pycache__/__main__.*"]
+    stem = at(where, "/".join(parts))
+    parent, _, leaf = stem.rpartition("/")
+    cache = f"{parent}/__pycache__" if parent else "__pycache__"
+    return [*found, f"{stem}.py*", f"{stem}.*so", f"{cache}/{leaf}.*"]
+
+
+def at(where: str, relative: str) -> str:
+    return f"{where}/{relative}" if where else relative
+
+
+def ini_plugins(text: str) -> list[str]:
+    """Every `-p NAME` an ini file holds, wherever it stands (`addopts` as
+    a string or a TOML list, a comment): more than pytest loads, never
+    less, whatever its parser makes of the file."""
+    return [m for m in _PLUGIN.findall(text[:MAX_INI]) if is_module_name(m)]

@@ -1,0 +1,112 @@
+"""What the check's runner reads without being told, on a real worktree
+(DESIGN §16; the rules are domain/check_reads.py):
+
+    runner_patterns(ws, check) -> tuple[str, ...]      raises GitError / OSError
+
+the patterns put back with `--protect`: the files every Python runner
+reads, the modules the check's `-m` and `-p` name, the `-p` plugins the
+base's ini files name, and what the agent added at the top of the folders
+the check imports from (its working folder and the repository's top) that
+shadows a module: a standard one, pytest's own, or the one `-m` runs. Only
+the base is read for the ini files (the agent's are put back anyway), and
+the folders are opened without following a symlink.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from typing import TYPE_CHECKING
+
+from loopctl.domain import check_reads as rules
+from loopctl.domain.protect import GLOB
+from loopctl.integrations.git import tree_git
+
+if TYPE_CHECKING:
+    from loopctl.integrations.worktree import Workspace
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SUFFIXES = (".py", ".pyc", ".pyw", ".so")
+
+
+def runner_patterns(ws: Workspace, check: tuple[str, ...] | None) -> tuple[str, ...]:
+    where = ws.subdir.strip("/")
+    plugins = tuple(base_ini_plugins(ws, where))
+    found = rules.patterns(check, where, plugins)
+    runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
+    names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}
+    return tuple(dict.fromkeys((*found, *shadowing(ws, where, names))))
+
+
+def base_ini_plugins(ws: Workspace, where: str) -> list[str]:
+    """The `-p` plugins named by the base's ini files in `where` and at the top."""
+    paths = [rules.at(folder, name) for folder in dict.fromkeys((where, ""))
+             for name in rules.INI_FILES]
+    listed = tree_git(ws.admin, ws.path, "ls-tree", "-l", "-z", ws.base_sha, "--",
+                      *paths, check=False).stdout
+    found: list[str] = []
+    for entry in (e for e in listed.split("\0") if "\t" in e):
+        fields = entry.split("\t", 1)[0].split()
+        if len(fields) < 4 or fields[1] != "blob" or not fields[3].isdigit() \
+                or int(fields[3]) > rules.MAX_INI:
+            continue
+        text = tree_git(ws.admin, ws.path, "cat-file", "blob", fields[2], check=False).stdout
+        found += rules.ini_plugins(text)
+    return found
+
+
+def shadowing(ws: Workspace, where: str, names: set[str]) -> list[str]:
+    """What the agent added at the top of `where` and of the repository
+    that Python would import as one of `names`: a module file (source,
+    bytecode, extension) or a package (a folder with an `__init__`)."""
+    tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "-z", "--name-only", ws.base_sha,
+                           *([f"{where}/"] if where else [])).stdout.split("\0"))
+    found = []
+    for folder in dict.fromkeys((where, "")):
+        for entry in _entries(ws, folder):
+            path = rules.at(folder, entry)
+            if path not in tracked and _module_of(ws, path, entry) in names:
+                found.append(path)
+    return found
+
+
+def _entries(ws: Workspace, folder: str) -> list[str]:
+    fd = _open_folder(ws, folder)
+    if fd is None:
+        return []
+    try:
+        return [name for name in os.listdir(fd) if not GLOB & set(name)]
+    finally:
+        os.close(fd)
+
+
+def _open_folder(ws: Workspace, folder: str) -> int | None:
+    fd = os.open(ws.path, _DIR_FLAGS)
+    for part in (p for p in folder.split("/") if p):
+        try:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            os.close(fd)
+            return None  # gone, or reached through a symlink: nothing imports from there
+        os.close(fd)
+        fd = inner
+    return fd
+
+
+def _module_of(ws: Workspace, path: str, entry: str) -> str | None:
+    """The module name `entry` is imported as, or None."""
+    try:
+        info = os.lstat(ws.path / path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(info.st_mode) and "." not in entry:
+        return entry  # a link to a folder: Python follows it to a package
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            inside = os.listdir(ws.path / path)
+        except OSError:
+            return None
+        return entry if any(n.startswith("__init__.") for n in inside) else None
+    name, _, rest = entry.partition(".")
+    return name if rest and f".{rest}".endswith(_SUFFIXES) else None
