@@ -1,0 +1,116 @@
+"""What the check's runner reads without being told (domain/check_reads.py,
+integrations/check_reads.py, DESIGN §16): the patterns a check adds to the
+protected paths, and what putting them back does on a real git worktree
+against what a hostile agent plants: a package shadowing the standard
+library or pytest, a link to one, a `.pth` in a venv it made, bytecode
+beside a restored conftest.py, a plugin named in the base's pyproject.toml."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from workspace.repos import git, make_repo
+
+from loopctl.domain import check_reads as rules
+from loopctl.integrations.check_reads import runner_patterns
+from loopctl.integrations.protect import restore
+from loopctl.integrations.worktree import Workspace, common_dir, find_admin
+
+PYTEST = ("python", "-m", "pytest", "-q")
+
+
+def test_modules_are_what_m_runs_and_p_loads() -> None:
+    argv = ("python", "-m", "pytest", "-p", "a.b", "-pc", "-p=d", "-p", "no:cacheprovider",
+            "--pdb", "-p", "../x", "-p", "-x", "-m")
+    assert rules.modules(argv) == ["pytest", "a.b", "c", "d"]
+
+
+def test_ini_plugins_are_every_p_in_the_file_whatever_its_syntax() -> None:
+    ini = "[pytest]\naddopts = -q -p evil --tb=short -pother -p no:cacheprovider --pdb\n"
+    assert rules.ini_plugins(ini) == ["evil", "other"]
+    toml = '[tool.pytest.ini_options]\naddopts = ["-p", "pkg.plug", "-p=x"]\n'
+    assert rules.ini_plugins(toml) == ["pkg.plug", "x"]
+    assert rules.ini_plugins("\xff-p ../../etc\n-p " + "a" * 300) == []
+
+
+def test_a_check_adds_its_runner_files_and_modules_where_it_runs_and_at_the_top() -> None:
+    assert rules.patterns(None, "") == rules.IMPLICIT
+    found = rules.patterns(("make", "test"), "sub")
+    assert {"sub/Makefile", "sub/GNUmakefile", "**/conftest.py", "**/*.pth"} <= set(found)
+    found = rules.patterns(PYTEST, "sub", ("pkg.plug",))
+    assert {"sub/pytest.py*", "pytest.py*", "pytest/__init__.*", "sub/pytest/__main__.*",
+            "pkg/__init__.*", "pkg/plug.py*", "pkg/plug.*so", "pkg/__pycache__/plug.*",
+            "sub/pkg/plug/__init__.*"} <= set(found)
+    assert len(found) == len(set(found))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    repo = make_repo(tmp_path)
+    (repo.path / "site").mkdir()  # a tracked folder named like a standard module
+    (repo.path / "site" / "index.html").write_text("docs\n")
+    (repo.path / "plugs").mkdir()
+    (repo.path / "plugs" / "__init__.py").write_text("")
+    (repo.path / "plugs" / "mine.py").write_text('"""the user\'s plugin"""\n')
+    (repo.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\n'
+                                              'addopts = ["-p", "plugs.mine"]\n')
+    (repo.path / "conftest.py").write_text("# the user's\n")
+    (repo.path / ".gitignore").write_text(".venv/\n__pycache__/\n")
+    repo.git("add", "-A")
+    repo.git("commit", "-q", "-m", "base")
+    folder = tmp_path / "wt"
+    git(repo.path, "worktree", "add", "-q", "-b", "run", str(folder), "main")
+    admin = find_admin(common_dir(str(repo.path)), folder)
+    assert admin is not None
+    return Workspace(str(repo.path), folder, "run", "main", "main", repo.sha("main"),
+                     admin=str(admin))
+
+
+def plant(root: Path, relative: str, text: str = "import os; os._exit(0)\n") -> None:
+    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+    (root / relative).write_text(text)
+
+
+def test_what_the_agent_planted_for_the_runner_goes_and_its_work_stays(
+        ws: Workspace, tmp_path: Path) -> None:
+    root = ws.path
+    plant(root, "unittest/__init__.py")         # shadows the standard library
+    plant(root, "pluggy.py")                    # shadows what pytest imports
+    os.symlink(tmp_path, root / "_pytest")      # a link Python follows to a package
+    plant(root, "*.py")                         # a name that would be a glob: never a pattern
+    plant(root, ".venv/lib/python3/site-packages/evil.pth", "import evil\n")
+    plant(root, "__pycache__/conftest.cpython-311.pyc", "\0bytecode")
+    plant(root, "plugs/mine.py", "cheat\n")      # named by the base's pyproject.toml
+    plant(root, "conftest.py", "cheat\n")
+    plant(root, "pkg/conftest.py", "cheat\n")
+    plant(root, "site/new.html", "more docs\n")  # the agent's work: stays
+    plant(root, "site/__init__.py", "")         # in a tracked folder: the project's own
+    plant(root, "calc.py", "the fix\n")          # stays
+    patterns = runner_patterns(ws, PYTEST)
+    done = restore(ws, ("tests/", *patterns))
+    assert done.changed == ["_pytest", "conftest.py", "pkg/conftest.py", "pluggy.py",
+                            "plugs/mine.py", "unittest/__init__.py"]
+    assert (root / "*.py").exists()  # never a pattern: it would match every top-level .py
+    for gone in ("unittest", "pluggy.py", "_pytest", "pkg/conftest.py",
+                 ".venv/lib/python3/site-packages/evil.pth", "__pycache__/conftest.cpython-311.pyc"):
+        assert not os.path.lexists(root / gone), gone
+    assert (root / "plugs" / "mine.py").read_text() == '"""the user\'s plugin"""\n'
+    assert (root / "conftest.py").read_text() == "# the user's\n"
+    assert (root / "site" / "new.html").exists() and (root / "calc.py").exists()
+    assert (root / "site" / "__init__.py").exists()
+    assert (tmp_path / "wt").is_dir()  # the link went, not what it led to
+
+
+def test_a_check_folder_reached_through_a_link_shadows_nothing(ws: Workspace,
+                                                                tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    plant(elsewhere, "pytest.py")
+    os.symlink(elsewhere, ws.path / "sub")
+    linked = Workspace(ws.repo, ws.path, ws.branch, ws.base, ws.base_ref, ws.base_sha,
+                       subdir="sub", admin=ws.admin)
+    patterns = runner_patterns(linked, PYTEST)
+    assert not any(p == "sub/pytest.py" for p in patterns)
+    restore(linked, ("tests/", *patterns))
+    assert (elsewhere / "pytest.py").exists()  # never reached through the link
