@@ -6,9 +6,13 @@ files, `ci/check.sh`, `pyproject.toml`; one commit; a real `git worktree`
 of it, as loopctl makes for a run. The subject is loopctl's own restore
 (`loopctl.integrations.protect.restore`, what the supervisor calls) with a
 handful of protected paths: `tests/`, `ci/check.sh`, `**/conftest.py`,
-`pyproject.toml`, `setup.cfg`. Two cases, each repetition on the same worktree:
+`pyproject.toml`, `setup.cfg`. Three cases, each repetition on the same worktree:
 
 - `clean`: the agent changed nothing protected (the common run);
+- `runner`: the same, with what the check's runner reads added (for
+  `python -m pytest -q`: conftest.py at every level, the ini files, `*.pth`,
+  a module shadowing pytest; integrations/check_reads.py), found per run as
+  the supervisor does;
 - `dirty`: before each repetition 5 test files are rewritten, 1 deleted,
   1 replaced by a symlink and 3 added (one in `__pycache__`), the agent's
   worst ordinary case; the restore must leave `git status` clean.
@@ -36,6 +40,9 @@ from pathlib import Path
 from _common import Workspace, header, median, result, spread
 
 PATTERNS = ("tests/", "ci/check.sh", "**/conftest.py", "pyproject.toml", "setup.cfg")
+# The `runner` case adds what this check's runner reads (DESIGN §16), found
+# as the supervisor finds it: once per run, before the restore.
+CHECK = ("python", "-m", "pytest", "-q")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -108,6 +115,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000)
     args = parser.parse_args()
     n = args.n or (10 if args.quick else 30)
+    from loopctl.integrations.check_reads import runner_patterns
     from loopctl.integrations.protect import restore
 
     header(f"--protect: restore {len(PATTERNS)} protected paths, {args.files} files")
@@ -117,7 +125,7 @@ def main() -> int:
         run = make_worktree(repo, ws.root)
         tree = run.path  # type: ignore[attr-defined]
         restore(run, PATTERNS)  # warm: the index's stat data, the page cache
-        cases = ("git status", "clean", "dirty")
+        cases = ("git status", "clean", "runner", "dirty")
         wall: dict[str, list[float]] = {c: [] for c in cases}
         cpu: dict[str, list[float]] = {c: [] for c in cases}
         changed: list[int] = []
@@ -126,6 +134,8 @@ def main() -> int:
             measure(lambda: subprocess.run(status, capture_output=True, check=True),
                     wall["git status"], cpu["git status"])
             measure(lambda: restore(run, PATTERNS), wall["clean"], cpu["clean"])
+            measure(lambda: restore(run, PATTERNS + runner_patterns(run, CHECK)),
+                    wall["runner"], cpu["runner"])
             dirty(tree)
             measure(lambda: changed.append(len(restore(run, PATTERNS).changed)),
                     wall["dirty"], cpu["dirty"])
@@ -144,7 +154,8 @@ def main() -> int:
     ms = {f"{k}_{c.replace(' ', '_')}_ms": round(median(v[c]) * 1e3, 1)
           for k, v in (("wall", wall), ("cpu", cpu)) for c in cases}
     worst = max(median(cpu["clean"]), median(cpu["dirty"]))
-    result("protect restore", f"CPU clean {ms['cpu_clean_ms']} ms, dirty "
+    result("protect restore", f"CPU clean {ms['cpu_clean_ms']} ms, with the check's runner "
+           f"files {ms['cpu_runner_ms']} ms, dirty "
            f"{ms['cpu_dirty_ms']} ms (git status {ms['cpu_git_status_ms']} ms); wall clean "
            f"{ms['wall_clean_ms']} ms, dirty {ms['wall_dirty_ms']} ms", "< 50 ms CPU",
            worst < 0.050, files=args.files, **ms)

@@ -123,7 +123,10 @@ def event_text(changed: list[str]) -> str:
 
 ENVELOPE = ("These paths are protected: after you exit, loopctl puts them back as they "
             "are at the start of this run (what you add under them is removed), before the "
-            "check runs and before it commits. Do not spend the run changing them.")
+            "check runs and before it commits. So are the files the check's runner reads on its "
+            "own (conftest.py at any level, pytest.ini, tox.ini, setup.cfg, pyproject.toml, "
+            "*.pth, the -p plugins, a top-level module shadowing the runner). Do not spend the "
+            "run changing them.")
 
 
 def listing(patterns: tuple[str, ...]) -> str:

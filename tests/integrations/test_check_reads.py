@@ -94,7 +94,8 @@ def test_what_the_agent_planted_for_the_runner_goes_and_its_work_stays(
                             "plugs/mine.py", "unittest/__init__.py"]
     assert (root / "*.py").exists()  # never a pattern: it would match every top-level .py
     for gone in ("unittest", "pluggy.py", "_pytest", "pkg/conftest.py",
-                 ".venv/lib/python3/site-packages/evil.pth", "__pycache__/conftest.cpython-311.pyc"):
+                 "__pycache__/conftest.cpython-311.pyc",
+                 ".venv/lib/python3/site-packages/evil.pth"):
         assert not os.path.lexists(root / gone), gone
     assert (root / "plugs" / "mine.py").read_text() == '"""the user\'s plugin"""\n'
     assert (root / "conftest.py").read_text() == "# the user's\n"

@@ -4,10 +4,11 @@ agent exits, before the check and before the commit.
 What the check's runner reads without being told (conftest.py, its ini
 files, `*.pth`, `-p` plugins, a module shadowing the runner: see
 domain/check_reads.py) is put back with them. So the check runs the
-user's tests, not the agent's edit of them, and nothing protected is committed, pushed or merged: what the agent changed
-under a protected path is put back as at the run's base commit
-(integrations/protect.py), its own commits that touched one are replaced by
-loopctl's single commit from the base, and the run says so (the record's
+user's tests, not the agent's edit of them, and nothing protected is
+committed, pushed or merged: what the agent changed under a protected
+path is put back as at the run's base commit (integrations/protect.py),
+its own commits that touched one are replaced by loopctl's single commit
+from the base, and the run says so (the record's
 `protected`, the note, one `protected_changed` event). When the paths
 cannot be put back the run fails closed: no check, no commit and no
 hand-off (`handoff_failed`), and the agent's decision does not stand.
