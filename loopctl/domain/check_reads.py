@@ -5,6 +5,7 @@ A check names its tests, but its runner reads more: pytest imports every
 `conftest.py` on the way to them and the plugins `-p` names (in its
 arguments or in an ini file's `addopts`), reads `pytest.ini`, `tox.ini`,
 `setup.cfg`, `pyproject.toml` (its `addopts`, `pythonpath`, plugins),
+the modules a conftest.py's `pytest_plugins` names,
 Python runs every `*.pth` and `sitecustomize.py` of a site folder at start
 (a venv in the worktree), loads `pytest11` entry points, and `python -m X`
 imports a top-level `X.py` of the working directory before the real one;
@@ -22,17 +23,19 @@ integrations/protect.py.
 
 from __future__ import annotations
 
+import ast
 import re
 
 # Read by Python or pytest wherever they lie in the repository: every level,
-# ignored files included (a venv the agent made or --copy brought). The
+# ignored files included (a venv the agent made or --copy brought; pytest's
+# cache, which `--lf` and `--sw` read to choose what to run). The
 # `__pycache__` entries next to them are bytecode Python may run instead of
 # the source (an `unchecked-hash` .pyc is never compared with it).
 IMPLICIT = ("**/conftest.py", "**/__pycache__/conftest.*", "**/pytest.ini", "**/.pytest.ini",
             "**/tox.ini", "**/setup.cfg", "**/pyproject.toml", "**/*.pth",
             "**/sitecustomize.py", "**/__pycache__/sitecustomize.*", "**/usercustomize.py",
             "**/__pycache__/usercustomize.*", "**/entry_points.txt", "**/.pdbrc",
-            "**/.coveragerc")
+            "**/.coveragerc", "**/.pytest_cache/**")
 
 # What other runners read, by the program's name, in the folder they run in.
 RUNNER_FILES = {
@@ -115,3 +118,24 @@ def ini_plugins(text: str) -> list[str]:
     a string or a TOML list, a comment): more than pytest loads, never
     less, whatever its parser makes of the file."""
     return [m for m in _PLUGIN.findall(text[:MAX_INI]) if is_module_name(m)]
+
+
+def conftest_plugins(text: str) -> list[str]:
+    """The modules a conftest.py's `pytest_plugins` names (a string, or a
+    list or tuple of strings, assigned at its top level)."""
+    try:
+        tree = ast.parse(text[:MAX_INI])
+    except (SyntaxError, ValueError):
+        return []  # pytest cannot import it either: the check fails
+    found: list[str] = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        if not any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in targets):
+            continue
+        value = getattr(node, "value", None)
+        items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+        found += [i.value for i in items
+                  if isinstance(i, ast.Constant) and isinstance(i.value, str)
+                  and is_module_name(i.value)]
+    return found

@@ -4,11 +4,12 @@
     runner_patterns(ws, check) -> tuple[str, ...]      raises GitError / OSError
 
 the patterns put back with `--protect`: the files every Python runner
-reads, the modules the check's `-m` and `-p` name, the `-p` plugins the
-base's ini files name, and what the agent added at the top of the folders
-the check imports from (its working folder and the repository's top) that
-shadows a module: a standard one, pytest's own, or the one `-m` runs. Only
-the base is read for the ini files (the agent's are put back anyway), and
+reads, the modules the check's `-m` and `-p` name, the plugins the base's
+ini files (`-p`) and conftest.py files (`pytest_plugins`) name, and what
+the agent added at the top of the folders the check imports from (its
+working folder and the repository's top) that shadows a module: a
+standard one, pytest's own, or the one `-m` runs. Only the base is read
+for the ini and conftest.py files (the agent's are put back anyway), and
 the folders are opened without following a symlink.
 """
 
@@ -22,37 +23,46 @@ from typing import TYPE_CHECKING
 from loopctl.domain import check_reads as rules
 from loopctl.domain.protect import GLOB
 from loopctl.integrations.git import tree_git
+from loopctl.integrations.protect import EMPTY_TREE
 
 if TYPE_CHECKING:
     from loopctl.integrations.worktree import Workspace
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SUFFIXES = (".py", ".pyc", ".pyw", ".so")
+MAX_CONFTESTS = 50
 
 
 def runner_patterns(ws: Workspace, check: tuple[str, ...] | None) -> tuple[str, ...]:
     where = ws.subdir.strip("/")
-    plugins = tuple(base_ini_plugins(ws, where))
+    plugins = tuple(base_plugins(ws, where))
     found = rules.patterns(check, where, plugins)
     runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
     names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}
     return tuple(dict.fromkeys((*found, *shadowing(ws, where, names))))
 
 
-def base_ini_plugins(ws: Workspace, where: str) -> list[str]:
-    """The `-p` plugins named by the base's ini files in `where` and at the top."""
+def base_plugins(ws: Workspace, where: str) -> list[str]:
+    """The plugins the base's files load: `-p` in its ini files (in `where`
+    and at the top), `pytest_plugins` in its conftest.py files (the first
+    MAX_CONFTESTS), each file read when at most MAX_INI bytes."""
+    conftests = tree_git(ws.admin, ws.path, "diff-tree", "-r", "--name-only", "-z",
+                         EMPTY_TREE[len(ws.base_sha)], ws.base_sha, "--",
+                         ":(top,glob)**/conftest.py").stdout.split("\0")
     paths = [rules.at(folder, name) for folder in dict.fromkeys((where, ""))
-             for name in rules.INI_FILES]
+             for name in rules.INI_FILES] + [p for p in conftests if p][:MAX_CONFTESTS]
     listed = tree_git(ws.admin, ws.path, "ls-tree", "-l", "-z", ws.base_sha, "--",
-                      *paths, check=False).stdout
+                      *paths).stdout
     found: list[str] = []
     for entry in (e for e in listed.split("\0") if "\t" in e):
-        fields = entry.split("\t", 1)[0].split()
+        meta, path = entry.split("\t", 1)
+        fields = meta.split()
         if len(fields) < 4 or fields[1] != "blob" or not fields[3].isdigit() \
                 or int(fields[3]) > rules.MAX_INI:
             continue
         text = tree_git(ws.admin, ws.path, "cat-file", "blob", fields[2], check=False).stdout
-        found += rules.ini_plugins(text)
+        found += (rules.conftest_plugins(text) if path.endswith("conftest.py")
+                  else rules.ini_plugins(text))
     return found
 
 

@@ -3,7 +3,8 @@ integrations/check_reads.py, DESIGN §16): the patterns a check adds to the
 protected paths, and what putting them back does on a real git worktree
 against what a hostile agent plants: a package shadowing the standard
 library or pytest, a link to one, a `.pth` in a venv it made, bytecode
-beside a restored conftest.py, a plugin named in the base's pyproject.toml."""
+beside a restored conftest.py, a plugin named in the base's pyproject.toml or its conftest.py's
+`pytest_plugins`."""
 
 from __future__ import annotations
 
@@ -35,6 +36,14 @@ def test_ini_plugins_are_every_p_in_the_file_whatever_its_syntax() -> None:
     assert rules.ini_plugins("\xff-p ../../etc\n-p " + "a" * 300) == []
 
 
+def test_conftest_plugins_are_the_modules_pytest_plugins_names() -> None:
+    assert rules.conftest_plugins('pytest_plugins = ["a.b", "c", "../x", 3]\n') == ["a.b", "c"]
+    assert rules.conftest_plugins("pytest_plugins = ('d',)\npytest_plugins += ['e']\n") \
+        == ["d", "e"]
+    assert rules.conftest_plugins("pytest_plugins: str = 'f'\nother = 'g'\n") == ["f"]
+    assert rules.conftest_plugins("def broken(:\n") == []
+
+
 def test_a_check_adds_its_runner_files_and_modules_where_it_runs_and_at_the_top() -> None:
     assert rules.patterns(None, "") == rules.IMPLICIT
     found = rules.patterns(("make", "test"), "sub")
@@ -57,6 +66,10 @@ def ws(tmp_path: Path) -> Workspace:
     (repo.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\n'
                                               'addopts = ["-p", "plugs.mine"]\n')
     (repo.path / "conftest.py").write_text("# the user's\n")
+    (repo.path / "tests").mkdir()
+    (repo.path / "tests" / "conftest.py").write_text('pytest_plugins = ["helpers.fixtures"]\n')
+    (repo.path / "helpers").mkdir()
+    (repo.path / "helpers" / "fixtures.py").write_text("# fixtures\n")
     (repo.path / ".gitignore").write_text(".venv/\n__pycache__/\n")
     repo.git("add", "-A")
     repo.git("commit", "-q", "-m", "base")
@@ -84,17 +97,20 @@ def test_what_the_agent_planted_for_the_runner_goes_and_its_work_stays(
     plant(root, "__pycache__/conftest.cpython-311.pyc", "\0bytecode")
     plant(root, "plugs/mine.py", "cheat\n")      # named by the base's pyproject.toml
     plant(root, "conftest.py", "cheat\n")
+    plant(root, "helpers/fixtures.py", "cheat\n")
+    plant(root, ".pytest_cache/v/cache/stepwise", '"tests/test_z.py::test_last"')  # named by the base's tests/conftest.py
     plant(root, "pkg/conftest.py", "cheat\n")
     plant(root, "site/new.html", "more docs\n")  # the agent's work: stays
     plant(root, "site/__init__.py", "")         # in a tracked folder: the project's own
     plant(root, "calc.py", "the fix\n")          # stays
     patterns = runner_patterns(ws, PYTEST)
     done = restore(ws, ("tests/", *patterns))
-    assert done.changed == ["_pytest", "conftest.py", "pkg/conftest.py", "pluggy.py",
-                            "plugs/mine.py", "unittest/__init__.py"]
+    assert done.changed == [".pytest_cache/v/cache/stepwise", "_pytest", "conftest.py", "helpers/fixtures.py",
+                            "pkg/conftest.py", "pluggy.py", "plugs/mine.py",
+                            "unittest/__init__.py"]
     assert (root / "*.py").exists()  # never a pattern: it would match every top-level .py
     for gone in ("unittest", "pluggy.py", "_pytest", "pkg/conftest.py",
-                 "__pycache__/conftest.cpython-311.pyc",
+                 "__pycache__/conftest.cpython-311.pyc", ".pytest_cache/v/cache/stepwise",
                  ".venv/lib/python3/site-packages/evil.pth"):
         assert not os.path.lexists(root / gone), gone
     assert (root / "plugs" / "mine.py").read_text() == '"""the user\'s plugin"""\n'
