@@ -97,17 +97,17 @@ def test_what_the_agent_planted_for_the_runner_goes_and_its_work_stays(
     plant(root, "__pycache__/conftest.cpython-311.pyc", "\0bytecode")
     plant(root, "plugs/mine.py", "cheat\n")      # named by the base's pyproject.toml
     plant(root, "conftest.py", "cheat\n")
-    plant(root, "helpers/fixtures.py", "cheat\n")
-    plant(root, ".pytest_cache/v/cache/stepwise", '"tests/test_z.py::test_last"')  # named by the base's tests/conftest.py
+    plant(root, "helpers/fixtures.py", "cheat\n")  # named by the base's tests/conftest.py
+    plant(root, ".pytest_cache/v/cache/stepwise", '"tests/test_z.py::test_last"')  # --sw
     plant(root, "pkg/conftest.py", "cheat\n")
     plant(root, "site/new.html", "more docs\n")  # the agent's work: stays
     plant(root, "site/__init__.py", "")         # in a tracked folder: the project's own
     plant(root, "calc.py", "the fix\n")          # stays
     patterns = runner_patterns(ws, PYTEST)
     done = restore(ws, ("tests/", *patterns))
-    assert done.changed == [".pytest_cache/v/cache/stepwise", "_pytest", "conftest.py", "helpers/fixtures.py",
-                            "pkg/conftest.py", "pluggy.py", "plugs/mine.py",
-                            "unittest/__init__.py"]
+    assert done.changed == [".pytest_cache/v/cache/stepwise", "_pytest", "conftest.py",
+                            "helpers/fixtures.py", "pkg/conftest.py", "pluggy.py",
+                            "plugs/mine.py", "unittest/__init__.py"]
     assert (root / "*.py").exists()  # never a pattern: it would match every top-level .py
     for gone in ("unittest", "pluggy.py", "_pytest", "pkg/conftest.py",
                  "__pycache__/conftest.cpython-311.pyc", ".pytest_cache/v/cache/stepwise",
