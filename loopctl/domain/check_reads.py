@@ -24,6 +24,7 @@ integrations/protect.py.
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
 
 # Read by Python or pytest wherever they lie in the repository: every level,
@@ -54,6 +55,7 @@ PYTEST_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "p
 # The ini files pytest reads `addopts` from.
 INI_FILES = ("pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 MAX_INI = 1 << 20
+GLOB = frozenset("*?[")
 _PLUGIN = re.compile(r"(?<![\w-])-p[\s\"',=]*([\w.:]+)")
 
 
@@ -72,6 +74,23 @@ def patterns(check: tuple[str, ...] | None, where: str,
         for folder in dict.fromkeys((where, "")):
             found += module_paths(module, folder)
     return tuple(dict.fromkeys(found))
+
+
+def named_paths(check: tuple[str, ...] | None, where: str) -> list[str]:
+    """The paths the check's words name, relative to the top (`ci/check.sh`
+    in `sh ci/check.sh`, `ci/pytest.ini` in `--config-file=ci/pytest.ini`):
+    those that are files at the base are the check itself. Never one
+    outside the repository, absolute or with a glob character."""
+    found = []
+    for word in check or ():
+        value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+        if not value or value.startswith(("-", "/", "~")) or GLOB & set(value) \
+                or len(value) > 1024:
+            continue
+        path = posixpath.normpath(at(where, value))
+        if path != "." and not path.startswith("../") and path != "..":
+            found.append(path)
+    return list(dict.fromkeys(found))
 
 
 def modules(argv: tuple[str, ...] | list[str]) -> list[str]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SUFFIXES = (".py", ".pyc", ".pyw", ".so")
 MAX_CONFTESTS = 50
+MAX_NAMED = 100
 
 
 def runner_patterns(ws: Workspace, check: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -39,7 +40,21 @@ def runner_patterns(ws: Workspace, check: tuple[str, ...] | None) -> tuple[str, 
     found = rules.patterns(check, where, plugins)
     runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
     names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}
-    return tuple(dict.fromkeys((*found, *shadowing(ws, where, names))))
+    return tuple(dict.fromkeys((*found, *named_files(ws, check, where),
+                                *shadowing(ws, where, names))))
+
+
+def named_files(ws: Workspace, check: tuple[str, ...] | None, where: str) -> list[str]:
+    """The files at the base the check's words name (its script, a
+    `--config-file`): the check itself. A folder it names (`pytest src`)
+    is not: that is the code under test."""
+    paths = rules.named_paths(check, where)[:MAX_NAMED]
+    if not paths:
+        return []
+    listed = tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-z", ws.base_sha, "--",
+                      *(f":(top,literal){p}" for p in paths)).stdout
+    return [entry.split("\t", 1)[1] for entry in listed.split("\0")
+            if "\t" in entry and entry.split()[1] == "blob"]
 
 
 def base_plugins(ws: Workspace, where: str) -> list[str]:
@@ -51,7 +66,7 @@ def base_plugins(ws: Workspace, where: str) -> list[str]:
                          ":(top,glob)**/conftest.py").stdout.split("\0")
     paths = [rules.at(folder, name) for folder in dict.fromkeys((where, ""))
              for name in rules.INI_FILES] + [p for p in conftests if p][:MAX_CONFTESTS]
-    listed = tree_git(ws.admin, ws.path, "ls-tree", "-l", "-z", ws.base_sha, "--",
+    listed = tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-l", "-z", ws.base_sha, "--",
                       *paths).stdout
     found: list[str] = []
     for entry in (e for e in listed.split("\0") if "\t" in e):
@@ -70,7 +85,8 @@ def shadowing(ws: Workspace, where: str, names: set[str]) -> list[str]:
     """What the agent added at the top of `where` and of the repository
     that Python would import as one of `names`: a module file (source,
     bytecode, extension) or a package (a folder with an `__init__`)."""
-    tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "-z", "--name-only", ws.base_sha,
+    tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-z", "--name-only",
+                           ws.base_sha,
                            *([f"{where}/"] if where else [])).stdout.split("\0"))
     found = []
     for folder in dict.fromkeys((where, "")):

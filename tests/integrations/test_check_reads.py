@@ -70,6 +70,9 @@ def ws(tmp_path: Path) -> Workspace:
     (repo.path / "tests" / "conftest.py").write_text('pytest_plugins = ["helpers.fixtures"]\n')
     (repo.path / "helpers").mkdir()
     (repo.path / "helpers" / "fixtures.py").write_text("# fixtures\n")
+    (repo.path / "ci").mkdir()
+    (repo.path / "ci" / "check.sh").write_text("exec pytest -c ci/pytest.ini\n")
+    (repo.path / "ci" / "pytest.ini").write_text("[pytest]\n")
     (repo.path / ".gitignore").write_text(".venv/\n__pycache__/\n")
     repo.git("add", "-A")
     repo.git("commit", "-q", "-m", "base")
@@ -131,3 +134,22 @@ def test_a_check_folder_reached_through_a_link_shadows_nothing(ws: Workspace,
     assert not any(p == "sub/pytest.py" for p in patterns)
     restore(linked, ("tests/", *patterns))
     assert (elsewhere / "pytest.py").exists()  # never reached through the link
+
+
+def test_the_files_the_check_names_are_the_check(ws: Workspace, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ws.path / "site")  # paths are the top's, wherever loopctl runs
+    plant(ws.path, "ci/check.sh", "exit 0\n")
+    plant(ws.path, "ci/pytest.ini", "[pytest]\naddopts = -p evil\n")
+    plant(ws.path, "calc.py", "the fix\n")
+    check = ("sh", "ci/check.sh", "--config-file=ci/pytest.ini", "site", "ci/../calc.py*",
+             "../outside", "/etc/passwd", ":", "calc.py2")
+    assert rules.named_paths(check, "") == ["sh", "ci/check.sh", "ci/pytest.ini", "site",
+                                            ":", "calc.py2"]
+    patterns = runner_patterns(ws, check)
+    assert {"ci/check.sh", "ci/pytest.ini"} <= set(patterns) and "site" not in patterns
+    monkeypatch.chdir(tmp_path)
+    done = restore(ws, ("tests/", *patterns))
+    assert done.changed == ["ci/check.sh", "ci/pytest.ini"]
+    assert (ws.path / "ci" / "check.sh").read_text() == "exec pytest -c ci/pytest.ini\n"
+    assert (ws.path / "calc.py").exists()
