@@ -42,6 +42,9 @@ def test_conftest_plugins_are_the_modules_pytest_plugins_names() -> None:
         == ["d", "e"]
     assert rules.conftest_plugins("pytest_plugins: str = 'f'\nother = 'g'\n") == ["f"]
     assert rules.conftest_plugins("def broken(:\n") == []
+    # A file Python cannot compile (too deep for its parser) is read all the same.
+    assert rules.conftest_plugins("x = " + "1+" * 300_000 + "1\npytest_plugins = 'h'\n") \
+        == ["h"]
 
 
 def test_a_check_adds_its_runner_files_and_modules_where_it_runs_and_at_the_top() -> None:
