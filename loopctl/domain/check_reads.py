@@ -142,6 +142,14 @@ def ini_plugins(text: str) -> list[str]:
     return [m for m in _PLUGIN.findall(text[:MAX_INI]) if is_module_name(m)]
 
 
+def env_plugins(env: dict[str, str | None]) -> list[str]:
+    """The plugins the loop's env loads: `-p` in `PYTEST_ADDOPTS`, the
+    modules `PYTEST_PLUGINS` lists (comma-separated)."""
+    named = (env.get("PYTEST_PLUGINS") or "").split(",")
+    return ini_plugins(env.get("PYTEST_ADDOPTS") or "") + \
+        [n.strip() for n in named if is_module_name(n.strip())]
+
+
 def conftest_plugins(text: str) -> list[str]:
     """The modules a conftest.py's `pytest_plugins` names: the strings in
     what is assigned to it at the start of a line (a string, or a list or

@@ -1,14 +1,15 @@
 """What the check's runner reads without being told, on a real worktree
 (DESIGN §16; the rules are domain/check_reads.py):
 
-    runner_patterns(ws, check) -> tuple[str, ...]      raises GitError / OSError
+    runner_patterns(ws, check, env) -> tuple[str, ...]   raises GitError / OSError
 
 the patterns put back with `--protect`: the files every Python runner
 reads, the modules the check's `-m` and `-p` name, the plugins the base's
-ini files (`-p`) and conftest.py files (`pytest_plugins`) name, and what
-the agent added at the top of the folders the check imports from (its
-working folder and the repository's top) that shadows a module: a
-standard one, pytest's own, or the one `-m` runs. Only the base is read
+ini files (`-p`) and conftest.py files (`pytest_plugins`) and the loop's
+env (`PYTEST_ADDOPTS`, `PYTEST_PLUGINS`) name, and what the agent added at
+the top of the folders the check imports from (its working folder and the
+repository's top) that shadows a module: a standard one, pytest's own, or
+the one `-m` runs. Only the base is read
 for the ini and conftest.py files (the agent's are put back anyway), and
 the folders are opened without following a symlink.
 """
@@ -34,9 +35,10 @@ MAX_CONFTESTS = 50
 MAX_NAMED = 100
 
 
-def runner_patterns(ws: Workspace, check: tuple[str, ...] | None) -> tuple[str, ...]:
+def runner_patterns(ws: Workspace, check: tuple[str, ...] | None,
+                    env: dict[str, str | None] | None = None) -> tuple[str, ...]:
     where = ws.subdir.strip("/")
-    plugins = tuple(base_plugins(ws, where))
+    plugins = (*base_plugins(ws, where), *rules.env_plugins(env or {}))
     found = rules.patterns(check, where, plugins)
     runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
     names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}

@@ -36,6 +36,13 @@ def test_ini_plugins_are_every_p_in_the_file_whatever_its_syntax() -> None:
     assert rules.ini_plugins("\xff-p ../../etc\n-p " + "a" * 300) == []
 
 
+def test_env_plugins_are_what_pytest_addopts_and_pytest_plugins_load() -> None:
+    env: dict[str, str | None] = {"PYTEST_ADDOPTS": "-q -p a.b", "PYTEST_PLUGINS": "c, d.e,,-x",
+                                  "OTHER": "-p z"}
+    assert rules.env_plugins(env) == ["a.b", "c", "d.e"]
+    assert rules.env_plugins({"PYTEST_PLUGINS": None}) == []
+
+
 def test_conftest_plugins_are_the_modules_pytest_plugins_names() -> None:
     assert rules.conftest_plugins('pytest_plugins = ["a.b", "c", "../x", 3]\n') == ["a.b", "c"]
     assert rules.conftest_plugins("pytest_plugins = ('d',)\npytest_plugins += ['e']\n") \
@@ -151,6 +158,7 @@ def test_the_files_the_check_names_are_the_check(ws: Workspace, tmp_path: Path,
                                             ":", "calc.py2"]
     patterns = runner_patterns(ws, check)
     assert {"ci/check.sh", "ci/pytest.ini"} <= set(patterns) and "site" not in patterns
+    assert "envplug.py*" in runner_patterns(ws, check, {"PYTEST_PLUGINS": "envplug"})
     monkeypatch.chdir(tmp_path)
     done = restore(ws, ("tests/", *patterns))
     assert done.changed == ["ci/check.sh", "ci/pytest.ini"]

@@ -40,7 +40,8 @@ def restore(ctx: RunContext, ws: Workspace | None, loop: LoopDef,
     from loopctl.integrations.check_reads import runner_patterns
 
     try:
-        done = protect.restore(ws, loop.protect + runner_patterns(ws, loop.check), loop.copy)
+        reads = runner_patterns(ws, loop.check, loop.env)
+        done = protect.restore(ws, loop.protect + reads, loop.copy)
     except (LoopctlError, OSError) as exc:
         reason = line(exc.message if isinstance(exc, LoopctlError) else str(exc))[:300]
         result.decision = None
