@@ -59,6 +59,9 @@ _PLUGINS_AT = re.compile(r"^[ \t]*pytest_plugins[ \t]*(?::[^=\n]*)?\+?=[ \t]*", 
 _STRING = re.compile(r"""["']([\w.]+)["']""")
 MAX_VALUE = 1 << 16
 MAX_ASSIGNMENTS = 100
+_PYTHONPATH = re.compile(r"^[ \t]*pythonpath[ \t]*=(.*)$", re.MULTILINE)
+_WORD = re.compile(r"[\w./-]+")
+MAX_FOLDERS = 10
 _PLUGIN = re.compile(r"(?<![\w-])-p[\s\"',=]*([\w.:]+)")
 
 
@@ -87,11 +90,8 @@ def named_paths(check: tuple[str, ...] | None, where: str) -> list[str]:
     found = []
     for word in check or ():
         value = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
-        if not value or value.startswith(("-", "/", "~")) or GLOB & set(value) \
-                or len(value) > 1024:
-            continue
-        path = posixpath.normpath(at(where, value))
-        if path != "." and not path.startswith("../") and path != "..":
+        path = None if value.startswith("-") else inside(where, value)
+        if path:
             found.append(path)
     return list(dict.fromkeys(found))
 
@@ -140,6 +140,33 @@ def ini_plugins(text: str) -> list[str]:
     a string or a TOML list, a comment): more than pytest loads, never
     less, whatever its parser makes of the file."""
     return [m for m in _PLUGIN.findall(text[:MAX_INI]) if is_module_name(m)]
+
+
+def inside(where: str, relative: str) -> str | None:
+    """`relative` (from `where`) as a path from the top ("" for the top);
+    None when it leaves the repository, is absolute or holds a glob."""
+    if not relative or relative.startswith(("/", "~")) or GLOB & set(relative) \
+            or len(relative) > 1024:
+        return None
+    path = posixpath.normpath(at(where, relative))
+    if path == ".." or path.startswith("../"):
+        return None
+    return "" if path == "." else path
+
+
+def import_folders(where: str, env: dict[str, str | None],
+                   ini_texts: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The folders Python or pytest imports from, in the repository: where
+    the check runs (`python -m` puts it first), the top, the relative
+    entries of the loop's `PYTHONPATH` (from where the check runs) and of
+    `pythonpath` in the base's ini files (from each file's folder,
+    `ini_texts` being (folder, text) pairs)."""
+    found: list[str | None] = [where, ""]
+    found += [inside(where, e) for e in (env.get("PYTHONPATH") or "").split(":")]
+    for folder, text in ini_texts:
+        for value in _PYTHONPATH.findall(text[:MAX_INI]):
+            found += [inside(folder, w) for w in _WORD.findall(value)]
+    return [f for f in dict.fromkeys(found) if f is not None][:MAX_FOLDERS]
 
 
 def env_plugins(env: dict[str, str | None]) -> list[str]:

@@ -7,8 +7,9 @@ the patterns put back with `--protect`: the files every Python runner
 reads, the modules the check's `-m` and `-p` name, the plugins the base's
 ini files (`-p`) and conftest.py files (`pytest_plugins`) and the loop's
 env (`PYTEST_ADDOPTS`, `PYTEST_PLUGINS`) name, and what the agent added at
-the top of the folders the check imports from (its working folder and the
-repository's top) that shadows a module: a standard one, pytest's own, or
+the top of the folders the check imports from (its working folder, the
+repository's top, the relative `PYTHONPATH` and ini `pythonpath` entries)
+that shadows a module: a standard one, pytest's own, or
 the one `-m` runs. Only the base is read
 for the ini and conftest.py files (the agent's are put back anyway), and
 the folders are opened without following a symlink.
@@ -38,12 +39,18 @@ MAX_NAMED = 100
 def runner_patterns(ws: Workspace, check: tuple[str, ...] | None,
                     env: dict[str, str | None] | None = None) -> tuple[str, ...]:
     where = ws.subdir.strip("/")
-    plugins = (*base_plugins(ws, where), *rules.env_plugins(env or {}))
-    found = rules.patterns(check, where, plugins)
+    texts = base_texts(ws, where)
+    plugins = [m for path, text in texts for m in (
+        rules.conftest_plugins(text) if path.endswith("conftest.py") else rules.ini_plugins(text))]
+    plugins += rules.env_plugins(env or {})
+    found = rules.patterns(check, where, tuple(plugins))
+    inis = tuple((path.rpartition("/")[0], text) for path, text in texts
+                 if not path.endswith("conftest.py"))
+    folders = rules.import_folders(where, env or {}, inis)
     runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
     names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}
     return tuple(dict.fromkeys((*found, *named_files(ws, check, where),
-                                *shadowing(ws, where, names))))
+                                *shadowing(ws, folders, names))))
 
 
 def named_files(ws: Workspace, check: tuple[str, ...] | None, where: str) -> list[str]:
@@ -59,18 +66,18 @@ def named_files(ws: Workspace, check: tuple[str, ...] | None, where: str) -> lis
             if "\t" in entry and entry.split()[1] == "blob"]
 
 
-def base_plugins(ws: Workspace, where: str) -> list[str]:
-    """The plugins the base's files load: `-p` in its ini files (in `where`
-    and at the top), `pytest_plugins` in its conftest.py files (the first
-    MAX_CONFTESTS), each file read when at most MAX_INI bytes."""
+def base_texts(ws: Workspace, where: str) -> list[tuple[str, str]]:
+    """The base's ini files (in `where` and at the top) and conftest.py
+    files (the first MAX_CONFTESTS), each (path, text) when at most
+    MAX_INI bytes: what names the plugins and import folders pytest uses."""
     conftests = tree_git(ws.admin, ws.path, "diff-tree", "-r", "--name-only", "-z",
                          EMPTY_TREE[len(ws.base_sha)], ws.base_sha, "--",
                          ":(top,glob)**/conftest.py").stdout.split("\0")
     paths = [rules.at(folder, name) for folder in dict.fromkeys((where, ""))
              for name in rules.INI_FILES] + [p for p in conftests if p][:MAX_CONFTESTS]
-    listed = tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-l", "-z", ws.base_sha, "--",
-                      *paths).stdout
-    found: list[str] = []
+    listed = tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-l", "-z", ws.base_sha,
+                      "--", *paths).stdout
+    found = []
     for entry in (e for e in listed.split("\0") if "\t" in e):
         meta, path = entry.split("\t", 1)
         fields = meta.split()
@@ -78,20 +85,19 @@ def base_plugins(ws: Workspace, where: str) -> list[str]:
                 or int(fields[3]) > rules.MAX_INI:
             continue
         text = tree_git(ws.admin, ws.path, "cat-file", "blob", fields[2], check=False).stdout
-        found += (rules.conftest_plugins(text) if path.endswith("conftest.py")
-                  else rules.ini_plugins(text))
+        found.append((path, text))
     return found
 
 
-def shadowing(ws: Workspace, where: str, names: set[str]) -> list[str]:
-    """What the agent added at the top of `where` and of the repository
-    that Python would import as one of `names`: a module file (source,
+def shadowing(ws: Workspace, folders: list[str], names: set[str]) -> list[str]:
+    """What the agent added at the top of the folders Python imports from
+    that it would import as one of `names`: a module file (source,
     bytecode, extension) or a package (a folder with an `__init__`)."""
-    tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-z", "--name-only",
-                           ws.base_sha,
-                           *([f"{where}/"] if where else [])).stdout.split("\0"))
     found = []
-    for folder in dict.fromkeys((where, "")):
+    for folder in folders:
+        tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-z",
+                               "--name-only", ws.base_sha, *([f"{folder}/"] if folder else [])
+                               ).stdout.split("\0"))
         for entry in _entries(ws, folder):
             path = rules.at(folder, entry)
             if path not in tracked and _module_of(ws, path, entry) in names:

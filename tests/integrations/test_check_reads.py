@@ -54,6 +54,13 @@ def test_conftest_plugins_are_the_modules_pytest_plugins_names() -> None:
         == ["h"]
 
 
+def test_import_folders_are_where_python_and_pytest_import_from() -> None:
+    env: dict[str, str | None] = {"PYTHONPATH": "src:/abs:../out:lib/../vendor::*"}
+    ini = ("pkg", '[tool.pytest.ini_options]\npythonpath = ["src", "."]\n')
+    assert rules.import_folders("sub", env, (ini, ("", "[pytest]\npythonpath = a b\n"))) \
+        == ["sub", "", "sub/src", "out", "sub/vendor", "pkg/src", "pkg", "a", "b"]
+
+
 def test_a_check_adds_its_runner_files_and_modules_where_it_runs_and_at_the_top() -> None:
     assert rules.patterns(None, "") == rules.IMPLICIT
     found = rules.patterns(("make", "test"), "sub")
@@ -159,6 +166,9 @@ def test_the_files_the_check_names_are_the_check(ws: Workspace, tmp_path: Path,
     patterns = runner_patterns(ws, check)
     assert {"ci/check.sh", "ci/pytest.ini"} <= set(patterns) and "site" not in patterns
     assert "envplug.py*" in runner_patterns(ws, check, {"PYTEST_PLUGINS": "envplug"})
+    plant(ws.path, "plugs/json.py")  # plugs/ on PYTHONPATH: json.py there shadows json
+    assert "plugs/json.py" in runner_patterns(ws, check, {"PYTHONPATH": "plugs"})
+    assert "plugs/json.py" not in runner_patterns(ws, check, {})
     monkeypatch.chdir(tmp_path)
     done = restore(ws, ("tests/", *patterns))
     assert done.changed == ["ci/check.sh", "ci/pytest.ini"]
