@@ -9,10 +9,9 @@ ini files (`-p`) and conftest.py files (`pytest_plugins`) and the loop's
 env (`PYTEST_ADDOPTS`, `PYTEST_PLUGINS`) name, and what the agent added at
 the top of the folders the check imports from (its working folder, the
 repository's top, the relative `PYTHONPATH` and ini `pythonpath` entries)
-that shadows a module: a standard one, pytest's own, or
-the one `-m` runs. Only the base is read
-for the ini and conftest.py files (the agent's are put back anyway), and
-the folders are opened without following a symlink.
+that shadows a module: a standard one, pytest's own, or the one `-m` runs.
+Only the base is read for the ini and conftest.py files (the agent's are
+put back anyway), and the folders are opened without following a symlink.
 """
 
 from __future__ import annotations
