@@ -115,7 +115,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=10_000)
     args = parser.parse_args()
     n = args.n or (10 if args.quick else 30)
-    from loopctl.integrations.check_reads import runner_patterns
+    from loopctl.integrations.check_reads import runner_specs
     from loopctl.integrations.protect import restore
 
     header(f"--protect: restore {len(PATTERNS)} protected paths, {args.files} files")
@@ -134,7 +134,7 @@ def main() -> int:
             measure(lambda: subprocess.run(status, capture_output=True, check=True),
                     wall["git status"], cpu["git status"])
             measure(lambda: restore(run, PATTERNS), wall["clean"], cpu["clean"])
-            measure(lambda: restore(run, PATTERNS + runner_patterns(run, CHECK)),
+            measure(lambda: restore(run, PATTERNS, (), runner_specs(run, CHECK)),
                     wall["runner"], cpu["runner"])
             dirty(tree)
             measure(lambda: changed.append(len(restore(run, PATTERNS).changed)),

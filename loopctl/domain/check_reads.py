@@ -14,11 +14,10 @@ these are put back at the run's base commit like the protected paths (what
 the agent added there is removed; what it changed is listed in the
 record's `protected`).
 
-The rules here are pure: the patterns (relative to the repository's top,
-in `--protect` syntax) for a check and the folder it runs in, and the `-p`
-plugins an ini file names. What the agent added at the top of the folders
-the check imports from, shadowing a module, is found in
-integrations/protect.py.
+The rules here are pure: the git pathspecs for a check and the folder it
+runs in, and the plugins and import folders the base's files name. What
+the agent added at the top of the folders the check imports from,
+shadowing a module, is found in integrations/check_reads.py.
 """
 
 from __future__ import annotations
@@ -65,21 +64,33 @@ MAX_FOLDERS = 10
 _PLUGIN = re.compile(r"(?<![\w-])-p[\s\"',=]*([\w.:]+)")
 
 
-def patterns(check: tuple[str, ...] | None, where: str,
-             plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Everything to put back for a check run in `where` (the folder
-    relative to the top, "" for the top): IMPLICIT, the runner's own
-    files, the module `-m` runs and the plugins `-p` (or an ini file of the
-    base, `plugins`) loads, each looked up in `where` and at the top."""
-    if not check:
-        return IMPLICIT
-    found = [*IMPLICIT]
-    program = check[0].rsplit("/", 1)[-1]
-    found += [at(where, name) for name in RUNNER_FILES.get(program, ())]
-    for module in (*modules(check), *plugins):
+def specs(check: tuple[str, ...] | None, where: str,
+          plugins: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The git pathspecs of everything to put back for a check run in
+    `where` (the folder relative to the top, "" for the top): IMPLICIT,
+    the runner's own files, the module `-m` runs and the plugins `-p` (or
+    the base's files, `plugins`) load, each looked up in `where` and at
+    the top."""
+    found = [glob("", pattern) for pattern in IMPLICIT]
+    if check:
+        program = check[0].rsplit("/", 1)[-1]
+        found += [literal(at(where, name)) for name in RUNNER_FILES.get(program, ())]
+    for module in (*modules(check or ()), *plugins):
         for folder in dict.fromkeys((where, "")):
-            found += module_paths(module, folder)
+            found += [glob(folder, tail) for tail in module_paths(module)]
     return tuple(dict.fromkeys(found))
+
+
+def literal(path: str) -> str:
+    """The pathspec of exactly `path` (and what is under it), from the top."""
+    return f":(top,literal){path}"
+
+
+def glob(folder: str, pattern: str) -> str:
+    """The pathspec of `pattern` (`*` within a folder, `**` across) under
+    `folder`, whose own name is matched literally whatever it holds."""
+    escaped = re.sub(r"([*?\[\]\\])", r"\\\1", folder)
+    return f":(top,glob){at(escaped, pattern)}"
 
 
 def named_paths(check: tuple[str, ...] | None, where: str) -> list[str]:
@@ -115,17 +126,18 @@ def is_module_name(name: str) -> bool:
     return 0 < len(name) <= 200 and all(p.isidentifier() for p in name.split("."))
 
 
-def module_paths(name: str, where: str) -> list[str]:
-    """Where Python finds module `name` relative to `where`: the
-    `__init__` of each package on the way, and the module as a file,
-    bytecode, an extension or a package (its `__init__` and `__main__`)."""
+def module_paths(name: str) -> list[str]:
+    """Where Python finds module `name`, as globs relative to a folder on
+    its path: the `__init__` of each package on the way, and the module as
+    a file, bytecode, an extension or a package (its `__init__` and
+    `__main__`)."""
     parts = name.split(".")
     found = []
     for depth in range(1, len(parts) + 1):
-        package = at(where, "/".join(parts[:depth]))
+        package = "/".join(parts[:depth])
         found += [f"{package}/__init__.*", f"{package}/__main__.*",
                   f"{package}/__pycache__/__init__.*", f"{package}/__pycache__/__main__.*"]
-    stem = at(where, "/".join(parts))
+    stem = "/".join(parts)
     parent, _, leaf = stem.rpartition("/")
     cache = f"{parent}/__pycache__" if parent else "__pycache__"
     return [*found, f"{stem}.py*", f"{stem}.*so", f"{cache}/{leaf}.*"]

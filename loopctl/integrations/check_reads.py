@@ -1,9 +1,10 @@
 """What the check's runner reads without being told, on a real worktree
 (DESIGN §16; the rules are domain/check_reads.py):
 
-    runner_patterns(ws, check, env) -> tuple[str, ...]   raises GitError / OSError
+    runner_specs(ws, check, env) -> tuple[str, ...]   raises GitError / OSError
 
-the patterns put back with `--protect`: the files every Python runner
+the git pathspecs put back with `--protect` (integrations/protect.py's
+`restore(..., specs=)`): the files every Python runner
 reads, the modules the check's `-m` and `-p` name, the plugins the base's
 ini files (`-p`) and conftest.py files (`pytest_plugins`) and the loop's
 env (`PYTEST_ADDOPTS`, `PYTEST_PLUGINS`) name, and what the agent added at
@@ -35,21 +36,21 @@ MAX_CONFTESTS = 50
 MAX_NAMED = 100
 
 
-def runner_patterns(ws: Workspace, check: tuple[str, ...] | None,
+def runner_specs(ws: Workspace, check: tuple[str, ...] | None,
                     env: dict[str, str | None] | None = None) -> tuple[str, ...]:
     where = ws.subdir.strip("/")
     texts = base_texts(ws, where)
     plugins = [m for path, text in texts for m in (
         rules.conftest_plugins(text) if path.endswith("conftest.py") else rules.ini_plugins(text))]
     plugins += rules.env_plugins(env or {})
-    found = rules.patterns(check, where, tuple(plugins))
+    found = rules.specs(check, where, tuple(plugins))
     inis = tuple((path.rpartition("/")[0], text) for path, text in texts
                  if not path.endswith("conftest.py"))
     folders = rules.import_folders(where, env or {}, inis)
     runners = set(rules.modules(check or ())) | {(check or ("",))[0].rsplit("/", 1)[-1]}
     names = set(sys.stdlib_module_names) | rules.PYTEST_MODULES | {r.split(".")[0] for r in runners}
-    return tuple(dict.fromkeys((*found, *named_files(ws, check, where),
-                                *shadowing(ws, folders, names))))
+    paths = (*named_files(ws, check, where), *shadowing(ws, folders, names))
+    return tuple(dict.fromkeys((*found, *(rules.literal(p) for p in paths))))
 
 
 def named_files(ws: Workspace, check: tuple[str, ...] | None, where: str) -> list[str]:
@@ -97,7 +98,7 @@ def shadowing(ws: Workspace, folders: list[str], names: set[str]) -> list[str]:
         tracked = set(tree_git(ws.admin, ws.path, "ls-tree", "--full-tree", "-z",
                                "--name-only", ws.base_sha, *([f"{folder}/"] if folder else [])
                                ).stdout.split("\0"))
-        for entry in _entries(ws, folder):
+        for entry in _entries(ws, folder):  # no glob in a name: it means itself
             path = rules.at(folder, entry)
             if path not in tracked and _module_of(ws, path, entry) in names:
                 found.append(path)

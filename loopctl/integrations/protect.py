@@ -46,7 +46,8 @@ def _listed(ws: Workspace, *args: str, env: dict[str, str] | None = None) -> lis
     return [p for p in proc.stdout.split("\0") if p]
 
 
-def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()) -> Restored:
+def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = (),
+            specs: tuple[str, ...] = ()) -> Restored:
     """Put every protected path back as at the base; what was changed.
 
     What the agent changed is found with an index of loopctl's own, read
@@ -55,18 +56,18 @@ def restore(ws: Workspace, patterns: tuple[str, ...], copy: tuple[str, ...] = ()
     would hide an edit from a `git diff` through it), and files hashed
     against an index without stat data are compared by content. That index
     holds only the protected entries of the base, so only they are hashed."""
-    specs = pathspecs(patterns)
+    every = [*pathspecs(patterns), *specs]  # `specs`: git pathspecs, taken as they are
     drivers = drivers_off(configured_drivers(ws))
     with tempfile.TemporaryDirectory(prefix="loopctl-protect-") as scratch:
         based = {**drivers, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
-        _base_index(ws, specs, based)
-        edited = _listed(ws, "diff-files", "--name-only", "-z", "--", *specs, env=based)
-        added = _listed(ws, "ls-files", "-z", "--others", "--", *specs, env=based)
+        _base_index(ws, every, based)
+        edited = _listed(ws, "diff-files", "--name-only", "-z", "--", *every, env=based)
+        added = _listed(ws, "ls-files", "-z", "--others", "--", *every, env=based)
         staged = _listed(ws, "diff", "--cached", "--name-only", "-z", "--no-renames",
-                         ws.base_sha, "--", *specs, env=drivers)  # the worktree's own index
+                         ws.base_sha, "--", *every, env=drivers)  # the worktree's own index
         ignored = _ignored(ws, added)
         done = Restored(sorted(set(edited) | set(staged) | {p for p in added if p not in ignored}),
-                        added, _flatten(ws, specs))
+                        added, _flatten(ws, every))
         for relative in sorted(added, reverse=True):  # inner paths first
             remove_under(ws.path, relative.rstrip("/"))
         if edited:

@@ -15,7 +15,7 @@ import pytest
 from workspace.repos import git, make_repo
 
 from loopctl.domain import check_reads as rules
-from loopctl.integrations.check_reads import runner_patterns
+from loopctl.integrations.check_reads import runner_specs
 from loopctl.integrations.protect import restore
 from loopctl.integrations.worktree import Workspace, common_dir, find_admin
 
@@ -62,14 +62,18 @@ def test_import_folders_are_where_python_and_pytest_import_from() -> None:
 
 
 def test_a_check_adds_its_runner_files_and_modules_where_it_runs_and_at_the_top() -> None:
-    assert rules.patterns(None, "") == rules.IMPLICIT
-    found = rules.patterns(("make", "test"), "sub")
-    assert {"sub/Makefile", "sub/GNUmakefile", "**/conftest.py", "**/*.pth"} <= set(found)
-    found = rules.patterns(PYTEST, "sub", ("pkg.plug",))
-    assert {"sub/pytest.py*", "pytest.py*", "pytest/__init__.*", "sub/pytest/__main__.*",
-            "pkg/__init__.*", "pkg/plug.py*", "pkg/plug.*so", "pkg/__pycache__/plug.*",
-            "sub/pkg/plug/__init__.*"} <= set(found)
+    assert rules.specs(None, "") == tuple(f":(top,glob){p}" for p in rules.IMPLICIT)
+    found = rules.specs(("make", "test"), "sub")
+    assert {":(top,literal)sub/Makefile", ":(top,literal)sub/GNUmakefile",
+            ":(top,glob)**/conftest.py", ":(top,glob)**/*.pth"} <= set(found)
+    found = rules.specs(PYTEST, "sub", ("pkg.plug",))
+    assert {f":(top,glob){p}" for p in (
+        "sub/pytest.py*", "pytest.py*", "pytest/__init__.*", "sub/pytest/__main__.*",
+        "pkg/__init__.*", "pkg/plug.py*", "pkg/plug.*so", "pkg/__pycache__/plug.*",
+        "sub/pkg/plug/__init__.*")} <= set(found)
     assert len(found) == len(set(found))
+    # A folder's own name is literal in a glob: `a[1]` is not `a1`.
+    assert ":(top,glob)a\\[1\\]\\*/pytest.py*" in rules.specs(PYTEST, "a[1]*")
 
 
 @pytest.fixture
@@ -123,8 +127,8 @@ def test_what_the_agent_planted_for_the_runner_goes_and_its_work_stays(
     plant(root, "site/new.html", "more docs\n")  # the agent's work: stays
     plant(root, "site/__init__.py", "")         # in a tracked folder: the project's own
     plant(root, "calc.py", "the fix\n")          # stays
-    patterns = runner_patterns(ws, PYTEST)
-    done = restore(ws, ("tests/", *patterns))
+    patterns = runner_specs(ws, PYTEST)
+    done = restore(ws, ("tests/",), specs=patterns)
     assert done.changed == [".pytest_cache/v/cache/stepwise", "_pytest", "conftest.py",
                             "helpers/fixtures.py", "pkg/conftest.py", "pluggy.py",
                             "plugs/mine.py", "unittest/__init__.py"]
@@ -147,9 +151,9 @@ def test_a_check_folder_reached_through_a_link_shadows_nothing(ws: Workspace,
     os.symlink(elsewhere, ws.path / "sub")
     linked = Workspace(ws.repo, ws.path, ws.branch, ws.base, ws.base_ref, ws.base_sha,
                        subdir="sub", admin=ws.admin)
-    patterns = runner_patterns(linked, PYTEST)
-    assert not any(p == "sub/pytest.py" for p in patterns)
-    restore(linked, ("tests/", *patterns))
+    patterns = runner_specs(linked, PYTEST)
+    assert not any(p.endswith("sub/pytest.py") for p in patterns)
+    restore(linked, ("tests/",), specs=patterns)
     assert (elsewhere / "pytest.py").exists()  # never reached through the link
 
 
@@ -163,14 +167,29 @@ def test_the_files_the_check_names_are_the_check(ws: Workspace, tmp_path: Path,
              "../outside", "/etc/passwd", ":", "calc.py2")
     assert rules.named_paths(check, "") == ["sh", "ci/check.sh", "ci/pytest.ini", "site",
                                             ":", "calc.py2"]
-    patterns = runner_patterns(ws, check)
-    assert {"ci/check.sh", "ci/pytest.ini"} <= set(patterns) and "site" not in patterns
-    assert "envplug.py*" in runner_patterns(ws, check, {"PYTEST_PLUGINS": "envplug"})
+    patterns = runner_specs(ws, check)
+    assert {":(top,literal)ci/check.sh", ":(top,literal)ci/pytest.ini"} <= set(patterns)
+    assert ":(top,literal)site" not in patterns
+    assert ":(top,glob)envplug.py*" in runner_specs(ws, check, {"PYTEST_PLUGINS": "envplug"})
     plant(ws.path, "plugs/json.py")  # plugs/ on PYTHONPATH: json.py there shadows json
-    assert "plugs/json.py" in runner_patterns(ws, check, {"PYTHONPATH": "plugs"})
-    assert "plugs/json.py" not in runner_patterns(ws, check, {})
+    assert ":(top,literal)plugs/json.py" in runner_specs(ws, check, {"PYTHONPATH": "plugs"})
+    assert ":(top,literal)plugs/json.py" not in runner_specs(ws, check, {})
     monkeypatch.chdir(tmp_path)
-    done = restore(ws, ("tests/", *patterns))
+    done = restore(ws, ("tests/",), specs=patterns)
     assert done.changed == ["ci/check.sh", "ci/pytest.ini"]
     assert (ws.path / "ci" / "check.sh").read_text() == "exec pytest -c ci/pytest.ini\n"
     assert (ws.path / "calc.py").exists()
+
+
+def test_a_check_folder_with_glob_characters_is_matched_as_named(ws: Workspace) -> None:
+    for folder in ("a[1]", "a1"):
+        plant(ws.path, f"{folder}/keep.txt", "kept\n")
+    git(ws.path, "add", "-A")
+    git(ws.path, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "folders")
+    based = Workspace(ws.repo, ws.path, ws.branch, ws.base, ws.base_ref,
+                      git(ws.path, "rev-parse", "HEAD").strip(), subdir="a[1]", admin=ws.admin)
+    for folder in ("a[1]", "a1"):  # a namespace `pytest` with a __main__: run by `-m pytest`
+        plant(ws.path, f"{folder}/pytest/__main__.py", "raise SystemExit(0)\n")
+    done = restore(based, (), specs=runner_specs(based, PYTEST))
+    assert done.changed == ["a[1]/pytest/__main__.py"]
+    assert (ws.path / "a1" / "pytest" / "__main__.py").exists()

@@ -37,11 +37,11 @@ def restore(ctx: RunContext, ws: Workspace | None, loop: LoopDef,
     if ws is None or not loop.protect:
         return None
     from loopctl.integrations import protect
-    from loopctl.integrations.check_reads import runner_patterns
+    from loopctl.integrations.check_reads import runner_specs
 
     try:
-        reads = runner_patterns(ws, loop.check, loop.env)
-        done = protect.restore(ws, loop.protect + reads, loop.copy)
+        reads = runner_specs(ws, loop.check, loop.env)
+        done = protect.restore(ws, loop.protect, loop.copy, reads)
     except (LoopctlError, OSError) as exc:
         reason = line(exc.message if isinstance(exc, LoopctlError) else str(exc))[:300]
         result.decision = None
