@@ -3,8 +3,9 @@
 Pages (`/`, `/loops/NAME`, `/doctor`) and their form actions; the API
 (`/api/...`), `/metrics`, the webhooks (`/hooks/...`) and the live stream
 (`/api/events`). Every request must name an allowed `Host`; every request
-but a signed GitHub delivery needs the token (bearer or cookie); a
-cookie-authenticated POST also needs the CSRF token of the page's form.
+but a signed GitHub delivery needs the bearer token or, for pages, their
+forms and their live stream, a browser session; a session's POST also
+needs the session's CSRF token, which its pages' forms carry.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class App:
         # thread shares the interpreter lock with them, and a fire must not
         # wait behind a crowd of renders (bench/serve.py, lateness under load).
         self.renders = threading.BoundedSemaphore(1 if in_daemon else 8)
+        self.local = threading.local()  # the caller's CSRF token, per request thread
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -86,20 +88,33 @@ class App:
         path = request.path
         if path == "/hooks/github" and request.method == "POST":
             return self._github(request)
-        caller = self.auth.caller(request.headers)
+        caller = self.auth.caller(request.headers, path)
         if request.method in ("GET", "HEAD") and "token" in dict(parse_qsl(request.query)):
-            if not self.auth.query_token_ok(request.query):
-                return self._unauthorized(request)
-            # The token, once, from the printed URL: a cookie, and the page again without it.
-            return Response(303, headers=[("Location", without_token(path, request.query)),
-                                          ("Set-Cookie", self.auth.set_cookie(request.secure))])
+            return self._log_in(request)
         if caller.via is None:
             return self._unauthorized(request)
-        if request.method in STATE_CHANGING and caller.via == "cookie" \
-                and not self.auth.csrf_ok(self._csrf_of(request)):
+        self.local.csrf = caller.csrf
+        if request.method in STATE_CHANGING and caller.via == "session" \
+                and not self.auth.csrf_ok(caller, self._csrf_of(request)):
             return self._failed(request, 403, "missing or wrong CSRF token: reload the page "
                                 "and try again")
         return self._authorized(request)
+
+    def _log_in(self, request: Request) -> Response:
+        """The token, once, from the printed URL: a new session's cookie,
+        and the same page again without the token."""
+        if not self.auth.query_token_ok(request.query):
+            return self._unauthorized(request)
+        location = without_token(request.raw_path, request.query)
+        if location is None:
+            return self._failed(request, 400, "this address cannot be redirected to")
+        return Response(303, headers=[("Location", location),
+                                      ("Set-Cookie", self.auth.set_cookie(request.secure))])
+
+    def page_csrf(self) -> str:
+        """The CSRF token for the forms of the page being rendered (the
+        session's; none for a bearer caller, who needs none)."""
+        return str(getattr(self.local, "csrf", ""))
 
     def _unauthorized(self, request: Request) -> Response:
         headers = [("WWW-Authenticate", 'Bearer realm="loopctl"')]

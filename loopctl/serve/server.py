@@ -41,6 +41,7 @@ class Request:
     headers: dict[str, str]
     body: bytes = b""
     secure: bool = False
+    raw_path: str = "/"  # as sent, still %-encoded: what a Location is built from
 
 
 @record
@@ -160,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
         request = Request(self.command, unquote(parts.path), parts.query, headers,
-                          secure=self.server.tls is not None)
+                          secure=self.server.tls is not None, raw_path=parts.path)
         refused = self._read_body(request)
         response = refused or self.server.app.handle(request)
         self.watchdog.cancel()
