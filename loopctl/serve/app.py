@@ -68,6 +68,40 @@ class App:
     def log_request(self, client: str, said: str) -> None:
         self.log(f"{client} {said}")
 
+    def admit(self, request: Request) -> Response | None:
+        """Before a byte of body is read: the answer for a request whose
+        Host, route or credentials do not allow one, or None. A POST's body
+        is read only on a route that takes one, after the bearer token (or a
+        page form's session) or a well-formed GitHub signature header."""
+        if not self.auth.host_ok(request.headers.get("host")):
+            return self.handle(request)
+        if request.method != "POST":
+            return None  # no body is read
+        path = request.path
+        if path == "/hooks/github":
+            refused = self.hooks.refuse(request.headers)
+            return as_json(*refused) if refused is not None else None
+        if not (path.startswith("/hooks/trigger/") or LOOP_ROUTE.fullmatch(path)):
+            return self._failed(request, 404, "nothing to post to here")
+        if self.auth.caller(request.headers, path).via is None:
+            return self._unauthorized(request)
+        return None
+
+    def body_mac(self, request: Request) -> Any:
+        """The HMAC a body streams into (a GitHub delivery's), or None."""
+        return self.hooks.mac() if request.path == "/hooks/github" else None
+
+    def unsigned(self, request: Request, mac: Any) -> Response | None:
+        """A 401 when the streamed body's HMAC is not its signature."""
+        import hmac
+
+        given = request.headers.get("x-hub-signature-256", "").strip()
+        if hmac.compare_digest(("sha256=" + mac.hexdigest()).encode(), given.encode()):
+            return None
+        self.hooks.counts["bad_signature"] += 1
+        return as_json(401, {"result": "bad_signature",
+                             "error": "missing or wrong X-Hub-Signature-256"})
+
     def handle(self, request: Request) -> Response:
         if not self.auth.host_ok(request.headers.get("host")):
             return error(403, "this Host is not served here (give --allowed-host to serve it)")
@@ -240,7 +274,7 @@ class App:
         return Response(200, pages.loop_page(Store(), self, name, "", said=said), HTML)
 
     def _github(self, request: Request) -> Response:
-        status, answer = self.hooks.receive(request.headers, request.body)
+        status, answer = self.hooks.receive(request.headers, request.body, request.digest)
         self.log(describe_delivery(answer))
         if answer.get("triggered"):
             answer["driver"] = self.drivers.missing(Store())

@@ -25,6 +25,7 @@ from loopctl.domain.untrusted import line
 from loopctl.storage.serve_files import Deliveries
 
 DELIVERY_RE = re.compile(r"[A-Za-z0-9-]{1,100}")
+SIGNATURE_RE = re.compile(r"sha256=[0-9a-f]{64}")
 EVENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")  # projects_v2_item
 RESULTS = ("triggered", "ignored", "duplicate", "bad_signature", "bad_request", "error")
 
@@ -61,19 +62,44 @@ class GithubHooks:
         self.counts[answer["result"]] += 1
         return status, answer
 
-    def _receive(self, headers: dict[str, str], body: bytes,
-                 digest: str | None) -> tuple[int, dict[str, Any]]:
+    def precheck(self, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        """The answer a delivery gets from its headers alone, or None: its
+        body is worth reading (a secret is set, the signature header is well
+        formed, the event and delivery headers are ones GitHub sends)."""
         if self.secret is None:
             return 401, {"result": "bad_signature", "error": "no webhook secret is set: "
                          "start `loopctl serve --github-secret-file FILE`"}
-        if not signature_ok(self.secret, body, headers.get("x-hub-signature-256")):
+        if not SIGNATURE_RE.fullmatch(headers.get("x-hub-signature-256", "").strip()):
             return 401, {"result": "bad_signature",
                          "error": "missing or wrong X-Hub-Signature-256"}
-        event = headers.get("x-github-event", "")
-        delivery = headers.get("x-github-delivery", "")
         if not well_formed(headers):
             return 400, {"result": "bad_request",
                          "error": "expected X-GitHub-Event and X-GitHub-Delivery headers"}
+        return None
+
+    def refuse(self, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        """`precheck`, counted when it refuses."""
+        refused = self.precheck(headers)
+        if refused is not None:
+            self.counts[refused[1]["result"]] += 1
+        return refused
+
+    def mac(self) -> hmac.HMAC:
+        """The signature's HMAC, for a body streamed into it."""
+        assert self.secret is not None
+        return hmac.new(self.secret, digestmod=hashlib.sha256)
+
+    def _receive(self, headers: dict[str, str], body: bytes,
+                 digest: str | None) -> tuple[int, dict[str, Any]]:
+        refused = self.precheck(headers)
+        if refused is not None:
+            return refused
+        assert self.secret is not None
+        if not signature_ok(self.secret, body, headers.get("x-hub-signature-256")):
+            return 401, {"result": "bad_signature",
+                         "error": "missing or wrong X-Hub-Signature-256"}
+        delivery = headers.get("x-github-delivery", "")
+        event = headers.get("x-github-event", "")
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):

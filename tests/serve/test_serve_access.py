@@ -174,6 +174,8 @@ def test_bodies_over_their_bound_and_chunked_bodies_are_refused_unread(
                            ("/hooks/github", (25 << 20) + 1)):
             answer = raw_exchange(served, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:"
                                   f"{served.port}\r\nAuthorization: Bearer {served.token}\r\n"
+                                  "X-GitHub-Event: push\r\nX-GitHub-Delivery: d-1\r\n"
+                                  f"X-Hub-Signature-256: sha256={'0' * 64}\r\n"
                                   f"Content-Length: {size}\r\n\r\n".encode())
             assert answer.startswith(b"HTTP/1.0 413"), answer[:100]
         answer = raw_exchange(served, f"POST /api/loops/demo/trigger HTTP/1.1\r\nHost: "
