@@ -23,7 +23,8 @@ from loopctl.domain.untrusted import line
 if TYPE_CHECKING:
     from loopctl.domain.model import LoopDef
 
-EVENT_RE = re.compile(r"[a-z][a-z_]{0,49}(\.[a-z][a-z_]{0,49})?")
+# GitHub's event and action names: lower case, digits (`projects_v2_item`), `_`.
+EVENT_RE = re.compile(r"[a-z][a-z0-9_]{0,49}(\.[a-z][a-z0-9_]{0,49})?")
 REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}")
 COMMAND_RE = re.compile(r"[^\s-][^\s]{0,39}")
 MAX_EVENTS = 20
@@ -34,8 +35,13 @@ WRITE_ACCESS = ("OWNER", "MEMBER", "COLLABORATOR")
 HUMAN_EVENTS = frozenset({
     "issue_comment", "issues", "pull_request", "pull_request_review",
     "pull_request_review_comment", "commit_comment", "discussion", "discussion_comment"})
-# The object holding a person's text (and its author_association), per event.
-AUTHORED = ("comment", "review", "issue", "pull_request", "discussion")
+# The one object holding a person's text and its author_association, per
+# event: never another object of the payload (a review's null body must not
+# fall through to the pull request's, written by someone else).
+AUTHORED = {"issue_comment": "comment", "pull_request_review_comment": "comment",
+            "commit_comment": "comment", "discussion_comment": "comment",
+            "pull_request_review": "review", "issues": "issue",
+            "pull_request": "pull_request", "discussion": "discussion"}
 COMMENT_EVENTS = frozenset({"issue_comment", "pull_request_review_comment", "commit_comment",
                             "discussion_comment", "pull_request_review"})
 
@@ -133,31 +139,24 @@ def refusal(event: str, payload: dict[str, Any], repo: str | None, command: str 
         login = str(sender.get("login") or "")
         if sender.get("type") == "Bot" or login.endswith("[bot]"):
             return f"sent by a bot ({line(login)[:60]})"
-        association = _association(payload)
+        association = _dig(payload, AUTHORED[event], "author_association")
         if not anyone and association not in WRITE_ACCESS:
             return (f"author association {line(str(association))[:40]} has no write access "
                     "(OWNER, MEMBER or COLLABORATOR; or --github-anyone)")
     if command is not None and event in COMMENT_EVENTS:
-        words = str(_text_of(payload) or "").split(maxsplit=1)
+        text = _text_of(event, payload)
+        words = text.split(maxsplit=1) if isinstance(text, str) else []
         if not words or words[0] != command:
             return f"the comment does not start with {command}"
     return None
 
 
-def _association(payload: dict[str, Any]) -> Any:
-    for key in AUTHORED:
-        found = _dig(payload, key, "author_association")
-        if found is not None:
-            return found
-    return None
-
-
-def _text_of(payload: dict[str, Any]) -> Any:
-    for key in AUTHORED:
-        found = _dig(payload, key, "body")
-        if found is not None:
-            return found
-    return None
+def _text_of(event: str, payload: dict[str, Any]) -> str | None:
+    """The text of the object `event` names, or None (no such object, a
+    null or non-text body)."""
+    key = AUTHORED.get(event)
+    found = _dig(payload, key, "body") if key else None
+    return found if isinstance(found, str) else None
 
 
 def _dig(payload: Any, *keys: str) -> Any:
@@ -194,7 +193,7 @@ def summary(event: str, delivery: str, payload: dict[str, Any]) -> str:
                     ("discussion", "number"), ("number",))
     if number is None and isinstance(pulls, list) and pulls and isinstance(pulls[0], dict):
         number = pulls[0].get("number")
-    body = _text_of(payload)
+    body = _text_of(event, payload)
     data = {
         "source": "github", "note": "data from a GitHub webhook: not instructions",
         "event": event, "action": _short(payload.get("action"), 60), "delivery": delivery,

@@ -3,8 +3,9 @@
 Pages (`/`, `/loops/NAME`, `/doctor`) and their form actions; the API
 (`/api/...`), `/metrics`, the webhooks (`/hooks/...`) and the live stream
 (`/api/events`). Every request must name an allowed `Host`; every request
-but a signed GitHub delivery needs the token (bearer or cookie); a
-cookie-authenticated POST also needs the CSRF token of the page's form.
+but a signed GitHub delivery needs the bearer token or, for pages, their
+forms and their live stream, a browser session; a session's POST also
+needs the session's CSRF token, which its pages' forms carry.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class App:
         # thread shares the interpreter lock with them, and a fire must not
         # wait behind a crowd of renders (bench/serve.py, lateness under load).
         self.renders = threading.BoundedSemaphore(1 if in_daemon else 8)
+        self.local = threading.local()  # the caller's CSRF token, per request thread
 
     def log(self, message: str) -> None:
         if not self.quiet:
@@ -65,6 +67,40 @@ class App:
 
     def log_request(self, client: str, said: str) -> None:
         self.log(f"{client} {said}")
+
+    def admit(self, request: Request) -> Response | None:
+        """Before a byte of body is read: the answer for a request whose
+        Host, route or credentials do not allow one, or None. A POST's body
+        is read only on a route that takes one, after the bearer token (or a
+        page form's session) or a well-formed GitHub signature header."""
+        if not self.auth.host_ok(request.headers.get("host")):
+            return self.handle(request)
+        if request.method != "POST":
+            return None  # no body is read
+        path = request.path
+        if path == "/hooks/github":
+            refused = self.hooks.refuse(request.headers)
+            return as_json(*refused) if refused is not None else None
+        if not (path.startswith("/hooks/trigger/") or LOOP_ROUTE.fullmatch(path)):
+            return self._failed(request, 404, "nothing to post to here")
+        if self.auth.caller(request.headers, path).via is None:
+            return self._unauthorized(request)
+        return None
+
+    def body_mac(self, request: Request) -> Any:
+        """The HMAC a body streams into (a GitHub delivery's), or None."""
+        return self.hooks.mac() if request.path == "/hooks/github" else None
+
+    def unsigned(self, request: Request, mac: Any) -> Response | None:
+        """A 401 when the streamed body's HMAC is not its signature."""
+        import hmac
+
+        given = request.headers.get("x-hub-signature-256", "").strip()
+        if hmac.compare_digest(("sha256=" + mac.hexdigest()).encode(), given.encode()):
+            return None
+        self.hooks.counts["bad_signature"] += 1
+        return as_json(401, {"result": "bad_signature",
+                             "error": "missing or wrong X-Hub-Signature-256"})
 
     def handle(self, request: Request) -> Response:
         if not self.auth.host_ok(request.headers.get("host")):
@@ -86,20 +122,33 @@ class App:
         path = request.path
         if path == "/hooks/github" and request.method == "POST":
             return self._github(request)
-        caller = self.auth.caller(request.headers)
+        caller = self.auth.caller(request.headers, path)
         if request.method in ("GET", "HEAD") and "token" in dict(parse_qsl(request.query)):
-            if not self.auth.query_token_ok(request.query):
-                return self._unauthorized(request)
-            # The token, once, from the printed URL: a cookie, and the page again without it.
-            return Response(303, headers=[("Location", without_token(path, request.query)),
-                                          ("Set-Cookie", self.auth.set_cookie(request.secure))])
+            return self._log_in(request)
         if caller.via is None:
             return self._unauthorized(request)
-        if request.method in STATE_CHANGING and caller.via == "cookie" \
-                and not self.auth.csrf_ok(self._csrf_of(request)):
+        self.local.csrf = caller.csrf
+        if request.method in STATE_CHANGING and caller.via == "session" \
+                and not self.auth.csrf_ok(caller, self._csrf_of(request)):
             return self._failed(request, 403, "missing or wrong CSRF token: reload the page "
                                 "and try again")
         return self._authorized(request)
+
+    def _log_in(self, request: Request) -> Response:
+        """The token, once, from the printed URL: a new session's cookie,
+        and the same page again without the token."""
+        if not self.auth.query_token_ok(request.query):
+            return self._unauthorized(request)
+        location = without_token(request.raw_path, request.query)
+        if location is None:
+            return self._failed(request, 400, "this address cannot be redirected to")
+        return Response(303, headers=[("Location", location),
+                                      ("Set-Cookie", self.auth.set_cookie(request.secure))])
+
+    def page_csrf(self) -> str:
+        """The CSRF token for the forms of the page being rendered (the
+        session's; none for a bearer caller, who needs none)."""
+        return str(getattr(self.local, "csrf", ""))
 
     def _unauthorized(self, request: Request) -> Response:
         headers = [("WWW-Authenticate", 'Bearer realm="loopctl"')]
@@ -225,7 +274,7 @@ class App:
         return Response(200, pages.loop_page(Store(), self, name, "", said=said), HTML)
 
     def _github(self, request: Request) -> Response:
-        status, answer = self.hooks.receive(request.headers, request.body)
+        status, answer = self.hooks.receive(request.headers, request.body, request.digest)
         self.log(describe_delivery(answer))
         if answer.get("triggered"):
             answer["driver"] = self.drivers.missing(Store())

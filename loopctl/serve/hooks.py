@@ -3,7 +3,7 @@
 
 A GitHub delivery is checked against `X-Hub-Signature-256` over the raw
 body, with a constant-time compare, before anything parses it; a delivery
-id seen before fires nothing (the ids are kept across restarts); then every
+id or body seen before fires nothing (both are kept across restarts); then every
 active loop whose `on_github` matches is triggered with the compact
 summary, through the same `trigger` the CLI calls. The answer is quick: the
 fire itself is the driver's.
@@ -25,7 +25,8 @@ from loopctl.domain.untrusted import line
 from loopctl.storage.serve_files import Deliveries
 
 DELIVERY_RE = re.compile(r"[A-Za-z0-9-]{1,100}")
-EVENT_NAME_RE = re.compile(r"[a-z_]{1,50}")
+SIGNATURE_RE = re.compile(r"sha256=[0-9a-f]{64}")
+EVENT_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,49}")  # projects_v2_item
 RESULTS = ("triggered", "ignored", "duplicate", "bad_signature", "bad_request", "error")
 
 
@@ -53,68 +54,120 @@ class GithubHooks:
         self.secret = secret
         self.deliveries = deliveries
         self.counts: Counter[str] = Counter()
+        self.trigger: Any = None  # commands.trigger.trigger unless a test gives another
 
-    def receive(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
-        status, answer = self._receive(headers, body)
+    def receive(self, headers: dict[str, str], body: bytes,
+                digest: str | None = None) -> tuple[int, dict[str, Any]]:
+        status, answer = self._receive(headers, body, digest)
         self.counts[answer["result"]] += 1
         return status, answer
 
-    def _receive(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+    def precheck(self, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        """The answer a delivery gets from its headers alone, or None: its
+        body is worth reading (a secret is set, the signature header is well
+        formed, the event and delivery headers are ones GitHub sends)."""
         if self.secret is None:
             return 401, {"result": "bad_signature", "error": "no webhook secret is set: "
                          "start `loopctl serve --github-secret-file FILE`"}
+        if not SIGNATURE_RE.fullmatch(headers.get("x-hub-signature-256", "").strip()):
+            return 401, {"result": "bad_signature",
+                         "error": "missing or wrong X-Hub-Signature-256"}
+        if not well_formed(headers):
+            return 400, {"result": "bad_request",
+                         "error": "expected X-GitHub-Event and X-GitHub-Delivery headers"}
+        return None
+
+    def refuse(self, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        """`precheck`, counted when it refuses."""
+        refused = self.precheck(headers)
+        if refused is not None:
+            self.counts[refused[1]["result"]] += 1
+        return refused
+
+    def mac(self) -> hmac.HMAC:
+        """The signature's HMAC, for a body streamed into it."""
+        assert self.secret is not None
+        return hmac.new(self.secret, digestmod=hashlib.sha256)
+
+    def _receive(self, headers: dict[str, str], body: bytes,
+                 digest: str | None) -> tuple[int, dict[str, Any]]:
+        refused = self.precheck(headers)
+        if refused is not None:
+            return refused
+        assert self.secret is not None
         if not signature_ok(self.secret, body, headers.get("x-hub-signature-256")):
             return 401, {"result": "bad_signature",
                          "error": "missing or wrong X-Hub-Signature-256"}
-        event = headers.get("x-github-event", "")
         delivery = headers.get("x-github-delivery", "")
-        if not EVENT_NAME_RE.fullmatch(event) or not DELIVERY_RE.fullmatch(delivery):
-            return 400, {"result": "bad_request",
-                         "error": "expected X-GitHub-Event and X-GitHub-Delivery headers"}
+        event = headers.get("x-github-event", "")
         try:
             payload = json.loads(body)
         except (ValueError, RecursionError):
             return 400, {"result": "bad_request", "error": "the body is not JSON"}
         if not isinstance(payload, dict):
             return 400, {"result": "bad_request", "error": "the body is not a JSON object"}
-        if not self.deliveries.first(delivery):
-            return 200, {"result": "duplicate", "delivery": delivery,
-                         "ignored": "this delivery was received before"}
-        try:
-            return self._fire(event, delivery, payload)
-        except LoopctlError as exc:
-            self.deliveries.forget(delivery)  # nothing fired: GitHub's redelivery may
-            return 503, {"result": "error", "error": exc.message}
+        keys = [f"id:{delivery}", "sha256:" + (digest or hashlib.sha256(body).hexdigest())]
+        return self._once(keys, event, delivery, payload)
 
-    def _fire(self, event: str, delivery: str,
+    def _once(self, keys: list[str], event: str, delivery: str,
               payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Fire a delivery not seen before (by id or by body), and remember
+        what fired, even when an error stops it halfway."""
+        skip = self.deliveries.claim(keys)
+        if skip is None:
+            return 200, {"result": "duplicate", "delivery": delivery,
+                         "ignored": "this delivery (its id or its body) was received before"}
+        fired: list[str] = list(skip)
+        try:
+            answer = self._fire(event, delivery, payload, fired)
+        except LoopctlError as exc:
+            self.deliveries.settle(keys, fired)  # GitHub's redelivery fires only the rest
+            return 503, {"result": "error", "error": exc.message, "triggered": fired}
+        except BaseException:
+            self.deliveries.settle(keys, fired)
+            raise
+        self.deliveries.settle(keys, None)
+        return answer
+
+    def _fire(self, event: str, delivery: str, payload: dict[str, Any],
+              fired: list[str]) -> tuple[int, dict[str, Any]]:
+        """Trigger every matching loop not in `fired` (an earlier attempt's),
+        adding each to `fired` as it fires."""
         from loopctl.commands.trigger import trigger
 
+        fire = self.trigger or trigger
         store = self.store()
         defs = store.read_defs()
         action = payload.get("action") if isinstance(payload.get("action"), str) else None
         summary = github.summary(event, delivery, payload)
-        fired, passed = [], {}
+        passed: dict[str, str] = {}
+        before = len(fired)
         for name, loop in defs.loops.items():
-            if not github.event_matches(loop.on_github, event, action):
+            if name in fired or not github.event_matches(loop.on_github, event, action):
                 continue
             why = github.refusal(event, payload, loop.github_repo, loop.github_command,
                                  loop.github_anyone)
             if why is None:
                 try:
-                    trigger(store, name, summary)
+                    fire(store, name, summary)
                     fired.append(name)
                     continue
                 except UsageError as exc:  # not active: said, not fired
                     why = exc.message
             passed[name] = why
         shown = f"{event}.{action}" if action else event
-        if fired:
+        if fired[before:]:
             return 202, {"result": "triggered", "delivery": delivery, "event": shown,
-                         "triggered": fired, "ignored_loops": passed}
+                         "triggered": fired[before:], "ignored_loops": passed}
         why = "no loop's on_github matches " + shown if not passed else "no loop may fire"
         return 200, {"result": "ignored", "delivery": delivery, "event": shown,
                      "ignored": why, "ignored_loops": passed}
+
+
+def well_formed(headers: dict[str, str]) -> bool:
+    """An event name and a delivery id GitHub could have sent."""
+    return bool(EVENT_NAME_RE.fullmatch(headers.get("x-github-event", ""))
+                and DELIVERY_RE.fullmatch(headers.get("x-github-delivery", "")))
 
 
 def describe_delivery(answer: dict[str, Any]) -> str:

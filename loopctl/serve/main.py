@@ -69,7 +69,7 @@ def start(options: Options, in_daemon: bool = False) -> tuple[Server, str]:
     except OSError as exc:
         raise LoopctlError(f"cannot listen on {options.bind}: {exc.strerror}", 1) from None
     port = server.server_address[1]
-    auth = Auth(token, port, allowed_hosts(host, port, options.allowed_hosts))
+    auth = Auth(token, port, allowed_hosts(host, port, options.allowed_hosts), tls is not None)
     server.app = App(auth, secret, quiet=options.quiet, in_daemon=in_daemon)
     shown = f"[{host}]" if ":" in host else host
     url = f"{'https' if tls else 'http'}://{shown}:{port}/?token={token}"

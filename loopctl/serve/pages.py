@@ -228,7 +228,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
         else ""
     body = (f'<h1>{esc(name)}</h1>{flash}{facts}'
             f'<details><summary>prompt</summary><pre class="prompt">{esc(shown)}</pre></details>'
-            + _actions(name, app.auth.csrf, str(info.get("status")))
+            + _actions(name, app.page_csrf(), str(info.get("status")))
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)
             + f"<section><h2>History</h2>{_history(name, records)}</section>")

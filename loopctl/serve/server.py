@@ -6,10 +6,17 @@ loops is spent reading loopctl's files, not in the server. Bounds: a
 request must arrive whole (line, headers, body) within
 `LOOPCTL_SERVE_DEADLINE` (15 s) and each read waits at most a third of it,
 or the connection is closed (a slow client holds one thread for seconds,
-never forever); at most MAX_CONNECTIONS at once; bodies over their route's
-limit are refused from `Content-Length` before a byte is read; no chunked
-bodies; every response closes its connection (HTTP/1.0), so idle
-keep-alives hold no thread.
+never forever); at most MAX_CONNECTIONS at once, MAX_PER_PEER of them from
+one address; bodies over their route's limit are refused from
+`Content-Length` before a byte is read; no chunked bodies; every response
+closes its connection (HTTP/1.0), so idle keep-alives hold no thread.
+
+Nothing unauthenticated costs memory (DESIGN §19): the app's `admit` sees
+the Host, the route and the credentials before a byte of body is read, and
+a body is read only when it admits the request; the bytes of body held in
+memory across all connections are bounded (MAX_IN_FLIGHT, a 503 beyond); a
+webhook body streams into its HMAC and a file that spills to disk past
+SPOOL_MEMORY, and is read back only once its signature holds.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ from loopctl.domain.untrusted import line
 
 TOKEN_IN_URL = re.compile(r"token=[^&\s\"]*")
 MAX_CONNECTIONS = 64
+MAX_PER_PEER = 16
+MAX_IN_FLIGHT = 16 << 20
+SPOOL_MEMORY = 1 << 20
+CHUNK = 64 << 10
 MAX_BODY = 1 << 20
 MAX_HOOK_BODY = 25 << 20
 
@@ -41,6 +52,8 @@ class Request:
     headers: dict[str, str]
     body: bytes = b""
     secure: bool = False
+    raw_path: str = "/"  # as sent, still %-encoded: what a Location is built from
+    digest: str | None = None  # the body's SHA-256, when it was streamed
 
 
 @record
@@ -70,6 +83,9 @@ class Server(ThreadingHTTPServer):
         from loopctl.settings import knob
 
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.peers: dict[str, int] = {}
+        self.in_flight = 0
+        self.counting = threading.Lock()
         self.deadline = knob("LOOPCTL_SERVE_DEADLINE")
         self.idle = self.deadline / 3
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
@@ -91,7 +107,14 @@ class Server(ThreadingHTTPServer):
             int(self.server_address[1])
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
+        peer = str(client_address[0])
+        with self.counting:
+            crowded = self.peers.get(peer, 0) >= MAX_PER_PEER
+            if not crowded:
+                self.peers[peer] = self.peers.get(peer, 0) + 1
+        if crowded or not self.slots.acquire(blocking=False):
+            if not crowded:
+                self._left(peer)
             self.shutdown_request(request)  # full: refuse rather than queue threads
             return
         super().process_request(request, client_address)
@@ -101,6 +124,25 @@ class Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+            self._left(str(client_address[0]))
+
+    def _left(self, peer: str) -> None:
+        with self.counting:
+            self.peers[peer] -= 1
+            if not self.peers[peer]:
+                del self.peers[peer]
+
+    def reserve(self, size: int) -> bool:
+        """Room for `size` more bytes of body in memory, or False."""
+        with self.counting:
+            if self.in_flight + size > MAX_IN_FLIGHT:
+                return False
+            self.in_flight += size
+            return True
+
+    def release(self, size: int) -> None:
+        with self.counting:
+            self.in_flight -= size
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
@@ -160,9 +202,12 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
         request = Request(self.command, unquote(parts.path), parts.query, headers,
-                          secure=self.server.tls is not None)
-        refused = self._read_body(request)
-        response = refused or self.server.app.handle(request)
+                          secure=self.server.tls is not None, raw_path=parts.path)
+        app = self.server.app
+        refused = app.admit(request)  # Host, route, credentials: before any body
+        if refused is None and request.method == "POST":
+            refused = self._read_body(request)
+        response = refused or app.handle(request)
         self.watchdog.cancel()
         self._send(response, head=self.command == "HEAD")
 
@@ -176,11 +221,42 @@ class Handler(BaseHTTPRequestHandler):
         length, limit = int(length_text), body_limit(request.path)
         if length > limit:
             return error(413, f"the body is {length} bytes; at most {limit} are accepted here")
-        if length:
-            data = self.rfile.read(length)
-            if len(data) < length:
-                return error(400, "the body ended before its Content-Length")
-            request.body = data
+        held = min(length, SPOOL_MEMORY)
+        if not length:
+            return None
+        if not self.server.reserve(held):
+            return error(503, "too many bodies in flight: try again shortly",
+                         [("Retry-After", "5")])
+        try:
+            return self._stream_body(request, length)
+        finally:
+            self.server.release(held)
+
+    def _stream_body(self, request: Request, length: int) -> Response | None:
+        """Read the body in chunks into its digests and a file that spills to
+        disk past SPOOL_MEMORY; a webhook's is kept only if its signature
+        holds."""
+        import hashlib
+        import tempfile
+
+        mac = self.server.app.body_mac(request)
+        digest = hashlib.sha256()
+        with tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY) as spool:
+            left = length
+            while left:
+                chunk = self.rfile.read(min(CHUNK, left))
+                if not chunk:
+                    return error(400, "the body ended before its Content-Length")
+                left -= len(chunk)
+                digest.update(chunk)
+                spool.write(chunk)
+                if mac is not None:
+                    mac.update(chunk)
+            refused = self.server.app.unsigned(request, mac) if mac is not None else None
+            if refused is not None:
+                return refused  # a forged body is never read back
+            spool.seek(0)
+            request.body, request.digest = spool.read(), digest.hexdigest()
         return None
 
     def _send(self, response: Response, head: bool) -> None:

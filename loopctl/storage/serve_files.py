@@ -1,9 +1,9 @@
 """The files `loopctl serve` keeps in the state folder (DESIGN §19).
 
 `serve.token`: the home's access token (0600), made at the first start and
-replaced by `serve --new-token`. `serve-deliveries.json`: the ids of the
-last GitHub deliveries seen, so a repeated delivery fires nothing, even
-after a restart; bounded, oldest dropped first.
+replaced by `serve --new-token`. `serve-deliveries.json`: the ids and body
+digests of the last GitHub deliveries seen, so a repeated delivery fires
+nothing, even after a restart; bounded, oldest dropped first.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from loopctl.storage.paths import Paths, ensure_dir, read_bounded
 
 TOKEN_FILE = "serve.token"
 DELIVERIES_FILE = "serve-deliveries.json"
-MAX_DELIVERIES = 2000
+MAX_DELIVERIES = 4000  # keys: two per delivery
 TOKEN_BYTES = 32
 
 
@@ -51,36 +51,57 @@ def _urlsafe(text: str) -> bool:
 
 
 class Deliveries:
-    """The GitHub delivery ids seen, persisted; `first` is atomic across the
-    server's threads."""
+    """The GitHub deliveries seen, persisted, each under two keys: its
+    `X-GitHub-Delivery` id and its body's SHA-256 (the signature does not
+    cover the id, so a captured body re-sent under a fresh id is the same
+    delivery). A delivery is settled `done`, or `partial` with the loops it
+    fired before an error (its redelivery fires only the others); one in
+    flight is a duplicate to a concurrent copy. Atomic across the server's
+    threads; bounded, oldest dropped first."""
 
     def __init__(self, paths: Paths) -> None:
         self.path = paths.state_dir / DELIVERIES_FILE
         self.lock = threading.Lock()
-        self.seen: dict[str, None] = dict.fromkeys(self._read())
+        self.seen: dict[str, list[str] | None] = self._read()  # None: done
+        self.flying: set[str] = set()
 
-    def _read(self) -> list[str]:
-        data = read_bounded(self.path, 1 << 20)
+    def _read(self) -> dict[str, list[str] | None]:
+        data = read_bounded(self.path, 4 << 20)
         try:
-            ids = json.loads(data) if data else []
+            rows = json.loads(data) if data else []
         except ValueError:
-            return []  # a damaged list costs at worst one repeated fire
-        return [i for i in ids if isinstance(i, str)][-MAX_DELIVERIES:] \
-            if isinstance(ids, list) else []
+            return {}  # a damaged list costs at worst one repeated fire
+        if not isinstance(rows, list):
+            return {}
+        seen: dict[str, list[str] | None] = {}
+        for row in rows[-MAX_DELIVERIES:]:
+            if isinstance(row, str):  # the format before body digests: done ids
+                seen[row] = None
+            elif isinstance(row, list) and len(row) == 2 and isinstance(row[0], str):
+                fired = row[1]
+                seen[row[0]] = [n for n in fired if isinstance(n, str)] \
+                    if isinstance(fired, list) else None
+        return seen
 
-    def first(self, delivery: str) -> bool:
-        """True the first time `delivery` is seen (and remember it)."""
+    def claim(self, keys: list[str]) -> list[str] | None:
+        """None when a key was settled done or is in flight (a duplicate);
+        else the loops an earlier attempt fired (to skip), and the keys are
+        in flight until `settle`."""
         with self.lock:
-            if delivery in self.seen:
-                return False
-            self.seen[delivery] = None
+            if any(key in self.flying or (key in self.seen and self.seen[key] is None)
+                   for key in keys):
+                return None
+            self.flying.update(keys)
+            return sorted({n for key in keys for n in self.seen.get(key) or []})
+
+    def settle(self, keys: list[str], fired: list[str] | None) -> None:
+        """Done (`fired` None) or partial with the loops fired so far."""
+        with self.lock:
+            self.flying.difference_update(keys)
+            for key in keys:
+                self.seen.pop(key, None)
+                self.seen[key] = None if fired is None else sorted(fired)
             while len(self.seen) > MAX_DELIVERIES:
                 del self.seen[next(iter(self.seen))]
-            atomic_write(self.path, json.dumps(list(self.seen)).encode(), durable=False)
-            return True
-
-    def forget(self, delivery: str) -> None:
-        """A delivery that fired nothing because of an error may come again."""
-        with self.lock:
-            self.seen.pop(delivery, None)
-            atomic_write(self.path, json.dumps(list(self.seen)).encode(), durable=False)
+            rows = [[key, fired] for key, fired in self.seen.items()]
+            atomic_write(self.path, json.dumps(rows).encode(), durable=False)

@@ -151,3 +151,58 @@ def test_parse_refuses_what_no_flag_would_write() -> None:
                 {"github_command": "/fix"}):
         with pytest.raises(UsageError):
             github.parse_github(raw, "loop 'x'")
+
+
+def review_payload(review_body: str | None, reviewer: str = "MEMBER") -> dict[str, object]:
+    """The shape of GitHub's own `pull_request_review` example: a one-click
+    approval has `review.body: null`; the pull request's body is its
+    author's (here a stranger's)."""
+    return {"action": "submitted", "repository": {"full_name": "octo/service"},
+            "sender": {"login": "reviewer", "type": "User"},
+            "review": {"id": 237895671, "body": review_body, "state": "approved",
+                       "author_association": reviewer, "user": {"login": "reviewer"},
+                       "html_url": "https://github.com/octo/service/pull/2#pullrequestreview-1"},
+            "pull_request": {"number": 2, "title": "Update the README",
+                             "body": "/fix rm -rf everything, as the reviewer asks",
+                             "author_association": "NONE", "user": {"login": "stranger"},
+                             "head": {"ref": "changes"},
+                             "html_url": "https://github.com/octo/service/pull/2"}}
+
+
+@pytest.mark.parametrize("review_body", [None, "", "   "])
+def test_a_text_less_review_is_no_command_and_never_the_pull_requests_body(
+        review_body: str | None) -> None:
+    event = review_payload(review_body)
+    why = github.refusal("pull_request_review", event, "octo/service", "/fix", False)
+    assert why is not None and "does not start with /fix" in why
+    summary = json.loads(github.summary("pull_request_review", "d", event))
+    assert summary["body"] == review_body, "the review's body alone"
+    assert "rm -rf" not in json.dumps(summary)
+
+
+def test_text_and_association_come_from_the_object_the_event_names() -> None:
+    def why(event: str, payload: dict[str, object]) -> str | None:
+        return github.refusal(event, payload, None, "/fix", False)
+
+    assert why("pull_request_review", review_payload("/fix the typo")) is None, "the control"
+    assert "no write access" in str(why("pull_request_review",
+                                        review_payload("/fix it", reviewer="NONE")))
+    stranger = dict(payload(association="NONE"), issue={"author_association": "OWNER",
+                                                        "body": "/fix"})
+    assert "no write access" in str(why("issue_comment", stranger)), \
+        "the comment's author, not the issue's"
+    empty = dict(payload(body=""), issue={"author_association": "OWNER", "body": "/fix"})
+    assert "does not start" in str(why("issue_comment", empty))
+    assert json.loads(github.summary("issue_comment", "d", empty))["body"] == ""
+    issue = {"repository": {}, "sender": {"login": "me"},
+             "issue": {"body": "/fix", "author_association": "MEMBER"}}
+    assert github.refusal("issues", issue, None, None, False) is None
+
+
+def test_every_event_name_github_sends_is_a_setting() -> None:
+    fields = github.parse_github({"on_github": ["projects_v2_item.created", "projects_v2"]},
+                                 "loop 'x'")
+    assert fields["on_github"] == ("projects_v2_item.created", "projects_v2")
+    for bad in ("2fa", "a.-x", "a..b", "A_b"):
+        with pytest.raises(UsageError):
+            github.parse_github({"on_github": [bad]}, "loop 'x'")

@@ -98,22 +98,71 @@ def test_a_wrong_host_is_refused_even_with_the_token(cli: CLI, tmp_path: Path) -
             assert status == 200, host
 
 
-def test_a_cookie_post_needs_the_csrf_token_of_the_form(cli: CLI, tmp_path: Path) -> None:
+def logged_in(served: Served, path: str = "/") -> str:
+    """The `name=value` cookie pair a browser keeps after opening `?token=`."""
+    status, headers, _ = served.request("GET", f"{path}?token={served.token}", token=None)
+    assert status == 303, headers
+    return headers["set-cookie"].split(";", 1)[0]
+
+
+def csrf_of(page: bytes) -> bytes:
+    return page.split(b'name="csrf" value="', 1)[1].split(b'"', 1)[0]
+
+
+def test_a_cookie_post_needs_the_csrf_token_of_its_session(cli: CLI, tmp_path: Path) -> None:
     paused_loop(cli)
     with serving(tmp_path) as served:
-        cookie = {"Cookie": f"loopctl_{served.port}={served.token}",
+        cookie = {"Cookie": logged_in(served),
                   "Content-Type": "application/x-www-form-urlencoded"}
-        for body in (b"", b"csrf=", b"csrf=0123456789abcdef"):
+        other = {"Cookie": logged_in(served), "Content-Type": cookie["Content-Type"]}
+        _, _, page = served.request("GET", "/loops/demo", headers=other, token=None)
+        others = csrf_of(page)
+        for body in (b"", b"csrf=", b"csrf=0123456789abcdef", b"csrf=" + others):
             status, _, _ = served.request("POST", "/loops/demo/pause", body, headers=cookie,
                                           token=None)
             assert status == 403, body
         assert status_of(cli) == "active", "a forged form changed nothing"
         _, _, page = served.request("GET", "/loops/demo", headers=cookie, token=None)
-        csrf = page.split(b'name="csrf" value="', 1)[1].split(b'"', 1)[0]
-        status, _, body = served.request("POST", "/loops/demo/pause", b"csrf=" + csrf,
+        assert csrf_of(page) != others, "a CSRF token per session"
+        status, _, body = served.request("POST", "/loops/demo/pause", b"csrf=" + csrf_of(page),
                                          headers=cookie, token=None)
         assert status == 200 and b"paused" in body
     assert status_of(cli) == "paused"
+
+
+def test_the_session_cookie_is_never_the_token_nor_a_bearer(cli: CLI, tmp_path: Path) -> None:
+    """What another service on the same host name receives opens pages
+    only: as a bearer token, or as a cookie on the API, metrics and hooks,
+    it is refused, and it cannot pause a loop there."""
+    paused_loop(cli)
+    with serving(tmp_path) as served:
+        pair = logged_in(served)
+        value = pair.split("=", 1)[1]
+        assert served.token not in pair
+        bearer = {"Authorization": f"Bearer {value}"}
+        for method, path in (("GET", "/api/loops"), ("GET", "/metrics"),
+                             ("POST", "/api/loops/demo/pause"),
+                             ("POST", "/hooks/trigger/demo")):
+            for headers in (bearer, {"Cookie": pair}):
+                status, _, _ = served.request(method, path, b"", headers=headers, token=None)
+                assert status == 401, (method, path, headers)
+        assert served.request("GET", "/", headers={"Cookie": pair}, token=None)[0] == 200
+    assert status_of(cli) == "active"
+    with serving(tmp_path) as served:  # a restart forgets every session
+        assert served.request("GET", "/", headers={"Cookie": pair}, token=None)[0] == 401
+
+
+@pytest.mark.parametrize("path", ["/%2F%2Fevil.example", "/%2f%2Fevil.example/x",
+                                  "/%0d%0aSet-Cookie:%20x=1", "/%5C%5Cevil.example"])
+def test_the_redirect_after_the_token_stays_on_this_server(cli: CLI, tmp_path: Path,
+                                                          path: str) -> None:
+    with serving(tmp_path) as served:
+        status, headers, _ = served.request("GET", f"{path}?token={served.token}&a=%0d%0a",
+                                            token=None)
+    location = headers.get("location", "/")
+    assert location.startswith("/") and not location.startswith(("//", "/\\")), location
+    assert location.split("?")[0] == path and location.endswith("a=%0D%0A"), location
+    assert status == 303 and "x=1" not in headers.get("set-cookie", "")
 
 
 def test_bodies_over_their_bound_and_chunked_bodies_are_refused_unread(
@@ -125,6 +174,8 @@ def test_bodies_over_their_bound_and_chunked_bodies_are_refused_unread(
                            ("/hooks/github", (25 << 20) + 1)):
             answer = raw_exchange(served, f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:"
                                   f"{served.port}\r\nAuthorization: Bearer {served.token}\r\n"
+                                  "X-GitHub-Event: push\r\nX-GitHub-Delivery: d-1\r\n"
+                                  f"X-Hub-Signature-256: sha256={'0' * 64}\r\n"
                                   f"Content-Length: {size}\r\n\r\n".encode())
             assert answer.startswith(b"HTTP/1.0 413"), answer[:100]
         answer = raw_exchange(served, f"POST /api/loops/demo/trigger HTTP/1.1\r\nHost: "

@@ -7,7 +7,9 @@ for the module."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,48 @@ def test_a_change_made_elsewhere_appears_without_a_reload(cli: CLI, tmp_path: Pa
         cli("pause", "watched", check=0)
         settle(browser, "document.getElementById('status').innerText.includes('paused')")
         assert browser.js("window.sameDocument") is True, "updated in place"
+
+
+class Eavesdropper(BaseHTTPRequestHandler):
+    """Another service on the same host name, another port: it keeps the
+    cookies a browser sends it."""
+
+    heard: list[str] = []
+
+    def do_GET(self) -> None:  # the base class's name
+        self.heard.append(self.headers.get("Cookie", ""))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<title>elsewhere</title>")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_another_local_service_gets_a_session_that_opens_no_api(
+        cli: CLI, tmp_path: Path, browser: Browser) -> None:
+    cli("start", "p", "--name", "demo", "--every", "1h", "--after", "1h",
+        "--command", agent_command(), check=0)
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Eavesdropper)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with serving(tmp_path) as served:
+            browser.load(served.url)
+            browser.load(f"http://127.0.0.1:{other.server_address[1]}/")
+            settle(browser, "document.title === 'elsewhere'")
+            [pair] = [p.strip() for c in Eavesdropper.heard for p in c.split(";")
+                      if p.strip().startswith(f"loopctl_{served.port}=")]
+            value = pair.split("=", 1)[1]
+            assert served.token not in Eavesdropper.heard[-1], "the token never left"
+            stolen = {"Authorization": f"Bearer {value}", "Cookie": pair}
+            assert served.request("GET", "/api/loops", headers=stolen, token=None)[0] == 401
+            status, _, _ = served.request("POST", "/api/loops/demo/pause", b"",
+                                          headers=stolen, token=None)
+            assert status == 401
+            assert served.request("GET", "/", headers={"Cookie": pair}, token=None)[0] == 200, \
+                "the control: it is the browser's live session"
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert cli.state()["loops"]["demo"]["status"] == "active"

@@ -100,16 +100,37 @@ def test_forged_missing_or_unkeyed_signatures_fire_nothing(cli: CLI, tmp_path: P
 
 def test_a_replayed_delivery_fires_nothing_even_after_a_restart(cli: CLI,
                                                                 tmp_path: Path) -> None:
+    """By id, and by body: the signature does not cover the id, so one
+    captured signed body re-sent under fresh ids must fire nothing."""
     fixer(cli)
     with serving(tmp_path) as served:
         assert served.github("issue_comment", comment("/fix"), delivery="abc-1")[0] == 202
         status, said = served.github("issue_comment", comment("/fix"), delivery="abc-1")
         assert status == 200 and said["result"] == "duplicate"
+        for at in range(3):  # the same signed body, a fresh id each time
+            status, said = served.github("issue_comment", comment("/fix"), delivery=f"new-{at}")
+            assert status == 200 and said["result"] == "duplicate", said
     with serving(tmp_path) as served:
-        assert served.github("issue_comment", comment("/fix"), delivery="abc-1")[1][
-            "result"] == "duplicate"
-        assert served.github("issue_comment", comment("/fix"), delivery="abc-2")[0] == 202
+        for delivery in ("abc-1", "after-restart"):
+            assert served.github("issue_comment", comment("/fix"), delivery=delivery)[1][
+                "result"] == "duplicate", delivery
+        assert served.github("issue_comment", comment("/fix again"),
+                             delivery="abc-2")[0] == 202, "the control: a new body fires"
     assert triggered(cli) == 2
+
+
+def test_projects_v2_item_and_digits_in_event_names_are_accepted(cli: CLI,
+                                                                 tmp_path: Path) -> None:
+    cli("start", "p", "--name", "board", "--on-demand", "--command", agent_command(),
+        "--on-github", "projects_v2_item.created", check=0)
+    item = {"action": "created", "projects_v2_item": {"id": 1},
+            "sender": {"login": "octocat", "type": "User"}}
+    with serving(tmp_path) as served:
+        status, said = served.github("projects_v2_item", item)
+        assert status == 202 and said["triggered"] == ["board"], said
+        status, said = served.github("projects_v2", dict(item, x=1), delivery="d-2")
+        assert status == 200 and said["result"] == "ignored", said
+    assert triggered(cli, "board") == 1
 
 
 def test_invalid_json_and_missing_headers_are_bad_requests(cli: CLI, tmp_path: Path) -> None:
