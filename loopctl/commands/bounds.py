@@ -15,7 +15,8 @@ def doctor_bounds(store: Store, defs: Definitions, add: Any) -> None:
 
     problem, free = check_space(store.paths.state_dir)
     if problem:
-        add("error", "disk", f"{problem}: run logs and records cannot be written; {remedy(problem)}")
+        add("error", "disk",
+            f"{problem}: run logs and records cannot be written; {remedy(problem)}")
     elif free < MIN_FREE:
         add("warn", "disk", f"only {free // 1024} KiB free for {store.paths.state_dir}: "
             "run logs stop when it is full")
