@@ -105,10 +105,9 @@ class Daemon:
             self.pool.private.append(self.watch.fileno())
 
     def run(self) -> int:
-        import gc
+        from loopctl.collector import long_lived
 
-        gc.freeze()  # start-up's objects: never garbage, never walked again
-        gc.enable()  # off for start-up (loopctl.entry); this process lives for days
+        long_lived()  # off for start-up (loopctl.entry); this process lives for days
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         self._wake_on_signals()

@@ -179,8 +179,10 @@ class Pool:
 def serve(store: Store, jobs: socket.socket, done: int) -> int:
     """In the worker: supervise each run the daemon sends, until it closes
     the socket. Returns the exit code; raises (and so ends) on anything odd."""
+    from loopctl.collector import long_lived
     from loopctl.engine.supervisor import Supervisor
 
+    long_lived()  # the daemon's objects frozen: a collection writes none of its pages
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
