@@ -101,7 +101,6 @@ def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: P
         stop(proc)
 
 
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def open_files(pid: int) -> list[str]:
     """What each of a process's descriptors is (paths, sockets, pipes)."""
     found = []
@@ -134,6 +133,7 @@ def test_a_worker_holds_no_runs_file_between_runs(cli: CLI, tmp_path: Path) -> N
         stop(proc)
 
 
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_no_worker_outlives_its_daemon(cli: CLI, tmp_path: Path, how: int) -> None:
     out = noting_loop(cli, tmp_path, "once")
     proc = daemon(cli)
