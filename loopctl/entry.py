@@ -83,22 +83,9 @@ def main(program: bool = False) -> None:
     which ends with this call, so the process may end without the
     interpreter's teardown (`_leave`). Any other caller (the tests'
     in-process harness, a script going on after `main`) gets SystemExit."""
-    import gc
+    from loopctl.collector import short_lived
 
-    # Start-up imports ~200 modules and makes ~100,000 objects, none of them
-    # cyclic garbage; the collector walking them again and again is ~4% of a
-    # short command's CPU. Reference counting still frees everything. It is
-    # not turned back on at the end (the allocations counted meanwhile would
-    # start a full collection at once); the long-lived loops (daemon, watch)
-    # freeze what start-up made and turn it on.
-    gc.disable()
-    # The interpreter's exit still collects once, over every object alive
-    # (~17M instructions, a tenth of a run): frozen at exit, they are not
-    # walked. At exit, not here: a test calling `main` in-process lives on.
-    import atexit
-
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)
+    short_lived()  # the collector off: loopctl/collector.py says why
     global _PROGRAM
     _PROGRAM = program
     _main(sys.argv[1:])

@@ -212,7 +212,19 @@ def ls_text(store: Any, status: str | None = None, sort: str | None = None) -> i
         print("no loops yet. Try:  loopctl start --every 10m --name hello 'echo hello'")
     else:
         print(ls_table(loops, clock.now()))
+    _daemon_cannot_write(store)
     return 0
+
+
+def _daemon_cannot_write(store: Any) -> None:
+    """Below the table, on stderr: the daemon holds the lease (so `tick`
+    stands aside) but its passes fail, so nothing fires (storage/daemon_note.py)."""
+    from loopctl.storage.daemon_note import read_error
+
+    note = read_error(store.paths)
+    if note is not None:
+        print(f"warning: the daemon (pid {note['pid']}) cannot write, nothing fires until it "
+              f"can: {note['error']}", file=sys.stderr)
 
 
 def plain_ls() -> int:

@@ -271,10 +271,9 @@ def last_line(data: bytes) -> str | None:
 def main(store: Store, interval: float = 2.0) -> int:
     if not sys.stdout.isatty():
         return print_snapshot(store)
-    import gc
+    from loopctl.collector import long_lived
 
-    gc.freeze()  # start-up's objects: never garbage, never walked again
-    gc.enable()  # off for start-up (loopctl.entry); a screen may stay open for days
+    long_lived()  # off for start-up (loopctl.entry); a screen may stay open for days
     try:
         return live(store, interval)
     except KeyboardInterrupt:  # before our SIGINT handler was in place

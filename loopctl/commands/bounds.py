@@ -11,11 +11,12 @@ from loopctl.storage.store import Definitions, Store
 def doctor_bounds(store: Store, defs: Definitions, add: Any) -> None:
     """Free space for loopctl's files; which run bounds this machine enforces."""
     from loopctl.engine import reaper
-    from loopctl.storage.space import MIN_FREE, check_space
+    from loopctl.storage.space import MIN_FREE, check_space, remedy
 
     problem, free = check_space(store.paths.state_dir)
     if problem:
-        add("error", "disk", f"{problem}: run logs and records cannot be written; free space")
+        add("error", "disk",
+            f"{problem}: run logs and records cannot be written; {remedy(problem)}")
     elif free < MIN_FREE:
         add("warn", "disk", f"only {free // 1024} KiB free for {store.paths.state_dir}: "
             "run logs stop when it is full")

@@ -53,6 +53,7 @@ def doctor(store: Store) -> dict[str, Any]:
         add("error", "state", f"loop {name!r}: {store.paths.state_file} had bad values "
             f"({', '.join(bad[:5])}); they are reset and the loop is paused")
     holder = _lease_holder(store, now, add)
+    _daemon_cannot_write(store, add)  # its heartbeat may have failed too
     daemon = holder is not None and holder.role == "daemon"
     for name, st in state["loops"].items():
         loop = defs.loops.get(name)
@@ -89,6 +90,17 @@ def _lease_holder(store: Store, now: float, add: Add) -> Any:
         return holder
     add("ok", "scheduler", "no driver holds the lease now (cron ticks hold it briefly)")
     return None
+
+
+def _daemon_cannot_write(store: Store, add: Add) -> None:
+    """A daemon whose passes fail keeps the lease (tick stands aside) and
+    fires nothing; it says why in its note (storage/daemon_note.py)."""
+    from loopctl.storage.daemon_note import read_error
+
+    note = read_error(store.paths)
+    if note is not None:
+        add("error", "scheduler", f"the daemon (pid {note['pid']}) cannot write, so nothing "
+            f"fires until it can (it retries on its own): {note['error']}")
 
 
 def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, Any],

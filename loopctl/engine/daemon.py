@@ -34,6 +34,15 @@ WATCH_INTERVAL = 1.0
 # While runs are in flight, look at them this often: a supervisor killed with
 # SIGKILL changes no file, and its run must still be recorded lost.
 IN_FLIGHT_CHECK = 5.0
+# A pass that failed (state.json cannot be written: a full disk, a read-only
+# remount) is tried again after 1 s, then 2, 4, ... up to this: space freed
+# is noticed without any edit, and a home that stays full costs little.
+RETRY_LIMIT = 30.0
+
+
+def retry_after(failures: int, limit: float = RETRY_LIMIT) -> float:
+    """Seconds before the next try after `failures` failed passes in a row."""
+    return min(limit, 2.0 ** max(0, min(failures, 16) - 1))
 
 
 class Daemon:
@@ -44,6 +53,9 @@ class Daemon:
         self.stopping = False
         self.children: list[int] = []
         self.last_error: str | None = None
+        self.failures = 0  # failed passes in a row
+        self.me: dict[str, Any] = {}
+        self.noted = ""  # what the daemon's note says now (storage/daemon_note.py)
         self.busy = False
         self.queued: set[str] = set()  # loops waiting for a slot, logged once
         self.watch: FileWatch | None = None
@@ -93,10 +105,9 @@ class Daemon:
             self.pool.private.append(self.watch.fileno())
 
     def run(self) -> int:
-        import gc
+        from loopctl.collector import long_lived
 
-        gc.freeze()  # start-up's objects: never garbage, never walked again
-        gc.enable()  # off for start-up (loopctl.entry); this process lives for days
+        long_lived()  # off for start-up (loopctl.entry); this process lives for days
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
         self._wake_on_signals()
@@ -153,6 +164,7 @@ class Daemon:
             holder = self.lease.acquire(now)
         except LoopctlError as exc:
             self.log(f"lease: {exc.message}; retrying")
+            self._note(f"lease: {exc.message}", now)
             return False
         if holder is not None:
             if was_held or self.last_error != "lease":
@@ -163,6 +175,9 @@ class Daemon:
         if not was_held:
             self.log("lease acquired")
             self.last_error = None
+            self._prepare_note()
+        elif self.noted.startswith("lease: "):
+            self._note("", now)  # writing again; a failed pass says so itself
         return True
 
     def _pass(self, now: float) -> tuple[float | None, tuple[Any, Any]]:
@@ -173,13 +188,12 @@ class Daemon:
         try:
             report = driver_pass(self.store, now, lease=self.lease, spawn=self.pool.launch)
         except LoopctlError as exc:
-            if exc.message != self.last_error:
-                self.log(f"not firing: {exc.message}")
-                self.last_error = exc.message
-            return None, before
+            return self._failed(now, exc.message), before
         if self.last_error not in (None, "lease"):
-            self.log("definitions readable again; firing resumes")
+            self.log("firing resumes")
             self.last_error = None
+        self.failures = 0
+        self._note("", now)
         for fired in report.fired:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
@@ -197,6 +211,34 @@ class Daemon:
         self.children = list(dict.fromkeys([*self.children, *report.children]))
         self.busy = report.busy
         return report.wake_at, report.signatures or before
+
+    def _failed(self, now: float, message: str) -> float:
+        """A pass that failed: said once (in the log and the daemon's note,
+        for `doctor` and `ls`), and tried again after a backoff, without
+        waiting for an edit: space freed changes no file loopctl watches."""
+        self.failures += 1
+        if message != self.last_error:
+            self.log(f"not firing: {message}")
+            self.last_error = message
+        self._note(message, now)
+        return now + retry_after(self.failures, min(RETRY_LIMIT, self.lease.ttl / 3))
+
+    def _prepare_note(self) -> None:
+        from loopctl.storage import daemon_note
+        from loopctl.storage.proc_identity import ref
+
+        self.me = self.me or ref()
+        daemon_note.prepare(self.store.paths, self.me)
+        self.noted = ""
+
+    def _note(self, error: str, now: float) -> None:
+        """Said once per change, and only by the daemon holding the lease
+        (a note is prepared when it takes it)."""
+        from loopctl.storage import daemon_note
+
+        if error != self.noted and self.me:
+            self.noted = error if daemon_note.say(self.store.paths, self.me, error, now) \
+                else self.noted
 
     def _quiet(self, now: float, current: tuple[Any, Any]) -> tuple[float | None, bool] | None:
         """Only state.json changed (a run started or settled, a verb): when

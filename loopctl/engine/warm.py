@@ -76,7 +76,7 @@ class Pool:
                 worker = self.idle.pop()
                 if self._send(worker, loop, run_id, log):
                     return self._started(worker)
-            worker = self._fork(store)
+            worker = self._fork(store, log)
             if not self._send(worker, loop, run_id, log):
                 from loopctl.domain.errors import LoopctlError
 
@@ -99,7 +99,12 @@ class Pool:
             worker.jobs.close()
             return False
 
-    def _fork(self, store: Store) -> Worker:
+    def _fork(self, store: Store, log: int) -> Worker:
+        """`log`, the log of the run it is forked for, is open here and so
+        in the child: closed there, as the daemon's own descriptors are. The
+        worker gets that run's log with the job, like any other, and holds
+        no run's log once the run is over (a log deleted or pruned must
+        free its space; a home must remount read-only)."""
         # Datagrams in order: one job (and its log) per message, and the
         # daemon's end closed reads as an empty one.
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -125,7 +130,7 @@ class Pool:
             # Not the other workers' sockets: each must see its own end close.
             for other in [*self.idle, *self.busy.values()]:
                 other.jobs.close()
-            for fd in (self.done_r, *self.private):
+            for fd in (self.done_r, log, *self.private):
                 _close(fd)
             code = serve(store, theirs, self.done_w)
         except BaseException as exc:  # the child must never return
@@ -174,8 +179,10 @@ class Pool:
 def serve(store: Store, jobs: socket.socket, done: int) -> int:
     """In the worker: supervise each run the daemon sends, until it closes
     the socket. Returns the exit code; raises (and so ends) on anything odd."""
+    from loopctl.collector import long_lived
     from loopctl.engine.supervisor import Supervisor
 
+    long_lived()  # the daemon's objects frozen: a collection writes none of its pages
     os.setsid()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):

@@ -88,7 +88,10 @@ def announce(url: str) -> None:
 
 
 def serve(options: Options) -> int:
+    from loopctl.collector import long_lived
+
     server, url = start(options)
+    long_lived()  # off for start-up (loopctl.entry); each connection leaves cycles
     announce(url)
     stop = threading.Event()
 
@@ -111,7 +114,10 @@ def serve(options: Options) -> int:
 
 def serve_beside(options: Options) -> Server:
     """For `daemon --serve`: serving on a thread; the caller shuts it down."""
+    from loopctl.collector import long_lived
+
     server, url = start(options, in_daemon=True)
+    long_lived()  # as the daemon's own start will: serving begins before it
     # The driver's thread gets the interpreter lock back sooner from a render.
     sys.setswitchinterval(0.001)
     announce(url)

@@ -36,3 +36,13 @@ def check_space(folder: Path) -> tuple[str | None, int]:
     except OSError as exc:
         return f"cannot write to {folder}: {exc.strerror}", free
     return None, free
+
+
+def remedy(problem: str) -> str:
+    """What to do about `problem` (from check_space): room makes no
+    read-only file system writable."""
+    import errno
+
+    if problem.endswith(os.strerror(errno.EROFS)):
+        return "read-only file system: remount it read-write"
+    return "free space"

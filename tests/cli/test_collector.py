@@ -79,3 +79,30 @@ def test_a_command_freezes_its_objects_when_the_interpreter_exits(home: Path) ->
     assert proc.returncode == 0, proc.stderr
     said = dict(line.split() for line in proc.stderr.splitlines() if line[:1] in "bf")
     assert said["before"] == "0" and int(said["frozen"]) > 1000
+
+
+def test_long_lived_freezes_start_up_and_turns_it_on(collector_on: None) -> None:
+    from loopctl.collector import long_lived
+
+    gc.disable()  # as loopctl.entry leaves it
+    try:
+        long_lived()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
+def test_the_collector_is_set_in_one_place() -> None:
+    """Every long-running process goes through `long_lived` (the daemon and
+    `daemon --serve`, `serve`, each warm supervisor, `watch`), and nothing
+    else turns the collector on or off but the reading commands' scoped
+    pause (commands/common.py, which puts it back as it found it)."""
+    import loopctl
+
+    package = Path(loopctl.__file__).parent
+    callers = {str(p.relative_to(package)) for p in package.rglob("*.py")
+               if "long_lived()" in p.read_text()}
+    assert callers >= {"engine/daemon.py", "serve/main.py", "engine/warm.py", "cli/watch.py"}
+    setters = {str(p.relative_to(package)) for p in package.rglob("*.py")
+               if any(f"gc.{call}(" in p.read_text() for call in ("enable", "disable", "freeze"))}
+    assert setters == {"collector.py", "commands/common.py"}, setters

@@ -101,6 +101,38 @@ def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: P
         stop(proc)
 
 
+def open_files(pid: int) -> list[str]:
+    """What each of a process's descriptors is (paths, sockets, pipes)."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:  # closed meanwhile
+            continue
+    return found
+
+
+def test_a_worker_holds_no_runs_file_between_runs(cli: CLI, tmp_path: Path) -> None:
+    """The log of the run a worker was forked for is not kept open for the
+    worker's life: between runs it holds nothing under runs/, so a pruned
+    or deleted log frees its space while the daemon runs."""
+    out = noting_loop(cli, tmp_path, "twice")
+    runs = str((cli.state_dir / "runs").resolve())
+    proc = daemon(cli)
+    try:
+        for count in (1, 2):
+            wait_for(lambda count=count: ended(cli, "twice", count))
+            worker = int(lines(out)[0])
+            wait_for(lambda worker=worker: ignores(worker, signal.SIGTERM))  # waiting for a job
+            held = [f for f in open_files(worker) if f.startswith(runs)]
+            assert held == [], held
+            if count == 1:
+                cli("trigger", "twice", check=0)
+        assert lines(out) == [str(worker)] * 2  # the same worker ran both
+    finally:
+        stop(proc)
+
+
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
 def test_no_worker_outlives_its_daemon(cli: CLI, tmp_path: Path, how: int) -> None:
     out = noting_loop(cli, tmp_path, "once")

@@ -23,7 +23,7 @@ from loopctl.cli.app import run_app
 from loopctl.domain.errors import LoopctlError
 from loopctl.storage import atomic as store_mod
 
-from .support import count_lines, in_flight, one_clear_line, start_gated, supervisors
+from .support import count_lines, in_flight, one_clear_line, start_gated, stop, supervisors
 
 ENOSPC_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"
 
@@ -229,3 +229,40 @@ def test_start_with_enospc_injected_exits_1_in_one_line(
     assert done.value.code == 1
     assert ENOSPC_TEXT in one_clear_line(capsys.readouterr().err)
     assert files(home) == before
+
+
+# -- a daemon on a disk that fills and frees ---------------------------------------------
+
+
+def test_a_daemon_fires_again_once_space_frees_and_says_meanwhile_why_not(
+        small_home: CLI, tmp_path: Path) -> None:
+    """A daemon's pass that cannot record its fire is tried again with a
+    backoff: once space frees it fires with no edit to any file, it said
+    once that it could not and once that it resumes, and meanwhile
+    `doctor` and `ls` name the daemon's write error."""
+    cli = small_home
+    cli("start", "p", "--name", "soon", "--every", "1h", "--after", "2s",
+        "--command", "true", check=0)
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        daemon = cli.popen("daemon", stderr=out)
+    try:
+        wait_for(lambda: "lease acquired" in log.read_text())
+        filler = fill(cli.home)  # before the loop comes due
+        wait_for(lambda: "not firing" in log.read_text(), timeout=20)
+        doctor = json.loads(cli("doctor", "--json").stdout)
+        (said,) = [f for f in doctor["findings"] if "cannot write" in f["message"]
+                   and f["check"] == "scheduler"]
+        assert said["level"] == "error" and ENOSPC_TEXT in said["message"], said
+        listed = cli("ls")
+        assert "the daemon" in listed.stderr and ENOSPC_TEXT in listed.stderr, listed.stderr
+        assert not supervisors(cli.home) and cli.records("soon") == []
+        filler.unlink()
+        wait_for(lambda: len(cli.records("soon")) == 1, timeout=20)
+        text = log.read_text()
+        assert text.count("not firing") == 1 and text.count("firing resumes") == 1, text
+        assert not any("cannot write" in f["message"]
+                       for f in json.loads(cli("doctor", "--json").stdout)["findings"])
+        assert cli("ls").stderr == ""
+    finally:
+        stop(daemon)

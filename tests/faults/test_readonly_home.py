@@ -71,6 +71,10 @@ def test_reading_commands_work(frozen: CLI) -> None:
     doctor = frozen("doctor")
     assert doctor.returncode == 1 and "Traceback" not in doctor.stderr, doctor
     assert f"FAIL disk: cannot write to {frozen.state_dir}: {EROFS_TEXT}" in doctor.stdout
+    # Room would not help: the remedy names the read-only file system.
+    (disk,) = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL disk")]
+    assert disk.endswith("read-only file system: remount it read-write"), disk
+    assert "free space" not in disk, disk
 
 
 def test_writing_commands_fail_in_one_clear_line(frozen: CLI) -> None:

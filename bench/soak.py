@@ -1,0 +1,159 @@
+"""Memory of the long-running processes (issue 49 item 3): RSS per 1,000
+requests of a `loopctl serve`, and per 1,000 runs of a `loopctl daemon
+--serve` fired while a client polls it.
+
+Goal: <= 1 MiB of growth after warm-up, over 100,000 requests (20,000 of
+them without a token) and over 10,000 runs. `--quick`: 10,000 requests
+(2,000 without a token) and 500 runs, RSS printed per 1,000 requests and
+per 100 runs; the goal is then scaled (it is about a leak per request or
+run, and a short window hides a small one).
+
+Requests: each on a connection of its own (a poller's), `GET /api/loops`
+with the token, `GET /` without (401). Runs: 20 loops `every: 1s` whose
+agent is `true`, counted from the daemon's `fired` log lines, while a
+client asks for `/metrics` and `/api/loops` back to back. Warm-up: the
+first 20% of the window (at least 2,000 requests / 2 steps of runs); RSS is
+VmRSS of the server's process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import Workspace, env_for, header, loop_entry, loopctl, result, write_loops
+
+GOAL_KIB = 1024
+
+
+def rss_kib(pid: int) -> int:
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith("VmRSS:"):
+            return int(row.split()[1])
+    return 0
+
+
+def started(argv: list[str], home: Path, log: Path) -> tuple[subprocess.Popen[str], str, int, str]:
+    """The process, its host, port and token (from the URL it prints)."""
+    proc = subprocess.Popen(argv, env=env_for(home), stdout=subprocess.PIPE,
+                            stderr=log.open("w"), text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if "open " not in first:
+        raise SystemExit(f"no URL from {argv}: {first!r} {log.read_text()[-500:]}")
+    url = first.split("open ", 1)[1].strip()
+    where, token = url.split("://", 1)[1].split("/?token=")
+    host, port = where.rsplit(":", 1)
+    return proc, host, int(port), token
+
+
+def get(host: str, port: int, path: str, token: str | None) -> int:
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        answer = conn.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        conn.close()
+
+
+def growth(samples: list[tuple[int, int]], warm: int) -> int:
+    after = [kib for count, kib in samples if count >= warm]
+    return after[-1] - after[0] if len(after) > 1 else 0
+
+
+def requests(ws: Workspace, total: int, anonymous: int) -> dict[str, Any]:
+    home = ws.home("serve")
+    write_loops(home, [loop_entry(f"l{n}", ["true"], after="1h") for n in range(20)])
+    proc, host, port, token = started(loopctl("serve", "--bind", "127.0.0.1:0"), home,
+                                      ws.root / "serve.log")
+    samples: list[tuple[int, int]] = []
+    every = max(1, total // anonymous)  # one request in `every` without the token
+    try:
+        for n in range(1, total + 1):
+            get(host, port, "/" if n % every == 0 else "/api/loops",
+                None if n % every == 0 else token)
+            if n % 1000 == 0:
+                samples.append((n, rss_kib(proc.pid)))
+                print(f"   requests {n:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB", flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    warm = max(2000, total // 5)
+    return {"samples": samples, "grown_kib": growth(samples, warm), "warm": warm}
+
+
+def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
+    home = ws.home("daemon")
+    write_loops(home, [loop_entry(f"r{n}", ["true"], every="1s") for n in range(20)],
+                top="max_concurrent: 0\n")
+    log = ws.root / "daemon.log"
+    proc, host, port, token = started(loopctl("daemon", "--serve", "127.0.0.1:0"), home, log)
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for path in ("/metrics", "/api/loops"):
+                try:
+                    get(host, port, path, token)
+                except OSError:
+                    pass
+
+    client = threading.Thread(target=poll, daemon=True)
+    client.start()
+    samples: list[tuple[int, int]] = []
+    try:
+        mark = step
+        while mark <= total:
+            time.sleep(0.5)
+            fired = log.read_text().count(" fired ")
+            if fired >= mark:
+                samples.append((mark, rss_kib(proc.pid)))
+                print(f"   runs {mark:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB", flush=True)
+                mark += step
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(timeout=60)
+    warm = max(2 * step, total // 5)
+    return {"samples": samples, "grown_kib": growth(samples, warm), "warm": warm}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--requests", type=int)
+    parser.add_argument("--runs", type=int)
+    parser.add_argument("--only", choices=["requests", "runs"])
+    args = parser.parse_args()
+    total_req = args.requests or (10_000 if args.quick else 100_000)
+    total_runs = args.runs or (500 if args.quick else 10_000)
+    step = 100 if total_runs < 5000 else 1000
+    header(f"soak: {total_req} requests, {total_runs} runs")
+    met = True
+    with Workspace("soak") as ws:
+        if args.only != "runs":
+            got = requests(ws, total_req, max(1, total_req // 5))
+            goal = GOAL_KIB * total_req // 100_000
+            ok = got["grown_kib"] <= max(goal, 256)
+            met &= ok
+            result("serve RSS growth", f"{got['grown_kib']} KiB after {got['warm']} requests",
+                   f"<= {max(goal, 256)} KiB", ok)
+        if args.only != "requests":
+            got = runs(ws, total_runs, step)
+            goal = GOAL_KIB * total_runs // 10_000
+            ok = got["grown_kib"] <= max(goal, 256)
+            met &= ok
+            result("daemon --serve RSS growth", f"{got['grown_kib']} KiB after {got['warm']} runs",
+                   f"<= {max(goal, 256)} KiB", ok)
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
