@@ -51,13 +51,30 @@ def wall_to_instant(naive: datetime, tz: tzinfo) -> float:
     return float(int(hi))
 
 
+def day_or(expr: str) -> bool:
+    """Whether a day matches when day-of-month *or* day-of-week does, as
+    crontab(5) reads it in Vixie cron and cronie: only when both fields are
+    restricted; a field starting with `*` (`*`, `*/2`) makes both must-match.
+    So `0 0 */2 * 1` is odd days that are Mondays. (croniter's own default
+    ORs any two fields other than a bare `*`.) Quartz's `?` reads as `*`."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return True  # an @daily-style alias: one of its day fields is `*`
+    return not fields[2].startswith(("*", "?")) and not fields[4].startswith(("*", "?"))
+
+
+def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
+    """croniter over `expr` from `start`, reading the day fields as cron does."""
+    from croniter import croniter
+
+    return croniter(expr, start, day_or=day_or(expr))
+
+
 def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
     """Cron slots as instants, starting a little before `after` (a repeated
     hour can put the current wall time behind an instant we must consider)."""
-    from croniter import croniter
-
     start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)
-    it = croniter(expr, start)
+    it = cron_iter(expr, start)
     while True:
         yield wall_to_instant(it.get_next(datetime), tz)
 

@@ -206,8 +206,8 @@ def github_schedule(expr: str, tz: str | None, year: int | None = None) -> UtcSc
 
 def longest_gap(expr: str, samples: int = 60) -> float:
     """The longest wait between fires of `expr` over its next `samples` fires."""
-    from croniter import croniter
+    from loopctl.domain.schedule import cron_iter
 
-    it = croniter(expr, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    it = cron_iter(expr, datetime(2026, 1, 1, tzinfo=timezone.utc))
     times = [it.get_next(float) for _ in range(samples)]
     return max(b - a for a, b in zip(times, times[1:], strict=False))
