@@ -11,6 +11,7 @@ transition.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from loopctl.domain.dates import datetime, timedelta, tzinfo
@@ -63,11 +64,28 @@ def day_or(expr: str) -> bool:
     return not fields[2].startswith(("*", "?")) and not fields[4].startswith(("*", "?"))
 
 
+def _single(match: re.Match[str]) -> str:
+    lo, hi = match.group(1), match.group(2)
+    same = lo.lower() == hi.lower() or (lo.isdigit() and hi.isdigit() and int(lo) == int(hi))
+    return lo if same else match.group(0)
+
+
+def plain_ranges(expr: str) -> str:
+    """`expr` with each one-value range (`5-5`, `mon-MON/2`) as that value:
+    croniter expands those to the whole field (`0 0 5-5 * *` every day),
+    cron to the one value."""
+    return " ".join(",".join(_RANGE.sub(_single, part) for part in field.split(","))
+                    for field in expr.split())
+
+
+_RANGE = re.compile(r"^([0-9a-zA-Z]+)-([0-9a-zA-Z]+)(?:/[0-9]+)?$")
+
+
 def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
     """croniter over `expr` from `start`, reading the day fields as cron does."""
     from croniter import croniter
 
-    return croniter(expr, start, day_or=day_or(expr))
+    return croniter(plain_ranges(expr), start, day_or=day_or(expr))
 
 
 def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]

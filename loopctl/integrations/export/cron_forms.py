@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 
 from loopctl.domain.data_class import record
 from loopctl.domain.errors import UsageError
+from loopctl.domain.schedule import plain_ranges
 
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
@@ -88,7 +89,7 @@ def parse_form(expr: str, target: str) -> CronForm:
         odd = _special(field)
         if odd is not None:
             raise refusal(text, target, FIELDS[index], f"uses {odd!r}")
-    fields = tuple(_numbered(f) for f in text.split())
+    fields = tuple(_numbered(f) for f in plain_ranges(text).split())
     expanded, _ = croniter.expand(" ".join(fields))
     values = []
     for index, got in enumerate(expanded):
@@ -157,7 +158,7 @@ def _check_days(form: CronForm, target: str) -> None:
 
 # -- systemd ----------------------------------------------------------------------------
 
-DOW_NAMES = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")
+SYSTEMD_WEEK = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # its ranges run Mon..Sun
 
 
 def _calendar_list(values: tuple[int, ...], full: bool) -> str:
@@ -167,8 +168,9 @@ def _calendar_list(values: tuple[int, ...], full: bool) -> str:
 
 
 def _weekdays(values: tuple[int, ...]) -> str:
-    return ",".join(DOW_NAMES[a] if a == b else f"{DOW_NAMES[a]}..{DOW_NAMES[b]}"
-                    for a, b in _runs(values))
+    week = tuple(sorted((v - 1) % 7 for v in values))  # cron's Sunday 0 is systemd's last
+    return ",".join(SYSTEMD_WEEK[a] if a == b else f"{SYSTEMD_WEEK[a]}..{SYSTEMD_WEEK[b]}"
+                    for a, b in _runs(week))
 
 
 def calendar_lines(form: CronForm, tz: str | None) -> list[str]:

@@ -22,8 +22,8 @@ from loopctl.integrations.export.common import (
     secret_names,
     traveling_definition,
 )
-from loopctl.integrations.export.cron_forms import check_dst, cron_line
-from loopctl.integrations.export.schedules import github_schedule, longest_gap, target_cron
+from loopctl.integrations.export.cron_forms import parse_form
+from loopctl.integrations.export.schedules import github_lines, longest_gap, target_cron
 
 GITHUB_MINIMUM = 300
 CACHE_EVICTION_S = 7 * 86400
@@ -168,13 +168,11 @@ def _github_crons(loop: LoopDef, warnings: list[str], allow_drift: bool) -> Any:
                              f"github evenly: {drift}; pass --allow-drift to accept that, or "
                              "export --to systemd, which keeps the interval")
         warnings.append(drift)
-        local = "*/5 * * * *"
+        form = parse_form("*/5 * * * *", "github")
     else:
         form = target_cron(loop, "github", warnings, allow_drift)
-        if loop.cron:
-            check_dst(form, loop.tz, "github", repeated=True)
-        local = cron_line(form, "github")
-    utc = github_schedule(local, loop.tz)
+    utc = github_lines(form, loop.tz, dst=bool(loop.cron))
+    local = form.expr
     if loop.tz and loop.tz != "UTC":
         warnings.append(f"GitHub runs cron in UTC: {local!r} in {loop.tz} became "
                         + " and ".join(repr(c) for c in utc.crons)

@@ -16,7 +16,14 @@ from loopctl.domain.data_class import record
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
-from loopctl.integrations.export.cron_forms import MACROS, CronForm, parse_form
+from loopctl.domain.schedule import plain_ranges
+from loopctl.integrations.export.cron_forms import (
+    MACROS,
+    CronForm,
+    check_dst,
+    cron_line,
+    parse_form,
+)
 
 
 def _nearest(value: int, choices: list[int]) -> int:
@@ -129,7 +136,7 @@ def offset_text(offset: timedelta) -> str:
 def _expand(expr: str) -> tuple[list[int], list[int]]:
     from croniter import croniter
 
-    fields, _ = croniter.expand(expr)
+    fields, _ = croniter.expand(plain_ranges(expr))
     minutes = list(range(60)) if "*" in fields[0] else [int(m) for m in fields[0]]
     hours = list(range(24)) if "*" in fields[1] else [int(h) for h in fields[1]]
     return minutes, hours
@@ -147,15 +154,16 @@ def _shift(expr: str, offset: timedelta) -> str:
     days_move = any(t < 0 or t >= 1440 for t in utc)
     if days_move and not (dom == month == dow == "*"):
         raise UsageError(
-            f"cannot convert cron {expr!r} to GitHub's UTC schedule: at this offset "
-            "its times cross midnight, which moves the day fields; give the loop a UTC "
-            "schedule (--tz UTC) or export to systemd or k8s, which keep the zone")
+            f"cannot export cron {expr!r} --to github (GitHub reads cron in UTC): at this "
+            "offset its times cross midnight, which moves the day fields; give the loop a "
+            "UTC schedule (--tz UTC) or export to systemd or k8s, which keep the zone")
     utc = sorted({t % 1440 for t in utc})
     new_minutes = sorted({t % 60 for t in utc})
     new_hours = sorted({t // 60 for t in utc})
     if len(new_minutes) * len(new_hours) != len(utc):
-        raise UsageError(f"cannot convert cron {expr!r} to GitHub's UTC schedule: its "
-                         "times do not form a cron grid in UTC")
+        raise UsageError(f"cannot export cron {expr!r} --to github (GitHub reads cron in "
+                         "UTC): its times do not form a cron grid in UTC; give the loop a UTC "
+                         "schedule (--tz UTC) or export to systemd or k8s, which keep the zone")
     minute_field = minute if shift % 60 == 0 else ",".join(map(str, new_minutes))
     hour_field = "*" if hour == "*" and shift % 60 == 0 and len(new_hours) == 24 \
         else ",".join(map(str, new_hours))
@@ -187,3 +195,32 @@ def longest_gap(expr: str, samples: int = 60) -> float:
     it = cron_iter(expr, datetime(2026, 1, 1, tzinfo=timezone.utc))
     times = [it.get_next(float) for _ in range(samples)]
     return max(b - a for a, b in zip(times, times[1:], strict=False))
+
+
+def shortest_gap_minutes(expr: str) -> int:
+    """The shortest wait, in minutes, between two fires of `expr` on one day
+    (or across midnight), which GitHub and actionlint hold to 5 minutes."""
+    minutes, hours = _expand(expr)
+    times = sorted(h * 60 + m for h in hours for m in minutes)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    return min([*gaps, times[0] + 1440 - times[-1]])
+
+
+def github_lines(form: CronForm, tz: str | None, dst: bool = True,
+                 year: int | None = None) -> UtcSchedule:
+    """A local schedule as GitHub's UTC lines, refused where GitHub would fire
+    other instants: day fields it may combine otherwise, a slot in an hour
+    the clocks change (the guard keeps one line per offset, so it would fire
+    twice in the fall-back hour and never in the gap), fires closer than 5
+    minutes (GitHub's floor, which actionlint enforces)."""
+    line = cron_line(form, "github")
+    if dst:
+        check_dst(form, tz, "github", repeated=True, year=year)
+    utc = github_schedule(line, tz, year)
+    gap = min(shortest_gap_minutes(c) for c in utc.crons)
+    if gap < 5:
+        raise UsageError(f"cannot export cron {form.expr!r} --to github: it fires {gap} "
+                         "minute(s) apart, and GitHub runs a schedule at most every 5 minutes; "
+                         "export --to systemd, k8s or crontab, or give it a schedule 5 minutes "
+                         "apart")
+    return utc
