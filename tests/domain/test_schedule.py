@@ -365,3 +365,8 @@ def _next_days(expr: str, count: int = 6) -> list[str]:
 ])
 def test_day_of_month_and_week_as_crontab_reads_them(expr: str, days: list[str]) -> None:
     assert _next_days(expr) == days
+
+
+def test_a_one_value_range_is_that_value_not_the_whole_field() -> None:
+    # croniter alone reads `5-5` as `*` (every day); cron reads it as the 5th
+    assert _next_days("0 0 5-5 * *", 2) == ["Mon 05", "Thu 05"]
