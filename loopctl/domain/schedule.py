@@ -11,14 +11,16 @@ transition.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from loopctl.domain.dates import datetime, timedelta, tzinfo
+from loopctl.domain.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
+    import re
+
     from loopctl.domain.model import LoopDef
 
 BACKOFF_CAP = 8
@@ -78,7 +80,7 @@ def plain_ranges(expr: str) -> str:
                     for field in expr.split())
 
 
-_RANGE = re.compile(r"^([0-9a-zA-Z]+)-([0-9a-zA-Z]+)(?:/[0-9]+)?$")
+_RANGE = lazy(r"^([0-9a-zA-Z]+)-([0-9a-zA-Z]+)(?:/[0-9]+)?$")
 
 
 def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
