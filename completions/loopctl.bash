@@ -35,7 +35,7 @@ _loopctl() {
         digest) opts="--since --json --notify --help -h" ;;
         doctor) opts="--json --notify --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
-        export) opts="--to --output -o --image --install --state-size --secrets-file --json --help -h" ;;
+        export) opts="--to --output -o --image --install --state-size --secrets-file --allow-drift --json --help -h" ;;
         history) opts="--limit --json --help -h" ;;
         list) opts="--json --status --sort --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;

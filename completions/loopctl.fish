@@ -71,6 +71,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from export' -l image -x -d 'k8s:
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l install -x -d 'github: pinned pip requirement for loopctl (default: how this copy was installed).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l state-size -x -d 'k8s: size of the state volume claim.'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l secrets-file -x -d 'k8s: also write the secret\'s KEY=VALUE env file here (0600).'
+complete -c loopctl -n '__fish_seen_subcommand_from export' -l allow-drift -d 'Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from history' -l limit -x -d 'Most recent N runs (0 = all).'

@@ -126,6 +126,7 @@ _loopctl() {
                 '--install[github\: pinned pip requirement for loopctl (default\: how this copy was installed).]:install: ' \
                 '--state-size[k8s\: size of the state volume claim.]:state_size: ' \
                 '--secrets-file[k8s\: also write the secret'\''s KEY=VALUE env file here (0600).]:secrets_file: ' \
+                '--allow-drift[Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

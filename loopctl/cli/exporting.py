@@ -23,6 +23,7 @@ def export_cmd(
     install: Annotated[Optional[str], typer.Option(help="github: pinned pip requirement for loopctl (default: how this copy was installed).")] = None,
     state_size: Annotated[str, typer.Option(help="k8s: size of the state volume claim.")] = "1Gi",
     secrets_file: Annotated[Optional[Path], typer.Option(help="k8s: also write the secret's KEY=VALUE env file here (0600).")] = None,
+    allow_drift: Annotated[bool, typer.Option("--allow-drift", help="Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Hand a loop to crontab, systemd, Kubernetes or GitHub Actions."""
@@ -41,7 +42,8 @@ def export_cmd(
         state_dir=str(s.paths.state_dir), image=image, state_size=state_size,
         install=install, prompt_text=_prompt_text(loop),
         out_dir=str(output) if output is not None else None,
-        secrets_file=str(secrets_file) if secrets_file is not None else None)
+        secrets_file=str(secrets_file) if secrets_file is not None else None,
+        allow_drift=allow_drift)
     result = exporter.export(loop, target)
     if secrets_file is not None:
         _write_secrets_file(loop, secrets_file, result)

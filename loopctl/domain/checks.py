@@ -93,8 +93,9 @@ def check_cron(expr: str, what: str = "cron") -> str:
         raise UsageError(f"bad {what} {expr!r}: expected five valid cron fields")
     try:
         from loopctl.domain.dates import datetime
+        from loopctl.domain.schedule import cron_iter
 
-        croniter(text, datetime(2026, 1, 1)).get_next(datetime)
+        cron_iter(text, datetime(2026, 1, 1)).get_next(datetime)
     except Exception:
         raise UsageError(f"bad {what} {expr!r}: it names a date that never occurs") from None
     return text

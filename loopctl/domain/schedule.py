@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loopctl.domain.dates import datetime, timedelta, tzinfo
+from loopctl.domain.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
+    import re
+
     from loopctl.domain.model import LoopDef
 
 BACKOFF_CAP = 8
@@ -51,13 +54,47 @@ def wall_to_instant(naive: datetime, tz: tzinfo) -> float:
     return float(int(hi))
 
 
+def day_or(expr: str) -> bool:
+    """Whether a day matches when day-of-month *or* day-of-week does, as
+    crontab(5) reads it in Vixie cron and cronie: only when both fields are
+    restricted; a field starting with `*` (`*`, `*/2`) makes both must-match.
+    So `0 0 */2 * 1` is odd days that are Mondays. (croniter's own default
+    ORs any two fields other than a bare `*`.) Quartz's `?` reads as `*`."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return True  # an @daily-style alias: one of its day fields is `*`
+    return not fields[2].startswith(("*", "?")) and not fields[4].startswith(("*", "?"))
+
+
+def _single(match: re.Match[str]) -> str:
+    lo, hi = match.group(1), match.group(2)
+    same = lo.lower() == hi.lower() or (lo.isdigit() and hi.isdigit() and int(lo) == int(hi))
+    return lo if same else match.group(0)
+
+
+def plain_ranges(expr: str) -> str:
+    """`expr` with each one-value range (`5-5`, `mon-MON/2`) as that value:
+    croniter expands those to the whole field (`0 0 5-5 * *` every day),
+    cron to the one value."""
+    return " ".join(",".join(_RANGE.sub(_single, part) for part in field.split(","))
+                    for field in expr.split())
+
+
+_RANGE = lazy(r"^([0-9a-zA-Z]+)-([0-9a-zA-Z]+)(?:/[0-9]+)?$")
+
+
+def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
+    """croniter over `expr` from `start`, reading the day fields as cron does."""
+    from croniter import croniter
+
+    return croniter(plain_ranges(expr), start, day_or=day_or(expr))
+
+
 def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
     """Cron slots as instants, starting a little before `after` (a repeated
     hour can put the current wall time behind an instant we must consider)."""
-    from croniter import croniter
-
     start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)
-    it = croniter(expr, start)
+    it = cron_iter(expr, start)
     while True:
         yield wall_to_instant(it.get_next(datetime), tz)
 

@@ -344,3 +344,29 @@ def test_dst_hourly_cron_on_spring_forward_has_no_duplicates() -> None:
     fires = fires_between("0 * * * *", NY, SPRING_DAY[0] - 1, SPRING_DAY[1] - 1)
     # 02:00 does not exist: it maps to the transition, which is also 03:00 EDT.
     assert len(fires) == len(set(fires)) == 23
+
+
+def _next_days(expr: str, count: int = 6) -> list[str]:
+    out, instant = [], T0
+    for _ in range(count):
+        instant = cron_next(expr, UTC, instant)
+        out.append(datetime.fromtimestamp(instant, timezone.utc).strftime("%a %d"))
+    return out
+
+
+@pytest.mark.parametrize(("expr", "days"), [
+    # a field starting with `*` makes both day fields must-match (crontab(5), cronie)
+    ("0 0 */2 * 1", ["Mon 05", "Mon 19", "Mon 09", "Mon 23", "Mon 09", "Mon 23"]),
+    ("0 0 * * */3", ["Sat 03", "Sun 04", "Wed 07", "Sat 10", "Sun 11", "Wed 14"]),
+    ("0 0 1-31/10 * */5", ["Sun 11", "Sun 01", "Sun 01", "Fri 01", "Sun 31", "Sun 21"]),
+    # both restricted: either matches
+    ("0 0 1,15 * 1", ["Mon 05", "Mon 12", "Thu 15", "Mon 19", "Mon 26", "Sun 01"]),
+    ("0 0 1-31/2 * 1", ["Sat 03", "Mon 05", "Wed 07", "Fri 09", "Sun 11", "Mon 12"]),
+])
+def test_day_of_month_and_week_as_crontab_reads_them(expr: str, days: list[str]) -> None:
+    assert _next_days(expr) == days
+
+
+def test_a_one_value_range_is_that_value_not_the_whole_field() -> None:
+    # croniter alone reads `5-5` as `*` (every day); cron reads it as the 5th
+    assert _next_days("0 0 5-5 * *", 2) == ["Mon 05", "Thu 05"]

@@ -6,6 +6,7 @@ would split a scheduler's line. Pure apart from PATH lookups."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.integrations.export import Target, export, systemd_quote
-from loopctl.integrations.export.schedules import cron_to_calendar, every_to_cron, github_schedule
+from loopctl.integrations.export.schedules import every_to_cron, github_schedule
 
 PIN = "loopctl @ git+https://github.com/o/loopctl@v1.2.3"
 
@@ -28,10 +29,12 @@ PIN = "loopctl @ git+https://github.com/o/loopctl@v1.2.3"
     (23 * 3600 + 40 * 60, "0 0 * * *", "became every 24h"),
     (7 * 60, "*/6 * * * *", "became every 6m (cron steps must divide an hour)"),
 ])
-def test_an_every_cron_cannot_step_becomes_the_nearest_step_with_a_warning(
+def test_an_every_cron_cannot_step_is_refused_unless_drift_is_allowed(
         seconds: int, cron: str, warning: str) -> None:
+    with pytest.raises(UsageError, match=f"{re.escape(warning)}.*--allow-drift"):
+        every_to_cron(seconds, [])
     warnings: list[str] = []
-    assert every_to_cron(seconds, warnings) == cron
+    assert every_to_cron(seconds, warnings, allow_drift=True) == cron
     assert any(warning in w for w in warnings), warnings
 
 
@@ -40,12 +43,6 @@ def test_an_exact_step_has_only_the_wall_clock_warning() -> None:
     assert every_to_cron(86400, warnings) == "0 0 * * *"
     assert every_to_cron(3 * 3600, warnings) == "0 */3 * * *"
     assert len(warnings) == 2 and all("wall-clock slots" in w for w in warnings)
-
-
-@pytest.mark.parametrize("expr", ["0 9 * * 1/2", "0 9 1 * 1"])
-def test_a_cron_that_ors_day_fields_is_refused_for_systemd(expr: str) -> None:
-    with pytest.raises(UsageError, match="cron ORs day-of-month and day-of-week"):
-        cron_to_calendar(expr, "Europe/Berlin")
 
 
 def test_a_zone_at_utc_in_winter_keeps_its_winter_line_unshifted() -> None:

@@ -28,6 +28,7 @@ class Target:
     prompt_text: str | None = None
     out_dir: str | None = None     # where `-o DIR` writes the files: the next steps say so
     secrets_file: str | None = None  # k8s: where `--secrets-file` writes the env file
+    allow_drift: bool = False      # an --every cron cannot say evenly: accept wall-clock slots
 
     def at(self, filename: str) -> str:
         """A written file as the next steps must name it (quoted for a shell)."""

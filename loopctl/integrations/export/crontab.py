@@ -10,7 +10,8 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.crontab import home_pins, honours_cron_tz, scheduler_path
 from loopctl.integrations.export.common import Export, Target, local_python, scheduled
-from loopctl.integrations.export.schedules import loop_cron
+from loopctl.integrations.export.cron_forms import check_dst, cron_line
+from loopctl.integrations.export.schedules import target_cron
 
 
 def to_crontab(loop: LoopDef, target: Target) -> Export:
@@ -19,7 +20,10 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
                          "schedule; fire it with `loopctl trigger` under `loopctl daemon` (or "
                          "cron's `loopctl tick`), or export it --to systemd, k8s or github")
     warnings: list[str] = []
-    schedule = loop_cron(loop, warnings)
+    form = target_cron(loop, "crontab", warnings, target.allow_drift)
+    schedule = cron_line(form, "crontab")
+    if loop.cron:
+        check_dst(form, loop.tz, "crontab", repeated=True)
     lines = []
     if loop.tz:
         if honours_cron_tz():

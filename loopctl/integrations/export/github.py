@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from loopctl.domain.durations import format_duration
+from loopctl.domain.errors import UsageError
 from loopctl.domain.github import with_github_events
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.export.common import (
@@ -21,7 +22,8 @@ from loopctl.integrations.export.common import (
     secret_names,
     traveling_definition,
 )
-from loopctl.integrations.export.schedules import github_schedule, longest_gap, loop_cron
+from loopctl.integrations.export.cron_forms import parse_form
+from loopctl.integrations.export.schedules import github_lines, longest_gap, target_cron
 
 GITHUB_MINIMUM = 300
 CACHE_EVICTION_S = 7 * 86400
@@ -59,7 +61,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
 
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
-    utc = None if loop.on_demand else _github_crons(loop, warnings)
+    utc = None if loop.on_demand else _github_crons(loop, warnings, target.allow_drift)
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
     if loop.worktree and loop.pr:
@@ -153,16 +155,24 @@ def _github_permissions(loop: LoopDef) -> dict[str, str]:
     return permissions
 
 
-def _github_crons(loop: LoopDef, warnings: list[str]) -> Any:
+def _github_crons(loop: LoopDef, warnings: list[str], allow_drift: bool) -> Any:
     """The workflow's UTC cron lines (and whether a zone guard is needed),
-    with a warning for each thing GitHub does differently."""
+    with a warning for each thing GitHub does differently. The guard keeps
+    one line per offset, so a slot in an hour the clocks change (twice in
+    the fall-back hour, never in the gap) is refused."""
     if not loop.auto and loop.every and loop.every < GITHUB_MINIMUM:
-        warnings.append(f"GitHub runs scheduled workflows at most every 5 minutes; "
-                        f"--every {format_duration(loop.every)} became every 5m")
-        local = "*/5 * * * *"
+        drift = (f"GitHub runs scheduled workflows at most every 5 minutes; "
+                 f"--every {format_duration(loop.every)} became every 5m")
+        if not allow_drift:
+            raise UsageError(f"cannot export --every {format_duration(loop.every)} --to "
+                             f"github evenly: {drift}; pass --allow-drift to accept that, or "
+                             "export --to systemd, which keeps the interval")
+        warnings.append(drift)
+        form = parse_form("*/5 * * * *", "github")
     else:
-        local = loop_cron(loop, warnings)
-    utc = github_schedule(local, loop.tz)
+        form = target_cron(loop, "github", warnings, allow_drift)
+    utc = github_lines(form, loop.tz, dst=bool(loop.cron))
+    local = form.expr
     if loop.tz and loop.tz != "UTC":
         warnings.append(f"GitHub runs cron in UTC: {local!r} in {loop.tz} became "
                         + " and ".join(repr(c) for c in utc.crons)

@@ -17,7 +17,8 @@ from loopctl.integrations.export.common import (
     secret_names,
     traveling_definition,
 )
-from loopctl.integrations.export.schedules import loop_cron
+from loopctl.integrations.export.cron_forms import check_dst, cron_line
+from loopctl.integrations.export.schedules import target_cron
 
 K8S_HOME = "/loopctl"
 # The container's HOME: an emptyDir of its own, beside the working directory
@@ -47,6 +48,16 @@ def _labels() -> dict[str, Any]:
     return {"app.kubernetes.io/name": "loopctl"}
 
 
+def _k8s_schedule(loop: LoopDef, target: Target, warnings: list[str]) -> str:
+    """The CronJob's schedule, read in its `timeZone` as loopctl reads it;
+    robfig/cron's DST handling is not §3's, so a slot in a changing hour is
+    refused."""
+    form = target_cron(loop, "k8s", warnings, target.allow_drift)
+    if loop.cron:
+        check_dst(form, loop.tz, "k8s", repeated=True)
+    return cron_line(form, "k8s")
+
+
 def to_k8s(loop: LoopDef, target: Target) -> Export:
     import yaml
 
@@ -56,7 +67,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
     warnings: list[str] = []
     # Suspended, an on-demand loop's CronJob never fires by itself: it is the
     # template `kubectl create job --from=cronjob/...` starts.
-    schedule = ON_DEMAND_CRON if loop.on_demand else loop_cron(loop, warnings)
+    schedule = ON_DEMAND_CRON if loop.on_demand else _k8s_schedule(loop, target, warnings)
     name = k8s_name(loop)
     prompt_path = f"{K8S_HOME}/prompt.md" if loop.prompt_file else None
     data = {"loops.yaml": traveling_definition(loop, prompt_path)}

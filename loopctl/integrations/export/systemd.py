@@ -14,7 +14,8 @@ from loopctl.integrations.export.common import (
     run_bound,
     scheduled,
 )
-from loopctl.integrations.export.schedules import cron_to_calendar, loop_cron
+from loopctl.integrations.export.cron_forms import calendar_lines, check_dst
+from loopctl.integrations.export.schedules import target_cron
 
 
 def systemd_quote(value: str, dollar: bool = True) -> str:
@@ -85,9 +86,14 @@ def _systemd_timing(loop: LoopDef, warnings: list[str]) -> str:
     """`--every` as loopctl means it: wait that long after each run ends
     (`OnUnitInactiveSec=`, any interval, seconds too), the first fire
     `--after` the timer starts; cron schedules as wall-clock `OnCalendar=`
-    slots in their zone, a slot missed while off fired once on start."""
+    slots in their zone (two lines where the day fields OR), a slot missed
+    while off fired once on start."""
     if loop.every and not loop.auto:
         return (f"OnActiveSec={max(loop.after or 0, 1)}s\n"
                 f"OnUnitInactiveSec={loop.every}s\n")
-    schedule = loop_cron(loop, warnings)
-    return f"OnCalendar={cron_to_calendar(schedule, loop.tz)}\nPersistent=true\n"
+    form = target_cron(loop, "systemd", warnings)
+    # systemd fires a repeated wall time once, as loopctl does, but skips one
+    # in a spring-forward gap.
+    check_dst(form, loop.tz, "systemd", repeated=False)
+    lines = calendar_lines(form, loop.tz)
+    return "".join(f"OnCalendar={line}\n" for line in lines) + "Persistent=true\n"
