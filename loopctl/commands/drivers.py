@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 def claim_now(store: Store, name: str, mode: str = "manual",
-              spawn: Callable[[str], int] | None = None) -> tuple[str, bool]:
+              spawn: Callable[[str], int] | None = None,
+              slot: str | None = None) -> tuple[str, bool]:
     """Claim a run of `name` now; its id, and whether it runs in a worktree.
 
     Supervised by this process, or with `spawn` (`loopctl serve`'s run now)
@@ -31,13 +32,16 @@ def claim_now(store: Store, name: str, mode: str = "manual",
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
-    when a due fire under `tick` would, without looking at the due time."""
+    when a due fire under `tick` would, and serves a slot (DESIGN §20):
+    `slot` (an instant of the schedule) or the latest one at or before now,
+    never one a run already took (exit 0, saying which run)."""
     from loopctl.engine.firing import noticed, settle_lost, take_payload
 
     pending: events.Pending = []
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
+            instant = _free_slot(loop, st, now, slot) if mode == "scheduled" else None
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
             caps = capacity.caps_of(defs.top)
@@ -67,10 +71,13 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
-                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop))
+                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop),
+                                      instant=instant)
                 preset = gate.check(loop, now).preset if mode != "force" else None
                 if preset:
                     run["preset"], run["fallback_from"] = preset, loop.agent
+            elif instant is not None and st["run"].get("trigger") == "schedule":
+                _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
             run = st["run"]
             run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
@@ -81,6 +88,49 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
+
+
+def _free_slot(loop: LoopDef, st: LoopState, now: float, given: str | None) -> float | None:
+    """The schedule slot `run --scheduled` serves: `given` (an instant of
+    the schedule, not in the future: else exit 2) or the latest at or before
+    now. One already taken is refused, saying by which run (exit 0)."""
+    from loopctl.domain import slots
+
+    zone = clock.zone_of(loop)
+    if given is None:
+        instant = slots.latest(loop, st["created"], now, zone)
+    else:
+        instant = _slot_instant(given)
+        if not slots.is_instant(loop, st["created"], instant, zone):
+            raise UsageError(f"bad --slot {given[:40]!r}: not an instant of loop "
+                             f"{loop.name!r}'s schedule ({loop.schedule_key})")
+        if instant > now:
+            raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
+    taken = slots.served(st, instant) if instant is not None else None
+    if taken is not None and instant is not None:
+        raise NotFiring(slots.refusal(instant, taken))
+    return instant
+
+
+def _slot_instant(given: str) -> float:
+    from loopctl.domain.timestamps import parse_iso
+
+    try:
+        instant = parse_iso(given)
+    except (ValueError, OverflowError, OSError):
+        instant = float("nan")
+    if not instant == instant or instant < 0:  # NaN: not an instant
+        raise UsageError(f"bad --slot {given[:40]!r}: expected a UTC instant like "
+                         "2026-12-05T09:00:00Z")
+    return instant
+
+
+def _serve(st: LoopState, run: dict[str, Any], instant: float) -> None:
+    from loopctl.domain import slots
+
+    slots.forget(st, str(run["run_id"]))
+    slots.remember(st, instant, f"run {run['run_id']}")
+    run["slot"], run["due_at"] = slots.label(instant), instant
 
 
 def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str | None, bool]:
@@ -123,10 +173,11 @@ def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
     return None
 
 
-def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
+def run_now(store: Store, name: str, mode: str = "manual",
+            slot: str | None = None) -> dict[str, Any]:
     from loopctl.engine.supervisor import Supervisor
 
-    run_id, _ = claim_now(store, name, mode)
+    run_id, _ = claim_now(store, name, mode, slot=slot)
     return Supervisor(store, name, run_id, foreground=True).run()
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loopctl.domain import capacity, valves, verify
+from loopctl.domain import capacity, slots, valves, verify
 from loopctl.domain.accounts import Verdict, hold
 from loopctl.domain.data_class import factory, record
 from loopctl.domain.dates import datetime, tzinfo
@@ -36,7 +36,7 @@ from loopctl.domain.state import (
     RunResult,
     new_loop_state,
 )
-from loopctl.domain.timestamps import UTC, parse_iso
+from loopctl.domain.timestamps import UTC, iso, parse_iso
 from loopctl.domain.verbs import apply_control, end
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
@@ -74,6 +74,8 @@ class Pass:
     due: list[tuple[str, int]] = factory(list)
     # The fallback preset a due loop's fire runs with (its account is held).
     fallback: dict[str, str] = factory(dict)
+    # The schedule slot a due loop's fire serves (DESIGN §20).
+    slot: dict[str, float] = factory(dict)
     changed: bool = False
 
 
@@ -121,8 +123,10 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
 
 
 def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
-          missed: int = 0, *, zone: tzinfo) -> dict[str, Any]:
-    """Record a fire before anything is launched: the exactly-once point."""
+          missed: int = 0, *, zone: tzinfo, instant: float | None = None) -> dict[str, Any]:
+    """Record a fire before anything is launched: the exactly-once point.
+    A scheduled fire serves the slot `instant` (default: the due time) and
+    takes it in the state (DESIGN §20)."""
     st["seq"] += 1
     st["iterations"] += 1
     triggered, st["triggered"] = st.get("triggered"), None
@@ -130,10 +134,10 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
         trigger = "api"  # the fire a trigger asked for, whoever takes it
     run = {
         "run_id": run_id_for(now, st["seq"]), "iteration": st["iterations"],
-        "due_at": st["next_due"] if trigger == "schedule" else now,
-        "claimed_at": now, "missed": missed, "trigger": trigger,
+        "due_at": now, "claimed_at": now, "missed": missed, "trigger": trigger,
         "supervisor": None, "agent": None,
     }
+    _take_slot(st, run, triggered, instant if instant is not None else st["next_due"], now)
     if triggered:
         run["triggers"] = triggered["count"]
     queued_at = st.get("queued_at")
@@ -148,9 +152,26 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     return run
 
 
+def _take_slot(st: LoopState, run: dict[str, Any], triggered: dict[str, Any] | None,
+               instant: float | None, now: float) -> None:
+    """The run's `slot` and `due_at` (DESIGN §20): a schedule slot is
+    remembered as taken by this run; a fire with no schedule instant at or
+    before now (auto pace fired by an external scheduler) is a manual one."""
+    if triggered:
+        run["slot"] = f"trigger:{iso(triggered['at'])}"
+    elif run["trigger"] == "schedule" and instant is not None and instant <= now:
+        run["due_at"], run["slot"] = instant, slots.label(instant)
+        slots.remember(st, instant, f"run {run['run_id']}")
+    else:
+        run["slot"] = f"manual:{run['run_id']}"
+
+
 def unclaim(st: LoopState, why: str) -> None:
     """A claimed run that could not be launched: undo it and pause (`error`),
-    so a loop that cannot run does not retry at every pass."""
+    so a loop that cannot run does not retry at every pass. Its slot is
+    given back."""
+    if st["run"] is not None:
+        slots.forget(st, str(st["run"]["run_id"]))
     st["run"] = None
     st["iterations"] = max(st["iterations"] - 1, 0)
     st["status"], st["reason"], st["note"] = PAUSED, "error", why[:2000]
@@ -204,7 +225,8 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
             ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
     for name in started:
         st, loop = entries[name], loops[name]
-        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop))
+        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
+                    instant=result.slot.get(name))
         if name in result.fallback:
             # The fallback agent runs this fire (engine/accounts.spec_for).
             run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
@@ -252,6 +274,8 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
     missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
+    if not st.get("triggered") and _slot_taken(loop, name, st, due, now, result, zone):
+        return
     if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
         st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
                                    created=st["created"])
@@ -269,6 +293,26 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
     if verdict is not None and verdict.preset:
         result.fallback[name] = verdict.preset
     result.due.append((name, missed))
+
+
+def _slot_taken(loop: LoopDef, name: str, st: LoopState, due: float, now: float,
+                result: Pass, zone: tzinfo) -> bool:
+    """Find the slot a due scheduled fire serves (a catch-up serves the
+    latest missed instant); one already served or skipped never fires
+    again (DESIGN §20): the loop re-arms from now."""
+    instant = due
+    if loop.cron:  # a fire queued behind a run is due when it ended, off the schedule
+        instant = slots.cron_latest(loop.cron, zone, now) or due
+    taken = slots.served(st, instant)
+    if taken is None:
+        result.slot[name] = instant
+        return False
+    st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
+                               failures=st["failures"])
+    st["note"] = why = slots.refusal(instant, taken)
+    result.changed = True
+    result.skipped.append((name, why))
+    return True
 
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,

@@ -216,7 +216,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         note += f"; {workspace_note}"
     store.write_json(path, new_record(
         run["run_id"], loop,
-        iteration=run["iteration"], trigger=run.get("trigger"),
+        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
         ended_at=None, observed_at=iso(now), exit_code=None,
         outcome="lost", missed=run.get("missed", 0), decision=None,
@@ -380,7 +380,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
             continue
         run["supervisor"] = procs.ref(child)
         report.children.append(child)
-        report.fired.append({"loop": name, "run_id": run["run_id"],
+        report.fired.append({"loop": name, "run_id": run["run_id"], "slot": run.get("slot"),
                              "due_at": iso(run["due_at"]), "missed": run["missed"]})
     return pending
 

@@ -1,0 +1,129 @@
+"""Slots: what a fire serves (DESIGN §20). Pure: `now` and the zone come in.
+
+A schedule slot is an instant of the loop's schedule (UTC). The loop's state
+keeps the newest schedule slot it served (`high`) and the last few it served
+or skipped with the run id or the reason (`recent`, at most KEEP): a slot at
+or before `high` is never served again, by any driver, whatever the clock
+did since. Trigger slots (`trigger:WHEN`) and manual ones (`manual:RUN_ID`)
+are unique by construction and are not remembered.
+"""
+
+from __future__ import annotations
+
+from loopctl.domain.dates import tzinfo
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import cron_next
+from loopctl.domain.timestamps import iso
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loopctl.domain.state import LoopState
+
+KEEP = 8
+# Looking back for a cron instant at or before now: widening windows, so
+# a minutely schedule costs one short scan and a yearly one a few more.
+_LOOK_BACK = (120.0, 3600.0, 86400.0, 32 * 86400.0, 367 * 86400.0, 5 * 367 * 86400.0)
+
+
+def label(instant: float) -> str:
+    return f"schedule:{iso(instant)}"
+
+
+def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
+    """The schedule's latest instant at or before `now` (None: none in 5 years)."""
+    for back in _LOOK_BACK:
+        found, at = None, now - back
+        while (at := cron_next(expr, zone, at)) <= now:
+            found = at
+        if found is not None:
+            return found
+    return None
+
+
+def latest(loop: LoopDef, created: float, now: float, zone: tzinfo) -> float | None:
+    """The slot `run --scheduled` serves at `now`: the latest cron instant at
+    or before it, or for `--every` the start of the interval window holding
+    it, counted from the loop's start. None: the loop has no such slots
+    (auto pace, on demand) or none has come yet."""
+    if loop.on_demand or loop.auto:
+        return None
+    if loop.cron:
+        return cron_latest(loop.cron, zone, now)
+    every = float(loop.every or 0)
+    if every <= 0 or now < created:
+        return None
+    return created + ((now - created) // every) * every
+
+
+def is_instant(loop: LoopDef, created: float, instant: float, zone: tzinfo) -> bool:
+    """`instant` is one of the schedule's (what `--slot` must name)."""
+    if loop.on_demand or loop.auto:
+        return False
+    if loop.cron:
+        return cron_next(loop.cron, zone, instant - 0.5) == instant
+    every = float(loop.every or 0)
+    return every > 0 and instant >= created and (instant - created) % every == 0
+
+
+def served(st: LoopState, instant: float) -> str | None:
+    """Why the schedule slot `instant` may not fire: `run ID` or
+    `skipped: REASON` of the slot itself, or the newer slot already served
+    after it. None: it is free."""
+    slots = st.get("slots")
+    if not slots or instant > slots["high"]:
+        return None
+    for at, how in slots["recent"]:
+        if at == instant:
+            return str(how)
+    newest = next((how for at, how in reversed(slots["recent"]) if at == slots["high"]),
+                  "a run")
+    return f"{newest} served the later slot {iso(slots['high'])}"
+
+
+def remember(st: LoopState, instant: float, how: str) -> None:
+    """Mark the schedule slot `instant` taken (`run ID`) or skipped
+    (`skipped: REASON`); bounded, newest last."""
+    slots = st.get("slots") or {"high": instant, "recent": []}
+    recent = [pair for pair in slots["recent"] if pair[0] != instant]
+    recent.append([instant, how])
+    recent.sort(key=lambda pair: pair[0])
+    st["slots"] = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
+
+
+def forget(st: LoopState, run_id: str) -> None:
+    """A claimed run that never launched gives its slot back."""
+    slots = st.get("slots")
+    if not slots:
+        return
+    recent = [pair for pair in slots["recent"] if pair[1] != f"run {run_id}"]
+    st["slots"] = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
+
+
+def refusal(instant: float, taken: str) -> str:
+    """What a refused second fire says."""
+    stamp = iso(instant)
+    if taken.startswith("run "):
+        return f"slot {stamp} already ran: {taken}"
+    if taken.startswith("skipped: "):
+        return f"slot {stamp} was {taken}"
+    return f"slot {stamp} is past: {taken}"
+
+
+def check_slots(value: Any) -> Any:
+    """state.json's `slots` as written by `remember`, else None (the
+    repair rule's INVALID is the caller's)."""
+    from loopctl.domain import untrusted as check
+
+    if value is None:
+        return None
+    if not isinstance(value, dict) or check.moment(value.get("high")) is None \
+            or not isinstance(value.get("recent"), list) or len(value["recent"]) > KEEP:
+        return check.INVALID
+    for pair in value["recent"]:
+        if not isinstance(pair, list) or len(pair) != 2 or check.moment(pair[0]) is None \
+                or check.text(pair[1], 200) is None:
+            return check.INVALID
+    return {"high": float(value["high"]), "recent": [[float(a), b] for a, b in value["recent"]]}
