@@ -41,7 +41,8 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
-            instant = _free_slot(loop, st, now, slot) if mode == "scheduled" else None
+            instant, taken = _free_slot(loop, st, now, slot) if mode == "scheduled" \
+                else (None, None)
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
             caps = capacity.caps_of(defs.top)
@@ -56,11 +57,12 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             refusal, waits = (None, False) if busy or claimed or mode == "force" \
                 else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
-            if busy or refusal:
+            if busy or refusal or taken:
                 store.write_state(state)
                 if busy:
                     raise BusyError(busy)
-                assert refusal is not None
+                if refusal is None:
+                    raise NotFiring(str(taken))
                 if waits:
                     raise BusyError(f"loop {name!r} is {refusal}")
                 if mode == "scheduled":
@@ -90,10 +92,12 @@ def claim_now(store: Store, name: str, mode: str = "manual",
         events.dispatch(store, pending)
 
 
-def _free_slot(loop: LoopDef, st: LoopState, now: float, given: str | None) -> float | None:
+def _free_slot(loop: LoopDef, st: LoopState, now: float,
+               given: str | None) -> tuple[float | None, str | None]:
     """The schedule slot `run --scheduled` serves: `given` (an instant of
     the schedule, not in the future: else exit 2) or the latest at or before
-    now. One already taken is refused, saying by which run (exit 0)."""
+    now; and, if a run took it, the refusal saying which (exit 0). A loop
+    with a run in flight or rate-limited says that first (exit 75)."""
     from loopctl.domain import slots
 
     zone = clock.zone_of(loop)
@@ -107,9 +111,12 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float, given: str | None) -> f
         if instant > now:
             raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
     taken = slots.served(st, instant) if instant is not None else None
-    if taken is not None and instant is not None:
-        raise NotFiring(slots.refusal(instant, taken))
-    return instant
+    if taken is None or instant is None:
+        return instant, None
+    refused = slots.refusal(instant, taken)
+    if not st.get("run") and st.get("reason") != "rate_limited":
+        raise NotFiring(refused)
+    return instant, refused
 
 
 def _slot_instant(given: str) -> float:
