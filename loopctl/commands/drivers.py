@@ -110,7 +110,9 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
                              f"{loop.name!r}'s schedule ({loop.schedule_key})")
         if instant > now:
             raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
-    taken = slots.served(st, instant) if instant is not None else None
+    if instant is None and not (loop.auto or loop.on_demand):
+        raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
+    taken = slots.served(st, instant, slots.width(loop)) if instant is not None else None
     if taken is None or instant is None:
         return instant, None
     refused = slots.refusal(instant, taken)

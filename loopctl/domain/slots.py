@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from loopctl.domain.state import LoopState
 
-KEEP = 8
+KEEP = 16
 # Looking back for a cron instant at or before now: widening windows, so
 # a minutely schedule costs one short scan and a yearly one a few more.
 _LOOK_BACK = (120.0, 3600.0, 86400.0, 32 * 86400.0, 367 * 86400.0, 5 * 367 * 86400.0)
@@ -47,15 +47,22 @@ def latest(loop: LoopDef, created: float, now: float, zone: tzinfo) -> float | N
     """The slot `run --scheduled` serves at `now`: the latest cron instant at
     or before it, or for `--every` the start of the interval window holding
     it, counted from the loop's start. None: the loop has no such slots
-    (auto pace, on demand) or none has come yet."""
+    (auto pace, on demand) or none has come since it started."""
     if loop.on_demand or loop.auto:
         return None
     if loop.cron:
-        return cron_latest(loop.cron, zone, now)
+        found = cron_latest(loop.cron, zone, now)
+        return found if found is not None and found >= created else None
     every = float(loop.every or 0)
     if every <= 0 or now < created:
         return None
     return created + ((now - created) // every) * every
+
+
+def width(loop: LoopDef) -> float:
+    """How far a slot of `run --scheduled` reaches: an `--every` loop's
+    window (a driver's fire in it took it), a cron instant alone."""
+    return 0.0 if loop.cron else float(loop.every or 0)
 
 
 def is_instant(loop: LoopDef, created: float, instant: float, zone: tzinfo) -> bool:
@@ -68,19 +75,19 @@ def is_instant(loop: LoopDef, created: float, instant: float, zone: tzinfo) -> b
     return every > 0 and instant >= created and (instant - created) % every == 0
 
 
-def served(st: LoopState, instant: float) -> str | None:
-    """Why the schedule slot `instant` may not fire: `run ID` or
-    `skipped: REASON` of the slot itself, or the newer slot already served
-    after it. None: it is free."""
+def served(st: LoopState, instant: float, width: float = 0.0) -> str | None:
+    """Who took the schedule slot `instant` (`run ID`, `skipped: REASON`);
+    with `width`, any slot in [instant, instant + width) (an `--every`
+    loop's window). None: it is free. Only remembered slots count: one
+    older than the last KEEP was never the newest a clock step could reach
+    again without a driver seeing a later one first."""
     slots = st.get("slots")
-    if not slots or instant > slots["high"]:
+    if not slots:
         return None
     for at, how in slots["recent"]:
-        if at == instant:
+        if at == instant or instant <= at < instant + width:
             return str(how)
-    newest = next((how for at, how in reversed(slots["recent"]) if at == slots["high"]),
-                  "a run")
-    return f"{newest} served the later slot {iso(slots['high'])}"
+    return None
 
 
 def remember(st: LoopState, instant: float, how: str) -> None:
@@ -107,9 +114,7 @@ def refusal(instant: float, taken: str) -> str:
     stamp = iso(instant)
     if taken.startswith("run "):
         return f"slot {stamp} already ran: {taken}"
-    if taken.startswith("skipped: "):
-        return f"slot {stamp} was {taken}"
-    return f"slot {stamp} is past: {taken}"
+    return f"slot {stamp} was {taken}"
 
 
 def check_slots(value: Any) -> Any:
