@@ -59,17 +59,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             pending = noticed(store, defs, state, before, now)
             if busy or refusal or taken:
                 store.write_state(state)
-                if busy:
-                    raise BusyError(busy)
-                if refusal is None:
-                    raise NotFiring(str(taken))
-                if waits:
-                    raise BusyError(f"loop {name!r} is {refusal}")
-                if mode == "scheduled":
-                    # Not an error: a completed loop must not turn cron red nightly.
-                    raise NotFiring(f"not firing {name}: it is {refusal}")
-                raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
-                                 f"`loopctl run {name} --force`")
+                _refuse(name, mode, busy, refusal, waits, taken)
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
@@ -92,6 +82,22 @@ def claim_now(store: Store, name: str, mode: str = "manual",
         events.dispatch(store, pending)
 
 
+def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: bool,
+            taken: str | None) -> None:
+    """Why this fire does not happen, as the error its exit code goes with."""
+    if busy:
+        raise BusyError(busy)
+    if refusal is None:
+        raise NotFiring(str(taken))
+    if waits:
+        raise BusyError(f"loop {name!r} is {refusal}")
+    if mode == "scheduled":
+        # Not an error: a completed loop must not turn cron red nightly.
+        raise NotFiring(f"not firing {name}: it is {refusal}")
+    raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
+                     f"`loopctl run {name} --force`")
+
+
 def _free_slot(loop: LoopDef, st: LoopState, now: float,
                given: str | None) -> tuple[float | None, str | None]:
     """The schedule slot `run --scheduled` serves: `given` (an instant of
@@ -99,6 +105,8 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
     now; and, if a run took it, the refusal saying which (exit 0). A loop
     with a run in flight or rate-limited says that first (exit 75)."""
     from loopctl.domain import slots
+    from loopctl.domain.durations import format_duration
+    from loopctl.domain.timestamps import iso
 
     zone = clock.zone_of(loop)
     if given is None:
@@ -112,6 +120,10 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
             raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
     if instant is None and not (loop.auto or loop.on_demand):
         raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
+    window = loop.catch_up_window
+    if instant is not None and window is not None and now - instant > window:
+        raise NotFiring(f"not firing {loop.name}: slot {iso(instant)} is outside its "
+                        f"catch-up window ({format_duration(window)})")
     taken = slots.served(st, instant, slots.width(loop)) if instant is not None else None
     if taken is None or instant is None:
         return instant, None

@@ -274,8 +274,13 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
     missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
-    if not st.get("triggered") and _slot_taken(loop, name, st, due, now, result, zone):
-        return
+    if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
+        instant, why = slots.due_slot(loop, st, due, now, zone)
+        if why is not None:
+            result.changed = True
+            result.skipped.append((name, why))
+            return
+        result.slot[name] = instant
     if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
         st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
                                    created=st["created"])
@@ -293,26 +298,6 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
     if verdict is not None and verdict.preset:
         result.fallback[name] = verdict.preset
     result.due.append((name, missed))
-
-
-def _slot_taken(loop: LoopDef, name: str, st: LoopState, due: float, now: float,
-                result: Pass, zone: tzinfo) -> bool:
-    """Find the slot a due scheduled fire serves (a catch-up serves the
-    latest missed instant); one already served or skipped never fires
-    again (DESIGN §20): the loop re-arms from now."""
-    instant = due
-    if loop.cron:  # a fire queued behind a run is due when it ended, off the schedule
-        instant = slots.cron_latest(loop.cron, zone, now) or due
-    taken = slots.served(st, instant)
-    if taken is None:
-        result.slot[name] = instant
-        return False
-    st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
-                               failures=st["failures"])
-    st["note"] = why = slots.refusal(instant, taken)
-    result.changed = True
-    result.skipped.append((name, why))
-    return True
 
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,

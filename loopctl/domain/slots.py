@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from loopctl.domain.dates import tzinfo
 from loopctl.domain.model import LoopDef
-from loopctl.domain.schedule import cron_next
+from loopctl.domain.schedule import cron_next, next_fire
 from loopctl.domain.timestamps import iso
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -100,6 +100,34 @@ def remember(st: LoopState, instant: float, how: str) -> None:
     st["slots"] = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
 
 
+def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
+             zone: tzinfo) -> tuple[float, str | None]:
+    """The slot a due scheduled fire serves (a catch-up, the latest missed
+    instant; a fire queued behind a run is due when it ended, off the
+    schedule) and, when it may not fire, why: a run took it already, or it
+    is older than the catch-up window (recorded `outside_window`, a 09:00
+    report does not run at 18:00). Then the loop re-arms from now."""
+    instant = due
+    if loop.cron:
+        instant = cron_latest(loop.cron, zone, now) or due
+    taken = served(st, instant)
+    window = loop.catch_up_window
+    if taken is not None:
+        why = refusal(instant, taken)
+    elif window is not None and now - instant > window:
+        from loopctl.domain.durations import format_duration
+
+        remember(st, instant, "skipped: outside_window")
+        why = (f"slot {iso(instant)} skipped: outside the catch-up window "
+               f"({format_duration(window)} late at most)")
+    else:
+        return instant, None
+    st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
+                               failures=st["failures"])
+    st["note"] = why
+    return instant, why
+
+
 def forget(st: LoopState, run_id: str) -> None:
     """A claimed run that never launched gives its slot back."""
     slots = st.get("slots")
@@ -132,3 +160,19 @@ def check_slots(value: Any) -> Any:
                 or check.text(pair[1], 200) is None:
             return check.INVALID
     return {"high": float(value["high"]), "recent": [[float(a), b] for a, b in value["recent"]]}
+
+
+def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    """`catch_up_window`: a duration of at least 1s, and never beside
+    `catch_up: none`, which catches up nothing at all (DESIGN §20)."""
+    from loopctl.domain.durations import parse_setting
+    from loopctl.domain.errors import UsageError
+
+    window = raw["catch_up_window"]
+    try:
+        fields["catch_up_window"] = parse_setting(window, "'catch_up_window'")
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
+    if fields["catch_up"] == "none":
+        raise UsageError(f"{where}: 'catch_up_window' with 'catch_up: none' is contradictory "
+                         "(none catches up nothing); drop one of them")
