@@ -36,7 +36,7 @@ _loopctl() {
         doctor) opts="--json --notify --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
         export) opts="--to --output -o --image --install --state-size --secrets-file --json --help -h" ;;
-        history) opts="--limit --json --help -h" ;;
+        history) opts="--limit --skipped --json --help -h" ;;
         list) opts="--json --status --sort --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;
         ls) opts="--json --status --sort --help -h" ;;

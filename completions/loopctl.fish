@@ -74,6 +74,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from export' -l secrets-file -x -
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from history' -l limit -x -d 'Most recent N runs (0 = all).'
+complete -c loopctl -n '__fish_seen_subcommand_from history' -l skipped -d 'List the due slots that did not run, with the reason, instead.'
 complete -c loopctl -n '__fish_seen_subcommand_from history' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from history' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from list' -l json -d 'Print JSON (stable shape).'

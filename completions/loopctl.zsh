@@ -134,6 +134,7 @@ _loopctl() {
         history)
             _arguments -s \
                 '--limit[Most recent N runs (0 = all).]:limit: ' \
+                '--skipped[List the due slots that did not run, with the reason, instead.]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

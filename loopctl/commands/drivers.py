@@ -49,6 +49,10 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                     only=name, zones=clock.zone_of, accounts=gate, caps=caps)
             settle_lost(store, state, result.lost, now)
+            if result.slot_skips:
+                from loopctl.storage.runs import append_skips
+
+                append_skips(store.paths, result.slot_skips)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired)) \
                 or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))

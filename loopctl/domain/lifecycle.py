@@ -76,6 +76,8 @@ class Pass:
     fallback: dict[str, str] = factory(dict)
     # The schedule slot a due loop's fire serves (DESIGN §20).
     slot: dict[str, float] = factory(dict)
+    # Due slots that did not run: (name, record for runs/<loop>/skipped.jsonl).
+    slot_skips: list[tuple[str, dict[str, Any]]] = factory(list)
     changed: bool = False
 
 
@@ -227,6 +229,9 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
         st, loop = entries[name], loops[name]
         run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
                     instant=result.slot.get(name))
+        if due[name]:  # the missed slots, folded into this catch-up run
+            result.slot_skips.append((name, slots.skip(st, "missed", None, now,
+                                                       count=due[name], run_id=run["run_id"])))
         if name in result.fallback:
             # The fallback agent runs this fire (engine/accounts.spec_for).
             run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
@@ -275,7 +280,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
     missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
     if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
-        instant, why = slots.due_slot(loop, st, due, now, zone)
+        instant, why, entry = slots.due_slot(loop, st, due, now, zone)
+        if entry is not None:
+            result.slot_skips.append((name, entry))
         if why is not None:
             result.changed = True
             result.skipped.append((name, why))
@@ -285,12 +292,16 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
                                    created=st["created"])
         st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
+        result.slot_skips.append((name, slots.skip(st, "catch_up_none", result.slot.pop(
+            name, due), now, count=missed + 1)))
         result.changed = True
         result.skipped.append((name, "missed (catch-up none)"))
         return
     verdict = accounts.check(loop, now) if accounts is not None else None
     if verdict is not None and verdict.entry is not None:
         hold(st, verdict.entry, name, verdict.also)  # no agent spends its timeout finding out
+        result.slot_skips.append((name, slots.skip(st, "held", result.slot.pop(name, due), now,
+                                                   kind=verdict.entry["kind"])))
         result.held.append(name)
         result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
         result.changed = True
@@ -323,6 +334,9 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
     result.changed = True
     if loop.overlap == "queue":
         st["pending"] = True
+    elif loop.overlap == "skip":
+        result.slot_skips.append((name, slots.skip(st, "overlap_skip", due, now,
+                                                   run_id=run["run_id"])))
     elif loop.overlap == "replace":
         st["pending"] = True
         result.replace.append((name, run))
@@ -361,7 +375,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     st["last_end"] = result.ended_at
     st["last_outcome"] = result.outcome
     st["last_run_id"] = run.get("run_id")
-    _count_outcome(st, result.outcome)
+    _count_outcome(st, result.outcome, now)
     if result.check is not None:
         st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
     if loop.check_metric and result.check is not None:
@@ -416,9 +430,11 @@ def _add_note(extra: dict[str, Any], note: str | None) -> None:
         extra["note"] = "; ".join(filter(None, (extra.get("note"), note)))
 
 
-def _count_outcome(st: LoopState, outcome: str) -> None:
+def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
     if outcome != "skipped":  # a gated loop's marks show its real runs
         st["outcomes"] = (st["outcomes"] + [outcome])[-RECENT:]
+    else:  # its record is the run's own (outcome skipped)
+        slots.skip(st, "gate_no_work", None, now)
     if outcome in ("failed", "timeout", "gate_error"):
         st["failures"] += 1
     elif outcome == "ok":

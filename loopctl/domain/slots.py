@@ -100,8 +100,45 @@ def remember(st: LoopState, instant: float, how: str) -> None:
     st["slots"] = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
 
 
+REASONS = ("missed", "catch_up_none", "outside_window", "overlap_skip", "gate_no_work",
+           "deferred", "held")
+
+
+def skip(st: LoopState, reason: str, instant: float | None, now: float,
+         **extra: Any) -> dict[str, Any]:
+    """Count a due slot that did not run in the loop's state (for `status`
+    and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
+    skips = st.get("skips") or {"counts": {}, "last": None}
+    counts = dict(skips["counts"])
+    counts[reason] = counts.get(reason, 0) + 1
+    st["skips"] = {"counts": counts, "last": {"reason": reason, "at": now}}
+    entry: dict[str, Any] = {"slot": label(instant) if instant is not None else None,
+                             "reason": reason, "at": iso(now)}
+    entry.update(extra)
+    return entry
+
+
+def check_skips(value: Any) -> Any:
+    """state.json's `skips` as `skip` writes it, else INVALID."""
+    from loopctl.domain import untrusted as check
+
+    if value is None:
+        return None
+    counts, last = (value.get("counts"), value.get("last")) if isinstance(value, dict) \
+        else (None, None)
+    if not isinstance(counts, dict) or any(k not in REASONS or check.count(n) is None
+                                           for k, n in counts.items()):
+        return check.INVALID
+    if last is not None and (not isinstance(last, dict) or last.get("reason") not in REASONS
+                             or check.moment(last.get("at")) is None):
+        return check.INVALID
+    return {"counts": dict(counts),
+            "last": None if last is None else {"reason": last["reason"],
+                                               "at": float(last["at"])}}
+
+
 def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
-             zone: tzinfo) -> tuple[float, str | None]:
+             zone: tzinfo) -> tuple[float, str | None, dict[str, Any] | None]:
     """The slot a due scheduled fire serves (a catch-up, the latest missed
     instant; a fire queued behind a run is due when it ended, off the
     schedule) and, when it may not fire, why: a run took it already, or it
@@ -112,20 +149,22 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
         instant = cron_latest(loop.cron, zone, now) or due
     taken = served(st, instant)
     window = loop.catch_up_window
+    entry = None
     if taken is not None:
         why = refusal(instant, taken)
     elif window is not None and now - instant > window:
         from loopctl.domain.durations import format_duration
 
         remember(st, instant, "skipped: outside_window")
+        entry = skip(st, "outside_window", instant, now)
         why = (f"slot {iso(instant)} skipped: outside the catch-up window "
                f"({format_duration(window)} late at most)")
     else:
-        return instant, None
+        return instant, None, None
     st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
                                failures=st["failures"])
     st["note"] = why
-    return instant, why
+    return instant, why, entry
 
 
 def forget(st: LoopState, run_id: str) -> None:

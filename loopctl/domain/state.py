@@ -95,6 +95,8 @@ class LoopState(_Shape):
     # Schedule slots served or skipped (DESIGN §20): {"high", "recent"},
     # rules in domain/slots.
     slots: dict[str, Any] | None
+    # Due slots that did not run, by reason, and the last (DESIGN §20).
+    skips: dict[str, Any] | None
 
 
 @record
@@ -375,6 +377,12 @@ def _slots(v: Any) -> Any:
     return check_slots(v)
 
 
+def _skips(v: Any) -> Any:
+    from loopctl.domain.slots import check_skips
+
+    return check_skips(v)
+
+
 _SAME = object()
 
 
@@ -431,13 +439,14 @@ SCHEMA: dict[str, Field] = {
     "cost_estimated": _field(_choice((True, False)), False),
     "repository": _field(lambda v: _paths(v, 3), None),
     "slots": _field(lambda v: _slots(v), None),
+    "skips": _field(lambda v: _skips(v), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost", "cost_estimated", "repository", "slots"})
+                       "max_run_cost", "cost_estimated", "repository", "slots", "skips"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

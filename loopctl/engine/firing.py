@@ -333,6 +333,10 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
+        if result.slot_skips:
+            from loopctl.storage.runs import append_skips
+
+            append_skips(store.paths, result.slot_skips)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
