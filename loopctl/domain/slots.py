@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from loopctl.domain.state import LoopState
 
-KEEP = 16
+KEEP = 4
 # Looking back for a cron instant at or before now: widening windows, so
 # a minutely schedule costs one short scan and a yearly one a few more.
 _LOOK_BACK = (120.0, 3600.0, 86400.0, 32 * 86400.0, 367 * 86400.0, 5 * 367 * 86400.0)
