@@ -4,7 +4,7 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-output-lines|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--nice|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--sort|--state-size|--status|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--allowed-host|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--catch-up-window|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-output-lines|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--nice|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--slot|--sort|--state-size|--status|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
@@ -35,8 +35,8 @@ _loopctl() {
         digest) opts="--since --json --notify --help -h" ;;
         doctor) opts="--json --notify --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
-        export) opts="--to --output -o --image --install --state-size --secrets-file --allow-drift --json --help -h" ;;
-        history) opts="--limit --json --help -h" ;;
+        export) opts="--to --output -o --image --install --state-size --secrets-file --json --help -h" ;;
+        history) opts="--limit --skipped --json --help -h" ;;
         list) opts="--json --status --sort --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;
         ls) opts="--json --status --sort --help -h" ;;
@@ -45,15 +45,15 @@ _loopctl() {
         pause) opts="--json --help -h" ;;
         resume) opts="--json --help -h" ;;
         rm) opts="--keep-logs --json --help -h" ;;
-        run) opts="--scheduled --force --help -h" ;;
+        run) opts="--scheduled --force --slot --help -h" ;;
         serve) opts="--bind --allowed-host --new-token --tls-cert --tls-key --github-secret-file --quiet -q --help -h" ;;
         show) opts="--json --reveal --help -h" ;;
-        start) opts="--name --prompt-file --agent --command --cwd --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --after --env --raw --continue-session --model --agent-arg --yolo --json --help -h" ;;
+        start) opts="--name --prompt-file --agent --command --cwd --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --catch-up-window --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --after --env --raw --continue-session --model --agent-arg --yolo --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
-        update) opts="--prompt --prompt-file --new-objective --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --json --help -h" ;;
+        update) opts="--prompt --prompt-file --new-objective --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --catch-up-window --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --json --help -h" ;;
         validate) opts="--json --help -h" ;;
         watch) opts="--interval --help -h" ;;
     esac

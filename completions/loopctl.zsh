@@ -135,6 +135,7 @@ _loopctl() {
         history)
             _arguments -s \
                 '--limit[Most recent N runs (0 = all).]:limit: ' \
+                '--skipped[List the due slots that did not run, with the reason, instead.]' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -207,6 +208,7 @@ _loopctl() {
             _arguments -s \
                 '--scheduled[For external schedulers\: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.]' \
                 '--force[Run even a paused or finished loop.]' \
+                '--slot[With --scheduled\: the schedule'\''s instant this fire serves, e.g. 2026-12-05T09\:00\:00Z (default\: the latest at or before now); a slot already served is not run again.]:instant: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'
@@ -286,6 +288,7 @@ _loopctl() {
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
+                '--catch-up-window[A missed slot older than this when a driver first sees it is recorded outside_window, not caught up (default\: none, catch up however late; '\''none'\'' clears).]:duration: ' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \
@@ -390,6 +393,7 @@ _loopctl() {
                 '--until[Complete when the agent'\''s final result contains this text.]:until: ' \
                 '--overlap[A fire due during a run\: queue (default), skip or replace.]:overlap:(queue skip replace)' \
                 '--catch-up[After downtime\: one catch-up run (default) or none.]:catch_up:(one none)' \
+                '--catch-up-window[A missed slot older than this when a driver first sees it is recorded outside_window, not caught up (default\: none, catch up however late; '\''none'\'' clears).]:duration: ' \
                 '--on-attention[Executable given attention events on stdin ('\''none'\'' removes it).]:path:_files' \
                 '--keep-runs[Run logs kept per loop (default 50).]:keep_runs: ' \
                 '--notify[Apprise URL told about attention events (repeatable; '\''none'\'' clears).]:target:_loopctl_targets' \

@@ -75,7 +75,8 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
                    tz: str | None = None, min_delay: str | None = None,
                    max_delay: str | None = None,
                    notify: list[str] | None = None,
-                   max_deferrals: int | None = None) -> dict[str, Any]:
+                   max_deferrals: int | None = None,
+                   catch_up_window: str | None = None) -> dict[str, Any]:
     """Options given on the command line, as loops.yaml keys (None: not given)."""
     given_setting("overlap", overlap), given_setting("catch_up", catch_up)  # the rows' rule
     _check_schedule(every, cron, tz)
@@ -90,6 +91,8 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
         "every": every, "cron": cron, "tz": tz,
         "min_delay": duration(min_delay, "--min-delay"),
         "max_delay": duration(max_delay, "--max-delay"),
+        "catch_up_window": clear if catch_up_window == "none"
+        else duration(catch_up_window, "--catch-up-window"),
     }
     if notify:
         from loopctl.integrations.notify import check_urls
@@ -104,7 +107,7 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
 # translator of their own beyond `policy_changes` and `bounds_changes`).
 POLICY = ("every", "cron", "tz", "min_delay", "max_delay", "timeout", "for", "max_runs",
           "max_failures", "max_deferrals", "no_progress", "budget_usd", "until", "overlap",
-          "catch_up", "on_attention", "keep_runs", "notify")
+          "catch_up", "catch_up_window", "on_attention", "keep_runs", "notify")
 
 
 def _policy(settings: dict[str, Any]) -> dict[str, Any]:

@@ -78,12 +78,12 @@ def ended_line(record: dict[str, Any]) -> str:
 RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
 
 
-def run(name: str, mode: str = "manual") -> int:
+def run(name: str, mode: str = "manual", slot: str | None = None) -> int:
     from loopctl.commands.drivers import run_now
     from loopctl.engine.supervisor import exit_code_for
     from loopctl.storage.store import Store
 
-    record: dict[str, Any] = run_now(Store(), name, mode)
+    record: dict[str, Any] = run_now(Store(), name, mode, slot)
     print(run_line(record), file=sys.stderr)
     return exit_code_for(record)
 

@@ -132,8 +132,12 @@ def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
 
 def history(name: NameArg,
             limit: Annotated[int, typer.Option(min=0, help="Most recent N runs (0 = all).")] = 20,
+            skipped: Annotated[bool, typer.Option("--skipped", help="List the due slots that did not run, with the reason, instead.")] = False,
             as_json: JsonOpt = False) -> None:
     """List a loop's past runs."""
+    if skipped:
+        _skipped_slots(name, limit, as_json)
+        return
     records = reading.history(store(), name, limit)
     if as_json:
         emit({"version": common.JSON_VERSION, "loop": name, "runs": records,
@@ -157,17 +161,32 @@ def history(name: NameArg,
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
         print(PROTECTED_LEGEND)
-    skipped = reading.skipped_summary(records)
-    if skipped:
-        said = one_line(str(skipped["last_gate_output"] or "").strip()) or "(no output)"
-        print(fit_line([f"{skipped['count']} fire(s) skipped by the gate; last "
-                        f"({skipped['last_run_id']}) said:"], [said]))
+    gated = reading.skipped_summary(records)
+    if gated:
+        said = one_line(str(gated["last_gate_output"] or "").strip()) or "(no output)"
+        print(fit_line([f"{gated['count']} fire(s) skipped by the gate; last "
+                        f"({gated['last_run_id']}) said:"], [said]))
     handed = [r for r in records if r.get("handoff")]
     if handed:
         print()
         for r in handed:
             fixed, free = handoff_parts(r)
             print(fit_line([r["run_id"] + " ", *fixed], free))
+
+
+def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
+    """`history NAME --skipped`: one line per due slot that did not run."""
+    entries = reading.skipped_slots(store(), name, limit)
+    if as_json:
+        emit({"version": common.JSON_VERSION, "loop": name, "skipped_slots": entries})
+        return
+    if not entries:
+        print(f"{name} has no skipped slots")
+        return
+    rows = [[str(e.get("at") or "-"), str(e.get("slot") or "-"), str(e.get("reason")),
+             " ".join(f"{k} {e[k]}" for k in ("count", "run_id", "kind") if e.get(k) is not None)]
+            for e in entries]
+    print(table(["AT (UTC)", "SLOT", "REASON", "DETAIL"], rows, keep=(0, 2)))
 
 
 def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:

@@ -194,6 +194,16 @@ def _deferral_lines(info: dict[str, Any]) -> list[str]:
         f" (pauses at {deferrals['limit']})" if deferrals.get("limit") else "")]
 
 
+def _skip_lines(info: dict[str, Any]) -> list[str]:
+    """`skipped N (last: REASON, WHEN)`: due slots that did not run (§20)."""
+    skipped = info.get("skipped_slots")
+    if not skipped:
+        return []
+    last = skipped.get("last") or {}
+    return [f"  skipped    {skipped['count']} (last: {last.get('reason')}, "
+            f"{ago(ts(last.get('at')), clock.now())})"]
+
+
 def render_status(info: dict[str, Any]) -> str:
     now = clock.now()
     if info["status"] == "invalid":
@@ -216,6 +226,7 @@ def render_status(info: dict[str, Any]) -> str:
         f"  next fire  {_next_fire(info, now)}",
     ]
     lines += _limit_lines(info) + _deferral_lines(info) + _gate_lines(info) + _check_lines(info)
+    lines += _skip_lines(info)
     if info.get("current_run"):
         lines.append(f"  running    {info['current_run']['run_id']}")
     if info.get("last_run"):

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 def claim_now(store: Store, name: str, mode: str = "manual",
-              spawn: Callable[[str], int] | None = None) -> tuple[str, bool]:
+              spawn: Callable[[str], int] | None = None,
+              slot: str | None = None) -> tuple[str, bool]:
     """Claim a run of `name` now; its id, and whether it runs in a worktree.
 
     Supervised by this process, or with `spawn` (`loopctl serve`'s run now)
@@ -31,19 +32,27 @@ def claim_now(store: Store, name: str, mode: str = "manual",
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `scheduled` is what an external scheduler calls: it fires only
-    when a due fire under `tick` would, without looking at the due time."""
+    when a due fire under `tick` would, and serves a slot (DESIGN §20):
+    `slot` (an instant of the schedule) or the latest one at or before now,
+    never one a run already took (exit 0, saying which run)."""
     from loopctl.engine.firing import noticed, settle_lost, take_payload
 
     pending: events.Pending = []
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
+            instant, taken = _free_slot(loop, st, now, slot) if mode == "scheduled" \
+                else (None, None)
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
             caps = capacity.caps_of(defs.top)
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                     only=name, zones=clock.zone_of, accounts=gate, caps=caps)
             settle_lost(store, state, result.lost, now)
+            if result.slot_skips:
+                from loopctl.storage.runs import append_skips
+
+                append_skips(store.paths, result.slot_skips)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired)) \
                 or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
@@ -52,25 +61,19 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             refusal, waits = (None, False) if busy or claimed or mode == "force" \
                 else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
-            if busy or refusal:
+            if busy or refusal or taken:
                 store.write_state(state)
-                if busy:
-                    raise BusyError(busy)
-                assert refusal is not None
-                if waits:
-                    raise BusyError(f"loop {name!r} is {refusal}")
-                if mode == "scheduled":
-                    # Not an error: a completed loop must not turn cron red nightly.
-                    raise NotFiring(f"not firing {name}: it is {refusal}")
-                raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
-                                 f"`loopctl run {name} --force`")
+                _refuse(name, mode, busy, refusal, waits, taken)
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
-                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop))
+                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop),
+                                      instant=instant)
                 preset = gate.check(loop, now).preset if mode != "force" else None
                 if preset:
                     run["preset"], run["fallback_from"] = preset, loop.agent
+            elif instant is not None and st["run"].get("trigger") == "schedule":
+                _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
             run = st["run"]
             run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
@@ -81,6 +84,78 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
+
+
+def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: bool,
+            taken: str | None) -> None:
+    """Why this fire does not happen, as the error its exit code goes with."""
+    if busy:
+        raise BusyError(busy)
+    if refusal is None:
+        raise NotFiring(str(taken))
+    if waits:
+        raise BusyError(f"loop {name!r} is {refusal}")
+    if mode == "scheduled":
+        # Not an error: a completed loop must not turn cron red nightly.
+        raise NotFiring(f"not firing {name}: it is {refusal}")
+    raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
+                     f"`loopctl run {name} --force`")
+
+
+def _free_slot(loop: LoopDef, st: LoopState, now: float,
+               given: str | None) -> tuple[float | None, str | None]:
+    """The schedule slot `run --scheduled` serves: `given` (an instant of
+    the schedule, not in the future: else exit 2) or the latest at or before
+    now; and, if a run took it, the refusal saying which (exit 0). A loop
+    with a run in flight or rate-limited says that first (exit 75)."""
+    from loopctl.domain import slots
+    from loopctl.domain.durations import format_duration
+    from loopctl.domain.timestamps import iso
+
+    zone = clock.zone_of(loop)
+    if given is None:
+        instant = slots.latest(loop, st["created"], now, zone)
+    else:
+        instant = _slot_instant(given)
+        if not slots.is_instant(loop, st["created"], instant, zone):
+            raise UsageError(f"bad --slot {given[:40]!r}: not an instant of loop "
+                             f"{loop.name!r}'s schedule ({loop.schedule_key})")
+        if instant > now:
+            raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
+    if instant is None and not (loop.auto or loop.on_demand):
+        raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
+    window = loop.catch_up_window
+    if instant is not None and window is not None and now - instant > window:
+        raise NotFiring(f"not firing {loop.name}: slot {iso(instant)} is outside its "
+                        f"catch-up window ({format_duration(window)})")
+    taken = slots.served(st, instant, slots.width(loop)) if instant is not None else None
+    if taken is None or instant is None:
+        return instant, None
+    refused = slots.refusal(instant, taken)
+    if not st.get("run") and st.get("reason") != "rate_limited":
+        raise NotFiring(refused)
+    return instant, refused
+
+
+def _slot_instant(given: str) -> float:
+    from loopctl.domain.timestamps import parse_iso
+
+    try:
+        instant = parse_iso(given)
+    except (ValueError, OverflowError, OSError):
+        instant = float("nan")
+    if not instant == instant or instant < 0:  # NaN: not an instant
+        raise UsageError(f"bad --slot {given[:40]!r}: expected a UTC instant like "
+                         "2026-12-05T09:00:00Z")
+    return instant
+
+
+def _serve(st: LoopState, run: dict[str, Any], instant: float) -> None:
+    from loopctl.domain import slots
+
+    slots.forget(st, str(run["run_id"]))
+    slots.remember(st, instant, f"run {run['run_id']}")
+    run["slot"], run["due_at"] = slots.label(instant), instant
 
 
 def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str | None, bool]:
@@ -123,10 +198,11 @@ def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
     return None
 
 
-def run_now(store: Store, name: str, mode: str = "manual") -> dict[str, Any]:
+def run_now(store: Store, name: str, mode: str = "manual",
+            slot: str | None = None) -> dict[str, Any]:
     from loopctl.engine.supervisor import Supervisor
 
-    run_id, _ = claim_now(store, name, mode)
+    run_id, _ = claim_now(store, name, mode, slot=slot)
     return Supervisor(store, name, run_id, foreground=True).run()
 
 

@@ -96,8 +96,18 @@ def columns(loop: Column, entry: Column, texts: list[str], now: float) -> dict[s
         "next_fire": isos(each(_if_active, entry("next_due"), status)),
         **_runs(entry),
         "queued_since": isos(each(_if_active, entry("queued_at"), status)),
+        "skipped_slots": each(_skips, entry("skips")),
     }
     return {**out, **_rest(loop, entry, reason)}
+
+
+def _skips(skips: Any) -> Any:
+    """Due slots that did not run (DESIGN §20): how many, by reason, the last."""
+    if not skips:
+        return None
+    last = skips.get("last")
+    return {"count": sum(skips["counts"].values()), "by_reason": dict(skips["counts"]),
+            "last": last and {"reason": last["reason"], "at": iso(last["at"])}}
 
 
 def _if_active(at: Any, kind: str) -> Any:

@@ -312,6 +312,20 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     return last_runs(records, limit) if limit else records
 
 
+def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
+    """Due slots of `name` that did not run, oldest first (DESIGN §20): the
+    compact records the drivers left, and the fires a gate found no work for
+    (their own run records)."""
+    from loopctl.storage.runs import read_skips
+
+    records = history(store, name, 0)
+    gated = [{"slot": r.get("slot"), "reason": "gate_no_work",
+              "at": r.get("ended_at") or r.get("started_at"), "run_id": r["run_id"]}
+             for r in records if r["outcome"] == "skipped"]
+    entries = sorted(read_skips(store.paths, name) + gated, key=lambda e: str(e.get("at")))
+    return entries[-limit:] if limit else entries
+
+
 def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """The last `limit` fires that were not skipped by a gate, with the
     skipped ones among and after them: a loop gated every minute does not

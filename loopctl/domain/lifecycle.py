@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loopctl.domain import capacity, valves, verify
+from loopctl.domain import capacity, slots, valves, verify
 from loopctl.domain.accounts import Verdict, hold
 from loopctl.domain.data_class import factory, record
 from loopctl.domain.dates import datetime, tzinfo
@@ -36,7 +36,7 @@ from loopctl.domain.state import (
     RunResult,
     new_loop_state,
 )
-from loopctl.domain.timestamps import UTC, parse_iso
+from loopctl.domain.timestamps import UTC, iso, parse_iso
 from loopctl.domain.verbs import apply_control, end
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
@@ -74,6 +74,10 @@ class Pass:
     due: list[tuple[str, int]] = factory(list)
     # The fallback preset a due loop's fire runs with (its account is held).
     fallback: dict[str, str] = factory(dict)
+    # The schedule slot a due loop's fire serves (DESIGN §20).
+    slot: dict[str, float] = factory(dict)
+    # Due slots that did not run: (name, record for runs/<loop>/skipped.jsonl).
+    slot_skips: list[tuple[str, dict[str, Any]]] = factory(list)
     changed: bool = False
 
 
@@ -121,8 +125,10 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
 
 
 def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
-          missed: int = 0, *, zone: tzinfo) -> dict[str, Any]:
-    """Record a fire before anything is launched: the exactly-once point."""
+          missed: int = 0, *, zone: tzinfo, instant: float | None = None) -> dict[str, Any]:
+    """Record a fire before anything is launched: the exactly-once point.
+    A scheduled fire serves the slot `instant` (default: the due time) and
+    takes it in the state (DESIGN §20)."""
     st["seq"] += 1
     st["iterations"] += 1
     triggered, st["triggered"] = st.get("triggered"), None
@@ -130,10 +136,10 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
         trigger = "api"  # the fire a trigger asked for, whoever takes it
     run = {
         "run_id": run_id_for(now, st["seq"]), "iteration": st["iterations"],
-        "due_at": st["next_due"] if trigger == "schedule" else now,
-        "claimed_at": now, "missed": missed, "trigger": trigger,
+        "due_at": now, "claimed_at": now, "missed": missed, "trigger": trigger,
         "supervisor": None, "agent": None,
     }
+    _take_slot(st, run, triggered, instant if instant is not None else st["next_due"], now)
     if triggered:
         run["triggers"] = triggered["count"]
     queued_at = st.get("queued_at")
@@ -148,9 +154,26 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     return run
 
 
+def _take_slot(st: LoopState, run: dict[str, Any], triggered: dict[str, Any] | None,
+               instant: float | None, now: float) -> None:
+    """The run's `slot` and `due_at` (DESIGN §20): a schedule slot is
+    remembered as taken by this run; a fire with no schedule instant at or
+    before now (auto pace fired by an external scheduler) is a manual one."""
+    if triggered:
+        run["slot"] = f"trigger:{iso(triggered['at'])}"
+    elif run["trigger"] == "schedule" and instant is not None and instant <= now:
+        run["due_at"], run["slot"] = instant, slots.label(instant)
+        slots.remember(st, instant, f"run {run['run_id']}")
+    else:
+        run["slot"] = f"manual:{run['run_id']}"
+
+
 def unclaim(st: LoopState, why: str) -> None:
     """A claimed run that could not be launched: undo it and pause (`error`),
-    so a loop that cannot run does not retry at every pass."""
+    so a loop that cannot run does not retry at every pass. Its slot is
+    given back."""
+    if st["run"] is not None:
+        slots.forget(st, str(st["run"]["run_id"]))
     st["run"] = None
     st["iterations"] = max(st["iterations"] - 1, 0)
     st["status"], st["reason"], st["note"] = PAUSED, "error", why[:2000]
@@ -204,7 +227,11 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
             ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
     for name in started:
         st, loop = entries[name], loops[name]
-        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop))
+        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
+                    instant=result.slot.get(name))
+        if due[name]:  # the missed slots, folded into this catch-up run
+            result.slot_skips.append((name, slots.skip(st, "missed", None, now,
+                                                       count=due[name], run_id=run["run_id"])))
         if name in result.fallback:
             # The fallback agent runs this fire (engine/accounts.spec_for).
             run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
@@ -252,16 +279,29 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
     missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
+    if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
+        instant, why, entry = slots.due_slot(loop, st, due, now, zone)
+        if entry is not None:
+            result.slot_skips.append((name, entry))
+        if why is not None:
+            result.changed = True
+            result.skipped.append((name, why))
+            return
+        result.slot[name] = instant
     if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
         st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
                                    created=st["created"])
         st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
+        result.slot_skips.append((name, slots.skip(st, "catch_up_none", result.slot.pop(
+            name, due), now, count=missed + 1)))
         result.changed = True
         result.skipped.append((name, "missed (catch-up none)"))
         return
     verdict = accounts.check(loop, now) if accounts is not None else None
     if verdict is not None and verdict.entry is not None:
         hold(st, verdict.entry, name, verdict.also)  # no agent spends its timeout finding out
+        result.slot_skips.append((name, slots.skip(st, "held", result.slot.pop(name, due), now,
+                                                   kind=verdict.entry["kind"])))
         result.held.append(name)
         result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
         result.changed = True
@@ -294,6 +334,9 @@ def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
     result.changed = True
     if loop.overlap == "queue":
         st["pending"] = True
+    elif loop.overlap == "skip":
+        result.slot_skips.append((name, slots.skip(st, "overlap_skip", due, now,
+                                                   run_id=run["run_id"])))
     elif loop.overlap == "replace":
         st["pending"] = True
         result.replace.append((name, run))
@@ -332,7 +375,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     st["last_end"] = result.ended_at
     st["last_outcome"] = result.outcome
     st["last_run_id"] = run.get("run_id")
-    _count_outcome(st, result.outcome)
+    _count_outcome(st, result.outcome, now)
     if result.check is not None:
         st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
     if loop.check_metric and result.check is not None:
@@ -387,9 +430,11 @@ def _add_note(extra: dict[str, Any], note: str | None) -> None:
         extra["note"] = "; ".join(filter(None, (extra.get("note"), note)))
 
 
-def _count_outcome(st: LoopState, outcome: str) -> None:
+def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
     if outcome != "skipped":  # a gated loop's marks show its real runs
         st["outcomes"] = (st["outcomes"] + [outcome])[-RECENT:]
+    else:  # its record is the run's own (outcome skipped)
+        slots.skip(st, "gate_no_work", None, now)
     if outcome in ("failed", "timeout", "gate_error"):
         st["failures"] += 1
     elif outcome == "ok":

@@ -60,7 +60,7 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     policy = {
         **_changed(loop, "max_failures", "max_deferrals", "no_progress"),
         "budget_usd": loop.budget_usd, "until": loop.until,
-        **_changed(loop, "overlap", "catch_up"),
+        **_changed(loop, "overlap", "catch_up"), **_window(loop),
         "on_attention": loop.on_attention, "notify": list(loop.notify) or None,
         "raw": loop.raw or None, "continue_session": loop.continue_session or None,
         **_changed(loop, "keep_runs"),
@@ -83,6 +83,13 @@ def to_raw(loop: LoopDef) -> dict[str, Any]:
     sandbox = {"sandbox": loop.sandbox, "sandbox_write": list(loop.sandbox_write) or None,
                "sandbox_read": list(loop.sandbox_read) or None}
     return {**raw, **{k: v for k, v in sandbox.items() if v is not None}}
+
+
+def _window(loop: LoopDef) -> dict[str, Any]:
+    from loopctl.domain.durations import format_duration
+
+    window = loop.catch_up_window
+    return {"catch_up_window": format_duration(window)} if window else {}
 
 
 def _workspace_raw(loop: LoopDef) -> dict[str, Any]:

@@ -166,6 +166,9 @@ SETTINGS: tuple[Setting, ...] = (
        choices=("queue", "skip", "replace"), default="queue"),
     _s("catch_up", "choice", "After downtime: one catch-up run (default) or none.",
        choices=("one", "none"), default="one"),
+    _s("catch_up_window", "duration", "A missed slot older than this when a driver first "
+       "sees it is recorded outside_window, not caught up (default: none, catch up however "
+       "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots"),
     _s("on_attention", "text", "Executable given attention events on stdin ('none' removes "
        "it).", clears=True, export="the path; the hook must exist there"),
     _s("notify", "list", "Apprise URL told about attention events (repeatable; 'none' "

@@ -95,6 +95,8 @@ class LoopDef:
     until: str | None = None
     overlap: str = "queue"
     catch_up: str = "one"
+    # A missed slot older than this when first seen is skipped (DESIGN §20).
+    catch_up_window: int | None = None
     on_attention: str | None = None
     raw: bool = False
     continue_session: bool = False
@@ -404,6 +406,10 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
         fields["budget_usd"] = float(budget)
     fields.update(overlap=OVERLAP[0], catch_up=CATCH_UP[0])
     _simple(raw, fields, "overlap", "catch_up", where=where)
+    if raw.get("catch_up_window") is not None:
+        from loopctl.domain.slots import parse_window
+
+        parse_window(raw, fields, where)
 
 
 def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:

@@ -92,6 +92,11 @@ class LoopState(_Shape):
     # The repository a confined run may read, found when loopctl first
     # learned of the loop (DESIGN §14); None: not looked up yet.
     repository: list[str] | None
+    # Schedule slots served or skipped (DESIGN §20): {"high", "recent"},
+    # rules in domain/slots.
+    slots: dict[str, Any] | None
+    # Due slots that did not run, by reason, and the last (DESIGN §20).
+    skips: dict[str, Any] | None
 
 
 @record
@@ -249,6 +254,7 @@ def _run(value: Any) -> Any:
             or check.moment(value.get("due_at")) is None \
             or check.count(value.get("missed", 0)) is None \
             or value.get("trigger") not in (None, "schedule", "manual", "api") \
+            or value.get("slot") is not None and check.text(value["slot"], 100) is None \
             or check.count(value.get("triggers", 0)) is None \
             or not isinstance(value.get("spec", {}), dict) \
             or not isinstance(value.get("hook"), (str, type(None))) \
@@ -365,6 +371,18 @@ def tracked_pr(v: Any) -> Any:
     return {k: v[k] for k in ("url", "branch", "fixes", "review")}
 
 
+def _slots(v: Any) -> Any:
+    from loopctl.domain.slots import check_slots
+
+    return check_slots(v)
+
+
+def _skips(v: Any) -> Any:
+    from loopctl.domain.slots import check_skips
+
+    return check_skips(v)
+
+
 _SAME = object()
 
 
@@ -420,13 +438,15 @@ SCHEMA: dict[str, Field] = {
     "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
     "cost_estimated": _field(_choice((True, False)), False),
     "repository": _field(lambda v: _paths(v, 3), None),
+    "slots": _field(lambda v: _slots(v), None),
+    "skips": _field(lambda v: _skips(v), None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost", "cost_estimated", "repository"})
+                       "max_run_cost", "cost_estimated", "repository", "slots", "skips"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -216,7 +216,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         note += f"; {workspace_note}"
     store.write_json(path, new_record(
         run["run_id"], loop,
-        iteration=run["iteration"], trigger=run.get("trigger"),
+        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
         ended_at=None, observed_at=iso(now), exit_code=None,
         outcome="lost", missed=run.get("missed", 0), decision=None,
@@ -333,6 +333,10 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
+        if result.slot_skips:
+            from loopctl.storage.runs import append_skips
+
+            append_skips(store.paths, result.slot_skips)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
         for _, run in result.replace:
@@ -380,7 +384,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
             continue
         run["supervisor"] = procs.ref(child)
         report.children.append(child)
-        report.fired.append({"loop": name, "run_id": run["run_id"],
+        report.fired.append({"loop": name, "run_id": run["run_id"], "slot": run.get("slot"),
                              "due_at": iso(run["due_at"]), "missed": run["missed"]})
     return pending
 

@@ -175,6 +175,13 @@ class Metrics:
                "1 when the loop is healthy; 0 when overdue, failing or held.")
         for x in listed:
             out.append(f'loopctl_loop_up{{loop="{label(str(x["name"]))}"}} {int(is_up(x, now))}')
+        family(out, "loopctl_slots_skipped_total", "counter",
+               "Due slots that did not run, by loop and reason.")
+        for x in valid:
+            for reason, count in sorted(((x.get("skipped_slots") or {}).get("by_reason")
+                                         or {}).items()):
+                out.append(f'loopctl_slots_skipped_total{{loop="{label(x["name"])}",'
+                           f'reason="{label(reason)}"}} {count}')
         family(out, "loopctl_loop_status", "gauge", "1 for the loop's status, 0 for the others.")
         for x in listed:
             shown = status_of(x)

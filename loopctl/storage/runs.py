@@ -227,3 +227,52 @@ def latest_run_id(paths: Paths, loop: str, current: str | None = None) -> str | 
     ids = run_ids(paths, loop) + ([current] if isinstance(current, str) and is_run_id(current)
                                   else [])
     return max(ids, key=run_order) if ids else None
+
+
+# -- slots that did not run (DESIGN §20): runs/<loop>/skipped.jsonl -------------------
+
+MAX_SKIPS = 200  # records kept per loop, newest last
+MAX_SKIPS_BYTES = 256 * 1024
+
+
+def skips_file(paths: Paths, loop: str) -> Path:
+    return paths.loop_runs_dir(loop) / "skipped.jsonl"
+
+
+def append_skips(paths: Paths, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    """Add each loop's skipped-slot records (under the store lock), keeping
+    the newest MAX_SKIPS. Best effort: a skip record must never stop a
+    pass that fires other loops."""
+    from loopctl.storage.atomic import atomic_write
+
+    by_loop: dict[str, list[dict[str, Any]]] = {}
+    for loop, entry in entries:
+        by_loop.setdefault(loop, []).append(entry)
+    for loop, new in by_loop.items():
+        try:
+            kept = read_skips(paths, loop) + new
+            data = "".join(json.dumps(e) + "\n" for e in kept[-MAX_SKIPS:]).encode()
+            paths.loop_runs_dir(loop).mkdir(parents=True, exist_ok=True)
+            atomic_write(skips_file(paths, loop), data, durable=False)
+        except (OSError, LoopctlError):
+            continue
+
+
+def read_skips(paths: Paths, loop: str) -> list[dict[str, Any]]:
+    """The loop's skipped-slot records, oldest first: each a mapping with
+    text fields only (a damaged or planted line is left out)."""
+    import json as strict  # jsonfast assumes whole, well-formed documents
+
+    data = read_bounded(skips_file(paths, loop), MAX_SKIPS_BYTES)
+    if not data:
+        return []
+    out = []
+    for line in data.decode("utf-8", "replace").splitlines()[-2 * MAX_SKIPS:]:
+        try:
+            entry = strict.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("reason"), str):
+            out.append({k: v for k, v in entry.items() if isinstance(k, str)
+                        and isinstance(v, (str, int, type(None))) and not isinstance(v, bool)})
+    return out[-MAX_SKIPS:]

@@ -96,7 +96,10 @@ class Simulator:
         path = os.pathsep.join([str(self.shim), str(FAKE_BIN), "/usr/local/bin", "/usr/bin",
                                 "/bin"])
         env = {"PATH": path, "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
-               "LOGNAME": "loopctl-test", "SHELL": "/bin/sh", "NO_COLOR": "1"}
+               "LOGNAME": "loopctl-test", "SHELL": "/bin/sh", "NO_COLOR": "1",
+               # Each fire an hour after the last, as a scheduler fires an
+               # hourly loop: a fire serves its own slot (DESIGN §20).
+               "LOOPCTL_CLOCK_OFFSET": str(self.fires * 3600)}
         env.update(self.extra_env)
         return env
 

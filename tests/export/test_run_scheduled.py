@@ -15,19 +15,32 @@ def start(cli: CLI, name: str, *extra: str) -> None:
         agent_command("--print", "did it"), *extra, check=0)
 
 
-def test_scheduled_fires_regardless_of_the_due_time_and_records_trigger_schedule(
-        cli: CLI) -> None:
+def hour(n: int) -> dict[str, str]:
+    """The clock `n` hours on: the next interval windows of an hourly loop."""
+    return {"LOOPCTL_CLOCK_OFFSET": str(n * 3600)}
+
+
+def test_scheduled_serves_each_window_once_and_records_trigger_schedule(cli: CLI) -> None:
+    """Issue 50: a second fire in the same window is refused, naming the run
+    that served it (exit 0); the next window fires."""
     start(cli, "s")
-    for _ in range(2):  # the second fire is 1h early by the loop's own schedule
-        cli("run", "s", "--scheduled", check=0)
+    cli("run", "s", "--scheduled", check=0)
+    again = cli("run", "s", "--scheduled", check=0)
+    (first,) = cli.records("s")
+    slot = first["slot"]
+    assert slot.startswith("schedule:") and first["due_at"] == slot.removeprefix("schedule:")
+    assert again.stderr.strip() == (f"loopctl: slot {first['due_at']} already ran: "
+                                    f"run {first['run_id']}")
+    cli("run", "s", "--scheduled", env=hour(1), check=0)
     records = cli.records("s")
     assert [r["trigger"] for r in records] == ["schedule", "schedule"]
     assert [r["outcome"] for r in records] == ["ok", "ok"]
+    assert records[1]["slot"] != slot
 
 
 def test_scheduled_stops_at_the_run_limit_and_exits_zero(cli: CLI) -> None:
     start(cli, "lim", "--max-runs", "2")
-    codes = [cli("run", "lim", "--scheduled") for _ in range(4)]
+    codes = [cli("run", "lim", "--scheduled", env=hour(n)) for n in range(4)]
     assert [p.returncode for p in codes] == [0, 0, 0, 0]
     assert len(cli.records("lim")) == 2
     skipped = codes[3].stderr.strip().splitlines()
@@ -66,7 +79,7 @@ def test_scheduled_and_force_together_are_bad_usage(cli: CLI) -> None:
 def test_scheduled_on_a_failure_limit_stops_firing(cli: CLI) -> None:
     cli("start", "p", "--name", "bad", "--every", "1h", "--max-failures", "2", "--command",
         agent_command("--exit", "1"), check=0)
-    codes = [cli("run", "bad", "--scheduled").returncode for _ in range(4)]
+    codes = [cli("run", "bad", "--scheduled", env=hour(n)).returncode for n in range(4)]
     assert codes == [1, 1, 0, 0]
     assert len(cli.records("bad")) == 2
 

@@ -22,7 +22,7 @@ FAMILIES = {
     "loopctl_next_run_timestamp_seconds": "gauge", "loopctl_loop_up": "gauge",
     "loopctl_loop_status": "gauge", "loopctl_in_flight": "gauge", "loopctl_queued": "gauge",
     "loopctl_account_held": "gauge", "loopctl_webhook_deliveries_total": "counter",
-    "loopctl_build_info": "gauge",
+    "loopctl_build_info": "gauge", "loopctl_slots_skipped_total": "counter",
 }
 
 

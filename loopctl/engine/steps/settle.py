@@ -31,7 +31,7 @@ def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result:
     run = claim.run
     record = new_record(
         ctx.run_id, ctx.name,
-        iteration=run["iteration"], trigger=run.get("trigger"),
+        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(result.started_at),
         ended_at=iso(result.ended_at),
         duration_s=round(result.ended_at - result.started_at, 3),

@@ -1,0 +1,217 @@
+"""Slots: what a fire serves (DESIGN §20). Pure: `now` and the zone come in.
+
+A schedule slot is an instant of the loop's schedule (UTC). The loop's state
+keeps the newest schedule slot it served (`high`) and the last few it served
+or skipped with the run id or the reason (`recent`, at most KEEP): a slot at
+or before `high` is never served again, by any driver, whatever the clock
+did since. Trigger slots (`trigger:WHEN`) and manual ones (`manual:RUN_ID`)
+are unique by construction and are not remembered.
+"""
+
+from __future__ import annotations
+
+from loopctl.domain.dates import tzinfo
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import cron_next, next_fire
+from loopctl.domain.timestamps import iso
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from loopctl.domain.state import LoopState
+
+KEEP = 4
+# Looking back for a cron instant at or before now: widening windows, so
+# a minutely schedule costs one short scan and a yearly one a few more.
+_LOOK_BACK = (120.0, 3600.0, 86400.0, 32 * 86400.0, 367 * 86400.0, 5 * 367 * 86400.0)
+
+
+def label(instant: float) -> str:
+    return f"schedule:{iso(instant)}"
+
+
+def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
+    """The schedule's latest instant at or before `now` (None: none in 5 years)."""
+    for back in _LOOK_BACK:
+        found, at = None, now - back
+        while (at := cron_next(expr, zone, at)) <= now:
+            found = at
+        if found is not None:
+            return found
+    return None
+
+
+def latest(loop: LoopDef, created: float, now: float, zone: tzinfo) -> float | None:
+    """The slot `run --scheduled` serves at `now`: the latest cron instant at
+    or before it, or for `--every` the start of the interval window holding
+    it, counted from the loop's start. None: the loop has no such slots
+    (auto pace, on demand) or none has come since it started."""
+    if loop.on_demand or loop.auto:
+        return None
+    if loop.cron:
+        found = cron_latest(loop.cron, zone, now)
+        return found if found is not None and found >= created else None
+    every = float(loop.every or 0)
+    if every <= 0 or now < created:
+        return None
+    return created + ((now - created) // every) * every
+
+
+def width(loop: LoopDef) -> float:
+    """How far a slot of `run --scheduled` reaches: an `--every` loop's
+    window (a driver's fire in it took it), a cron instant alone."""
+    return 0.0 if loop.cron else float(loop.every or 0)
+
+
+def is_instant(loop: LoopDef, created: float, instant: float, zone: tzinfo) -> bool:
+    """`instant` is one of the schedule's (what `--slot` must name)."""
+    if loop.on_demand or loop.auto:
+        return False
+    if loop.cron:
+        return cron_next(loop.cron, zone, instant - 0.5) == instant
+    every = float(loop.every or 0)
+    return every > 0 and instant >= created and (instant - created) % every == 0
+
+
+def served(st: LoopState, instant: float, width: float = 0.0) -> str | None:
+    """Who took the schedule slot `instant` (`run ID`, `skipped: REASON`);
+    with `width`, any slot in [instant, instant + width) (an `--every`
+    loop's window). None: it is free. Only remembered slots count: one
+    older than the last KEEP was never the newest a clock step could reach
+    again without a driver seeing a later one first."""
+    slots = st.get("slots")
+    if not slots:
+        return None
+    for at, how in slots["recent"]:
+        if at == instant or instant <= at < instant + width:
+            return str(how)
+    return None
+
+
+def remember(st: LoopState, instant: float, how: str) -> None:
+    """Mark the schedule slot `instant` taken (`run ID`) or skipped
+    (`skipped: REASON`); bounded, newest last."""
+    slots = st.get("slots") or {"high": instant, "recent": []}
+    recent = [pair for pair in slots["recent"] if pair[0] != instant]
+    recent.append([instant, how])
+    recent.sort(key=lambda pair: pair[0])
+    st["slots"] = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
+
+
+REASONS = ("missed", "catch_up_none", "outside_window", "overlap_skip", "gate_no_work",
+           "deferred", "held")
+
+
+def skip(st: LoopState, reason: str, instant: float | None, now: float,
+         **extra: Any) -> dict[str, Any]:
+    """Count a due slot that did not run in the loop's state (for `status`
+    and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
+    skips = st.get("skips") or {"counts": {}, "last": None}
+    counts = dict(skips["counts"])
+    counts[reason] = counts.get(reason, 0) + 1
+    st["skips"] = {"counts": counts, "last": {"reason": reason, "at": now}}
+    entry: dict[str, Any] = {"slot": label(instant) if instant is not None else None,
+                             "reason": reason, "at": iso(now)}
+    entry.update(extra)
+    return entry
+
+
+def check_skips(value: Any) -> Any:
+    """state.json's `skips` as `skip` writes it, else INVALID."""
+    from loopctl.domain import untrusted as check
+
+    if value is None:
+        return None
+    counts, last = (value.get("counts"), value.get("last")) if isinstance(value, dict) \
+        else (None, None)
+    if not isinstance(counts, dict) or any(k not in REASONS or check.count(n) is None
+                                           for k, n in counts.items()):
+        return check.INVALID
+    if last is not None and (not isinstance(last, dict) or last.get("reason") not in REASONS
+                             or check.moment(last.get("at")) is None):
+        return check.INVALID
+    return {"counts": dict(counts),
+            "last": None if last is None else {"reason": last["reason"],
+                                               "at": float(last["at"])}}
+
+
+def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
+             zone: tzinfo) -> tuple[float, str | None, dict[str, Any] | None]:
+    """The slot a due scheduled fire serves (a catch-up, the latest missed
+    instant; a fire queued behind a run is due when it ended, off the
+    schedule) and, when it may not fire, why: a run took it already, or it
+    is older than the catch-up window (recorded `outside_window`, a 09:00
+    report does not run at 18:00). Then the loop re-arms from now."""
+    instant = due
+    if loop.cron:
+        instant = cron_latest(loop.cron, zone, now) or due
+    taken = served(st, instant)
+    window = loop.catch_up_window
+    entry = None
+    if taken is not None:
+        why = refusal(instant, taken)
+    elif window is not None and now - instant > window:
+        from loopctl.domain.durations import format_duration
+
+        remember(st, instant, "skipped: outside_window")
+        entry = skip(st, "outside_window", instant, now)
+        why = (f"slot {iso(instant)} skipped: outside the catch-up window "
+               f"({format_duration(window)} late at most)")
+    else:
+        return instant, None, None
+    st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
+                               failures=st["failures"])
+    st["note"] = why
+    return instant, why, entry
+
+
+def forget(st: LoopState, run_id: str) -> None:
+    """A claimed run that never launched gives its slot back."""
+    slots = st.get("slots")
+    if not slots:
+        return
+    recent = [pair for pair in slots["recent"] if pair[1] != f"run {run_id}"]
+    st["slots"] = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
+
+
+def refusal(instant: float, taken: str) -> str:
+    """What a refused second fire says."""
+    stamp = iso(instant)
+    if taken.startswith("run "):
+        return f"slot {stamp} already ran: {taken}"
+    return f"slot {stamp} was {taken}"
+
+
+def check_slots(value: Any) -> Any:
+    """state.json's `slots` as written by `remember`, else None (the
+    repair rule's INVALID is the caller's)."""
+    from loopctl.domain import untrusted as check
+
+    if value is None:
+        return None
+    if not isinstance(value, dict) or check.moment(value.get("high")) is None \
+            or not isinstance(value.get("recent"), list) or len(value["recent"]) > KEEP:
+        return check.INVALID
+    for pair in value["recent"]:
+        if not isinstance(pair, list) or len(pair) != 2 or check.moment(pair[0]) is None \
+                or check.text(pair[1], 200) is None:
+            return check.INVALID
+    return {"high": float(value["high"]), "recent": [[float(a), b] for a, b in value["recent"]]}
+
+
+def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+    """`catch_up_window`: a duration of at least 1s, and never beside
+    `catch_up: none`, which catches up nothing at all (DESIGN §20)."""
+    from loopctl.domain.durations import parse_setting
+    from loopctl.domain.errors import UsageError
+
+    window = raw["catch_up_window"]
+    try:
+        fields["catch_up_window"] = parse_setting(window, "'catch_up_window'")
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}") from None
+    if fields["catch_up"] == "none":
+        raise UsageError(f"{where}: 'catch_up_window' with 'catch_up: none' is contradictory "
+                         "(none catches up nothing); drop one of them")
