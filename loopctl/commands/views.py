@@ -238,15 +238,15 @@ def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
 
 
 def failed_check(st: dict[str, Any]) -> str | None:
-    """An `ok` run whose check failed is not a success: `ls` showed a bare
-    `ok` for it. Read from the state, so no record is opened."""
+    """An `ok` run whose check failed (under --until-check, DESIGN §16) is
+    "not yet", not a bare `ok`. Read from the state, so no record is opened."""
     check = st.get("last_check")
     if not check or check.get("passed") or check.get("run_id") != st.get("last_run_id"):
         return None
     code = check.get("exit_code")
     if code is None and check.get("why"):  # `check cannot start pytst: not found`
-        return str(check["why"])
-    return "check failed" + (f" (exit {code})" if code is not None else "")
+        return "not yet: " + str(check["why"])
+    return "not yet: check failed" + (f" (exit {code})" if code is not None else "")
 
 
 def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:

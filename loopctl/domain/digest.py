@@ -44,8 +44,9 @@ def needs(loop: dict[str, Any], now: float) -> str | None:
     if status in ("failed", "expired"):
         return status + (f": {why}" if why and status == "failed" else "")
     if status == "paused" and reason != "user":
-        note = loop.get("note") if reason == "error" else \
+        note = loop.get("note") if reason in ("error", "no_progress") else \
             why if reason == "failure_limit" else None
+        note = note.removeprefix(f"{reason}: ") if isinstance(note, str) else note
         return f"paused ({reason})" + (f": {note}" if note else "")
     due = _ts(loop.get("next_fire"))
     if status == "active" and due is not None and now - due > OVERDUE_AFTER:
