@@ -48,10 +48,20 @@ def needs(loop: dict[str, Any], now: float) -> str | None:
             why if reason == "failure_limit" else None
         note = note.removeprefix(f"{reason}: ") if isinstance(note, str) else note
         return f"paused ({reason})" + (f": {note}" if note else "")
+    if status == "active" and red_check(loop):
+        return f"failing: {why or 'check failed'}"  # a run its check failed (§16)
     due = _ts(loop.get("next_fire"))
     if status == "active" and due is not None and now - due > OVERDUE_AFTER:
         return "overdue: no scheduler has fired it (`loopctl doctor`)"
     return None
+
+
+def red_check(loop: dict[str, Any]) -> bool:
+    """The loop's last run failed by its check: the agent did its part, the
+    tests say the work is not right (a failed run, DESIGN §16)."""
+    last, check = loop.get("last_run") or {}, loop.get("last_check") or {}
+    return last.get("outcome") == "failed" and check.get("passed") is False \
+        and check.get("run_id") == last.get("run_id")
 
 
 def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
