@@ -158,9 +158,9 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             "last_reason": last_reason(store, name, st), "last_end": st.get("last_end"),
         })
         shown = held.get(name)
-        if shown is not None:  # the fix in place of the last outcome's reason
+        if shown is not None:  # LAST keeps the run's own reason, else says the fix
             out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=shown["fix"])
+                           last_reason=out[-1]["last_reason"] or shown["fix"])
     return out
 
 
