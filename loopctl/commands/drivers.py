@@ -30,7 +30,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     by the process it starts for the run id, recorded before the lock goes.
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
-    anyway; `scheduled` is what an external scheduler calls: it fires only
+    anyway; `api` is `manual` whose refusals name the API's way out; `scheduled` is what an external scheduler calls: it fires only
     when a due fire under `tick` would, without looking at the due time."""
     from loopctl.engine.firing import noticed, settle_lost, take_payload
 
@@ -62,8 +62,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
                 if mode == "scheduled":
                     # Not an error: a completed loop must not turn cron red nightly.
                     raise NotFiring(f"not firing {name}: it is {refusal}")
-                raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
-                                 f"`loopctl run {name} --force`")
+                raise UsageError(f"loop {name!r} is {refusal}{anyway(name, mode, st)}")
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
@@ -111,8 +110,18 @@ def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capac
     why = capacity.full(caps, busy, capacity.agent_of(loops.get(name)))
     if why is None:
         return None
-    tail = "" if mode == "scheduled" else f"; or run it anyway with `loopctl run {name} --force`"
+    tail = "" if mode == "scheduled" else anyway(name, mode, None)
     return f"not starting {name!r}: {why}{tail}"
+
+
+def anyway(name: str, mode: str, st: LoopState | None) -> str:
+    """The way out of a refused run by hand: the CLI's `--force`; the API
+    (`mode` api) has none, so its way (resume a paused loop, or wait)."""
+    if mode != "api":
+        return f"; or run it anyway with `loopctl run {name} --force`"
+    if st is not None and st.get("status") == "paused":
+        return f"; from the API, resume it first: POST /api/loops/{name}/resume"
+    return "" if st is not None else "; try again when a run ends"
 
 
 def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
