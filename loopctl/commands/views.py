@@ -299,7 +299,21 @@ def validate(store: Store, path: Path | None) -> dict[str, Any]:
     caps = caps_of(defs.top)
     return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
             "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
-            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent}
+            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent,
+            "warnings": [f"loop {name!r}: {said}" for name in sorted(defs.loops)
+                         if (said := missing_cwd(defs.loops[name]))]}
+
+
+def missing_cwd(loop: LoopDef) -> str | None:
+    """`working directory X does not exist` (or is not a folder): every run
+    of the loop would fail so (a folder removed after `start`, a hand-written
+    loops.yaml); `validate` and `doctor` say it before the first run does."""
+    import os
+
+    from loopctl.domain.reason import cwd_missing
+
+    cwd = os.path.expanduser(loop.cwd)
+    return None if os.path.isdir(cwd) else cwd_missing(cwd, os.path.lexists(cwd))
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

@@ -41,3 +41,10 @@ def run_reason(record: dict[str, Any] | None) -> str | None:
         if lines:
             return one_line(lines[-1])
     return None
+
+
+def cwd_missing(cwd: str, exists: bool) -> str:
+    """Why no run of a loop can start in `cwd` (`exists`: something, not
+    a folder, is there)."""
+    return f"working directory {one_line(cwd)} " + ("is not a folder" if exists
+                                                     else "does not exist")
