@@ -30,8 +30,9 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     by the process it starts for the run id, recorded before the lock goes.
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
-    anyway; `api` is `manual` whose refusals name the API's way out; `scheduled` is what an external scheduler calls: it fires only
-    when a due fire under `tick` would, without looking at the due time."""
+    anyway; `api` is `manual` whose refusals name the API's way out;
+    `scheduled` is what an external scheduler calls: it fires only when a
+    due fire under `tick` would, without looking at the due time."""
     from loopctl.engine.firing import noticed, settle_lost, take_payload
 
     pending: events.Pending = []
