@@ -147,16 +147,14 @@ def history(name: NameArg,
         print(f"{name} has no finished runs yet")
         return
     checked = any(r.get("check") for r in records)
-    rows = _history_rows(records)
-    if checked:  # the check's word on each run (DESIGN §16)
-        rows = [row + [_check_short(r.get("check"))]
-                for row, r in zip(rows, _unfolded(records), strict=True)]
+    headers, rows, drop = _history_table(records, checked)
     # RUN and STARTED are never cut: they say which run and when; TOOK,
-    # then EXIT, go before any cell is cut.
-    headers = ["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
-    shown = table(headers + (["CHECK"] if checked else []), rows, keep=(0, 1),
-                  drop=(2, 4)).splitlines()
+    # then EXIT, then COST go before any cell is cut.
+    shown = table(headers, rows, keep=(0, 1), drop=drop).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
+    total = _total_cost(records)
+    if total is not None:
+        print(total)
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
@@ -187,6 +185,55 @@ def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
              " ".join(f"{k} {e[k]}" for k in ("count", "run_id", "kind") if e.get(k) is not None)]
             for e in entries]
     print(table(["AT (UTC)", "SLOT", "REASON", "DETAIL"], rows, keep=(0, 2)))
+
+
+def _history_table(records: list[dict[str, Any]], checked: bool
+                   ) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
+    """Headers, rows and the columns dropped first: CHECK with a check
+    (DESIGN §16), COST when any run has one."""
+    rows = _history_rows(records)
+    headers = ["RUN", "STARTED (UTC)", "TOOK", "OUTCOME", "EXIT", "DECISION"]
+    drop: tuple[int, ...] = (2, 4)
+    shown = _unfolded(records)
+    if any(cost_of(r) is not None for r in records):
+        rows = [row + [_cost_cell(r)] for row, r in zip(rows, shown, strict=True)]
+        headers.append("COST")
+        drop = (2, 4, len(headers) - 1)
+    if checked:  # the check's word on each run
+        rows = [row + [_check_short(r.get("check"))] for row, r in zip(rows, shown, strict=True)]
+        headers.append("CHECK")
+    return headers, rows, drop
+
+
+def cost_of(record: dict[str, Any]) -> float | None:
+    """The run's cost in dollars, if a finite, non-negative one was recorded."""
+    import math
+
+    cost = record.get("cost_usd")
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
+
+
+def _cost_cell(record: dict[str, Any]) -> str:
+    from loopctl.domain.durations import format_usd
+
+    cost = cost_of(record)
+    if cost is None:
+        return "-"
+    return ("~" if record.get("cost_estimated") else "") + format_usd(cost)
+
+
+def _total_cost(records: list[dict[str, Any]]) -> str | None:
+    """`total: $1.23 over 12 runs shown (~: estimated)`, when any run has a cost."""
+    from loopctl.domain.durations import format_usd
+
+    costs = [c for c in map(cost_of, records) if c is not None]
+    if not costs:
+        return None
+    estimated = any(r.get("cost_estimated") and cost_of(r) is not None for r in records)
+    return (f"total: {format_usd(sum(costs))} over {len(records)} run(s) shown"
+            + (" (~: estimated)" if estimated else ""))
 
 
 def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:

@@ -30,6 +30,8 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
     else:
         for error in result["invalid"].values():
             print(f"invalid: {line(error)}")
+        for warning in result["warnings"]:
+            print(f"warning: {line(warning)}")
         from loopctl.domain.capacity import Caps
 
         print(Caps(result["max_concurrent"], result["max_concurrent_per_agent"]).describe())

@@ -134,10 +134,22 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
             f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}")
     if st["status"] in ("active", "paused"):
         _check_programs(loop, add)
+        _check_cwd(loop, st, add)
     if loop.every and loop.every < 60 and not live:
         add("warn", "cadence", f"loop {name!r} runs every {loop.every}s, but cron ticks "
             "only once a minute: use `loopctl daemon` for sub-minute loops")
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
+
+
+def _check_cwd(loop: LoopDef, st: dict[str, Any], add: Add) -> None:
+    """A working directory that is gone fails every run: an error for a loop
+    that runs on its own, a warning for one that waits for a person."""
+    from loopctl.commands.views import missing_cwd
+
+    said = missing_cwd(loop)
+    if said is not None:
+        scheduled = st["status"] == "active" and not loop.on_demand
+        add("error" if scheduled else "warn", "cwd", f"loop {loop.name!r}: {said}")
 
 
 def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> None:

@@ -31,7 +31,8 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     by the process it starts for the run id, recorded before the lock goes.
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
-    anyway; `scheduled` is what an external scheduler calls: it fires only
+    anyway; `api` is `manual` whose refusals name the API's way out;
+    `scheduled` is what an external scheduler calls: it fires only
     when a due fire under `tick` would, and serves a slot (DESIGN §20):
     `slot` (an instant of the schedule) or the latest one at or before now,
     never one a run already took (exit 0, saying which run)."""
@@ -63,7 +64,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             pending = noticed(store, defs, state, before, now)
             if busy or refusal or taken:
                 store.write_state(state)
-                _refuse(name, mode, busy, refusal, waits, taken)
+                _refuse(name, mode, busy, refusal, waits, taken, st)
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
@@ -87,7 +88,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
 
 
 def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: bool,
-            taken: str | None) -> None:
+            taken: str | None, st: LoopState) -> None:
     """Why this fire does not happen, as the error its exit code goes with."""
     if busy:
         raise BusyError(busy)
@@ -98,8 +99,7 @@ def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: 
     if mode == "scheduled":
         # Not an error: a completed loop must not turn cron red nightly.
         raise NotFiring(f"not firing {name}: it is {refusal}")
-    raise UsageError(f"loop {name!r} is {refusal}; or run it anyway with "
-                     f"`loopctl run {name} --force`")
+    raise UsageError(f"loop {name!r} is {refusal}{anyway(name, mode, st)}")
 
 
 def _free_slot(loop: LoopDef, st: LoopState, now: float,
@@ -186,8 +186,18 @@ def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capac
     why = capacity.full(caps, busy, capacity.agent_of(loops.get(name)))
     if why is None:
         return None
-    tail = "" if mode == "scheduled" else f"; or run it anyway with `loopctl run {name} --force`"
+    tail = "" if mode == "scheduled" else anyway(name, mode, None)
     return f"not starting {name!r}: {why}{tail}"
+
+
+def anyway(name: str, mode: str, st: LoopState | None) -> str:
+    """The way out of a refused run by hand: the CLI's `--force`; the API
+    (`mode` api) has none, so its way (resume a paused loop, or wait)."""
+    if mode != "api":
+        return f"; or run it anyway with `loopctl run {name} --force`"
+    if st is not None and st.get("status") == "paused":
+        return f"; from the API, resume it first: POST /api/loops/{name}/resume"
+    return "" if st is not None else "; try again when a run ends"
 
 
 def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:

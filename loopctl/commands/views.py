@@ -158,9 +158,9 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
             "last_reason": last_reason(store, name, st), "last_end": st.get("last_end"),
         })
         shown = held.get(name)
-        if shown is not None:  # the fix in place of the last outcome's reason
+        if shown is not None:  # LAST keeps the run's own reason, else says the fix
             out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=shown["fix"])
+                           last_reason=out[-1]["last_reason"] or shown["fix"])
     return out
 
 
@@ -238,15 +238,15 @@ def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
 
 
 def failed_check(st: dict[str, Any]) -> str | None:
-    """An `ok` run whose check failed is not a success: `ls` showed a bare
-    `ok` for it. Read from the state, so no record is opened."""
+    """An `ok` run whose check failed (under --until-check, DESIGN §16) is
+    "not yet", not a bare `ok`. Read from the state, so no record is opened."""
     check = st.get("last_check")
     if not check or check.get("passed") or check.get("run_id") != st.get("last_run_id"):
         return None
     code = check.get("exit_code")
     if code is None and check.get("why"):  # `check cannot start pytst: not found`
-        return str(check["why"])
-    return "check failed" + (f" (exit {code})" if code is not None else "")
+        return "not yet: " + str(check["why"])
+    return "not yet: check failed" + (f" (exit {code})" if code is not None else "")
 
 
 def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
@@ -299,7 +299,21 @@ def validate(store: Store, path: Path | None) -> dict[str, Any]:
     caps = caps_of(defs.top)
     return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
             "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
-            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent}
+            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent,
+            "warnings": [f"loop {name!r}: {said}" for name in sorted(defs.loops)
+                         if (said := missing_cwd(defs.loops[name]))]}
+
+
+def missing_cwd(loop: LoopDef) -> str | None:
+    """`working directory X does not exist` (or is not a folder): every run
+    of the loop would fail so (a folder removed after `start`, a hand-written
+    loops.yaml); `validate` and `doctor` say it before the first run does."""
+    import os
+
+    from loopctl.domain.reason import cwd_missing
+
+    cwd = os.path.expanduser(loop.cwd)
+    return None if os.path.isdir(cwd) else cwd_missing(cwd, os.path.lexists(cwd))
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

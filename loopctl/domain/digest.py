@@ -44,13 +44,24 @@ def needs(loop: dict[str, Any], now: float) -> str | None:
     if status in ("failed", "expired"):
         return status + (f": {why}" if why and status == "failed" else "")
     if status == "paused" and reason != "user":
-        note = loop.get("note") if reason == "error" else \
+        note = loop.get("note") if reason in ("error", "no_progress") else \
             why if reason == "failure_limit" else None
+        note = note.removeprefix(f"{reason}: ") if isinstance(note, str) else note
         return f"paused ({reason})" + (f": {note}" if note else "")
+    if status == "active" and red_check(loop):
+        return f"failing: {why or 'check failed'}"  # a run its check failed (§16)
     due = _ts(loop.get("next_fire"))
     if status == "active" and due is not None and now - due > OVERDUE_AFTER:
         return "overdue: no scheduler has fired it (`loopctl doctor`)"
     return None
+
+
+def red_check(loop: dict[str, Any]) -> bool:
+    """The loop's last run failed by its check: the agent did its part, the
+    tests say the work is not right (a failed run, DESIGN §16)."""
+    last, check = loop.get("last_run") or {}, loop.get("last_check") or {}
+    return last.get("outcome") == "failed" and check.get("passed") is False \
+        and check.get("run_id") == last.get("run_id")
 
 
 def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
@@ -79,7 +90,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                      "ran": sum(1 for r in gated if r["gate"].get("exit_code") == 0)}
             if gated else None,
             "check": _checks(runs),
-            "cost_usd": round(sum(r.get("cost_usd") or 0.0 for r in runs), 6),
+            "cost_usd": round(sum(map(_cost, runs)), 6),
             "decisions": [_decision(r) for r in runs if r.get("decision")],
             "handoffs": [{"run_id": r["run_id"], "handoff": r["handoff"],
                           "branch": r.get("branch"), "pr_url": r.get("pr_url")}
@@ -89,7 +100,23 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                        for e in recent_events if e.get("loop") == loop["name"]],
         })
     return {"version": DIGEST_VERSION, "since": iso(since), "until": iso(now),
-            "needs_you": needs_you, "loops": out}
+            "needs_you": needs_you, "loops": out, "total": _total(out)}
+
+
+def _cost(record: dict[str, Any]) -> float:
+    """A record's cost, 0 unless a finite, non-negative number."""
+    import math
+
+    cost = record.get("cost_usd")
+    ok = isinstance(cost, (int, float)) and not isinstance(cost, bool) \
+        and math.isfinite(cost) and cost >= 0
+    return float(cost) if ok else 0.0  # type: ignore[arg-type]
+
+
+def _total(loops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every loop's runs and cost in the window, summed."""
+    return {"runs": sum(sum(loop["runs"].values()) for loop in loops),
+            "cost_usd": round(sum(loop["cost_usd"] for loop in loops), 6)}
 
 
 def _decision(record: dict[str, Any]) -> dict[str, Any]:
@@ -146,4 +173,8 @@ def render(report: dict[str, Any]) -> str:
             lines += _wrap(f"event {event['status']}"
                            + (f" ({event['reason']})" if event.get("reason") else "")
                            + f": {event.get('summary') or ''}", "  ")
+    total = report.get("total")
+    if total is not None:
+        lines += ["", f"Total: {total['runs']} run(s), {format_usd(total['cost_usd'])} "
+                      f"across {len(report['loops'])} loop(s)"]
     return "\n".join(line[:WIDTH] for line in lines) + "\n"

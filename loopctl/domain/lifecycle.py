@@ -378,13 +378,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     _count_outcome(st, result.outcome, now)
     if result.check is not None:
         st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
-    if loop.check_metric and result.check is not None:
-        # A rate-limited run is no run (its iteration is given back): its
-        # unchanged metric must not use up --no-progress either.
-        if result.outcome != "deferred":
-            valves.record_digest(loop, st, verify.progress_key(result.check))
-    elif result.track_progress and result.outcome == "ok":
-        valves.record_result(loop, st, result.result_text)
+    _track_progress(loop, st, result)
     if result.session_id and not run.get("preset"):
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
         st["session_id"] = result.session_id
@@ -423,6 +417,23 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
                                    created=st["created"], failures=st["failures"],
                                    requested_delay=requested)
     return extra
+
+
+def _track_progress(loop: LoopDef, st: LoopState, result: RunResult) -> None:
+    """What --no-progress compares: the check's metric; under --until-check
+    a red check's output; else an agent's result."""
+    check = result.check
+    if loop.check_metric and check is not None:
+        # A rate-limited run is no run (its iteration is given back): its
+        # unchanged metric must not use up --no-progress either.
+        if result.outcome != "deferred":
+            valves.record_digest(loop, st, verify.progress_key(check))
+    elif loop.until_check and check is not None and not check.get("passed"):
+        if result.outcome == "ok":  # "not yet": the same red output again is no progress
+            tail = str(check.get("output_tail") or "") + f" exit {check.get('exit_code')}"
+            valves.record_digest(loop, st, "check:" + valves.result_digest(tail))
+    elif result.track_progress and result.outcome == "ok":
+        valves.record_result(loop, st, result.result_text)
 
 
 def _add_note(extra: dict[str, Any], note: str | None) -> None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 MAX_REASON = 300
+REFUSED = "complete refused: "  # domain/verify.refusal
 
 
 def one_line(text: str, limit: int = MAX_REASON) -> str:
@@ -30,7 +31,9 @@ def run_reason(record: dict[str, Any] | None) -> str | None:
         return None
     note = record.get("note")
     if isinstance(note, str) and note.strip():
-        return one_line(note)
+        # A refused `complete` failed by its check: the check is why (§16).
+        return one_line(note.removeprefix(REFUSED) if record.get("outcome") == "failed"
+                        else note)
     result = record.get("result")
     if isinstance(result, str):
         # Split before sanitizing: `line` makes the whole text one line.
@@ -38,3 +41,10 @@ def run_reason(record: dict[str, Any] | None) -> str | None:
         if lines:
             return one_line(lines[-1])
     return None
+
+
+def cwd_missing(cwd: str, exists: bool) -> str:
+    """Why no run of a loop can start in `cwd` (`exists`: something, not
+    a folder, is there)."""
+    return f"working directory {one_line(cwd)} " + ("is not a folder" if exists
+                                                     else "does not exist")

@@ -119,6 +119,8 @@ class RunResult:
     # CLI's own fields: it holds this loop alone, for at most an hour (§18).
     loop_only: bool = False
     tokens: int | None = None  # tokens the reader saw the run use, if any
+    # The agent succeeded but its check did not (outcome `failed`, §16).
+    check_failed: bool = False
 
 
 def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:

@@ -28,6 +28,16 @@ _TIMESTAMPS = lazy(
     r"|\b\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?\b")
 
 
+def no_progress_text(loop: LoopDef) -> str:
+    """Why --no-progress paused the loop (`3 identical results in a row`)."""
+    n = loop.no_progress
+    if loop.check_metric:
+        return f"{n} runs in a row with the check's metric unchanged"
+    if loop.until_check:
+        return f"{n} red checks in a row with the same output"
+    return f"{n} identical results in a row"
+
+
 def pause_for(st: LoopState, reason: str) -> None:
     st["status"], st["reason"] = PAUSED, reason
 
@@ -151,6 +161,7 @@ def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float,
         pause_for(st, "keepalive_exhausted")
     elif no_progress_reached(loop, st):
         pause_for(st, "no_progress")
+        st["note"] = f"no_progress: {no_progress_text(loop)}"  # kept: every view says why
     elif budget_reached(loop, st):
         pause_for(st, "budget_limit")
     elif iteration_limit_reached(loop, st):
@@ -232,6 +243,8 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} of "
                         f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
+        "no_progress": f"{no_progress_text(loop)}; change the objective or what the agent "
+                       f"works on, then `loopctl resume {loop.name}`",
         "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
         "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit; "
                           f"check the agent's account, then `loopctl resume {loop.name}`",

@@ -45,6 +45,8 @@ def resume(loop: LoopDef, st: LoopState, now: float, *, zone: tzinfo) -> str:
             return "resumed (the pending pause was cancelled)"
         return "already active"
     backed_off = st["failures"] > 0
+    if st.get("reason") == "no_progress" and str(st.get("note") or "").startswith("no_progress:"):
+        st["note"] = None  # its why, said while it was paused
     st["status"], st["reason"] = ACTIVE, None
     st["ended_at"] = st["observed_at"] = st["resume_at"] = None
     st["results"] = []

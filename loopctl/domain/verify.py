@@ -221,6 +221,26 @@ def check_words(record: dict[str, Any]) -> str | None:
     return None
 
 
+def verdict(loop: Any, outcome: str, check: dict[str, Any] | None, note: str | None,
+            decided: str | None = None) -> tuple[str, str | None]:
+    """The run's outcome after its check, and the words to put first in its
+    note (its reason): a run whose agent succeeded but whose check failed,
+    timed out, could not start or was not run is `failed` (`check failed
+    (exit 1)`); under `--until-check` it is `ok`, "not yet"."""
+    if outcome != "ok" or not loop.check:
+        return outcome, None
+    said = check_words({"check": check, "note": note})
+    if said in (None, "check passed"):
+        return outcome, None
+    words = failure_text(check, loop.check_timeout) if check is not None else None
+    if loop.until_check:
+        return "ok", "not yet: " + (words or "check not run")
+    if words is not None and (words in (note or "") or decided == "complete"):
+        words = None  # the note says it already (`check cannot start pytst: ...`),
+        # or will (`complete refused: check failed (exit 1)`, when the run settles)
+    return "failed", words
+
+
 def failed_verification(record: dict[str, Any]) -> bool:
     """An agent that succeeded but whose check failed, could not start or
     was not run: `run` and `tick --wait` exit 1 for it (a CI job is never

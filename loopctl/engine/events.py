@@ -17,6 +17,7 @@ from loopctl.domain.objective import objective_of
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
+from loopctl.domain.valves import no_progress_text
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -46,8 +47,7 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
         "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
         "failure_limit": f"{plural(st['failures'], 'failure')} in a row"
                          + (f": {why}" if why else f" (last outcome {st.get('last_outcome')})"),
-        "no_progress": f"{loop.no_progress} runs in a row with the check's metric unchanged"
-        if loop.check_metric else f"{loop.no_progress} identical results in a row",
+        "no_progress": no_progress_text(loop),
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} spent of "
                         f"{format_usd(loop.budget_usd or 0)}",
         "keepalive_exhausted": "two runs in a row ended without a decision",

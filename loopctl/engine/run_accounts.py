@@ -38,7 +38,8 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
         return None, False  # only the CLI's own fields hold an account (§18)
     kind = KIND_FOR_OUTCOME.get(result.outcome)
     table = table_of(state, now)
-    if kind is None and (result.outcome != "ok" or not table):
+    # The agent's own success releases its account, whatever its check said.
+    if kind is None and (result.outcome != "ok" and not result.check_failed or not table):
         return None, False  # the cheap way out of nearly every run
     ids = Ids(ctx.store)
     account = ids.of(loop)

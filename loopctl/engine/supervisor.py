@@ -15,6 +15,7 @@ import sys
 
 from loopctl import clock
 from loopctl.domain.errors import LoopctlError
+from loopctl.domain.model import LoopDef
 from loopctl.domain.outcomes import EXIT_FOR_OUTCOME
 from loopctl.domain.state import RunResult
 from loopctl.domain.timestamps import iso
@@ -71,6 +72,8 @@ class Supervisor:
                 from loopctl.engine.steps import check
 
                 check.check(ctx, claim, None, launched, result, None)
+            if claim.loop.check:
+                judge(claim.loop, result)
             log.write(footer(self.run_id, result))
         finally:
             if launched is not None and launched.confined is not None:
@@ -136,6 +139,20 @@ class Supervisor:
         made = handoff.commit(ctx, ws, held, claim.run, result, done.guarded)
         moved = handoff.hand_off(ctx, ws, held, claim.run, made, result, cancelled)
         return check.mark_held(ctx, held is not loop, moved)
+
+
+def judge(loop: LoopDef, result: RunResult) -> None:
+    """A failed check is a failed run (DESIGN §16): the outcome every view
+    reads, and its reason first in the note. Decided after the hand-off,
+    which holds the branch itself (`handoff: check_failed`)."""
+    from loopctl.domain.verify import verdict
+
+    decided = (result.decision or {}).get("decision")
+    outcome, words = verdict(loop, result.outcome, result.check, result.note, decided)
+    result.check_failed = outcome != result.outcome
+    result.outcome = outcome
+    if words:
+        result.note = f"{words}; {result.note}" if result.note else words
 
 
 def footer(run_id: str, result: RunResult) -> str:

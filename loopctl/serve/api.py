@@ -97,8 +97,7 @@ class Actions:
         from loopctl.commands.drivers import claim_now
 
         store = self.store()
-        run_id, _ = claim_now(store, name, "manual", spawn=lambda rid: self._spawn(store, name,
-                                                                                  rid))
+        run_id, _ = claim_now(store, name, "api", spawn=lambda rid: self._spawn(store, name, rid))
         return {"version": common.JSON_VERSION, "loop": name, "run_id": run_id,
                 "message": f"started run {run_id}",
                 "log": str(store.paths.run_log(name, run_id))}

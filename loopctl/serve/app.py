@@ -263,8 +263,8 @@ class App:
             return Response(api.http_status(exc),
                             pages.loop_page(Store(), self, name, "", said=exc.message,
                                             failed=True), HTML)
-        if verb in ("trigger", "run"):
-            result["driver"] = self.drivers.missing(Store())
+        if verb in ("trigger", "run"):  # `driver`, if any, is trigger --json's own
+            result["driver_note"] = self.drivers.missing(Store())
         self.log(f"{verb} {name}: {result.get('message') or 'accepted'}")
         if is_api:
             return as_json(202 if verb in ("trigger", "run") else 200, result)
@@ -277,7 +277,7 @@ class App:
         status, answer = self.hooks.receive(request.headers, request.body, request.digest)
         self.log(describe_delivery(answer))
         if answer.get("triggered"):
-            answer["driver"] = self.drivers.missing(Store())
+            answer["driver_note"] = self.drivers.missing(Store())
         return as_json(status, answer)
 
     def _metrics(self) -> Response:

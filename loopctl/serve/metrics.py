@@ -39,6 +39,7 @@ class RunTally:
         self.sums: dict[str, float] = defaultdict(float)
         self.counts: dict[str, int] = defaultdict(int)
         self.last_ok: dict[str, float] = {}
+        self.checks: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
 
     def update(self, store: Store, names: list[str]) -> None:
         from loopctl.storage.runs import load_record, loop_folder, run_ids
@@ -59,6 +60,9 @@ class RunTally:
 
     def _count(self, name: str, record: dict[str, Any]) -> None:
         self.outcomes[name][str(record.get("outcome"))] += 1
+        check = record.get("check")
+        if isinstance(check, dict):
+            self.checks[name][check_result(check)] += 1
         duration = record.get("duration_s")
         if isinstance(duration, (int, float)) and math.isfinite(duration) and duration >= 0:
             buckets = self.buckets.setdefault(name, [0] * len(BUCKETS))
@@ -71,6 +75,14 @@ class RunTally:
             ended = parse_iso(record.get("ended_at"))
             if ended and ended > self.last_ok.get(name, 0.0):
                 self.last_ok[name] = ended
+
+
+def check_result(check: dict[str, Any]) -> str:
+    """A check's `result` label: passed, failed (an exit code), or error
+    (timed out or could not start: no exit code)."""
+    if check.get("passed") is True:
+        return "passed"
+    return "failed" if isinstance(check.get("exit_code"), int) else "error"
 
 
 def parse_iso(text: Any) -> float | None:
@@ -130,6 +142,12 @@ class Metrics:
             for outcome, count in sorted(tally.outcomes.get(name, {}).items()):
                 out.append(f'loopctl_runs_total{{loop="{label(name)}",'
                            f'outcome="{label(outcome)}"}} {count}')
+        family(out, "loopctl_check_runs_total", "counter",
+               "Checks (--check) run after the agent, by loop and result.")
+        for name in names:
+            for result, count in sorted(tally.checks.get(name, {}).items()):
+                out.append(f'loopctl_check_runs_total{{loop="{label(name)}",'
+                           f'result="{result}"}} {count}')
         family(out, "loopctl_run_duration_seconds", "histogram", "How long runs took.")
         for name in names:
             if name not in tally.buckets:

@@ -75,6 +75,9 @@ def _when(text: str | None, now: float) -> str:
 def status_cell(loop: dict[str, Any]) -> str:
     status = str(loop.get("status"))
     reason = loop.get("reason") or loop.get("error")
+    note = str(loop.get("note") or "")
+    if reason == "no_progress" and note.startswith("no_progress: "):
+        reason = note  # why, kept in the state (`no_progress: 3 identical results in a row`)
     return (f'<span class="status s-{esc(status.split()[0])}">{esc(status)}</span>'
             + (f' <span class="reason">({esc(reason)})</span>' if reason else ""))
 

@@ -174,7 +174,7 @@ def test_after_a_driver_with_runs_queues_pauses_and_deliveries(
     rewrite_state(lived)
     loops = same(monkeypatch)
     assert loops["plain"]["status"] == "running"
-    assert loops["plain"]["last_run"]["reason"] == "check failed (exit 2)"
+    assert loops["plain"]["last_run"]["reason"] == "not yet: check failed (exit 2)"
     assert loops["later"]["status"] == "queued" and loops["later"]["triggers_pending"] == 2
     assert loops["zoned"]["rate_limited_until"] is not None
     assert loops["asked"]["hook_error"]["message"] == "hook exited 1"
@@ -233,7 +233,7 @@ def test_invalid_loops_keep_their_place(home: Path, monkeypatch: pytest.MonkeyPa
     assert list(loops)[:2] == ["first", "plain"] and list(loops)[-3:] == ["kept", "rich", "last"]
     assert loops["broken"] == {"name": "broken", "status": "invalid",
                                "error": loops["broken"]["error"]}
-    assert loops["plain"]["last_run"]["reason"] == "check failed (exit 2)"
+    assert loops["plain"]["last_run"]["reason"] == "not yet: check failed (exit 2)"
 
 
 def alike(count: int, budget: str = "2") -> str:

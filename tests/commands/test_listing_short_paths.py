@@ -135,7 +135,7 @@ def test_after_a_driver_with_runs_queues_checks_and_failures(
     same(monkeypatch)
     brief = {row["name"]: row for row in reading.list_brief(Store())}
     assert brief["plain"]["status"] == "running"
-    assert brief["plain"]["last_reason"] == "check failed (exit 2)"
+    assert brief["plain"]["last_reason"] == "not yet: check failed (exit 2)"
     assert brief["later"]["status"] == "queued"
     assert brief["broken"]["status"] == "invalid"
 

@@ -290,6 +290,13 @@ def test_a_loop_of_a_marked_account_shows_held_with_the_fix(
         ("held", "auth_required", "auth_required")
     watch = cli("watch", env=agents.env, timeout=15, check=0).stdout
     assert "held (auth_required)" in watch and "claude /login" in watch, watch
+    # The loop whose own run failed keeps that run's reason in LAST (issue 51 item 10).
+    [a] = [x for x in cli.json("ls")["loops"] if x["name"] == "a"]
+    own = a["last_run"]["reason"]
+    assert own and "claude /login" not in own
+    wide = cli("ls", env={**agents.env, "COLUMNS": "400"}).stdout
+    row = next(ln for ln in wide.splitlines() if ln.startswith("a "))
+    assert f"{a['last_run']['outcome']}: {own}" in row, row
 
 
 # -- a budget only estimates can reach ------------------------------------------------

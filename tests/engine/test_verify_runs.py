@@ -62,7 +62,7 @@ def test_a_failing_check_refuses_complete_until_the_change_makes_it_pass(
     assert status["last_run"]["reason"] == "check failed (exit 1)"
     [listed] = cli.json("ls")["loops"]
     assert listed["last_run"]["reason"] == "check failed (exit 1)"
-    assert "ok: check failed (exit 1)" in cli("ls").stdout
+    assert "failed: check failed (exit 1)" in cli("ls").stdout  # red, with its reason (§16)
     (work / "ok").write_text("")  # the change that makes the check pass
     cli("run", "v", check=0)
     # The second run's envelope said what the check found, as data.
@@ -128,8 +128,10 @@ def test_bad_checks_are_bounded_killed_and_recorded(cli: CLI, tmp_path: Path) ->
     loops_yaml.write_text("max_concurrent: 0\n" + loops_yaml.read_text())
     cli("tick", "--wait", env={"FAKE_AGENT_PIDS": str(pids)}, timeout=120)
     got = {name: only_record(cli, name) for name in checks}
-    for record in got.values():
-        assert record["outcome"] == "ok"  # the agent's run; the check is its own field
+    for name, record in got.items():
+        # A failed check is a failed run (DESIGN §16); the agent's exit code stays.
+        assert record["outcome"] == ("failed" if name in ("hang", "flood", "signal") else "ok")
+        assert record["exit_code"] == 0
         assert len(record["check"]["output_tail"]) <= 4096
         assert Path(record["log"]).stat().st_size < 128 * 1024
     hang = got["hang"]

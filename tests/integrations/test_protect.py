@@ -57,7 +57,9 @@ def test_an_agent_that_rewrites_the_test_cannot_complete_or_publish_it(
     assert proc.returncode == 1, proc.stderr  # the agent exited 0; its check did not pass
     assert "; check failed (exit 1); log " in proc.stderr
     record = last_record(cli, "hostile")
-    assert record["outcome"] == "ok" and record["check"]["exit_code"] == 1
+    # A failed check is a failed run (DESIGN §16); the agent's exit code stays.
+    assert record["outcome"] == "failed" and record["exit_code"] == 0
+    assert record["check"]["exit_code"] == 1
     assert "expected 42, got 41" in record["check"]["output_tail"]  # the user's test ran
     assert record["protected"] == ["tests/helper.sh", "tests/later.sh", "tests/readme",
                                    "tests/test.sh"]
@@ -76,7 +78,7 @@ def test_an_agent_that_rewrites_the_test_cannot_complete_or_publish_it(
     [tried] = [e for e in events(cli) if e.get("reason") == "protected_changed"]
     assert tried["run_id"] == record["run_id"] and "tests/test.sh" in tried["protected"]
     history = cli("history", "hostile").stdout
-    assert "ok*" in history and "protected paths" in history
+    assert "failed*" in history and "protected paths" in history
     digest = cli("digest", "--since", "1h").stdout
     assert "complete, refused by the check: done" in digest
     assert "hostile: protected_changed: " in digest  # under "Needs you"
@@ -117,9 +119,9 @@ def test_tick_wait_exits_1_on_a_red_check_and_says_how_each_run_ended(
     by_loop = {r["loop"]: r for r in cli.records("red") + cli.records("green")
                + cli.records("typo")}
     lines = proc.stdout.splitlines()
-    assert f"run {by_loop['red']['run_id']} of red: ok (exit 0); check failed (exit 1)" in lines
+    assert f"run {by_loop['red']['run_id']} of red: failed (exit 0); check failed (exit 1)" in lines
     assert f"run {by_loop['green']['run_id']} of green: ok (exit 0); check passed" in lines
-    assert (f"run {by_loop['typo']['run_id']} of typo: ok (exit 0); check failed "
+    assert (f"run {by_loop['typo']['run_id']} of typo: failed (exit 0); check failed "
             "(check cannot start pytst-not-here: not found)") in lines
     # Each ended line comes after the fired lines, one per run.
     assert sum(line.startswith("run ") for line in lines) == 3
@@ -242,7 +244,7 @@ def test_tick_wait_says_how_a_run_ended_while_another_still_runs(
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        wait_for(lambda: any(" of fast: ok (exit 0); check failed (exit 1)" in ln
+        wait_for(lambda: any(" of fast: failed (exit 0); check failed (exit 1)" in ln
                              for ln in lines))
         assert tick.poll() is None and not any(" of slow: " in ln for ln in lines)
     finally:

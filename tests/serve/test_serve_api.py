@@ -52,7 +52,10 @@ def test_actions_say_what_the_cli_says_with_its_codes_as_statuses(cli: CLI,
         assert (status, said["message"], said["status"]) == (200, "paused", "paused")
         status, said = served.json("POST", "/api/loops/demo/run")
         cli_said = cli("run", "demo").stderr.strip()
-        assert status == 409 and said["error"] in cli_said, (said, cli_said)
+        # The CLI's refusal, with the API's way out instead of `--force` (issue 51 item 14).
+        shared = said["error"].partition("; from the API")[0]
+        assert status == 409 and shared in cli_said and "--force" in cli_said, (said, cli_said)
+        assert "--force" not in said["error"] and "POST /api/loops/demo/resume" in said["error"]
         status, said = served.json("POST", "/api/loops/demo/trigger", b"payload")
         assert status == 409 and said["error"] == cli("trigger", "demo").stderr.strip() \
             .removeprefix("loopctl: error: ")
@@ -77,7 +80,8 @@ def test_trigger_takes_the_body_as_its_payload_and_refuses_bad_ones(cli: CLI,
             "a refused payload fires nothing and writes nothing"
         status, said = served.json("POST", "/api/loops/od/trigger", b"fix <this>")
         assert status == 202 and said["accepted"] and said["triggers"] == 1
-        assert said["driver"] and "no driver is running" in said["driver"], \
+        assert said["driver"] == "none", "trigger --json's own field and value"
+        assert "no driver is running" in said["driver_note"], \
             "with no driver, the answer says the fire waits"
         assert pending.read_text() == "fix <this>"
         status, said = served.json("POST", "/hooks/trigger/od", b"second")
@@ -103,6 +107,12 @@ def test_run_now_starts_a_supervised_run_without_waiting(cli: CLI, tmp_path: Pat
         assert status == 409 and "has a run in flight" in again["error"]
         marker.touch()
         record = wait_for(lambda: cli.records("demo"), timeout=30)[0]
+        wait_for(lambda: cli.state()["loops"]["demo"]["run"] is None)
+        cli("pause", "demo", check=0)
+        status, refused = served.json("POST", "/api/loops/demo/run")
+        # The API has no --force: its way out is its own (issue 51 item 14).
+        assert status == 409 and "--force" not in refused["error"], refused
+        assert "POST /api/loops/demo/resume" in refused["error"], refused
     assert (record["run_id"], record["outcome"], record["trigger"]) == \
         (said["run_id"], "ok", "manual")
     assert "ran" in Path(record["log"]).read_text()

@@ -29,7 +29,8 @@ def test_daemon_serve_fires_what_the_api_triggers(cli: CLI, tmp_path: Path) -> N
         assert first.startswith("loopctl serve: open "), (tmp_path / "daemon.stderr").read_text()
         served = Served(proc, first.split("open ", 1)[1].strip())  # type: ignore[arg-type]
         status, said = served.json("POST", "/api/loops/od/trigger", b"from the API")
-        assert status == 202 and said["driver"] is None, said
+        # trigger --json's shape: the driver that fires it (issue 51 item 14).
+        assert status == 202 and said["driver"] == "daemon" and said["driver_note"] is None, said
         record = wait_for(lambda: cli.records("od"), timeout=30)[0]
         assert (record["outcome"], record["trigger"]) == ("ok", "api")
         settled = wait_for(lambda: served.json("GET", "/api/loops")[1]["loops"][0]["last_run"])

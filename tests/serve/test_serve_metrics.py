@@ -23,6 +23,7 @@ FAMILIES = {
     "loopctl_loop_status": "gauge", "loopctl_in_flight": "gauge", "loopctl_queued": "gauge",
     "loopctl_account_held": "gauge", "loopctl_webhook_deliveries_total": "counter",
     "loopctl_build_info": "gauge", "loopctl_slots_skipped_total": "counter",
+    "loopctl_check_runs_total": "counter",
 }
 
 
@@ -40,8 +41,12 @@ def test_metrics_pass_promtool_with_exactly_the_listed_series(cli: CLI,
         "--command", agent_command("--print", "ok"), check=0)
     cli("start", "p", "--name", "bad", "--every", "1h",
         "--command", agent_command("--exit", "3"), check=0)
+    # An agent that succeeds under a check that fails is a failed run (§16).
+    cli("start", "p", "--name", "red", "--every", "1h", "--command", "true",
+        "--check", "false", check=0)
     cli("run", "good")
     cli("run", "bad")
+    cli("run", "red")
     with serving(tmp_path) as served:
         assert served.request("GET", "/metrics", token=None)[0] == 401
         status, headers, body = served.request("GET", "/metrics")
@@ -60,6 +65,11 @@ def test_metrics_pass_promtool_with_exactly_the_listed_series(cli: CLI,
     assert sample(second, 'loopctl_run_duration_seconds_count{loop="good"}') == 2
     assert sample(second, 'loopctl_loop_up{loop="good"}') == 1
     assert sample(second, 'loopctl_loop_up{loop="bad"}') == 0, "a failing loop is down"
+    assert sample(second, 'loopctl_runs_total{loop="red",outcome="failed"}') == 1
+    assert 'loopctl_runs_total{loop="red",outcome="ok"}' not in second
+    assert sample(second, 'loopctl_loop_up{loop="red"}') == 0, "a red check is down"
+    assert sample(second, 'loopctl_check_runs_total{loop="red",result="failed"}') == 1
+    assert 'loopctl_check_runs_total{loop="good"' not in second  # no check, no series
     assert sample(second, 'loopctl_loop_status{loop="good",status="active"}') == 1
     assert sample(second, 'loopctl_loop_status{loop="good",status="paused"}') == 0
     assert sample(second, "loopctl_in_flight") == 0

@@ -189,16 +189,24 @@ def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> dict[str, Any] 
     return {**last, "output_tail": (record.get("check") or {}).get("output_tail")}
 
 
+def missing_cwd(cwd: str) -> str:
+    from loopctl.domain.reason import cwd_missing
+
+    return cwd_missing(cwd, os.path.lexists(cwd))
+
+
 def spawn(ctx: RunContext, loop: LoopDef, ready: Ready,
           hook: Callable[[], None] | None) -> subprocess.Popen[bytes]:
+    if not os.path.isdir(ready.cwd):  # said as it is, not as a program missing from PATH
+        raise LoopctlError(missing_cwd(ready.cwd))
     stdin: IO[bytes] | int = subprocess.DEVNULL
     if ready.stdin_text is not None:
         # A file, not a pipe: an agent that never reads stdin cannot block us.
         stdin = unnamed_file(ctx.log_path.parent)
         stdin.write(ready.stdin_text.encode())
         stdin.seek(0)
-    out = bounds.agent_output(ctx, loop)
     argv, cwd = ready.argv, ready.cwd
+    out = bounds.agent_output(ctx, loop)
     try:
         return subprocess.Popen(argv, cwd=cwd, env=ready.env, stdin=stdin, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
@@ -208,8 +216,9 @@ def spawn(ctx: RunContext, loop: LoopDef, ready: Ready,
         raise LoopctlError("sandbox unavailable: the kernel refused to confine the "
                            "agent (landlock_restrict_self)") from None
     except FileNotFoundError:
-        where = "" if os.path.isdir(cwd) else f" (or working directory {cwd} missing)"
-        raise LoopctlError(f"agent not found on PATH: {argv[0]}{where}") from None
+        if not os.path.isdir(cwd):  # removed in between
+            raise LoopctlError(missing_cwd(cwd)) from None
+        raise LoopctlError(f"agent not found on PATH: {argv[0]}") from None
     except OSError as exc:
         raise LoopctlError(f"cannot start {argv[0]}: {exc.strerror}") from None
     finally:
