@@ -136,6 +136,9 @@ def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> 
 
     if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
         return
+    if st.get("reason") == "iteration_limit" and loop.max_runs == 1:
+        add("ok", "paused", f"loop {loop.name!r} is a one-off (--max-runs 1) that ran: finished")
+        return
     said = pause_explained(loop, st) or f"paused ({st.get('reason')})"
     why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None
     add("warn", "paused", f"loop {loop.name!r} is {said}"
