@@ -1,0 +1,38 @@
+"""Issue 51, "a newcomer's first hour, round 4": the minor items, one test
+(or a few) each, through real `loopctl` processes."""
+
+from __future__ import annotations
+
+import subprocess
+
+from conftest import CLI, agent_command
+
+
+def one_line(proc: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+# -- item 22: `events NAME` of no loop ------------------------------------------
+
+
+def test_events_of_no_such_loop_is_exit_4_like_status_and_logs(cli: CLI) -> None:
+    for args in (("events", "nope"), ("events", "--follow", "nope"),
+                 ("events", "nope", "--json")):
+        proc = cli(*args, timeout=20)
+        assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
+        assert "no such loop: 'nope'" in one_line(proc)
+        assert "no attention events yet" not in proc.stdout
+    assert cli("events", "../x").returncode == 2
+
+
+def test_a_removed_loops_past_events_are_still_shown(cli: CLI) -> None:
+    cli("start", "p", "--name", "once", "--every", "1h", "--max-runs", "1", "--command",
+        agent_command(), check=0)
+    cli("run", "once", check=0)
+    shown = cli("events", "once", check=0).stdout
+    assert "once" in shown and "no attention events yet" not in shown
+    cli("rm", "once", check=0)
+    assert cli("events", "once", check=0).stdout == shown
