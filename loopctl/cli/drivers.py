@@ -51,7 +51,7 @@ def daemon(
     from loopctl.serve.main import serve_beside, stop_beside
 
     server = serve_beside(options(serve, allowed_host, tls_cert, tls_key, github_secret_file,
-                                  quiet))
+                                  quiet, bind_option="--serve"))
     try:
         code = Daemon(store(), quiet=quiet).run()
     finally:

@@ -36,3 +36,16 @@ def test_a_removed_loops_past_events_are_still_shown(cli: CLI) -> None:
     assert "once" in shown and "no attention events yet" not in shown
     cli("rm", "once", check=0)
     assert cli("events", "once", check=0).stdout == shown
+
+
+# -- item 23: the option typed is the one named ----------------------------------
+
+
+def test_a_bad_address_names_the_option_typed(cli: CLI) -> None:
+    daemon = cli("daemon", "--serve", ":abc", timeout=30)
+    assert daemon.returncode == 2
+    assert one_line(daemon).startswith("loopctl: error: bad --serve ':abc'")
+    served = cli("serve", "--bind", ":abc", timeout=30)
+    assert served.returncode == 2
+    assert one_line(served).startswith("loopctl: error: bad --bind ':abc'")
+    assert not (cli.state_dir / "lease.json").exists()  # the daemon never started
