@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from conftest import CLI, agent_command
 
 
@@ -49,3 +51,32 @@ def test_a_bad_address_names_the_option_typed(cli: CLI) -> None:
     assert served.returncode == 2
     assert one_line(served).startswith("loopctl: error: bad --bind ':abc'")
     assert not (cli.state_dir / "lease.json").exists()  # the daemon never started
+
+
+# -- item 21: which cron field, and why ------------------------------------------
+
+
+@pytest.mark.parametrize("expr, words", [
+    ("61 * * * *", "minute 61 is out of range 0-59"),
+    ("* 24 * * *", "hour 24 is out of range 0-23"),
+    ("0 0 0 * *", "day 0 is out of range 1-31"),
+    ("* * * 13 *", "month 13 is out of range 1-12"),
+    ("*/5 * * * 9", "weekday 9 is out of range 0-7"),
+    ("1-70 * * * *", "minute 70 is out of range 0-59"),
+    ("x * * * *", "the minute field 'x' is not valid"),
+    ("* * * * " + "9" * 5000, "weekday 99999"),
+])
+def test_a_bad_cron_field_is_named_with_its_range(expr: str, words: str) -> None:
+    from loopctl.domain.checks import check_cron
+    from loopctl.domain.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        check_cron(expr, "--cron")
+    assert words in caught.value.message and "\n" not in caught.value.message
+
+
+def test_start_says_which_cron_field_is_out_of_range(cli: CLI) -> None:
+    proc = cli("start", "p", "--name", "a", "--agent", "shell", "--cron", "61 * * * *")
+    assert proc.returncode == 2
+    assert one_line(proc) == "loopctl: error: bad --cron '61 * * * *': minute 61 is out of " \
+        "range 0-59"
