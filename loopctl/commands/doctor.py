@@ -95,7 +95,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
                 now: float, add: Add, *, live: bool, daemon: bool) -> None:
     import shutil
 
-    from loopctl.agents.presets import binary
+    from loopctl.agents.presets import binary, install_hint
 
     name = loop.name
     due = st.get("next_due")
@@ -119,7 +119,8 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
         when = "" if scheduled else " (it runs only when " + (
             "resumed)" if st["status"] == "paused" else "triggered or run)")
         add("error" if scheduled else "warn", "agents",
-            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}")
+            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}"
+            + ("" if loop.command else install_hint(loop.agent)))
     if st["status"] in ("active", "paused"):
         _check_programs(loop, add)
     if loop.every and loop.every < 60 and not live:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -80,3 +81,51 @@ def test_start_says_which_cron_field_is_out_of_range(cli: CLI) -> None:
     assert proc.returncode == 2
     assert one_line(proc) == "loopctl: error: bad --cron '61 * * * *': minute 61 is out of " \
         "range 0-59"
+
+
+# -- items 4 and 5: how to install an agent; what `agents` calls confined -------
+
+
+def test_every_agent_preset_says_how_to_install_it() -> None:
+    from loopctl.agents.presets import INSTALL, PRESETS
+
+    assert set(INSTALL) == set(PRESETS) - {"shell"}
+    assert all("\n" not in command for command in INSTALL.values())
+
+
+def test_a_missing_claude_names_its_package_at_start_agents_doctor_and_in_the_run(
+        cli: CLI) -> None:
+    package = "npm install -g @anthropic-ai/claude-code"
+    started = cli("start", "p", "--name", "c", "--agent", "claude", "--every", "1h", check=0)
+    assert package in started.stderr
+    rows = {row["preset"]: row for row in cli.json("agents")["agents"]}
+    assert rows["claude"]["install"] == package and rows["shell"]["install"] is None
+    assert f"    install: {package}" in cli("agents").stdout.splitlines()
+    doctor = json.loads(cli("doctor", "--json", check=1).stdout)  # unhealthy: no claude
+    [finding] = [f for f in doctor["findings"] if f["check"] == "agents"]
+    assert package in finding["message"]
+    cli("run", "c", check=1)
+    [record] = cli.records("c")
+    assert record["note"] == f"agent not found on PATH: claude; install it: `{package}`"
+
+
+def test_a_missing_command_gets_no_preset_install_hint(cli: CLI) -> None:
+    started = cli("start", "p", "--name", "c", "--every", "1h", "--command", "claude -p x",
+                  check=0)
+    assert "install it" not in started.stderr
+    cli("run", "c", check=1)
+    assert "install it" not in cli.records("c")[0]["note"]
+
+
+def test_agents_calls_the_shell_preset_unconfined_by_default(cli: CLI) -> None:
+    lines = cli("agents").stdout.splitlines()
+    shell = lines.index(next(line for line in lines if line.startswith("shell ")))
+    block = lines[shell + 1:shell + 3]
+    assert any(line.startswith("    unconfined (--sandbox auto); with --sandbox on, may write")
+               for line in block), block
+    assert not any("    confined" in line for line in block)
+    claude = lines.index(next(line for line in lines if line.startswith("claude ")))
+    assert any(line.startswith("    confined, may write") for line in lines[claude:claude + 5])
+    rows = {row["preset"]: row for row in cli.json("agents")["agents"]}
+    assert rows["shell"]["confined_by_default"] is False
+    assert rows["claude"]["confined_by_default"] is True
