@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +131,25 @@ def test_agents_calls_the_shell_preset_unconfined_by_default(cli: CLI) -> None:
     rows = {row["preset"]: row for row in cli.json("agents")["agents"]}
     assert rows["shell"]["confined_by_default"] is False
     assert rows["claude"]["confined_by_default"] is True
+
+
+# -- item 9: `run` of a Claude loop prints the result, not the envelope ----------
+
+
+def test_run_of_a_claude_loop_prints_its_result_text_and_logs_the_envelope(
+        cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import TESTS
+
+    monkeypatch.setenv("PATH", f"{TESTS / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    cli("start", "p", "--name", "c", "--agent", "claude", "--every", "1h", "--env",
+        "FAKE_RESULT=fixed the \x1b[31mflaky\x1b[0m test\nand said so", check=0)
+    proc = cli("run", "c", check=0)
+    assert proc.stdout == "fixed the flaky test\nand said so\n", proc.stdout
+    assert "total_cost_usd" not in proc.stdout and "\x1b" not in proc.stdout
+    log = Path(cli.records("c")[0]["log"]).read_text()
+    assert '"total_cost_usd"' in log  # the envelope, whole, in the log
+
+
+def test_run_of_a_shell_loop_still_streams_its_output(cli: CLI) -> None:
+    cli("start", "echo streamed", "--name", "s", "--every", "1h", check=0)
+    assert cli("run", "s", check=0).stdout == "streamed\n"
