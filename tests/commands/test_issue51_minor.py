@@ -153,3 +153,27 @@ def test_run_of_a_claude_loop_prints_its_result_text_and_logs_the_envelope(
 def test_run_of_a_shell_loop_still_streams_its_output(cli: CLI) -> None:
     cli("start", "echo streamed", "--name", "s", "--every", "1h", check=0)
     assert cli("run", "s", check=0).stdout == "streamed\n"
+
+
+# -- item 20: an unclosed quote is reported where it began -----------------------
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_an_unclosed_quote_is_reported_where_the_scalar_began(cli: CLI, quote: str) -> None:
+    (cli.home).mkdir(parents=True, exist_ok=True)
+    (cli.home / "loops.yaml").write_text(
+        f"version: 1\nloops:\n  a:\n    prompt: {quote}unclosed\n    every: 1h\n"
+        "  b:\n    prompt: x\n    every: 1h\n")
+    proc = cli("validate")
+    assert proc.returncode == 3
+    said = one_line(proc)
+    assert "loops.yaml, line 4, column 13: not valid YAML: a quoted scalar that starts here " \
+           "is not closed" in said, said
+
+
+def test_a_block_mapping_error_keeps_its_own_line(cli: CLI) -> None:
+    (cli.home).mkdir(parents=True, exist_ok=True)
+    (cli.home / "loops.yaml").write_text(
+        "version: 1\nloops:\n  a:\n    prompt: x\n    every: 1h\n  - b\n")
+    said = one_line(cli("validate", check=3))
+    assert "loops.yaml, line 6: not valid YAML" in said and "starts here" not in said
