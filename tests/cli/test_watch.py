@@ -322,3 +322,41 @@ def test_a_damaged_file_shows_an_error_and_the_watch_keeps_going(
     pane.wait(lambda t: re.search(r"sturdy\s+active", t) and "error: " not in t)
     pane.tmux("send-keys", "-t", "w", "q")
     assert_restored(pane.wait(lambda t: "EXIT=0" in t and has_mode(t, "icanon")), 0)
+
+
+# -- issue 51, item 12: a reason, and STATUS cut last ----------------------------------
+
+
+def reasons() -> list[Row]:
+    failed = {"run_id": "r", "outcome": "failed", "ended_at": iso(NOW - 9),
+              "reason": "agent not found on PATH: claude"}
+    return [Row(loop(name="failing-loop", status="paused", reason="iteration_limit",
+                     last_run=failed, recent_outcomes=["failed"] * 3)),
+            Row(loop(name="ok", recent_outcomes=["ok"] * 10))]
+
+
+def test_a_wide_watch_has_a_reason_column() -> None:
+    header, failing, ok = texts(reasons(), 120)
+    assert header.split()[-1] == "REASON"
+    assert failing.endswith("agent not found on PATH: claude")
+    assert "paused (iteration_limit)" in failing
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_a_narrow_watch_keeps_status_whole_and_puts_the_reason_below(width: int) -> None:
+    lines = texts(reasons(), width)
+    assert "REASON" not in lines[0] and all(len(line) <= width for line in lines)
+    failing = lines[1].split()
+    assert failing[1] in ("paused", "paused (iteration_limit)".split()[0])
+    assert "..." not in lines[1], lines  # nothing of the row is cut
+    assert lines[2].startswith("  > ") and "agent not found on PATH: claude" in lines[2]
+    if width == 60:
+        assert lines[2] == "  > iteration_limit; agent not found on PATH: claude"
+    assert lines[3].split()[-1] == "o" * len(lines[3].split()[-1])  # the newest outcomes
+
+
+def test_recent_is_cut_to_its_newest_outcomes() -> None:
+    rows = [Row(loop(name="n" * 30, status="paused", reason="iteration_limit",
+                     recent_outcomes=["failed"] * 6 + ["ok"] * 2))]
+    row = texts(rows, 66)[1]
+    assert row.endswith("xxox") or row.endswith("xxoo") or row.endswith("oo"), row
