@@ -177,3 +177,23 @@ def test_a_block_mapping_error_keeps_its_own_line(cli: CLI) -> None:
         "version: 1\nloops:\n  a:\n    prompt: x\n    every: 1h\n  - b\n")
     said = one_line(cli("validate", check=3))
     assert "loops.yaml, line 6: not valid YAML" in said and "starts here" not in said
+
+
+# -- item 8: `status` wraps its limits line ----------------------------------------
+
+
+@pytest.mark.parametrize("columns", ["80", "50"])
+def test_status_wraps_the_limits_line_and_cuts_none(cli: CLI, columns: str) -> None:
+    cli("start", "p", "--name", "a", "--agent", "shell", "--every", "1h", "--max-memory", "2GiB",
+        check=0)
+    out = cli("status", "a", env={"COLUMNS": columns}, check=0).stdout
+    assert all(len(row) <= int(columns) for row in out.splitlines()), out
+    assert "…" not in out
+    rows = out.splitlines()
+    first = next(i for i, row in enumerate(rows) if row.startswith("  limits     "))
+    block = [rows[first]] + [row for row in rows[first + 1:first + 4]
+                             if row.startswith(" " * 13)]
+    said = " ".join(" ".join(block).split())
+    for limit in ("timeout 1h", "log 100MiB", "output lines none", "memory 2GiB", "procs none",
+                  "nice none"):
+        assert limit in said, out
