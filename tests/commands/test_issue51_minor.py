@@ -197,3 +197,19 @@ def test_status_wraps_the_limits_line_and_cuts_none(cli: CLI, columns: str) -> N
     for limit in ("timeout 1h", "log 100MiB", "output lines none", "memory 2GiB", "procs none",
                   "nice none"):
         assert limit in said, out
+
+
+# -- item 24: `ls` at 80 columns keeps an invalid entry's reason whole -----------
+
+
+def test_ls_at_80_columns_shows_an_invalid_entrys_reason_whole(cli: CLI) -> None:
+    cli.home.mkdir(parents=True, exist_ok=True)
+    (cli.home / "loops.yaml").write_text(
+        "version: 1\nloops:\n  broken-one:\n    prompt: x\n    every: \"every ten minutes\"\n"
+        "  fine:\n    prompt: x\n    every: 1h\n")
+    out = cli("ls", env={"COLUMNS": "80"}, check=0).stdout
+    assert all(len(row) <= 80 for row in out.splitlines()), out
+    said = " ".join(out.split("invalid broken-one: ", 1)[1].split())
+    assert "expected a duration like 45s" in said and "(line 5)" in said, out
+    wide = cli("ls", env={"COLUMNS": "300"}, check=0).stdout
+    assert "invalid broken-one:" not in wide  # whole in its cell: said once
