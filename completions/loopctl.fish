@@ -189,7 +189,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from status' -l help -s h -d 'Sho
 complete -c loopctl -n '__fish_seen_subcommand_from stop' -l kill -d 'Kill the run in flight now.'
 complete -c loopctl -n '__fish_seen_subcommand_from stop' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from stop' -l help -s h -d 'Show help and exit.'
-complete -c loopctl -n '__fish_seen_subcommand_from tick' -l wait -d 'Wait for the runs; exit 1 if one failed, 124 if one timed out.'
+complete -c loopctl -n '__fish_seen_subcommand_from tick' -l wait -d 'Wait for the runs, and start and wait for due loops queued behind max_concurrent; exit 1 if one failed, 124 if one timed out, 75 if a due loop was left queued.'
 complete -c loopctl -n '__fish_seen_subcommand_from tick' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from tick' -l quiet -s q -d 'Print nothing but errors.'
 complete -c loopctl -n '__fish_seen_subcommand_from tick' -l help -s h -d 'Show help and exit.'

@@ -326,7 +326,7 @@ _loopctl() {
             ;;
         tick)
             _arguments -s \
-                '--wait[Wait for the runs; exit 1 if one failed, 124 if one timed out.]' \
+                '--wait[Wait for the runs, and start and wait for due loops queued behind max_concurrent; exit 1 if one failed, 124 if one timed out, 75 if a due loop was left queued.]' \
                 '--json[Print JSON (stable shape).]' \
                 '--quiet[Print nothing but errors.]' \
                 '-q[Print nothing but errors.]' \

@@ -39,9 +39,18 @@ def near_places(home: Path) -> dict[Path, tuple[str, ...]]:
 # Red Hat's cron keep it: only its loopctl lines (loopctl.integrations.crontab
 # MARKER) are watched, so a crontab edit elsewhere fails no test. Reading the
 # spool usually needs root: best effort.
-REAL_CRONTABS = [Path(spool) / getpass.getuser()
-                 for spool in ("/var/spool/cron/crontabs", "/var/spool/cron")]
+# Another process on the machine (a user's own `loopctl cron install`) may
+# edit that crontab while a test runs: the suite reaches it only through the
+# `crontab` program on its PATH, which a shim in front of the real one logs
+# (crontab_shim), so a change with no call of this test's is reported as made
+# outside the suite (a warning), not blamed on the test. GUARD_CRONTABS
+# (os.pathsep-separated) stands in for the spool: the guard's own tests.
+REAL_CRONTABS = ([Path(p) for p in os.environ["GUARD_CRONTABS"].split(os.pathsep)]
+                 if os.environ.get("GUARD_CRONTABS") else
+                 [Path(spool) / getpass.getuser()
+                  for spool in ("/var/spool/cron/crontabs", "/var/spool/cron")])
 CRON_MARKER = "# loopctl tick for"
+CRON_KEY = " (loopctl lines)"
 REAL_OWN_PLACES, REAL_NEAR_PLACES = own_places(REAL_HOME), near_places(REAL_HOME)
 
 
@@ -219,7 +228,7 @@ def _fingerprint(own: list[Path], near: dict[Path, tuple[str, ...]],
             if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns):
                 out[os.path.join(place, name)] = _entry(os.path.join(place, name))
     for crontab in crontabs or []:
-        out[f"{crontab} (loopctl lines)"] = _loopctl_lines(crontab)
+        out[f"{crontab}{CRON_KEY}"] = _loopctl_lines(crontab)
     return out
 
 
@@ -267,18 +276,58 @@ def controlled_path(path: str, shadows: Path, hidden: frozenset[str] = HIDDEN_TO
     return os.pathsep.join(out)
 
 
+def crontab_shim(folder: Path, path: str) -> Path | None:
+    """A `crontab` that notes each call (in the returned log) and runs the
+    real one found on `path`; None when there is none."""
+    import shutil
+
+    real = shutil.which("crontab", path=path)
+    if real is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "calls.log"
+    log.touch()
+    shim = folder / "crontab"
+    shim.write_text(f'#!/bin/sh\necho "$$ $*" >> {shlex.quote(str(log))}\n'
+                    f'exec {shlex.quote(real)} "$@"\n')
+    shim.chmod(0o755)
+    return log
+
+
 @pytest.fixture(scope="session")
-def test_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The PATH every test starts with (see HIDDEN_TOOLS)."""
-    return controlled_path(os.environ.get("PATH", os.defpath),
+def guarded_tools(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path | None]:
+    """The PATH every test starts with (see HIDDEN_TOOLS), a logging
+    `crontab` first, and that log."""
+    path = controlled_path(os.environ.get("PATH", os.defpath),
                            tmp_path_factory.mktemp("path-shadows"))
+    folder = tmp_path_factory.mktemp("crontab-shim")
+    log = crontab_shim(folder, path)
+    return (f"{folder}{os.pathsep}{path}" if log else path), log
+
+
+@pytest.fixture(scope="session")
+def test_path(guarded_tools: tuple[str, Path | None]) -> str:
+    return guarded_tools[0]
+
+
+def crontab_calls(log: Path | None) -> int:
+    return log.stat().st_size if log is not None and log.exists() else 0
+
+
+def made_outside(changed: list[str], calls_before: int, log: Path | None) -> list[str]:
+    """The crontab changes no `crontab` call of this test's can have made."""
+    if crontab_calls(log) != calls_before:
+        return []
+    return [key for key in changed if key.endswith(CRON_KEY)]
 
 
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Iterator[Path]:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str,
+         guarded_tools: tuple[str, Path | None]) -> Iterator[Path]:
     """A private LOOPCTL_HOME (and HOME/XDG dirs) for this test, and a PATH
     that finds none of the developer's agent CLIs or gh."""
     before = real_home_fingerprint()
+    calls = crontab_calls(guarded_tools[1])
     loop_home = tmp_path / "loopctl-home"
     fake_home = tmp_path / "user-home"
     fake_home.mkdir()
@@ -297,6 +346,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test_path: str) -> Ite
     yield loop_home
     after = real_home_fingerprint()
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if outside := made_outside(changed, calls, guarded_tools[1]):
+        import warnings
+
+        warnings.warn(f"changed outside the test suite (no crontab call from this test) while "
+                      f"it ran, not blamed on it: {outside}", stacklevel=1)
+        changed = [key for key in changed if key not in outside]
     assert not changed, f"a test touched the real home directory: {changed}"
 
 

@@ -151,6 +151,31 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            api_key_env="AMP_API_KEY"),
 )}
 
+# How to install each preset's CLI (its maintainers' documented command): named
+# where a missing CLI is found (`start`, `agents`, `doctor`, the run's reason).
+INSTALL: dict[str, str] = {
+    "claude": "npm install -g @anthropic-ai/claude-code",
+    "codex": "npm install -g @openai/codex",
+    "gemini": "npm install -g @google/gemini-cli",
+    "qwen": "npm install -g @qwen-code/qwen-code",
+    "opencode": "npm install -g opencode-ai",
+    "aider": "python -m pip install aider-install && aider-install",
+    "goose": "curl -fsSL https://github.com/block/goose/releases/download/stable/"
+             "download_cli.sh | bash",
+    "pi": "npm install -g @mariozechner/pi-coding-agent",
+    "cursor": "curl https://cursor.com/install -fsS | bash",
+    "copilot": "npm install -g @github/copilot",
+    "crush": "npm install -g @charmland/crush",
+    "amp": "npm install -g @sourcegraph/amp",
+}
+
+
+def install_hint(preset: str | None) -> str:
+    """`; install it: `npm install -g ...`` for a preset with an install
+    command, else nothing (the shell preset's `sh` comes with the system)."""
+    command = INSTALL.get(preset or "shell")
+    return f"; install it: `{command}`" if command else ""
+
 
 # Presets whose output carries the run's cost in dollars (their readers:
 # claude's total_cost_usd, goose's metadata.cost_usd, pi's usage.cost).

@@ -296,7 +296,10 @@ def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = Fal
 
     binary = TABLE[agent or "shell"].binary if command is None else shlex.split(command)[0]
     if shutil.which(binary) is None:
-        print(f"warning: {binary} is not on PATH; runs will fail until it is installed",
+        from loopctl.agents.presets import install_hint
+
+        hint = install_hint(agent) if command is None else ""
+        print(f"warning: {binary} is not on PATH; runs will fail until it is installed{hint}",
               file=sys.stderr)
     preset = TABLE.get(agent or "shell") if command is None else None
     if preset and preset.warning:

@@ -25,7 +25,6 @@ TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     from loopctl import clock
     from loopctl.engine.firing import tick as do_tick
-    from loopctl.engine.firing import wait_runs
     from loopctl.storage.store import Store
 
     store = Store()
@@ -33,9 +32,8 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     report = result.pass_report
     if not as_json:
         _say_pass(result, quiet)
-    if wait:  # one line per run as it ends, after the fires it waits for
-        said = None if as_json or quiet else lambda r: print(ended_line(r), flush=True)
-        wait_runs(store, result, said)
+    if wait:
+        _wait(store, result, as_json or quiet)
     if as_json:
         print(json.dumps({"version": 1, "exit_code": result.exit_code() if wait else 0,
                           "deferred_to": result.deferred_to,
@@ -43,9 +41,37 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
                           "skipped": report.skipped if report else [],
                           "deferred": report.deferred if report else [],
                           "queued": report.queued if report else [],
+                          "still_queued": result.still_queued,
                           "lost": report.lost if report else [],
                           "runs": result.records}, indent=2, default=str, allow_nan=False))
     return result.exit_code() if wait else 0
+
+
+def _wait(store: Any, result: Any, silent: bool) -> None:
+    """One line per run as it ends, one per queued loop as a slot frees and
+    it starts; last, the due loops left queued, if any (exit 75)."""
+    from loopctl.engine.tick_wait import wait_runs
+
+    def ended(record: dict[str, Any]) -> None:
+        print(ended_line(record), flush=True)
+
+    def started(fire: dict[str, Any]) -> None:
+        print(f"fired {fire['loop']} ({fire['run_id']})", flush=True)
+
+    wait_runs(store, result, None if silent else ended, None if silent else started)
+    if result.still_queued:
+        print(f"loopctl: {left_queued_line(result)}", file=sys.stderr, flush=True)
+
+
+def left_queued_line(result: Any) -> str:
+    """Why `tick --wait` did not wait for every due loop (its exit 75)."""
+    names = ", ".join(result.still_queued)
+    held = result.left_to
+    if held:
+        who = held.get("busy") or f"{held['role']} pid {held['pid']} took the lease"
+        return f"not waited for, still queued (max_concurrent): {names}; {who} and starts them"
+    return (f"not waited for, still queued (max_concurrent): {names}; the slots are held by "
+            "runs this tick did not start: the next tick starts them")
 
 
 def _say_pass(result: Any, quiet: bool) -> None:
@@ -83,9 +109,23 @@ def run(name: str, mode: str = "manual", slot: str | None = None) -> int:
     from loopctl.engine.supervisor import exit_code_for
     from loopctl.storage.store import Store
 
-    record: dict[str, Any] = run_now(Store(), name, mode, slot)
+    store = Store()
+    record: dict[str, Any] = run_now(store, name, mode, slot)
+    _print_result(store, record)
     print(run_line(record), file=sys.stderr)
     return exit_code_for(record)
+
+
+def _print_result(store: Any, record: dict[str, Any]) -> None:
+    """A preset answering in one JSON envelope (Claude's): its result text,
+    which the tee left out of the terminal; the envelope is in the log."""
+    from loopctl.domain.untrusted import block
+    from loopctl.engine.steps.wait import envelope_at_end
+
+    loop = store.read_defs().loops.get(str(record.get("loop")))
+    result = record.get("result")
+    if loop is not None and envelope_at_end(loop) and isinstance(result, str) and result:
+        print(block(result).rstrip("\n"), flush=True)
 
 
 def run_line(record: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ def run(name: NameArg,
 
 
 def tick(
-    wait: Annotated[bool, typer.Option(*TICK_OPTIONS["wait"], help="Wait for the runs; exit 1 if one failed, 124 if one timed out.")] = False,
+    wait: Annotated[bool, typer.Option(*TICK_OPTIONS["wait"], help="Wait for the runs, and start and wait for due loops queued behind max_concurrent; exit 1 if one failed, 124 if one timed out, 75 if a due loop was left queued.")] = False,
     as_json: Annotated[bool, typer.Option(*TICK_OPTIONS["as_json"], help="Print JSON (stable shape).")] = False,
     quiet: Annotated[bool, typer.Option(*TICK_OPTIONS["quiet"], help="Print nothing but errors.")] = False,
 ) -> None:
@@ -54,7 +54,7 @@ def daemon(
     from loopctl.serve.main import serve_beside, stop_beside
 
     server = serve_beside(options(serve, allowed_host, tls_cert, tls_key, github_secret_file,
-                                  quiet))
+                                  quiet, bind_option="--serve"))
     try:
         code = Daemon(store(), quiet=quiet).run()
     finally:

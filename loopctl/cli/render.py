@@ -276,5 +276,23 @@ def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) 
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))
-    return table(LS_HEADERS, rows, styles, width=width, first=(5,), least={5: outcome},
-                 drop=(1, 3, 4))
+    shown = table(LS_HEADERS, rows, styles, width=width, first=(5,), least={5: outcome},
+                  drop=(1, 3, 4))
+    return shown + invalid_reasons(loops, shown, width)
+
+
+def invalid_reasons(loops: list[dict[str, Any]], shown: str, width: int | None) -> str:
+    """An invalid entry's error is its one useful cell: when the table cut
+    it, it follows the table whole, wrapped (issue 51)."""
+    import textwrap
+
+    from loopctl.domain.untrusted import line
+
+    room = max(terminal_width() if width is None else width, 40)
+    out = []
+    for loop in loops:
+        error = line(str(loop.get("error") or ""))
+        if loop["status"] == "invalid" and error and error not in shown:
+            out += textwrap.wrap(f"invalid {line(loop['name'])}: {error}", room,
+                                 subsequent_indent="  ", break_on_hyphens=False)
+    return "".join("\n" + row for row in out)

@@ -324,11 +324,24 @@ def event_line(event: dict[str, Any]) -> str:
     return shown + (f"; evidence: {one_line(proof)}" if proof else "")
 
 
+def _known_or_past(s: Store, name: str, follow: bool) -> None:
+    """A removed loop's past events are still shown; a name that is not a
+    loop, with no events (or followed: it would wait forever), is exit 4."""
+    from loopctl.domain.checks import check_name
+    from loopctl.domain.errors import NoSuchLoop
+
+    check_name(name)
+    if not s.read_defs().has(name) and (follow or not reading.read_events(s, name)):
+        raise NoSuchLoop(name)
+
+
 def events(name: Annotated[Optional[str], typer.Argument(help="Only this loop's events.")] = None,
            follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new events.")] = False,
            as_json: JsonOpt = False) -> None:
     """Show attention events (completed, failed, paused by a limit, expired)."""
     s = store()
+    if name is not None:
+        _known_or_past(s, name, follow)
     seen = 0
     while True:
         found = reading.read_events(s, name)

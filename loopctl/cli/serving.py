@@ -31,9 +31,9 @@ def serve(
 
 def options(bind: str, allowed_host: list[str] | None, tls_cert: str | None,
             tls_key: str | None, secret_file: str | None, quiet: bool,
-            new_token: bool = False) -> Any:
+            new_token: bool = False, bind_option: str = "--bind") -> Any:
     from loopctl.serve.main import Options
 
     return Options(bind=bind, allowed_hosts=list(allowed_host or []), new_token=new_token,
                    tls_cert=tls_cert, tls_key=tls_key, github_secret_file=secret_file,
-                   quiet=quiet)
+                   quiet=quiet, bind_option=bind_option)

@@ -67,7 +67,19 @@ def agents(as_json: JsonOpt = False) -> None:
         print(textwrap.fill(command, width=max(terminal_width() - 2, 40), initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
-        print(f"    confined, may write: {', '.join(row['sandbox_write'])}")
+        _say_confinement(row)
+
+
+def _say_confinement(row: dict[str, Any]) -> None:
+    """Under `--sandbox auto` (the default) an agent preset is confined; the
+    shell preset runs the user's own commands, unconfined unless `on`."""
+    writes = ", ".join(row["sandbox_write"])
+    if row["confined_by_default"]:
+        print(f"    confined, may write: {writes}")
+    else:
+        print(f"    unconfined (--sandbox auto); with --sandbox on, may write: {writes}")
+    if row["install"] and not row["path"]:
+        print(f"    install: {row['install']}")
 
 
 def doctor(as_json: JsonOpt = False,

@@ -98,8 +98,16 @@ def _limit_lines(info: dict[str, Any]) -> list[str]:
     limits = info.get("limits") or {}
     if not limits:
         return []
-    return [fit_line(["  limits    "], [", ".join(f"{s.limit} {shown(s, limits.get(s.key))}"
-                                                for s in LIMITS)])]
+    import textwrap
+
+    from loopctl.cli.render import terminal_width
+
+    # Wrapped between limits, never cut: each is one a person may need.
+    said = ", ".join(one_line(f"{s.limit} {shown(s, limits.get(s.key))}").replace(" ", "\0")
+                     for s in LIMITS)
+    return [row.replace("\0", " ") for row in
+            textwrap.wrap(said, max(terminal_width(), 40), initial_indent="  limits     ",
+                          subsequent_indent=" " * 13, break_on_hyphens=False)]
 
 
 def _gate_lines(info: dict[str, Any]) -> list[str]:

@@ -39,7 +39,9 @@ from loopctl.storage.store import Store
 
 LOG_TAIL_BYTES = 4096
 MAX_ERROR_LINES = 3
-HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT")
+HEADERS = ("NAME", "STATUS", "NEXT", "RUNS", "LAST", "RECENT", "REASON")
+REASON, RECENT = 6, 5
+MIN_REASON = 16  # narrower, a reason says nothing: it goes on the line below
 
 # Agent output is untrusted: every shown field goes through the one
 # sanitizer (loopctl.domain.untrusted.line). A log's last line is found by
@@ -116,8 +118,7 @@ def render(rows: Sequence[Row], now: float, width: int, *, unicode: bool = False
     if not rows:
         return [Line(cut("no loops yet. Try:  loopctl start --every 10m --name hello "
                          "'echo hello'", width, ellipsis))]
-    table = [list(HEADERS)] + [cells_of(row.loop, now, unicode) for row in rows]
-    widths = fit_columns(table, width)
+    table, widths = layout(rows, now, width, unicode)
     header = fitted(table[0], widths, ellipsis)
     lines = [Line(cut("  ".join(header).rstrip(), width, ellipsis), "bold")]
     for row, cells_ in zip(rows, table[1:], strict=True):
@@ -126,16 +127,43 @@ def render(rows: Sequence[Row], now: float, width: int, *, unicode: bool = False
         lines.append(Line(cut("  ".join(parts).rstrip(), width, ellipsis),
                           STATUS_STYLE.get(row.loop.get("status") or ""),
                           start, start + len(parts[1].rstrip())))
-        detail = detail_line(row, now, unicode)
+        detail = detail_line(row, now, unicode) \
+            or (None if len(widths) > REASON else reason_line(row, cells_, unicode))
         if detail:
             lines.append(Line(cut(detail, width, ellipsis), "dim"))
     return lines
 
 
+def layout(rows: Sequence[Row], now: float, width: int,
+           unicode: bool) -> tuple[list[list[str]], list[int]]:
+    """The cells and column widths. REASON is left out when it has no room
+    (each reason then goes on its loop's second line); when STATUS would be
+    cut, it says the status alone (`paused`): its reason is on that line."""
+    table = [list(HEADERS)] + [cells_of(row.loop, now, unicode) for row in rows]
+    widths = fit_columns(table, width)
+    if widths[REASON] >= MIN_REASON and any(r[REASON] for r in table[1:]):
+        return table, widths
+    table = [r[:REASON] for r in table]
+    widths = fit_columns(table, width)
+    if widths[1] < max(cells(r[1]) for r in table):
+        table = [table[0]] + [[r[0], r[1].split(" (")[0], *r[2:]] for r in table[1:]]
+        widths = fit_columns(table, width)
+    return table, widths
+
+
+def reason_line(row: Row, shown: list[str], unicode: bool) -> str | None:
+    """Without a REASON column: the status's reason, cut from STATUS, and
+    why the last run ended."""
+    arrow = "↳" if unicode else ">"
+    cut_reason = row.loop.get("reason") if " (" not in shown[1] else None
+    said = [str(part) for part in (cut_reason, reason_of(row.loop)) if part]
+    return f"  {arrow} {clean('; '.join(said))}" if said else None
+
+
 def cells_of(loop: dict[str, Any], now: float, unicode: bool) -> list[str]:
     name = clean(str(loop.get("name")))
     if loop.get("status") == "invalid":
-        return [name, "invalid", "-", "-", "-", ""]
+        return [name, "invalid", "-", "-", "-", "", ""]
     status = loop["status"] + (f" ({loop['reason']})" if loop.get("reason") else "")
     if loop["status"] == "held":
         status += held_until(loop.get("rate_limited_until"))
@@ -144,7 +172,14 @@ def cells_of(loop: dict[str, Any], now: float, unicode: bool) -> list[str]:
     runs = f"{used}/{limit}" if limit else (f"{used}/∞" if unicode else used)
     last = (loop.get("last_run") or {}).get("outcome") or "-"
     return [name, clean(status), relative(timestamp(loop.get("next_fire")), now),
-            runs, clean(str(last)), outcome_strip(loop.get("recent_outcomes") or [], unicode)]
+            runs, clean(str(last)), outcome_strip(loop.get("recent_outcomes") or [], unicode),
+            reason_of(loop)]
+
+
+def reason_of(loop: dict[str, Any]) -> str:
+    """Why the last run ended as it did, else the loop's own note."""
+    reason = (loop.get("last_run") or {}).get("reason") or loop.get("note") or ""
+    return clean(str(reason))
 
 
 def detail_line(row: Row, now: float, unicode: bool) -> str | None:
@@ -165,11 +200,16 @@ def detail_line(row: Row, now: float, unicode: bool) -> str | None:
 
 
 def fit_columns(table: list[list[str]], width: int) -> list[int]:
-    """Natural column widths; while the row is wider than `width`, the widest
-    column but NAME gives up a column (as `render.table` does for `ls`): two
-    loops never show the same name; a name wider than the terminal leaves
-    less room for the rest of its row instead."""
+    """Natural column widths; while the row is wider than `width`, RECENT
+    gives up columns first (down to its header: the newest outcomes), then
+    REASON (to nothing: then it is left out), then the widest column but NAME (as
+    `render.table` does for `ls`): two loops never show the same name, and
+    STATUS is cut last; a name wider than the terminal leaves less room for
+    the rest of its row instead."""
     widths = [max(cells(clean(row[i])) for row in table) for i in range(len(table[0]))]
+    for column, least in ((RECENT, len("RECENT")), (REASON, 0))[:len(widths) - RECENT]:
+        over = sum(widths) + 2 * (len(widths) - 1) - width
+        widths[column] = max(widths[column] - max(over, 0), min(widths[column], least))
     while sum(widths) + 2 * (len(widths) - 1) > width:
         free = [i for i in range(1, len(widths)) if widths[i] > 4]
         if not free:
@@ -180,7 +220,11 @@ def fit_columns(table: list[list[str]], width: int) -> list[int]:
 
 
 def fitted(row: Sequence[str], widths: Sequence[int], ellipsis: str) -> list[str]:
-    return [pad(cut(clean(cell), w, ellipsis), w) for cell, w in zip(row, widths, strict=True)]
+    """Each cell cut to its width; RECENT (oldest first) keeps its newest."""
+    out = [pad(cut(clean(cell), w, ellipsis), w) for cell, w in zip(row, widths, strict=True)]
+    if len(row) > RECENT and row[RECENT] != "RECENT" and cells(row[RECENT]) > widths[RECENT]:
+        out[RECENT] = row[RECENT][len(row[RECENT]) - widths[RECENT]:]
+    return out
 
 
 def timestamp(text: Any) -> float | None:

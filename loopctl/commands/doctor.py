@@ -107,7 +107,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
                 now: float, add: Add, *, live: bool, daemon: bool) -> None:
     import shutil
 
-    from loopctl.agents.presets import binary
+    from loopctl.agents.presets import binary, install_hint
 
     name = loop.name
     due = st.get("next_due")
@@ -131,7 +131,8 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
         when = "" if scheduled else " (it runs only when " + (
             "resumed)" if st["status"] == "paused" else "triggered or run)")
         add("error" if scheduled else "warn", "agents",
-            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}")
+            f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}"
+            + ("" if loop.command else install_hint(loop.agent)))
     if st["status"] in ("active", "paused"):
         _check_programs(loop, add)
         _check_cwd(loop, st, add)
@@ -159,6 +160,9 @@ def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> 
     from loopctl.domain.valves import pause_explained
 
     if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
+        return
+    if st.get("reason") == "iteration_limit" and loop.max_runs == 1:
+        add("ok", "paused", f"loop {loop.name!r} is a one-off (--max-runs 1) that ran: finished")
         return
     said = pause_explained(loop, st) or f"paused ({st.get('reason')})"
     why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None

@@ -18,7 +18,7 @@ def agents_table() -> list[dict[str, Any]]:
     import shutil
     from concurrent.futures import ThreadPoolExecutor
 
-    from loopctl.agents.presets import PRESETS, build_argv
+    from loopctl.agents.presets import INSTALL, PRESETS, build_argv
     from loopctl.domain.confinement import preset_write
     from loopctl.integrations import subprocess_runner as runner
 
@@ -41,7 +41,9 @@ def agents_table() -> list[dict[str, Any]]:
                      "prompt_on_stdin": stdin is not None,
                      "safe_default": preset.safe_default, "yolo": list(preset.bypass),
                      "warning": preset.warning, "verified": preset.verified,
-                     "sandbox_write": list(preset_write(preset.name, "~"))})
+                     "sandbox_write": list(preset_write(preset.name, "~")),
+                     "confined_by_default": preset.name != "shell",
+                     "install": INSTALL.get(preset.name)})
     with ThreadPoolExecutor(max_workers=8) as pool:
         found = [r for r in rows if r["path"]]
         versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),

@@ -76,6 +76,29 @@ def check_name(name: object) -> str:
     return name
 
 
+CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12),
+               ("weekday", 0, 7))
+
+
+def cron_field_fault(text: str) -> str:
+    """Which of five fields croniter refused, and why when a number is out
+    of its range: `minute 61 is out of range 0-59`."""
+    from croniter import croniter
+
+    for index, (field, low, high) in enumerate(CRON_FIELDS):
+        value = text.split(" ")[index]
+        for number in value.replace("/", ",").replace("-", ",").split(",")[:50]:
+            if number.isascii() and number.isdigit() and f"/{number}" not in value \
+                    and (len(number) > 4 or not low <= int(number) <= high):
+                shown = number if len(number) <= 12 else number[:12] + "..."
+                return f"{field} {shown} is out of range {low}-{high}"
+        probe = ["*"] * 5
+        probe[index] = value
+        if not croniter.is_valid(" ".join(probe)):
+            return f"the {field} field {value[:40]!r} is not valid"
+    return "expected five valid cron fields"
+
+
 def check_cron(expr: str, what: str = "cron") -> str:
     """Five fields (or an @daily-style alias), and a date that can occur.
     `what` names the option at `start` (`bad --cron ...`)."""
@@ -90,7 +113,7 @@ def check_cron(expr: str, what: str = "cron") -> str:
             f"bad {what} {expr!r}: expected five fields (minute hour day month weekday)"
         )
     if not croniter.is_valid(text):
-        raise UsageError(f"bad {what} {expr!r}: expected five valid cron fields")
+        raise UsageError(f"bad {what} {expr!r}: {cron_field_fault(text)}")
     try:
         from loopctl.domain.dates import datetime
         from loopctl.domain.schedule import cron_iter

@@ -9,10 +9,9 @@ claim whose owner is unknown.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from loopctl import clock
 from loopctl.domain import lifecycle
@@ -130,29 +129,6 @@ def forget_daemon_signals() -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     except ValueError:  # not the main thread: nothing was set up here
         pass
-
-
-def children_as_they_end(pids: list[int]) -> Iterator[int]:
-    """Each child, reaped, in the order they exit: woken by a pidfd per
-    child, so a long first run does not hide that a later one ended."""
-    fds: dict[int, int] = {}
-    try:
-        for pid in pids:
-            try:
-                fds[os.pidfd_open(pid)] = pid
-            except OSError:  # no pidfd here (or gone): waited for in turn below
-                wait_for_children([pid])
-                yield pid
-        while fds:
-            ready, _, _ = select.select(list(fds), [], [])
-            for fd in ready:
-                pid = fds.pop(fd)
-                os.close(fd)
-                wait_for_children([pid])
-                yield pid
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def wait_for_children(pids: list[int]) -> None:
@@ -394,9 +370,15 @@ class TickReport:
     pass_report: PassReport | None
     deferred_to: dict[str, Any] | None = None
     records: list[dict[str, Any]] = factory(list)
+    # `tick --wait`: due loops it could not start (queued behind the cap
+    # while runs it did not start held the slots, or left to `left_to`, a
+    # driver that took the lease meanwhile).
+    still_queued: list[str] = factory(list)
+    left_to: dict[str, Any] | None = None
 
     def exit_code(self) -> int:
-        """124 when a run timed out; 1 when one failed or failed its check."""
+        """124 when a run timed out; 1 when one failed or failed its check;
+        75 when a due loop was left queued, not waited for."""
         from loopctl.domain.verify import failed_verification
 
         outcomes = {r.get("outcome") for r in self.records}
@@ -404,7 +386,9 @@ class TickReport:
             return 124
         if outcomes - {"ok", "skipped"}:  # a gate that found nothing to do is fine
             return 1
-        return 1 if any(failed_verification(r) for r in self.records) else 0
+        if any(failed_verification(r) for r in self.records):
+            return 1
+        return 75 if self.still_queued else 0
 
 
 def tick(store: Store, now: float, wait: bool = False) -> TickReport:
@@ -426,24 +410,8 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
         lease.release()
     result = TickReport(report)
     if wait:
+        from loopctl.engine.tick_wait import wait_runs
+
         wait_runs(store, result)
     return result
 
-
-def wait_runs(store: Store, result: TickReport,
-              ended: Callable[[dict[str, Any]], None] | None = None) -> None:
-    """Wait for the runs a pass fired; `ended(record)` is told of each as
-    it ends, and its record goes on `result.records`."""
-    from loopctl.storage.runs import read_record
-
-    report = result.pass_report
-    if report is None:
-        return
-    by_pid = dict(zip(report.children, report.fired, strict=True))
-    for pid in children_as_they_end(report.children):
-        fired = by_pid[pid]
-        record = read_record(store.paths, fired["loop"], fired["run_id"]) \
-            or {"run_id": fired["run_id"], "loop": fired["loop"], "outcome": "lost"}
-        result.records.append(record)
-        if ended is not None:
-            ended(record)

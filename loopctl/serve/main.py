@@ -27,13 +27,14 @@ class Options:
     tls_key: str | None = None
     github_secret_file: str | None = None
     quiet: bool = False
+    bind_option: str = "--bind"  # as typed: `daemon --serve` names its own
 
 
-def parse_bind(text: str) -> tuple[str, int]:
+def parse_bind(text: str, option: str = "--bind") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
-        raise UsageError(f"bad --bind {text[:100]!r}: expected HOST:PORT, like "
+        raise UsageError(f"bad {option} {text[:100]!r}: expected HOST:PORT, like "
                          f"{DEFAULT_BIND} (port 0: any free port)")
     return host, int(port)
 
@@ -59,7 +60,7 @@ def start(options: Options, in_daemon: bool = False) -> tuple[Server, str]:
     from loopctl.serve.hooks import read_secret
     from loopctl.storage.serve_files import load_token
 
-    host, port = parse_bind(options.bind)
+    host, port = parse_bind(options.bind, options.bind_option)
     tls = _tls(options)
     secret = read_secret(options.github_secret_file) if options.github_secret_file else None
     store = Store()

@@ -93,12 +93,28 @@ def _refuse_aliases(root: Any) -> None:
             stack.extend(node.value)
 
 
+def _where_it_began(exc: Exception) -> str | None:
+    """An unclosed quote (any scalar or flow the scanner was in) is found at
+    the end of the file: say where it began, the line a person must fix."""
+    context, began = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    ended = getattr(exc, "problem_mark", None)
+    if not context or began is None or ended is None or began.line == ended.line \
+            or not any(kind in str(context) for kind in ("quoted scalar", "flow")):
+        return None  # a block mapping's start says nothing of where it broke
+    what = str(context).removeprefix("while scanning ").removeprefix("while parsing ")
+    return (f", line {began.line + 1}, column {began.column + 1}: not valid YAML: "
+            f"{what} that starts here is not closed")
+
+
 def _yaml_error(exc: Exception, where: str) -> UnreadableError:
     import yaml
 
     if isinstance(exc, yaml.YAMLError):
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if began := _where_it_began(exc):
+            return UnreadableError(f"{where}{began}: {problem}"
+                                   + (f" (line {mark.line + 1})" if mark is not None else ""))
         line = f", line {mark.line + 1}" if mark is not None else ""
         return UnreadableError(f"{where}{line}: not valid YAML: {problem}")
     # The safe constructors raise these for values like `2026-02-30` or

@@ -214,6 +214,7 @@ class Pane:
         self.socket = f"loopctl-watch-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
         self.socket_path = ""
+        self.width = 80
 
     def tmux(self, *args: str) -> str:
         proc = subprocess.run([self.binary, "-L", self.socket, "-f", "/dev/null", *args],
@@ -222,7 +223,8 @@ class Pane:
         return proc.stdout
 
     def start(self, script: str) -> None:
-        self.tmux("new-session", "-d", "-x", "80", "-y", "24", "-s", "w", "--", "sh", "-c", script)
+        self.tmux("new-session", "-d", "-x", str(self.width), "-y", "24", "-s", "w", "--",
+                  "sh", "-c", script)
         self.socket_path = self.tmux("display-message", "-p", "#{socket_path}").strip()
 
     def text(self) -> str:
@@ -322,3 +324,60 @@ def test_a_damaged_file_shows_an_error_and_the_watch_keeps_going(
     pane.wait(lambda t: re.search(r"sturdy\s+active", t) and "error: " not in t)
     pane.tmux("send-keys", "-t", "w", "q")
     assert_restored(pane.wait(lambda t: "EXIT=0" in t and has_mode(t, "icanon")), 0)
+
+
+# -- issue 51, item 12: a reason, and STATUS cut last ----------------------------------
+
+
+def reasons() -> list[Row]:
+    failed = {"run_id": "r", "outcome": "failed", "ended_at": iso(NOW - 9),
+              "reason": "agent not found on PATH: claude"}
+    return [Row(loop(name="failing-loop", status="paused", reason="iteration_limit",
+                     last_run=failed, recent_outcomes=["failed"] * 3)),
+            Row(loop(name="ok", recent_outcomes=["ok"] * 10))]
+
+
+def test_a_wide_watch_has_a_reason_column() -> None:
+    header, failing, ok = texts(reasons(), 120)
+    assert header.split()[-1] == "REASON"
+    assert failing.endswith("agent not found on PATH: claude")
+    assert "paused (iteration_limit)" in failing
+
+
+@pytest.mark.parametrize("width", [80, 60])
+def test_a_narrow_watch_keeps_status_whole_and_puts_the_reason_below(width: int) -> None:
+    lines = texts(reasons(), width)
+    assert "REASON" not in lines[0] and all(len(line) <= width for line in lines)
+    failing = lines[1].split()
+    assert failing[1] == "paused"
+    assert "..." not in lines[1], lines  # nothing of the row is cut
+    assert lines[2].startswith("  > ") and "agent not found on PATH: claude" in lines[2]
+    if width == 60:
+        assert lines[2] == "  > iteration_limit; agent not found on PATH: claude"
+    assert lines[3].split()[-1] == "o" * len(lines[3].split()[-1])  # the newest outcomes
+
+
+def test_recent_is_cut_to_its_newest_outcomes() -> None:
+    rows = [Row(loop(name="n" * 30, status="paused", reason="iteration_limit",
+                     recent_outcomes=["failed"] * 6 + ["ok"] * 2))]
+    row = texts(rows, 66)[1]
+    assert row.endswith("xxox") or row.endswith("xxoo") or row.endswith("oo"), row
+
+
+def test_in_a_60_column_terminal_the_reason_shows_and_status_is_whole(
+        cli: CLI, home: Path, pane: Pane) -> None:
+    """A person's view: `watch` in a 60-column tmux pane."""
+    cli("start", "p", "--name", "broken-nightly-job", "--every", "1s", "--max-runs", "1",
+        "--command",
+        agent_command("--print", "could not reach the database", "--exit", "3"), check=0)
+    cli("run", "broken-nightly-job", check=1)
+    pane.width = 60
+    pane.start(watch_script(home))
+    text = pane.wait(lambda t: re.search(r"broken-nightly-job\s+paused\s", t))
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("broken-nightly-job"))
+    assert "..." not in lines[row] and "…" not in lines[row], text
+    assert lines[row + 1].lstrip().startswith(("> iteration_limit", "↳ iteration_limit")), text
+    assert all(len(line) <= 60 for line in lines), text
+    pane.tmux("send-keys", "-t", "w", "q")
+    pane.wait(lambda t: "EXIT=0" in t)

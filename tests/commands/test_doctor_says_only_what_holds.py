@@ -79,3 +79,21 @@ def test_a_loop_paused_at_its_failure_limit_is_listed_with_its_error_and_fix(cli
     assert said["level"] == "warn" and "'broke' is paused (failure_limit)" in said["message"]
     assert "loopctl resume broke" in said["message"]
     assert "could not connect to database" in said["message"]
+
+
+@pytest.mark.parametrize("max_runs, level", [("1", "ok"), ("2", "warn")])
+def test_a_one_off_that_ran_is_finished_not_a_warning(cli: CLI, max_runs: str,
+                                                       level: str) -> None:
+    """The README's `hello` (issue 51, item 3): `--max-runs 1` that ran."""
+    from conftest import agent_command
+
+    cli("start", "p", "--name", "hello", "--every", "1s", "--max-runs", max_runs, "--command",
+        agent_command(), check=0)
+    for _ in range(int(max_runs)):
+        cli("run", "hello", check=0)
+    assert cli.json("status", "hello")["reason"] == "iteration_limit"
+    [said] = findings(cli, "paused")
+    assert said["level"] == level, said
+    proc = cli("doctor")
+    assert ("WARN paused" in proc.stdout) is (level == "warn"), proc.stdout
+    assert proc.returncode == 0

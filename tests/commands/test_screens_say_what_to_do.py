@@ -61,7 +61,8 @@ def test_status_and_ls_say_why_the_last_run_failed(cli: CLI) -> None:
     cli("run", "noagent", env={"PATH": "/usr/bin:/bin"})
     cli("run", "broke")
     status = cli("status", "noagent", check=0).stdout
-    assert re.search(r"^  reason     agent not found on PATH: claude$", status, re.M), status
+    assert re.search(r"^  reason     agent not found on PATH: claude; install it: `npm install "
+                     r"-g @anthropic-ai/claude-code`$", status, re.M), status
     status = cli("status", "broke", check=0).stdout
     assert re.search(r"^  reason     Not logged in · Please run /login$", status, re.M), status
     assert cli.json("status", "broke")["last_run"]["reason"] == \
@@ -70,7 +71,8 @@ def test_status_and_ls_say_why_the_last_run_failed(cli: CLI) -> None:
     assert "failed: agent not found on PATH: claude" in listing
     assert "failed: Not logged in · Please run /login" in listing
     by_name = {loop["name"]: loop for loop in cli.json("ls")["loops"]}
-    assert by_name["noagent"]["last_run"]["reason"] == "agent not found on PATH: claude"
+    assert by_name["noagent"]["last_run"]["reason"] == "agent not found on PATH: claude; " \
+        "install it: `npm install -g @anthropic-ai/claude-code`"  # issue 51, item 4
 
 
 def test_an_agent_cannot_drive_the_terminal_through_its_reason(cli: CLI) -> None:

@@ -239,3 +239,71 @@ def test_git_reads_no_system_config(tmp_path: Path) -> None:
     env.pop("GIT_CONFIG_NOSYSTEM")  # the control: without it, git reads that file
     assert subprocess.run(probe, env=env, capture_output=True, text=True).stdout == \
         "from-the-system\n"
+
+
+# -- a crontab edited outside the suite (issue 51, item 26) -------------------
+
+CRON_TESTS = '''
+import os
+import subprocess
+import time
+from pathlib import Path
+
+SIGNALS = Path(os.environ["GUARD_SIGNALS"])
+
+
+def test_another_process_edits_the_crontab_meanwhile():
+    (SIGNALS / "waiting").touch()
+    deadline = time.monotonic() + 60
+    while not (SIGNALS / "edited").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (SIGNALS / "edited").exists()
+
+
+def test_the_suite_edits_the_crontab():
+    line = "* * * * * loopctl tick # loopctl tick for /suite\\n"
+    old = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+    subprocess.run(["crontab", "-"], input=old + line, text=True, check=True)
+'''
+
+
+def fake_crontab(folder: Path, spool: Path) -> None:
+    folder.mkdir()
+    tool = folder / "crontab"
+    tool.write_text(f'#!/bin/sh\nif [ "$1" = -l ]; then cat "{spool}"; else cat > "{spool}"; fi\n')
+    tool.chmod(0o755)
+
+
+def test_the_guard_tells_a_crontab_edit_outside_the_suite_from_its_own(tmp_path: Path) -> None:
+    from conftest import wait_for
+
+    inner, signals, spool = tmp_path / "inner", tmp_path / "signals", tmp_path / "spool"
+    for folder in (inner, signals):
+        folder.mkdir()
+    spool.write_text("0 * * * * backup\n")
+    (inner / "conftest.py").write_text((TESTS / "conftest.py").read_text())
+    (inner / "test_cron.py").write_text(CRON_TESTS)
+    (inner / "pytest.ini").write_text("[pytest]\n")
+    fake_crontab(tmp_path / "bin", spool)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LOOPCTL_"))}
+    env.update(HOME=str(guarded_home(tmp_path)), COLUMNS="400", GUARD_CRONTABS=str(spool),
+               GUARD_SIGNALS=str(signals), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+               PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "-W",
+         "default", str(inner)], cwd=inner, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (signals / "waiting").exists(), timeout=60)
+        with spool.open("a") as crontab:  # this process is not the inner suite's
+            crontab.write("* * * * * loopctl tick # loopctl tick for /elsewhere\n")
+        (signals / "edited").touch()
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        (signals / "edited").touch()
+        if proc.poll() is None:
+            proc.kill()
+    assert "ERROR test_cron.py::test_another_process_edits" not in out, out[-3000:]
+    assert "UserWarning: changed outside the test suite" in out, out[-3000:]
+    assert "ERROR test_cron.py::test_the_suite_edits_the_crontab - AssertionError: a test " \
+           "touched the real home directory" in out, out[-3000:]
+    assert "/suite" in spool.read_text()  # the suite's edit went through the shim

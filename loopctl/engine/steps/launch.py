@@ -45,6 +45,16 @@ class Ready:
 MAX_PROMPT_FILE = 4 * 2**20
 
 
+def with_install_hint(message: str, loop: LoopDef) -> str:
+    """A preset's CLI not found: the reason also says how to install it."""
+    from loopctl.agents.presets import PRESETS, install_hint
+
+    missing = f"agent not found on PATH: {PRESETS[loop.agent or 'shell'].binary}"
+    if loop.command or not message.startswith(missing):
+        return message
+    return message + install_hint(loop.agent)
+
+
 def ready(ctx: RunContext, claim: Claim, prepared: Prepared, gate: Gate | None,
           started: float) -> tuple[Ready | None, str | None]:
     """What starting the agent needs, or None and why it cannot start (a
@@ -87,8 +97,8 @@ def start(ctx: RunContext, claim: Claim, prepared: Prepared, made: Ready | None,
                 hook = launched.confined.hook if launched.confined else None
                 launched.proc = spawn(ctx, claim.loop, made, hook)
         except LoopctlError as exc:
-            launched.note = exc.message
-            ctx.log.hold(f"# loopctl: {exc.message}")
+            launched.note = with_install_hint(exc.message, claim.loop)
+            ctx.log.hold(f"# loopctl: {launched.note}")
         if ctx.found_repository is not None and st.get("repository") is None:
             st["repository"] = list(ctx.found_repository)  # from now on, the record
         run["started_at"] = started

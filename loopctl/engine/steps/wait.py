@@ -20,7 +20,7 @@ from loopctl.engine.run_signals import Interrupted, ignore_stop_signals, kill_gr
 def wait(ctx: RunContext, proc: subprocess.Popen[bytes], loop: LoopDef,
          started: float) -> RunResult:
     timeout = loop.timeout
-    tee = start_tee(ctx, proc) if ctx.foreground else None
+    tee = start_tee(ctx, proc, envelope_at_end(loop)) if ctx.foreground else None
     bounds.watch_log(ctx, loop)
     outcome = note = None
     try:
@@ -54,8 +54,19 @@ def kill(proc: subprocess.Popen[bytes]) -> None:
     procs.kill_tree(proc, kill_grace())
 
 
-def start_tee(ctx: RunContext, proc: subprocess.Popen[bytes]) -> threading.Thread:
-    """`loopctl run` in a terminal: the output to the (capped) log and to the screen."""
+# Presets whose output is one JSON envelope written as the run ends: `run`
+# prints its result text then (`loopctl run`'s caller), not the envelope.
+ENVELOPE_AT_END = frozenset({"claude", "gemini", "qwen", "cursor", "goose"})
+
+
+def envelope_at_end(loop: LoopDef) -> bool:
+    return not loop.command and (loop.agent or "shell") in ENVELOPE_AT_END
+
+
+def start_tee(ctx: RunContext, proc: subprocess.Popen[bytes],
+              log_only: bool = False) -> threading.Thread:
+    """`loopctl run` in a terminal: the output to the (capped) log and to
+    the screen (only to the log with `log_only`: an agent's JSON envelope)."""
     assert proc.stdout is not None
     source = proc.stdout.fileno()
     terminal = sys.stdout.fileno()
@@ -64,7 +75,8 @@ def start_tee(ctx: RunContext, proc: subprocess.Popen[bytes]) -> threading.Threa
         while chunk := os.read(source, 65536):
             bounds.tee_write(ctx, chunk)
             try:
-                os.write(terminal, chunk)
+                if not log_only:
+                    os.write(terminal, chunk)
             except OSError:
                 pass
 
