@@ -1,0 +1,154 @@
+"""A loop's last runs in brief, for the dashboard (DESIGN §19 round 2):
+`run-digest/<loop>.json` holds the last KEEP runs that were not skipped by
+a gate (run id, outcome, whether its check failed, its reason, when it was
+queued, started and ended, its cost) and the spend of each of the last
+DAYS days. It is written with every record (under the store lock, beside
+the run index), so the overview's strips and the fleet timeline read one
+small file per loop, never every record. The file is read back as
+untrusted input, bounded and cleaned entry by entry; a missing one is made
+again from the records, in memory (a home from before the digest)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from loopctl.domain import jsonfast as json
+from loopctl.domain.errors import LoopctlError
+from loopctl.domain.names import is_run_id
+from loopctl.domain.outcomes import OUTCOMES
+from loopctl.domain.reason import one_line, run_reason
+from loopctl.storage.paths import Paths, read_bounded
+
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
+
+KEEP = 48  # the strip shows 20; the timeline the rest of the last day
+DAYS = 8
+MAX_BYTES = 256 * 1024
+REASON_CHARS = 200
+TIMES = ("q", "s", "e")
+
+
+def _moment(text: Any) -> float | None:
+    from loopctl.domain.timestamps import parse_iso
+
+    if not isinstance(text, str):
+        return None
+    try:
+        at = parse_iso(text)
+    except (ValueError, OverflowError):
+        return None
+    return at if math.isfinite(at) else None
+
+
+def _number(value: Any, high: float = 1e12) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and 0 <= value <= high else None
+
+
+def check_failed(record: dict[str, Any]) -> bool:
+    check = record.get("check")
+    return isinstance(check, dict) and check.get("passed") is False
+
+
+def reason_of(record: dict[str, Any]) -> str | None:
+    """Why the run was not ok, or why its check failed (DESIGN §16)."""
+    said = run_reason(record)
+    if said or not check_failed(record):
+        return said
+    code = record["check"].get("exit_code")
+    return "check failed" + (f" (exit {code})" if isinstance(code, int) else "")
+
+
+def brief(record: dict[str, Any]) -> dict[str, Any]:
+    """One run as the digest keeps it."""
+    started, ended = _moment(record.get("started_at")), _moment(record.get("ended_at"))
+    queued = _number(record.get("queued_s"), 1e9)
+    reason = reason_of(record)
+    return {"id": record["run_id"], "o": record.get("outcome"), "c": check_failed(record),
+            "r": one_line(reason, REASON_CHARS) if reason else None,
+            "q": started - queued if started is not None and queued else None,
+            "s": started, "e": ended, "usd": _number(record.get("cost_usd"))}
+
+
+def _clean_run(run: Any) -> dict[str, Any] | None:
+    if not isinstance(run, dict) or not isinstance(run.get("id"), str) \
+            or not is_run_id(run["id"]) or run.get("o") not in OUTCOMES:
+        return None
+    reason = run.get("r")
+    out = {"id": run["id"], "o": run["o"], "c": run.get("c") is True,
+           "r": one_line(reason, REASON_CHARS) if isinstance(reason, str) else None,
+           "usd": _number(run.get("usd"))}
+    out.update({key: _number(run.get(key), 1e11) for key in TIMES})
+    return out
+
+
+def _clean(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {"runs": [], "days": {}}
+    runs = data.get("runs") if isinstance(data.get("runs"), list) else []
+    days = data.get("days") if isinstance(data.get("days"), dict) else {}
+    kept = [r for r in map(_clean_run, runs[-KEEP:]) if r is not None]
+    spent = {str(k)[:10]: v for k, v in days.items()
+             if isinstance(k, str) and len(k) == 10 and (v := _number(v)) is not None}
+    return {"runs": kept, "days": dict(sorted(spent.items())[-DAYS:])}
+
+
+def _rebuilt(paths: Paths, loop: str) -> dict[str, Any]:
+    from loopctl.storage.runs import read_record, run_ids
+
+    digest: dict[str, Any] = {"runs": [], "days": {}}
+    for run_id in run_ids(paths, loop)[-KEEP:]:  # the newest: a view, not an audit
+        record = read_record(paths, loop, run_id)
+        if record is not None:
+            _add(digest, record)
+    return digest
+
+
+def read(paths: Paths, loop: str) -> dict[str, Any]:
+    """The loop's digest: `runs` (oldest first) and `days` (UTC date: USD)."""
+    path = paths.run_digest(loop)
+    if not os.path.lexists(path):
+        return _rebuilt(paths, loop)
+    data = read_bounded(path, MAX_BYTES)
+    try:
+        return _clean(json.loads(data) if data else None)
+    except (ValueError, RecursionError):
+        return {"runs": [], "days": {}}
+
+
+def _add(digest: dict[str, Any], record: dict[str, Any]) -> None:
+    if record.get("outcome") == "skipped":
+        return
+    shown = brief(record)
+    digest["runs"] = [r for r in digest["runs"] if r["id"] != shown["id"]]
+    digest["runs"] = (digest["runs"] + [shown])[-KEEP:]
+    day = record.get("ended_at") or record.get("started_at")
+    if shown["usd"] and isinstance(day, str) and len(day) >= 10:
+        days = digest["days"]
+        days[day[:10]] = days.get(day[:10], 0.0) + shown["usd"]
+        digest["days"] = dict(sorted(days.items())[-DAYS:])
+
+
+def add(paths: Paths, loop: str, run_id: str) -> None:
+    """Take the run whose record loopctl just wrote into the digest (under
+    the store lock). Never fails the run: the digest is a view."""
+    from loopctl.storage.atomic import atomic_write, strict_json
+    from loopctl.storage.paths import ensure_dir
+    from loopctl.storage.runs import read_record
+
+    try:
+        record = read_record(paths, loop, run_id)
+        if record is None:
+            return
+        digest = read(paths, loop)
+        _add(digest, record)
+        path = paths.run_digest(loop)
+        ensure_dir(path.parent)
+        atomic_write(path, (strict_json(digest) + "\n").encode(), durable=False)
+    except (OSError, ValueError, TypeError, LoopctlError):
+        pass
