@@ -151,6 +151,10 @@ class App:
 
         if request.path == "/":
             return Response(200, pages.overview(store, self), HTML)
+        if request.path == "/timeline":
+            from loopctl.serve import overview
+
+            return Response(200, overview.timeline(store, self), HTML)
         if request.path == "/doctor":
             return Response(200, pages.doctor(store, self), HTML)
         return self._failed(request, 404, "no such page")

@@ -93,8 +93,8 @@ def _clean(data: Any) -> dict[str, Any]:
     runs = data.get("runs") if isinstance(data.get("runs"), list) else []
     days = data.get("days") if isinstance(data.get("days"), dict) else {}
     kept = [r for r in map(_clean_run, runs[-KEEP:]) if r is not None]
-    spent = {str(k)[:10]: v for k, v in days.items()
-             if isinstance(k, str) and len(k) == 10 and (v := _number(v)) is not None}
+    spent = {k: usd for k, v in days.items()
+             if isinstance(k, str) and len(k) == 10 and (usd := _number(v)) is not None}
     return {"runs": kept, "days": dict(sorted(spent.items())[-DAYS:])}
 
 
