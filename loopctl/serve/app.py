@@ -206,10 +206,12 @@ class App:
         if verb not in api.VERBS:
             return self._failed(request, 404, f"no such action {verb[:40]!r}")
         form = {} if is_api else dict(parse_qsl(request.body.decode("utf-8", "replace")))
-        payload = request.body if is_api else form.get("payload", "").encode() or None
+        field = "answer" if verb == "resume" else "payload"
+        payload = request.body if is_api else form.get(field, "").encode() or None
         kill = (dict(parse_qsl(request.query)) if is_api else form).get("kill") in ("1", "true")
         try:
-            result = self.actions.act(name, verb, payload if verb == "trigger" else None, kill)
+            result = self.actions.act(name, verb, payload if verb in ("trigger", "resume")
+                                      else None, kill)
         except LoopctlError as exc:
             if is_api:
                 return error(api.http_status(exc), exc.message)

@@ -96,7 +96,7 @@ def outcomes(records: Sequence[dict[str, Any]]) -> str:
         return _empty(title, "no runs yet")
     left, count = 8.0, len(records)
     width = max((WIDTH - RIGHT - left - 8) / count - 1, 1)
-    bars, seen = [], {}
+    bars, seen = [], dict[str, str]()
     for at, record in enumerate(records):
         outcome = str(record.get("outcome"))
         failed_check = (record.get("check") or {}).get("passed") is False

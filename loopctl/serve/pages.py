@@ -137,6 +137,23 @@ def _actions(name: str, csrf: str, status: str) -> str:
             + button("run", "run now") + button("stop", "stop") + kill + trigger + "</div>")
 
 
+def _question(name: str, info: dict[str, Any], csrf: str) -> str:
+    """A loop its agent blocked: the agent's question and a field to answer
+    it (`loopctl resume NAME --answer TEXT`)."""
+    if info.get("status") != "paused" or info.get("reason") != "blocked":
+        return ""
+    said = info.get("last_decision") or {}
+    return (f'<section class="question" id="question"><h2>The agent asks</h2>'
+            f'<blockquote id="asked">{esc(said.get("summary") or "(no question given)")}'
+            + (f'<footer>{esc(said["evidence"])}</footer>' if said.get("evidence") else "")
+            + f'</blockquote><form method="post" action="{esc(href(name))}/resume">'
+            f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+            '<label for="answer">Your answer (its next run reads it, as data)</label>'
+            '<textarea id="answer" name="answer" rows="4" maxlength="65536" required>'
+            '</textarea><button type="submit" id="do-answer">answer and resume</button>'
+            "</form></section>")
+
+
 def _history(name: str, records: list[dict[str, Any]]) -> str:
     from loopctl.domain.reason import run_reason
 
@@ -209,6 +226,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
         else ""
     body = (f'<h1>{esc(name)}</h1>{flash}{facts}'
             f'<details><summary>prompt</summary><pre class="prompt">{esc(shown)}</pre></details>'
+            + _question(name, info, app.auth.csrf)
             + _actions(name, app.auth.csrf, str(info.get("status")))
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)

@@ -90,8 +90,9 @@ def _clean_run(run: Any) -> dict[str, Any] | None:
 def _clean(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         return {"runs": [], "days": {}}
-    runs = data.get("runs") if isinstance(data.get("runs"), list) else []
-    days = data.get("days") if isinstance(data.get("days"), dict) else {}
+    runs, days = data.get("runs"), data.get("days")
+    runs = runs if isinstance(runs, list) else []
+    days = days if isinstance(days, dict) else {}
     kept = [r for r in map(_clean_run, runs[-KEEP:]) if r is not None]
     spent = {k: usd for k, v in days.items()
              if isinstance(k, str) and len(k) == 10 and (usd := _number(v)) is not None}
