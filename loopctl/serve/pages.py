@@ -144,7 +144,7 @@ def _question(name: str, info: dict[str, Any], csrf: str) -> str:
         return ""
     said = info.get("last_decision") or {}
     return (f'<section class="question" id="question"><h2>The agent asks</h2>'
-            f'<blockquote id="asked">{esc(said.get("summary") or "(no question given)")}'
+            f'<blockquote><p id="asked">{esc(said.get("summary") or "(no question given)")}</p>'
             + (f'<footer>{esc(said["evidence"])}</footer>' if said.get("evidence") else "")
             + f'</blockquote><form method="post" action="{esc(href(name))}/resume">'
             f'<input type="hidden" name="csrf" value="{esc(csrf)}">'

@@ -126,10 +126,11 @@ def _add(digest: dict[str, Any], record: dict[str, Any]) -> None:
     if record.get("outcome") == "skipped":
         return
     shown = brief(record)
+    known = any(r["id"] == shown["id"] for r in digest["runs"])  # its record rewritten
     digest["runs"] = [r for r in digest["runs"] if r["id"] != shown["id"]]
     digest["runs"] = (digest["runs"] + [shown])[-KEEP:]
     day = record.get("ended_at") or record.get("started_at")
-    if shown["usd"] and isinstance(day, str) and len(day) >= 10:
+    if shown["usd"] and not known and isinstance(day, str) and len(day) >= 10:
         days = digest["days"]
         days[day[:10]] = days.get(day[:10], 0.0) + shown["usd"]
         digest["days"] = dict(sorted(days.items())[-DAYS:])
