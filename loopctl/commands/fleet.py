@@ -13,7 +13,7 @@ from typing import Any
 
 from loopctl.commands import views
 from loopctl.domain.outcomes import FAILURES
-from loopctl.storage.run_digest import read as read_digest
+from loopctl.storage.run_digest import read_many
 from loopctl.storage.store import Store
 
 STRIP = 20
@@ -43,6 +43,10 @@ def _words(store: Store, loop: dict[str, Any], budget: list[int]) -> str | None:
     reason = loop.get("reason") or loop.get("error")
     if loop.get("status") != "paused" or loop.get("reason") in (None, "user"):
         return str(reason) if reason else None
+    if reason == "blocked":
+        asked = (loop.get("last_decision") or {}).get("summary")
+        return (f"blocked: the agent asks: {asked}" if asked else "blocked by the agent") + \
+            f"; answer on its page or with `loopctl resume {loop['name']} --answer TEXT`"
     if budget[0] <= 0:
         return str(reason)
     budget[0] -= 1
@@ -86,12 +90,12 @@ def overview(store: Store, now: float) -> dict[str, Any]:
     `spend` over them all."""
     listed = views.list_loops(store)
     days, budget = [], [WORDED]
-    for loop in listed:
+    digests = read_many(store.paths, [str(loop["name"]) for loop in listed], STRIP)
+    for loop, digest in zip(listed, digests, strict=True):
         if loop.get("status") == "invalid":
             loop["strip"], loop["said"] = [], loop.get("error")
             continue
-        digest = read_digest(store.paths, str(loop["name"]))
-        loop["strip"] = digest["runs"][-STRIP:]
+        loop["strip"] = digest["runs"]
         loop["said"] = _words(store, loop, budget)
         days.append(digest["days"])
     return {"loops": listed, "counts": _counts(listed), "spend": _spend(listed, days, now)}
@@ -102,11 +106,10 @@ def timeline(store: Store, now: float, span_s: float = DAY_S) -> dict[str, Any]:
     digest), and the run in flight; `from`/`to` in epoch seconds."""
     start = now - span_s
     rows = []
-    for loop in views.list_loops(store):
-        if loop.get("status") == "invalid":
-            continue
-        runs = [r for r in read_digest(store.paths, str(loop["name"]))["runs"]
-                if (r.get("e") or r.get("s") or 0) >= start]
+    listed = [loop for loop in views.list_loops(store) if loop.get("status") != "invalid"]
+    digests = read_many(store.paths, [str(loop["name"]) for loop in listed])
+    for loop, digest in zip(listed, digests, strict=True):
+        runs = [r for r in digest["runs"] if (r.get("e") or r.get("s") or 0) >= start]
         rows.append({"name": loop["name"], "status": loop.get("status"), "runs": runs,
                      "current": _in_flight(loop.get("current_run"))})
     return {"from": start, "to": now, "loops": rows}

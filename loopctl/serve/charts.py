@@ -20,11 +20,19 @@ OUTCOME_COLOURS = {"ok": "#2e7d32", "skipped": "#9e9e9e", "deferred": "#f9a825",
                    "timeout": "#ef6c00", "killed": "#6d4c41"}
 FAILURE_COLOUR = "#c62828"
 CHECK_FAILED = "check failed"
-# Advance widths (em) of a sans-serif at its widest among DejaVu Sans, Liberation
-# Sans and Arial (what `system-ui` falls back to): an estimate never short of the
-# real width, so a label measured here fits where it is drawn.
-NARROW, WIDE, DIGIT, OTHER = ".,:;'!|il ", "mwMW@%", "0123456789$", 0.64
-EM = {**dict.fromkeys(NARROW, 0.34), **dict.fromkeys(WIDE, 1.0), **dict.fromkeys(DIGIT, 0.64)}
+# Advance widths (em) of each printable ASCII character at its widest in DejaVu
+# Sans and Liberation Sans (what `system-ui` and `sans-serif` fall back to; read
+# from their hmtx tables, tests/serve/test_serve_charts.py), rounded up; any
+# other character counts as wide as the widest. A label measured here is never
+# shorter than where it is drawn.
+WIDTHS = {0.28: "'ijl", 0.3: "I", 0.32: " ,.", 0.34: "/:;\\|", 0.36: "f", 0.37: "-",
+          0.4: "()[]t", 0.41: "!", 0.42: "r", 0.46: '"', 0.5: "*J`", 0.53: "sz", 0.55: "c",
+          0.56: "?L_", 0.58: "k", 0.6: "vxy", 0.62: "FTaeo", 0.64: "$0123456789bdghnpqu{}",
+          0.67: "EKPSY", 0.69: "ABVXZ", 0.73: "CR", 0.74: "U", 0.75: "N", 0.76: "H",
+          0.78: "&DG", 0.79: "OQ", 0.82: "w", 0.84: "#+<=>^~", 0.87: "M", 0.96: "%",
+          0.98: "m", 0.99: "W", 1.02: "@"}
+EM = {char: width for width, chars in WIDTHS.items() for char in chars}
+OTHER = 1.05
 
 
 def text_width(text: str, size: float = FONT) -> float:
@@ -118,12 +126,15 @@ def _y(value: float, high: float) -> float:
     return HEIGHT - BOTTOM - (HEIGHT - BOTTOM - TOP - 4) * (value / high if high else 0)
 
 
-def _series(title: str, points: list[tuple[str, float]], said: Any, name: str) -> str:
-    """A line through the points (x label, value) over a scale from 0."""
+def _series(title: str, points: list[tuple[str, float]], said: Any, name: str,
+            unit: Any = lambda high: 1.0) -> str:
+    """A line through the points (x label, value) over a scale from 0 to a
+    round number in the unit its labels are written in (`unit(high)`)."""
     points = [(k, v) for k, v in points if math.isfinite(v) and v >= 0]
     if not points:
         return _empty(title, "nothing to show yet")
-    high = nice_ceiling(max(v for _, v in points))
+    most = max(v for _, v in points)
+    high = nice_ceiling(most / unit(most)) * unit(most)
     labels = [said(high), said(high / 2), said(0.0)]
     left = 8 + max(text_width(t) for t in labels)
     count = len(points)
@@ -140,10 +151,13 @@ def _series(title: str, points: list[tuple[str, float]], said: Any, name: str) -
                   [("#1565c0", name)])
 
 
+def time_unit(value: float) -> float:
+    return 3600.0 if value >= 7200 else 60.0 if value >= 120 else 1.0
+
+
 def seconds(value: float) -> str:
-    if value >= 3600:
-        return f"{value / 3600:.3g} h"
-    return f"{value / 60:.3g} min" if value >= 120 else f"{value:.3g} s"
+    unit = time_unit(value)
+    return f"{value / unit:.3g} {dict([(3600.0, 'h'), (60.0, 'min')]).get(unit, 's')}"
 
 
 def plain(value: float) -> str:
@@ -154,7 +168,7 @@ def durations(records: Sequence[dict[str, Any]]) -> str:
     return _series("Duration per run", [(run_number(str(r["run_id"])), float(r["duration_s"]))
                                         for r in records
                                         if isinstance(r.get("duration_s"), (int, float))],
-                   seconds, "duration of the run")
+                   seconds, "duration of the run", time_unit)
 
 
 def metric(records: Sequence[dict[str, Any]]) -> str:
@@ -195,29 +209,33 @@ def fit(text: str, room: float) -> str:
 
 
 def _bar(x0: float, x1: float, y: float, colour: str, said: str, cls: str = "run") -> str:
+    """`said` is markup already: run ids and outcomes are checked words,
+    a reason is escaped by the caller."""
     return (f'<rect class="{cls}" x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0, 2):.1f}" '
-            f'height="{ROW - 4}" fill="{colour}"><title>{escape(said)}</title></rect>')
+            f'height="{ROW - 4}" fill="{colour}"><title>{said}</title></rect>')
+
+
+RED = frozenset(("failed", "timeout", "lost", "gate_error", "auth_error"))
 
 
 def _timeline_row(row: dict[str, Any], y: float, place: Any, now: float) -> list[str]:
     out = []
     for run in row["runs"]:
-        start = run.get("s") or run.get("e")
+        start = run["s"] or run["e"]
         if start is None:
             continue
-        end = run.get("e") or start
-        red = run["o"] in ("failed", "timeout", "lost", "gate_error", "auth_error") \
-            or run.get("c")
-        colour = FAILURE_COLOUR if red else OUTCOME_COLOURS.get(run["o"], FAILURE_COLOUR)
-        if run.get("q") is not None and run["q"] < start:
-            out.append(_bar(place(run["q"]), place(start), y, WAIT_COLOUR,
-                            f"{run['id']}: queued", "wait"))
-        said = f"{run['id']}: {run['o']}" + (f": {run['r']}" if run.get("r") else "")
-        out.append(_bar(place(start), place(end), y, colour, said))
+        outcome, queued = run["o"], run["q"]
+        colour = FAILURE_COLOUR if run["c"] or outcome in RED else \
+            OUTCOME_COLOURS.get(outcome, FAILURE_COLOUR)
+        x0 = place(start)
+        if queued is not None and queued < start:
+            out.append(_bar(place(queued), x0, y, WAIT_COLOUR, f"{run['id']}: queued", "wait"))
+        said = f"{run['id']}: {outcome}" + (f": {escape(run['r'])}" if run["r"] else "")
+        out.append(_bar(x0, place(run["e"] or start), y, colour, said))
     current = row.get("current")
     if current and current.get("started"):
         out.append(_bar(place(current["started"]), place(now), y, "#1565c0",
-                        f"{current['run_id']}: running", "run live"))
+                        f"{escape(str(current['run_id']))}: running", "run live"))
     return out
 
 
@@ -234,8 +252,10 @@ def timeline(rows: Sequence[dict[str, Any]], start: float, end: float) -> str:
     height = TOP + ROW * len(rows) + BOTTOM
     span = max(end - start, 1.0)
 
+    scale = (WIDTH - RIGHT - left) / span
+
     def place(at: float) -> float:
-        return left + (WIDTH - RIGHT - left) * min(max((at - start) / span, 0.0), 1.0)
+        return left + scale * (at - start if start < at < end else 0.0 if at <= start else span)
 
     body = []
     for i, row in enumerate(rows):

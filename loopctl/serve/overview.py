@@ -10,6 +10,7 @@ from typing import Any
 from loopctl import clock
 from loopctl.commands import fleet
 from loopctl.domain.durations import format_usd
+from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.timestamps import iso
 from loopctl.serve.pages import _holds, _limits, _when, esc, href, layout, version_now
 from loopctl.storage.store import Store
@@ -18,20 +19,22 @@ COUNTS = (("needs_you", "need you"), ("failing", "failing"), ("running", "runnin
           ("queued", "queued"), ("held", "held"))
 
 
-def cell(name: str, run: dict[str, Any]) -> str:
+def cell(base: str, run: dict[str, Any]) -> str:
     """One run of the strip: red for a failure or a failed check, its run
-    id and reason on hover, a link to the run."""
-    outcome = "check_failed" if run.get("c") and run["o"] == "ok" else run["o"]
-    said = f"{run['id']}: {outcome.replace('_', ' ')}" + (f": {run['r']}" if run.get("r") else "")
-    red = " red" if fleet.red(run) else ""
-    return (f'<a class="cell o-{esc(outcome)}{red}" href="{esc(href(name))}/runs/'
-            f'{esc(run["id"])}" title="{esc(said)}"><span class="sr">{esc(outcome)}</span></a>')
+    id and reason on hover, a link to the run. `base`: the loop's runs URL,
+    escaped; run ids and outcomes are checked words (storage/run_digest)."""
+    outcome = "check_failed" if run["c"] and run["o"] == "ok" else run["o"]
+    reason = run["r"]
+    said = f"{run['id']}: {outcome.replace('_', ' ')}" + (f": {esc(reason)}" if reason else "")
+    red = " red" if run["c"] or run["o"] in FAILURES else ""
+    return f'<a class="cell o-{outcome}{red}" href="{base}{run["id"]}" title="{said}"></a>'
 
 
 def strip(name: str, runs: list[dict[str, Any]]) -> str:
     if not runs:
         return '<span class="none">no runs yet</span>'
-    return f'<span class="strip">{"".join(cell(name, run) for run in runs)}</span>'
+    base = esc(href(name)) + "/runs/"
+    return f'<span class="strip">{"".join([cell(base, run) for run in runs])}</span>'
 
 
 def _status(loop: dict[str, Any]) -> str:
