@@ -16,7 +16,7 @@ import re
 
 from loopctl.domain import jsonfast as json
 from loopctl.domain.errors import LoopctlError
-from loopctl.domain.names import is_loop_name, is_run_id
+from loopctl.domain.names import is_loop_name
 from loopctl.domain.outcomes import OUTCOMES
 from loopctl.domain.reason import one_line, run_reason
 from loopctl.storage.paths import Paths, read_bounded
