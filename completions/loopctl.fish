@@ -99,6 +99,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from notify; and __fish_seen_subc
 complete -c loopctl -n '__fish_seen_subcommand_from notify; and __fish_seen_subcommand_from test' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from pause' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from pause' -l help -s h -d 'Show help and exit.'
+complete -c loopctl -n '__fish_seen_subcommand_from resume' -l answer -x -d 'Answer the question of the agent that blocked the loop (at most 64 KiB of UTF-8; \'-\': stdin); its next run reads it, as data, in its envelope and at $LOOPCTL_ANSWER_FILE.'
 complete -c loopctl -n '__fish_seen_subcommand_from resume' -l json -d 'Print JSON (stable shape).'
 complete -c loopctl -n '__fish_seen_subcommand_from resume' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from rm' -l keep-logs -d 'Keep the run logs.'

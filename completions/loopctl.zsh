@@ -191,6 +191,7 @@ _loopctl() {
             ;;
         resume)
             _arguments -s \
+                '--answer[Answer the question of the agent that blocked the loop (at most 64 KiB of UTF-8; '\''-'\''\: stdin); its next run reads it, as data, in its envelope and at $LOOPCTL_ANSWER_FILE.]:text|-: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

@@ -62,7 +62,8 @@ def _ticks(line: str) -> list[str]:
 def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
          now: float, workspace: dict[str, Any] | None = None,
          gate_output: str | None = None, payload: str | None = None,
-         check: dict[str, Any] | None = None, pr_fix: Any = None) -> str:
+         check: dict[str, Any] | None = None, pr_fix: Any = None,
+         answer: str | None = None) -> str:
     limit = str(loop.max_runs) if loop.max_runs else "unlimited"
     elapsed = format_rough(max(now - st["created"], 0))
     remaining = format_rough(max(st["deadline"] - now, 0))
@@ -98,7 +99,7 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
     if payload is not None:
         lines += data_block("This run was triggered with a payload (also in the file "
                             "$LOOPCTL_TRIGGER_FILE)", payload)
-    lines += carried(loop, pr_fix)
+    lines += carried(loop, pr_fix, answer)
     next_hint = " --next 20m" if loop.auto else ""
     lines += [
         "Before you finish, report exactly one decision with a shell command:",
@@ -118,11 +119,15 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
     return "\n".join(lines) + "\n"
 
 
-def carried(loop: LoopDef, pr_fix: Any) -> list[str]:
-    """What this run carries over (DESIGN §16): the failed checks of the PR
-    it continues (sanitized, quoted as data), and where its notes are (the
+def carried(loop: LoopDef, pr_fix: Any, answer: str | None = None) -> list[str]:
+    """What this run carries over (DESIGN §16, §19): a person's answer to the
+    question the last run blocked on, the failed checks of the PR it
+    continues (sanitized, quoted as data), and where its notes are (the
     path only: the notes themselves never enter the prompt)."""
     lines: list[str] = []
+    if answer is not None:
+        lines += data_block("A person answered the question the last run blocked on (also "
+                            "in the file $LOOPCTL_ANSWER_FILE)", answer)
     if pr_fix is not None:
         from loopctl.domain.feedback import envelope_lines, feedback_text
 

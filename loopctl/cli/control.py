@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import sys
+from typing import Annotated, Optional
 
 import typer
 
@@ -15,9 +16,13 @@ def pause(name: NameArg, as_json: JsonOpt = False) -> None:
     _control(name, "pause", False, as_json)
 
 
-def resume(name: NameArg, as_json: JsonOpt = False) -> None:
+def resume(name: NameArg,
+           answer: Annotated[Optional[str], typer.Option(metavar="TEXT|-", help="Answer the question of the agent that blocked the loop (at most 64 KiB of UTF-8; '-': stdin); its next run reads it, as data, in its envelope and at $LOOPCTL_ANSWER_FILE.")] = None,  # noqa: E501
+           as_json: JsonOpt = False) -> None:
     """Resume a paused loop (refused while a limit is still reached)."""
-    _control(name, "resume", False, as_json)
+    if answer == "-":
+        answer = sys.stdin.buffer.read(64 * 1024 + 1).decode("utf-8", "surrogateescape")
+    _control(name, "resume", False, as_json, answer)
 
 
 def stop(name: NameArg,
@@ -27,8 +32,8 @@ def stop(name: NameArg,
     _control(name, "stop", kill, as_json)
 
 
-def _control(name: str, verb: str, kill: bool, as_json: bool) -> None:
-    result = controls.control(store(), name, verb, kill=kill)
+def _control(name: str, verb: str, kill: bool, as_json: bool, answer: str | None = None) -> None:
+    result = controls.control(store(), name, verb, kill=kill, answer=answer)
     if as_json:
         emit(result)
     else:

@@ -16,10 +16,13 @@ from loopctl.engine import procs
 from loopctl.storage.store import Store
 
 
-def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str, Any]:
-    """pause / resume / stop."""
+def control(store: Store, name: str, verb: str, kill: bool = False,
+            answer: str | None = None) -> dict[str, Any]:
+    """pause / resume / stop. `answer`: with resume, a person's answer to
+    the question of the agent that blocked the loop, for its next run."""
     with locked_loop(store, name) as (defs, state, loop, now):
         st = state["loops"][name]
+        text = None if answer is None else _answer(name, st, verb, answer)
         if verb == "pause":
             message = verbs.pause(st, now)
         elif verb == "stop":
@@ -31,6 +34,11 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
                 message = "stopping: the current run is being killed"
         else:
             message = verbs.resume(loop, st, now, zone=clock.zone_of(loop))
+            if text is not None:
+                from loopctl.storage.triggers import save_answer
+
+                save_answer(store.paths, name, text)
+                message += "; its next run gets your answer"
             if state.get("accounts"):
                 # The user says the account is fixed: this loop finds out
                 # (also one left active, its fires run by its fallback).
@@ -40,6 +48,19 @@ def control(store: Store, name: str, verb: str, kill: bool = False) -> dict[str,
         store.write_state(state)
     return {"version": JSON_VERSION, "loop": name, "message": message,
             "status": display_status(st), "reason": st.get("reason")}
+
+
+def _answer(name: str, st: dict[str, Any], verb: str, answer: str) -> str:
+    """The answer as the next fire keeps it (storage/triggers.py, carried as
+    data), or a UsageError: only a loop its agent blocked has a question."""
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.gates import check_payload
+
+    text = check_payload(answer.encode("utf-8", "surrogateescape"), "--answer")
+    if verb != "resume" or st.get("status") != "paused" or st.get("reason") != "blocked":
+        raise UsageError(f"{name} is not blocked by its agent: there is no question to answer "
+                         f"(`loopctl status {name}`)")
+    return text
 
 
 def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:

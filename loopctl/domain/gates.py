@@ -44,21 +44,21 @@ def gate_outcome(exit_code: int | None, timed_out: bool) -> str | None:
     return "skipped" if exit_code == 1 else "gate_error"
 
 
-def check_payload(data: bytes) -> str:
+def check_payload(data: bytes, what: str = "--payload") -> str:
     """A trigger's payload as text, or a UsageError saying what was wrong.
     It is only ever data (a file, a quoted block of the envelope), never an
     argument or a placeholder; NUL is refused because no text file has one
     and C programs reading the file would stop there."""
     if len(data) > MAX_PAYLOAD:
-        raise UsageError(f"bad --payload: {len(data)} bytes; expected at most {MAX_PAYLOAD} "
+        raise UsageError(f"bad {what}: {len(data)} bytes; expected at most {MAX_PAYLOAD} "
                          "bytes (64 KiB) of UTF-8 text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"bad --payload: not UTF-8 text (byte {exc.start}); expected at most "
+        raise UsageError(f"bad {what}: not UTF-8 text (byte {exc.start}); expected at most "
                          "64 KiB of UTF-8 text") from None
     if "\0" in text:
-        raise UsageError(f"bad --payload: a NUL byte at {text.index(chr(0))}; expected UTF-8 "
+        raise UsageError(f"bad {what}: a NUL byte at {text.index(chr(0))}; expected UTF-8 "
                          "text without NUL")
     return text
 

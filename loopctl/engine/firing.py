@@ -228,11 +228,13 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
 
 def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
     """A fire a trigger asked for takes its payload, under the lock that
-    claimed it: a trigger after the claim waits for the next fire."""
-    if run.get("trigger") == "api":
-        from loopctl.storage.triggers import take_pending
+    claimed it: a trigger after the claim waits for the next fire. Any
+    fire takes a person's answer to a block (DESIGN §19)."""
+    from loopctl.storage.triggers import take_answer, take_pending
 
+    if run.get("trigger") == "api":
         take_pending(store.paths, name, run["run_id"])
+    take_answer(store.paths, name, run["run_id"])
 
 
 def signal_supervisor(run: dict[str, Any]) -> bool:

@@ -58,6 +58,10 @@ def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> 
     env.pop("LOOPCTL_TRIGGER_FILE", None)  # only ever the run's own payload
     if payload:
         env["LOOPCTL_TRIGGER_FILE"] = str(payload[0])
+    answer = run_answer(ctx)
+    env.pop("LOOPCTL_ANSWER_FILE", None)
+    if answer:
+        env["LOOPCTL_ANSWER_FILE"] = str(answer[0])
     # How the next driver finds what a SIGKILLed supervisor left (reaper).
     env[reaper.MARK_VAR] = ctx.bounds.held.mark
     # Node CLIs (opencode among them) take their project from $PWD when
@@ -98,3 +102,10 @@ def shim_dir(ctx: RunContext) -> Path:
     from loopctl.storage.run_files import install_shim
 
     return install_shim(ctx.store.paths, body)
+
+
+def run_answer(ctx: RunContext) -> tuple[Path, str] | None:
+    """A person's answer to the block this run follows (DESIGN §19), if any."""
+    from loopctl.storage.triggers import run_answer as read_answer
+
+    return read_answer(ctx.store.paths, ctx.name, ctx.run_id)

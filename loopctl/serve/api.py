@@ -71,6 +71,8 @@ class Actions:
             kill: bool = False) -> dict[str, Any]:
         from loopctl.commands.control import control
 
+        if verb == "resume" and payload:
+            return control(self.store(), name, verb, answer=self.text(payload, "--answer"))
         if verb in ("pause", "resume", "stop"):
             return control(self.store(), name, verb, kill=kill)
         if verb == "trigger":
@@ -81,15 +83,18 @@ class Actions:
 
     def trigger(self, name: str, payload: bytes | None) -> dict[str, Any]:
         from loopctl.commands.trigger import trigger
+
+        return trigger(self.store(), name, self.text(payload) if payload else None)
+
+    @staticmethod
+    def text(data: bytes, what: str = "--payload") -> str:
+        """A payload or an answer as text, or BadInput (422) saying why not."""
         from loopctl.domain.gates import check_payload
 
-        text = None
-        if payload:
-            try:
-                text = check_payload(payload)
-            except UsageError as exc:
-                raise BadInput(exc.message) from None
-        return trigger(self.store(), name, text)
+        try:
+            return check_payload(data, what)
+        except UsageError as exc:
+            raise BadInput(exc.message) from None
 
     def run(self, name: str) -> dict[str, Any]:
         """`loopctl run NAME` without waiting: claimed here with its refusals

@@ -200,6 +200,10 @@ class App:
 
         if request.path == "/":
             return Response(200, pages.overview(store, self), HTML)
+        if request.path == "/timeline":
+            from loopctl.serve import overview
+
+            return Response(200, overview.timeline(store, self), HTML)
         if request.path == "/doctor":
             return Response(200, pages.doctor(store, self), HTML)
         return self._failed(request, 404, "no such page")
@@ -251,10 +255,12 @@ class App:
         if verb not in api.VERBS:
             return self._failed(request, 404, f"no such action {verb[:40]!r}")
         form = {} if is_api else dict(parse_qsl(request.body.decode("utf-8", "replace")))
-        payload = request.body if is_api else form.get("payload", "").encode() or None
+        field = "answer" if verb == "resume" else "payload"
+        payload = request.body if is_api else form.get(field, "").encode() or None
         kill = (dict(parse_qsl(request.query)) if is_api else form).get("kill") in ("1", "true")
         try:
-            result = self.actions.act(name, verb, payload if verb == "trigger" else None, kill)
+            result = self.actions.act(name, verb, payload if verb in ("trigger", "resume")
+                                      else None, kill)
         except LoopctlError as exc:
             if is_api:
                 return error(api.http_status(exc), exc.message)

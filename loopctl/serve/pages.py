@@ -100,31 +100,10 @@ def _limits(loop: dict[str, Any]) -> tuple[str, str]:
     return used, spent
 
 
-def _row(loop: dict[str, Any], now: float) -> str:
-    name = str(loop.get("name"))
-    if loop.get("status") == "invalid":
-        return (f'<tr class="invalid"><td>{esc(name)}</td><td colspan="7">'
-                f"{status_cell(loop)}</td></tr>")
-    used, spent = _limits(loop)
-    waiting = "queued" if loop.get("queued_since") else (
-        f"{loop['triggers_pending']} trigger(s)" if loop.get("triggers_pending") else "")
-    return (f'<tr data-loop="{esc(name)}"><td><a href="{esc(href(name))}">{esc(name)}</a></td>'
-            f"<td>{status_cell(loop)}</td><td>{esc(loop['schedule']['text'])}</td>"
-            f"<td>{_when(loop.get('next_fire'), now)}</td><td>{_last_cell(loop)}</td>"
-            f"<td>{esc(used)}</td><td>{esc(spent)}</td><td>{esc(waiting)}</td></tr>")
-
-
 def overview(store: Store, app: Any) -> bytes:
-    version, now = version_now(store), clock.now()
-    listed = api.loops(store)["loops"]
-    rows = "".join(_row(loop, now) for loop in listed)
-    table = ('<table class="loops"><thead><tr><th>loop</th><th>status</th><th>schedule</th>'
-             "<th>next fire</th><th>last run</th><th>runs</th><th>spent</th>"
-             f"<th>waiting</th></tr></thead><tbody>{rows}</tbody></table>") if listed else \
-        '<p class="none">no loops yet: <code>loopctl start --every 10m ...</code></p>'
-    body = f"<h1>{len(listed)} loop{'s' if len(listed) != 1 else ''}</h1>" + \
-        _holds(store, now) + table
-    return layout("loops", body, app, version=version)
+    from loopctl.serve import overview as page
+
+    return page.overview(store, app)
 
 
 def _holds(store: Store, now: float) -> str:
@@ -159,6 +138,23 @@ def _actions(name: str, csrf: str, status: str) -> str:
                   ).replace('id="do-stop"', 'id="do-kill"') if status == "running" else ""
     return ('<div class="actions">' + button("pause", "pause") + button("resume", "resume")
             + button("run", "run now") + button("stop", "stop") + kill + trigger + "</div>")
+
+
+def _question(name: str, info: dict[str, Any], csrf: str) -> str:
+    """A loop its agent blocked: the agent's question and a field to answer
+    it (`loopctl resume NAME --answer TEXT`)."""
+    if info.get("status") != "paused" or info.get("reason") != "blocked":
+        return ""
+    said = info.get("last_decision") or {}
+    return (f'<section class="question" id="question"><h2>The agent asks</h2>'
+            f'<blockquote><p id="asked">{esc(said.get("summary") or "(no question given)")}</p>'
+            + (f'<footer>{esc(said["evidence"])}</footer>' if said.get("evidence") else "")
+            + f'</blockquote><form method="post" action="{esc(href(name))}/resume">'
+            f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+            '<label for="answer">Your answer (its next run reads it, as data)</label>'
+            '<textarea id="answer" name="answer" rows="4" maxlength="65536" required>'
+            '</textarea><button type="submit" id="do-answer">answer and resume</button>'
+            "</form></section>")
 
 
 def _history(name: str, records: list[dict[str, Any]]) -> str:
@@ -219,7 +215,9 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
              if said else "")
     used, spent = _limits(info)
     now = clock.now()
-    facts = (f"<dl><dt>status</dt><dd id=\"status\">{status_cell(info)}</dd>"
+    fix = reading.status(store, name, for_people=True).get("fix")
+    facts = (f"<dl><dt>status</dt><dd id=\"status\">{status_cell(info)}"
+             + (f'<div class="reason">{esc(fix)}</div>' if fix else "") + "</dd>"
              f"<dt>schedule</dt><dd>{esc(info['schedule']['text'])}</dd>"
              f"<dt>next fire</dt><dd>{_when(info.get('next_fire'), now)}</dd>"
              f"<dt>last run</dt><dd>{_last_cell(info)}</dd>"
@@ -231,6 +229,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
         else ""
     body = (f'<h1>{esc(name)}</h1>{flash}{facts}'
             f'<details><summary>prompt</summary><pre class="prompt">{esc(shown)}</pre></details>'
+            + _question(name, info, app.page_csrf())
             + _actions(name, app.page_csrf(), str(info.get("status")))
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)

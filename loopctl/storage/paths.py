@@ -137,6 +137,12 @@ class Paths:
     def decision_file(self, loop: str, run_id: str) -> Path:
         return self.decision_dir(loop, run_id) / "decision.json"
 
+    def run_digest(self, loop: str) -> Path:
+        """`run-digest/<loop>.json`: the loop's last runs in brief and its
+        spend per day, what the dashboard's strips and timeline show
+        (storage/run_digest.py); rebuilt from the records when missing."""
+        return self._in_state("run-digest", f"{self.loop_runs_dir(loop).name}.json")
+
     def run_index(self, loop: str) -> Path:
         """`run-index/<loop>.json`: the run ids loopctl recorded for `loop`,
         oldest first. `history`, `logs` and pruning trust it, never a

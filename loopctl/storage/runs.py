@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
-RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger")
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger", ".answer")
 
 
 def run_order(run_id: str) -> tuple[int, str]:
@@ -189,6 +189,9 @@ def remember(paths: Paths, loop: str, run_id: str, skipped: bool = False) -> Non
     if run_id not in ids:
         marked = skipped_ids(paths, loop) | ({run_id} if skipped else set())
         _write_index(paths, loop, sorted([*ids, run_id], key=run_order), marked)
+    from loopctl.storage import run_digest
+
+    run_digest.add(paths, loop, run_id)
 
 
 def is_known(paths: Paths, loop: str, run_id: str) -> bool:

@@ -383,10 +383,11 @@ class Store:
         import stat
 
         folder = self.paths.loop_runs_dir(loop)
-        try:
-            self.paths.run_index(loop).unlink()
-        except OSError:
-            pass
+        for index in (self.paths.run_index(loop), self.paths.run_digest(loop)):
+            try:
+                index.unlink()
+            except OSError:
+                pass
         try:
             mode = os.lstat(folder).st_mode
         except FileNotFoundError:

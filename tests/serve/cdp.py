@@ -153,6 +153,11 @@ class Browser:
             self.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1],
                       button="left", clickCount=1)
 
+    def width(self, pixels: int, height: int = 900) -> None:
+        """The page as a window `pixels` wide shows it (a phone below 700)."""
+        self.call("Emulation.setDeviceMetricsOverride", width=pixels, height=height,
+                  deviceScaleFactor=1, mobile=pixels < 700)
+
     def screenshot(self, path: Path) -> None:
         data = self.call("Page.captureScreenshot", format="png")["data"]
         path.write_bytes(base64.b64decode(data))

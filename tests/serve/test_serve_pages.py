@@ -82,9 +82,10 @@ def test_a_loop_page_has_its_four_charts_and_its_history(cli: CLI, tmp_path: Pat
         overview = page(served, "/")
         status, headers, css = served.request("GET", "/static/app.css")
     charts = re.findall(rb'<svg class="chart"[^>]*aria-label="([^"]+)"', body)
-    assert charts == [b"Outcome per run", b"Duration per run (seconds)",
-                      b"Cost per day (USD)", b"Check metric per run"]
-    assert body.count(b"<rect ") == 3, "one bar per run"
+    assert charts == [b"Outcome per run", b"Duration per run",
+                      b"Cost per day (UTC)", b"Check metric per run"]
+    bars = body.split(b'aria-label="Outcome per run"', 1)[1].split(b"</svg>", 1)[0]
+    assert len(re.findall(rb'<rect [^>]*><title>', bars)) == 3, "one bar per run"
     metric = body.split(b'aria-label="Check metric per run"', 1)[1].split(b"</svg>", 1)[0]
     assert metric.count(b"<circle ") == 3 and b": 3</title>" in metric
     assert body.count(b'<td class="o-ok">ok</td>') == 3

@@ -18,7 +18,14 @@ from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.engine import confining, procs
 from loopctl.engine import run_bounds as bounds
-from loopctl.engine.launch_support import agent_env, in_child, ours, shim_dir, trigger_payload
+from loopctl.engine.launch_support import (
+    agent_env,
+    in_child,
+    ours,
+    run_answer,
+    shim_dir,
+    trigger_payload,
+)
 from loopctl.engine.run_context import Claim, Gate, Launched, Prepared, RunContext, one_line
 from loopctl.storage.paths import unnamed_file
 from loopctl.storage.run_files import write_prompt as write_prompt_file
@@ -183,7 +190,8 @@ def write_prompt(ctx: RunContext, claim: Claim, cwd: str, now: float, prepared: 
                     gate_output=gate.output if gate else None,
                     payload=payload[1] if payload else None,
                     check=last_check(ctx, loop, st),
-                    pr_fix=prepared.pr_fix if ws is not None and ws.continues else None)
+                    pr_fix=prepared.pr_fix if ws is not None and ws.continues else None,
+                    answer=answer[1] if (answer := run_answer(ctx)) else None)
     path = write_prompt_file(ctx.store.paths, ctx.name, ctx.run_id, text)
     return text, str(path)
 
