@@ -240,8 +240,6 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
                            f"`loopctl update {loop.name} --max-runs N`, then resume",
         "failure_limit": f"{plural(st['failures'], 'failure')} in a row; fix the cause, then "
                          f"`loopctl resume {loop.name}`",
-        "no_progress": f"{plural(loop.no_progress, 'identical result')} in a row; change the "
-                       f"prompt or the work, then `loopctl resume {loop.name}`",
         "budget_limit": f"{format_usd(st.get('cost_usd', 0))} of "
                         f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
