@@ -114,7 +114,7 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
 
     zone = clock.zone_of(loop)
     if given is None:
-        instant = slots.latest(loop, st["created"], now, zone)
+        instant = slots.latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
     else:
         instant = _slot_instant(given)
         if not slots.is_instant(loop, st["created"], instant, zone):

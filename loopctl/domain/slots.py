@@ -43,16 +43,21 @@ def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
     return None
 
 
-def latest(loop: LoopDef, created: float, now: float, zone: tzinfo) -> float | None:
+def latest(loop: LoopDef, created: float, now: float, zone: tzinfo,
+           fresh: bool = False) -> float | None:
     """The slot `run --scheduled` serves at `now`: the latest cron instant at
     or before it, or for `--every` the start of the interval window holding
     it, counted from the loop's start. None: the loop has no such slots
-    (auto pace, on demand) or none has come since it started."""
+    (auto pace, on demand) or none has come since it started. For a
+    `fresh` loop (no slot served yet) a cron instant before its state was
+    created counts: an exported loop's home is new at its first fire (a
+    GitHub runner with no cache yet), and its scheduler fired it for that
+    instant."""
     if loop.on_demand or loop.auto:
         return None
     if loop.cron:
         found = cron_latest(loop.cron, zone, now)
-        return found if found is not None and found >= created else None
+        return found if found is not None and (fresh or found >= created) else None
     every = float(loop.every or 0)
     if every <= 0 or now < created:
         return None

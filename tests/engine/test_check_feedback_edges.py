@@ -354,8 +354,8 @@ def test_a_github_export_says_when_the_check_makes_a_run_outlast_a_hosted_job() 
     from loopctl.integrations.export import GITHUB_HOSTED_MINUTES, Target, export
 
     pin = Target("github", install="loopctl @ git+https://github.com/o/loopctl@v1.2.3")
-    fits = export(loop_with(timeout="5h", check_timeout="40m"), pin)
-    over = export(loop_with(timeout="5h", check_timeout="1h"), pin)
+    fits = export(loop_with(every="10m", timeout="5h", check_timeout="40m"), pin)
+    over = export(loop_with(every="10m", timeout="5h", check_timeout="1h"), pin)
     assert not any("ends a job" in w for w in fits.warnings)
     [said] = [w for w in over.warnings if "ends a job" in w]
     minutes = yaml.safe_load(over.files["loopctl-l.yml"])["jobs"]["run"]["timeout-minutes"]
