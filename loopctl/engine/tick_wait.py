@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Callable
-from typing import Any
 
 from loopctl import clock
 from loopctl.engine.firing import TickReport, tick, wait_for_children
@@ -19,9 +17,12 @@ from loopctl.storage.store import Store
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
     from loopctl.engine.firing import PassReport
 
-Told = Callable[[dict[str, Any]], None]
+    Told = Callable[[dict[str, Any]], None]
 
 
 class Children:

@@ -75,7 +75,9 @@ def take_answer(paths: Paths, loop: str, run_id: str) -> bool:
     """Give the pending answer to the run just claimed; False if none."""
     try:
         os.replace(paths.loop_runs_dir(loop) / ANSWER, paths.run_file(loop, run_id, ".answer"))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # No answer, or no run folder (a file planted there): the run's
+        # log cannot open either, and that is the loop's error, said there.
         return False
     return True
 
