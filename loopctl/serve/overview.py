@@ -12,7 +12,16 @@ from loopctl.commands import fleet
 from loopctl.domain.durations import format_usd
 from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.timestamps import iso
-from loopctl.serve.pages import _holds, _limits, _when, esc, href, layout, version_now
+from loopctl.serve.pages import (
+    _holds,
+    _last_cell,
+    _limits,
+    _when,
+    esc,
+    href,
+    layout,
+    version_now,
+)
 from loopctl.storage.store import Store
 
 COUNTS = (("needs_you", "need you"), ("failing", "failing"), ("running", "running"),
@@ -44,15 +53,6 @@ def _status(loop: dict[str, Any]) -> str:
             + (f'<div class="reason">{esc(said)}</div>' if said else ""))
 
 
-def _last(loop: dict[str, Any]) -> str:
-    last = loop.get("last_run")
-    if not last:
-        return "-"
-    reason = last.get("reason")
-    return (f'<span class="outcome o-{esc(last.get("outcome"))}">{esc(last.get("outcome"))}'
-            "</span>" + (f'<div class="reason">{esc(reason)}</div>' if reason else ""))
-
-
 def _row(loop: dict[str, Any], now: float) -> str:
     name = str(loop.get("name"))
     attention = " needs-you" if fleet.needs_you(loop) else ""
@@ -63,7 +63,7 @@ def _row(loop: dict[str, Any], now: float) -> str:
     waiting = "queued" if loop.get("queued_since") else (
         f"{loop['triggers_pending']} trigger(s)" if loop.get("triggers_pending") else "")
     cells = (("status", _status(loop)), ("last 20", strip(name, loop["strip"])),
-             ("last run", _last(loop)), ("schedule", esc(loop["schedule"]["text"])),
+             ("last run", _last_cell(loop)), ("schedule", esc(loop["schedule"]["text"])),
              ("next fire", _when(loop.get("next_fire"), now)), ("runs", esc(used)),
              ("spent", esc(spent)), ("waiting", esc(waiting)))
     return (f'<tr class="loop{attention}" data-loop="{esc(name)}"><td data-k="loop">'
