@@ -186,11 +186,11 @@ def _log_tail(store: Store, name: str, info: dict[str, Any]) -> str:
     current = info.get("current_run")
     if not current:
         return ""
-    from loopctl.storage.paths import read_bounded
+    from loopctl.storage.paths import read_tail
 
     path = store.paths.run_log(name, current["run_id"])
-    data = read_bounded(path, 64 << 20) or b""
-    text = data[-LOG_TAIL:].decode("utf-8", "replace")
+    data, _ = read_tail(path, LOG_TAIL) or (b"", False)
+    text = data.decode("utf-8", "replace")
     return (f'<section><h2>Run in flight: {esc(current["run_id"])}</h2>'
             f'<pre class="log">{esc(text)}</pre></section>')
 

@@ -38,7 +38,7 @@ def _facts(record: dict[str, Any]) -> str:
 
 def run_page(store: Store, name: str, run_id: str) -> bytes:
     from loopctl.domain.untrusted import check_run_id
-    from loopctl.storage.paths import read_bounded
+    from loopctl.storage.paths import read_tail
     from loopctl.storage.runs import is_known, read_record
 
     try:
@@ -49,9 +49,8 @@ def run_page(store: Store, name: str, run_id: str) -> bytes:
         else None
     if record is None:
         raise LoopctlError(f"no run {run_id!r} of {name!r} (see its history)", 4)
-    data = read_bounded(store.paths.run_log(name, run_id), 1 << 30) or b""
-    cut = len(data) > LOG_LIMIT
-    text = data[-LOG_LIMIT:].decode("utf-8", "replace")
+    data, cut = read_tail(store.paths.run_log(name, run_id), LOG_LIMIT) or (b"", False)
+    text = data.decode("utf-8", "replace")
     style = resources.files("loopctl.serve").joinpath("static").joinpath("app.css").read_text()
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{esc(name)} {esc(run_id)} · loopctl</title><style>{style}</style>"

@@ -275,6 +275,32 @@ def read_bounded(path: str | Path, limit: int) -> bytes | None:
     return data if len(data) <= limit else None
 
 
+def read_tail(path: str | Path, limit: int) -> tuple[bytes, bool] | None:
+    """The last `limit` bytes of a regular file and whether more came before
+    them, with `read_bounded`'s checks. Seeks: a page showing the tail of a
+    1 GiB log reads a MiB of it, not the gigabyte."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)  # checked on the descriptor, before anything reads
+        if not stat.S_ISREG(found.st_mode):
+            return None
+        start = max(0, found.st_size - limit)
+        chunks, got = [], 0
+        while got < limit and (chunk := os.pread(fd, limit - got, start + got)):
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks), start > 0
+
+
 def read_summary(path: str | Path) -> dict[str, Any] | None:
     """`summary.json` (store.py writes it), or None when it is missing, odd or
     not a small regular file. Here, not in the store: the `tick` fast path

@@ -145,3 +145,36 @@ def test_a_run_is_one_html_file_that_reads_the_same_saved(cli: CLI, tmp_path: Pa
     assert headers["content-security-policy"].startswith(
         f"default-src 'none'; style-src 'sha256-{digest}'"), "only its own style may apply"
     assert b"<link" not in body and b"<script" not in body, "nothing to fetch once saved"
+
+
+def test_a_run_page_seeks_to_the_tail_of_a_huge_log(cli: CLI, tmp_path: Path) -> None:
+    """A page shows the last MiB of a log: it seeks there (a 2 GiB log was
+    read whole up to 1 GiB, and past that showed nothing at all)."""
+    cli("start", "p", "--name", "demo", "--every", "1h", "--command",
+        agent_command("--print", "first"), check=0)
+    cli("run", "demo")
+    [record] = cli.records("demo")
+    log = cli.state_dir / "runs" / "demo" / f"{record['run_id']}.log"
+    with log.open("r+b") as f:  # sparse: 2 GiB on disk costs nothing
+        f.truncate(2 << 30)
+        f.seek(0, 2)
+        f.write(b"\nTHE-LAST-LINE\n")
+    with serving(tmp_path) as served:
+        body = page(served, f"/loops/demo/runs/{record['run_id']}")
+    assert b"THE-LAST-LINE" in body and b"(the last MiB)" in body
+    assert len(body) < 4 << 20
+
+
+def test_read_tail_follows_no_link_and_blocks_on_no_fifo(tmp_path: Path) -> None:
+    import os
+
+    from loopctl.storage.paths import read_tail
+
+    short = tmp_path / "short.log"
+    short.write_bytes(b"abcdef")
+    assert read_tail(short, 4) == (b"cdef", True)
+    assert read_tail(short, 64) == (b"abcdef", False)
+    (tmp_path / "link.log").symlink_to(short)
+    os.mkfifo(tmp_path / "fifo.log")
+    for planted in ("link.log", "fifo.log", "missing.log"):
+        assert read_tail(tmp_path / planted, 64) is None, planted
