@@ -49,8 +49,12 @@ class RunTally:
                 folder = loop_folder(store.paths, name)
                 if folder is None:
                     continue
-                seen = self.seen[name]
-                for run_id in run_ids(store.paths, name):
+                seen, kept = self.seen[name], run_ids(store.paths, name)
+                # Forget what --keep-runs pruned: a pruned id never comes
+                # back, and a long-lived server would hold every id ever run.
+                if kept:
+                    seen.intersection_update(kept)
+                for run_id in kept:
                     if run_id in seen:
                         continue
                     record = load_record(folder / f"{run_id}.json", run_id)

@@ -75,3 +75,19 @@ def test_metrics_pass_promtool_with_exactly_the_listed_series(cli: CLI,
     assert sample(second, "loopctl_in_flight") == 0
     assert 'loopctl_build_info{version="' in second
     assert not re.search(r"\d{8}T\d{6}Z-\d+", second), "no run id as a label"
+
+
+def test_the_tally_forgets_pruned_runs_but_keeps_their_counts(cli: CLI) -> None:
+    """A long-lived server's tally holds the ids of the records on disk only
+    (it held every id it ever counted: memory grew with every run)."""
+    from loopctl.serve.metrics import RunTally
+    from loopctl.storage.store import Store
+
+    cli("start", "p", "--name", "good", "--every", "1h", "--keep-runs", "1",
+        "--command", agent_command("--print", "ok"), check=0)
+    tally = RunTally()
+    for _ in range(4):
+        cli("run", "good")
+        tally.update(Store(), ["good"])
+    assert tally.outcomes["good"]["ok"] == 4
+    assert len(tally.seen["good"]) == 1
