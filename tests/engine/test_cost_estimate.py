@@ -90,10 +90,13 @@ def test_a_killed_runaway_counts_toward_the_budget(cli: CLI, tmp_path: Path,
     then one that hangs until its timeout and reports nothing."""
     monkeypatch.setenv("PATH", str(TESTS / "bin") + os.pathsep + os.environ["PATH"])
     hang = tmp_path / "hang"
-    cli("start", "--name", "spender", "--every", "1h", "--agent", "claude", "--timeout", "1s",
+    # The first run must finish on a loaded machine (CI), so only the hanging
+    # run gets the short timeout.
+    cli("start", "--name", "spender", "--every", "1h", "--agent", "claude", "--timeout", "60s",
         "--budget-usd", "0.7", "--env", "FAKE_COST=0.4", "--env", f"FAKE_HANG_IF={hang}",
         "--", "p", check=0)
     cli("run", "spender", check=0)
+    cli("update", "spender", "--timeout", "1s", check=0)
     hang.touch()
     cli("run", "spender", check=124)
     first, second = cli.records("spender")
