@@ -95,11 +95,14 @@ def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path
     planted = tmp_path / "dev-bin"
     planted_tools(planted, tmp_path / "ran")
     # No third-party plugin (xdist, randomly, hypothesis...): a faster start.
+    # Its own --basetemp: pytest's default one is shared, and a new session
+    # there deletes old sessions' folders (a whole suite's, tens of seconds).
     env.update(HOME=str(home), GUARDED_HOME=str(home), COLUMNS="400",
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
                PATH=f"{planted}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(inner)],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+         f"--basetemp={tmp_path / 'inner-tmp'}", str(inner)],
         cwd=inner, env=env, capture_output=True, text=True, timeout=120)
     out = proc.stdout
     assert proc.returncode == 1, out[-3000:]
@@ -291,7 +294,8 @@ def test_the_guard_tells_a_crontab_edit_outside_the_suite_from_its_own(tmp_path:
                PATH=f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "-W",
-         "default", str(inner)], cwd=inner, env=env, stdout=subprocess.PIPE, text=True)
+         "default", f"--basetemp={tmp_path / 'inner-tmp'}", str(inner)],
+        cwd=inner, env=env, stdout=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (signals / "waiting").exists(), timeout=60)
         with spool.open("a") as crontab:  # this process is not the inner suite's
