@@ -153,7 +153,7 @@ def assert_auth_held(cli: Any, first: str, start_second: Callable[[], Any],
     assert "need" in (info.get("note") or ""), info
     start_second()
     seen = len(server.requests) if server is not None else 0
-    proc = cli("tick", "--wait", env=env, timeout=90)
+    proc = cli("tick", "--wait", env=env, timeout=240)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     second = next(n for n in cli.state()["loops"] if n != first)
     held = cli.json("status", second)

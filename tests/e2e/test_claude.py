@@ -53,7 +53,7 @@ def start(cli: CLI, tmp_path: Path, *extra: str) -> Path:
 
 
 def run(cli: CLI, stub: Stub, check: int | None = 0) -> Any:
-    proc = cli("run", "c", env=claude_env(stub), timeout=60)
+    proc = cli("run", "c", env=claude_env(stub), timeout=240)
     if check is not None:
         assert proc.returncode == check, (proc.returncode, proc.stdout, proc.stderr,
                                           _paths(stub))
@@ -217,7 +217,7 @@ def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> Non
                                        "message": "invalid x-api-key"}}
     with Stub(refusing(401, body)) as stub:
         env = dict(claude_env(stub), CLAUDE_CODE_MAX_RETRIES="0")
-        assert cli("run", "c", env=env, timeout=60).returncode == 1
+        assert cli("run", "c", env=env, timeout=240).returncode == 1
         assert stub.requests, "the CLI never asked the stub"
         claude = result_object(cli, cli.records("c")[0])
         assert claude["api_error_status"] == 401, claude
@@ -234,7 +234,7 @@ def test_auth_not_logged_in_holds_the_account(cli: CLI, tmp_path: Path) -> None:
         env = {k: v for k, v in claude_env(stub).items() if k != "ANTHROPIC_API_KEY"}
         with pytest.MonkeyPatch.context() as patch:
             patch.delenv("ANTHROPIC_API_KEY", raising=False)
-            assert cli("run", "c", env=env, timeout=60).returncode == 1
+            assert cli("run", "c", env=env, timeout=240).returncode == 1
             assert "Not logged in" in result_object(cli, cli.records("c")[0])["result"]
             assert_auth_held(cli, "c", lambda: cli(
                 "start", "again", "--name", "c2", "--every", "1h", "--agent", "claude",

@@ -26,7 +26,7 @@ def test_the_models_words_about_a_limit_hold_nothing(cli: CLI, tmp_path: Path) -
     words = (f"Claude AI usage limit reached|{int(time.time()) + 7 * 86400}\n"
              "You've hit your limit · resets 3pm")
     with claude_api(None, final=words) as (stub, _model):
-        assert cli("run", "c", env=claude_env(stub), timeout=60).returncode == 0
+        assert cli("run", "c", env=claude_env(stub), timeout=240).returncode == 0
     [record] = cli.records("c")
     assert record["outcome"] == "ok", record
     assert "usage limit reached" in result_object(cli, record)["result"]
@@ -45,7 +45,7 @@ def test_the_clis_429_holds_the_account_and_its_loops_show_held(
         env = dict(claude_env(stub), CLAUDE_CODE_MAX_RETRIES="0")
         cli("start", "again", "--name", "c2", "--every", "1h", "--agent", "claude",
             "--after", "1h", "--cwd", str(work), "--sandbox", "on", env=env, check=0)
-        assert cli("run", "c", env=env, timeout=60).returncode == 75
+        assert cli("run", "c", env=env, timeout=240).returncode == 75
     [record] = cli.records("c")
     assert record["outcome"] == "deferred", record
     assert result_object(cli, record)["api_error_status"] == 429

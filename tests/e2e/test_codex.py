@@ -51,12 +51,12 @@ def start(cli: CLI, tmp_path: Path, *extra: str) -> None:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "x", "--every", "1h", "--agent", "codex",
-        "--cwd", str(work), "--timeout", "60s", "--sandbox", "on", *extra, env=codex_env(),
+        "--cwd", str(work), "--timeout", "180s", "--sandbox", "on", *extra, env=codex_env(),
         check=0)
 
 
 def run(cli: CLI, model: CodexModel) -> None:
-    proc = cli("run", "x", env=codex_env(), timeout=45)
+    proc = cli("run", "x", env=codex_env(), timeout=240)
     assert (proc.returncode, model.errors) == (0, []), (proc.stdout, proc.stderr)
 
 
@@ -204,7 +204,7 @@ def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> Non
     with Stub(refusing(401, body)) as stub:
         install(Path(os.environ["HOME"]), stub.url)
         env = codex_env()
-        assert cli("run", "x", env=env, timeout=45).returncode == 1
+        assert cli("run", "x", env=env, timeout=240).returncode == 1
         assert stub.requests, "the CLI never asked the stub"
         failed = [e for e in log_events(cli.records("x")[0]) if e["type"] == "turn.failed"]
         assert "401" in failed[0]["error"]["message"], failed

@@ -32,7 +32,7 @@ def start(cli: Any, tmp_path: Path, *extra: str) -> None:
 
 def run(cli: Any, gemini: Path, api_env: dict[str, str]) -> Any:
     env = dict(api_env, PATH=os.pathsep.join([str(gemini.parent), os.environ["PATH"]]))
-    return cli("run", "g", env=env, timeout=60)
+    return cli("run", "g", env=env, timeout=240)
 
 
 def printed_session(record: dict[str, Any]) -> str:

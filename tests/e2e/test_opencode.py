@@ -48,12 +48,12 @@ def start(cli: CLI, tmp_path: Path, *extra: str) -> None:
     work.mkdir(exist_ok=True)
     (tmp_path / "config").mkdir(exist_ok=True)
     cli("start", "do the thing", "--name", "o", "--every", "1h", "--agent", "opencode",
-        "--model", MODEL_ID, "--cwd", str(work), "--timeout", "50s", "--sandbox", "on",
+        "--model", MODEL_ID, "--cwd", str(work), "--timeout", "180s", "--sandbox", "on",
         "--sandbox-read", str(tmp_path / "config"), *extra, check=0)
 
 
 def run(cli: CLI, stub: Stub, tmp_path: Path) -> Any:
-    proc = cli("run", "o", env=env_for(stub, tmp_path), timeout=90)
+    proc = cli("run", "o", env=env_for(stub, tmp_path), timeout=240)
     assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr,
                                   [f"{r.method} {r.path}" for r in stub.requests])
     # Everything opencode asked for was the model, or npm's registry (the
@@ -135,7 +135,7 @@ def test_auth_invalid_key_401_holds_the_account(cli: CLI, tmp_path: Path) -> Non
                       "code": "invalid_api_key"}}
     with Stub(refusing(401, body)) as stub:
         env = env_for(stub, tmp_path)
-        assert cli("run", "o", env=env, timeout=90).returncode == 1
+        assert cli("run", "o", env=env, timeout=240).returncode == 1
         assert stub.requests, "the CLI never asked the stub"
         assert_auth_held(cli, "o", lambda: cli(
             "start", "again", "--name", "o2", "--every", "1h", "--agent", "opencode",

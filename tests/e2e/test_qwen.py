@@ -34,7 +34,7 @@ def start(cli: Any, tmp_path: Path) -> None:
 
 def run(cli: Any, qwen: Path, api_env: dict[str, str]) -> Any:
     env = dict(api_env, PATH=os.pathsep.join([str(qwen.parent), os.environ["PATH"]]))
-    return cli("run", "q", env=env, timeout=60)
+    return cli("run", "q", env=env, timeout=240)
 
 
 def printed_result(record: dict[str, Any]) -> dict[str, Any]:
