@@ -135,7 +135,7 @@ def test_a_trickling_endpoint_is_cut_off_at_the_timeout(cli: CLI, trickle: Trick
     with trickle.lock:  # the sender went away: its connection is closed
         assert len(trickle.opened) == 1, "Apprise never reached the endpoint"
         assert trickle.lock.wait_for(lambda: len(trickle.closed) == 1, 10)
-    assert took < 5 + 6, took
+    assert took < 5 + 20, took  # the endpoint trickles forever: bounded by the 5 s timeout
     assert "timed out after 5s" in log.read_text()
     assert "timed out after 5s" in cli.json("status", "x")["notify_error"]["message"]
 
