@@ -1,22 +1,29 @@
-"""Docs that cannot drift: README set-up commands, help and a section per command."""
+"""Docs that cannot drift: the README's set-up commands and tour, help and a
+section per command, the docs/ pages and every link between them."""
 
 from __future__ import annotations
 
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 import typer
 
-from conftest import TESTS
+from conftest import CLI, TESTS
+from loopctl.cli import gendocs_pages
 from loopctl.cli.app import app
+from loopctl.storage.definitions import TOP_KEYS
 
 # The CLI's behaviour as a process is the subject: `start` too runs as one.
 pytestmark = pytest.mark.real_processes
 
 ROOT = TESTS.parent
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+# Every Markdown page a reader can follow a link to, and what links from it.
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md"))]
 COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-ALIASES = {"list": "ls"}
 
 
 def setup_commands() -> list[str]:
@@ -32,10 +39,12 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> Non
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_every_command_has_help_and_a_readme_section(name: str) -> None:
+def test_every_command_has_help_and_a_section_in_the_reference(name: str) -> None:
     command = COMMANDS[name]
     assert (command.help or "").strip(), f"{name} has no help text"
-    assert f"### {ALIASES.get(name, name)}\n" in README, f"README has no section for {name}"
+    reference = (DOCS / "commands.md").read_text()
+    assert f"\n## {name}\n" in reference or f"\n## {name} " in reference, \
+        f"docs/commands.md has no section for {name}"
 
 
 def test_help_lists_every_command_summary_whole() -> None:
@@ -55,7 +64,8 @@ def test_help_lists_every_command_summary_whole() -> None:
 
 def test_the_readme_systemd_unit_can_be_enabled() -> None:
     """`systemctl --user enable` needs an [Install] section to link the unit."""
-    unit = README.split("**How do I run the daemon under systemd?**", 1)[1]
+    faq = (DOCS / "faq.md").read_text()
+    unit = faq.split("**How do I run the daemon under systemd?**", 1)[1]
     unit = unit.split("```ini\n", 1)[1].split("```", 1)[0]
     assert "[Install]" in unit and "WantedBy=default.target" in unit
     assert "ExecStart=" in unit and "loopctl daemon" in unit
@@ -69,3 +79,73 @@ def test_the_setup_example_leaves_no_live_loop_and_the_tour_finds_loopctl() -> N
     assert " --max-runs 1 " in main_job and main_job.count("&&") == 4
     assert ".venv/bin/loopctl tick --wait" in main_job
     assert ". .venv/bin/activate" in README.split("## A 60-second tour", 1)[0]
+
+
+def test_the_readme_is_a_front_page_that_leads_to_every_page() -> None:
+    """Under 250 lines, with its contents at the top, and every page of
+    docs/ and CONTRIBUTING.md one link away (issue 52, item 5)."""
+    assert len(README.splitlines()) < 250
+    top = README.split("\n## ", 1)[0]
+    for section in re.findall(r"(?m)^## (.+)$", README):
+        assert f"(#{slug(section)})" in top, f"the contents do not list {section!r}"
+    linked = set(re.findall(r"\]\(((?:docs/)?[\w.-]+\.md)(?:#[\w-]*)?\)", README))
+    wanted = {f"docs/{p.name}" for p in DOCS.glob("*.md") if p.name != "README.md"}
+    assert wanted | {"CONTRIBUTING.md"} <= linked, sorted(wanted - linked)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    text = re.sub(r"(?ms)^```.*?^```", "", page.read_text())
+    return {slug(h) for h in re.findall(r"(?m)^#{1,4} (.+)$", text)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file_and_its_heading(page: Path) -> None:
+    """Text moved between pages keeps its links: each names a file of the
+    checkout and, after `#`, a heading of that file."""
+    text = re.sub(r"(?ms)^```.*?^```", "", page.read_text())
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        assert resolved.exists(), f"{page.name}: {target} leads nowhere"
+        if anchor and resolved.suffix == ".md":
+            assert anchor in anchors(resolved), f"{page.name}: {target}: no such heading"
+
+
+def test_the_loops_yaml_reference_knows_every_top_level_key() -> None:
+    assert {key for key, _, _ in gendocs_pages.TOP_LEVEL} == TOP_KEYS
+
+
+def test_markdown_help_text_cannot_become_markup() -> None:
+    assert gendocs_pages.md_text("PREFIX<loop>/*/x|y `a|*b*`") \
+        == "PREFIX\\<loop\\>/\\*/x\\|y `a|*b*`"
+    assert gendocs_pages.md_text("an odd ` tick") == "an odd \\` tick"
+    assert gendocs_pages._cell("a `x|y` b|c") == "a `x\\|y` b\\|c"
+
+
+def tour_commands() -> list[list[str]]:
+    """The tour's lines up to the agent section, as argv without `loopctl`."""
+    tour = README.split("## A 60-second tour", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```sh\n(.+?)```", tour, re.S)
+    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
+    return [argv[1:] for argv in lines if argv and argv[0] == "loopctl"]
+
+
+def test_the_tour_runs_with_the_shell_preset_alone(cli: CLI) -> None:
+    """Every command of the tour does what it says with no AI agent
+    installed (issue 51, item 25): `cron install` is left out, as it edits
+    the user's crontab, and `doctor` may say that nothing drives the loop."""
+    commands = tour_commands()
+    assert len(commands) >= 8 and not any("--agent" in argv for argv in commands)
+    for argv in commands:
+        if argv[:2] == ["cron", "install"]:
+            continue
+        proc = cli(*argv)
+        assert proc.returncode in ((0, 1) if argv[0] == "doctor" else (0,)), (argv, proc)
+    assert "Filesystem" in cli("logs", "disk", check=0).stdout
