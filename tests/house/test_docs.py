@@ -55,11 +55,30 @@ def test_help_lists_every_command_summary_whole() -> None:
     runner = CliRunner()
     for argv in ([], ["cron"], ["notify"]):
         shown = runner.invoke(app, [*argv, "--help"], env={"COLUMNS": "80"}).output
-        listed = shown.split("Commands:", 1)[1]
+        listed = shown.split("Options:", 1)[1].split("\n\n", 1)[1]
         assert "..." not in listed, (argv, listed)
     summary = {c.name: c.get_short_help_str(45) for c in COMMANDS.values()}
     assert summary["update"].endswith("(limits are absolute; --for counts from the start).")
     assert summary["cron"].endswith("runs `loopctl tick`.")
+
+
+def test_help_groups_the_commands_define_inspect_drive_hand_off() -> None:
+    """Issue 51, item 25: `loopctl --help` lists every command once, under
+    its group, the groups in a person's order; a group's own help (`cron`)
+    keeps one list."""
+    from typer.testing import CliRunner
+
+    shown = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"}).output
+    heads = re.findall(r"(?m)^(\w[\w ]*):$", shown)
+    assert heads == ["Options", "Define", "Inspect", "Drive", "Hand off"], heads
+    listed = {panel: re.findall(r"(?m)^  (\w[\w-]*) ", text) for panel, text in
+              re.findall(r"(?ms)^(Define|Inspect|Drive|Hand off):\n(.*?)(?:\n\n|\Z)", shown)}
+    named = [name for names in listed.values() for name in names]
+    assert sorted(named) == sorted(COMMANDS), listed
+    assert "start" in listed["Define"] and "ls" in listed["Inspect"]
+    assert "tick" in listed["Drive"] and "export" in listed["Hand off"]
+    cron = CliRunner().invoke(app, ["cron", "--help"], env={"COLUMNS": "80"}).output
+    assert "Commands:" in cron and "install" in cron.split("Commands:", 1)[1]
 
 
 def test_the_readme_systemd_unit_can_be_enabled() -> None:
