@@ -77,7 +77,7 @@ def _summary(command: Callable[..., Any] | None) -> str | None:
 for _name, _command in COMMANDS:
     _shown = _name or typer.main.get_command_name(_command.__name__)
     app.command(_name, short_help=_summary(_command),
-                rich_help_panel=PANEL_OF[_shown])(_command)
+                rich_help_panel=PANEL_OF.get(_shown))(_command)
     if _name == "ls":
         app.command("list", help="List loops (same as ls).",
                     rich_help_panel=PANEL_OF["list"])(views.ls)
@@ -85,7 +85,7 @@ for _group, _group_name in ((setup.notify_app, "notify"), (setup.cron_app, "cron
     for _info in _group.registered_commands:
         _info.short_help = _info.short_help or _summary(_info.callback)
     app.add_typer(_group, name=_group_name, short_help=_group.info.help,
-                  rich_help_panel=PANEL_OF[_group_name])
+                  rich_help_panel=PANEL_OF.get(_group_name))
 
 
 def _narrowed(args: list[str]) -> typer.Typer:

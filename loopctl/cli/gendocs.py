@@ -16,6 +16,7 @@ from typing import Any
 
 from loopctl import __version__
 from loopctl.cli import gendocs_pages as pages
+from loopctl.cli.help_panels import PANELS
 from loopctl.domain.confinement import MODES as SANDBOX_MODES
 from loopctl.domain.data_class import record
 from loopctl.domain.loop_settings import SETTINGS
@@ -466,7 +467,8 @@ def generated() -> dict[Path, str]:
         ROOT / "completions" / "loopctl.fish": fish(tree),
         ROOT / "man" / "loopctl.1": man(tree),
         ROOT / "man" / "loops.yaml.5": pages.loops_yaml_man(rows, _roff),
-        ROOT / "docs" / "commands.md": pages.commands_md(_flatten(tree), pages.command_docs()),
+        ROOT / "docs" / "commands.md": pages.commands_md(_flatten(tree), pages.command_docs(),
+                                                        PANELS),
         ROOT / "docs" / "loops-yaml.md": pages.loops_yaml_md(rows),
     }
 

@@ -86,17 +86,41 @@ def _code(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
-def commands_md(commands: Sequence[CommandLike], docs: dict[str, str]) -> str:
-    """docs/commands.md: a section per command (`cron install` for a group's),
-    its usage, its whole help and its options; `docs` maps a command's name
-    to its whole help (the tree keeps the first paragraph)."""
+def commands_md(commands: Sequence[CommandLike], docs: dict[str, str],
+                panels: dict[str, tuple[str, ...]]) -> str:
+    """docs/commands.md: the commands in `--help`'s groups, a section each
+    (`cron install` for a group's) with its usage, its whole help and its
+    options; `docs` maps a command's name to its whole help (the tree keeps
+    the first paragraph)."""
     out = ["# loopctl commands", "",
            NOTICE.format(source="the Typer app") + " Also `man loopctl`, and `loopctl "
            "COMMAND --help`.", ""]
-    out += [" · ".join(f"[{c.name}](#{c.name.replace(' ', '-')})" for c in commands), ""]
-    for command in commands:
-        out += _command_md(command, docs.get(command.name, command.help))
+    grouped = _by_panel(commands, panels)
+    for panel, members in grouped.items():
+        links = " · ".join(f"[{c.name}](#{c.name.replace(' ', '-')})" for c in members)
+        out += [f"**{panel}:** {links}", ""]
+    for members in grouped.values():
+        for command in members:
+            out += _command_md(command, docs.get(command.name, command.help))
     return "\n".join(out)
+
+
+def _by_panel(commands: Sequence[CommandLike], panels: dict[str, tuple[str, ...]]
+              ) -> dict[str, list[CommandLike]]:
+    """The commands under their panels, in the panels' order (`cron
+    install` under `cron`'s); any left over under "Other"."""
+    grouped: dict[str, list[CommandLike]] = {}
+    placed: set[str] = set()
+    for panel, names in panels.items():
+        for name in names:
+            for command in commands:
+                if command.name.split(" ")[0] == name and command.name not in placed:
+                    grouped.setdefault(panel, []).append(command)
+                    placed.add(command.name)
+    rest = [c for c in commands if c.name not in placed]
+    if rest:
+        grouped["Other"] = rest
+    return grouped
 
 
 def _command_md(command: CommandLike, doc: str) -> list[str]:
