@@ -29,10 +29,20 @@ from loopctl.cli.failure import report, say, wants_json
 from loopctl.cli.help_panels import PANEL_OF, PanelGroup
 from loopctl.domain.errors import EXIT_INTERRUPTED
 
+# After the command list of `loopctl --help` (\b: printed as written, not rewrapped).
+EXAMPLES = """\b
+Examples (the default --agent, shell, runs the prompt as a command):
+  loopctl start --name disk --every 10m "df -h ."
+  loopctl run disk              # now, in the foreground
+  loopctl cron install          # or keep `loopctl daemon` running
+  loopctl start --name ci --every 1h --agent claude "fix the build"
+More: loopctl COMMAND --help, man loopctl, man 5 loops.yaml."""
+
 app = typer.Typer(
     name="loopctl", cls=PanelGroup, add_completion=True, no_args_is_help=True,
     rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Run AI coding agents on a schedule, as boringly as cron.",
+    epilog=EXAMPLES,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 

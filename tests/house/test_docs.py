@@ -78,6 +78,9 @@ def test_help_groups_the_commands_define_inspect_drive_hand_off() -> None:
         f"a command in no group of loopctl/cli/help_panels.PANELS: {set(COMMANDS) - set(named)}"
     assert "start" in listed["Define"] and "ls" in listed["Inspect"]
     assert "tick" in listed["Drive"] and "export" in listed["Hand off"]
+    examples = shown.split("Examples", 1)[1]  # after the groups, with the shell preset first
+    assert examples.index('"df -h ."') < examples.index("--agent claude")
+    assert max(len(line) for line in shown.splitlines()) <= 80
     cron = CliRunner().invoke(app, ["cron", "--help"], env={"COLUMNS": "80"}).output
     assert "Commands:" in cron and "install" in cron.split("Commands:", 1)[1]
 
