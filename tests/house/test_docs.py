@@ -114,6 +114,8 @@ def test_the_readme_is_a_front_page_that_leads_to_every_page() -> None:
     linked = set(re.findall(r"\]\(((?:docs/)?[\w.-]+\.md)(?:#[\w-]*)?\)", README))
     wanted = {f"docs/{p.name}" for p in DOCS.glob("*.md") if p.name != "README.md"}
     assert wanted | {"CONTRIBUTING.md"} <= linked, sorted(wanted - linked)
+    index = (DOCS / "README.md").read_text()
+    assert all(f"]({name[5:]})" in index for name in wanted), "docs/README.md misses a page"
 
 
 def slug(heading: str) -> str:
