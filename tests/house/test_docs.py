@@ -4,13 +4,12 @@ section per command, the docs/ pages and every link between them."""
 from __future__ import annotations
 
 import re
-import shlex
 from pathlib import Path
 
 import pytest
 import typer
 
-from conftest import CLI, TESTS
+from conftest import TESTS
 from loopctl.cli import gendocs_pages
 from loopctl.cli.app import app
 from loopctl.storage.definitions import TOP_KEYS
@@ -152,25 +151,3 @@ def test_markdown_help_text_cannot_become_markup() -> None:
         == "PREFIX\\<loop\\>/\\*/x\\|y `a|*b*`"
     assert gendocs_pages.md_text("an odd ` tick") == "an odd \\` tick"
     assert gendocs_pages._cell("a `x|y` b|c") == "a `x\\|y` b\\|c"
-
-
-def tour_commands() -> list[list[str]]:
-    """The tour's lines up to the agent section, as argv without `loopctl`."""
-    tour = README.split("## A 60-second tour", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```sh\n(.+?)```", tour, re.S)
-    lines = [shlex.split(line, comments=True) for line in block.splitlines()]
-    return [argv[1:] for argv in lines if argv and argv[0] == "loopctl"]
-
-
-def test_the_tour_runs_with_the_shell_preset_alone(cli: CLI) -> None:
-    """Every command of the tour does what it says with no AI agent
-    installed (issue 51, item 25): `cron install` is left out, as it edits
-    the user's crontab, and `doctor` may say that nothing drives the loop."""
-    commands = tour_commands()
-    assert len(commands) >= 8 and not any("--agent" in argv for argv in commands)
-    for argv in commands:
-        if argv[:2] == ["cron", "install"]:
-            continue
-        proc = cli(*argv)
-        assert proc.returncode in ((0, 1) if argv[0] == "doctor" else (0,)), (argv, proc)
-    assert "Filesystem" in cli("logs", "disk", check=0).stdout
