@@ -94,7 +94,8 @@ def commands_md(commands: Sequence[CommandLike], docs: dict[str, str],
     the first paragraph)."""
     out = ["# loopctl commands", "",
            NOTICE.format(source="the Typer app") + " Also `man loopctl`, and `loopctl "
-           "COMMAND --help`.", ""]
+           "COMMAND --help`. What each command checks, prints and exits with, beyond its "
+           "options: [command-guide.md](command-guide.md).", ""]
     grouped = _by_panel(commands, panels)
     for panel, members in grouped.items():
         links = " · ".join(f"[{c.name}](#{c.name.replace(' ', '-')})" for c in members)
