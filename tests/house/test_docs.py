@@ -151,3 +151,16 @@ def test_markdown_help_text_cannot_become_markup() -> None:
         == "PREFIX\\<loop\\>/\\*/x\\|y `a|*b*`"
     assert gendocs_pages.md_text("an odd ` tick") == "an odd \\` tick"
     assert gendocs_pages._cell("a `x|y` b|c") == "a `x\\|y` b\\|c"
+
+
+def test_loops_yaml_and_its_errors_point_at_a_page_that_exists() -> None:
+    """Issue 51, item 17: the header every written loops.yaml starts with,
+    and the unknown-key error, name `man 5 loops.yaml`, which ships."""
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.model import parse_loop
+    from loopctl.storage.yamlio import dump_yaml_doc
+
+    assert "`man 5 loops.yaml`" in dump_yaml_doc({"version": 1}).splitlines()[0]
+    with pytest.raises(UsageError, match="see `man 5 loops.yaml`"):
+        parse_loop("a", {"command": ["true"], "every": "1h", "max_run": 3})
+    assert (ROOT / "man" / "loops.yaml.5").read_text().startswith(".TH LOOPS.YAML 5 ")
