@@ -26,12 +26,23 @@ from loopctl.cli import (
 )
 from loopctl.cli import define as defining
 from loopctl.cli.failure import report, say, wants_json
+from loopctl.cli.help_panels import PANEL_OF, PanelGroup
 from loopctl.domain.errors import EXIT_INTERRUPTED
 
+# After the command list of `loopctl --help` (\b: printed as written, not rewrapped).
+EXAMPLES = """\b
+Examples (the default --agent, shell, runs the prompt as a command):
+  loopctl start --name disk --every 10m "df -h ."
+  loopctl run disk              # now, in the foreground
+  loopctl cron install          # or keep `loopctl daemon` running
+  loopctl start --name ci --every 1h --agent claude "fix the build"
+More: loopctl COMMAND --help, man loopctl, man 5 loops.yaml."""
+
 app = typer.Typer(
-    name="loopctl", add_completion=True, no_args_is_help=True,
+    name="loopctl", cls=PanelGroup, add_completion=True, no_args_is_help=True,
     rich_markup_mode=None, pretty_exceptions_enable=False,
     help="Run AI coding agents on a schedule, as boringly as cron.",
+    epilog=EXAMPLES,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -74,13 +85,17 @@ def _summary(command: Callable[..., Any] | None) -> str | None:
 
 
 for _name, _command in COMMANDS:
-    app.command(_name, short_help=_summary(_command))(_command)
+    _shown = _name or typer.main.get_command_name(_command.__name__)
+    app.command(_name, short_help=_summary(_command),
+                rich_help_panel=PANEL_OF.get(_shown))(_command)
     if _name == "ls":
-        app.command("list", help="List loops (same as ls).")(views.ls)
+        app.command("list", help="List loops (same as ls).",
+                    rich_help_panel=PANEL_OF["list"])(views.ls)
 for _group, _group_name in ((setup.notify_app, "notify"), (setup.cron_app, "cron")):
     for _info in _group.registered_commands:
         _info.short_help = _info.short_help or _summary(_info.callback)
-    app.add_typer(_group, name=_group_name, short_help=_group.info.help)
+    app.add_typer(_group, name=_group_name, short_help=_group.info.help,
+                  rich_help_panel=PANEL_OF.get(_group_name))
 
 
 def _narrowed(args: list[str]) -> typer.Typer:

@@ -1,6 +1,7 @@
-"""Generate the shell completions and the man page from the Typer app.
+"""Generate the shell completions, the man pages and the Markdown references
+(docs/commands.md, docs/loops-yaml.md) from the Typer app and the settings table.
 
-    python -m loopctl.cli.gendocs          # rewrite completions/ and man/
+    python -m loopctl.cli.gendocs          # rewrite completions/, man/ and those docs/
     python -m loopctl.cli.gendocs --check  # exit 1 if a committed file is stale
 
 Completions know every command and option, complete preset names and option
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from loopctl import __version__
+from loopctl.cli import gendocs_pages as pages
+from loopctl.cli.help_panels import PANELS
 from loopctl.domain.confinement import MODES as SANDBOX_MODES
 from loopctl.domain.data_class import record
 from loopctl.domain.loop_settings import SETTINGS
@@ -416,23 +419,22 @@ def man(tree: Command) -> str:
     out.append(".SH EXAMPLES")
     for text, example in MAN_EXAMPLES:
         out += [".PP", _roff(text), ".PP", ".nf", ".RS 4", example, ".RE", ".fi"]
-    out += [".SH SEE ALSO", "\\fBcrontab\\fR(1), \\fBsystemd.timer\\fR(5)", ""]
+    out += [".SH SEE ALSO", "\\fBloops.yaml\\fR(5), \\fBcrontab\\fR(1), "
+            "\\fBsystemd.timer\\fR(5)", ""]
     return "\n".join(out)
 
 
 def _loops_yaml() -> list[str]:
-    """Every loops.yaml key of the settings table: type, default, meaning."""
-    from loopctl.domain.loop_settings import SETTINGS, default_text, expected
-
+    """Every loops.yaml key of the settings table: type, default, meaning
+    (loops.yaml(5) has the top-level keys too)."""
     out = [".SH LOOPS.YAML",
            _roff("Each entry under `loops:` maps a loop name to these keys (an unknown key "
-                 "makes the loop invalid; the others keep firing). Durations need a unit.")]
-    for setting in SETTINGS:
-        option = f" (option {setting.option})" if setting.flags else ""
-        meaning = " ".join((setting.doc or setting.help).split())
-        out += [".TP", f"\\fB{_roff(setting.key)}\\fR",
-                _roff(f"{expected(setting)}; default {default_text(setting)}{option}. "
-                      f"{meaning}")]
+                 "makes the loop invalid; the others keep firing). Durations need a unit. "
+                 "The whole file: `man 5 loops.yaml`.")]
+    for key, kind, default, option, meaning in pages.setting_rows(SETTINGS):
+        flag = f" (option {option})" if option else ""
+        out += [".TP", f"\\fB{_roff(key)}\\fR",
+                _roff(f"{kind}; default {default}{flag}. {meaning}")]
     return out
 
 
@@ -458,11 +460,16 @@ def script(shell: str) -> str:
 
 def generated() -> dict[Path, str]:
     tree = _command_tree()
+    rows = pages.setting_rows(SETTINGS)
     return {
         ROOT / "completions" / "loopctl.bash": bash(tree),
         ROOT / "completions" / "loopctl.zsh": zsh(tree),
         ROOT / "completions" / "loopctl.fish": fish(tree),
         ROOT / "man" / "loopctl.1": man(tree),
+        ROOT / "man" / "loops.yaml.5": pages.loops_yaml_man(rows, _roff),
+        ROOT / "docs" / "commands.md": pages.commands_md(_flatten(tree), pages.command_docs(),
+                                                        PANELS),
+        ROOT / "docs" / "loops-yaml.md": pages.loops_yaml_md(rows),
     }
 
 

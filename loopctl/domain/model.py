@@ -185,7 +185,7 @@ def parse_loop(name: object, raw: object) -> LoopDef:
     unknown = sorted(str(k) for k in raw if k not in KEYS)
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}{near_miss(unknown[0], KEYS)}; see "
-                         "`man loopctl` (LOOPS.YAML)")
+                         "`man 5 loops.yaml`")
     bad = _not_utf8(raw)
     if bad:
         raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")

@@ -165,6 +165,6 @@ def dump_yaml_doc(doc: dict[str, Any]) -> str:
     ordered = {k: v for k, v in doc.items() if k != "loops"}
     if "loops" in doc:
         ordered["loops"] = doc["loops"]
-    return ("# loopctl loop definitions; every key is described in `man loopctl` (LOOPS.YAML)\n"
+    return ("# loopctl loop definitions; every key is described in `man 5 loops.yaml`\n"
             + dump_yaml(ordered))
 

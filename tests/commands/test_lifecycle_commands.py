@@ -505,7 +505,7 @@ def test_every_command_has_help() -> None:
 
 def test_help_lists_every_command(cli: CLI) -> None:
     proc = cli("--help", check=0)
-    listed = set(re.findall(r"^  ([a-z][a-z-]*)\s{2,}\S", proc.stdout.split("Commands:")[1],
+    listed = set(re.findall(r"^  ([a-z][a-z-]*)\s{2,}\S", proc.stdout.split("Options:")[1],
                             re.M))
     registered = {name for name, command in _all_commands()
                   if " " not in name and not command.hidden}

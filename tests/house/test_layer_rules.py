@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.house.test_house_rules import PACKAGE, sources
+from tests.house.metrics import PACKAGE, sources
 
 # Each layer and the layers it must not import (DESIGN §10: the arrows point
 # down, from the CLI and the server through commands to engine, integrations

@@ -27,10 +27,15 @@ def test_generated_completions_and_man_page_are_current() -> None:
         assert path.read_text() == text, f"{path} is stale: run `python -m loopctl.cli.gendocs`"
 
 
-def test_man_page_renders_without_warnings() -> None:
+def test_man_pages_render_without_warnings() -> None:
     groff = shutil.which("groff")
     if not groff:
         pytest.skip("groff not installed")
+    proc = subprocess.run([groff, "-man", "-Tutf8", "-ww", str(ROOT / "man" / "loops.yaml.5")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    for section in ("NAME", "SYNOPSIS", "TOP-LEVEL KEYS", "LOOP KEYS", "SEE ALSO"):
+        assert section in _plain(proc.stdout), section
     proc = subprocess.run([groff, "-man", "-Tutf8", "-ww", str(ROOT / "man" / "loopctl.1")],
                           capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
@@ -108,6 +113,7 @@ def test_typer_completion_still_works(cli: CLI) -> None:
 # What the wheel installs under its prefix, and from which file of the checkout.
 SHARED_DATA = {
     "share/man/man1/loopctl.1": "man/loopctl.1",
+    "share/man/man5/loops.yaml.5": "man/loops.yaml.5",
     "share/bash-completion/completions/loopctl": "completions/loopctl.bash",
     "share/zsh/site-functions/_loopctl": "completions/loopctl.zsh",
     "share/fish/vendor_completions.d/loopctl.fish": "completions/loopctl.fish",
@@ -138,3 +144,30 @@ def test_wheel_ships_the_man_page_and_completions(tmp_path: Path) -> None:
         data = {name.split(".data/data/", 1)[1]: archive.read(name)
                 for name in archive.namelist() if ".data/data/" in name}
     assert data == {dest: (ROOT / src).read_bytes() for dest, src in SHARED_DATA.items()}
+
+
+def test_man_finds_both_pages_after_the_readme_install(tmp_path: Path) -> None:
+    """Issue 51, item 17: after the README's venv install, with the venv's bin
+    on PATH (`. .venv/bin/activate`) and no MANPATH, `man loopctl` and `man 5
+    loops.yaml` find the pages the wheel put under the venv's share/man, and
+    so does `systemd-analyze verify` for an exported unit's
+    `Documentation=man:loopctl(1)`. The tests run from such a venv (the
+    README's test command installs the checkout into it)."""
+    env = {"PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin", "HOME": str(tmp_path),
+           "LANG": "C.UTF-8"}
+    # The page's title line, not its bytes: an editable install copied the
+    # page when it was installed (the wheel's test compares the bytes).
+    pages = ((["loopctl"], ".TH LOOPCTL 1 "), (["5", "loops.yaml"], ".TH LOOPS.YAML 5 "))
+    for args, title in pages:
+        proc = subprocess.run([tool("man"), "-w", *args], capture_output=True, text=True,
+                              env=env, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        found = Path(proc.stdout.strip())
+        assert found.is_relative_to(Path(sys.prefix)), found
+        assert found.read_text().startswith(title), found
+    unit = tmp_path / "loopctl-x.service"
+    unit.write_text("[Unit]\nDescription=x\nDocumentation=man:loopctl(1) man:loops.yaml(5)\n\n"
+                    "[Service]\nType=oneshot\nExecStart=/bin/true\n")
+    proc = subprocess.run([tool("systemd-analyze"), "verify", str(unit)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert "failed" not in proc.stderr, proc.stderr

@@ -63,7 +63,7 @@ def to_k8s(loop: LoopDef, target: Target) -> Export:
 
     if not target.image:
         raise UsageError("--to k8s needs --image: an image with Python, loopctl and the "
-                         "agent CLI installed (see the README)")
+                         "agent CLI installed (see docs/exports.md)")
     warnings: list[str] = []
     # Suspended, an on-demand loop's CronJob never fires by itself: it is the
     # template `kubectl create job --from=cronjob/...` starts.
