@@ -43,7 +43,7 @@ def export_cmd(
         install=install, prompt_text=_prompt_text(loop),
         out_dir=str(output) if output is not None else None,
         secrets_file=str(secrets_file) if secrets_file is not None else None,
-        allow_drift=allow_drift)
+        allow_drift=allow_drift, environ=dict(os.environ))
     result = exporter.export(loop, target)
     if secrets_file is not None:
         _write_secrets_file(loop, secrets_file, result)
