@@ -69,6 +69,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from export' -l to -x -a 'crontab
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l output -s o -r -F -d 'Write the files into this directory (default: print them).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l image -x -d 'k8s: container image with Python, loopctl and the agent CLI (required).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l install -x -d 'github: pinned pip requirement for loopctl (default: how this copy was installed).'
+complete -c loopctl -n '__fish_seen_subcommand_from export' -l agent-install -x -d 'github: the agent CLI to install, an exact npm NAME@VERSION or pip NAME==VERSION (default: the version loopctl is tested with, where the preset has one).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l state-size -x -d 'k8s: size of the state volume claim.'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l secrets-file -x -d 'k8s: also write the secret\'s KEY=VALUE env file here (0600).'
 complete -c loopctl -n '__fish_seen_subcommand_from export' -l allow-drift -d 'Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).'

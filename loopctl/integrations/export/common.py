@@ -25,6 +25,7 @@ class Target:
     image: str | None = None       # k8s
     state_size: str = "1Gi"        # k8s
     install: str | None = None     # github: a pinned pip requirement
+    agent_install: str | None = None  # github: the agent CLI's pin (agents/pins.py)
     prompt_text: str | None = None
     out_dir: str | None = None     # where `-o DIR` writes the files: the next steps say so
     secrets_file: str | None = None  # k8s: where `--secrets-file` writes the env file
