@@ -30,7 +30,7 @@ _loopctl() {
         agents) opts="--json --help -h" ;;
         completion) opts="--help -h" ;;
         cron) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "install status uninstall" -- "$cur")); return; fi; opts="--json --help" ;;
-        daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --help -h" ;;
+        daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --print-unit --help -h" ;;
         decide) opts="--summary --evidence --next --help -h" ;;
         digest) opts="--since --json --notify --help -h" ;;
         doctor) opts="--json --notify --help -h" ;;

@@ -50,6 +50,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l allowed-host -x -
 complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l tls-cert -x -d 'PEM certificate: serve HTTPS (with --tls-key).'
 complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l tls-key -x -d 'PEM private key of --tls-cert.'
 complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l github-secret-file -x -d 'File holding the GitHub webhook\'s secret: enables POST /hooks/github.'
+complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l print-unit -d 'Print a systemd user unit that runs this daemon (with these options) for this home, and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from daemon' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from decide' -l summary -x -d 'What happened in this run.'
 complete -c loopctl -n '__fish_seen_subcommand_from decide' -l evidence -x -d 'How you know.'

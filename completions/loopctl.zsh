@@ -81,6 +81,7 @@ _loopctl() {
                 '--tls-cert[PEM certificate\: serve HTTPS (with --tls-key).]:file: ' \
                 '--tls-key[PEM private key of --tls-cert.]:file: ' \
                 '--github-secret-file[File holding the GitHub webhook'\''s secret\: enables POST /hooks/github.]:file: ' \
+                '--print-unit[Print a systemd user unit that runs this daemon (with these options) for this home, and exit.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
