@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from export.simulator import parse_service
 
 from conftest import CLI, TESTS, tool
-from export.simulator import parse_service
 
 README = (TESTS.parent / "README.md").read_text()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, agent_command, tool, wait_for
+from conftest import CLI, TESTS, agent_command, tool, wait_for
 from export.simulator import FAKE_BIN, parse_service
 from export.support import export, start
 from loopctl.domain.model import LoopDef
@@ -163,8 +163,8 @@ def test_doctor_says_an_installed_unit_lacks_the_name(cli: CLI, tmp_path: Path,
     assert env_findings(cli) == []
 
 
-def env_findings(cli: CLI) -> list[str]:
-    proc = cli("doctor", "--json")
+def env_findings(cli: CLI, env: dict[str, str] | None = None) -> list[str]:
+    proc = cli("doctor", "--json", env=env)
     return [f["message"] for f in json.loads(proc.stdout)["findings"] if f["check"] == "env"]
 
 
@@ -198,3 +198,19 @@ def test_cron_environment_is_the_table_and_the_line() -> None:
     check_env([loop], table_variables(table) | set(line_assignments(line) or {}),
               "cron's environment", "fix", lambda *f: found.append(f[2]))
     assert len(found) == 1 and "takes X from" in found[0], found
+
+
+def test_doctor_says_an_exported_crontab_line_lacks_the_name(cli: CLI, tmp_path: Path,
+                                                             needs_token: Path) -> None:
+    table = tmp_path / "table"
+    env = {"LOOPCTL_CRONTAB": str(TESTS / "cronbin" / "crontab"),
+           "FAKE_CRONTAB_FILE": str(table)}
+    job = export(cli, "envy", "crontab", tmp_path / "out")["envy.crontab"]
+    table.write_text(job)
+    said = env_findings(cli, env)
+    assert len(said) == 1 and "its exported crontab line" in said[0], said
+    table.write_text("FAKE_TOKEN=from-the-table\n" + job)  # cron gives it to every job
+    assert env_findings(cli, env) == []
+    other = job.replace(f"LOOPCTL_HOME={cli.home}", f"LOOPCTL_HOME={tmp_path / 'other'}")
+    table.write_text(other)  # another home's line is that home's business
+    assert other != job and env_findings(cli, env) == []

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from e2e.common import VERSIONS
 
 from conftest import CLI, agent_command
-from e2e.common import VERSIONS
 from export.support import INSTALL, start
 from loopctl.agents.pins import TESTED, npm_package
 
