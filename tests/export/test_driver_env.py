@@ -145,9 +145,13 @@ def test_a_name_this_shell_lacks_is_said(cli: CLI, needs_token: Path, target: st
     assert "this shell lacks it" in proc.stderr
 
 
-def test_crontab_refuses_a_line_break_it_cannot_carry(cli: CLI, needs_token: Path) -> None:
-    proc = cli("export", "envy", "--to", "crontab", env={"FAKE_TOKEN": "one\ntwo"})
-    assert proc.returncode == 2, proc.stderr
+@pytest.mark.parametrize("target,value", [
+    ("crontab", "one\ntwo"), ("crontab", "one\rtwo"), ("systemd", "not utf-8 \udcff"),
+    ("crontab", "x" * 20_000), ("systemd", "x" * 20_000)])
+def test_what_cannot_be_carried_is_refused_in_one_line(cli: CLI, needs_token: Path,
+                                                        target: str, value: str) -> None:
+    proc = cli("export", "envy", "--to", target, env={"FAKE_TOKEN": value})
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("loopctl: error: cannot carry --env FAKE_TOKEN"), proc.stderr
     assert "Traceback" not in proc.stderr
