@@ -4,7 +4,7 @@ _loopctl() {
     local cmd="" sub="" i
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${COMP_WORDS[i]}" in
-            --after|--agent|--agent-arg|--allowed-host|--answer|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--catch-up-window|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-output-lines|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--nice|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--slot|--sort|--state-size|--status|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
+            --after|--agent|--agent-arg|--agent-install|--allowed-host|--answer|--base|--bind|--branch-prefix|--budget-usd|--catch-up|--catch-up-window|--check|--check-metric|--check-timeout|--checks-timeout|--command|--copy|--cron|--cwd|--env|--every|--evidence|--fallback-agent|--fix-attempts|--for|--github-command|--github-repo|--github-secret-file|--if|--if-timeout|--image|--install|--interval|--keep-runs|--limit|--loop|--max-deferrals|--max-delay|--max-failures|--max-file-size|--max-log|--max-memory|--max-output-lines|--max-procs|--max-runs|--merge|--min-delay|--model|--name|--next|--nice|--no-progress|--notify|--on-attention|--on-github|--output|--overlap|--payload|--prompt|--prompt-file|--protect|--push|--run|--sandbox|--sandbox-read|--sandbox-write|--secrets-file|--serve|--since|--slot|--sort|--state-size|--status|--summary|--timeout|--tls-cert|--tls-key|--to|--tz|--until|-o) ((i++)) ;;
             -*) ;;
             *) if [[ -z "$cmd" ]]; then cmd="${COMP_WORDS[i]}"; elif [[ -z "$sub" ]]; then sub="${COMP_WORDS[i]}"; fi ;;
         esac
@@ -30,12 +30,12 @@ _loopctl() {
         agents) opts="--json --help -h" ;;
         completion) opts="--help -h" ;;
         cron) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "install status uninstall" -- "$cur")); return; fi; opts="--json --help" ;;
-        daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --help -h" ;;
+        daemon) opts="--quiet -q --serve --allowed-host --tls-cert --tls-key --github-secret-file --print-unit --help -h" ;;
         decide) opts="--summary --evidence --next --help -h" ;;
         digest) opts="--since --json --notify --help -h" ;;
         doctor) opts="--json --notify --help -h" ;;
         events) opts="--follow -f --json --help -h" ;;
-        export) opts="--to --output -o --image --install --state-size --secrets-file --allow-drift --json --help -h" ;;
+        export) opts="--to --output -o --image --install --agent-install --state-size --secrets-file --allow-drift --json --help -h" ;;
         history) opts="--limit --skipped --json --help -h" ;;
         list) opts="--json --status --sort --help -h" ;;
         logs) opts="--run --follow -f --help -h" ;;

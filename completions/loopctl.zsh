@@ -81,6 +81,7 @@ _loopctl() {
                 '--tls-cert[PEM certificate\: serve HTTPS (with --tls-key).]:file: ' \
                 '--tls-key[PEM private key of --tls-cert.]:file: ' \
                 '--github-secret-file[File holding the GitHub webhook'\''s secret\: enables POST /hooks/github.]:file: ' \
+                '--print-unit[Print a systemd user unit that runs this daemon (with these options) for this home, and exit.]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]'
             ;;
@@ -124,6 +125,7 @@ _loopctl() {
                 '-o[Write the files into this directory (default\: print them).]:path:_files' \
                 '--image[k8s\: container image with Python, loopctl and the agent CLI (required).]:image: ' \
                 '--install[github\: pinned pip requirement for loopctl (default\: how this copy was installed).]:install: ' \
+                '--agent-install[github\: the agent CLI to install, an exact npm NAME@VERSION or pip NAME==VERSION (default\: the version loopctl is tested with, where the preset has one).]:agent_install: ' \
                 '--state-size[k8s\: size of the state volume claim.]:state_size: ' \
                 '--secrets-file[k8s\: also write the secret'\''s KEY=VALUE env file here (0600).]:secrets_file: ' \
                 '--allow-drift[Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).]' \

@@ -39,7 +39,10 @@ def nothing_due() -> bool:
             import json  # only here: it imports `re` (see storage/flatjson)
 
             summary = json.loads(data)
-        quiet = paths.quiet_until(summary, paths.file_signature(loops_file), clock.now())
+        # A tick fires an `--every` of whole minutes up to 15 s early
+        # (schedule.tick_early): what is due that soon takes the full path.
+        quiet = paths.quiet_until(summary, paths.file_signature(loops_file),
+                                  clock.now() + 15.0)
         return quiet is not None and not quiet[1]  # a run in flight: is it still alive?
     except FileNotFoundError:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all

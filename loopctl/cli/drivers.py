@@ -42,13 +42,17 @@ def daemon(
     serve: Annotated[Optional[str], typer.Option("--serve", metavar="HOST:PORT", help="Also run `loopctl serve` on this address, in this process.")] = None,
     allowed_host: AllowedHost = None, tls_cert: TlsCert = None, tls_key: TlsKey = None,
     github_secret_file: SecretFile = None,
+    print_unit: Annotated[bool, typer.Option("--print-unit", help="Print a systemd user unit that runs this daemon (with these options) for this home, and exit.")] = False,
 ) -> None:
     """Hold the lease and fire loops as they come due, until SIGTERM/SIGINT."""
     from loopctl.engine.daemon import Daemon
 
+    if serve is None and (allowed_host or tls_cert or tls_key or github_secret_file):
+        fail("--allowed-host, --tls-cert, --tls-key and --github-secret-file need --serve")
+    if print_unit:
+        _print_unit(quiet, serve, allowed_host, tls_cert, tls_key, github_secret_file)
+        return
     if serve is None:
-        if allowed_host or tls_cert or tls_key or github_secret_file:
-            fail("--allowed-host, --tls-cert, --tls-key and --github-secret-file need --serve")
         raise typer.Exit(Daemon(store(), quiet=quiet).run())
     from loopctl.cli.serving import options
     from loopctl.serve.main import serve_beside, stop_beside
@@ -72,3 +76,32 @@ def decide(
     from loopctl.cli import direct
 
     raise typer.Exit(direct.decide(decision, summary, evidence, next_))
+
+
+def _print_unit(quiet: bool, serve: str | None, allowed_host: list[str] | None,
+                tls_cert: str | None, tls_key: str | None, secret_file: str | None) -> None:
+    """The unit for `daemon` with these options: file options as absolute
+    paths (the unit runs elsewhere than this shell's folder)."""
+    import os
+
+    from loopctl.domain.errors import LoopctlError
+    from loopctl.integrations.daemon_unit import daemon_unit
+    from loopctl.storage.paths import home_env
+
+    args = ["--quiet"] if quiet else []
+    if serve is not None:
+        from loopctl.serve.main import parse_bind
+
+        parse_bind(serve, "--serve")  # a unit that fails at start helps nobody
+        args += ["--serve", serve]
+    for host in allowed_host or []:
+        args += ["--allowed-host", host]
+    for flag, path in (("--tls-cert", tls_cert), ("--tls-key", tls_key),
+                       ("--github-secret-file", secret_file)):
+        if path is not None:
+            args += [flag, os.path.abspath(os.path.expanduser(str(path)))]
+    try:
+        loops = list(store().read_defs().loops.values())
+    except LoopctlError:
+        loops = []  # a PATH for the usual places; `doctor` says what is missing
+    print(daemon_unit(loops, home_env(), args), end="")

@@ -21,6 +21,7 @@ def export_cmd(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the files into this directory (default: print them).")] = None,
     image: Annotated[Optional[str], typer.Option(help="k8s: container image with Python, loopctl and the agent CLI (required).")] = None,
     install: Annotated[Optional[str], typer.Option(help="github: pinned pip requirement for loopctl (default: how this copy was installed).")] = None,
+    agent_install: Annotated[Optional[str], typer.Option(help="github: the agent CLI to install, an exact npm NAME@VERSION or pip NAME==VERSION (default: the version loopctl is tested with, where the preset has one).")] = None,
     state_size: Annotated[str, typer.Option(help="k8s: size of the state volume claim.")] = "1Gi",
     secrets_file: Annotated[Optional[Path], typer.Option(help="k8s: also write the secret's KEY=VALUE env file here (0600).")] = None,
     allow_drift: Annotated[bool, typer.Option("--allow-drift", help="Accept wall-clock slots for an --every that cron cannot say evenly (7m as */6, 2d as every other day of the month, under 5m on GitHub).")] = False,
@@ -36,14 +37,17 @@ def export_cmd(
     if secrets_file is not None and to != "k8s":
         fail("--secrets-file is for --to k8s (crontab and systemd read the local store; "
              "on GitHub use `gh secret set`)")
+    if agent_install is not None and to != "github":
+        fail("--agent-install is for --to github (locally, and in a --image, the agent is "
+             "installed already)")
     target = exporter.Target(
         to, home=str(s.paths.config_dir) if os.environ.get("LOOPCTL_HOME") else None,
         home_env=home_env(),
         state_dir=str(s.paths.state_dir), image=image, state_size=state_size,
-        install=install, prompt_text=_prompt_text(loop),
+        install=install, agent_install=agent_install, prompt_text=_prompt_text(loop),
         out_dir=str(output) if output is not None else None,
         secrets_file=str(secrets_file) if secrets_file is not None else None,
-        allow_drift=allow_drift)
+        allow_drift=allow_drift, environ=dict(os.environ))
     result = exporter.export(loop, target)
     if secrets_file is not None:
         _write_secrets_file(loop, secrets_file, result)

@@ -85,6 +85,7 @@ def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> No
     if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:  # a link to another file
         os.close(fd)
         fail(f"cannot read the log of run {run_id}: not a regular file", 1)
+    out.write((_header(s, name, run_id) + "\n").encode())
     with os.fdopen(fd, "rb") as handle:
         checked = time.monotonic()
         while True:
@@ -107,6 +108,30 @@ def _print_log(s: Store, name: str, run_id: str, path: Path, follow: bool) -> No
                     fail(f"run {run_id} of {name} is no longer running and left no record "
                          "(its supervisor died; the next driver records it as lost)", 1)
             time.sleep(0.2)
+
+
+def _header(s: Store, name: str, run_id: str) -> str:
+    """The first line `logs` prints (issue 51, item 7): the log holds the
+    agent's bytes from offset 0 and loopctl's own lines (how the run
+    started, how it ended) after them (engine/run_context.RunLog), so a
+    reader was shown the output before any word of which run it was. Taken
+    from the run's record (or the state, for a run in flight), never from
+    the log, which the agent writes."""
+    from loopctl.domain.timestamps import iso
+    from loopctl.storage.runs import load_record
+
+    record = load_record(s.paths.run_record(name, run_id), run_id) or {}
+    live = ((s.read_state()["loops"].get(name) or {}).get("run") or {})
+    iteration = record.get("iteration") or live.get("iteration")
+    started = record.get("started_at") or live.get("started_at")
+    if isinstance(started, (int, float)):
+        started = iso(started)
+    said = f"# loopctl: run {run_id} of {name}"
+    said += f" (iteration {iteration})" if isinstance(iteration, int) else ""
+    said += f", started {started}" if isinstance(started, str) else ""
+    if isinstance(record.get("outcome"), str):
+        said += f", ended {record['outcome']} (exit code {record.get('exit_code')})"
+    return said + ": the output comes first; loopctl's own lines follow it, at the end"
 
 
 def _run_exit(s: Store, name: str, run_id: str) -> int:

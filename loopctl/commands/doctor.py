@@ -63,6 +63,10 @@ def doctor(store: Store) -> dict[str, Any]:
     active = [defs.loops[n] for n, st in state["loops"].items()
               if n in defs.loops and st["status"] == "active"]
     check_drivers(store, active, holder, add)
+    from loopctl.commands.doctor_env import check_handoffs
+    from loopctl.storage.paths import home_env
+
+    check_handoffs(defs.loops.values(), home_env(), add)
     _check_capacity(defs, state, now, add)
     _doctor_worktrees(store, defs, state, add)
     from loopctl.domain.accounts import clean_table

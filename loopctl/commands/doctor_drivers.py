@@ -13,6 +13,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
+from loopctl.commands.doctor_env import check_cron_env, check_env, process_env_names
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.storage.store import Store
@@ -29,7 +30,8 @@ def cron_driver(store: Store) -> dict[str, Any]:
     except LoopctlError as exc:  # no crontab program, or it failed
         return {"installed": False, "running": False, "path": None, "error": exc.message}
     return {"installed": status["installed"], "running": status["cron_running"],
-            "path": line_path(status["line"]) if status["line"] else None, "error": None}
+            "path": line_path(status["line"]) if status["line"] else None, "error": None,
+            "line": status["line"]}
 
 
 def line_path(line: str) -> str | None:
@@ -65,6 +67,9 @@ def check_drivers(store: Store, loops: list[LoopDef], holder: Any, add: Add) -> 
         add("ok", "drivers", f"the daemon (pid {holder.pid}) fires {count}")
         _check_paths(loops, process_path(holder.pid), f"the daemon's (pid {holder.pid})",
                      "restart `loopctl daemon` from a shell whose PATH finds it", add)
+        check_env(loops, process_env_names(holder.pid), f"the daemon's (pid {holder.pid})",
+                  "restart `loopctl daemon` from a shell that has it, or give the value in "
+                  "loops.yaml (env: {NAME: value})", add)
         return
     if cron["installed"] and cron["running"]:
         level, message = cron_ticks(store, count)
@@ -72,6 +77,7 @@ def check_drivers(store: Store, loops: list[LoopDef], holder: Any, add: Add) -> 
         _check_paths(loops, cron["path"], "the crontab line's",
                      "run `loopctl cron install` again (it writes the PATH of today's agents)",
                      add)
+        check_cron_env(loops, cron.get("line"), add)
         return
     them = "them" if len(loops) != 1 else "it"
     add("error", "drivers", f"{count} but nothing will fire {them}: " + _fix(cron))

@@ -26,6 +26,7 @@ from loopctl.domain.schedule import (
     latest_plausible_due,
     missed_count,
     next_fire,
+    tick_early,
 )
 from loopctl.domain.state import (
     ACTIVE,
@@ -182,9 +183,10 @@ def unclaim(st: LoopState, why: str) -> None:
 
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
          now: float, alive: Alive, only: str | None = None, *, zones: Zones,
-         accounts: AccountGate | None = None, caps: capacity.Caps | None = None) -> Pass:
+         accounts: AccountGate | None = None, caps: capacity.Caps | None = None,
+         minute_tick: bool = False) -> Pass:
     """Claim what is due, up to `caps` (None: no cap), holding the loops
-    whose account is held (`accounts`)."""
+    whose account is held (`accounts`); a `minute_tick` takes `tick_early`."""
     result = Pass()
     for name, st in state["loops"].items():
         if only is not None and name != only:
@@ -205,7 +207,7 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
             continue
         if valves.observe(loop, st, now):
             result.changed = True
-        _plan_idle(loop, name, st, now, result, zones(loop), accounts)
+        _plan_idle(loop, name, st, now, result, zones(loop), accounts, minute_tick)
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
@@ -251,7 +253,7 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass,
-               zone: tzinfo, accounts: AccountGate | None = None) -> None:
+               zone: tzinfo, accounts: AccountGate | None = None, tick: bool = False) -> None:
     if st["status"] == PAUSED and st["reason"] == "rate_limited":
         result.deferred.append((name, st.get("resume_at") or now))
         return
@@ -269,7 +271,7 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
                                          created=now, failures=st["failures"])
         st["note"] = "the clock went back; re-armed from now"
         result.changed = True
-    if due is None or due > now:
+    if due is None or due > now + (tick_early(loop) if tick else 0.0):
         result.skipped.append((name, "not due"))
         return
     if valves.iteration_limit_reached(loop, st):

@@ -187,6 +187,18 @@ def missed_count(loop: LoopDef, due: float, now: float, *, zone: tzinfo) -> int:
 
 
 TRIGGER_SLACK_S = 5.0
+TICK_EARLY_S = 15.0  # entry.nothing_due looks this far ahead too
+
+
+def tick_early(loop: LoopDef) -> float:
+    """How early a minute tick (cron's `loopctl tick`) fires an `--every` of
+    whole minutes: its due time (the run's end plus the interval) lands a
+    second or two past the tick that would serve it, and the next comes a
+    minute later (`--every 1m` ran 9 times in 11 minutes). So a due time up
+    to 15 s ahead counts as due at a tick; the daemon fires on time."""
+    if loop.every and not loop.auto and not loop.cron and loop.every % 60 == 0:
+        return TICK_EARLY_S
+    return 0.0
 
 
 def latest_plausible_due(loop: LoopDef, now: float, failures: int | None = None,

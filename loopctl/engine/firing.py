@@ -284,7 +284,8 @@ def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
 
 
 def driver_pass(store: Store, now: float, defs: Definitions | None = None,
-                lease: LeaseFile | None = None, spawn: Spawn | None = None) -> PassReport:
+                lease: LeaseFile | None = None, spawn: Spawn | None = None,
+                minute_tick: bool = False) -> PassReport:
     """Reconcile, settle what was lost, claim and launch what is due.
 
     With the driver's `lease`, the pass is fenced: under the store lock it
@@ -307,7 +308,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
                   for name, st in state["loops"].items()}
         result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                 zones=clock.zone_of, accounts=gate_for(store, state, now),
-                                caps=caps_of(defs.top))
+                                caps=caps_of(defs.top), minute_tick=minute_tick)
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
@@ -407,7 +408,7 @@ def tick(store: Store, now: float, wait: bool = False) -> TickReport:
     if holder is not None:
         return TickReport(None, deferred_to=describe(holder))
     try:
-        report = driver_pass(store, now, lease=lease)
+        report = driver_pass(store, now, lease=lease, minute_tick=True)
     finally:
         lease.release()
     result = TickReport(report)

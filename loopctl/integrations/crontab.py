@@ -74,6 +74,15 @@ def scheduler_path(loops: Iterable[LoopDef]) -> str:
     return os.pathsep.join(path)
 
 
+def cron_word(value: str) -> str:
+    """One shell word for a crontab command. Cron reads an unescaped `%` as
+    the end of the command and `\\%` as `%`, but a backslash just before
+    (`\\\\%`) escapes the backslash, not the `%`: so each `%` stands outside
+    the shell quotes as `\\%`, after a closing quote or a plain character,
+    never after a backslash (Vixie cron's do_command.c, cronie's alike)."""
+    return "\\%".join(shlex.quote(part) for part in value.split("%"))
+
+
 def pinned_home() -> list[str]:
     """`NAME=value` words that make a job find this home (DESIGN §9)."""
     from loopctl.storage.paths import home_env

@@ -60,6 +60,8 @@ def test_logs_follow_ends_when_the_runs_supervisor_is_killed(cli: CLI, tmp_path:
         out, err = follower.communicate(timeout=30)  # must end by itself
         seen = (follower.returncode, out, err, sorted(p.name for p in log.parent.iterdir()))
         assert follower.returncode == 1, seen
+        header, _, out = out.partition("\n")  # `logs` says which run first (issue 51)
+        assert header.startswith("# loopctl: run ") and " of fg " in header, seen
         assert out == "hello-from-the-agent\n", seen  # no footer: nobody was left to write it
         assert "no longer running" in err, seen
         assert "Traceback" not in err

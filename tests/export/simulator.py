@@ -142,7 +142,9 @@ def file_identity(path: Path) -> tuple[bytes, int]:
 # -- crontab ---------------------------------------------------------------------------
 
 CRON_TAIL = re.compile(r" # loopctl export \S+$")
-CRON_LOG = re.compile(r" >> (?:'[^']*'|\S+) 2>&1$")
+# One shell word: quoted and plain pieces side by side (a `%` stands outside
+# the quotes as `\%`, so `'a'\%'b'` is one word).
+CRON_LOG = re.compile(r" >> (?:'[^']*'|[^\s'])+ 2>&1$")
 
 
 def crontab_command(text: str) -> tuple[str, dict[str, str]]:

@@ -25,10 +25,12 @@ class Target:
     image: str | None = None       # k8s
     state_size: str = "1Gi"        # k8s
     install: str | None = None     # github: a pinned pip requirement
+    agent_install: str | None = None  # github: the agent CLI's pin (agents/pins.py)
     prompt_text: str | None = None
     out_dir: str | None = None     # where `-o DIR` writes the files: the next steps say so
     secrets_file: str | None = None  # k8s: where `--secrets-file` writes the env file
     allow_drift: bool = False      # an --every cron cannot say evenly: accept wall-clock slots
+    environ: dict[str, str] = factory(dict)  # crontab, systemd: the exporting shell's env
 
     def at(self, filename: str) -> str:
         """A written file as the next steps must name it (quoted for a shell)."""
@@ -56,6 +58,41 @@ def secret_names(loop: LoopDef) -> list[str]:
             if key:
                 names.add(key)
     return sorted(names)
+
+
+def driver_env(loop: LoopDef, target: Target) -> list[tuple[str, str]]:
+    """Local targets (crontab, systemd): the loop's name-only env entries
+    (`--env KEY`: read from the driver's environment at fire time) with
+    their values from the exporting shell, since cron and a user manager have
+    none of it. A name this shell lacks is not carried, with a warning the
+    caller adds (`unset_driver_env`)."""
+    pairs = [(key, target.environ[key]) for key, value in sorted(loop.env.items())
+             if value is None and key in target.environ]
+    for key, value in pairs:
+        try:
+            size = len(value.encode())
+        except UnicodeEncodeError:
+            raise UsageError(f"cannot carry --env {key}: its value here is not UTF-8 "
+                             "text") from None
+        if size > MAX_ENV_VALUE:
+            raise UsageError(f"cannot carry --env {key}: its value here is {size} bytes "
+                             f"(at most {MAX_ENV_VALUE} go into a unit or a crontab line)")
+    return pairs
+
+
+MAX_ENV_VALUE = 16 * 1024
+
+
+def unset_driver_env(loop: LoopDef, target: Target, where: str) -> list[str]:
+    """The warning for name-only env entries this shell cannot give."""
+    missing = sorted(k for k, v in loop.env.items() if v is None and k not in target.environ)
+    if not missing:
+        return []
+    names = ", ".join(missing)
+    return [f"{loop.name} takes {names} from the driver's environment (--env NAME), but "
+            f"this shell lacks {'it' if len(missing) == 1 else 'them'}: {where} does not set "
+            f"{names}, so its runs go without; set {names} here and export again, or give "
+            "the value in loops.yaml (env: {NAME: value})"]
 
 
 def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:

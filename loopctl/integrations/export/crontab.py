@@ -4,12 +4,17 @@ CRON_TZ."""
 
 from __future__ import annotations
 
-import shlex
-
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
-from loopctl.integrations.crontab import home_pins, honours_cron_tz, scheduler_path
-from loopctl.integrations.export.common import Export, Target, local_python, scheduled
+from loopctl.integrations.crontab import cron_word, home_pins, honours_cron_tz, scheduler_path
+from loopctl.integrations.export.common import (
+    Export,
+    Target,
+    driver_env,
+    local_python,
+    scheduled,
+    unset_driver_env,
+)
 from loopctl.integrations.export.cron_forms import check_dst, cron_line
 from loopctl.integrations.export.schedules import target_cron
 
@@ -31,15 +36,29 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
         else:
             warnings.append(f"this machine's cron ignores CRON_TZ: {schedule!r} fires in the "
                             f"system zone, not {loop.tz}; use --to systemd to keep the zone")
-    env = f"PATH={shlex.quote(scheduler_path([loop]))} "
-    env += "".join(f"{k}={shlex.quote(v)} " for k, v in home_pins(target.home_env, target.home))
-    log = shlex.quote(f"{target.state_dir}/cron-{loop.name}.log")
-    command = shlex.join([local_python(), "-m", "loopctl", *scheduled(loop)])
-    line = f"{schedule} {env}{command} >> {log} 2>&1".replace("%", "\\%")
+    line = f"{schedule} {_job(loop, target)}"
     if any(c in line for c in "\r\n\0"):
         raise UsageError("a path in the cron line contains a line break; cron reads one line "
                          "per job")
+    warnings += unset_driver_env(loop, target, "the crontab line")
     lines.append(f"{line} # loopctl export {loop.name}")
     steps = [f"crontab -l | cat - {target.at(loop.name + '.crontab')} | crontab -   "
              "# add it to your table"]
     return Export({f"{loop.name}.crontab": "\n".join(lines) + "\n"}, warnings, steps)
+
+
+def _job(loop: LoopDef, target: Target) -> str:
+    """The command cron runs: the variables it needs (PATH, the home, the
+    loop's `--env NAME` values from this shell), then loopctl, each word
+    quoted for the shell and for cron's `%` (`cron_word`)."""
+    for key, value in driver_env(loop, target):
+        if any(c in value for c in "\r\n\0"):
+            raise UsageError(f"cannot carry --env {key} into a crontab line: its value has a "
+                             "line break (cron reads one line per job); export --to systemd, "
+                             f"or give the value in loops.yaml (env: {{{key}: ...}})")
+    pairs = [("PATH", scheduler_path([loop])), *home_pins(target.home_env, target.home),
+             *driver_env(loop, target)]
+    env = "".join(f"{key}={cron_word(value)} " for key, value in pairs)
+    log = cron_word(f"{target.state_dir}/cron-{loop.name}.log")
+    command = " ".join(cron_word(w) for w in [local_python(), "-m", "loopctl", *scheduled(loop)])
+    return f"{env}{command} >> {log} 2>&1"

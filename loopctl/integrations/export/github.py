@@ -61,6 +61,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
 
     warnings: list[str] = []
     install = check_spec(target.install) if target.install else installed_spec()
+    _agent_steps(loop, target, warnings)  # refused before anything else is said
     utc = None if loop.on_demand else _github_crons(loop, warnings, target.allow_drift)
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
     env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
@@ -178,16 +179,41 @@ def _github_crons(loop: LoopDef, warnings: list[str], allow_drift: bool) -> Any:
                         + " and ".join(repr(c) for c in utc.crons)
                         + (" with a guard step that skips the line for the other UTC offset"
                            if utc.needs_guard else ""))
-    if not loop.command and loop.agent != "shell":
-        from loopctl.agents.presets import binary
-
-        warnings.append(f"the workflow installs loopctl, not {binary(loop)}: add a step that "
-                        f"installs the agent CLI (pinned) before `Run {loop.name}`")
     if longest_gap(utc.crons[0]) > CACHE_EVICTION_S:
         warnings.append("GitHub evicts a cache not used for 7 days: with fires further apart "
                         "than that, the loop's state (runs used, failures, sessions) is lost "
                         "between fires")
     return utc
+
+
+def _agent_steps(loop: LoopDef, target: Target,
+                 warnings: list[str] | None = None) -> list[dict[str, Any]]:
+    """Install the preset's CLI, pinned (agents/pins.py), and the fallback
+    preset's (DESIGN §18) where it has a pin; the spec arrives in an env
+    var, never in the script. A `--command` loop brings its own program."""
+    from loopctl.agents.pins import install_spec
+
+    if loop.command:
+        return []
+    specs = [(loop.agent or "shell", install_spec(loop.agent or "shell", target.agent_install))]
+    if loop.fallback_agent:
+        try:
+            specs.append((loop.fallback_agent, install_spec(loop.fallback_agent, None)))
+        except UsageError as exc:
+            if warnings is not None:
+                warnings.append(f"the fallback agent is not installed: {exc.message}")
+    steps: list[dict[str, Any]] = []
+    for preset, spec in specs:
+        if spec is None:
+            continue
+        tool, pinned = spec
+        if tool == "npm" and not steps:
+            steps.append({"uses": "actions/setup-node@v4", "with": {"node-version": "22"}})
+        runner = 'npm install -g "$AGENT_INSTALL"' if tool == "npm" else \
+            'python -m pip install "$AGENT_INSTALL"'
+        steps.append({"name": f"Install the {preset} CLI (pinned)",
+                      "env": {"AGENT_INSTALL": pinned}, "run": runner})
+    return steps
 
 
 def _github_steps(loop: LoopDef, target: Target, install: str,
@@ -213,6 +239,7 @@ def _github_steps(loop: LoopDef, target: Target, install: str,
         {"uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
         {"name": "Install loopctl (pinned)", "env": {"LOOPCTL_INSTALL": install},
          "run": 'python -m pip install "$LOOPCTL_INSTALL"'},
+        *_agent_steps(loop, target),
         {"name": "Restore the loop's state", "uses": "actions/cache/restore@v4",
          "with": {"path": state, "key": f"{key}${{{{ github.run_id }}}}",
                   "restore-keys": key}},

@@ -10,9 +10,11 @@ from loopctl.integrations.crontab import home_pins, scheduler_path
 from loopctl.integrations.export.common import (
     Export,
     Target,
+    driver_env,
     local_python,
     run_bound,
     scheduled,
+    unset_driver_env,
 )
 from loopctl.integrations.export.cron_forms import calendar_lines, check_dst
 from loopctl.integrations.export.schedules import target_cron
@@ -28,6 +30,17 @@ def systemd_quote(value: str, dollar: bool = True) -> str:
     if dollar:
         text = text.replace("$", "$$")
     return f'"{text}"'
+
+
+def systemd_env(key: str, value: str) -> str:
+    """One `Environment=` line whose value is any text: systemd unquotes and
+    C-unescapes the word (so a line break travels as `\\n`), then expands
+    `%` specifiers (so `%` is `%%`); it expands no `$` there."""
+    if "\0" in value:
+        raise UsageError(f"cannot carry {key} into a systemd unit: its value has a NUL byte")
+    text = f"{key}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    return f'Environment="{text}"\n'
 
 
 def _systemd_path(value: str) -> str:
@@ -46,6 +59,8 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     env = f"Environment={systemd_quote('PATH=' + scheduler_path([loop]), dollar=False)}\n"
     for key, value in home_pins(target.home_env, target.home):
         env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
+    env += "".join(systemd_env(key, value) for key, value in driver_env(loop, target))
+    warnings += unset_driver_env(loop, target, f"{unit}.service")
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [local_python(), "-m", "loopctl", *scheduled(loop)])
     service = (
