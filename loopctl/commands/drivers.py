@@ -116,12 +116,7 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
     if given is None:
         instant = slots.latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
     else:
-        instant = _slot_instant(given)
-        if not slots.is_instant(loop, st["created"], instant, zone):
-            raise UsageError(f"bad --slot {given[:40]!r}: not an instant of loop "
-                             f"{loop.name!r}'s schedule ({loop.schedule_key})")
-        if instant > now:
-            raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
+        instant = _given_instant(loop, st, given, now)
     if instant is None and not (loop.auto or loop.on_demand):
         raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
     window = loop.catch_up_window
@@ -135,6 +130,29 @@ def _free_slot(loop: LoopDef, st: LoopState, now: float,
     if not st.get("run") and st.get("reason") != "rate_limited":
         raise NotFiring(refused)
     return instant, refused
+
+
+def _given_instant(loop: LoopDef, st: LoopState, given: str, now: float) -> float:
+    """`--slot`: an instant of the loop's schedule, not in the future (else
+    exit 2). A Kubernetes Job's slot (`k8s-job:CRONJOB:JOBNAME`) is its
+    scheduled time; for an `--every` loop that is an instant of the CronJob
+    the export made of its interval, served as it is."""
+    from loopctl.domain import slots
+
+    if given.startswith(slots.K8S_JOB):
+        from loopctl.integrations.export.k8s import k8s_name
+
+        instant = slots.k8s_job_instant(given, k8s_name(loop))
+        interval = not loop.cron and not loop.auto and not loop.on_demand
+    else:
+        instant, interval = _slot_instant(given), False
+    if not interval and not slots.is_instant(loop, st["created"], instant,
+                                             clock.zone_of(loop)):
+        raise UsageError(f"bad --slot {given[:80]!r}: not an instant of loop "
+                         f"{loop.name!r}'s schedule ({loop.schedule_key})")
+    if instant > now:
+        raise UsageError(f"bad --slot {given[:80]!r}: it is in the future")
+    return instant
 
 
 def _slot_instant(given: str) -> float:

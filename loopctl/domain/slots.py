@@ -220,3 +220,34 @@ def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> Non
     if fields["catch_up"] == "none":
         raise UsageError(f"{where}: 'catch_up_window' with 'catch_up: none' is contradictory "
                          "(none catches up nothing); drop one of them")
+
+
+K8S_JOB = "k8s-job:"
+# A CronJob's Job is named `CRONJOB-<scheduled time in minutes since the
+# epoch>` by its controller (cronjob_controllerv2.go, getJobName); up to 12
+# digits reaches past year 3000.
+_MINUTES_MAX = 12
+
+
+def k8s_job_instant(given: str, cron_job: str) -> float:
+    """The scheduled instant of a Kubernetes Job, from `--slot
+    k8s-job:CRONJOB:JOBNAME` (the export passes its Job's name through the
+    downward API: no RBAC needed to read it). CRONJOB must be the loop's
+    own CronJob and JOBNAME the name its controller gives a scheduled Job;
+    anything else (a Job created by hand, another CronJob's, a label the
+    cluster did not set) is refused, never served as some other slot."""
+    from loopctl.domain.errors import UsageError
+
+    shown = given[:80]
+    owner, sep, job = given[len(K8S_JOB):].partition(":")
+    if not sep or owner != cron_job:
+        raise UsageError(f"bad --slot {shown!r}: expected k8s-job:{cron_job}:JOBNAME "
+                         f"(this loop's CronJob is {cron_job})")
+    minutes = job[len(cron_job) + 1:] if job.startswith(cron_job + "-") else ""
+    # ASCII digits only: str.isdigit admits '²', which int() refuses.
+    if not 0 < len(minutes) <= _MINUTES_MAX or not minutes.isascii() \
+            or not minutes.isdigit():
+        raise UsageError(f"bad --slot {shown!r}: {job[:60]!r} is not a Job its CronJob "
+                         f"scheduled ({cron_job}-MINUTES, as the CronJob controller names "
+                         "them)")
+    return int(minutes) * 60.0
