@@ -42,8 +42,8 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
-            instant, taken = _free_slot(loop, st, now, slot) if mode == "scheduled" \
-                else (None, None)
+            instant, taken = _free_slot(store, state, loop, st, now, slot) \
+                if mode == "scheduled" else (None, None)
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
             caps = capacity.caps_of(defs.top)
@@ -102,34 +102,28 @@ def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: 
     raise UsageError(f"loop {name!r} is {refusal}{anyway(name, mode, st)}")
 
 
-def _free_slot(loop: LoopDef, st: LoopState, now: float,
+def _free_slot(store: Store, state: dict[str, Any], loop: LoopDef, st: LoopState, now: float,
                given: str | None) -> tuple[float | None, str | None]:
-    """The schedule slot `run --scheduled` serves: `given` (an instant of
-    the schedule, not in the future: else exit 2) or the latest at or before
-    now; and, if a run took it, the refusal saying which (exit 0). A loop
-    with a run in flight or rate-limited says that first (exit 75)."""
+    """The schedule slot `run --scheduled` serves (domain/slots.for_scheduled):
+    `given` (an instant of the schedule, not in the future: else exit 2) or
+    the latest at or before now; and, if a run took it, the refusal saying
+    which (exit 0). A loop with a run in flight or rate-limited says that
+    first (exit 75)."""
     from loopctl.domain import slots
-    from loopctl.domain.durations import format_duration
-    from loopctl.domain.timestamps import iso
 
-    zone = clock.zone_of(loop)
-    if given is None:
-        instant = slots.latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
-    else:
-        instant = _given_instant(loop, st, given, now)
-    if instant is None and not (loop.auto or loop.on_demand):
-        raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
-    window = loop.catch_up_window
-    if instant is not None and window is not None and now - instant > window:
-        raise NotFiring(f"not firing {loop.name}: slot {iso(instant)} is outside its "
-                        f"catch-up window ({format_duration(window)})")
-    taken = slots.served(st, instant, slots.width(loop)) if instant is not None else None
-    if taken is None or instant is None:
+    asked = _given_instant(loop, st, given, now) if given is not None else None
+    instant, why, entry = slots.for_scheduled(loop, st, now, clock.zone_of(loop), asked)
+    if entry is not None:  # on record as every driver records it (DESIGN §20)
+        from loopctl.storage.runs import append_skips
+
+        append_skips(store.paths, [(loop.name, entry)])
+        store.write_state(state)
+    if why is None:
         return instant, None
-    refused = slots.refusal(instant, taken)
-    if not st.get("run") and st.get("reason") != "rate_limited":
-        raise NotFiring(refused)
-    return instant, refused
+    if entry is not None or instant is None or not st.get("run") \
+            and st.get("reason") != "rate_limited":
+        raise NotFiring(why)
+    return instant, why
 
 
 def _given_instant(loop: LoopDef, st: LoopState, given: str, now: float) -> float:

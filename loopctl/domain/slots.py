@@ -64,6 +64,34 @@ def latest(loop: LoopDef, created: float, now: float, zone: tzinfo,
     return created + ((now - created) // every) * every
 
 
+def for_scheduled(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
+                  given: float | None = None
+                  ) -> tuple[float | None, str | None, dict[str, Any] | None]:
+    """What `run --scheduled` decides about its slot: `given` (`--slot`,
+    checked by the caller) or the latest at or before `now` (`latest`); why
+    it may not fire (none has come yet; a run took it or it was skipped;
+    older than the catch-up window, which is recorded `outside_window` as
+    every driver records it, the third value). The caller says a loop's run
+    in flight or rate limit (exit 75) before a taken slot (exit 0)."""
+    instant = given if given is not None else \
+        latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
+    if instant is None:
+        return None, None if loop.auto or loop.on_demand else \
+            f"not firing {loop.name}: no slot of its schedule has come yet", None
+    taken = served(st, instant, width(loop))
+    if taken is not None:
+        return instant, refusal(instant, taken), None
+    window = loop.catch_up_window
+    if window is None or now - instant <= window:
+        return instant, None, None
+    from loopctl.domain.durations import format_duration
+
+    remember(st, instant, "skipped: outside_window")
+    return instant, (f"not firing {loop.name}: slot {iso(instant)} is outside its catch-up "
+                     f"window ({format_duration(window)})"), \
+        skip(st, "outside_window", instant, now)
+
+
 def width(loop: LoopDef) -> float:
     """How far a slot of `run --scheduled` reaches: an `--every` loop's
     window (a driver's fire in it took it), a cron instant alone."""
@@ -170,6 +198,30 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
                                failures=st["failures"])
     st["note"] = why
     return instant, why, entry
+
+
+def deferral(st: LoopState) -> float | None:
+    """While a usage limit defers the loop (paused `rate_limited`), when its
+    next slot came or comes due: where `resumed` starts counting."""
+    from loopctl.domain.state import PAUSED
+
+    return st["next_due"] if st["status"] == PAUSED and st["reason"] == "rate_limited" \
+        else None
+
+
+def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
+            zone: tzinfo) -> dict[str, Any] | None:
+    """A loop a usage limit deferred has just resumed: the cron slots that
+    came due meanwhile, all but the latest (the resuming fire serves it, or
+    records why not), are recorded `deferred` in one record, like the
+    `missed` ones folded into a catch-up. None: none came due."""
+    from loopctl.domain.schedule import missed_count
+    from loopctl.domain.state import ACTIVE
+
+    if since is None or not loop.cron or st["status"] != ACTIVE or since > now:
+        return None
+    count = missed_count(loop, since, now, zone=zone)
+    return skip(st, "deferred", None, now, count=count, by="usage_limit") if count else None
 
 
 def forget(st: LoopState, run_id: str) -> None:
