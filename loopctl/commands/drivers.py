@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loopctl import clock
 from loopctl.commands.common import locked_loop
-from loopctl.domain import capacity, lifecycle, valves
+from loopctl.domain import capacity, lifecycle, slots, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState
@@ -50,10 +50,6 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                     only=name, zones=clock.zone_of, accounts=gate, caps=caps)
             settle_lost(store, state, result.lost, now)
-            if result.slot_skips:
-                from loopctl.storage.runs import append_skips
-
-                append_skips(store.paths, result.slot_skips)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired)) \
                 or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
@@ -63,8 +59,11 @@ def claim_now(store: Store, name: str, mode: str = "manual",
                 else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
             if busy or refusal or taken:
+                _skips(store, result.slot_skips)
                 store.write_state(state)
                 _refuse(name, mode, busy, refusal, waits, taken, st)
+            # A scheduler's late fire serves its slot: not also skipped (catch-up none).
+            _skips(store, slots.unskip(st, result.slot_skips, name, instant))
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
@@ -85,6 +84,13 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
+
+
+def _skips(store: Store, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    if entries:
+        from loopctl.storage.runs import append_skips
+
+        append_skips(store.paths, entries)
 
 
 def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: bool,

@@ -141,6 +141,8 @@ def skip(st: LoopState, reason: str, instant: float | None, now: float,
          **extra: Any) -> dict[str, Any]:
     """Count a due slot that did not run in the loop's state (for `status`
     and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
+    if reason == "held" and instant is not None:  # `resumed` counts from it, not it
+        remember(st, instant, "skipped: held")
     skips = st.get("skips") or {"counts": {}, "last": None}
     counts = dict(skips["counts"])
     counts[reason] = counts.get(reason, 0) + 1
@@ -200,6 +202,36 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
     return instant, why, entry
 
 
+def unskip(st: LoopState, entries: list[tuple[str, dict[str, Any]]], name: str,
+           instant: float | None) -> list[tuple[str, dict[str, Any]]]:
+    """`run --scheduled` serves `instant` after its pass found the loop's
+    due slot late under `--catch-up none` (a scheduler that fires late, as
+    GitHub's often does): that slot ran, so it leaves the skipped record
+    (which keeps the others it counted) and the count."""
+    if instant is None:
+        return entries
+    kept = []
+    for who, entry in entries:
+        if who == name and entry["reason"] == "catch_up_none" and entry["slot"] == label(instant):
+            if entry.get("count", 1) > 1:
+                entry = dict(entry, slot=None, count=entry["count"] - 1)
+            else:
+                _uncount(st, "catch_up_none")
+                continue
+        kept.append((who, entry))
+    return kept
+
+
+def _uncount(st: LoopState, reason: str) -> None:
+    skips = st.get("skips")
+    if not skips or not skips["counts"].get(reason):
+        return
+    counts = dict(skips["counts"])
+    counts[reason] -= 1
+    counts = {k: n for k, n in counts.items() if n}
+    st["skips"] = {"counts": counts, "last": skips["last"]} if counts else None
+
+
 def deferral(st: LoopState) -> float | None:
     """While a usage limit defers the loop (paused `rate_limited`), when its
     next slot came or comes due: where `resumed` starts counting."""
@@ -220,7 +252,9 @@ def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
 
     if since is None or not loop.cron or st["status"] != ACTIVE or since > now:
         return None
-    count = missed_count(loop, since, now, zone=zone)
+    # The slots in [since, now] not on record yet (a held one is), but the latest.
+    first = cron_next(loop.cron, zone, since - 0.5) == since and served(st, since) is None
+    count = missed_count(loop, since, now, zone=zone) + first - 1
     return skip(st, "deferred", None, now, count=count, by="usage_limit") if count else None
 
 
