@@ -90,10 +90,20 @@ def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
     return croniter(plain_ranges(expr), start, day_or=day_or(expr))
 
 
+_DST_REACH = 3 * 3600.0
+
+
 def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
     """Cron slots as instants, starting a little before `after` (a repeated
-    hour can put the current wall time behind an instant we must consider)."""
-    start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)
+    hour can put the current wall time behind an instant we must consider).
+    Where the zone's offset is the same 3 hours either side, nothing is
+    repeated: the walk starts at `after` (a minutely schedule no longer
+    steps through 180 slots to reach it; croniter's steps are the cost)."""
+    here = datetime.fromtimestamp(after, tz)
+    offset = here.utcoffset()
+    steady = datetime.fromtimestamp(after - _DST_REACH, tz).utcoffset() == offset \
+        == datetime.fromtimestamp(after + _DST_REACH, tz).utcoffset()
+    start = here.replace(tzinfo=None) - timedelta(seconds=1 if steady else _DST_REACH)
     it = cron_iter(expr, start)
     while True:
         yield wall_to_instant(it.get_next(datetime), tz)

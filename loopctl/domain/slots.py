@@ -34,10 +34,18 @@ def label(instant: float) -> str:
 
 def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
     """The schedule's latest instant at or before `now` (None: none in 5 years)."""
+    from loopctl.domain.schedule import _wall_slots
+
     for back in _LOOK_BACK:
-        found, at = None, now - back
-        while (at := cron_next(expr, zone, at)) <= now:
-            found = at
+        # One walk (one croniter, the costly part) rather than a cron_next
+        # per instant: its instants never decrease (wall_to_instant maps a
+        # gap's times to the transition, a repeated hour to its first pass).
+        found, since = None, now - back
+        for at in _wall_slots(expr, zone, since):
+            if at > now:
+                break
+            if at > since:
+                found = at
         if found is not None:
             return found
     return None
