@@ -38,10 +38,12 @@ from _common import PY, Workspace, copy_home, env_for, iso_now, write_loops
 
 RUN = "import sys; from loopctl.entry import main; main(program=True)"
 BYPASS = ("from loopctl.domain import slots as s; "
-          "s.due_slot = lambda loop, st, due, now, zone: (due, None, None); "
+          "s.due_slot = lambda loop, st, due, now, zone, latest=None: (due, None, None); "
           "s.served = lambda st, instant, width=0.0: None; "
           "s.remember = lambda st, instant, how: None; "
-          "s.deferral = lambda st: None; ")
+          "s.deferral = lambda st: None; "
+          "from loopctl.domain.schedule import missed_count as m; "
+          "s.walk_due = lambda loop, due, now, zone: (m(loop, due, now, zone=zone), None); ")
 
 
 def per_run(n: int) -> dict[str, float]:

@@ -20,7 +20,6 @@ from loopctl.domain.schedule import (
     clamp_delay,
     cron_next,
     latest_plausible_due,
-    missed_count,
     next_fire,
     tick_early,
 )
@@ -280,9 +279,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, "paused: iteration_limit"))
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
-    missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
+    missed, latest = (0, None) if st.get("triggered") else slots.walk_due(loop, due, now, zone)
     if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
-        instant, why, entry = slots.due_slot(loop, st, due, now, zone)
+        instant, why, entry = slots.due_slot(loop, st, due, now, zone, latest)
         if entry is not None:
             result.slot_skips.append((name, entry))
         if why is not None:

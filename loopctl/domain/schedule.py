@@ -111,7 +111,7 @@ def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
 _DST_REACH = 3 * 3600.0
 
 
-def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
+def wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
     """Cron slots as instants, starting a little before `after` (a repeated
     hour can put the current wall time behind an instant we must consider).
     Where the zone's offset is the same 3 hours either side, nothing is
@@ -129,7 +129,7 @@ def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped
 
 def cron_next(expr: str, zone: tzinfo, after: float) -> float:
     """The first cron slot strictly after `after`."""
-    for instant in _wall_slots(expr, zone, after):
+    for instant in wall_slots(expr, zone, after):
         if instant > after:
             return instant
     raise AssertionError("unreachable")
@@ -138,7 +138,7 @@ def cron_next(expr: str, zone: tzinfo, after: float) -> float:
 def cron_count(expr: str, zone: tzinfo, start: float, end: float) -> int:
     """How many distinct slots lie in (start, end]; bounded work."""
     count, last, first = 0, start, None
-    for instant in _wall_slots(expr, zone, start):
+    for instant in wall_slots(expr, zone, start):
         if instant <= last:
             continue
         if instant > end:

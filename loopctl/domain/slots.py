@@ -34,14 +34,14 @@ def label(instant: float) -> str:
 
 def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
     """The schedule's latest instant at or before `now` (None: none in 5 years)."""
-    from loopctl.domain.schedule import _wall_slots
+    from loopctl.domain.schedule import wall_slots
 
     for back in _LOOK_BACK:
         # One walk (one croniter, the costly part) rather than a cron_next
         # per instant: its instants never decrease (wall_to_instant maps a
         # gap's times to the transition, a repeated hour to its first pass).
         found, since = None, now - back
-        for at in _wall_slots(expr, zone, since):
+        for at in wall_slots(expr, zone, since):
             if at > now:
                 break
             if at > since:
@@ -180,16 +180,37 @@ def check_skips(value: Any) -> Any:
                                                "at": float(last["at"])}}
 
 
-def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
-             zone: tzinfo) -> tuple[float, str | None, dict[str, Any] | None]:
+def walk_due(loop: LoopDef, due: float, now: float, zone: tzinfo) -> tuple[int, float | None]:
+    """A due loop's occurrences missed in (due, now] (schedule.missed_count)
+    and, for cron, its latest instant at or before now (cron_latest), from
+    one walk of the schedule: a due pass steps it twice, not four times."""
+    from loopctl.domain.schedule import MISSED_EXACT_LIMIT, missed_count, wall_slots
+
+    if not loop.cron:
+        return missed_count(loop, due, now, zone=zone), None
+    if now <= due:
+        return 0, cron_latest(loop.cron, zone, now)
+    count, last = 0, None
+    for at in wall_slots(loop.cron, zone, due - 0.5):
+        if at > now:
+            return count, last if last is not None else cron_latest(loop.cron, zone, now)
+        if at >= due - 0.5:
+            count, last = count + (at > due and at != last), at
+        if count >= MISSED_EXACT_LIMIT:  # a long sleep: the bounded count
+            break
+    return missed_count(loop, due, now, zone=zone), cron_latest(loop.cron, zone, now)
+
+
+def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
+             latest: float | None = None) -> tuple[float, str | None, dict[str, Any] | None]:
     """The slot a due scheduled fire serves (a catch-up, the latest missed
     instant; a fire queued behind a run is due when it ended, off the
     schedule) and, when it may not fire, why: a run took it already, or it
     is older than the catch-up window (recorded `outside_window`, a 09:00
     report does not run at 18:00). Then the loop re-arms from now."""
     instant = due
-    if loop.cron:
-        instant = cron_latest(loop.cron, zone, now) or due
+    if loop.cron:  # `latest`: walk_due's
+        instant = latest or cron_latest(loop.cron, zone, now) or due
     taken = served(st, instant)
     window = loop.catch_up_window
     entry = None

@@ -6,12 +6,15 @@ each from the pass or the settle that decides it, on a fake clock."""
 from __future__ import annotations
 
 from typing import Any
+from zoneinfo import ZoneInfo
 
+import pytest
 from fixed_zone import UTC, zone_of
 from lifecycle_support import HOUR, MINUTE, SUPERVISOR, Procs, World, make, ts
 
 from loopctl.domain import capacity, lifecycle, slots
 from loopctl.domain.accounts import Verdict
+from loopctl.domain.schedule import cron_next, missed_count
 
 S = ts("2026-01-01T01:00:00Z")  # the first slot of an hourly loop made at 00:03
 
@@ -125,3 +128,29 @@ def test_the_reasons_are_the_designs() -> None:
     """The tests above write each of these, one or two a test."""
     assert set(slots.REASONS) == {"missed", "catch_up_none", "outside_window",
                                   "overlap_skip", "gate_no_work", "deferred", "held"}
+
+
+ZONES = ["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"]
+EXPRS = ["0 * * * *", "*/7 * * * *", "30 1,2,3 * * *", "0 9 * * 1-5", "15 2 8-14 3,11 0"]
+
+
+@pytest.mark.parametrize("tz", ZONES)
+@pytest.mark.parametrize("expr", EXPRS)
+def test_one_walk_says_what_missed_count_and_cron_latest_say(expr: str, tz: str) -> None:
+    """A due pass walks the schedule once (slots.walk_due) for what two
+    walks said: the occurrences missed and the latest instant, through DST
+    changes (New York's and Berlin's in March and November, Lord Howe's
+    half hour), whether the due time is an instant or not."""
+    zone = ZoneInfo(tz)
+    loop = make(cron=expr, tz=tz)
+    start = ts("2026-03-07T00:00:00Z")
+    due = start
+    for step in range(60):
+        due = cron_next(expr, zone, due) if step % 3 else due + 1234.5  # instants and not
+        for late in (0.0, 59.0, 3600.0, 4 * 3600.0 + 17, 3 * 86400.0):
+            now = due + late
+            assert slots.walk_due(loop, due, now, zone) == \
+                (missed_count(loop, due, now, zone=zone), slots.cron_latest(expr, zone, now)), \
+                (step, due, late)
+        if step == 30:
+            due = ts("2026-10-30T00:00:00Z")
