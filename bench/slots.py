@@ -1,10 +1,11 @@
 """What slots cost (issue 50, DESIGN §20).
 
 1. Per run: claiming and recording a slot, in this process: the pass's
-   `slots.due_slot` (the latest cron instant, the served check) and a
-   scheduled `lifecycle.claim` that remembers the slot, then the entry as
-   JSON (state.json's share), vs the same claim as a manual fire (no slot
-   looked up or remembered) on the same entry; and `run --scheduled`'s
+   `slots.walk_due` and `due_slot` (the missed count, the latest cron
+   instant, the served check) and a scheduled `lifecycle.claim` that
+   remembers the slot, then the entry as JSON (state.json's share), vs the
+   missed count and the same claim as a manual fire (no slot looked up or
+   remembered) on the same entry; and `run --scheduled`'s
    `slots.for_scheduled`. Goal: the difference is at most 1 ms a run.
 2. `loopctl tick` over N hourly cron loops that are all due (10,000;
    `--quick` 2,000), `max_concurrent: 4` (4 fire, the rest queue: every due
@@ -51,6 +52,7 @@ def per_run(n: int) -> dict[str, float]:
     `for_scheduled`."""
     from loopctl.domain import lifecycle, slots
     from loopctl.domain.model import parse_loop
+    from loopctl.domain.schedule import missed_count
     from loopctl.domain.state import new_loop_state
 
     zone = timezone.utc
@@ -61,12 +63,14 @@ def per_run(n: int) -> dict[str, float]:
 
     def scheduled() -> None:
         st = copy.copy(template)
-        instant, _, _ = slots.due_slot(loop, st, due, now, zone)
+        _, latest = slots.walk_due(loop, due, now, zone)
+        instant, _, _ = slots.due_slot(loop, st, due, now, zone, latest)
         lifecycle.claim(loop, st, now, "schedule", zone=zone, instant=instant)
         json.dumps(st)
 
-    def manual() -> None:
+    def manual() -> None:  # what the pass computes without slots: the missed count
         st = copy.copy(template)
+        missed_count(loop, due, now, zone=zone)
         lifecycle.claim(loop, st, now, "manual", zone=zone)
         json.dumps(st)
 
