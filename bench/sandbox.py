@@ -82,7 +82,7 @@ def startup(ws: Workspace, n: int) -> dict[str, list[float]]:
 
 def hook_vs_wrapper(n: int) -> dict[str, list[float]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from loopctl.engine import landlock
+    from loopctl.engine.containment import landlock
 
     ruleset = landlock.Ruleset(landlock.abi())
     for path in ("/usr", "/bin", "/lib", "/lib64", "/etc"):

@@ -228,7 +228,7 @@ def test_a_fork_that_fails_is_the_loops_error_not_the_daemons(
 LEFT_BEHIND = textwrap.dedent("""
     import subprocess, sys, threading, time
     from loopctl.engine import warm
-    from loopctl.engine.reaper import own_cgroup
+    from loopctl.engine.containment.cgroup import own_cgroup
 
     home = own_cgroup()
     seen = [warm.clean_after_run(home)]
