@@ -41,7 +41,7 @@ from _common import (
 )
 
 WRAPPER = ("import os, sys\n"
-           "from loopctl.engine import landlock\n"
+           "from loopctl.engine.containment import landlock\n"
            "r = landlock.Ruleset(landlock.abi())\n"
            "for p in ('/usr', '/bin', '/lib', '/lib64', '/etc', sys.base_prefix):\n"
            "    r.allow(p, landlock.READ)\n"
