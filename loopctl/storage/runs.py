@@ -116,6 +116,20 @@ def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
     return records
 
 
+def count_run(paths: Paths, loop: str, st: dict[str, Any], record: dict[str, Any]) -> None:
+    """Add a finished run to the loop's `tally` (domain.tally), which the
+    caller writes in the state write that settles the run. An entry without
+    one (state.json from before it) starts from the records kept, this
+    run's own excepted (a retried save may have written it already)."""
+    from loopctl.domain import tally
+
+    base = st.get("tally")
+    if base is None:
+        base = tally.seeded(r for r in list_records(paths, loop)
+                            if r.get("run_id") != record.get("run_id"))
+    st["tally"] = tally.add(base, record)
+
+
 def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
     """One record, cleaned; None when there is none."""
     if loop_folder(paths, loop) is None:
