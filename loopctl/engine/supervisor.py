@@ -47,9 +47,24 @@ class Supervisor:
         self.foreground = foreground
 
     def run(self) -> dict[str, Any]:
+        """The run, supervised. One the home cannot take (a full disk, a
+        read-only remount) says so in the run's `.fault`, reserved here
+        before the run starts, for the next driver pass to pause the loop."""
+        from loopctl.storage import run_files
+
+        try:
+            self.store.run_dir(self.name)
+            run_files.reserve_fault(self.store.paths, self.name, self.run_id)
+            return self._run()
+        except (OSError, LoopctlError) as exc:
+            why = run_files.disk_fault(exc)
+            if why is not None:
+                run_files.mark_unsaved(self.store.paths, self.name, self.run_id, why)
+            raise
+
+    def _run(self) -> dict[str, Any]:
         procs.become_subreaper()
         run_signals.interruptible()
-        self.store.run_dir(self.name)
         log = RunLog(open_log(self.store.paths.run_log(self.name, self.run_id)))
         ctx = RunContext(self.store, self.name, self.run_id, self.foreground, log, [],
                          run_bounds.unheld(self.store.paths.state_dir, self.name, self.run_id))

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
-RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger", ".answer")
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".fault", ".trigger", ".answer")
 
 
 def run_order(run_id: str) -> tuple[int, str]:

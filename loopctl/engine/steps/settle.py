@@ -68,6 +68,9 @@ def settle(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, A
     for attempt in range(SAVE_ATTEMPTS):
         try:
             save(ctx, claim, result, record, done, handoff)
+            from loopctl.storage.run_files import drop_fault
+
+            drop_fault(ctx.store.paths, ctx.name, ctx.run_id)  # settled: nothing to say
             break
         except LoopctlError as exc:
             if attempt + 1 < SAVE_ATTEMPTS:
