@@ -38,6 +38,8 @@ def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[
         if not isinstance(st, dict):
             continue
         kept = st.get("tally")
+        if kept is None and not st.get("seq"):
+            kept = tallies.empty()  # never claimed a run: no record to read
         out[name] = kept if kept is not None else tallies.seeded(
             list_records(store.paths, name))
     return out
