@@ -19,7 +19,7 @@ import yaml
 
 from conftest import CLI, loopctl_argv
 from export.simulator import expand
-from loopctl.engine import sandbox
+from loopctl.engine.containment import sandbox
 
 
 def exported(cli: CLI, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -27,6 +27,7 @@ import pytest
 from conftest import CLI, agent_command, wait_for
 
 from .support import (
+    asleep_in_select,
     count_lines,
     gone,
     in_flight,
@@ -58,6 +59,8 @@ def test_the_agent_dies_with_its_killed_supervisor_and_the_loop_fires_after(
     assert first["lost"] == [run["run_id"]] and first["fired"] == []
     assert loop_state(cli, "orphan")["orphan"] is None
     assert loop_state(cli, "orphan")["failures"] == 1
+    # Counted in the pass's own state write, as /metrics reads it (DESIGN §19).
+    assert loop_state(cli, "orphan")["tally"]["runs"] == {"lost": 1}
 
     gate.touch()
     wait_for(lambda: loop_state(cli, "orphan")["next_due"] < time.time())
@@ -65,6 +68,7 @@ def test_the_agent_dies_with_its_killed_supervisor_and_the_loop_fires_after(
     assert [f["loop"] for f in after["fired"]] == ["orphan"], after
     records = wait_for(lambda: len(cli.records("orphan")) == 2 and cli.records("orphan"))
     assert [r["outcome"] for r in records] == ["lost", "ok"]
+    wait_for(lambda: loop_state(cli, "orphan")["tally"]["runs"] == {"lost": 1, "ok": 1})
     assert "still running" not in (records[0]["note"] or "")
     assert count_lines(starts) == 2
 
@@ -96,7 +100,9 @@ def test_a_running_daemon_notices_a_killed_supervisor(cli: CLI, tmp_path: Path) 
     daemon = cli.popen("daemon", "--quiet", env={"LOOPCTL_LEASE_TTL": "3"})
     try:
         run = wait_for(lambda: in_flight(cli, "victim"))
-        time.sleep(1.5)  # the daemon has long seen the run start
+        # The daemon has seen the run start: the claim's state write woke it,
+        # and it waits in select() again only once it has taken that in.
+        wait_for(lambda: asleep_in_select(daemon.pid))
         kill_supervisor(cli, "victim")
         gate.touch()
         wait_for(lambda: gone(run["agent"]["pid"]))
