@@ -75,6 +75,11 @@ class Setting:
     # Parsed by `problem` alone and written as the field holds it: such a
     # setting is its row, its LoopDef field and its enforcement.
     plain: bool = False
+    # The option group whose translator in cli/*_opts.py turns its options
+    # into keys together ("worktree", "check", ...): the context rules
+    # between them live there. "": the row's own parser alone (`given`).
+    group: str = ""
+    path: bool = False  # the option names a file or folder (a Path)
 
     @property
     def name(self) -> str:
@@ -105,30 +110,33 @@ AGENTS = tuple(p for p in PRESETS if p != "shell")
 SETTINGS: tuple[Setting, ...] = (
     _s("prompt", "text", "With --new-objective: the loop's new prompt (its history and limits "
        "are kept).", commands=("update",), write="head", rule="objective",
-       doc="What the agent should do (start: the argument).", export="the prompt text"),
+       doc="What the agent should do (start: the argument).", export="the prompt text",
+       group="objective"),
     _s("prompt_file", "text", "Read the prompt from this file at every run.", write="head",
        rule="objective", update_help="With --new-objective: read the prompt from this file at "
-       "every run from now on.", metavar="", export="the path; the file must exist there"),
+       "every run from now on.", metavar="", export="the path; the file must exist there",
+       group="objective", path=True),
     _s("agent", "choice", f"Preset: {', '.join(PRESETS)} (default shell).", choices=PRESETS,
        objective=True, commands=("start",), write="head", rule="model",
-       doc="An agent preset (default shell)."),
+       doc="An agent preset (default shell).", group="objective"),
     _s("command", "command", "Custom agent command, split like a shell, run without one.",
        objective=True, commands=("start",), write="head", rule="checks",
-       doc="A custom agent command: text split like a shell, or a list of words."),
+       doc="A custom agent command: text split like a shell, or a list of words.",
+       group="objective"),
     _s("on_demand", "flag", "No time schedule: fired only by `loopctl trigger` (and `run`).",
        default=False, write="head", rule="schedule",
-       export="an on-demand workflow (GitHub) or nothing"),
+       export="an on-demand workflow (GitHub) or nothing", group="gate"),
     _s("every", "duration", "Interval after each run ends (10m, 1h30m) or 'auto'.",
-       write="head", rule="schedule", export="the scheduler's timer"),
+       write="head", rule="schedule", export="the scheduler's timer", group="policy"),
     _s("cron", "text", "Five-field cron expression.", write="head", rule="schedule",
-       export="the scheduler's timer"),
+       export="the scheduler's timer", group="policy"),
     _s("tz", "text", "IANA zone for --cron (default: the system's).", write="head",
-       rule="schedule"),
+       rule="schedule", group="policy"),
     _s("min_delay", "duration", "With --every auto: shortest delay (default 1m).", default=60,
        when="auto", write="always"),
     _s("max_delay", "duration", "With --every auto: longest delay (default 1h).", default=3600,
        when="auto", write="always"),
-    _s("after", "duration", "Delay before the first run.", commands=("start",)),
+    _s("after", "duration", "Delay before the first run.", commands=("start",), group="objective"),
     _yaml("keepalive", "duration", "With --every auto: a run at least this often.",
           default=1200),
     _s("model", "text", "Model name passed with the preset's model flag.", objective=True,
@@ -139,13 +147,13 @@ SETTINGS: tuple[Setting, ...] = (
        objective=True, commands=("start",)),
     _s("fallback_agent", "choice", "Preset that runs the fires while the agent's account is "
        f"rate-limited or needs a login ({', '.join(AGENTS)}; `none` clears).",
-       choices=AGENTS, metavar="PRESET", clears=True, rule="model"),
+       choices=AGENTS, metavar="PRESET", clears=True, rule="model", group="fallback"),
     _s("cwd", "text", "Working directory (default: here).", default=".", objective=True,
        commands=("start",),
-       write="always"),
+       write="always", group="objective", path=True),
     _s("env", "map", "KEY=VALUE for the agent, or KEY to pass this name from the driver's "
        "environment at fire time (repeatable).", default={}, objective=True, commands=("start",),
-       rule="model"),
+       rule="model", group="objective"),
     _s("timeout", "duration", "Kill a run after this long (default 1h).", default=3600,
        write="always", limit="timeout"),
     _s("max_runs", "count", "Runs allowed in all (default 50; 0 = unlimited).", default=50,
@@ -170,9 +178,9 @@ SETTINGS: tuple[Setting, ...] = (
        "sees it is recorded outside_window, not caught up (default: none, catch up however "
        "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots"),
     _s("on_attention", "text", "Executable given attention events on stdin ('none' removes "
-       "it).", clears=True, export="the path; the hook must exist there"),
+       "it).", clears=True, export="the path; the hook must exist there", group="policy"),
     _s("notify", "list", "Apprise URL told about attention events (repeatable; 'none' "
-       "clears).", default=(), clears=True, rule="checks"),
+       "clears).", default=(), clears=True, rule="checks", group="policy"),
     _s("raw", "flag", "Send the prompt as written (no envelope).", default=False,
        objective=True, commands=("start",)),
     _s("continue_session", "flag", "Resume the previous run's agent session.", default=False,
@@ -193,67 +201,71 @@ SETTINGS: tuple[Setting, ...] = (
        limit="nice", plain=True, export="the scheduler's niceness where it has one"),
     _s("if", "command", "Gate run before each fire, split like --command: exit 0 runs the "
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
-       clears=True, rule="gates"),
+       clears=True, rule="gates", group="gate"),
     _s("if_timeout", "duration", "Kill the gate after this long (default 2m); a timeout is a "
-       "gate_error.", field="gate_timeout", default=120, rule="gates"),
+       "gate_error.", field="gate_timeout", default=120, rule="gates", group="gate"),
     _s("notes", "flag", "Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent "
-       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback"),
+       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback",
+       group="feedback"),
     _yaml("created_at", "time", "When the loop was started (UTC); --for counts from it.",
           rule="model"),
     _s("check", "command", "Verify each run: loopctl runs CMD (split like --command, no shell) "
        "in the run's directory after the agent; `complete` stands only when it exits 0 ('none' "
-       "clears the check and its options).", metavar="CMD", clears=True, rule="verify"),
+       "clears the check and its options).", metavar="CMD", clears=True, rule="verify",
+       group="check"),
     _s("check_timeout", "duration", "Kill the check after this long (default 10m); a timeout "
-       "fails it.", default=600, when="check", rule="verify"),
+       "fails it.", default=600, when="check", rule="verify", group="check"),
     _s("until_check", "flag", "A passing check completes the loop, whatever the agent "
        "decided.", flags=("--until-check/--no-until-check",), default=False, when="check",
-       rule="verify"),
+       rule="verify", group="check"),
     _s("check_metric", "text", "The number in the regex's first group (first match in the "
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
-       "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify"),
+       "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
+       group="check"),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
-       flags=("--worktree/--no-worktree",), default=False, when="worktree"),
+       flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree"),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
-       "start).", when="worktree", rule="checks"),
+       "start).", when="worktree", rule="checks", group="worktree"),
     _s("branch_prefix", "text", _WT + "run branches are PREFIX<loop>/<run-id> (default "
-       "loopctl/).", default="loopctl/", when="worktree", rule="checks"),
+       "loopctl/).", default="loopctl/", when="worktree", rule="checks", group="worktree"),
     _s("push", "text", _WT + "push run branches with commits to this remote.",
-       when="worktree", rule="checks"),
+       when="worktree", rule="checks", group="worktree"),
     _s("pr", "flag", _WT + "open a draft PR with gh after the push.", flags=("--pr/--no-pr",),
-       default=False, when="worktree"),
+       default=False, when="worktree", group="worktree"),
     _s("merge", "choice", _WT + "squash, merge or rebase the PR once its checks pass.",
-       choices=("squash", "merge", "rebase"), when="worktree"),
+       choices=("squash", "merge", "rebase"), when="worktree", group="worktree"),
     _s("checks_timeout", "duration", "--merge: how long to wait for checks (default 30m).",
-       default=1800, when="worktree"),
+       default=1800, when="worktree", group="worktree"),
     _s("copy", "list", _WT + "ignored files to copy into the worktree, like .env (repeatable "
-       "glob).", default=(), when="worktree", rule="model"),
+       "glob).", default=(), when="worktree", rule="model", group="worktree"),
     _s("protect", "list", _WT + "a path or glob from the repository's top (tests/, ci/check.sh) "
        "the agent may not change: put back as at the base after each run, before the check "
        "and the commit (repeatable; 'none' clears).", metavar="PATH", default=(), clears=True,
-       when="worktree", rule="protect"),
+       when="worktree", rule="protect", group="worktree"),
     _s("max_file_size", "size", _WT + "the hand-off commits no file over SIZE (default 50MiB).",
-       default=50 * MiB, when="worktree"),
+       default=50 * MiB, when="worktree", group="worktree"),
     _s("fix_attempts", "count", "--pr: runs that continue a PR whose checks failed before it "
        "is left for review (default 3; 0: off).", metavar="N", default=3, high=100,
-       when="pr", rule="feedback"),
+       when="pr", rule="feedback", group="feedback"),
     _s("on_github", "list", "GitHub webhook event that triggers the loop through `loopctl "
        "serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` "
        "clears).", metavar="EVENT[.ACTION]", default=(), clears=True, rule="github",
-       export="the workflow's `on:` events (GitHub)"),
+       export="the workflow's `on:` events (GitHub)", group="github"),
     _s("github_repo", "text", "Only events of this repository trigger (`none` clears).",
-       metavar="OWNER/NAME", clears=True, rule="github"),
+       metavar="OWNER/NAME", clears=True, rule="github", group="github"),
     _s("github_command", "text", "Only comments whose first word is WORD trigger, e.g. /fix "
-       "(`none` clears).", metavar="WORD", clears=True, rule="github"),
+       "(`none` clears).", metavar="WORD", clears=True, rule="github", group="github"),
     _s("github_anyone", "flag", "Let comments, issues and PRs by anyone trigger, not only "
        "authors with write access (bots never do).",
-       flags=("--github-anyone/--github-members-only",), default=False, rule="github"),
+       flags=("--github-anyone/--github-members-only",), default=False, rule="github",
+       group="github"),
     _s("sandbox", "choice", "Confine the agent with Landlock: auto (agent presets, where the "
        "kernel allows), on (never unconfined), off.", choices=("auto", "on", "off"),
-       rule="confinement"),
+       rule="confinement", group="sandbox"),
     _s("sandbox_write", "paths", "A path the confined agent may also write (repeatable; "
-       "'none' clears).", default=(), clears=True, rule="confinement"),
+       "'none' clears).", default=(), clears=True, rule="confinement", group="sandbox"),
     _s("sandbox_read", "paths", "A path the confined agent may also read (repeatable; 'none' "
-       "clears).", default=(), clears=True, rule="confinement"),
+       "clears).", default=(), clears=True, rule="confinement", group="sandbox"),
 )
 
 BY_KEY = {s.key: s for s in SETTINGS}
