@@ -65,7 +65,9 @@ class Setting:
     clears: bool = False  # `none` removes it on `update`
     limit: str = ""  # the word of `status`'s limits line
     when: str = ""  # written only while this field is true (`worktree`)
-    write: str = "changed"  # changed | always | head (model._head writes it)
+    # changed: written unless at its default (or unset); always; head:
+    # written by loop_raw._head, which knows the objective and the schedule.
+    write: str = "changed"
     rule: str = ""  # the module whose rule parses it, when not SIMPLE
     export: str = "loops.yaml"  # how an export carries it
     metavar: str = ""
@@ -188,12 +190,12 @@ SETTINGS: tuple[Setting, ...] = (
     _s("keep_runs", "count", "Run logs kept per loop (default 50).", default=50, low=1),
     _s("max_log", "size", "Agent output kept per run log (default 100MiB); the rest is "
        "discarded.", default=100 * MiB, low=4096, limit="log"),
-    _s("max_output_lines", "count", "Lines of agent output kept per run log; the rest is "
-       "discarded, as past --max-log ('none' clears).", low=1, clears=True,
-       limit="output lines", plain=True),
     _s("max_memory", "size", "Memory of a run's processes, where cgroup v2 is delegated "
        "('none' clears).", low=16 * MiB, clears=True, limit="memory",
        export="a cgroup limit where the target has one (systemd MemoryMax)"),
+    _s("max_output_lines", "count", "Lines of agent output kept per run log; the rest is "
+       "discarded, as past --max-log ('none' clears).", low=1, clears=True,
+       limit="output lines", plain=True),
     _s("max_procs", "count", "Processes a run may have at once, where cgroup v2 is delegated "
        "('none' clears).", low=1, clears=True, limit="procs", plain=True),
     _s("nice", "count", "Niceness of a run's processes (agent, gate, check), as nice(1): "
@@ -252,13 +254,14 @@ SETTINGS: tuple[Setting, ...] = (
        "clears).", metavar="EVENT[.ACTION]", default=(), clears=True, rule="github",
        export="the workflow's `on:` events (GitHub)", group="github"),
     _s("github_repo", "text", "Only events of this repository trigger (`none` clears).",
-       metavar="OWNER/NAME", clears=True, rule="github", group="github"),
+       metavar="OWNER/NAME", clears=True, when="on_github", rule="github", group="github"),
     _s("github_command", "text", "Only comments whose first word is WORD trigger, e.g. /fix "
-       "(`none` clears).", metavar="WORD", clears=True, rule="github", group="github"),
+       "(`none` clears).", metavar="WORD", clears=True, when="on_github", rule="github",
+       group="github"),
     _s("github_anyone", "flag", "Let comments, issues and PRs by anyone trigger, not only "
        "authors with write access (bots never do).",
-       flags=("--github-anyone/--github-members-only",), default=False, rule="github",
-       group="github"),
+       flags=("--github-anyone/--github-members-only",), default=False, when="on_github",
+       rule="github", group="github"),
     _s("sandbox", "choice", "Confine the agent with Landlock: auto (agent presets, where the "
        "kernel allows), on (never unconfined), off.", choices=("auto", "on", "off"),
        rule="confinement", group="sandbox"),
