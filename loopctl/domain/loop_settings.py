@@ -86,6 +86,9 @@ class Setting:
     # a field of its own named by the key, after the documented ones; the
     # name of a documented field that composes it; None: not shown.
     view: str | None = "own"
+    # Context rule: the keys it means nothing without (set, or true), checked
+    # in one place (`unmet_need`) for loops.yaml and the command line alike.
+    needs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -226,38 +229,43 @@ SETTINGS: tuple[Setting, ...] = (
        "clears the check and its options).", metavar="CMD", clears=True, rule="verify",
        group="check", view="check"),
     _s("check_timeout", "duration", "Kill the check after this long (default 10m); a timeout "
-       "fails it.", default=600, when="check", rule="verify", group="check", view="check"),
+       "fails it.", default=600, when="check", rule="verify", group="check", view="check",
+       needs=("check",)),
     _s("until_check", "flag", "A passing check completes the loop, whatever the agent "
        "decided.", flags=("--until-check/--no-until-check",), default=False, when="check",
-       rule="verify", group="check", view="check"),
+       rule="verify", group="check", view="check", needs=("check",)),
     _s("check_metric", "text", "The number in the regex's first group (first match in the "
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
        "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
-       group="check", view="check"),
+       group="check", view="check", needs=("check",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
        flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
        view="workspace"),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
-       "start).", when="worktree", rule="checks", group="worktree", view="workspace"),
+       "start).", when="worktree", rule="checks", group="worktree", view="workspace",
+       needs=("worktree",)),
     _s("branch_prefix", "text", _WT + "run branches are PREFIX<loop>/<run-id> (default "
        "loopctl/).", default="loopctl/", when="worktree", rule="checks", group="worktree",
        view="workspace"),
     _s("push", "text", _WT + "push run branches with commits to this remote.",
-       when="worktree", rule="checks", group="worktree", view="workspace"),
+       when="worktree", rule="checks", group="worktree", view="workspace", needs=("worktree",)),
     _s("pr", "flag", _WT + "open a draft PR with gh after the push.", flags=("--pr/--no-pr",),
-       default=False, when="worktree", group="worktree", view="workspace"),
+       default=False, when="worktree", group="worktree", view="workspace",
+       needs=("worktree", "push")),
     _s("merge", "choice", _WT + "squash, merge or rebase the PR once its checks pass.",
-       choices=("squash", "merge", "rebase"), when="worktree", group="worktree", view="workspace"),
+       choices=("squash", "merge", "rebase"), when="worktree", group="worktree", view="workspace",
+       needs=("worktree", "pr")),
     _s("checks_timeout", "duration", "--merge: how long to wait for checks (default 30m).",
        default=1800, when="worktree", group="worktree", view=None),
     _s("copy", "list", _WT + "ignored files to copy into the worktree, like .env (repeatable "
-       "glob).", default=(), when="worktree", rule="model", group="worktree", view=None),
+       "glob).", default=(), when="worktree", rule="model", group="worktree", view=None,
+       needs=("worktree",)),
     _s("protect", "list", _WT + "a path or glob from the repository's top (tests/, ci/check.sh) "
        "the agent may not change: put back as at the base after each run, before the check "
        "and the commit (repeatable; 'none' clears).", metavar="PATH", default=(), clears=True,
-       when="worktree", rule="protect", group="worktree", view="workspace"),
+       when="worktree", rule="protect", group="worktree", view="workspace", needs=("worktree",)),
     _s("max_file_size", "size", _WT + "the hand-off commits no file over SIZE (default 50MiB).",
-       default=50 * MiB, when="worktree", group="worktree", view=None),
+       default=50 * MiB, when="worktree", group="worktree", view=None, needs=("worktree",)),
     _s("fix_attempts", "count", "--pr: runs that continue a PR whose checks failed before it "
        "is left for review (default 3; 0: off).", metavar="N", default=3, high=100,
        when="pr", rule="feedback", group="feedback", view="workspace"),
@@ -293,12 +301,10 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
 
 
-# The hand-off settings and what each needs, in the order errors name them:
-# the one rule behind `'push' needs 'worktree: true'` and `--push needs
-# --worktree`.
-NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"), ("merge", "worktree"),
-         ("copy", "worktree"), ("protect", "worktree"), ("max_file_size", "worktree"),
-         ("pr", "push"), ("merge", "pr"))
+# Each row's named rule `needs`, in the order errors name them: the one rule
+# behind `'push' needs 'worktree: true'` and `--push needs --worktree`, and
+# `'check_timeout' needs 'check'`.
+NEEDS = tuple((s.key, needed) for s in SETTINGS for needed in s.needs)
 
 
 def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
