@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +146,23 @@ def _repoint_summary(state_dir: Path, state_bytes: bytes, defs_sig: Any) -> None
     summary_file.write_text(json.dumps(summary))
 
 
+def reconciled(home: Path, entries: list[str], top: str = "") -> dict[str, Any]:
+    """Write `home`'s loops.yaml and take one `tick` (which fires nothing:
+    the entries are not due yet), so state.json is a steady-state home's;
+    the tick's JSON."""
+    write_loops(home, entries, top)
+    out: dict[str, Any] = json.loads(check(loopctl("tick", "--json"), env_for(home)))
+    assert not out["fired"], f"template fired {out['fired']}"
+    return out
+
+
+def past_wake(home: Path) -> None:
+    """Until the wake time state.json names has passed: its loops are due."""
+    wake = json.loads((home / "state" / "state.json").read_text())["wake_at"]
+    while time.time() <= wake + 0.05:
+        time.sleep(0.05)
+
+
 def run_records(home: Path) -> list[Path]:
     runs = home / "state" / "runs"
     if not runs.is_dir():
@@ -151,6 +171,38 @@ def run_records(home: Path) -> list[Path]:
 
 
 # -- a daemon's processes ------------------------------------------------------
+
+
+def start_daemon(home: Path, *args: str, env: dict[str, str] | None = None,
+                 stderr: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """`loopctl daemon ARGS` on `home`, its stdout discarded."""
+    return subprocess.Popen(loopctl("daemon", *args), env=env or env_for(home),
+                            stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> bytes:
+    """SIGTERM, as `kill` would, and wait; SIGKILL after `timeout`. What it
+    wrote to a piped stderr (else b"")."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err or b""
+
+
+def wait_until(ready: Callable[[], object], what: str, timeout: float = 60,
+               step: float = 0.05) -> None:
+    """Poll `ready` every `step` seconds; RuntimeError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        time.sleep(step)
+    raise RuntimeError(f"{what}: not within {timeout:.0f}s")
+
+
 
 
 def daemon_cpu(daemon: psutil.Process) -> tuple[float, float]:
@@ -180,6 +232,20 @@ def run_in_flight(home: Path, daemon: psutil.Process) -> bool:
 
 
 # -- processes ---------------------------------------------------------------
+
+
+def children_cpu() -> float:
+    """User+sys seconds of every child this process has reaped so far
+    (RUSAGE_CHILDREN): subtract two readings around what is measured."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def cpu_with_children() -> float:
+    """This process's user+sys seconds and its reaped children's."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return me.ru_utime + me.ru_stime + children_cpu()
+
 
 
 def become_subreaper() -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,12 +29,12 @@ import psutil
 from _common import (
     Workspace,
     daemon_cpu,
-    env_for,
     header,
     loop_entry,
-    loopctl,
     result,
     run_records,
+    start_daemon,
+    stop,
     write_loops,
 )
 
@@ -79,8 +78,7 @@ def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]
     entries = [loop_entry(f"l{i:03d}", ["sh", "-c", AGENT, "agent", str(marks), str(work)],
                           every="1h") for i in range(loops)]
     write_loops(home, entries, top=f"max_concurrent: {cap}\n")
-    daemon = subprocess.Popen(loopctl("daemon", "--quiet"), env=env_for(home),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    daemon = start_daemon(home, "--quiet", stderr=subprocess.PIPE)
     proc = psutil.Process(daemon.pid)
     t0 = time.monotonic()
     try:
@@ -91,8 +89,7 @@ def run_once(ws: Workspace, loops: int, cap: int, work: float) -> dict[str, Any]
         wall = time.monotonic() - t0
         own, children = daemon_cpu(proc)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(30)
+        stop(daemon)
     rows = events(marks)
     delays = handoff_delays(rows, cap) if cap else []
     return {"cap": cap, "wall_s": round(wall, 2), "daemon_cpu_s": round(own, 3),

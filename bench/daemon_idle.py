@@ -15,13 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import time
 
 import psutil
-from _common import Workspace, env_for, header, loop_entry, loopctl, result, write_loops
+from _common import (
+    Workspace,
+    env_for,
+    header,
+    loop_entry,
+    result,
+    start_daemon,
+    stop,
+    write_loops,
+)
 
 
 def cpu_of(proc: psutil.Process) -> float:
@@ -54,8 +62,7 @@ def main() -> int:
         write_loops(home, [loop_entry(f"loop{i:05d}", ["true"], every="1h", after="1h")
                            for i in range(n)])
         env = env_for(home)
-        daemon = subprocess.Popen(loopctl("daemon"), env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE)
+        daemon = start_daemon(home, env=env, stderr=subprocess.PIPE)
         try:
             proc = psutil.Process(daemon.pid)
             deadline = time.monotonic() + 300  # 10,000 loops: the first pass parses YAML
@@ -83,12 +90,8 @@ def main() -> int:
             ns1 = schedstat_s(daemon.pid)
             elapsed = time.monotonic() - t0
         finally:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                code = daemon.wait(20)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                code = daemon.wait()
+            stop(daemon, 20)
+            code = daemon.returncode
         runs = list((home / "state" / "runs").glob("*/*.json")) \
             if (home / "state" / "runs").is_dir() else []
     used = c1 - c0

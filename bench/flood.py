@@ -27,7 +27,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -42,7 +41,10 @@ from _common import (
     result,
     run_in_flight,
     spread,
+    start_daemon,
+    stop,
     timed,
+    wait_until,
     write_loops,
 )
 
@@ -139,8 +141,7 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
     measurement, so none pays for another's writeback."""
     home = ws.home("dflood")
     env = env_for(home)
-    proc = subprocess.Popen(loopctl("daemon", "--quiet"), env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start_daemon(home, "--quiet", env=env)
     daemon = psutil.Process(proc.pid)
     out: list[tuple[float, float, float | None]] = []
     pairs: list[tuple[float, float]] = []
@@ -157,7 +158,8 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
                                    "--command", " ".join(agent(size)), "bench"),
                            env=env, check=True, stdout=subprocess.DEVNULL)
             runs = home / "state" / "runs" / f"flood{n}"
-            wait_until(lambda folder=runs: any(folder.glob("*.log")), home, step=0.0005)
+            wait_until(lambda folder=runs: any(folder.glob("*.log")),
+                       f"the daemon's run of flood{n} in {home}", step=0.0005)
             t0 = time.perf_counter()
             peak_kib = 0
             while not settled(home, runs, daemon):
@@ -169,8 +171,7 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
             out.append((wall, sum(daemon_cpu(daemon)) - cpu0, peak_kib / 1024 if sample else None))
             drop_log(home, f"flood{n}", size)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop(proc)
         shutil.rmtree(home, ignore_errors=True)
     baseline.extend(pairs[1:])
     return out[1:]
@@ -179,15 +180,6 @@ def daemon_runs(ws: Workspace, size: int, reps: int, sample: bool,
 def settled(home: Path, runs: Path, daemon: psutil.Process) -> bool:
     records = [p for p in runs.glob("*.json") if not p.name.endswith(".decision.json")]
     return bool(records) and not run_in_flight(home, daemon)
-
-
-def wait_until(ready: Callable[[], bool], home: object, step: float) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if ready():
-            return
-        time.sleep(step)
-    raise RuntimeError(f"the daemon fired nothing in {home}")
 
 
 def reset_peak(pid: int) -> None:

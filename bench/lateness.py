@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
 import subprocess
 import sys
@@ -32,12 +31,12 @@ import time
 
 from _common import (
     Workspace,
-    env_for,
     header,
     loop_entry,
-    loopctl,
     result,
     run_records,
+    start_daemon,
+    stop,
     write_loops,
 )
 
@@ -70,8 +69,7 @@ def main() -> int:
         agent = ["sh", "-c", f"date +%s.%N; sleep 0.3; cat '{state_file}'; echo"]
         write_loops(home, [loop_entry(LOOP, agent, every="2s", after="3s", max_runs=fires,
                                       cwd=str(ws.root))])
-        daemon = subprocess.Popen(loopctl("daemon"), env=env_for(home),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        daemon = start_daemon(home, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10 + fires * 4
         try:
             while len(run_records(home)) < fires and time.monotonic() < deadline:
@@ -80,12 +78,7 @@ def main() -> int:
                 time.sleep(0.2)
             time.sleep(0.5)
         finally:
-            daemon.send_signal(signal.SIGTERM)
-            try:
-                _, err = daemon.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                _, err = daemon.communicate()
+            err = stop(daemon, 20)
         late, start, spawn, outcomes = [], [], [], []
         for rec_path in run_records(home):
             rec = json.loads(rec_path.read_text())

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import cpu_with_children  # noqa: E402
 
 from loopctl.engine.logcap import LogTrim  # noqa: E402
 
@@ -101,17 +102,11 @@ class LogPump:
 
 
 
-def cpu() -> float:
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def one(folder: Path, size: int, mode: str, cap: int | None) -> tuple[float, float]:
     path = folder / "run.log"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o600)
     os.sync()
-    c0, t0 = cpu(), time.perf_counter()
+    c0, t0 = cpu_with_children(), time.perf_counter()
     argv = ["head", "-c", str(size), "/dev/zero"]
     if cap is None:
         subprocess.run(argv, stdout=fd, check=True)
@@ -127,7 +122,7 @@ def one(folder: Path, size: int, mode: str, cap: int | None) -> tuple[float, flo
         pump.start()
         proc.wait()
         pump.join()
-    wall, used = time.perf_counter() - t0, cpu() - c0
+    wall, used = time.perf_counter() - t0, cpu_with_children() - c0
     expected = size if cap is None else min(size, cap)
     assert os.fstat(fd).st_size == expected, (os.fstat(fd).st_size, expected)
     os.close(fd)

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import Workspace, header, median, result, spread
+from _common import Workspace, children_cpu, header, median, result, spread
 
 PATTERNS = ("tests/", "ci/check.sh", "**/conftest.py", "pyproject.toml", "setup.cfg")
 # The `runner` case adds what this check's runner reads (DESIGN §16), found
@@ -99,13 +98,11 @@ def dirty(tree: Path) -> None:
 
 
 def measure(action: Callable[[], object], wall: list[float], cpu: list[float]) -> None:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     mine, t0 = time.process_time(), time.perf_counter()
     action()
     wall.append(time.perf_counter() - t0)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu.append(time.process_time() - mine + after.ru_utime - before.ru_utime
-               + after.ru_stime - before.ru_stime)
+    cpu.append(time.process_time() - mine + children_cpu() - before)
 
 
 def main() -> int:

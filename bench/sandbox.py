@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from _common import (
     PY,
     Workspace,
+    children_cpu,
     env_for,
     header,
     loop_entry,
@@ -41,7 +41,7 @@ from _common import (
 )
 
 WRAPPER = ("import os, sys\n"
-           "from loopctl.engine import landlock\n"
+           "from loopctl.engine.containment import landlock\n"
            "r = landlock.Ruleset(landlock.abi())\n"
            "for p in ('/usr', '/bin', '/lib', '/lib64', '/etc', sys.base_prefix):\n"
            "    r.allow(p, landlock.READ)\n"
@@ -59,11 +59,6 @@ def make_home(ws: Workspace, label: str, names: list[str], mode: str,
     return home, work
 
 
-def cpu_of_children() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def startup(ws: Workspace, n: int) -> dict[str, list[float]]:
     """Wall and CPU (user+sys of `loopctl run` and the agent it waited for:
     steadier than wall on a loaded machine) of each run, interleaved."""
@@ -72,9 +67,9 @@ def startup(ws: Workspace, n: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"on": [], "off": [], "on_cpu": [], "off_cpu": []}
     for _ in range(n):
         for label, home in (("on", on), ("off", off)):
-            before = cpu_of_children()
+            before = children_cpu()
             out[label].append(timed(loopctl("run", "one", "--force"), env=env_for(home)))
-            out[label + "_cpu"].append(cpu_of_children() - before)
+            out[label + "_cpu"].append(children_cpu() - before)
     records = [json.loads(p.read_text()) for p in run_records(on)]
     assert records and all(r["sandbox"].startswith("landlock") for r in records), records[:1]
     return out
@@ -82,7 +77,7 @@ def startup(ws: Workspace, n: int) -> dict[str, list[float]]:
 
 def hook_vs_wrapper(n: int) -> dict[str, list[float]]:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from loopctl.engine import landlock
+    from loopctl.engine.containment import landlock
 
     ruleset = landlock.Ruleset(landlock.abi())
     for path in ("/usr", "/bin", "/lib", "/lib64", "/etc"):

@@ -23,8 +23,6 @@ after the driver pass, and its growth per run (one loop run 20 times).
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import shutil
 import sys
 from pathlib import Path
@@ -34,12 +32,14 @@ from _common import (
     Workspace,
     become_subreaper,
     check,
+    children_cpu,
     copy_home,
     env_for,
     header,
     loop_entry,
     loopctl,
     median,
+    reconciled,
     result,
     spread,
     timed,
@@ -63,17 +63,13 @@ GOALS = {"ls": {1000: 2.0, 10000: 3.0}, "status": {1000: 1.5, 10000: 1.5},
 
 def template(ws: Workspace, total: int, case: str) -> Path:
     home = ws.home(f"{case}{total}")
-    write_loops(home, [loop_entry(f"idle{i:05d}", ["true"], every="1h", after="1h")
-                       for i in range(total)])
+    entries = [loop_entry(f"idle{i:05d}", ["true"], every="1h", after="1h")
+               for i in range(total)]
     if case == "driven":
-        out = json.loads(check(loopctl("tick", "--json"), env_for(home)))
-        assert not out["fired"], f"template fired {out['fired']}"
+        reconciled(home, entries)
+    else:
+        write_loops(home, entries)
     return home
-
-
-def children_cpu() -> float:
-    use = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return use.ru_utime + use.ru_stime
 
 
 def measure(ws: Workspace, templates: dict[int, Path], argv: tuple[str, ...],

@@ -30,6 +30,8 @@ from _common import (
     result,
     run_records,
     spread,
+    start_daemon,
+    stop,
     write_loops,
 )
 
@@ -44,8 +46,7 @@ def measure(ws: Workspace, fires: int, **env_extra: str) -> list[float]:
     entry = loop_entry(LOOP, agent, on_demand=True, max_runs=0, cwd=str(ws.root))
     write_loops(home, [entry.replace("    every: 1h\n", "")])  # on demand: no schedule
     env = env_for(home, **env_extra)
-    daemon = subprocess.Popen(loopctl("daemon"), env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    daemon = start_daemon(home, env=env)
     latencies: list[float] = []
     try:
         time.sleep(1.5)  # its first pass and lease; not measured
@@ -58,8 +59,7 @@ def measure(ws: Workspace, fires: int, **env_extra: str) -> list[float]:
             latencies.append(_agent_clock(stamps, n, t0 + 10) - t0)
             _wait_records(home, n + 1, time.monotonic() + 10)
     finally:
-        daemon.terminate()
-        daemon.wait(30)
+        stop(daemon)
     return latencies
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import collections
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import (  # noqa: E402
     Workspace,
     become_subreaper,
+    children_cpu,
     copy_home,
     env_for,
     loopctl,
@@ -80,7 +80,7 @@ if os.environ.get("LOOPCTL_HOME"):
 def scenario(ws: Workspace, tpl: Path, ticks: int, extra: dict[str, str]) -> tuple:
     home = copy_home(tpl, ws.home("x"))
     env = env_for(home, **extra)
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     procs = [subprocess.Popen(loopctl("tick"), env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(ticks)]
@@ -88,8 +88,7 @@ def scenario(ws: Workspace, tpl: Path, ticks: int, extra: dict[str, str]) -> tup
     wall = time.perf_counter() - t0
     wait_quiet(300)
     settled = time.perf_counter() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+    cpu = children_cpu() - cpu0
     runs = len(run_records(home))
     return wall, settled, cpu, sum(c != 0 for c in codes), runs
 

@@ -11,7 +11,7 @@ def warn_bounds(raw: dict[str, Any]) -> None:
     """Say which bounds asked for this machine cannot enforce."""
     if raw.get("max_memory") is None and raw.get("max_procs") is None:
         return
-    from loopctl.engine.reaper import unenforceable
+    from loopctl.engine.containment.cgroup import unenforceable
 
     for line in unenforceable(raw.get("max_memory"), raw.get("max_procs")):
         print(f"warning: {line}", file=sys.stderr)

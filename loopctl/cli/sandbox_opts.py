@@ -50,7 +50,7 @@ def _checked(path: str, option: str) -> str:
 def warn(raw: dict[str, Any], top_mode: str | None) -> None:
     """Said once, at `start`: a loop that will not be confined as asked."""
     from loopctl.domain import confinement
-    from loopctl.engine.sandbox import available
+    from loopctl.engine.containment.sandbox import available
 
     mode = confinement.mode_for(raw.get("sandbox"), top_mode)
     agent = raw.get("command") is None and raw.get("agent", "shell") != "shell"

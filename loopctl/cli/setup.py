@@ -45,7 +45,7 @@ def agents(as_json: JsonOpt = False) -> None:
     """List the agent presets: installed?, version, the command each runs."""
     import shlex
 
-    from loopctl.engine.sandbox import status_line
+    from loopctl.engine.containment.sandbox import status_line
 
     rows = setups.agents_table()
     available, sandbox = status_line()

@@ -42,7 +42,7 @@ def doctor(store: Store) -> dict[str, Any]:
         return {"version": JSON_VERSION, "healthy": False, "findings": findings}
     add("ok", "files", _files_said(store))
     doctor_bounds(store, defs, add)
-    from loopctl.engine.sandbox import doctor_findings
+    from loopctl.engine.containment.sandbox import doctor_findings
 
     for level, check, message in doctor_findings(defs.loops, defs.top.get("sandbox")):
         add(level, check, message)

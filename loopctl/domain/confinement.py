@@ -56,7 +56,7 @@ SYSTEM_READ = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
                "/opt", "/proc", "/sys", "/run", "/nix/store", "/snap")
 # Devices a program may open for writing; /dev itself is only listable.
 # Not /dev/pts (every terminal of the machine) nor /dev/shm (shared by every
-# process): a run gets its own of each where it can (engine/privdev.py).
+# process): a run gets its own of each where it can (engine/containment/privdev.py).
 # /dev/tty names only the opener's controlling terminal, and a run, in a
 # session of its own with no terminal on its stdio, has none.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",

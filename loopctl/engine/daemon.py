@@ -189,11 +189,11 @@ class Daemon:
             report = driver_pass(self.store, now, lease=self.lease, spawn=self.pool.launch)
         except LoopctlError as exc:
             return self._failed(now, exc.message), before
+        self.failures = 0
+        self._note("", now)  # before the log line, as _failed does
         if self.last_error not in (None, "lease"):
             self.log("firing resumes")
             self.last_error = None
-        self.failures = 0
-        self._note("", now)
         for fired in report.fired:
             missed = f", {fired['missed']} missed" if fired["missed"] else ""
             self.log(f"fired {fired['loop']} run {fired['run_id']}{missed}")
@@ -217,10 +217,11 @@ class Daemon:
         for `doctor` and `ls`), and tried again after a backoff, without
         waiting for an edit: space freed changes no file loopctl watches."""
         self.failures += 1
+        # The note first: whoever reads the log line can then find it.
+        self._note(message, now)
         if message != self.last_error:
             self.log(f"not firing: {message}")
             self.last_error = message
-        self._note(message, now)
         return now + retry_after(self.failures, min(RETRY_LIMIT, self.lease.ttl / 3))
 
     def _prepare_note(self) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loopctl.domain.data_class import record
 from loopctl.engine import reaper
+from loopctl.engine.containment import cgroup
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 @record
 class RunBounds:
-    held: reaper.Containment
+    held: cgroup.Containment
     launched: bool = False  # the claim is ours: the run's folders are ours to make and remove
     trim: LogTrim | None = None  # scheduled runs: cuts the log back to the bound
     capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
@@ -37,7 +38,7 @@ class RunBounds:
 
 def unheld(state_dir: Path, name: str, run_id: str) -> RunBounds:
     """Before the claim is checked: only the marker the run's processes carry."""
-    return RunBounds(reaper.Containment(reaper.run_mark(state_dir, name, run_id)))
+    return RunBounds(cgroup.Containment(reaper.run_mark(state_dir, name, run_id)))
 
 
 def hold(ctx: RunContext, loop: LoopDef) -> None:
@@ -45,9 +46,9 @@ def hold(ctx: RunContext, loop: LoopDef) -> None:
     its limits, its decision folder."""
     b = ctx.bounds
     b.launched = True
-    b.held = reaper.contain(ctx.store.paths.state_dir, ctx.name, ctx.run_id)
+    b.held = cgroup.contain(reaper.run_mark(ctx.store.paths.state_dir, ctx.name, ctx.run_id))
     b.nice = loop.nice
-    for note in reaper.apply_limits(b.held, loop.max_memory, loop.max_procs):
+    for note in cgroup.apply_limits(b.held, loop.max_memory, loop.max_procs):
         ctx.log.hold(f"# loopctl: {note}")
     from loopctl.storage.paths import ensure_dir
 
@@ -76,7 +77,7 @@ def watch_log(ctx: RunContext, loop: LoopDef) -> None:
 def child_setup(ctx: RunContext) -> Callable[[], None]:
     """Run in the child between fork and exec: die with the supervisor, join
     the run's cgroup."""
-    ctx.bounds.procs_fd = reaper.open_procs(ctx.bounds.held)
+    ctx.bounds.procs_fd = cgroup.open_procs(ctx.bounds.held)
     return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd, ctx.bounds.nice)
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from loopctl.domain.feedback import Plan
     from loopctl.domain.model import LoopDef
     from loopctl.domain.state import LoopState
-    from loopctl.engine.confining import Confined
+    from loopctl.engine.containment.confining import Confined
     from loopctl.engine.run_bounds import RunBounds
     from loopctl.integrations.worktree import Workspace
 

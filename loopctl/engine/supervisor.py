@@ -181,7 +181,7 @@ def preload(command_loop: bool = True) -> None:
     would each import and compile them again, in a child that dies."""
     from loopctl.agents import command, reading  # noqa: F401
     from loopctl.domain import agent_cli  # noqa: F401
-    from loopctl.engine import landlock, scope  # noqa: F401
+    from loopctl.engine.containment import landlock, scope  # noqa: F401
     from loopctl.storage import triggers  # noqa: F401
 
     if not command_loop:

@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 
-from loopctl.engine.reaper import own_cgroup
+from loopctl.engine.containment.cgroup import own_cgroup
 from loopctl.engine.run_signals import STOP_SIGNALS
 from loopctl.storage.store import Store
 

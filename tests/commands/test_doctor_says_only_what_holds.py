@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CLI
-from loopctl.engine import reaper
+from loopctl.engine.containment import cgroup
 
 
 def findings(cli: CLI, check: str) -> list[dict[str, str]]:
@@ -19,7 +19,7 @@ def findings(cli: CLI, check: str) -> list[dict[str, str]]:
 
 def test_an_unenforceable_bound_is_a_warning_only_for_the_loops_that_set_it(
         cli: CLI, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reaper, "limits_here",
+    monkeypatch.setattr(cgroup, "limits_here",
                         lambda: {"memory": "the memory controller is not enabled", "pids": None})
     cli("start", "p", "--name", "plain", "--every", "1h", check=0)
     said = [f for f in findings(cli, "bounds") if "cannot be enforced" in f["message"]]

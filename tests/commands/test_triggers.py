@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from faults.support import asleep_in_select
 from fixed_zone import UTC, zone_of
 
 from conftest import CLI, TESTS, agent_command, loopctl_argv, wait_for
@@ -158,7 +159,7 @@ def test_a_daemon_fires_a_trigger_within_about_a_second(cli: CLI) -> None:
     daemon = cli.popen("daemon", stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: (cli.state_dir / "lease.json").exists())
-        time.sleep(1.5)  # let the daemon settle into its idle sleep
+        wait_for(lambda: asleep_in_select(daemon.pid))  # settled into its idle sleep
         began = time.monotonic()
         cli("trigger", "od", check=0)
         wait_for(lambda: cli.records("od"), timeout=20, interval=0.02)

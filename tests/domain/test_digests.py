@@ -27,6 +27,25 @@ def test_sha256_and_compare() -> None:
     assert compare_digest("ab", "ab") and not compare_digest("ab", "ac")
 
 
+def _outcome(compare: object, a: object, b: object) -> object:
+    try:
+        return compare(a, b)  # type: ignore[operator]
+    except TypeError as exc:
+        return TypeError, str(exc)
+
+
+@pytest.mark.parametrize("a,b", [
+    (b"", b""), (b"ab", b"ab"), (b"ab", b"ac"), (b"ab", b"abc"), (b"\x00", b""),
+    ("ab", "ab"), ("ab", "ac"), ("", "x"), (bytearray(b"ab"), b"ab"), (memoryview(b"ab"), b"ab"),
+    ("\u00e9", "\u00e9"),  # a non-ASCII str: refused by both
+    ("ab", b"ab"), (b"ab", "ab"), (1, 1), (None, b""),  # mixed or not text: refused by both
+])
+def test_compare_digest_answers_and_refuses_as_hmac_does(a: object, b: object) -> None:
+    """`_operator._compare_digest` is what `hmac.compare_digest` is; held to
+    it by its answers and its errors, should either change."""
+    assert _outcome(compare_digest, a, b) == _outcome(hmac.compare_digest, a, b)
+
+
 def test_a_run_loads_no_openssl() -> None:
     """What the module is for: hashlib (OpenSSL) stays out of the modules a
     run's seals and ids need."""

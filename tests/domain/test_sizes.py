@@ -55,7 +55,7 @@ def test_a_bad_bound_on_the_command_line_exits_2_in_one_line(
 
 
 def test_start_says_which_bounds_this_machine_cannot_enforce(cli: CLI) -> None:
-    from loopctl.engine.reaper import limits_here
+    from loopctl.engine.containment.cgroup import limits_here
 
     proc = cli("start", "p", "--name", "b", "--every", "1h", "--command", "true",
                "--max-memory", "1G", "--max-procs", "100", check=0)
@@ -64,7 +64,7 @@ def test_start_says_which_bounds_this_machine_cannot_enforce(cli: CLI) -> None:
 
 
 def test_doctor_says_which_bounds_this_machine_enforces(cli: CLI) -> None:
-    from loopctl.engine.reaper import base_cgroup, limits_here
+    from loopctl.engine.containment.cgroup import base_cgroup, limits_here
 
     cli("start", "p", "--name", "b", "--every", "1h", "--command", "true",
         "--max-memory", "1G", check=0)
@@ -82,7 +82,7 @@ def test_doctor_says_which_bounds_this_machine_enforces(cli: CLI) -> None:
 
 
 def test_limits_are_written_into_the_runs_cgroup(tmp_path: Path) -> None:
-    from loopctl.engine.reaper import Containment, apply_limits
+    from loopctl.engine.containment.cgroup import Containment, apply_limits
 
     folder = tmp_path / "loopctl-run"
     folder.mkdir()

@@ -22,9 +22,10 @@ from faults.support import gone
 from process_support import kill_leftovers, pids_in
 
 from conftest import CLI, wait_for
-from loopctl.engine import landlock, reaper
+from loopctl.engine import reaper
+from loopctl.engine.containment import cgroup, landlock
 
-HAS_CGROUP = reaper.base_cgroup()[0] is not None
+HAS_CGROUP = cgroup.base_cgroup()[0] is not None
 pytestmark = pytest.mark.skipif(not HAS_CGROUP, reason="no writable cgroup v2 here")
 
 
@@ -53,8 +54,8 @@ def escaper(tmp_path: Path, to_home: bool) -> Path:
     """The agent: leave the run's cgroup for its parent (and with `to_home`
     for the cgroup the supervisor came from), then start an unmarked
     child, then kill the supervisor; what worked goes to `report`."""
-    mount = next(m for m in reaper.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
-    home = f' "{reaper.own_cgroup() or mount}"' if to_home else ""
+    mount = next(m for m in cgroup.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
+    home = f' "{cgroup.own_cgroup() or mount}"' if to_home else ""
     report, child = tmp_path / "report", tmp_path / "child"
     script = tmp_path / "escape.sh"
     script.write_text(
@@ -122,12 +123,12 @@ def test_without_landlock_the_parent_an_agent_moves_into_is_its_runs_own_group(
     assert cli.json("tick")["lost"] == [run["run_id"]]
     assert gone(child), "the child in the run's group outlived the lost run"
     mark = reaper.run_mark(cli.state_dir, "esc", run["run_id"]).replace("/", ".")
-    assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
-                                           reaper.CGROUP_PREFIX + mark))
+    assert not os.path.exists(os.path.join(cgroup.base_cgroup()[0] or "",
+                                           cgroup.CGROUP_PREFIX + mark))
 
 
 def test_the_rules_cover_everything_but_the_cgroup_mounts(tmp_path: Path) -> None:
-    from loopctl.engine.scope import writable_entries
+    from loopctl.engine.containment.scope import writable_entries
 
     tmp_path = tmp_path / "root"  # a tree of its own, as `/` is
 

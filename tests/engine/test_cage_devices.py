@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI
-from loopctl.engine import privdev, sandbox
+from loopctl.engine.containment import privdev, sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.available()[1] is not None,
                                 reason="no Landlock here")
@@ -114,7 +114,7 @@ def test_both_ways_into_a_namespace_give_the_run_its_own_devices(
         pytest.skip("this kernel refuses unprivileged user namespaces")
     import subprocess
 
-    from loopctl.engine import landlock
+    from loopctl.engine.containment import landlock
 
     monkeypatch.setattr(privdev, "_how", [how])
     ruleset = landlock.Ruleset(landlock.abi())

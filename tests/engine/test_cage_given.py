@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CLI
-from loopctl.engine import sandbox
+from loopctl.engine.containment import sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.available()[1] is not None,
                                 reason="no Landlock here")

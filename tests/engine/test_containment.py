@@ -28,8 +28,9 @@ from process_support import kill_leftovers, pids_in
 
 from conftest import CLI, agent_command, wait_for
 from loopctl.engine import procs, reaper
+from loopctl.engine.containment import cgroup
 
-HAS_CGROUP = reaper.base_cgroup()[0] is not None
+HAS_CGROUP = cgroup.base_cgroup()[0] is not None
 CGROUP_MODES = [pytest.param({}, id="cgroup", marks=pytest.mark.skipif(
     not HAS_CGROUP, reason="no writable cgroup v2 here")),
     pytest.param({"LOOPCTL_CGROUP": "off"}, id="no-cgroup")]
@@ -115,8 +116,8 @@ def test_an_agent_that_kills_its_supervisor_at_once_leaves_nothing(
     assert not cli.state()["loops"]["quick"]["run"]
     if HAS_CGROUP:
         mark = reaper.run_mark(cli.state_dir, "quick", run["run_id"]).replace("/", ".")
-        assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
-                                               reaper.CGROUP_PREFIX + mark))
+        assert not os.path.exists(os.path.join(cgroup.base_cgroup()[0] or "",
+                                               cgroup.CGROUP_PREFIX + mark))
 
 
 @pytest.mark.parametrize("scrub", [False, True], ids=["marked", "scrubbed-env"])
@@ -178,8 +179,8 @@ def test_a_forker_that_ignores_sigterm_and_leaves_its_session_leaves_nothing(
     assert started and alive(started) == [], (len(started), alive(started))
     if env == {} and HAS_CGROUP:
         held = reaper.run_mark(cli.state_dir, "hydra", record["run_id"]).replace("/", ".")
-        assert not os.path.exists(os.path.join(reaper.base_cgroup()[0] or "",
-                                               reaper.CGROUP_PREFIX + held))
+        assert not os.path.exists(os.path.join(cgroup.base_cgroup()[0] or "",
+                                               cgroup.CGROUP_PREFIX + held))
 
 
 def test_the_agent_joins_its_runs_cgroup_and_carries_the_marker(cli: CLI, tmp_path: Path) -> None:
@@ -197,8 +198,8 @@ def test_the_agent_joins_its_runs_cgroup_and_carries_the_marker(cli: CLI, tmp_pa
     lines = out.read_text().splitlines()
     (v2,) = [line for line in lines if line.startswith("0::")]
     # The run's group, and in it the agent's leaf (the supervisor has one beside it).
-    assert v2.endswith(f"/{reaper.CGROUP_PREFIX}{mark.replace('/', '.')}"
-                       f"/{reaper.CGROUP_PREFIX}run"), lines
+    assert v2.endswith(f"/{cgroup.CGROUP_PREFIX}{mark.replace('/', '.')}"
+                       f"/{cgroup.CGROUP_PREFIX}run"), lines
     assert lines[-1] == mark
 
 
@@ -334,7 +335,7 @@ def test_a_supervisor_moved_into_its_runs_cgroup_steps_out_before_killing_it(
         pytest.skip("no writable cgroup v2 here")
     # An agent running as root may write its supervisor's pid into the run's
     # cgroup.procs: cgroup.kill would then end the supervisor too.
-    mount = next(m for m in reaper.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
+    mount = next(m for m in cgroup.cgroup2_mounts() if os.path.isfile(f"{m}/cgroup.procs"))
     script = tmp_path / "mover.sh"
     script.write_text("#!/bin/sh\n"
                       "own=$(grep '^0::' /proc/self/cgroup | cut -d: -f3)\n"
@@ -359,7 +360,7 @@ def test_no_run_leaves_its_cgroup_behind(cli: CLI, tmp_path: Path, case: str) ->
     cli("run", "held")
     (record,) = cli.records("held")
     mark = reaper.run_mark(cli.state_dir, "held", record["run_id"]).replace("/", ".")
-    base = reaper.base_cgroup()[0] or ""
+    base = cgroup.base_cgroup()[0] or ""
     assert os.path.isdir(base)
-    left = [name for name in os.listdir(base) if name.startswith(reaper.CGROUP_PREFIX + mark)]
+    left = [name for name in os.listdir(base) if name.startswith(cgroup.CGROUP_PREFIX + mark)]
     assert left == [], (record["outcome"], left)

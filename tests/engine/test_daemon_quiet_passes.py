@@ -30,6 +30,8 @@ from loopctl.storage.store import Store
 COUNTING_DAEMON = textwrap.dedent("""
     import json, os, signal, sys, threading, time
     from loopctl.engine import daemon as daemon_mod
+    from pathlib import Path
+    from loopctl.storage.statefile import read_state_file
     from loopctl.storage.store import Store
 
     runs_dir = os.path.join(os.environ["LOOPCTL_HOME"], "state", "runs", "quick")
@@ -51,11 +53,28 @@ COUNTING_DAEMON = textwrap.dedent("""
         return sum(1 for n in os.listdir(runs_dir)
                    if n.endswith(".json") and not n.endswith(".decision.json"))
 
+    def settled():
+        state = read_state_file(Path(os.environ["LOOPCTL_HOME"], "state", "state.json"))
+        return not state["loops"]["quick"].get("run")
+
+    def asleep():
+        # The main thread waits in select() (its wchan; "0" while it runs).
+        with open(f"/proc/{os.getpid()}/task/{os.getpid()}/wchan") as f:
+            wchan = f.read()
+        return "poll" in wchan or "select" in wchan
+
+    def until(done, deadline):
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def stop_after(runs):
         deadline = time.monotonic() + 60
-        while records() < runs and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)  # the last run's settle write, and what it wakes
+        until(lambda: records() >= runs, deadline)
+        # The last run's settle write (state.json after its record) and what
+        # it wakes: the write woke the daemon before `settled` saw it, so once
+        # it waits in select() again it has taken its pass, if any.
+        until(settled, deadline)
+        until(asleep, deadline)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=stop_after, args=(int(sys.argv[1]),), daemon=True).start()

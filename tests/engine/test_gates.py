@@ -198,7 +198,7 @@ def test_stop_kill_during_the_gate_ends_the_run_as_killed(cli: CLI, tmp_path: Pa
 
 
 def test_the_gate_is_confined_like_the_agent(cli: CLI, tmp_path: Path) -> None:
-    from loopctl.engine.reaper import base_cgroup
+    from loopctl.engine.containment.cgroup import base_cgroup
 
     start(cli, "c", "sh -c 'echo mark=$LOOPCTL_RUN_MARK; cat /proc/self/cgroup; exit 1'",
           tmp_path)

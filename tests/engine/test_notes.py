@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from conftest import CLI
-from loopctl.engine import landlock
+from loopctl.engine.containment import landlock
 
 try:
     SANDBOX = "on" if landlock.abi() else "off"

@@ -1,4 +1,4 @@
-"""The Landlock layer against the running kernel (loopctl/engine/landlock.py):
+"""The Landlock layer against the running kernel (loopctl/engine/containment/landlock.py):
 its constants are the kernel's, and each right it handles is enforced.
 
 Each check forks a child, confines it as a run's agent is confined (the
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from loopctl.domain import confinement
-from loopctl.engine import landlock
+from loopctl.engine.containment import landlock
 
 try:
     ABI = landlock.abi()
@@ -150,7 +150,7 @@ def test_a_device_rule_allows_dev_null_and_not_the_rest(tmp_path: Path) -> None:
 
 
 def test_no_landlock_is_said_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from loopctl.engine import sandbox
+    from loopctl.engine.containment import sandbox
 
     monkeypatch.setenv("LOOPCTL_SANDBOX_ABI", "0")
     assert sandbox.available() == (0, "LOOPCTL_SANDBOX_ABI=0 (set in the environment)")

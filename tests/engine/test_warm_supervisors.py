@@ -13,12 +13,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
 import pytest
-from faults.support import gated, ignores, in_flight, lease, loop_state
+from faults.support import gated, ignores, in_flight, lease, loop_state, signals_delivered
 
 from conftest import CLI, wait_for
 from loopctl.engine import warm
@@ -91,7 +90,7 @@ def test_a_stop_meant_for_a_finished_run_spares_the_worker(cli: CLI, tmp_path: P
         # ended a supervisor forked for that run; the run is settled.)
         wait_for(lambda: ignores(worker, signal.SIGTERM))
         os.kill(worker, signal.SIGTERM)  # as `stop` would, a moment too late
-        time.sleep(0.3)
+        wait_for(lambda: signals_delivered(worker))  # acted on (or dropped), not in flight
         assert psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
         cli("trigger", "once", check=0)
         wait_for(lambda: ended(cli, "once", 2))
@@ -226,16 +225,17 @@ def test_a_fork_that_fails_is_the_loops_error_not_the_daemons(
 
 
 LEFT_BEHIND = textwrap.dedent("""
-    import subprocess, sys, threading, time
+    import os, subprocess, sys, threading
     from loopctl.engine import warm
-    from loopctl.engine.reaper import own_cgroup
+    from loopctl.engine.containment.cgroup import own_cgroup
 
     home = own_cgroup()
     seen = [warm.clean_after_run(home)]
     child = subprocess.Popen(["sleep", "30"])
     seen.append(warm.clean_after_run(home))
     child.kill()
-    time.sleep(0.2)  # exited, not reaped: the check reaps it
+    # Until it has exited, but not reaped (WNOWAIT): the check reaps it.
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
     seen.append(warm.clean_after_run(home))
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import CLI, loopctl_argv
-from loopctl.engine import sandbox
+from loopctl.engine.containment import sandbox
 
 
 def exported(cli: CLI, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -93,6 +93,30 @@ def signal_mask(pid: int, field: str) -> int:
     return int(line.split()[1], 16)
 
 
+def asleep_in_select(pid: int) -> bool:
+    """The process's main thread is blocked in select() or poll(): a daemon
+    that finished its pass and waits for a wake (Linux: /proc/PID/task/PID/
+    wchan, "0" while it runs). A file it watches that changed before this
+    is asked has already woken it, so True means that change was seen.
+    False when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/wchan") as handle:
+            wchan = handle.read()
+    except OSError:
+        return False
+    return "poll" in wchan or "select" in wchan
+
+
+def signals_delivered(pid: int) -> bool:
+    """No signal waits to be delivered to the process (SigPnd and ShdPnd of
+    /proc/PID/status are empty): one sent before has been acted on, or
+    dropped because it was ignored. True when the process is gone."""
+    try:
+        return not (signal_mask(pid, "SigPnd") or signal_mask(pid, "ShdPnd"))
+    except OSError:
+        return True
+
+
 def stop(proc: subprocess.Popen[Any], sig: int = signal.SIGTERM, timeout: float = 15) -> int:
     """Stop a process this test started; SIGKILL if it does not go. A
     process still starting up (not yet handling `sig`) is waited for first,

@@ -27,6 +27,7 @@ import pytest
 from conftest import CLI, agent_command, wait_for
 
 from .support import (
+    asleep_in_select,
     count_lines,
     gone,
     in_flight,
@@ -96,7 +97,9 @@ def test_a_running_daemon_notices_a_killed_supervisor(cli: CLI, tmp_path: Path) 
     daemon = cli.popen("daemon", "--quiet", env={"LOOPCTL_LEASE_TTL": "3"})
     try:
         run = wait_for(lambda: in_flight(cli, "victim"))
-        time.sleep(1.5)  # the daemon has long seen the run start
+        # The daemon has seen the run start: the claim's state write woke it,
+        # and it waits in select() again only once it has taken that in.
+        wait_for(lambda: asleep_in_select(daemon.pid))
         kill_supervisor(cli, "victim")
         gate.touch()
         wait_for(lambda: gone(run["agent"]["pid"]))

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import CLI, wait_for
 
-from .support import gone, in_flight, lease, loop_state, start_gated, stop
+from .support import asleep_in_select, gone, in_flight, lease, loop_state, start_gated, stop
 
 WINDOW = 2.0
 MAX_READS = 100  # a sleeping daemon: a handful (a heartbeat); spinning: thousands
@@ -32,10 +32,12 @@ def reads_while_idle(cli: CLI) -> int:
     daemon = cli.popen("daemon", "--quiet")
     try:
         wait_for(lambda: (lease(cli) or {}).get("pid") == daemon.pid)
-        time.sleep(1)  # its first passes
+        # Its first pass done: the lease is taken before it, and the daemon
+        # waits in select() only after it.
+        wait_for(lambda: asleep_in_select(daemon.pid))
         proc = psutil.Process(daemon.pid)
         before = proc.io_counters().read_count
-        time.sleep(WINDOW)
+        time.sleep(WINDOW)  # the measurement window itself, not a wait for an event
         return proc.io_counters().read_count - before
     finally:
         stop(daemon)

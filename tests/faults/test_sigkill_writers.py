@@ -138,7 +138,7 @@ class Writers:
                 continue
             self.account(kind, target, value, code, lines[-1])
         for victim, delay in victims:
-            time.sleep(delay)
+            time.sleep(delay)  # a random moment of its run to kill it at: the behaviour under test
             try:
                 victim.send_signal(signal.SIGKILL)
                 self.outcomes["killed"] += 1

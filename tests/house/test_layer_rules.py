@@ -67,8 +67,10 @@ PATH_WRITES = {"write_text", "write_bytes", "touch", "mkdir", "unlink", "rmdir",
 # "module: reason".
 WRITES_ALLOWED = {
     "loopctl.engine.reaper": "cgroup files under /sys/fs/cgroup, the run's containment",
-    "loopctl.engine.privdev": "/proc/self uid_map and setgroups of the sandbox's namespace",
-    "loopctl.engine.sandbox": "the run's scratch folder in the system temp dir",
+    "loopctl.engine.containment.cgroup": "a run's cgroup under /sys/fs/cgroup: made and removed",
+    "loopctl.engine.containment.privdev":
+        "/proc/self uid_map and setgroups of the sandbox's namespace",
+    "loopctl.engine.containment.sandbox": "the run's scratch folder in the system temp dir",
     "loopctl.engine.warm": "/dev/null, a waiting warm supervisor's stdout and stderr",
     "loopctl.integrations.copying": "the user's untracked files copied into a run's worktree",
     "loopctl.integrations.protect": "the user's protected paths put back in the worktree",

@@ -105,7 +105,7 @@ def test_a_planted_git_link_is_refused(tmp_path: Path, link: str,
 
 
 def test_a_link_counts_as_planted_only_inside_a_writable_folder(tmp_path: Path) -> None:
-    from loopctl.engine.sandbox import planted_link
+    from loopctl.engine.containment.sandbox import planted_link
 
     mine, theirs = tmp_path / "mine", tmp_path / "writable"
     (mine / "real").mkdir(parents=True)

@@ -160,6 +160,7 @@ def test_sigkill_never_leaves_a_half_written_file(home: Path) -> None:
                     f"objective {i}"]
         proc = subprocess.Popen(loopctl_argv(*argv), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE)
+        # The kill lands at a random moment of the write: the behaviour under test.
         time.sleep(offset + rng.uniform(0.0, 0.150))
         proc.send_signal(signal.SIGKILL)  # a no-op if it has already exited
         _, stderr = proc.communicate(timeout=60)

@@ -27,8 +27,9 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
-from loopctl.engine import confining, side_command
 from loopctl.engine import run_signals as wait
+from loopctl.engine import side_command
+from loopctl.engine.containment import confining
 from loopctl.engine.launch_support import agent_env
 from loopctl.engine.run_context import (
     Claim,

@@ -18,8 +18,9 @@ from loopctl import clock
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.gates import GATE_TAIL, gate_outcome, tail_text
 from loopctl.domain.state import RunResult
-from loopctl.engine import confining, side_command
-from loopctl.engine.confining import Confined
+from loopctl.engine import side_command
+from loopctl.engine.containment import confining
+from loopctl.engine.containment.confining import Confined
 from loopctl.engine.launch_support import agent_env
 from loopctl.engine.run_context import Claim, Gate, Prepared, RunContext, one_line
 

@@ -16,8 +16,9 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
-from loopctl.engine import confining, procs
+from loopctl.engine import procs
 from loopctl.engine import run_bounds as bounds
+from loopctl.engine.containment import confining
 from loopctl.engine.launch_support import (
     agent_env,
     in_child,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from loopctl.engine import landlock
+from loopctl.engine.containment import landlock
 
 CGROUP_TYPES = ("cgroup", "cgroup2")
 WHERE_CGROUPS_LIVE = "/sys/fs/cgroup"

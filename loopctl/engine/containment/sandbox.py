@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from loopctl.domain import confinement
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.engine import landlock, privdev, repo_record, scope
+from loopctl.engine import repo_record
+from loopctl.engine.containment import landlock, privdev, scope
 from loopctl.storage import safe_open
 
 SHEBANG_BYTES = 256

@@ -26,7 +26,7 @@ import ctypes
 import os
 from collections.abc import Callable
 
-from loopctl.engine import landlock
+from loopctl.engine.containment import landlock
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000

@@ -21,8 +21,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-    from loopctl.engine.sandbox import Confinement
-    from loopctl.engine.scope import Scope
+    from loopctl.engine.containment.sandbox import Confinement
+    from loopctl.engine.containment.scope import Scope
     from loopctl.integrations.worktree import Workspace
 
 
@@ -47,7 +47,7 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
     preset whose own sandbox cannot start inside loopctl's)."""
     if not wants(mode_for(loop.sandbox, run.get("sandbox_default")), is_agent(loop)):
         return _scoped(ctx, loop)
-    from loopctl.engine.sandbox import confined_argv, confinement_for
+    from loopctl.engine.containment.sandbox import confined_argv, confinement_for
 
     own = [str(ctx.store.paths.config_dir), str(ctx.store.paths.state_dir)]
     found, why = confinement_for(
@@ -83,11 +83,11 @@ def recorded_repository(ctx: RunContext, st: dict[str, Any], ws: Workspace | Non
 
 def _scoped(ctx: RunContext, loop: LoopDef, why: str | None = None) -> Confined:
     """An unconfined run still keeps to its process bounds where Landlock
-    is here: its signals scoped, no cgroup file writable (engine/scope.py).
+    is here: its signals scoped, no cgroup file writable (engine/containment/scope.py).
     Not an agent whose own sandbox needs mount(2) (codex, run with
     `--sandbox off` to keep it): that sandbox would fail in any domain."""
     from loopctl.domain.agent_cli import OWN_SANDBOX, agent_cli
-    from loopctl.engine import landlock, scope
+    from loopctl.engine.containment import landlock, scope
 
     unconfined = Confined(None, why or "off")
     version, unavailable = landlock.available()
