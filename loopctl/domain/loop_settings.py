@@ -3,11 +3,14 @@
 A row says what a `loops.yaml` key is: its `LoopDef` field, its kind (which
 picks its parser, its writer and its shell completion), its default, the
 option that sets it and that option's help, which commands take it, whether
-`update` may change it, whether `status` lists it among the limits, and how
-an export carries it. From the table: `KEYS`, the simple keys' parsing and
-the whole of serialising (domain/model.py), the `start`/`update` options
-(cli/setting_opts.py), the completions and the man page's loops.yaml
-reference (cli/gendocs.py), the limits line of `status` (cli/views.py).
+`update` may change it, whether `status` lists it among the limits, when it
+is written, where the LOOP JSON shows it, what it needs, and how an export
+carries it. From the table: `KEYS`, the simple keys' parsing (domain/model.py),
+the whole of serialising (domain/loop_raw.py), the `start`/`update` options
+(cli/setting_opts.py), the cached and JSON fields of `ls --json`
+(storage/defs_cache.py, commands/loop_object.py), the completions and the
+man page's loops.yaml reference (cli/gendocs.py), the limits line of
+`status` (cli/views.py) and the context rules (`NEEDS`).
 
 Pure: no Typer, no I/O. Each value rule (`problem`) is written once and
 named by whoever reports it: `'max_procs'` for loops.yaml, `--max-procs`
