@@ -61,11 +61,27 @@ def pytest_configure(config: pytest.Config) -> None:
     then each of those processes compiles ~25 modules again (~45 ms of CPU).
     py_compile writes them whatever that variable says; imports only read."""
     leave_hypothesis_unrewritten(config)
+    load_hypothesis_profile()
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         import compileall
 
         compileall.compile_dir(str(TESTS.parent / "loopctl"), quiet=1)
         rewrite_test_modules_once(config)
+
+
+# How fast hypothesis draws an input says nothing about loopctl, and CI runs
+# six workers on two cores: a draw slowed by its neighbours failed the
+# too_slow health check once. A test naming its own suppress_health_check
+# list replaces this one, so each of those lists too_slow as well.
+SLOW_DRAWS_ARE_FINE = "loopctl-suite"
+
+
+def load_hypothesis_profile() -> None:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(SLOW_DRAWS_ARE_FINE, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile(SLOW_DRAWS_ARE_FINE)
 
 
 def leave_hypothesis_unrewritten(config: pytest.Config) -> None:

@@ -15,6 +15,7 @@ from loopctl.domain.dates import tzinfo
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.schedule import first_fire
+from loopctl.domain.tally import check_tally
 from loopctl.domain.timestamps import UTC, parse_iso
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -97,6 +98,9 @@ class LoopState(_Shape):
     slots: dict[str, Any] | None
     # Due slots that did not run, by reason, and the last (DESIGN §20).
     skips: dict[str, Any] | None
+    # Counters /metrics serves, bumped as each run settles (DESIGN §19);
+    # rules in domain/tally. None: no run settled since it was added.
+    tally: dict[str, Any] | None
 
 
 @record
@@ -442,13 +446,14 @@ SCHEMA: dict[str, Field] = {
     "repository": _field(lambda v: _paths(v, 3), None),
     "slots": _field(lambda v: _slots(v), None),
     "skips": _field(lambda v: _skips(v), None),
+    "tally": _field(check_tally, None),
 }
 
 
 # Keys added after state version 1 first shipped: their absence is not damage.
 LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
                        "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost", "cost_estimated", "repository", "slots", "skips"})
+                       "max_run_cost", "cost_estimated", "repository", "slots", "skips", "tally"})
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -155,10 +155,13 @@ def reap_children(pids: list[int]) -> tuple[list[int], bool]:
     return running, killed
 
 
-def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> None:
+def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
+                why: str | None = None) -> dict[str, Any]:
     """Write the record of a run whose supervisor died, unless the supervisor
     got as far as writing its own (then only the state was not settled).
-    A worktree it left is removed; its branch is kept when it has commits."""
+    A worktree it left is removed; its branch is kept when it has commits.
+    `why`: what the supervisor said stopped it (a full disk). Returns the
+    run's record, to count."""
     path = store.paths.run_record(loop, run["run_id"])
     workspace_note = None
     agent = run.get("agent")
@@ -179,18 +182,18 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         except (LoopctlError, KeyError, TypeError) as exc:
             workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
     if path.exists():
-        from loopctl.storage.runs import remember
+        from loopctl.storage.runs import load_record, remember
 
         remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
-        return
-    note = "supervisor died"
+        return load_record(path, run["run_id"]) or {"run_id": run["run_id"], "outcome": "lost"}
+    note = f"supervisor died: {why}" if why else "supervisor died"
     if swept:
         note += f"; killed {swept} process(es) it left"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
     if workspace_note:
         note += f"; {workspace_note}"
-    store.write_json(path, new_record(
+    written = new_record(
         run["run_id"], loop,
         iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
@@ -200,30 +203,36 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float) -> Non
         log=str(store.paths.run_log(loop, run["run_id"])), note=note,
         **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
         **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
-    ))
+    )
+    store.write_json(path, written)
     from loopctl.storage.runs import remember
 
     remember(store.paths, loop, run["run_id"])
+    return written
 
 
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],
                 now: float) -> None:
     """Record lost runs; a loop whose supervisor could not save its state
-    (it left an `.unsaved` marker) pauses with reason `error`: a schedule
-    that cannot be persisted must not keep running."""
+    or write at all (it said why in the run's `.fault`, reserved before the
+    run so that a full disk cannot stop it, or left an `.unsaved` marker)
+    pauses with reason `error`: a schedule that cannot be persisted must
+    not keep running (DESIGN §4)."""
+    from loopctl.storage.run_files import unsaved_reason
+    from loopctl.storage.runs import count_run
+
     for name, run in lost:
-        record_lost(store, name, run, now)
+        why = unsaved_reason(store.paths, name, run["run_id"])
+        written = record_lost(store, name, run, now, why)
         st = state["loops"].get(name)
+        if st is not None:  # in the pass's state write, as a settled run is
+            count_run(store.paths, name, st, written)
         if st is not None and st.get("orphan") and not procs.alive(st["orphan"]):
             st["orphan"] = None  # killed just now by record_lost
-        marker = store.paths.unsaved_marker(name, run["run_id"])
-        if marker.exists():
-            st = state["loops"].get(name)
-            if st is not None and st["status"] not in TERMINAL:
-                why = marker.read_text(errors="replace").strip() or "state could not be saved"
-                st["status"], st["reason"] = "paused", "error"
-                st["note"] = (f"run {run['run_id']}: {why}; free the space, then "
-                              f"`loopctl resume {name}`")
+        if why is not None and st is not None and st["status"] not in TERMINAL:
+            fix = "make the home writable" if "(EROFS)" in why else "free the space"
+            st["status"], st["reason"] = "paused", "error"
+            st["note"] = f"run {run['run_id']}: {why}; {fix}, then `loopctl resume {name}`"
 
 
 def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:

@@ -45,11 +45,26 @@ class Supervisor:
         self.name = loop_name
         self.run_id = run_id
         self.foreground = foreground
+        self.owns_run = False  # its claim names this process: it may say why it failed
 
     def run(self) -> dict[str, Any]:
+        """The run, supervised. One the home cannot take (a full disk, a
+        read-only remount) says so in the run's `.fault`, reserved before
+        the agent starts, for the next driver pass to pause the loop."""
+        from loopctl.storage import run_files
+
+        try:
+            self.store.run_dir(self.name)
+            return self._run()
+        except (OSError, LoopctlError) as exc:
+            why = run_files.disk_fault(exc) if self.owns_run else None
+            if why is not None:
+                run_files.mark_unsaved(self.store.paths, self.name, self.run_id, why)
+            raise
+
+    def _run(self) -> dict[str, Any]:
         procs.become_subreaper()
         run_signals.interruptible()
-        self.store.run_dir(self.name)
         log = RunLog(open_log(self.store.paths.run_log(self.name, self.run_id)))
         ctx = RunContext(self.store, self.name, self.run_id, self.foreground, log, [],
                          run_bounds.unheld(self.store.paths.state_dir, self.name, self.run_id))
@@ -59,6 +74,12 @@ class Supervisor:
         try:
             started = clock.now()
             claim = read_claim(ctx)
+            # Reserved once the run is this supervisor's (one started by
+            # hand is refused above and leaves nothing).
+            from loopctl.storage.run_files import reserve_fault
+
+            reserve_fault(self.store.paths, self.name, self.run_id)
+            self.owns_run = True
             launched, result, ws = self._launched(ctx, claim, done, started)
             output.read_decision(ctx, result)
             if claim.loop.notes and done.handed is not None:

@@ -25,7 +25,7 @@ from loopctl.serve import api
 from loopctl.serve.auth import Auth, without_token
 from loopctl.serve.drivers import DriverWatch
 from loopctl.serve.hooks import GithubHooks, describe_delivery
-from loopctl.serve.metrics import Metrics, RunTally
+from loopctl.serve.metrics import Metrics
 from loopctl.serve.server import Request, Response, error
 from loopctl.storage.serve_files import Deliveries
 from loopctl.storage.store import Store
@@ -52,7 +52,7 @@ class App:
         self.actions = api.Actions(Store)
         probe = Store()
         self.hooks = GithubHooks(Store, secret, Deliveries(probe.paths))
-        self.metrics = Metrics(RunTally(), self.hooks.counts)
+        self.metrics = Metrics(self.hooks.counts)
         self.drivers = DriverWatch(in_daemon)
         # Beside a daemon, pages are rendered one at a time: the driver's
         # thread shares the interpreter lock with them, and a fire must not
@@ -292,7 +292,8 @@ class App:
         store = Store()
         listed = api.loops(store)["loops"]
         now = clock.now()
-        table = clean_table(store.read_state().get("accounts"))
+        state = store.read_state()
+        table = clean_table(state.get("accounts"))
         held = [entry for entry in table.values() if holding(entry, now)]
-        text = self.metrics.render(store, listed, now, held)
+        text = self.metrics.render(store, listed, now, held, state["loops"])
         return Response(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")

@@ -1,25 +1,24 @@
 """`GET /metrics`: the home in the Prometheus text format (DESIGN §19).
 
 Base units, no run id as a label. The run counters and the duration
-histogram count each record once, from the first scrape on, and never go
-down when `--keep-runs` prunes old records (a counter that fell would read
-as a reset); a restart of the server starts them again from the records
-kept, which Prometheus reads as the reset it is.
+histogram are each loop's `tally`, kept in state.json and bumped in the
+state write that settles each run (domain/tally): they never go down when
+`--keep-runs` prunes records, a restart of the server changes nothing, and
+the server holds nothing per run. A loop whose entry predates the tally
+shows what its records kept say until its next run starts the tally there.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections import defaultdict
 from typing import Any
 
 from loopctl import __version__
+from loopctl.domain import tally as tallies
 from loopctl.domain.outcomes import FAILURES
+from loopctl.domain.tally import BUCKETS, Tally
 from loopctl.domain.timestamps import parse_iso as _parse_iso
 from loopctl.storage.store import Store
 
-BUCKETS = (1.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0)
 STATUSES = ("running", "queued", "active", "paused", "completed", "failed", "stopped",
             "expired", "held", "invalid")
 # A loop whose next fire is this far in the past, with nothing in flight or
@@ -28,65 +27,22 @@ OVERDUE_GRACE_S = 120.0
 FAILED = FAILURES
 
 
-class RunTally:
-    """Per loop: runs by outcome, duration buckets, counted once each."""
+def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[str, Tally]:
+    """Each loop's tally from its state entry; an entry written before the
+    tally existed is counted from its records kept (read, not remembered)."""
+    from loopctl.storage.runs import list_records
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.seen: dict[str, set[str]] = defaultdict(set)
-        self.outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.buckets: dict[str, list[int]] = {}
-        self.sums: dict[str, float] = defaultdict(float)
-        self.counts: dict[str, int] = defaultdict(int)
-        self.last_ok: dict[str, float] = {}
-        self.checks: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-
-    def update(self, store: Store, names: list[str]) -> None:
-        from loopctl.storage.runs import load_record, loop_folder, run_ids
-
-        with self.lock:
-            for name in names:
-                folder = loop_folder(store.paths, name)
-                if folder is None:
-                    continue
-                seen, kept = self.seen[name], run_ids(store.paths, name)
-                # Forget what --keep-runs pruned: a pruned id never comes
-                # back, and a long-lived server would hold every id ever run.
-                if kept:
-                    seen.intersection_update(kept)
-                for run_id in kept:
-                    if run_id in seen:
-                        continue
-                    record = load_record(folder / f"{run_id}.json", run_id)
-                    if record is not None:
-                        seen.add(run_id)
-                        self._count(name, record)
-
-    def _count(self, name: str, record: dict[str, Any]) -> None:
-        self.outcomes[name][str(record.get("outcome"))] += 1
-        check = record.get("check")
-        if isinstance(check, dict):
-            self.checks[name][check_result(check)] += 1
-        duration = record.get("duration_s")
-        if isinstance(duration, (int, float)) and math.isfinite(duration) and duration >= 0:
-            buckets = self.buckets.setdefault(name, [0] * len(BUCKETS))
-            for at, bound in enumerate(BUCKETS):
-                if duration <= bound:
-                    buckets[at] += 1
-            self.sums[name] += float(duration)
-            self.counts[name] += 1
-        if record.get("outcome") == "ok":
-            ended = parse_iso(record.get("ended_at"))
-            if ended and ended > self.last_ok.get(name, 0.0):
-                self.last_ok[name] = ended
-
-
-def check_result(check: dict[str, Any]) -> str:
-    """A check's `result` label: passed, failed (an exit code), or error
-    (timed out or could not start: no exit code)."""
-    if check.get("passed") is True:
-        return "passed"
-    return "failed" if isinstance(check.get("exit_code"), int) else "error"
+    out: dict[str, Tally] = {}
+    for name in names:
+        st = entries.get(name)
+        if not isinstance(st, dict):
+            continue
+        kept = st.get("tally")
+        if kept is None and not st.get("seq"):
+            kept = tallies.empty()  # never claimed a run: no record to read
+        out[name] = kept if kept is not None else tallies.seeded(
+            list_records(store.paths, name))
+    return out
 
 
 def parse_iso(text: Any) -> float | None:
@@ -107,17 +63,15 @@ def number(value: float) -> str:
 
 
 class Metrics:
-    def __init__(self, tally: RunTally, webhook_counts: Any) -> None:
-        self.tally = tally
+    def __init__(self, webhook_counts: Any) -> None:
         self.webhooks = webhook_counts
 
     def render(self, store: Store, listed: list[dict[str, Any]], now: float,
-               accounts: list[dict[str, Any]]) -> str:
+               accounts: list[dict[str, Any]], entries: dict[str, Any]) -> str:
+        """`entries`: state.json's loops, as read for this scrape."""
         names = [str(loop["name"]) for loop in listed if loop.get("status") != "invalid"]
-        self.tally.update(store, names)
         out: list[str] = []
-        with self.tally.lock:
-            self._runs(out, names)
+        self._runs(out, names, tallies_of(store, entries, names))
         self._loops(out, listed, now)
         family(out, "loopctl_in_flight", "gauge", "Runs in flight now.")
         out.append(f"loopctl_in_flight {sum(1 for x in listed if x.get('current_run'))}")
@@ -139,39 +93,38 @@ class Metrics:
         out.append(f'loopctl_build_info{{version="{label(__version__)}"}} 1')
         return "\n".join(out) + "\n"
 
-    def _runs(self, out: list[str], names: list[str]) -> None:
-        tally = self.tally
+    def _runs(self, out: list[str], names: list[str], tally: dict[str, Tally]) -> None:
         family(out, "loopctl_runs_total", "counter", "Finished runs, by loop and outcome.")
         for name in names:
-            for outcome, count in sorted(tally.outcomes.get(name, {}).items()):
+            for outcome, count in sorted(tally[name]["runs"].items() if name in tally else ()):
                 out.append(f'loopctl_runs_total{{loop="{label(name)}",'
                            f'outcome="{label(outcome)}"}} {count}')
         family(out, "loopctl_check_runs_total", "counter",
                "Checks (--check) run after the agent, by loop and result.")
         for name in names:
-            for result, count in sorted(tally.checks.get(name, {}).items()):
+            for result, count in sorted(tally[name]["checks"].items() if name in tally else ()):
                 out.append(f'loopctl_check_runs_total{{loop="{label(name)}",'
                            f'result="{result}"}} {count}')
         family(out, "loopctl_run_duration_seconds", "histogram", "How long runs took.")
         for name in names:
-            if name not in tally.buckets:
+            if name not in tally or not tally[name]["count"]:
                 continue
-            loop = label(name)
-            for bound, count in zip(BUCKETS, tally.buckets[name], strict=True):
+            loop, one = label(name), tally[name]
+            for bound, count in zip(BUCKETS, one["buckets"], strict=True):
                 out.append(f'loopctl_run_duration_seconds_bucket{{loop="{loop}",'
                            f'le="{number(bound)}"}} {count}')
             out.append(f'loopctl_run_duration_seconds_bucket{{loop="{loop}",le="+Inf"}} '
-                       f"{tally.counts[name]}")
+                       f"{one['count']}")
             out.append(f'loopctl_run_duration_seconds_sum{{loop="{loop}"}} '
-                       f"{number(tally.sums[name])}")
-            out.append(f'loopctl_run_duration_seconds_count{{loop="{loop}"}} '
-                       f"{tally.counts[name]}")
+                       f"{number(one['sum'])}")
+            out.append(f'loopctl_run_duration_seconds_count{{loop="{loop}"}} {one["count"]}')
         family(out, "loopctl_last_success_timestamp_seconds", "gauge",
                "When the loop's last ok run ended (Unix time).")
         for name in names:
-            if name in tally.last_ok:
+            last_ok = tally[name]["last_ok"] if name in tally else None
+            if last_ok:
                 out.append(f'loopctl_last_success_timestamp_seconds{{loop="{label(name)}"}} '
-                           f"{number(tally.last_ok[name])}")
+                           f"{number(last_ok)}")
 
     def _loops(self, out: list[str], listed: list[dict[str, Any]], now: float) -> None:
         valid = [x for x in listed if x.get("status") != "invalid"]

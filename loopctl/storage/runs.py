@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
-RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".trigger", ".answer")
+RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".fault", ".trigger", ".answer")
 
 
 def run_order(run_id: str) -> tuple[int, str]:
@@ -114,6 +114,20 @@ def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
         if record is not None:
             records.append(record)
     return records
+
+
+def count_run(paths: Paths, loop: str, st: dict[str, Any], record: dict[str, Any]) -> None:
+    """Add a finished run to the loop's `tally` (domain.tally), which the
+    caller writes in the state write that settles the run. An entry without
+    one (state.json from before it) starts from the records kept, this
+    run's own excepted (a retried save may have written it already)."""
+    from loopctl.domain import tally
+
+    base = st.get("tally")
+    if base is None:
+        base = tally.seeded(r for r in list_records(paths, loop)
+                            if r.get("run_id") != record.get("run_id"))
+    st["tally"] = tally.add(base, record)
 
 
 def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:

@@ -161,7 +161,7 @@ def test_prompt_arrives_intact_exactly_once(name: str, prompt: str) -> None:
 
 
 @settings(max_examples=60, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(prompt=st.text(min_size=1, max_size=80))
 def test_any_prompt_arrives_intact(prompt: str) -> None:
     for name in ALL:

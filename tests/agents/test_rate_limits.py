@@ -206,7 +206,7 @@ def test_rate_limit_codex_try_again_at(local_tz: Callable[[str], None]) -> None:
 
 
 @settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=st.text(max_size=200))
 def test_rate_limit_never_raises(text: str) -> None:
     limited, reset = readers.rate_limit(text, now=NOW)

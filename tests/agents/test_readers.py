@@ -406,7 +406,7 @@ def test_each_reader_function_on_garbage(reader: str, output: bytes) -> None:
 
 
 @settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.binary(max_size=300))
 def test_readers_never_raise_on_arbitrary_bytes(data: bytes) -> None:
     for reader in READERS.values():

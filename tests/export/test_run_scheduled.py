@@ -96,3 +96,25 @@ def test_env_name_without_value_comes_from_the_driver_at_fire_time(cli: CLI) -> 
     seen = json.loads(record.read_text().splitlines()[0])["env"]
     assert seen["FAKE_FROM_DRIVER"] == "from-the-driver"
     assert seen["FAKE_FIXED"] == "fixed"
+
+
+@pytest.mark.parametrize("schedule", [["--cron", "0 * * * *"], ["--every", "1h"]])
+def test_scheduled_records_the_slot_it_served_as_due_at_never_a_future_time(
+        cli: CLI, schedule: list[str]) -> None:
+    """Issue 49 item 5: an hourly loop fired by CI records as `due_at` the
+    instant of the slot it served, at or before its start (it recorded the
+    loop's next due time, an hour ahead: lateness -1 h)."""
+    from loopctl.domain.timestamps import parse_iso
+
+    cli("start", "p", "--name", "ci", *schedule, "--command",
+        agent_command("--print", "did it"), check=0)
+    for offset in (0, 5400, 9000):  # now, 1.5 h on, 2.5 h on
+        cli("run", "ci", "--scheduled", env={"LOOPCTL_CLOCK_OFFSET": str(offset)}, check=0)
+    records = cli.records("ci")
+    assert len(records) == 3, records
+    for record in records:
+        due, started = parse_iso(record["due_at"]), parse_iso(record["started_at"])
+        assert record["slot"] == f"schedule:{record['due_at']}", record
+        assert due <= started < due + 3600, record  # late by less than one period, never early
+    if schedule[0] == "--cron":
+        assert all(parse_iso(r["due_at"]) % 3600 == 0 for r in records), records

@@ -59,6 +59,8 @@ def test_the_agent_dies_with_its_killed_supervisor_and_the_loop_fires_after(
     assert first["lost"] == [run["run_id"]] and first["fired"] == []
     assert loop_state(cli, "orphan")["orphan"] is None
     assert loop_state(cli, "orphan")["failures"] == 1
+    # Counted in the pass's own state write, as /metrics reads it (DESIGN §19).
+    assert loop_state(cli, "orphan")["tally"]["runs"] == {"lost": 1}
 
     gate.touch()
     wait_for(lambda: loop_state(cli, "orphan")["next_due"] < time.time())
@@ -66,6 +68,7 @@ def test_the_agent_dies_with_its_killed_supervisor_and_the_loop_fires_after(
     assert [f["loop"] for f in after["fired"]] == ["orphan"], after
     records = wait_for(lambda: len(cli.records("orphan")) == 2 and cli.records("orphan"))
     assert [r["outcome"] for r in records] == ["lost", "ok"]
+    wait_for(lambda: loop_state(cli, "orphan")["tally"]["runs"] == {"lost": 1, "ok": 1})
     assert "still running" not in (records[0]["note"] or "")
     assert count_lines(starts) == 2
 

@@ -266,3 +266,36 @@ def test_a_daemon_fires_again_once_space_frees_and_says_meanwhile_why_not(
         assert cli("ls").stderr == ""
     finally:
         stop(daemon)
+
+
+# -- runs lost to a full disk -----------------------------------------------------------
+
+
+@pytest.mark.slow  # each supervisor retries its save for a few seconds
+def test_four_runs_ending_on_a_full_disk_all_pause_their_loops_with_enospc(
+        small_home: CLI, tmp_path: Path) -> None:
+    """Issue 49 item 4: every supervisor that cannot write says why in a
+    place the next pass reads (its `.fault`, reserved before the run), so
+    every loop pauses `error` naming ENOSPC; none fires on as "supervisor
+    died" with the disk nowhere in its record."""
+    cli = small_home
+    gate = tmp_path / "gate"
+    names = [f"full{n}" for n in range(4)]
+    for name in names:
+        start_gated(cli, name, gate, every="1s")
+    assert sorted(f["loop"] for f in cli.json("tick")["fired"]) == names
+    for name in names:
+        wait_for(lambda name=name: in_flight(cli, name))
+    filler = fill(cli.home)
+    gate.touch()  # every run ends on a full disk
+    wait_for(lambda: not supervisors(cli.home), timeout=30)
+    filler.unlink()
+    report = cli.json("tick")
+    assert report["fired"] == [], report
+    for name in names:
+        status = cli.json("status", name)
+        assert (status["status"], status["reason"]) == ("paused", "error"), status
+        assert "ENOSPC" in status["note"] and ENOSPC_TEXT in status["note"], status
+        (record,) = cli.records(name)  # a lost one says why; else its supervisor wrote it
+        assert record["outcome"] != "lost" or "ENOSPC" in record["note"], record
+    assert cli.json("tick")["fired"] == []

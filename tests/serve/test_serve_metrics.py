@@ -4,6 +4,7 @@ records are pruned, and behind the token."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -77,17 +78,49 @@ def test_metrics_pass_promtool_with_exactly_the_listed_series(cli: CLI,
     assert not re.search(r"\d{8}T\d{6}Z-\d+", second), "no run id as a label"
 
 
-def test_the_tally_forgets_pruned_runs_but_keeps_their_counts(cli: CLI) -> None:
-    """A long-lived server's tally holds the ids of the records on disk only
-    (it held every id it ever counted: memory grew with every run)."""
-    from loopctl.serve.metrics import RunTally
-    from loopctl.storage.store import Store
-
-    cli("start", "p", "--name", "good", "--every", "1h", "--keep-runs", "1",
+def test_runs_total_counts_every_run_after_keep_runs_pruned_them_and_a_restart(
+        cli: CLI, home: Path, tmp_path: Path) -> None:
+    """The counters are the loop's state, not its records kept: 6 runs under
+    `--keep-runs 2` read 6 (main counted the 2 records left), on a server
+    started after them and again after its restart; `rm` drops the series."""
+    cli("start", "p", "--name", "good", "--every", "1h", "--keep-runs", "2",
         "--command", agent_command("--print", "ok"), check=0)
-    tally = RunTally()
-    for _ in range(4):
-        cli("run", "good")
-        tally.update(Store(), ["good"])
-    assert tally.outcomes["good"]["ok"] == 4
-    assert len(tally.seen["good"]) == 1
+    for _ in range(6):
+        cli("run", "good", check=0)
+    records = list((home / "state" / "runs" / "good").glob("*.json"))
+    assert len(records) == 2, records  # the fixture really pruned
+    with serving(tmp_path) as served:
+        first = served.request("GET", "/metrics")[2].decode()
+    assert sample(first, 'loopctl_runs_total{loop="good",outcome="ok"}') == 6
+    assert sample(first, 'loopctl_run_duration_seconds_count{loop="good"}') == 6
+    assert sample(first, 'loopctl_run_duration_seconds_bucket{loop="good",le="+Inf"}') == 6
+    assert sample(first, 'loopctl_last_success_timestamp_seconds{loop="good"}') > 0
+    cli("run", "good", check=0)
+    with serving(tmp_path) as served:  # a restarted server remembers nothing itself
+        second = served.request("GET", "/metrics")[2].decode()
+        cli("rm", "good", check=0)
+        gone = served.request("GET", "/metrics")[2].decode()
+    assert sample(second, 'loopctl_runs_total{loop="good",outcome="ok"}') == 7
+    assert 'loop="good"' not in gone, gone
+
+
+def test_a_state_file_from_before_the_tally_counts_on_from_its_records(
+        cli: CLI, home: Path, tmp_path: Path) -> None:
+    """An entry without `tally` loads (no `error` pause) and shows what its
+    records kept say; its next run starts the tally there, one more."""
+    cli("start", "p", "--name", "old", "--every", "1h", "--keep-runs", "2",
+        "--command", agent_command("--print", "ok"), check=0)
+    for _ in range(3):
+        cli("run", "old", check=0)
+    state_file = home / "state" / "state.json"
+    state = json.loads(state_file.read_text())
+    assert state["loops"]["old"].pop("tally")["runs"] == {"ok": 3}
+    state_file.write_text(json.dumps(state))
+    with serving(tmp_path) as served:
+        before = served.request("GET", "/metrics")[2].decode()
+        cli("run", "old", check=0)
+        after = served.request("GET", "/metrics")[2].decode()
+    assert sample(before, 'loopctl_runs_total{loop="old",outcome="ok"}') == 2
+    assert sample(after, 'loopctl_runs_total{loop="old",outcome="ok"}') == 3
+    status = json.loads(cli("status", "old", "--json", check=0).stdout)
+    assert status["status"] == "active", status

@@ -14,7 +14,7 @@ from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, run_accounts
 from loopctl.engine.run_context import Claim, Done, Guarded, Launched, RunContext, add_note
-from loopctl.storage.runs import prune, remember
+from loopctl.storage.runs import count_run, prune, remember
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -68,6 +68,9 @@ def settle(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, A
     for attempt in range(SAVE_ATTEMPTS):
         try:
             save(ctx, claim, result, record, done, handoff)
+            from loopctl.storage.run_files import drop_fault
+
+            drop_fault(ctx.store.paths, ctx.name, ctx.run_id)  # settled: nothing to say
             break
         except LoopctlError as exc:
             if attempt + 1 < SAVE_ATTEMPTS:
@@ -99,6 +102,7 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
                 add_note(result, extra.pop("note"))
                 record["note"] = result.note
             add_fields(record, {**extra, "status_after": st["status"]})
+            count_run(paths, ctx.name, st, record)  # in this write: counters never go back
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
