@@ -281,7 +281,7 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
     missed, latest = (0, None) if st.get("triggered") else slots.walk_due(loop, due, now, zone)
     if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
-        instant, why, entry = slots.due_slot(loop, st, due, now, zone, latest)
+        instant, why, entry = slots.due_slot(loop, st, due, now, zone, latest, missed)
         if entry is not None:
             result.slot_skips.append((name, entry))
         if why is not None:

@@ -202,12 +202,14 @@ def walk_due(loop: LoopDef, due: float, now: float, zone: tzinfo) -> tuple[int, 
 
 
 def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
-             latest: float | None = None) -> tuple[float, str | None, dict[str, Any] | None]:
+             latest: float | None = None,
+             missed: int = 0) -> tuple[float, str | None, dict[str, Any] | None]:
     """The slot a due scheduled fire serves (a catch-up, the latest missed
     instant; a fire queued behind a run is due when it ended, off the
     schedule) and, when it may not fire, why: a run took it already, or it
     is older than the catch-up window (recorded `outside_window`, a 09:00
-    report does not run at 18:00). Then the loop re-arms from now."""
+    report does not run at 18:00; the record counts the `missed` slots
+    before it, as catch_up_none's does). Then the loop re-arms from now."""
     instant = due
     if loop.cron:  # `latest`: walk_due's
         instant = latest or cron_latest(loop.cron, zone, now) or due
@@ -220,7 +222,7 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
         from loopctl.domain.durations import format_duration
 
         remember(st, instant, "skipped: outside_window")
-        entry = skip(st, "outside_window", instant, now)
+        entry = skip(st, "outside_window", instant, now, count=missed + 1)
         why = (f"slot {iso(instant)} skipped: outside the catch-up window "
                f"({format_duration(window)} late at most)")
     else:

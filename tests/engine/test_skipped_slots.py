@@ -42,8 +42,8 @@ def test_missed_slots_are_on_record_with_their_reason(cli: CLI) -> None:
                for name in ("none", "window", "one")}
     assert [(e["reason"], e["slot"], e.get("count")) for e in skipped["none"]] == \
         [("catch_up_none", f"schedule:{latest}", 4)]
-    assert [(e["reason"], e["slot"]) for e in skipped["window"]] == \
-        [("outside_window", f"schedule:{latest}")]
+    assert [(e["reason"], e["slot"], e.get("count")) for e in skipped["window"]] == \
+        [("outside_window", f"schedule:{latest}", 4)]  # the 3 missed before it counted in
     (missed,) = skipped["one"]  # folded into the catch-up, which names them
     (run,) = cli.records("one")
     assert (missed["reason"], missed["count"], missed["run_id"]) == ("missed", 3, run["run_id"])
