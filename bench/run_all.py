@@ -21,7 +21,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["tick_idle", "flood", "scale", "concurrent_ticks", "daemon_idle", "lateness",
-           "run_cpu", "trigger_latency", "protect"]
+           "run_cpu", "trigger_latency", "protect", "slots"]
 
 
 def main() -> int:

@@ -3,18 +3,7 @@ for `start` and `update`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-import typer
-
-from loopctl.cli.setting_opts import OptionGroup
-
-Check = Annotated[Optional[str], typer.Option("--check", metavar="CMD", help="Verify each run: loopctl runs CMD (split like --command, no shell) in the run's directory after the agent; `complete` stands only when it exits 0 ('none' clears the check and its options).")]  # noqa: E501
-CheckTimeout = Annotated[Optional[str], typer.Option("--check-timeout", help="Kill the check after this long (default 10m); a timeout fails it.")]  # noqa: E501
-UntilCheck = Annotated[Optional[bool], typer.Option("--until-check/--no-until-check", help="A passing check completes the loop, whatever the agent decided.", show_default=False)]  # noqa: E501
-CheckMetric = Annotated[Optional[str], typer.Option("--check-metric", metavar="REGEX", help="The number in the regex's first group (first match in the check's output) is the run's metric; --no-progress counts runs with it unchanged ('none' clears).")]  # noqa: E501
-CHECK_OPTS: OptionGroup = {"check": (Check, None), "check_timeout": (CheckTimeout, None),
-                           "until_check": (UntilCheck, None), "check_metric": (CheckMetric, None)}
+from typing import Any
 
 
 def check_changes(check: str | None, check_timeout: str | None, until_check: bool | None,

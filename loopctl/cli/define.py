@@ -12,20 +12,19 @@ from typing import Annotated, Any, Optional
 import typer
 
 from loopctl import clock
-from loopctl.cli.bounds_opts import BOUNDS, bounds_changes, warn_bounds
+from loopctl.cli.bounds_opts import warn_bounds
 from loopctl.cli.budget_warn import warn_uncounted_budget
-from loopctl.cli.check_opts import CHECK_OPTS, check_changes
-from loopctl.cli.fallback_opts import FALLBACK_OPTS, fallback_changes
-from loopctl.cli.feedback_opts import FEEDBACK_OPTS, feedback_changes
-from loopctl.cli.gate_opts import GATE_OPTS, gate_changes
-from loopctl.cli.github_opts import GITHUB_OPTS, github_changes
-from loopctl.cli.objective_opts import NewObjective, NewPrompt, NewPromptFile, objective_changes
+from loopctl.cli.check_opts import check_changes
+from loopctl.cli.fallback_opts import fallback_changes
+from loopctl.cli.feedback_opts import feedback_changes
+from loopctl.cli.gate_opts import gate_changes
+from loopctl.cli.github_opts import github_changes
+from loopctl.cli.objective_opts import NewObjective, objective_changes
 from loopctl.cli.options import JsonOpt, NameArg, duration, emit, fail, store, ts
 from loopctl.cli.render import relative
-from loopctl.cli.sandbox_opts import SANDBOX_OPTS, sandbox_changes
-from loopctl.cli.setting_opts import given as given_setting
-from loopctl.cli.setting_opts import pick, with_settings
-from loopctl.cli.worktree_opts import WORKTREE_OPTS, workspace_changes
+from loopctl.cli.sandbox_opts import sandbox_changes
+from loopctl.cli.setting_opts import own_changes, pick, with_settings
+from loopctl.cli.worktree_opts import workspace_changes
 from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
@@ -67,33 +66,14 @@ def _hook(on_attention: str | None, clear: object) -> object:
     return path
 
 
-def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | None,
-                   max_failures: int | None, no_progress: int | None,
-                   budget_usd: float | None, until: str | None, overlap: str | None,
-                   catch_up: str | None, on_attention: str | None, keep_runs: int | None,
-                   every: str | None = None, cron: str | None = None,
-                   tz: str | None = None, min_delay: str | None = None,
-                   max_delay: str | None = None,
-                   notify: list[str] | None = None,
-                   max_deferrals: int | None = None,
-                   catch_up_window: str | None = None) -> dict[str, Any]:
-    """Options given on the command line, as loops.yaml keys (None: not given)."""
-    given_setting("overlap", overlap), given_setting("catch_up", catch_up)  # the rows' rule
+def policy_changes(*, every: str | None, cron: str | None, tz: str | None,
+                   on_attention: str | None, notify: list[str] | None) -> dict[str, Any]:
+    """The schedule, the hook and the notification targets, as loops.yaml
+    keys (None: the key removed; absent: not given)."""
     _check_schedule(every, cron, tz)
     clear = object()  # `--on-attention none` removes the hook
     hook = _hook(on_attention, clear)
-    given = {
-        "timeout": duration(timeout, "--timeout"), "for": duration(for_, "--for"),
-        "max_runs": max_runs, "max_failures": max_failures, "no_progress": no_progress,
-        "max_deferrals": max_deferrals,
-        "budget_usd": budget_usd, "until": until, "overlap": overlap,
-        "catch_up": catch_up, "on_attention": hook, "keep_runs": keep_runs,
-        "every": every, "cron": cron, "tz": tz,
-        "min_delay": duration(min_delay, "--min-delay"),
-        "max_delay": duration(max_delay, "--max-delay"),
-        "catch_up_window": clear if catch_up_window == "none"
-        else duration(catch_up_window, "--catch-up-window"),
-    }
+    given = {"on_attention": hook, "every": every, "cron": cron, "tz": tz}
     if notify:
         from loopctl.integrations.notify import check_urls
 
@@ -103,39 +83,21 @@ def policy_changes(*, timeout: str | None, for_: str | None, max_runs: int | Non
     return {k: None if v is clear else v for k, v in given.items() if v is not None}
 
 
-# The settings whose options come from the table as they are (no
-# translator of their own beyond `policy_changes` and `bounds_changes`).
-POLICY = ("every", "cron", "tz", "min_delay", "max_delay", "timeout", "for", "max_runs",
-          "max_failures", "max_deferrals", "no_progress", "budget_usd", "until", "overlap",
-          "catch_up", "catch_up_window", "on_attention", "keep_runs", "notify")
+def _policy(settings: dict[str, Any], command: str) -> dict[str, Any]:
+    """The rows' own options (each by its parser) and the policy group's."""
+    return {**own_changes(settings, command), **policy_changes(**pick(settings, "policy"))}
 
 
-def _policy(settings: dict[str, Any]) -> dict[str, Any]:
-    return policy_changes(**{BY_KEY[k].python: settings[BY_KEY[k].python] for k in POLICY})
-
-
-# What the agent is given, as `start` options from the table.
-START_FLAGS = ("raw", "continue_session", "model", "agent_args", "yolo")
-
-
-# The option groups with a translator of their own, in the order `--help`
-# lists them.
-GROUPS = (WORKTREE_OPTS, GATE_OPTS, CHECK_OPTS, FEEDBACK_OPTS, FALLBACK_OPTS, GITHUB_OPTS,
-          SANDBOX_OPTS)
-
-
-@with_settings(*POLICY, *BOUNDS, "after", "env", *START_FLAGS, groups=GROUPS)
+@with_settings("start")
 def start(
     prompt: Annotated[Optional[str], typer.Argument(help="What the agent should do (a --command loop may go without).", show_default=False)] = None,
     name: Annotated[Optional[str], typer.Option(help="Loop name (default: from the prompt).")] = None,
-    prompt_file: Annotated[Optional[Path], typer.Option(help="Read the prompt from this file at every run.")] = None,
-    agent: Annotated[Optional[str], typer.Option(help=f"Preset: {', '.join(PRESETS)} (default shell).")] = None,
-    command: Annotated[Optional[str], typer.Option(help="Custom agent command, split like a shell, run without one.")] = None,
-    cwd: Annotated[Optional[Path], typer.Option(help="Working directory (default: here).")] = None,
     as_json: JsonOpt = False,
     **settings: Any,
 ) -> None:
     """Define a loop and schedule its first run."""
+    prompt_file, agent = settings["prompt_file"], settings["agent"]
+    command, cwd = settings["command"], settings["cwd"]
     if prompt is not None and prompt_file is not None:
         fail("give the prompt as an argument or with --prompt-file, not both")
     if prompt is None and prompt_file is None and command is None:
@@ -147,16 +109,14 @@ def start(
         fail("give --agent or --command, not both")
     if agent is not None and agent not in PRESETS:
         fail(f"unknown agent {agent!r}: expected one of {', '.join(PRESETS)}")
-    raw_def: dict[str, Any] = {k: v for k, v in _policy(settings).items() if v is not None}
+    raw_def: dict[str, Any] = {k: v for k, v in _policy(settings, "start").items()
+                               if v is not None}
     workdir = _objective(raw_def, prompt, prompt_file, cwd)
     raw_def.update({k: v for k, v in workspace_changes(
-        str(workdir), {}, **pick(settings, WORKTREE_OPTS)).items() if v is not None})
-    raw_def.update(_agent_fields(command, agent, after, settings["env"], {
-        s.key: settings[s.python] or None for s in map(BY_KEY.get, START_FLAGS) if s}))
-    raw_def.update({k: v for k, v in {
-        **bounds_changes(**{k: settings[k] for k in BOUNDS}),
-        **_group_changes(settings, clearing=False),
-    }.items() if v is not None})
+        str(workdir), {}, **pick(settings, "worktree")).items() if v is not None})
+    raw_def.update(_agent_fields(command, agent, after, settings["env"]))
+    raw_def.update({k: v for k, v in _group_changes(settings, clearing=False).items()
+                    if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
     warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
@@ -171,16 +131,16 @@ def _group_changes(settings: dict[str, Any], clearing: bool) -> dict[str, Any]:
     """The groups other than the worktree's (which needs the loop's
     directory) as loops.yaml keys; `clearing`: `update`, where `none`
     removes a key."""
-    return {**sandbox_changes(**pick(settings, SANDBOX_OPTS)),
-            **gate_changes(**pick(settings, GATE_OPTS)),
-            **check_changes(**pick(settings, CHECK_OPTS)),
-            **feedback_changes(**pick(settings, FEEDBACK_OPTS)),
-            **fallback_changes(**pick(settings, FALLBACK_OPTS), clearing=clearing),
-            **github_changes(**pick(settings, GITHUB_OPTS))}
+    return {**sandbox_changes(**pick(settings, "sandbox")),
+            **gate_changes(**pick(settings, "gate")),
+            **check_changes(**pick(settings, "check")),
+            **feedback_changes(**pick(settings, "feedback")),
+            **fallback_changes(**pick(settings, "fallback"), clearing=clearing),
+            **github_changes(**pick(settings, "github"))}
 
 
 def _agent_fields(command: str | None, agent: str | None, after: str | None,
-                  env: list[str] | None, flags: dict[str, Any]) -> dict[str, Any]:
+                  env: list[str] | None) -> dict[str, Any]:
     """What runs, when first, with which environment, as loops.yaml keys."""
     out: dict[str, Any] = {"command": command} if command is not None \
         else {"agent": agent or "shell"}
@@ -188,7 +148,6 @@ def _agent_fields(command: str | None, agent: str | None, after: str | None,
         out["after"] = duration(after, "--after")
     if env:
         out["env"] = dict(check_env_pair(pair) for pair in env)
-    out.update({k: v for k, v in flags.items() if v is not None})
     return out
 
 
@@ -309,25 +268,28 @@ def _warn_missing_agent(agent: str | None, command: str | None, yolo: bool = Fal
               file=sys.stderr)
 
 
-@with_settings(*POLICY, *BOUNDS, groups=GROUPS)
+# `update` says what it changed in the order loops.yaml is written.
+_TABLE_ORDER = {key: index for index, key in enumerate(BY_KEY)}
+
+
+@with_settings("update")
 def update(
     name: NameArg,
-    prompt: NewPrompt = None, prompt_file: NewPromptFile = None,
     new_objective: NewObjective = False,
     as_json: JsonOpt = False,
     **settings: Any,
 ) -> None:
     """Change a loop's policy (limits are absolute; --for counts from the start)."""
-    objective = objective_changes(name, prompt, prompt_file, new_objective)
-    changes = _policy(settings)
-    worktree_given = pick(settings, WORKTREE_OPTS)
+    objective = objective_changes(name, settings["prompt"], settings["prompt_file"],
+                                  new_objective)
+    changes = _policy(settings, "update")
+    worktree_given = pick(settings, "worktree")
     if any(v is not None for v in worktree_given.values()):
         current = reading.show(store(), name)[name]
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
             os.path.expanduser(str(current.get("cwd") or ".")), current, **worktree_given))
-    changes.update(bounds_changes(**{k: settings[k] for k in BOUNDS}))
     if settings["on_demand"] and (settings["every"] is not None or settings["cron"] is not None):
         fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(_group_changes(settings, clearing=True))
@@ -347,7 +309,8 @@ def update(
     from loopctl.domain.reason import one_line
     from loopctl.domain.untrusted import mask
 
-    shown = {k: [mask(u) for u in v] if k == "notify" and v else v for k, v in changes.items()}
+    shown = {k: [mask(u) for u in v] if k == "notify" and v else v
+             for k, v in sorted(changes.items(), key=lambda kv: _TABLE_ORDER.get(kv[0], 0))}
     for key in ("prompt", "prompt_file"):  # the one given, not the one it clears
         if key in shown and shown[key] is None:
             del shown[key]

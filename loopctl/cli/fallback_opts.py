@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from loopctl.cli.options import fail
-from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.model import PRESETS
 
 AGENTS = [p for p in PRESETS if p != "shell"]
-
-FallbackAgent = Annotated[Optional[str], typer.Option(
-    "--fallback-agent", metavar="PRESET",
-    help="Preset that runs the fires while the agent's account is rate-limited or needs a "
-         f"login ({', '.join(AGENTS)}; `none` clears).")]
-FALLBACK_OPTS: OptionGroup = {"fallback_agent": (FallbackAgent, None)}
 
 
 def fallback_changes(fallback_agent: str | None, clearing: bool) -> dict[str, Any]:

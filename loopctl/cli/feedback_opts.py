@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-import typer
-
-from loopctl.cli.setting_opts import OptionGroup
-
-FixAttempts = Annotated[Optional[int], typer.Option("--fix-attempts", metavar="N", help="--pr: runs that continue a PR whose checks failed before it is left for review (default 3; 0: off).")]  # noqa: E501
-Notes = Annotated[Optional[bool], typer.Option("--notes/--no-notes", help="Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent (see `loopctl notes`).", show_default=False)]  # noqa: E501
-FEEDBACK_OPTS: OptionGroup = {"fix_attempts": (FixAttempts, None), "notes": (Notes, None)}
+from typing import Any
 
 
 def feedback_changes(fix_attempts: int | None, notes: bool | None) -> dict[str, Any]:

@@ -4,30 +4,9 @@ through `loopctl serve`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.errors import UsageError
-
-OnGithub = Annotated[Optional[list[str]], typer.Option(
-    "--on-github", metavar="EVENT[.ACTION]",
-    help="GitHub webhook event that triggers the loop through `loopctl serve`, e.g. "
-         "check_suite.completed or issue_comment.created (repeatable; `none` clears).")]
-GithubRepo = Annotated[Optional[str], typer.Option(
-    "--github-repo", metavar="OWNER/NAME",
-    help="Only events of this repository trigger (`none` clears).")]
-GithubCommand = Annotated[Optional[str], typer.Option(
-    "--github-command", metavar="WORD",
-    help="Only comments whose first word is WORD trigger, e.g. /fix (`none` clears).")]
-GithubAnyone = Annotated[Optional[bool], typer.Option(
-    "--github-anyone/--github-members-only",
-    help="Let comments, issues and PRs by anyone trigger, not only authors with write "
-         "access (bots never do).", show_default=False)]
-GITHUB_OPTS: OptionGroup = {"on_github": (OnGithub, None), "github_repo": (GithubRepo, None),
-                            "github_command": (GithubCommand, None),
-                            "github_anyone": (GithubAnyone, None)}
 
 
 def github_changes(on_github: list[str] | None, github_repo: str | None,

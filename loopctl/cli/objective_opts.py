@@ -8,14 +8,12 @@ request)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
 from loopctl.cli.options import fail
 
-NewPrompt = Annotated[Optional[str], typer.Option("--prompt", help="With --new-objective: the loop's new prompt (its history and limits are kept).")]  # noqa: E501
-NewPromptFile = Annotated[Optional[Path], typer.Option("--prompt-file", help="With --new-objective: read the prompt from this file at every run from now on.")]  # noqa: E501
 NewObjective = Annotated[bool, typer.Option("--new-objective", help="Confirm that --prompt or --prompt-file replaces what the loop is for.")]  # noqa: E501
 
 

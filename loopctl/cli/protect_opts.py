@@ -4,13 +4,9 @@ checks, and the warning for a glob that matches nothing on the base."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from loopctl.cli.options import fail
-
-Protect = Annotated[Optional[list[str]], typer.Option(metavar="PATH", help="--worktree: a path or glob from the repository's top (tests/, ci/check.sh) the agent may not change: put back as at the base after each run, before the check and the commit (repeatable; 'none' clears).")]  # noqa: E501
 
 
 def protect_given(patterns: list[str] | None) -> list[str] | None:

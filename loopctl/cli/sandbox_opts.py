@@ -5,23 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any, Optional
+from typing import Any
 
-import typer
-
-from loopctl.cli.setting_opts import OptionGroup
 from loopctl.domain.confinement import MODES, check_extra
 from loopctl.domain.errors import UsageError
-
-_MODE_HELP = ("Confine the agent with Landlock: auto (agent presets, where the kernel "
-              "allows), on (never unconfined), off.")
-_WRITE_HELP = "A path the confined agent may also write (repeatable; 'none' clears)."
-_READ_HELP = "A path the confined agent may also read (repeatable; 'none' clears)."
-Sandbox = Annotated[Optional[str], typer.Option(help=_MODE_HELP)]
-SandboxWrite = Annotated[Optional[list[str]], typer.Option(help=_WRITE_HELP)]
-SandboxRead = Annotated[Optional[list[str]], typer.Option(help=_READ_HELP)]
-SANDBOX_OPTS: OptionGroup = {"sandbox": (Sandbox, None), "sandbox_write": (SandboxWrite, None),
-                             "sandbox_read": (SandboxRead, None)}
 
 
 def sandbox_changes(sandbox: str | None, sandbox_write: list[str] | None,

@@ -4,30 +4,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
-
-import typer
+from typing import Any
 
 from loopctl.cli.options import duration, fail
-from loopctl.cli.protect_opts import Protect, protect_given, warn_unmatched
-from loopctl.cli.setting_opts import OptionGroup
+from loopctl.cli.protect_opts import protect_given, warn_unmatched
 from loopctl.cli.setting_opts import given as given_setting
 from loopctl.domain.errors import UsageError
-
-Worktree = Annotated[Optional[bool], typer.Option("--worktree/--no-worktree", help="Run each fire in a fresh git worktree of the repository at --cwd.", show_default=False)]  # noqa: E501
-Base = Annotated[Optional[str], typer.Option(help="--worktree: branch each run starts from (default: the one checked out at start).")]  # noqa: E501
-BranchPrefix = Annotated[Optional[str], typer.Option(help="--worktree: run branches are PREFIX<loop>/<run-id> (default loopctl/).")]  # noqa: E501
-Push = Annotated[Optional[str], typer.Option(help="--worktree: push run branches with commits to this remote.")]  # noqa: E501
-Pr = Annotated[Optional[bool], typer.Option("--pr/--no-pr", help="--worktree: open a draft PR with gh after the push.", show_default=False)]  # noqa: E501
-Merge = Annotated[Optional[str], typer.Option(help="--worktree: squash, merge or rebase the PR once its checks pass.")]  # noqa: E501
-ChecksTimeout = Annotated[Optional[str], typer.Option(help="--merge: how long to wait for checks (default 30m).")]  # noqa: E501
-Copy = Annotated[Optional[list[str]], typer.Option(help="--worktree: ignored files to copy into the worktree, like .env (repeatable glob).")]  # noqa: E501
-MaxFileSize = Annotated[Optional[str], typer.Option(help="--worktree: the hand-off commits no file over SIZE (default 50MiB).")]  # noqa: E501
-WORKTREE_OPTS: OptionGroup = {
-    "worktree": (Worktree, None), "base": (Base, None), "branch_prefix": (BranchPrefix, None),
-    "push": (Push, None), "pr": (Pr, None), "merge": (Merge, None),
-    "checks_timeout": (ChecksTimeout, None), "copy": (Copy, None),
-    "max_file_size": (MaxFileSize, None), "protect": (Protect, None)}
 
 
 def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | None,

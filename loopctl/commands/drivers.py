@@ -8,7 +8,7 @@ from pathlib import Path
 
 from loopctl import clock
 from loopctl.commands.common import locked_loop
-from loopctl.domain import capacity, lifecycle, valves
+from loopctl.domain import capacity, lifecycle, slots, valves
 from loopctl.domain.errors import BusyError, NotFiring, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState
@@ -42,18 +42,14 @@ def claim_now(store: Store, name: str, mode: str = "manual",
     try:
         with locked_loop(store, name) as (defs, state, loop, now):
             st = state["loops"][name]
-            instant, taken = _free_slot(loop, st, now, slot) if mode == "scheduled" \
-                else (None, None)
+            instant, taken = _free_slot(store, state, loop, st, now, slot) \
+                if mode == "scheduled" else (None, None)
             before = {n: events_key(other) for n, other in state["loops"].items()}
             gate = gate_for(store, state, now)
             caps = capacity.caps_of(defs.top)
             result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
                                     only=name, zones=clock.zone_of, accounts=gate, caps=caps)
             settle_lost(store, state, result.lost, now)
-            if result.slot_skips:
-                from loopctl.storage.runs import append_skips
-
-                append_skips(store.paths, result.slot_skips)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired)) \
                 or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
@@ -63,8 +59,11 @@ def claim_now(store: Store, name: str, mode: str = "manual",
                 else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
             if busy or refusal or taken:
+                _skips(store, result.slot_skips)
                 store.write_state(state)
                 _refuse(name, mode, busy, refusal, waits, taken, st)
+            # A scheduler's late fire serves its slot: not also skipped (catch-up none).
+            _skips(store, slots.unskip(st, result.slot_skips, name, instant))
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
@@ -87,6 +86,13 @@ def claim_now(store: Store, name: str, mode: str = "manual",
         events.dispatch(store, pending)
 
 
+def _skips(store: Store, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    if entries:
+        from loopctl.storage.runs import append_skips
+
+        append_skips(store.paths, entries)
+
+
 def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: bool,
             taken: str | None, st: LoopState) -> None:
     """Why this fire does not happen, as the error its exit code goes with."""
@@ -102,39 +108,51 @@ def _refuse(name: str, mode: str, busy: str | None, refusal: str | None, waits: 
     raise UsageError(f"loop {name!r} is {refusal}{anyway(name, mode, st)}")
 
 
-def _free_slot(loop: LoopDef, st: LoopState, now: float,
+def _free_slot(store: Store, state: dict[str, Any], loop: LoopDef, st: LoopState, now: float,
                given: str | None) -> tuple[float | None, str | None]:
-    """The schedule slot `run --scheduled` serves: `given` (an instant of
-    the schedule, not in the future: else exit 2) or the latest at or before
-    now; and, if a run took it, the refusal saying which (exit 0). A loop
-    with a run in flight or rate-limited says that first (exit 75)."""
+    """The schedule slot `run --scheduled` serves (domain/slots.for_scheduled):
+    `given` (an instant of the schedule, not in the future: else exit 2) or
+    the latest at or before now; and, if a run took it, the refusal saying
+    which (exit 0). A loop with a run in flight or rate-limited says that
+    first (exit 75)."""
     from loopctl.domain import slots
-    from loopctl.domain.durations import format_duration
-    from loopctl.domain.timestamps import iso
 
-    zone = clock.zone_of(loop)
-    if given is None:
-        instant = slots.latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
-    else:
-        instant = _slot_instant(given)
-        if not slots.is_instant(loop, st["created"], instant, zone):
-            raise UsageError(f"bad --slot {given[:40]!r}: not an instant of loop "
-                             f"{loop.name!r}'s schedule ({loop.schedule_key})")
-        if instant > now:
-            raise UsageError(f"bad --slot {given[:40]!r}: it is in the future")
-    if instant is None and not (loop.auto or loop.on_demand):
-        raise NotFiring(f"not firing {loop.name}: no slot of its schedule has come yet")
-    window = loop.catch_up_window
-    if instant is not None and window is not None and now - instant > window:
-        raise NotFiring(f"not firing {loop.name}: slot {iso(instant)} is outside its "
-                        f"catch-up window ({format_duration(window)})")
-    taken = slots.served(st, instant, slots.width(loop)) if instant is not None else None
-    if taken is None or instant is None:
+    asked = _given_instant(loop, st, given, now) if given is not None else None
+    instant, why, entry = slots.for_scheduled(loop, st, now, clock.zone_of(loop), asked)
+    if entry is not None:  # on record as every driver records it (DESIGN §20)
+        from loopctl.storage.runs import append_skips
+
+        append_skips(store.paths, [(loop.name, entry)])
+        store.write_state(state)
+    if why is None:
         return instant, None
-    refused = slots.refusal(instant, taken)
-    if not st.get("run") and st.get("reason") != "rate_limited":
-        raise NotFiring(refused)
-    return instant, refused
+    if entry is not None or instant is None or not st.get("run") \
+            and st.get("reason") != "rate_limited":
+        raise NotFiring(why)
+    return instant, why
+
+
+def _given_instant(loop: LoopDef, st: LoopState, given: str, now: float) -> float:
+    """`--slot`: an instant of the loop's schedule, not in the future (else
+    exit 2). A Kubernetes Job's slot (`k8s-job:CRONJOB:JOBNAME`) is its
+    scheduled time; for an `--every` loop that is an instant of the CronJob
+    the export made of its interval, served as it is."""
+    from loopctl.domain import slots
+
+    if given.startswith(slots.K8S_JOB):
+        from loopctl.integrations.export.k8s import k8s_name
+
+        instant = slots.k8s_job_instant(given, k8s_name(loop))
+        interval = not loop.cron and not loop.auto and not loop.on_demand
+    else:
+        instant, interval = _slot_instant(given), False
+    if not interval and not slots.is_instant(loop, st["created"], instant,
+                                             clock.zone_of(loop)):
+        raise UsageError(f"bad --slot {given[:80]!r}: not an instant of loop "
+                         f"{loop.name!r}'s schedule ({loop.schedule_key})")
+    if instant > now:
+        raise UsageError(f"bad --slot {given[:80]!r}: it is in the future")
+    return instant
 
 
 def _slot_instant(given: str) -> float:

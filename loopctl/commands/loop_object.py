@@ -14,6 +14,7 @@ from itertools import repeat
 from operator import attrgetter, is_
 from typing import Any
 
+from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE
 from loopctl.domain.timestamps import iso
@@ -98,7 +99,17 @@ def columns(loop: Column, entry: Column, texts: list[str], now: float) -> dict[s
         "queued_since": isos(each(_if_active, entry("queued_at"), status)),
         "skipped_slots": each(_skips, entry("skips")),
     }
-    return {**out, **_rest(loop, entry, reason)}
+    return {**out, **_rest(loop, entry, reason), **_own(loop)}
+
+
+def _own(loop: Column) -> dict[str, list[Any]]:
+    """The rows shown as a field of their own (`view="own"`), after the
+    documented fields: a setting added as its row is listed with no code here."""
+    return {s.key: each(_json_ready, loop(s.name)) for s in SETTINGS if s.view == "own"}
+
+
+def _json_ready(value: Any) -> Any:
+    return list(value) if type(value) is tuple else value
 
 
 def _skips(skips: Any) -> Any:

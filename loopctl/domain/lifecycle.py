@@ -1,13 +1,9 @@
-"""Lifecycle transitions of a loop (DESIGN §3-§5). Pure: `now` comes in, and
-the loop's zone (or, for a pass over many loops, `zones`, which gives each
-loop's).
-
-A driver pass (`plan`) reconciles state with the definitions, notices lost
-runs and expiries, and claims every due loop; a finished run is folded back
-in by `settle`, which also carries out a `pause` or `stop` asked for during
-the run (the user's verbs themselves are domain/verbs.py). Nothing in this
-module reads the clock, touches a file or a process; process liveness
-arrives as a callback.
+"""Lifecycle transitions of a loop (DESIGN §3-§5). Pure: `now` and the zone
+(or `zones`, which gives each loop's) come in; process liveness arrives as a
+callback. A driver pass (`plan`) reconciles state with the definitions,
+notices lost runs and expiries, and claims every due loop; `settle` folds a
+finished run back in and carries out a `pause` or `stop` asked for during
+the run (the verbs themselves are domain/verbs.py).
 """
 
 from __future__ import annotations
@@ -24,7 +20,6 @@ from loopctl.domain.schedule import (
     clamp_delay,
     cron_next,
     latest_plausible_due,
-    missed_count,
     next_fire,
     tick_early,
 )
@@ -205,8 +200,11 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
         if loop is None:
             result.skipped.append((name, f"invalid: {invalid.get(name, 'no definition')}"))
             continue
+        since = slots.deferral(st)
         if valves.observe(loop, st, now):
             result.changed = True
+            if (entry := slots.resumed(loop, st, since, now, zones(loop))) is not None:
+                result.slot_skips.append((name, entry))
         _plan_idle(loop, name, st, now, result, zones(loop), accounts, minute_tick)
     for name in invalid:
         if name not in state["loops"] and (only is None or only == name):
@@ -229,11 +227,12 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
             ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
     for name in started:
         st, loop = entries[name], loops[name]
+        reason = "missed" if st.get("queued_at") is None else "deferred"  # by the cap
         run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
                     instant=result.slot.get(name))
-        if due[name]:  # the missed slots, folded into this catch-up run
-            result.slot_skips.append((name, slots.skip(st, "missed", None, now,
-                                                       count=due[name], run_id=run["run_id"])))
+        if due[name]:  # those slots, folded into this catch-up run
+            result.slot_skips.append((name, slots.skip(st, reason, None, now, count=due[name],
+                                                       run_id=run["run_id"])))
         if name in result.fallback:
             # The fallback agent runs this fire (engine/accounts.spec_for).
             run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
@@ -280,9 +279,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, "paused: iteration_limit"))
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
-    missed = 0 if st.get("triggered") else missed_count(loop, due, now, zone=zone)
+    missed, latest = (0, None) if st.get("triggered") else slots.walk_due(loop, due, now, zone)
     if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
-        instant, why, entry = slots.due_slot(loop, st, due, now, zone)
+        instant, why, entry = slots.due_slot(loop, st, due, now, zone, latest)
         if entry is not None:
             result.slot_skips.append((name, entry))
         if why is not None:

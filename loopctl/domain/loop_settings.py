@@ -3,11 +3,14 @@
 A row says what a `loops.yaml` key is: its `LoopDef` field, its kind (which
 picks its parser, its writer and its shell completion), its default, the
 option that sets it and that option's help, which commands take it, whether
-`update` may change it, whether `status` lists it among the limits, and how
-an export carries it. From the table: `KEYS`, the simple keys' parsing and
-the whole of serialising (domain/model.py), the `start`/`update` options
-(cli/setting_opts.py), the completions and the man page's loops.yaml
-reference (cli/gendocs.py), the limits line of `status` (cli/views.py).
+`update` may change it, whether `status` lists it among the limits, when it
+is written, where the LOOP JSON shows it, what it needs, and how an export
+carries it. From the table: `KEYS`, the simple keys' parsing (domain/model.py),
+the whole of serialising (domain/loop_raw.py), the `start`/`update` options
+(cli/setting_opts.py), the cached and JSON fields of `ls --json`
+(storage/defs_cache.py, commands/loop_object.py), the completions and the
+man page's loops.yaml reference (cli/gendocs.py), the limits line of
+`status` (cli/views.py) and the context rules (`NEEDS`).
 
 Pure: no Typer, no I/O. Each value rule (`problem`) is written once and
 named by whoever reports it: `'max_procs'` for loops.yaml, `--max-procs`
@@ -65,7 +68,9 @@ class Setting:
     clears: bool = False  # `none` removes it on `update`
     limit: str = ""  # the word of `status`'s limits line
     when: str = ""  # written only while this field is true (`worktree`)
-    write: str = "changed"  # changed | always | head (model._head writes it)
+    # changed: written unless at its default (or unset); always; head:
+    # written by loop_raw._head, which knows the objective and the schedule.
+    write: str = "changed"
     rule: str = ""  # the module whose rule parses it, when not SIMPLE
     export: str = "loops.yaml"  # how an export carries it
     metavar: str = ""
@@ -75,6 +80,18 @@ class Setting:
     # Parsed by `problem` alone and written as the field holds it: such a
     # setting is its row, its LoopDef field and its enforcement.
     plain: bool = False
+    # The option group whose translator in cli/*_opts.py turns its options
+    # into keys together ("worktree", "check", ...): the context rules
+    # between them live there. "": the row's own parser alone (`given`).
+    group: str = ""
+    path: bool = False  # the option names a file or folder (a Path)
+    # The LOOP JSON's field that shows it (commands/loop_object.py): "own",
+    # a field of its own named by the key, after the documented ones; the
+    # name of a documented field that composes it; None: not shown.
+    view: str | None = "own"
+    # Context rule: the keys it means nothing without (set, or true), checked
+    # in one place (`unmet_need`) for loops.yaml and the command line alike.
+    needs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -105,155 +122,177 @@ AGENTS = tuple(p for p in PRESETS if p != "shell")
 SETTINGS: tuple[Setting, ...] = (
     _s("prompt", "text", "With --new-objective: the loop's new prompt (its history and limits "
        "are kept).", commands=("update",), write="head", rule="objective",
-       doc="What the agent should do (start: the argument).", export="the prompt text"),
+       doc="What the agent should do (start: the argument).", export="the prompt text",
+       group="objective", view=None),
     _s("prompt_file", "text", "Read the prompt from this file at every run.", write="head",
        rule="objective", update_help="With --new-objective: read the prompt from this file at "
-       "every run from now on.", metavar="", export="the path; the file must exist there"),
+       "every run from now on.", metavar="", export="the path; the file must exist there",
+       group="objective", path=True, view=None),
     _s("agent", "choice", f"Preset: {', '.join(PRESETS)} (default shell).", choices=PRESETS,
        objective=True, commands=("start",), write="head", rule="model",
-       doc="An agent preset (default shell)."),
+       doc="An agent preset (default shell).", group="objective", view="agent"),
     _s("command", "command", "Custom agent command, split like a shell, run without one.",
        objective=True, commands=("start",), write="head", rule="checks",
-       doc="A custom agent command: text split like a shell, or a list of words."),
+       doc="A custom agent command: text split like a shell, or a list of words.",
+       group="objective", view="command"),
     _s("on_demand", "flag", "No time schedule: fired only by `loopctl trigger` (and `run`).",
        default=False, write="head", rule="schedule",
-       export="an on-demand workflow (GitHub) or nothing"),
+       export="an on-demand workflow (GitHub) or nothing", group="gate", view="schedule"),
     _s("every", "duration", "Interval after each run ends (10m, 1h30m) or 'auto'.",
-       write="head", rule="schedule", export="the scheduler's timer"),
+       write="head", rule="schedule", export="the scheduler's timer", group="policy",
+       view="schedule"),
     _s("cron", "text", "Five-field cron expression.", write="head", rule="schedule",
-       export="the scheduler's timer"),
+       export="the scheduler's timer", group="policy", view="schedule"),
     _s("tz", "text", "IANA zone for --cron (default: the system's).", write="head",
-       rule="schedule"),
+       rule="schedule", group="policy", view="schedule"),
     _s("min_delay", "duration", "With --every auto: shortest delay (default 1m).", default=60,
-       when="auto", write="always"),
+       when="auto", write="always", view=None),
     _s("max_delay", "duration", "With --every auto: longest delay (default 1h).", default=3600,
-       when="auto", write="always"),
-    _s("after", "duration", "Delay before the first run.", commands=("start",)),
+       when="auto", write="always", view=None),
+    _s("after", "duration", "Delay before the first run.", commands=("start",), group="objective",
+       view=None),
     _yaml("keepalive", "duration", "With --every auto: a run at least this often.",
-          default=1200),
+          default=1200, view=None),
     _s("model", "text", "Model name passed with the preset's model flag.", objective=True,
-       commands=("start",)),
+       commands=("start",), view=None),
     _s("agent_args", "list", "Extra argument for the agent (repeatable).", flags=("--agent-arg",),
-       param="agent_arg", default=(), objective=True, commands=("start",), rule="model"),
+       param="agent_arg", default=(), objective=True, commands=("start",), rule="model", view=None),
     _s("yolo", "flag", "Ask for the agent's full permission bypass.", default=False,
-       objective=True, commands=("start",)),
+       objective=True, commands=("start",), view=None),
     _s("fallback_agent", "choice", "Preset that runs the fires while the agent's account is "
        f"rate-limited or needs a login ({', '.join(AGENTS)}; `none` clears).",
-       choices=AGENTS, metavar="PRESET", clears=True, rule="model"),
+       choices=AGENTS, metavar="PRESET", clears=True, rule="model", group="fallback",
+       view="fallback_agent"),
     _s("cwd", "text", "Working directory (default: here).", default=".", objective=True,
        commands=("start",),
-       write="always"),
+       write="always", group="objective", path=True, view="cwd"),
     _s("env", "map", "KEY=VALUE for the agent, or KEY to pass this name from the driver's "
        "environment at fire time (repeatable).", default={}, objective=True, commands=("start",),
-       rule="model"),
+       rule="model", group="objective", view=None),
     _s("timeout", "duration", "Kill a run after this long (default 1h).", default=3600,
-       write="always", limit="timeout"),
+       write="always", limit="timeout", view=None),
     _s("max_runs", "count", "Runs allowed in all (default 50; 0 = unlimited).", default=50,
-       write="always"),
+       write="always", view="runs"),
     _s("for", "duration", "Calendar lifetime from the start (default 7d).", field="for_s",
-       param="for_", default=7 * 86400, write="always"),
-    _s("max_failures", "count", "Consecutive failures before pausing (default 3).", default=3),
+       param="for_", default=7 * 86400, write="always", view=None),
+    _s("max_failures", "count", "Consecutive failures before pausing (default 3).", default=3,
+       view="failures"),
     _s("max_deferrals", "count", "Usage-limit deferrals in a row before pausing (default 10; "
-       "0 = unlimited).", default=10),
+       "0 = unlimited).", default=10, view="deferrals"),
     # state.json keeps one result digest per run the breaker compares; its
     # repair rule refuses more than 1000 (domain/state.py).
     _s("no_progress", "count", "Identical results in a row before pausing (default 3).",
-       default=3, high=1000),
+       default=3, high=1000, view=None),
     _s("budget_usd", "number", "Pause before a run once this many USD are spent.",
-       rule="model"),
-    _s("until", "text", "Complete when the agent's final result contains this text."),
+       rule="model", view="cost_usd"),
+    _s("until", "text", "Complete when the agent's final result contains this text.", view=None),
     _s("overlap", "choice", "A fire due during a run: queue (default), skip or replace.",
-       choices=("queue", "skip", "replace"), default="queue"),
+       choices=("queue", "skip", "replace"), default="queue", view=None),
     _s("catch_up", "choice", "After downtime: one catch-up run (default) or none.",
-       choices=("one", "none"), default="one"),
+       choices=("one", "none"), default="one", view=None),
     _s("catch_up_window", "duration", "A missed slot older than this when a driver first "
        "sees it is recorded outside_window, not caught up (default: none, catch up however "
-       "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots"),
+       "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots", view=None),
     _s("on_attention", "text", "Executable given attention events on stdin ('none' removes "
-       "it).", clears=True, export="the path; the hook must exist there"),
+       "it).", clears=True, export="the path; the hook must exist there", group="policy",
+       view=None),
     _s("notify", "list", "Apprise URL told about attention events (repeatable; 'none' "
-       "clears).", default=(), clears=True, rule="checks"),
+       "clears).", default=(), clears=True, rule="checks", group="policy", view="notify"),
     _s("raw", "flag", "Send the prompt as written (no envelope).", default=False,
-       objective=True, commands=("start",)),
+       objective=True, commands=("start",), view=None),
     _s("continue_session", "flag", "Resume the previous run's agent session.", default=False,
-       objective=True, commands=("start",)),
-    _s("keep_runs", "count", "Run logs kept per loop (default 50).", default=50, low=1),
+       objective=True, commands=("start",), view=None),
+    _s("keep_runs", "count", "Run logs kept per loop (default 50).", default=50, low=1, view=None),
+    # The least max_log leaves room for the truncation note and loopctl's own lines.
     _s("max_log", "size", "Agent output kept per run log (default 100MiB); the rest is "
-       "discarded.", default=100 * MiB, low=4096, limit="log"),
-    _s("max_output_lines", "count", "Lines of agent output kept per run log; the rest is "
-       "discarded, as past --max-log ('none' clears).", low=1, clears=True,
-       limit="output lines", plain=True),
+       "discarded.", default=100 * MiB, low=4096, limit="log", view=None),
     _s("max_memory", "size", "Memory of a run's processes, where cgroup v2 is delegated "
        "('none' clears).", low=16 * MiB, clears=True, limit="memory",
-       export="a cgroup limit where the target has one (systemd MemoryMax)"),
+       export="a cgroup limit where the target has one (systemd MemoryMax)", view=None),
+    _s("max_output_lines", "count", "Lines of agent output kept per run log; the rest is "
+       "discarded, as past --max-log ('none' clears).", low=1, clears=True,
+       limit="output lines", plain=True, view=None),
     _s("max_procs", "count", "Processes a run may have at once, where cgroup v2 is delegated "
-       "('none' clears).", low=1, clears=True, limit="procs", plain=True),
+       "('none' clears).", low=1, clears=True, limit="procs", plain=True, view=None),
     _s("nice", "count", "Niceness of a run's processes (agent, gate, check), as nice(1): "
        "0 to 19, higher yields the CPU to others ('none' clears).", high=19, clears=True,
-       limit="nice", plain=True, export="the scheduler's niceness where it has one"),
+       limit="nice", plain=True, export="the scheduler's niceness where it has one", view=None),
     _s("if", "command", "Gate run before each fire, split like --command: exit 0 runs the "
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
-       clears=True, rule="gates"),
+       clears=True, rule="gates", group="gate", view="gate"),
     _s("if_timeout", "duration", "Kill the gate after this long (default 2m); a timeout is a "
-       "gate_error.", field="gate_timeout", default=120, rule="gates"),
+       "gate_error.", field="gate_timeout", default=120, rule="gates", group="gate", view="gate"),
     _s("notes", "flag", "Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent "
-       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback"),
+       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback",
+       group="feedback", view="notes"),
     _yaml("created_at", "time", "When the loop was started (UTC); --for counts from it.",
-          rule="model"),
+          rule="model", view=None),
     _s("check", "command", "Verify each run: loopctl runs CMD (split like --command, no shell) "
        "in the run's directory after the agent; `complete` stands only when it exits 0 ('none' "
-       "clears the check and its options).", metavar="CMD", clears=True, rule="verify"),
+       "clears the check and its options).", metavar="CMD", clears=True, rule="verify",
+       group="check", view="check"),
     _s("check_timeout", "duration", "Kill the check after this long (default 10m); a timeout "
-       "fails it.", default=600, when="check", rule="verify"),
+       "fails it.", default=600, when="check", rule="verify", group="check", view="check",
+       needs=("check",)),
     _s("until_check", "flag", "A passing check completes the loop, whatever the agent "
        "decided.", flags=("--until-check/--no-until-check",), default=False, when="check",
-       rule="verify"),
+       rule="verify", group="check", view="check", needs=("check",)),
     _s("check_metric", "text", "The number in the regex's first group (first match in the "
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
-       "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify"),
+       "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
+       group="check", view="check", needs=("check",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
-       flags=("--worktree/--no-worktree",), default=False, when="worktree"),
+       flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
+       view="workspace"),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
-       "start).", when="worktree", rule="checks"),
+       "start).", when="worktree", rule="checks", group="worktree", view="workspace",
+       needs=("worktree",)),
     _s("branch_prefix", "text", _WT + "run branches are PREFIX<loop>/<run-id> (default "
-       "loopctl/).", default="loopctl/", when="worktree", rule="checks"),
+       "loopctl/).", default="loopctl/", when="worktree", rule="checks", group="worktree",
+       view="workspace"),
     _s("push", "text", _WT + "push run branches with commits to this remote.",
-       when="worktree", rule="checks"),
+       when="worktree", rule="checks", group="worktree", view="workspace", needs=("worktree",)),
     _s("pr", "flag", _WT + "open a draft PR with gh after the push.", flags=("--pr/--no-pr",),
-       default=False, when="worktree"),
+       default=False, when="worktree", group="worktree", view="workspace",
+       needs=("worktree", "push")),
     _s("merge", "choice", _WT + "squash, merge or rebase the PR once its checks pass.",
-       choices=("squash", "merge", "rebase"), when="worktree"),
+       choices=("squash", "merge", "rebase"), when="worktree", group="worktree", view="workspace",
+       needs=("worktree", "pr")),
     _s("checks_timeout", "duration", "--merge: how long to wait for checks (default 30m).",
-       default=1800, when="worktree"),
+       default=1800, when="worktree", group="worktree", view=None),
     _s("copy", "list", _WT + "ignored files to copy into the worktree, like .env (repeatable "
-       "glob).", default=(), when="worktree", rule="model"),
+       "glob).", default=(), when="worktree", rule="model", group="worktree", view=None,
+       needs=("worktree",)),
     _s("protect", "list", _WT + "a path or glob from the repository's top (tests/, ci/check.sh) "
        "the agent may not change: put back as at the base after each run, before the check "
        "and the commit (repeatable; 'none' clears).", metavar="PATH", default=(), clears=True,
-       when="worktree", rule="protect"),
+       when="worktree", rule="protect", group="worktree", view="workspace", needs=("worktree",)),
     _s("max_file_size", "size", _WT + "the hand-off commits no file over SIZE (default 50MiB).",
-       default=50 * MiB, when="worktree"),
+       default=50 * MiB, when="worktree", group="worktree", view=None, needs=("worktree",)),
     _s("fix_attempts", "count", "--pr: runs that continue a PR whose checks failed before it "
        "is left for review (default 3; 0: off).", metavar="N", default=3, high=100,
-       when="pr", rule="feedback"),
+       when="pr", rule="feedback", group="feedback", view="workspace"),
     _s("on_github", "list", "GitHub webhook event that triggers the loop through `loopctl "
        "serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` "
        "clears).", metavar="EVENT[.ACTION]", default=(), clears=True, rule="github",
-       export="the workflow's `on:` events (GitHub)"),
+       export="the workflow's `on:` events (GitHub)", group="github", view="github"),
     _s("github_repo", "text", "Only events of this repository trigger (`none` clears).",
-       metavar="OWNER/NAME", clears=True, rule="github"),
+       metavar="OWNER/NAME", clears=True, when="on_github", rule="github", group="github",
+       view="github"),
     _s("github_command", "text", "Only comments whose first word is WORD trigger, e.g. /fix "
-       "(`none` clears).", metavar="WORD", clears=True, rule="github"),
+       "(`none` clears).", metavar="WORD", clears=True, when="on_github", rule="github",
+       group="github", view="github"),
     _s("github_anyone", "flag", "Let comments, issues and PRs by anyone trigger, not only "
        "authors with write access (bots never do).",
-       flags=("--github-anyone/--github-members-only",), default=False, rule="github"),
+       flags=("--github-anyone/--github-members-only",), default=False, when="on_github",
+       rule="github", group="github", view="github"),
     _s("sandbox", "choice", "Confine the agent with Landlock: auto (agent presets, where the "
        "kernel allows), on (never unconfined), off.", choices=("auto", "on", "off"),
-       rule="confinement"),
+       rule="confinement", group="sandbox", view=None),
     _s("sandbox_write", "paths", "A path the confined agent may also write (repeatable; "
-       "'none' clears).", default=(), clears=True, rule="confinement"),
+       "'none' clears).", default=(), clears=True, rule="confinement", group="sandbox", view=None),
     _s("sandbox_read", "paths", "A path the confined agent may also read (repeatable; 'none' "
-       "clears).", default=(), clears=True, rule="confinement"),
+       "clears).", default=(), clears=True, rule="confinement", group="sandbox", view=None),
 )
 
 BY_KEY = {s.key: s for s in SETTINGS}
@@ -265,18 +304,38 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
 
 
-# The hand-off settings and what each needs, in the order errors name them:
-# the one rule behind `'push' needs 'worktree: true'` and `--push needs
-# --worktree`.
-NEEDS = (("base", "worktree"), ("push", "worktree"), ("pr", "worktree"), ("merge", "worktree"),
-         ("copy", "worktree"), ("protect", "worktree"), ("max_file_size", "worktree"),
-         ("pr", "push"), ("merge", "pr"))
+# Each row's named rule `needs`, in the order errors name them: the one rule
+# behind `'push' needs 'worktree: true'` and `--push needs --worktree`, and
+# `'check_timeout' needs 'check'`.
+NEEDS = tuple((s.key, needed) for s in SETTINGS for needed in s.needs)
 
 
 def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
     """The first (setting, needed) of NEEDS `values` breaks (truthy: set)."""
     return next(((key, needed) for key, needed in NEEDS
                  if values.get(key) and not values.get(needed)), None)
+
+
+def hold(fields: dict[str, Any], own: Any) -> dict[str, Any]:
+    """A LoopDef's `fields`, each value of a row with no field of its own
+    among `own` moved into `more` (a setting added as its row alone)."""
+    own = set(own)
+    extra = tuple((k, v) for k, v in fields.items() if k not in own)
+    if not extra:
+        return fields
+    return {**{k: v for k, v in fields.items() if k in own}, "more": extra}
+
+
+def held(more: Any, name: str) -> Any:
+    """The value of row `name` in a LoopDef's `more` (its default when not
+    set); AttributeError for a name that is no plain row."""
+    for key, value in more:
+        if key == name:
+            return value
+    row = BY_KEY.get(name)
+    if row is None or not row.plain:
+        raise AttributeError(name)
+    return row.default
 
 
 def for_command(command: str) -> tuple[Setting, ...]:

@@ -20,6 +20,7 @@ from loopctl.domain.checks import (
     split_command,
 )
 from loopctl.domain.data_class import asdict, factory, record
+from loopctl.domain.data_class import fields as record_fields
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, near_miss, shorten
 from loopctl.domain.lazy_re import lazy
@@ -50,8 +51,6 @@ DEFAULT_MAX_DELAY = 3600
 DEFAULT_KEEPALIVE = 1200
 DEFAULT_KEEP_RUNS = 50
 DEFAULT_MAX_LOG = 100 * 1024**2
-MIN_MAX_LOG = 4096  # the truncation note and loopctl's own lines need room
-MIN_MAX_MEMORY = 16 * 1024**2
 
 KEYS = loop_settings.KEYS
 GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
@@ -141,6 +140,11 @@ class LoopDef:
     github_repo: str | None = None
     github_command: str | None = None
     github_anyone: bool = False
+    more: tuple[tuple[str, Any], ...] = ()  # (key, value): rows with no field above
+
+    if not TYPE_CHECKING:  # read as attributes; for mypy, only the fields exist
+        def __getattr__(self, name: str) -> Any:
+            return loop_settings.held(self.__dict__.get("more", ()), name)
 
     @property
     def schedule_key(self) -> str:
@@ -207,7 +211,8 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         if exc.message.startswith(where):
             raise
         raise UsageError(f"{where}: {exc.message}") from None
-    return LoopDef(**fields)
+    return LoopDef(**loop_settings.hold(fields, record_fields(LoopDef)))
+
 
 
 def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str, where: str = "") -> None:
@@ -413,12 +418,10 @@ def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> No
 
 
 def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
-    """--max-log, --max-memory, --max-procs (DESIGN §14)."""
-    try:
-        if raw.get("max_log") is not None:
-            fields["max_log"] = parse_size(raw["max_log"], "'max_log'", MIN_MAX_LOG)
-        if raw.get("max_memory") is not None:
-            fields["max_memory"] = parse_size(raw["max_memory"], "'max_memory'", MIN_MAX_MEMORY)
+    """--max-log, --max-memory and the plain rows (DESIGN §14)."""
+    try:  # each size by its row's least
+        for key in (k for k in ("max_log", "max_memory") if raw.get(k) is not None):
+            fields[key] = parse_size(raw[key], repr(key), loop_settings.BY_KEY[key].low)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc.message}") from None
     _simple(raw, fields, *(s.key for s in loop_settings.PLAIN))

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:  # annotations only: the schedule needs no definition rules
     import re
+    from typing import Any
 
     from loopctl.domain.model import LoopDef
 
@@ -83,17 +84,44 @@ def plain_ranges(expr: str) -> str:
 _RANGE = lazy(r"^([0-9a-zA-Z]+)-([0-9a-zA-Z]+)(?:/[0-9]+)?$")
 
 
+# A croniter per expression (and kind of start), never walked itself.
+_PARSED: dict[tuple[str, bool, Any], Any] = {}
+
+
 def cron_iter(expr: str, start: datetime):  # type: ignore[no-untyped-def]
-    """croniter over `expr` from `start`, reading the day fields as cron does."""
-    from croniter import croniter
+    """croniter over `expr` from `start`, reading the day fields as cron does.
+    Building one parses the expression (~30x a step): each is a copy of the
+    expression's first, moved to `start` (its own position; the parsed
+    fields are only read, so threads may share them)."""
+    import copy
 
-    return croniter(plain_ranges(expr), start, day_or=day_or(expr))
+    key = (plain_ranges(expr), day_or(expr), start.tzinfo)
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        from croniter import croniter
+
+        if len(_PARSED) >= 1024:  # a daemon's expressions fit; an odd many re-parse
+            _PARSED.clear()
+        parsed = _PARSED[key] = croniter(key[0], start, day_or=key[1])
+    walker = copy.copy(parsed)
+    walker.set_current(start, force=True)
+    return walker
 
 
-def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
+_DST_REACH = 3 * 3600.0
+
+
+def wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped-def]
     """Cron slots as instants, starting a little before `after` (a repeated
-    hour can put the current wall time behind an instant we must consider)."""
-    start = datetime.fromtimestamp(after, tz).replace(tzinfo=None) - timedelta(hours=3)
+    hour can put the current wall time behind an instant we must consider).
+    Where the zone's offset is the same 3 hours either side, nothing is
+    repeated: the walk starts at `after` (a minutely schedule no longer
+    steps through 180 slots to reach it; croniter's steps are the cost)."""
+    here = datetime.fromtimestamp(after, tz)
+    offset = here.utcoffset()
+    steady = datetime.fromtimestamp(after - _DST_REACH, tz).utcoffset() == offset \
+        == datetime.fromtimestamp(after + _DST_REACH, tz).utcoffset()
+    start = here.replace(tzinfo=None) - timedelta(seconds=1 if steady else _DST_REACH)
     it = cron_iter(expr, start)
     while True:
         yield wall_to_instant(it.get_next(datetime), tz)
@@ -101,7 +129,7 @@ def _wall_slots(expr: str, tz: tzinfo, after: float):  # type: ignore[no-untyped
 
 def cron_next(expr: str, zone: tzinfo, after: float) -> float:
     """The first cron slot strictly after `after`."""
-    for instant in _wall_slots(expr, zone, after):
+    for instant in wall_slots(expr, zone, after):
         if instant > after:
             return instant
     raise AssertionError("unreachable")
@@ -110,7 +138,7 @@ def cron_next(expr: str, zone: tzinfo, after: float) -> float:
 def cron_count(expr: str, zone: tzinfo, start: float, end: float) -> int:
     """How many distinct slots lie in (start, end]; bounded work."""
     count, last, first = 0, start, None
-    for instant in _wall_slots(expr, zone, start):
+    for instant in wall_slots(expr, zone, start):
         if instant <= last:
             continue
         if instant > end:

@@ -34,10 +34,18 @@ def label(instant: float) -> str:
 
 def cron_latest(expr: str, zone: tzinfo, now: float) -> float | None:
     """The schedule's latest instant at or before `now` (None: none in 5 years)."""
+    from loopctl.domain.schedule import wall_slots
+
     for back in _LOOK_BACK:
-        found, at = None, now - back
-        while (at := cron_next(expr, zone, at)) <= now:
-            found = at
+        # One walk (one croniter, the costly part) rather than a cron_next
+        # per instant: its instants never decrease (wall_to_instant maps a
+        # gap's times to the transition, a repeated hour to its first pass).
+        found, since = None, now - back
+        for at in wall_slots(expr, zone, since):
+            if at > now:
+                break
+            if at > since:
+                found = at
         if found is not None:
             return found
     return None
@@ -62,6 +70,34 @@ def latest(loop: LoopDef, created: float, now: float, zone: tzinfo,
     if every <= 0 or now < created:
         return None
     return created + ((now - created) // every) * every
+
+
+def for_scheduled(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
+                  given: float | None = None
+                  ) -> tuple[float | None, str | None, dict[str, Any] | None]:
+    """What `run --scheduled` decides about its slot: `given` (`--slot`,
+    checked by the caller) or the latest at or before `now` (`latest`); why
+    it may not fire (none has come yet; a run took it or it was skipped;
+    older than the catch-up window, which is recorded `outside_window` as
+    every driver records it, the third value). The caller says a loop's run
+    in flight or rate limit (exit 75) before a taken slot (exit 0)."""
+    instant = given if given is not None else \
+        latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
+    if instant is None:
+        return None, None if loop.auto or loop.on_demand else \
+            f"not firing {loop.name}: no slot of its schedule has come yet", None
+    taken = served(st, instant, width(loop))
+    if taken is not None:
+        return instant, refusal(instant, taken), None
+    window = loop.catch_up_window
+    if window is None or now - instant <= window:
+        return instant, None, None
+    from loopctl.domain.durations import format_duration
+
+    remember(st, instant, "skipped: outside_window")
+    return instant, (f"not firing {loop.name}: slot {iso(instant)} is outside its catch-up "
+                     f"window ({format_duration(window)})"), \
+        skip(st, "outside_window", instant, now)
 
 
 def width(loop: LoopDef) -> float:
@@ -113,6 +149,8 @@ def skip(st: LoopState, reason: str, instant: float | None, now: float,
          **extra: Any) -> dict[str, Any]:
     """Count a due slot that did not run in the loop's state (for `status`
     and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
+    if reason == "held" and instant is not None:  # `resumed` counts from it, not it
+        remember(st, instant, "skipped: held")
     skips = st.get("skips") or {"counts": {}, "last": None}
     counts = dict(skips["counts"])
     counts[reason] = counts.get(reason, 0) + 1
@@ -142,16 +180,37 @@ def check_skips(value: Any) -> Any:
                                                "at": float(last["at"])}}
 
 
-def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
-             zone: tzinfo) -> tuple[float, str | None, dict[str, Any] | None]:
+def walk_due(loop: LoopDef, due: float, now: float, zone: tzinfo) -> tuple[int, float | None]:
+    """A due loop's occurrences missed in (due, now] (schedule.missed_count)
+    and, for cron, its latest instant at or before now (cron_latest), from
+    one walk of the schedule: a due pass steps it twice, not four times."""
+    from loopctl.domain.schedule import MISSED_EXACT_LIMIT, missed_count, wall_slots
+
+    if not loop.cron:
+        return missed_count(loop, due, now, zone=zone), None
+    if now <= due:
+        return 0, cron_latest(loop.cron, zone, now)
+    count, last = 0, None
+    for at in wall_slots(loop.cron, zone, due - 0.5):
+        if at > now:
+            return count, last if last is not None else cron_latest(loop.cron, zone, now)
+        if at >= due - 0.5:
+            count, last = count + (at > due and at != last), at
+        if count >= MISSED_EXACT_LIMIT:  # a long sleep: the bounded count
+            break
+    return missed_count(loop, due, now, zone=zone), cron_latest(loop.cron, zone, now)
+
+
+def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
+             latest: float | None = None) -> tuple[float, str | None, dict[str, Any] | None]:
     """The slot a due scheduled fire serves (a catch-up, the latest missed
     instant; a fire queued behind a run is due when it ended, off the
     schedule) and, when it may not fire, why: a run took it already, or it
     is older than the catch-up window (recorded `outside_window`, a 09:00
     report does not run at 18:00). Then the loop re-arms from now."""
     instant = due
-    if loop.cron:
-        instant = cron_latest(loop.cron, zone, now) or due
+    if loop.cron:  # `latest`: walk_due's
+        instant = latest or cron_latest(loop.cron, zone, now) or due
     taken = served(st, instant)
     window = loop.catch_up_window
     entry = None
@@ -170,6 +229,62 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float,
                                failures=st["failures"])
     st["note"] = why
     return instant, why, entry
+
+
+def unskip(st: LoopState, entries: list[tuple[str, dict[str, Any]]], name: str,
+           instant: float | None) -> list[tuple[str, dict[str, Any]]]:
+    """`run --scheduled` serves `instant` after its pass found the loop's
+    due slot late under `--catch-up none` (a scheduler that fires late, as
+    GitHub's often does): that slot ran, so it leaves the skipped record
+    (which keeps the others it counted) and the count."""
+    if instant is None:
+        return entries
+    kept = []
+    for who, entry in entries:
+        if who == name and entry["reason"] == "catch_up_none" and entry["slot"] == label(instant):
+            if entry.get("count", 1) > 1:
+                entry = dict(entry, slot=None, count=entry["count"] - 1)
+            else:
+                _uncount(st, "catch_up_none")
+                continue
+        kept.append((who, entry))
+    return kept
+
+
+def _uncount(st: LoopState, reason: str) -> None:
+    skips = st.get("skips")
+    if not skips or not skips["counts"].get(reason):
+        return
+    counts = dict(skips["counts"])
+    counts[reason] -= 1
+    counts = {k: n for k, n in counts.items() if n}
+    st["skips"] = {"counts": counts, "last": skips["last"]} if counts else None
+
+
+def deferral(st: LoopState) -> float | None:
+    """While a usage limit defers the loop (paused `rate_limited`), when its
+    next slot came or comes due: where `resumed` starts counting."""
+    from loopctl.domain.state import PAUSED
+
+    return st["next_due"] if st["status"] == PAUSED and st["reason"] == "rate_limited" \
+        else None
+
+
+def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
+            zone: tzinfo) -> dict[str, Any] | None:
+    """A loop a usage limit deferred has just resumed: the cron slots that
+    came due meanwhile, all but the latest (the resuming fire serves it, or
+    records why not), are recorded `deferred` in one record, like the
+    `missed` ones folded into a catch-up. None: none came due."""
+    from loopctl.domain.schedule import missed_count
+    from loopctl.domain.state import ACTIVE
+
+    if since is None or not loop.cron or st["status"] != ACTIVE or since > now:
+        return None
+    # The slots in [since, now] not on record yet (a held one is), but the latest.
+    first = cron_next(loop.cron, zone, since - 0.5) == since and served(st, since) is None
+    count = missed_count(loop, since, now, zone=zone) + first - 1
+    return skip(st, "deferred", None, now, count=count, by="usage_limit") if count else None
 
 
 def forget(st: LoopState, run_id: str) -> None:
@@ -220,3 +335,34 @@ def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> Non
     if fields["catch_up"] == "none":
         raise UsageError(f"{where}: 'catch_up_window' with 'catch_up: none' is contradictory "
                          "(none catches up nothing); drop one of them")
+
+
+K8S_JOB = "k8s-job:"
+# A CronJob's Job is named `CRONJOB-<scheduled time in minutes since the
+# epoch>` by its controller (cronjob_controllerv2.go, getJobName); up to 12
+# digits reaches past year 3000.
+_MINUTES_MAX = 12
+
+
+def k8s_job_instant(given: str, cron_job: str) -> float:
+    """The scheduled instant of a Kubernetes Job, from `--slot
+    k8s-job:CRONJOB:JOBNAME` (the export passes its Job's name through the
+    downward API: no RBAC needed to read it). CRONJOB must be the loop's
+    own CronJob and JOBNAME the name its controller gives a scheduled Job;
+    anything else (a Job created by hand, another CronJob's, a label the
+    cluster did not set) is refused, never served as some other slot."""
+    from loopctl.domain.errors import UsageError
+
+    shown = given[:80]
+    owner, sep, job = given[len(K8S_JOB):].partition(":")
+    if not sep or owner != cron_job:
+        raise UsageError(f"bad --slot {shown!r}: expected k8s-job:{cron_job}:JOBNAME "
+                         f"(this loop's CronJob is {cron_job})")
+    minutes = job[len(cron_job) + 1:] if job.startswith(cron_job + "-") else ""
+    # ASCII digits only: str.isdigit admits '²', which int() refuses.
+    if not 0 < len(minutes) <= _MINUTES_MAX or not minutes.isascii() \
+            or not minutes.isdigit():
+        raise UsageError(f"bad --slot {shown!r}: {job[:60]!r} is not a Job its CronJob "
+                         f"scheduled ({cron_job}-MINUTES, as the CronJob controller names "
+                         "them)")
+    return int(minutes) * 60.0

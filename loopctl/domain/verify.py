@@ -56,9 +56,12 @@ def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:
     fields["until_check"] = until
     if raw.get("check_metric") is not None:
         fields["check_metric"] = check_regex(raw["check_metric"], "'check_metric'")
-    for key in ("check_timeout", "until_check", "check_metric"):
-        if raw.get(key) not in (None, False) and "check" not in fields:
-            raise UsageError(f"{where}: {key!r} needs 'check'")
+    from loopctl.domain.loop_settings import unmet_need  # the rows' one rule
+
+    unmet = unmet_need({**{key: raw.get(key) not in (None, False) for key in KEYS},
+                        "check": "check" in fields})
+    if unmet:
+        raise UsageError(f"{where}: {unmet[0]!r} needs {unmet[1]!r}")
     return fields
 
 

@@ -24,6 +24,7 @@ from loopctl import __version__
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.data_class import factory, fields, record
 from loopctl.domain.digests import sha256_hex
+from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -59,6 +60,8 @@ def _defaults() -> dict[str, Any]:
     if not _DEFAULTS:
         probe = LoopDef(name="x")
         _DEFAULTS.update({name: getattr(probe, name) for name in fields(LoopDef)})
+        # A row held in `more` (a setting added as its row alone).
+        _DEFAULTS.update({s.name: s.default for s in SETTINGS if s.name not in _DEFAULTS})
     return _DEFAULTS
 
 
@@ -104,15 +107,12 @@ ROW_KEYS = ("name", "text", "key", "limit", "for_s", "created", "after", "cron",
 
 
 # The definition fields `ls --json` shows (commands/loop_object.py reads no
-# other from the cache), on a line of their own after the rows (`ls` decodes
-# none of them): for each field some loop holds at other than the default,
-# its column, or `{"all": value}` when every loop holds one value written
-# alike (a script's `start`s: one command, one cwd), which is decoded once.
-LISTED = ("every", "auto", "cron", "tz", "on_demand", "agent", "command", "fallback_agent",
-          "cwd", "max_runs", "max_failures", "max_deferrals", "budget_usd", "notify",
-          "worktree", "base", "branch_prefix", "push", "pr", "merge", "fix_attempts",
-          "protect", "notes", "gate", "gate_timeout", "check", "check_timeout", "until_check",
-          "check_metric", "on_github", "github_repo", "github_command", "github_anyone")
+# other from the cache: the rows with a `view`, and `auto` for the schedule),
+# on a line of their own after the rows (`ls` decodes none of them): for
+# each field some loop holds at other than the default, its column, or
+# `{"all": value}` when every loop holds one value written alike (a script's
+# `start`s: one command, one cwd), which is decoded once.
+LISTED = ("auto", *(s.name for s in SETTINGS if s.view))
 
 
 def listed_fields(loops: list[LoopDef]) -> dict[str, Any]:

@@ -58,3 +58,32 @@ def test_run_scheduled_does_not_serve_a_slot_outside_the_window(cli: CLI) -> Non
     assert proc.stderr.strip() == (f"loopctl: not firing w: slot {iso(slot)} is outside its "
                                    "catch-up window (20m)")
     assert cli.records("w") == []
+    # On record as tick and the daemon record it, once (DESIGN §20).
+    (skipped,) = cli.json("history", "w", "--skipped", "--json")["skipped_slots"]
+    assert (skipped["reason"], skipped["slot"]) == ("outside_window", f"schedule:{iso(slot)}")
+    again = cli("run", "w", "--scheduled", env=late, check=0)
+    assert again.stderr.strip() == f"loopctl: slot {iso(slot)} was skipped: outside_window"
+    assert len(cli.json("history", "w", "--skipped", "--json")["skipped_slots"]) == 1
+
+
+def test_a_late_scheduler_fire_under_catch_up_none_runs_its_slot_unskipped(cli: CLI) -> None:
+    """A scheduler that fires 10 minutes late (GitHub's often do) fires for
+    that slot: `run --scheduled` serves it and records no skip for it."""
+    start(cli, "n", "--catch-up", "none")
+    slot = math.floor(time.time() / 3600 + 1) * 3600
+    cli("run", "n", "--scheduled", env={"LOOPCTL_CLOCK_OFFSET": repr(slot + 600 - time.time())},
+        check=0)
+    (record,) = cli.records("n")
+    assert record["slot"] == f"schedule:{iso(slot)}" and record["outcome"] == "ok"
+    assert cli.json("history", "n", "--skipped", "--json")["skipped_slots"] == []
+    assert cli.json("status", "n")["skipped_slots"] is None
+
+
+def test_a_window_added_to_a_catch_up_none_loop_is_refused(cli: CLI) -> None:
+    start(cli, "n", "--catch-up", "none")
+    before = (cli.home / "loops.yaml").read_bytes()
+    for window in ("1h", "0s", "-5m"):
+        proc = cli("update", "n", "--catch-up-window", window)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert (cli.home / "loops.yaml").read_bytes() == before

@@ -21,16 +21,22 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import yaml
+
+from export.cron_readers import wall_times
 
 TESTS = Path(__file__).resolve().parent.parent
 FAKE_BIN = TESTS / "bin"
 K8S_ROOT = "/loopctl"
 K8S_USER_HOME = "/home/loopctl"  # the pod's HOME, an emptyDir beside /work
+JOB_LABEL = "metadata.labels['job-name']"  # what the kubelet can give a pod of a Job
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
 
 
@@ -262,6 +268,9 @@ class K8sSimulator(Simulator):
 
     manifest: str = ""
     secrets: dict[str, str] = field(default_factory=dict)
+    # The Job a fire is, as the CronJob controller names it (CRONJOB-MINUTES);
+    # None: the Job of the schedule's latest time at or before the fire.
+    job_name: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -340,6 +349,10 @@ class K8sSimulator(Simulator):
                        for root in (K8S_ROOT, "/work", K8S_USER_HOME)):
                     value = str(self._mapped(value))
                 env[item["name"]] = value
+            elif "fieldRef" in item["valueFrom"]:
+                # The downward API: only the Job's name, which every pod has.
+                assert item["valueFrom"]["fieldRef"] == {"fieldPath": JOB_LABEL}, item
+                env[item["name"]] = self.job_name or self.scheduled_job(env)
             else:
                 ref = item["valueFrom"]["secretKeyRef"]
                 assert ref["name"] == f"loopctl-{self.name}", ref
@@ -348,9 +361,28 @@ class K8sSimulator(Simulator):
                 env[item["name"]] = self.secrets[ref["key"]]
         return env, self._mapped(self.container["workingDir"])
 
+    def scheduled_job(self, env: dict[str, str]) -> str:
+        """CRONJOB-MINUTES for the latest time of the CronJob's schedule at
+        or before this fire's clock, read as robfig/cron reads it in the
+        CronJob's timeZone (none: the controller's, this machine's)."""
+        spec = self.cron_job["spec"]
+        now = time.time() + float(env.get("LOOPCTL_CLOCK_OFFSET", "0"))
+        zone = ZoneInfo(spec["timeZone"]) if spec.get("timeZone") else None
+        found = None
+        for back in (7200, 2 * 86400, 40 * 86400, 400 * 86400):
+            after = datetime.fromtimestamp(now - back, zone).replace(tzinfo=None)
+            for wall in wall_times(spec["schedule"], "robfig", after):
+                at = wall.replace(tzinfo=zone).timestamp() if zone else wall.timestamp()
+                if at > now:
+                    break
+                found = at
+            if found is not None:
+                return f"{self.cron_job['metadata']['name']}-{int(found) // 60}"
+        raise AssertionError(f"no time of {spec['schedule']!r} in the last 400 days")
+
     def fire(self) -> Fire:
         env, cwd = self.env()
-        argv = list(self.container["command"])
+        argv = [expand(word, env) for word in self.container["command"]]
         assert argv[0] == "loopctl", argv
         argv[:1] = [sys.executable, "-m", "loopctl"]
         return Fire(run(argv, env, cwd))
@@ -365,6 +397,14 @@ class K8sSimulator(Simulator):
 
     def cleanup(self) -> None:
         self.root.chmod(0o755)
+
+
+def expand(word: str, env: dict[str, str]) -> str:
+    """$(VAR) in a container's command, as the kubelet expands it from the
+    container's env (an undefined one stays as written)."""
+    assert "$$(" not in word, word
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: env.get(m.group(1), m.group(0)), word)
 
 
 # -- GitHub Actions --------------------------------------------------------------------

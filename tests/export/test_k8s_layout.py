@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import CLI, loopctl_argv
+from export.simulator import expand
 from loopctl.engine.containment import sandbox
 
 
@@ -58,8 +60,12 @@ def test_the_exported_container_runs_a_confined_loop(cli: CLI, tmp_path: Path) -
            if "value" in e and e["value"].startswith("/")}
     home, workdir = Path(env["HOME"]), root / container["workingDir"].lstrip("/")
     (home / ".profile").write_text("the pod's own dotfile\n")  # the home: not the agent's
-    assert container["command"][0] == "loopctl"
-    argv = loopctl_argv(*container["command"][1:])
+    # The Job's name, which the downward API gives the pod (an --every
+    # loop's Job serves the CronJob's time as it is).
+    env["LOOPCTL_K8S_JOB"] = f"loopctl-boxed-{int(time.time()) // 60 - 60}"
+    command = [expand(word, env) for word in container["command"]]
+    assert command[0] == "loopctl"
+    argv = loopctl_argv(*command[1:])
     proc = subprocess.run(argv, cwd=workdir, env={**os.environ, **env}, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, (shlex.join(argv), proc.stdout, proc.stderr)

@@ -88,7 +88,7 @@ def test_env_values_never_enter_an_export(cli: CLI, tmp_path: Path, secret_loop:
         docs = list(yaml.safe_load_all(text))
         container = docs[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
         refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]
-                if "valueFrom" in e}
+                if "secretKeyRef" in e.get("valueFrom", {})}
         assert set(refs) == expected
         assert all(r["name"] == f"loopctl-{name}" and r["key"] == k for k, r in refs.items())
         travelling = yaml.safe_load(docs[0]["data"]["loops.yaml"])
@@ -249,7 +249,7 @@ def test_k8s_objects_of_distinct_loops_do_not_collide(cli: CLI, tmp_path: Path) 
         docs = list(yaml.safe_load_all(text))
         pod = docs[2]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         refs = {e["valueFrom"]["secretKeyRef"]["name"] for e in pod["containers"][0]["env"]
-                if "valueFrom" in e}
+                if "secretKeyRef" in e.get("valueFrom", {})}
         seen[name] = {f"{d['kind']}/{d['metadata']['name']}" for d in docs} | \
             {f"Secret/{r}" for r in refs}
     assert not seen["a_b"] & seen["a-b"], seen["a_b"] & seen["a-b"]

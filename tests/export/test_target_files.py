@@ -184,7 +184,9 @@ def test_every_target_runs_the_scheduled_entry_point(cli: CLI, tmp_path: Path,
         (text,) = data["files"].values()
         cron_job = list(yaml.safe_load_all(text))[2]
         pod = cron_job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-        assert pod["containers"][0]["command"] == ["loopctl", "run", "entry", "--scheduled"]
+        assert pod["containers"][0]["command"] == [
+            "loopctl", "run", "entry", "--scheduled",
+            "--slot", "k8s-job:loopctl-entry:$(LOOPCTL_K8S_JOB)"]  # the Job's slot
     else:
         (text,) = data["files"].values()
         steps = yaml.safe_load(text)["jobs"]["run"]["steps"]

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from loopctl.cli import define
 
-# What each command is about, not a policy: the loop's name, what the agent is
-# given and where (start), the objective's replacement (update), and --json.
+# What each command is about, not a setting: the loop's name, the prompt as an
+# argument (start), the objective's acknowledgement (update), and --json.
 OWN = {
-    "start": {"prompt", "name", "prompt_file", "agent", "command", "cwd", "as_json", "settings"},
-    "update": {"name", "prompt", "prompt_file", "new_objective", "as_json", "settings"},
+    "start": {"prompt", "name", "as_json", "settings"},
+    "update": {"name", "new_objective", "as_json", "settings"},
 }
 
 
@@ -32,11 +32,13 @@ def test_start_and_update_write_only_their_own_parameters() -> None:
         assert _written_parameters(command) == own, command
 
 
-def test_every_group_option_reaches_the_commands() -> None:
-    """The options Typer sees are the written ones plus every group's and
-    row's: none is lost on the way."""
+def test_every_row_option_reaches_the_commands() -> None:
+    """The options Typer sees are the written ones plus every row's that the
+    command takes: none is lost on the way."""
+    from loopctl.domain.loop_settings import for_command
+
     for command in OWN:
         seen = set(inspect.signature(getattr(define, command)).parameters)
-        for group in define.GROUPS:
-            assert set(group) <= seen, (command, set(group) - seen)
+        wanted = {s.python for s in for_command(command) if s.flags}
+        assert wanted <= seen, (command, wanted - seen)
         assert {"every", "max_runs", "timeout", "nice"} <= seen, command

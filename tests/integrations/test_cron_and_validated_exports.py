@@ -168,7 +168,8 @@ def test_k8s_cronjob_passes_kubernetes_validate_strict(cli: CLI, tmp_path: Path,
     assert spec["startingDeadlineSeconds"] > 0
     assert spec["successfulJobsHistoryLimit"] and spec["failedJobsHistoryLimit"]
     container = spec["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
-    assert container["command"] == ["loopctl", "run", name, "--scheduled"]
+    assert container["command"] == ["loopctl", "run", name, "--scheduled", "--slot",
+                                    f"k8s-job:loopctl-{name}:$(LOOPCTL_K8S_JOB)"]
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     volumes = {v["name"]: v for v in pod["volumes"]}

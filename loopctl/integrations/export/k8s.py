@@ -26,6 +26,10 @@ K8S_HOME = "/loopctl"
 # cannot be confined (DESIGN §14), so runs there would fail or go unconfined.
 K8S_USER_HOME = "/home/loopctl"
 K8S_WORKDIR = "/work"
+# `job-name` is set on a Job's pods by every Kubernetes version
+# (`batch.kubernetes.io/job-name` only from 1.27).
+JOB_LABEL = "metadata.labels['job-name']"
+JOB_ENV = "LOOPCTL_K8S_JOB"
 ON_DEMAND_CRON = "0 0 1 1 *"  # never used: the CronJob is suspended
 
 
@@ -106,9 +110,18 @@ def _k8s_pod(loop: LoopDef, target: Target, name: str, secret: str) -> dict[str,
                                  {"name": "HOME", "value": K8S_USER_HOME}]
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
             for key in secret_names(loop)]
+    command = ["loopctl", *scheduled(loop)]
+    if not loop.on_demand:  # a suspended CronJob's Jobs are made by hand: no slot
+        # The Job's slot (DESIGN §20): the same for every pod of one Job, one
+        # per scheduled Job. The scheduled-time annotation is readable only
+        # through the API (RBAC); the Job's name, which the controller makes
+        # from that time, reaches the pod through the downward API, and
+        # Kubernetes expands $(VAR) in `command` itself: no shell.
+        env.append({"name": JOB_ENV, "valueFrom": {"fieldRef": {"fieldPath": JOB_LABEL}}})
+        command += ["--slot", f"k8s-job:{name}:$({JOB_ENV})"]
     container = {
         "name": "loopctl", "image": target.image,
-        "command": ["loopctl", *scheduled(loop)],
+        "command": command,
         "workingDir": K8S_WORKDIR, "env": env, "volumeMounts": _k8s_mounts(loop),
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
         "securityContext": {"allowPrivilegeEscalation": False,
