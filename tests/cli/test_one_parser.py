@@ -16,8 +16,6 @@ import pytest
 
 from conftest import CLI, loopctl_argv
 
-pytestmark = pytest.mark.real_processes
-
 # The whole Typer app, with run_app's one-line errors and exit codes, and
 # neither the fast route nor the one-command copy of the app.
 WHOLE_APP = ("import sys\nfrom loopctl.cli import app\napp._narrowed = lambda args: app.app\n"
@@ -52,7 +50,8 @@ ALL = [(command, args) for command, cases in CASES.items() for args in cases]
 
 def held_home(cli: CLI) -> None:
     """One paused loop, `held` (nothing due, no clock-moving NEXT), one
-    reconciled state: what every case reads."""
+    reconciled state: what every case reads. (The cases themselves always
+    run as processes, below.)"""
     cli("start", "p", "--name", "held", "--every", "1h", "--command", "true", check=0)
     cli("pause", "held", check=0)
     cli("tick", check=0)
