@@ -1,25 +1,25 @@
-"""`tick`, `run`, `decide`, `ls` and the JSON views, rendered without Typer.
+"""What `tick`, `run`, `decide`, `ls` and the JSON views do, and the route
+without Typer for the plain forms of `tick` and `run NAME`.
 
-cron starts `loopctl tick` every minute, CI scripts call `loopctl run` and
-every agent's run ends with `loopctl decide`; importing Typer costs ~70 ms
-of CPU per process (bench/README.md). `entry.py` routes the plain forms of
-these commands here; the Typer commands call the same functions, so there is
-one implementation and `--help` and odd spellings still come from Typer.
+cron starts `loopctl tick` every minute and CI scripts call `loopctl run`;
+importing Typer costs ~70 ms of CPU per process (bench/README.md). `entry.py`
+hands argv to `dispatch`, which takes only what `flags.plain` reads from the
+tables the Typer commands declare their options from; the Typer commands call
+the same functions, so there is one implementation and one parser, and
+`--help` and every error come from Typer.
 """
 
 from __future__ import annotations
 
 import sys
 
-from loopctl.cli.flags import TICK_OPTIONS
+from loopctl.cli.flags import RUN_OPTIONS, TICK_OPTIONS, plain
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from typing import Any
-
-TICK_FLAGS = {flag for flags in TICK_OPTIONS.values() for flag in flags}
 
 
 def tick(wait: bool, as_json: bool, quiet: bool) -> int:
@@ -101,9 +101,6 @@ def ended_line(record: dict[str, Any]) -> str:
             + (f"; {checked}" if checked else ""))
 
 
-RUN_FLAGS = {"--scheduled": "scheduled", "--force": "force"}
-
-
 def run(name: str, mode: str = "manual", slot: str | None = None) -> int:
     from loopctl.commands.drivers import run_now
     from loopctl.engine.supervisor import exit_code_for
@@ -160,7 +157,6 @@ def _why(record: dict[str, Any], prefix: str) -> str | None:
 
 
 DECISIONS = ("continue", "complete", "fail", "block")
-DECIDE_OPTIONS = ("--summary", "--evidence", "--next")
 
 
 def decide(kind: str, summary: str | None, evidence: str | None, next_: str | None) -> int:
@@ -176,20 +172,6 @@ def decide(kind: str, summary: str | None, evidence: str | None, next_: str | No
     firing.decide(kind, summary, evidence, delay)
     print(f"decision recorded: {kind}")
     return 0
-
-
-def _plain_decide(args: list[str]) -> dict[str, str] | None:
-    """The options of `decide KIND [--summary S] [--evidence E] [--next D]`,
-    each once with a value that cannot be read as an option; None for any
-    other form (Typer parses those, as it always did)."""
-    if args[:1] != ["decide"] or len(args) % 2 or args[1].startswith("-"):
-        return None
-    given: dict[str, str] = {}
-    for flag, value in zip(args[2::2], args[3::2], strict=True):
-        if flag not in DECIDE_OPTIONS or flag in given or value.startswith("-"):
-            return None
-        given[flag] = value
-    return given
 
 
 def emit(data: Any) -> None:
@@ -218,21 +200,6 @@ def listing(store: Any) -> Any:
     count = len(next(iter(listed.values()), []))
     columns = list(listed.values())
     return Table(list(listed), columns, count, [type(column) is Same for column in columns])
-
-
-def json_view(args: list[str]) -> int:
-    """`ls --json` and `status [NAME] --json`: what scripts poll most."""
-    from loopctl.commands import common
-    from loopctl.commands import views as reading
-    from loopctl.storage.store import Store
-
-    names = [a for a in args[1:] if a != "--json"]
-    with common.no_cycle_collection():
-        if names:
-            emit(dict(reading.status(Store(), names[0]), version=common.JSON_VERSION))
-        else:
-            emit({"version": common.JSON_VERSION, "loops": listing(Store())})
-    return 0
 
 
 def ls_text(store: Any, status: str | None = None, sort: str | None = None) -> int:
@@ -267,37 +234,17 @@ def _daemon_cannot_write(store: Any) -> None:
               f"can: {note['error']}", file=sys.stderr)
 
 
-def plain_ls() -> int:
-    from loopctl.commands import common
-    from loopctl.storage.store import Store
-
-    with common.no_cycle_collection():
-        return ls_text(Store())
-
-
-def _is_json_view(args: list[str]) -> bool:
-    rest = [a for a in args[1:] if a != "--json"]
-    return (len(args) - len(rest) == 2 and (
-        args[0] in ("ls", "list") and not rest
-        or args[0] == "status" and len(rest) <= 1 and not any(a.startswith("-") for a in rest)))
-
-
 def dispatch(args: list[str]) -> int | None:
-    """The exit code if `args` is a plain tick, run or JSON view; None: let
-    Typer parse."""
-    if args[:1] == ["tick"] and set(args[1:]) <= TICK_FLAGS:
-        given = {key for key, flags in TICK_OPTIONS.items() if set(flags) & set(args[1:])}
+    """The exit code if `args` is a plain `tick` or `run NAME` (without
+    both --scheduled and --force); None: the Typer app parses it."""
+    command, rest = args[:1], args[1:]
+    if command == ["tick"] and (ticked := plain(rest, TICK_OPTIONS)) is not None:
+        given = ticked[1]
         call = lambda: tick("wait" in given, "as_json" in given, "quiet" in given)  # noqa: E731
-    elif args[:1] == ["run"] and len(args) in (2, 3) and not args[1].startswith("-") \
-            and set(args[2:]) <= set(RUN_FLAGS):
-        mode = RUN_FLAGS[args[2]] if len(args) == 3 else "manual"
-        call = lambda: run(args[1], mode)  # noqa: E731
-    elif args in (["ls"], ["list"]):
-        call = plain_ls
-    elif _is_json_view(args):
-        call = lambda: json_view(args)  # noqa: E731
-    elif (options := _plain_decide(args)) is not None:
-        call = lambda: decide(args[1], *(options.get(f) for f in DECIDE_OPTIONS))  # noqa: E731
+    elif command == ["run"] and (ran := plain(rest, RUN_OPTIONS, 1)) is not None \
+            and len(ran[1]) < 2:
+        (name,), modes = ran
+        call = lambda: run(name, next(iter(modes), "manual"))  # noqa: E731
     else:
         return None
     try:

@@ -1,6 +1,7 @@
-"""`ls --json` and `status [NAME] --json` (what scripts and dashboards poll
-most often) and `decide` (every agent's last command) skip Typer, and do
-exactly what the Typer commands do."""
+"""`ls --json`, `status [NAME] --json`, the `ls` table and `decide` (every
+agent's last command): what they print and write. They take the Typer
+app's one route (issue 52, item 4); tests/cli/test_one_parser.py holds
+every route of every command to the same parser."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLI, agent_command, imported_modules
+from conftest import CLI, agent_command, imported_modules, loopctl_argv
 
 VIEWS = [["ls", "--json"], ["list", "--json"], ["status", "--json"],
          ["status", "v", "--json"], ["status", "--json", "v"]]
@@ -27,24 +28,15 @@ def without_clock(data: object) -> object:
     return data
 
 
-def test_json_views_match_the_typer_commands_and_skip_typer(cli: CLI) -> None:
+def test_json_views_print_the_loop_objects(cli: CLI) -> None:
     """Every form of VIEWS on one home (one run for all of them)."""
     cli("start", "p", "--name", "v", "--every", "1h", "--command",
         agent_command("--print", "x"), check=0)
     cli("run", "v", check=0)
-    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
-    typer_code = "import sys\nfrom loopctl.cli.app import run_app\nrun_app(sys.argv[1:])"
     for args in VIEWS:
-        fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                              text=True, check=True)
-        assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER", args
-        slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
-                              text=True)
-        assert slow.returncode == 0, (args, slow.stderr)
-        assert without_clock(json.loads(fast.stdout)) == without_clock(json.loads(slow.stdout)), \
-            args
+        data = cli.json(*args)
+        loops = data.get("loops", [data])
+        assert data["version"] == 1 and [loop["name"] for loop in loops] == ["v"], args
 
 
 @pytest.mark.parametrize("args", [["status", "nope", "--json"], ["status", "../x", "--json"]])
@@ -91,81 +83,41 @@ def test_the_ls_table_rows_agree_with_the_json_shape(cli: CLI) -> None:
 
 
 DECIDES = [
-    (["decide", "complete", "--summary", "s", "--evidence", "e"], False),
-    (["decide", "continue", "--next", "20m", "--evidence", "é", "--summary", ""], False),
-    (["decide", "maybe", "--summary", "s"], False),           # exit 2, one line
-    (["decide", "continue", "--next", "soon"], False),        # exit 2, one line
-    (["decide", "fail", "--summary=s"], True),                # other spellings: Typer
-    (["decide", "block", "--summary", "a", "--summary", "-b"], True),
+    ["decide", "complete", "--summary", "s", "--evidence", "e"],
+    ["decide", "continue", "--next", "20m", "--evidence", "é", "--summary", ""],
+    ["decide", "maybe", "--summary", "s"],           # exit 2, one line
+    ["decide", "continue", "--next", "soon"],        # exit 2, one line
+    ["decide", "fail", "--summary=s"],
+    ["decide", "block", "--summary", "a", "--summary", "-b"],
 ]
 
 
-def typer_in_process(args: list[str]) -> tuple[int, str, list[str]]:
-    """The Typer command itself (`run_app`), in this process."""
-    import contextlib
-    import io
-
-    from loopctl.cli.app import run_app
-
-    out, err = io.StringIO(), io.StringIO()
-    code: object = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            run_app(args)
-    except SystemExit as exc:
-        code = exc.code
-    return int(code or 0), out.getvalue(), err.getvalue().splitlines()
-
-
-@pytest.mark.parametrize(("args", "typer_parses"), DECIDES, ids=lambda v: repr(v)[:40])
-def test_decide_skips_typer_and_does_what_the_typer_command_does(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str],
-        typer_parses: bool) -> None:
-    """`loopctl decide` (every agent's last command) in its plain form skips
-    Typer; it writes the same decision file, prints the same text and fails
-    with the same one line and exit code as the Typer command."""
-    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)\n"
-            "sys.exit(code)")
-    fast_file, typer_file = tmp_path / "fast.json", tmp_path / "typer.json"
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=dict(os.environ, LOOPCTL_DECISION_FILE=str(fast_file)))
-    lines = proc.stderr.splitlines()
-    assert lines.pop() == ("TYPER" if typer_parses else "NO-TYPER"), proc.stderr
-    monkeypatch.setenv("LOOPCTL_DECISION_FILE", str(typer_file))
-    reference = typer_in_process(args[:])
-    assert (proc.returncode, proc.stdout, lines) == reference
-    written = [f.read_text() if f.exists() else None for f in (fast_file, typer_file)]
-    assert written[0] == written[1]
-    assert (proc.returncode, bool(written[0])) in ((0, True), (2, False)), proc
-    assert proc.stdout.startswith("decision recorded: ") if proc.returncode == 0 \
-        else len(lines) == 1
+@pytest.mark.parametrize("args", DECIDES, ids=lambda v: repr(v)[:40])
+def test_decide_writes_the_decision_or_fails_in_one_line(
+        tmp_path: Path, args: list[str]) -> None:
+    """`loopctl decide` (every agent's last command), as a process: it
+    writes the decision file and says so, or fails with one line, exit 2,
+    and writes nothing."""
+    decision = tmp_path / "decision.json"
+    proc = subprocess.run(loopctl_argv(*args), capture_output=True, text=True,
+                          env=dict(os.environ, LOOPCTL_DECISION_FILE=str(decision)))
+    assert (proc.returncode, decision.exists()) in ((0, True), (2, False)), proc
+    if proc.returncode == 0:
+        assert proc.stdout == f"decision recorded: {args[1]}\n"
+        assert json.loads(decision.read_text())["decision"] == args[1]
+    else:
+        assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
-def test_plain_ls_skips_typer_and_prints_what_the_typer_command_prints(cli: CLI) -> None:
-    code = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
-    typer_code = "import sys\nfrom loopctl.cli.app import run_app\nrun_app(sys.argv[1:])"
-
-    def both(args: list[str]) -> tuple[str, str]:
-        fast = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
-                              text=True, check=True)
-        assert fast.stderr.strip().splitlines()[-1] == "NO-TYPER", args
-        slow = subprocess.run([sys.executable, "-c", typer_code, *args], capture_output=True,
-                              text=True, check=True)
-        return fast.stdout, slow.stdout
-
-    fast, slow = both(["ls"])
-    assert fast == slow and fast.startswith("no loops yet"), fast
+def test_ls_prints_the_table(cli: CLI) -> None:
+    assert cli("ls", check=0).stdout.startswith("no loops yet")
     cli("start", "p", "--name", "v", "--every", "1h", "--command",
         agent_command("--print", "x"), check=0)
     cli("run", "v", check=0)
-    cli("pause", "v", check=0)  # no NEXT that moves with the clock between the two
+    cli("pause", "v", check=0)
     for args in (["ls"], ["list"]):
-        fast, slow = both(args)
-        assert fast == slow and "v " in fast and "paused" in fast, (fast, slow)
+        out = cli(*args, check=0).stdout
+        assert "v " in out and "paused" in out, out
 
 
 @pytest.mark.parametrize("argv", [["run", "t"], ["tick", "--wait"]])
