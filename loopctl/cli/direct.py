@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from loopctl.cli.flags import RUN_OPTIONS, TICK_OPTIONS, plain
+from loopctl.cli.flags import RUN_OPTIONS, TICK_OPTIONS, VIEW_OPTIONS, plain
 from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -234,9 +234,37 @@ def _daemon_cannot_write(store: Any) -> None:
               f"can: {note['error']}", file=sys.stderr)
 
 
+def view_args(rest: list[str]) -> str | None:
+    """The NAME of `status NAME --json` ("" for `status --json`); None for
+    any other form (text status goes through Typer)."""
+    for arguments in (1, 0):
+        got = plain(rest, VIEW_OPTIONS, arguments) if len(rest) > arguments else None
+        if got is not None and "as_json" in got[1] and got[0] != [""]:  # "": Typer's error
+            return got[0][0] if got[0] else ""
+    return None
+
+
+def view(name: str | None, as_json: bool) -> int:
+    """`ls [--json]`, `status [NAME] --json`, as the Typer commands print them."""
+    from loopctl.commands import common
+    from loopctl.storage.store import Store
+
+    with common.no_cycle_collection():
+        if not as_json:
+            return ls_text(Store())
+        if name:
+            from loopctl.commands import views as reading
+
+            emit(dict(reading.status(Store(), name), version=common.JSON_VERSION))
+        else:
+            emit({"version": common.JSON_VERSION, "loops": listing(Store())})
+    return 0
+
+
 def dispatch(args: list[str]) -> int | None:
-    """The exit code if `args` is a plain `tick` or `run NAME` (without
-    both --scheduled and --force); None: the Typer app parses it."""
+    """The exit code if `args` is a plain `tick`, `run NAME` (without both
+    --scheduled and --force), `ls [--json]` or `status [NAME] --json`; None:
+    the Typer app parses it."""
     command, rest = args[:1], args[1:]
     if command == ["tick"] and (ticked := plain(rest, TICK_OPTIONS)) is not None:
         given = ticked[1]
@@ -245,6 +273,10 @@ def dispatch(args: list[str]) -> int | None:
             and len(ran[1]) < 2:
         (name,), modes = ran
         call = lambda: run(name, next(iter(modes), "manual"))  # noqa: E731
+    elif command in (["ls"], ["list"]) and (shown := plain(rest, VIEW_OPTIONS)) is not None:
+        call = lambda: view(None, "as_json" in shown[1])  # noqa: E731
+    elif command == ["status"] and (asked := view_args(rest)) is not None:
+        call = lambda: view(asked, True)  # noqa: E731
     else:
         return None
     try:

@@ -8,11 +8,15 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from loopctl.cli.flags import VIEW_OPTIONS
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.timestamps import parse_iso
 from loopctl.storage.store import Store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable shape).")]
+# `ls`'s and `status`'s, from the table their route without Typer reads too.
+ViewJsonOpt = Annotated[bool, typer.Option(*VIEW_OPTIONS["as_json"],
+                                           help="Print JSON (stable shape).")]
 
 
 NameArg = Annotated[str, typer.Argument(help="Loop name.", show_default=False)]

@@ -11,7 +11,7 @@ import typer
 
 from loopctl import clock
 from loopctl.cli.direct import listing
-from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
+from loopctl.cli.options import JsonOpt, NameArg, ViewJsonOpt, emit, fail, store, ts
 from loopctl.cli.render import (
     STATUS_STYLE,
     ago,
@@ -38,7 +38,7 @@ def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Secon
 LS_STATUSES = tuple(STATUS_STYLE)
 
 
-def ls(as_json: JsonOpt = False,
+def ls(as_json: ViewJsonOpt = False,
        only: Annotated[Optional[str], typer.Option("--status", help=f"Only loops of this status ({', '.join(LS_STATUSES)}).")] = None,
        sort: Annotated[Optional[str], typer.Option("--sort", help="Order: next (soonest fire first), last (latest run first) or name.")] = None) -> None:
     """List loops: schedule, status, runs used, next fire, last outcome."""
@@ -70,7 +70,7 @@ def _picked_json(only: str | None, sort: str | None) -> list[dict[str, Any]]:
 
 
 def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (default: all).")] = None,
-           as_json: JsonOpt = False) -> None:
+           as_json: ViewJsonOpt = False) -> None:
     """Show where a loop stands (all loops without NAME)."""
     if name is None:
         if as_json:

@@ -39,7 +39,7 @@ CASES: dict[str, list[list[str]]] = {
     "status": [["status", "--json"], ["status", "held", "--json"], ["status", "--json", "held"],
                ["status", "--help"], ["status", "--json", "nope"], ["status", "nope", "--json"],
                ["status", "--json", "--nope"], ["status", "a", "b", "--json"],
-               ["status", "--json", "--json"]],
+               ["status", "--json", "--json"], ["status", "", "--json"]],
     "decide": [["decide", "--help"], ["decide"], ["decide", "--nope"],
                ["decide", "maybe", "--summary", "s"], ["decide", "continue", "--next", "soon"],
                ["decide", "complete", "--summary"], ["decide", "complete", "--summary", "s"],
@@ -77,7 +77,8 @@ def test_every_route_parses_as_the_typer_app(cli: CLI, command: str, args: list[
 
 
 PLAIN = [["tick"], ["tick", "-q"], ["tick", "--wait", "--json"], ["run", "held"],
-         ["run", "nope", "--force"]]
+         ["run", "nope", "--force"], ["ls"], ["list", "--json"], ["status", "--json"],
+         ["status", "held", "--json"], ["status", "nope", "--json"]]
 HARNESS = ("import sys\nfrom loopctl.entry import main\nsys.argv = ['loopctl', *sys.argv[1:]]\n"
            "try:\n    main()\nexcept SystemExit:\n    pass\n"
            "print('TYPER' if 'typer' in sys.modules else 'NO-TYPER', file=sys.stderr)")
@@ -92,13 +93,14 @@ def test_the_plain_forms_take_the_route_without_typer(cli: CLI, args: list[str])
     assert proc.stderr.splitlines()[-1] == "NO-TYPER", proc.stderr
 
 
-@pytest.mark.parametrize("command", ["tick", "run"])
+@pytest.mark.parametrize("command", ["tick", "run", "ls", "list", "status"])
 def test_the_fast_route_takes_only_options_the_typer_command_declares(command: str) -> None:
     import typer
 
     from loopctl.cli import app, flags
 
-    table = {"tick": flags.TICK_OPTIONS, "run": flags.RUN_OPTIONS}[command]
+    table = {"tick": flags.TICK_OPTIONS, "run": flags.RUN_OPTIONS, "ls": flags.VIEW_OPTIONS,
+             "list": flags.VIEW_OPTIONS, "status": flags.VIEW_OPTIONS}[command]
     group = typer.main.get_command(app.app)
     declared = {opt: param.name for param in group.commands[command].params  # type: ignore[attr-defined]
                 for opt in param.opts + param.secondary_opts}
@@ -123,6 +125,7 @@ def test_no_route_is_left_that_the_tables_do_not_declare(tmp_path: Path) -> None
     """`dispatch` declines every form `plain` does not read."""
     from loopctl.cli.direct import dispatch
 
-    for args in (["decide", "complete"], ["ls"], ["status", "--json"], ["ls", "--json"],
+    for args in (["decide", "complete"], ["status"], ["status", "x"], ["status", "--json", "x"],
+                 ["status", "", "--json"], ["ls", "--sort", "name"], ["ls", "-h"],
                  ["tick", "--help"], ["run", "x", "--scheduled", "--force"], ["run", "-h"]):
         assert dispatch(args) is None, args
