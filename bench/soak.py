@@ -91,7 +91,10 @@ def requests(ws: Workspace, total: int, anonymous: int) -> dict[str, Any]:
 
 def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
     home = ws.home("daemon")
-    write_loops(home, [loop_entry(f"r{n}", ["true"], every="1s") for n in range(20)],
+    # max_runs 0: at the default 50 the 20 loops stop at 1,000 runs and a
+    # longer soak waited forever for its next mark.
+    write_loops(home, [loop_entry(f"r{n}", ["true"], every="1s", max_runs=0)
+                       for n in range(20)],
                 top="max_concurrent: 0\n")
     log = ws.root / "daemon.log"
     proc, host, port, token = started(loopctl("daemon", "--serve", "127.0.0.1:0"), home, log)
