@@ -71,7 +71,7 @@ def add(tally: Tally | None, record: dict[str, Any]) -> Tally:
         out["count"] += 1
         out["sum"] += duration
     if outcome == "ok":
-        ended = _moment(record.get("ended_at"))
+        ended = moment(record.get("ended_at"))
         if ended is not None and ended > (out["last_ok"] or 0.0):
             out["last_ok"] = ended
     return out
@@ -91,7 +91,8 @@ def copy(tally: Tally) -> Tally:
             "sum": tally["sum"], "last_ok": tally["last_ok"]}
 
 
-def _moment(text: Any) -> float | None:
+def moment(text: Any) -> float | None:
+    """An ISO timestamp read from a file or a record, or None when it is not one."""
     if not isinstance(text, str) or not text:
         return None
     try:

@@ -16,7 +16,7 @@ from loopctl import __version__
 from loopctl.domain import tally as tallies
 from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.tally import BUCKETS, Tally
-from loopctl.domain.timestamps import parse_iso as _parse_iso
+from loopctl.domain.tally import moment as parse_iso
 from loopctl.storage.store import Store
 
 STATUSES = ("running", "queued", "active", "paused", "completed", "failed", "stopped",
@@ -43,15 +43,6 @@ def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[
         out[name] = kept if kept is not None else tallies.seeded(
             list_records(store.paths, name))
     return out
-
-
-def parse_iso(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return _parse_iso(text)
-    except ValueError:
-        return None
 
 
 def label(value: str) -> str:
