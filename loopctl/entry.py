@@ -36,7 +36,7 @@ def nothing_due() -> bool:
             data = paths.read_bounded(state_file, 1 << 30)
             if data is None:  # missing, or not a regular file: the full path says which
                 return not os.path.exists(loops_file) and not os.path.lexists(state_file)
-            import json  # only here: it imports `re` (see storage/flatjson)
+            import json  # only here: it imports `re` (see fast/flatjson)
 
             summary = json.loads(data)
         # A tick fires an `--every` of whole minutes up to 15 s early

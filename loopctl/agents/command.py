@@ -4,8 +4,8 @@ then `agent_args`. Apart from the presets, so that such a run loads none."""
 
 from __future__ import annotations
 
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.model import LoopDef
+from loopctl.fast.lazy_re import lazy
 
 PLACEHOLDER = lazy(r"\{(\w+)\}")
 TAKES_PROMPT = lazy(r"\{prompt(_file)?\}")
@@ -17,7 +17,7 @@ def fill(arg: str, values: dict[str, str]) -> str:
 
 def values_for(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
                decision_dir: str) -> dict[str, str]:
-    from loopctl.domain import jsonfast as json
+    from loopctl.fast import jsonfast as json
 
     return {"prompt": prompt, "prompt_file": prompt_path, "loop": loop.name,
             "run_id": run_id, "decision_dir_toml": json.dumps(decision_dir)}

@@ -13,9 +13,9 @@ from __future__ import annotations
 from loopctl.agents.command import command_argv, fill, values_for
 from loopctl.agents.readers import READERS, Reading, read_text
 from loopctl.domain.agent_cli import is_agent
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.model import LoopDef
 from loopctl.domain.untrusted import session_id
+from loopctl.fast.data_class import factory, record
 
 P = "{prompt}"
 DECIDE_RULE = "Bash(loopctl decide *)"

@@ -18,7 +18,7 @@ from loopctl.agents.reading import RESULT_CHARS, Reading
 from loopctl.agents.reading import tail_text as _tail_text
 from loopctl.agents.reading import text as _text
 from loopctl.domain import untrusted
-from loopctl.domain.dates import datetime, timedelta
+from loopctl.fast.dates import datetime, timedelta
 
 WEEK = 7 * 86400.0
 

@@ -4,7 +4,7 @@ that such a run loads none of them."""
 
 from __future__ import annotations
 
-from loopctl.domain.data_class import factory, record
+from loopctl.fast.data_class import factory, record
 
 RESULT_CHARS = 4000
 

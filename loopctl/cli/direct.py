@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from loopctl.cli.flags import RUN_OPTIONS, TICK_OPTIONS, VIEW_OPTIONS, plain
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -179,7 +179,7 @@ def emit(data: Any) -> None:
     `json.dumps(data, indent=2, default=str, allow_nan=False)`, written by
     `jsontext`, mostly in the C encoder (tests/cli/test_jsontext.py holds them
     equal)."""
-    from loopctl.cli import jsontext
+    from loopctl.fast import jsontext
 
     write = sys.stdout.write
     for chunk in jsontext.chunks(jsontext.pieces(data)):
@@ -190,9 +190,9 @@ def emit(data: Any) -> None:
 def listing(store: Any) -> Any:
     """Every LOOP object for `--json`: a `jsontext.Table` of the columns
     when there are columns (written without a mapping per loop)."""
-    from loopctl.cli.jsontext import Table
     from loopctl.commands import views as reading
     from loopctl.commands.loop_object import Same
+    from loopctl.fast.jsontext import Table
 
     listed = reading.list_columns(store)
     if isinstance(listed, list):

@@ -18,8 +18,8 @@ from loopctl import __version__
 from loopctl.cli import gendocs_pages as pages
 from loopctl.cli.help_panels import PANELS
 from loopctl.domain.confinement import MODES as SANDBOX_MODES
-from loopctl.domain.data_class import record
 from loopctl.domain.loop_settings import SETTINGS
+from loopctl.fast.data_class import record
 from loopctl.integrations.export import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,10 +31,10 @@ from loopctl.cli.render import (
     terminal_width,
     unicode_ok,
 )
-from loopctl.domain.data_class import record
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import EXIT_INTERRUPTED, EXIT_OK, LoopctlError
 from loopctl.domain.untrusted import line
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
 LOG_TAIL_BYTES = 4096

@@ -11,12 +11,12 @@ from loopctl.commands.common import raw_entry
 from loopctl.commands.views import describe
 from loopctl.domain import lifecycle
 from loopctl.domain.checks import check_name
-from loopctl.domain.data_class import replace
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
 from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.domain.timestamps import iso
+from loopctl.fast.data_class import replace
 from loopctl.storage.store import Store
 
 

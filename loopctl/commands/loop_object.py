@@ -38,7 +38,7 @@ def readers(loops: list[LoopDef], states: list[dict[str, Any]]) -> tuple[Column,
 class Same(list[Any]):
     """A column made to hold one object in every cell (`each`, `isos`, the
     short path's readers): known so without looking at its cells, and
-    written once (cli/direct.listing tells cli/jsontext). Never changed in
+    written once (cli/direct.listing tells fast/jsontext). Never changed in
     place: views._show_held replaces the columns it changes."""
 
 

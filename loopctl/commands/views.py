@@ -44,7 +44,7 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
                  held: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
-    and writes them (cli/jsontext.Table) without a mapping per loop. The
+    and writes them (fast/jsontext.Table) without a mapping per loop. The
     one definition of the shape (commands/loop_object.py): `describe` is
     this for one loop. `held`: the loops an account holds, shown `held`
     (held_loops)."""

@@ -20,10 +20,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Collection, Mapping
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain import untrusted
-from loopctl.domain.data_class import record
-from loopctl.domain.digests import hmac_sha256
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast.data_class import record
+from loopctl.fast.digests import hmac_sha256
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

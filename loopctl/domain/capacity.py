@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import PRESETS, LoopDef
 from loopctl.domain.untrusted import shorten
+from loopctl.fast.data_class import factory, record
 
 # Measured on 2 cores with the real agent CLIs (bench/agents_load.py,
 # bench/README.md "Concurrency cap"): four agents are about 1 GB resident and

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 
 from loopctl.domain.errors import UsageError, shorten
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_loop_name
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -115,8 +115,8 @@ def check_cron(expr: str, what: str = "cron") -> str:
     if not croniter.is_valid(text):
         raise UsageError(f"bad {what} {expr!r}: {cron_field_fault(text)}")
     try:
-        from loopctl.domain.dates import datetime
         from loopctl.domain.schedule import cron_iter
+        from loopctl.fast.dates import datetime
 
         cron_iter(text, datetime(2026, 1, 1)).get_next(datetime)
     except Exception:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 
-from loopctl.domain.data_class import record
+from loopctl.fast.data_class import record
 
 MODES = ("auto", "on", "off")
 

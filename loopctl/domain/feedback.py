@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import re
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_run_id
 from loopctl.domain.untrusted import block, line
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast.data_class import factory, record
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

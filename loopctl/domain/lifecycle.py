@@ -12,8 +12,6 @@ from collections.abc import Callable
 
 from loopctl.domain import capacity, slots, valves, verify
 from loopctl.domain.accounts import Verdict, hold
-from loopctl.domain.data_class import factory, record
-from loopctl.domain.dates import datetime, tzinfo
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import (
     Zones,
@@ -34,6 +32,8 @@ from loopctl.domain.state import (
 )
 from loopctl.domain.timestamps import UTC, iso, parse_iso
 from loopctl.domain.verbs import apply_control, end
+from loopctl.fast.data_class import factory, record
+from loopctl.fast.dates import datetime, tzinfo
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.

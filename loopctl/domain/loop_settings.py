@@ -19,8 +19,8 @@ for the command line.
 
 from __future__ import annotations
 
-from loopctl.domain.data_class import record
 from loopctl.domain.names import PRESETS
+from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -19,21 +19,21 @@ from loopctl.domain.checks import (
     check_tz,
     split_command,
 )
-from loopctl.domain.data_class import asdict, factory, record
-from loopctl.domain.data_class import fields as record_fields
 from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, near_miss, shorten
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
 from loopctl.domain.sizes import parse_size
+from loopctl.fast.data_class import asdict, factory, record
+from loopctl.fast.data_class import fields as record_fields
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from typing import Any
 
-NAME_RE = lazy(r"[a-z0-9_][a-z0-9._-]{0,63}")  # compiled on first use (domain/lazy_re)
+NAME_RE = lazy(r"[a-z0-9_][a-z0-9._-]{0,63}")  # compiled on first use (fast/lazy_re)
 OVERLAP = ("queue", "skip", "replace")
 CATCH_UP = ("one", "none")
 
@@ -332,7 +332,7 @@ def _created_at(raw: dict[str, Any], where: str) -> str | None:
     value = raw.get("created_at")
     if value is None:
         return None
-    from loopctl.domain.dates import datetime, timezone
+    from loopctl.fast.dates import datetime, timezone
 
     moment = None
     if isinstance(value, datetime):  # YAML parses unquoted timestamps itself

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from loopctl.domain.dates import datetime, timedelta, tzinfo
-from loopctl.domain.lazy_re import lazy
+from loopctl.fast.dates import datetime, timedelta, tzinfo
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

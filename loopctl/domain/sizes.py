@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loopctl.domain.errors import UsageError
-from loopctl.domain.lazy_re import lazy
+from loopctl.fast.lazy_re import lazy
 
 UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = lazy(r"([0-9]{1,15})\s*([kmgt]?)(?:i?b)?")

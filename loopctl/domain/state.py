@@ -10,13 +10,13 @@ state was reconciled against, the earliest time anything needs attention
 from __future__ import annotations
 
 from loopctl.domain import untrusted as check
-from loopctl.domain.data_class import record
-from loopctl.domain.dates import tzinfo
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
 from loopctl.domain.schedule import first_fire
 from loopctl.domain.tally import check_tally
 from loopctl.domain.timestamps import UTC, parse_iso
+from loopctl.fast.data_class import record
+from loopctl.fast.dates import tzinfo
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

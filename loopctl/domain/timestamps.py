@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from loopctl.domain.dates import datetime, timezone
+from loopctl.fast.dates import datetime, timezone
 
 UTC = timezone.utc
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 import re
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.names import is_run_id
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

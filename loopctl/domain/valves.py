@@ -6,11 +6,11 @@ checks run when a run settles and at every driver pass (DESIGN §4, §7).
 
 from __future__ import annotations
 
-from loopctl.domain.digests import sha256_hex
 from loopctl.domain.durations import format_duration, format_usd, plural
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult, past_deadline
+from loopctl.fast.digests import sha256_hex
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

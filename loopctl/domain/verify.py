@@ -16,8 +16,8 @@ import re
 from loopctl.domain.checks import split_command
 from loopctl.domain.durations import format_duration, parse_setting
 from loopctl.domain.errors import UsageError
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import line, shorten
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 
 from loopctl.domain import accounts
-from loopctl.domain.data_class import replace
-from loopctl.domain.digests import sha256
 from loopctl.domain.model import LoopDef
+from loopctl.fast.data_class import replace
+from loopctl.fast.digests import sha256
 from loopctl.storage.store import Store
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.durations import format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of
@@ -18,6 +17,7 @@ from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.domain.valves import no_progress_text
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.capacity import caps_of
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.records import new_record
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
+from loopctl.fast.data_class import factory, record
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.paths import file_signature
 from loopctl.storage.store import Store

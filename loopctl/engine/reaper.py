@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loopctl.domain.digests import sha256_hex
 from loopctl.engine import procs
 from loopctl.engine.containment.cgroup import (
     CGROUP_PREFIX,
@@ -51,6 +50,7 @@ from loopctl.engine.containment.cgroup import (
     subtree,
     tree_pids,
 )
+from loopctl.fast.digests import sha256_hex
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

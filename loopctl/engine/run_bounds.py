@@ -9,10 +9,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from loopctl.domain.data_class import record
 from loopctl.engine import reaper
 from loopctl.engine.containment import cgroup
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
+from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

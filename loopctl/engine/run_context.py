@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from loopctl.domain.checks import shell_join
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.state import RunResult
+from loopctl.fast.data_class import factory, record
 from loopctl.storage.store import Store
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

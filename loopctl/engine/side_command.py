@@ -12,12 +12,12 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from loopctl.domain.data_class import record
 from loopctl.engine import procs
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine import run_signals as wait
 from loopctl.engine.launch_support import in_child
 from loopctl.engine.run_context import RunContext
+from loopctl.fast.data_class import record
 from loopctl.integrations import subprocess_runner as runner
 
 LINGER = 1.0  # seconds its output is read after it exited (a child it left may hold it)

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.untrusted import plain
+from loopctl.fast.data_class import factory, record
 from loopctl.integrations import gh as github
 from loopctl.integrations.git import (
     GitError,

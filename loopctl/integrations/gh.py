@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from loopctl.domain.data_class import record
 from loopctl.domain.untrusted import line
+from loopctl.fast.data_class import record
 from loopctl.integrations import subprocess_runner as runner
 from loopctl.integrations.git import GIT_TIMEOUT, GitError, last_line
 

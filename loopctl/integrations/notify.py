@@ -27,8 +27,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from loopctl.domain.errors import UsageError
-from loopctl.domain.lazy_re import lazy
 from loopctl.domain.untrusted import mask, where
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

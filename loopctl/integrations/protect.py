@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.protect import pathspecs
+from loopctl.fast.data_class import factory, record
 from loopctl.integrations.git import GitError, drivers_off, last_line, run, tree_git
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from loopctl.domain.data_class import record
+from loopctl.fast.data_class import record
 
 READ_SLICE = 0.2  # how often a silent command is checked for having exited
 # Bytes read after it exited, with `linger`, before giving up on a child

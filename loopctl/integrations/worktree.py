@@ -23,8 +23,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from loopctl.domain.data_class import record
 from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.fast.data_class import record
 from loopctl.integrations.copying import copy_ignored
 from loopctl.integrations.git import GitError, git, last_line
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urlencode
 
-from loopctl.domain.data_class import record
+from loopctl.fast.data_class import record
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 WILDCARD = ("0.0.0.0", "::")

@@ -9,8 +9,8 @@ import sys
 import threading
 from typing import Any
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import LoopctlError, UsageError
+from loopctl.fast.data_class import factory, record
 from loopctl.serve.auth import LOOPBACK, Auth, allowed_hosts
 from loopctl.serve.server import Server
 from loopctl.storage.store import Store

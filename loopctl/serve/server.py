@@ -31,8 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.untrusted import line
+from loopctl.fast.data_class import factory, record
 
 TOKEN_IN_URL = re.compile(r"token=[^&\s\"]*")
 MAX_CONNECTIONS = 64

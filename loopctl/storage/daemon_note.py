@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from loopctl.domain import jsonfast as json
+from loopctl.fast import jsonfast as json
 from loopctl.storage.paths import Paths
 
 TYPE_CHECKING = False

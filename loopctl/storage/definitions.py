@@ -15,9 +15,9 @@ from pathlib import Path
 
 from loopctl.domain import capacity
 from loopctl.domain.checks import check_notify_targets, check_notify_urls
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import LoopctlError, UnreadableError, near_miss
 from loopctl.domain.model import LoopDef, check_sandbox_mode
+from loopctl.fast.data_class import factory, record
 from loopctl.storage.yamlio import dump_yaml, parse_yaml_node, parse_yaml_text
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

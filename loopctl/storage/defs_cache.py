@@ -21,11 +21,11 @@ Pure functions only: the store reads and writes the file.
 from __future__ import annotations
 
 from loopctl import __version__
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
-from loopctl.domain.data_class import factory, fields, record
-from loopctl.domain.digests import sha256_hex
 from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast.data_class import factory, fields, record
+from loopctl.fast.digests import sha256_hex
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from loopctl.domain.digests import compare_digest, hmac_sha256
+from loopctl.fast.digests import compare_digest, hmac_sha256
 from loopctl.storage.paths import FILE_MODE
 
 KEY_BYTES = 32

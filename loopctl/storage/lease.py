@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
-from loopctl.domain.data_class import asdict, fields, record
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
+from loopctl.fast.data_class import asdict, fields, record
 from loopctl.settings import KNOBS, knob
 from loopctl.storage.paths import Paths, ensure_dir
 

@@ -310,12 +310,12 @@ def read_summary(path: str | Path) -> dict[str, Any] | None:
         return None
     # A process that has loaded loopctl's JSON reader (C, ~2 us) uses it; the
     # `tick` fast path has not, and reads the flat shape itself (~25 us).
-    jsonfast = sys.modules.get("loopctl.domain.jsonfast")
+    jsonfast = sys.modules.get("loopctl.fast.jsonfast")
     try:
         if jsonfast is not None:
             found = jsonfast.loads(data, parse_constant=jsonfast.refuse_constant)
             return found if isinstance(found, dict) else None
-        from loopctl.storage import flatjson
+        from loopctl.fast import flatjson
 
         return flatjson.parse(data.decode())
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError

@@ -14,11 +14,11 @@ import math
 import os
 import re
 
-from loopctl.domain import jsonfast as json
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_loop_name
 from loopctl.domain.outcomes import OUTCOMES
 from loopctl.domain.reason import one_line, run_reason
+from loopctl.fast import jsonfast as json
 from loopctl.storage.paths import Paths, read_bounded
 
 TYPE_CHECKING = False

@@ -15,10 +15,10 @@ import os
 import stat
 from pathlib import Path
 
-from loopctl.domain import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
+from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.storage.paths import FILE_MODE, Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 

@@ -1,4 +1,4 @@
-"""`--json` output: `loopctl.cli.jsontext.dumps` prints exactly what
+"""`--json` output: `loopctl.fast.jsontext.dumps` prints exactly what
 `json.dumps(data, indent=2, default=str, allow_nan=False)` prints."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import CLI, in_process
-from loopctl.cli import jsontext
+from loopctl.fast import jsontext
 
 
 def standard(data: Any) -> str:

@@ -96,5 +96,5 @@ def test_the_installed_command_imports_no_regex_engine_when_idle(cli: CLI) -> No
     assert proc.returncode == 0, proc.stderr[-2000:]
     modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
                if line.startswith("import time:") and "|" in line}
-    assert "loopctl.storage.flatjson" in modules  # it read the summary
+    assert "loopctl.fast.flatjson" in modules  # it read the summary
     assert not {"re", "json", "enum"} & modules, {"re", "json", "enum"} & modules

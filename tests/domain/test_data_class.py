@@ -1,4 +1,4 @@
-"""loopctl.domain.data_class: the `@dataclass` subset loopctl uses, without importing
+"""loopctl.fast.data_class: the `@dataclass` subset loopctl uses, without importing
 `dataclasses` (and with it `inspect`) on the path of every run."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 import pytest
 
 from conftest import CLI, imported_modules
-from loopctl.domain.data_class import (
+from loopctl.domain.model import LoopDef, parse_loop
+from loopctl.fast.data_class import (
     FrozenInstanceError,
     asdict,
     factory,
@@ -19,7 +20,6 @@ from loopctl.domain.data_class import (
     record,
     replace,
 )
-from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.storage.lease import Lease
 
 MAKES: list[int] = []
@@ -130,7 +130,7 @@ def fresh_records() -> tuple[Any, Any]:
 @pytest.mark.parametrize("compiled", [False, True])
 def test_an_init_interpreted_or_compiled_binds_the_same_way(
         compiled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    from loopctl.domain import data_class as plain
+    from loopctl.fast import data_class as plain
 
     if compiled:
         monkeypatch.setattr(plain, "_INTERPRETED_CALLS", 0)
@@ -158,7 +158,7 @@ def test_an_init_interpreted_or_compiled_binds_the_same_way(
 def test_only_a_record_made_often_has_its_init_compiled() -> None:
     """Compiling an `__init__` costs ~0.3-3M instructions: a run makes most
     of its ~20 kinds of records a few times, and pays for none."""
-    from loopctl.domain import data_class as plain
+    from loopctl.fast import data_class as plain
 
     loose, _ = fresh_records()
     stub = loose.__dict__["__init__"]
@@ -172,7 +172,7 @@ def test_only_a_record_made_often_has_its_init_compiled() -> None:
 
 def test_the_methods_source_is_written_only_when_one_is_compiled(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from loopctl.domain import data_class as plain
+    from loopctl.fast import data_class as plain
 
     written: list[tuple[str, ...]] = []
     real = plain._sources
@@ -449,5 +449,5 @@ def test_the_run_path_never_imports_dataclasses_or_inspect(
     modules = imported_modules(*command)
     if "coverage" in modules:
         pytest.skip("coverage itself imports inspect")
-    assert {"loopctl.domain.model", "loopctl.domain.data_class"} <= set(modules)  # the path ran
+    assert {"loopctl.domain.model", "loopctl.fast.data_class"} <= set(modules)  # the path ran
     assert not {"dataclasses", "inspect"} & set(modules)

@@ -1,4 +1,4 @@
-"""loopctl.domain.dates: datetime's classes from the C module, so that the
+"""loopctl.fast.dates: datetime's classes from the C module, so that the
 run path does not execute CPython 3.10/3.11's pure-Python datetime.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 import pytest
 from run_path_support import loaded_after_the_run_path
 
-from loopctl.domain import dates
+from loopctl.fast import dates
 
 
 def test_they_are_the_datetime_modules_own_classes() -> None:

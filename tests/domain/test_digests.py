@@ -1,4 +1,4 @@
-"""loopctl's SHA-256 and HMAC (domain/digests.py, built on CPython's own
+"""loopctl's SHA-256 and HMAC (fast/digests.py, built on CPython's own
 SHA-2 to keep OpenSSL out of every run) give what hashlib and hmac give:
 the state's seals and the account ids of existing homes stay valid."""
 
@@ -9,7 +9,7 @@ import hmac
 
 import pytest
 
-from loopctl.domain.digests import LARGE, compare_digest, hmac_sha256, sha256_hex
+from loopctl.fast.digests import LARGE, compare_digest, hmac_sha256, sha256_hex
 
 
 @pytest.mark.parametrize("key", [b"", b"k", b"\x00" * 3, b"x" * 63, b"x" * 64, b"y" * 65,

@@ -1,4 +1,4 @@
-"""loopctl.domain.jsonfast: `json.loads`/`json.dumps` from `_json`, without
+"""loopctl.fast.jsonfast: `json.loads`/`json.dumps` from `_json`, without
 importing `json` (whose import compiles six patterns) on the run path. Its
 answers and its errors must be `json`'s own."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from run_path_support import loaded_after_the_run_path
 
-from loopctl.domain import jsonfast
+from loopctl.fast import jsonfast
 
 
 def outcome(call: Any, *args: Any, **options: Any) -> str:
@@ -74,7 +74,7 @@ def test_loads_reads_what_json_reads_and_fails_as_it_does(text: str) -> None:
 
 
 def test_the_run_path_does_not_import_json() -> None:
-    then = ("from loopctl.domain import jsonfast\nfrom loopctl.storage import statefile\n"
+    then = ("from loopctl.fast import jsonfast\nfrom loopctl.storage import statefile\n"
             "text = jsonfast.dumps({'b': [1, {'c': None}]}, indent=2, sort_keys=True)\n"
             "assert jsonfast.loads(text) == {'b': [1, {'c': None}]}\n"
             "assert statefile.encode_state({'version': 1}, {'x': {'a': 1}})\n")

@@ -1,6 +1,6 @@
 """The modules a run imports compile no regular expression at import: each
 compile is ~0.5-1M instructions of every run's start, and most patterns are
-never matched in one (they are `domain.lazy_re.lazy`, compiled on first use).
+never matched in one (they are `fast.lazy_re.lazy`, compiled on first use).
 The driver's preload compiles only the patterns every run matches (the
 command's placeholders), once, so a daemon's forked runs inherit them."""
 

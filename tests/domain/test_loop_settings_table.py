@@ -10,10 +10,10 @@ import pytest
 
 from conftest import CLI
 from loopctl.domain import loop_settings
-from loopctl.domain.data_class import fields
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
+from loopctl.fast.data_class import fields
 
 
 def test_every_row_is_a_loopdef_field_with_its_default() -> None:

@@ -19,8 +19,8 @@ import loopctl
 from loopctl.cli import define, setting_opts
 from loopctl.commands import loop_object
 from loopctl.domain import loop_settings
-from loopctl.domain.data_class import fields
 from loopctl.domain.model import KEYS, LoopDef
+from loopctl.fast.data_class import fields
 from loopctl.storage import defs_cache
 
 PACKAGE = Path(loopctl.__file__).parent

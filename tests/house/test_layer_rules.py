@@ -9,6 +9,8 @@ that breaks it:
   or serve;
 - engine, integrations and agents import nothing from commands, cli or serve;
   commands nothing from cli or serve;
+- the speed pieces (fast) sit below them all: they import nothing of loopctl
+  but their own package, and every layer may import them;
 - only the engine and integrations spawn processes;
 - only storage writes loopctl's files: what another layer writes (a
   cgroup, a worktree, the repository's docs) is listed with its reason.
@@ -30,6 +32,11 @@ from tests.house.metrics import PACKAGE, sources
 # and agents, then storage, then the pure layer).
 TOP = {"commands", "cli", "serve"}
 FORBIDDEN: dict[str, set[str]] = {
+    # The bottom: every other part of loopctl, its top-level modules (clock,
+    # settings, entry) included, their `layer()` being their name.
+    "fast": {path.stem for path in PACKAGE.iterdir()
+             if path.suffix == ".py" or (path / "__init__.py").is_file()}
+            - {"fast", "__init__"},
     "domain": {"storage", "engine", "integrations", "agents", *TOP},
     "storage": {"engine", "integrations", "agents", *TOP},
     "engine": TOP,

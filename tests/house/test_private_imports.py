@@ -1,7 +1,8 @@
 """No module of loopctl imports a private module (`_json`, `_sha2`,
 `_operator`, `_datetime`, `typer._click`, any `_x`) but those listed in
-ALLOWED, and each speed module there is held to the public module it
-stands in for by a test of its own (issue 52).
+ALLOWED: the speed modules, all in `loopctl/fast/`, each held to the public
+module it stands in for by a test of its own, and the one import a library
+leaves no public way to (issue 52).
 
 A private module is CPython's or a library's to change in any release; a
 speed module that uses one must keep giving what the public module gives,
@@ -23,10 +24,10 @@ TESTS = Path(__file__).resolve().parent.parent
 # in for, the test file that holds it to them). A module that stands in for
 # none is listed with its reason instead.
 SPEED: dict[str, tuple[set[str], tuple[str, ...], str]] = {
-    "loopctl.domain.digests": ({"_operator", "_sha256", "_sha2"}, ("hashlib", "hmac"),
+    "loopctl.fast.digests": ({"_operator", "_sha256", "_sha2"}, ("hashlib", "hmac"),
                                "domain/test_digests.py"),
-    "loopctl.domain.dates": ({"_datetime"}, ("datetime",), "domain/test_dates.py"),
-    "loopctl.domain.jsonfast": ({"_json"}, ("json",), "domain/test_jsonfast.py"),
+    "loopctl.fast.dates": ({"_datetime"}, ("datetime",), "domain/test_dates.py"),
+    "loopctl.fast.jsonfast": ({"_json"}, ("json",), "domain/test_jsonfast.py"),
 }
 NEEDED: dict[str, tuple[set[str], str]] = {
     # Typer 0.2x vendors click as typer._click: UsageError, NoSuchOption and
@@ -92,6 +93,15 @@ def test_only_the_listed_modules_import_a_private_module() -> None:
     # An allowance no longer used is a hole a later import would slip through.
     stale = sorted(set(ALLOWED) - set(found))
     assert stale == [], f"listed in ALLOWED but importing no private module: {stale}"
+
+
+def test_the_speed_modules_live_in_the_fast_package() -> None:
+    """Only `loopctl/fast/` may import a private module for speed; outside
+    it, only what no public module gives (NEEDED, each with its reason)."""
+    outside = sorted(module for module in SPEED if not module.startswith("loopctl.fast."))
+    assert outside == [], f"speed modules outside loopctl/fast/: {outside}"
+    assert set(NEEDED) == {"loopctl.cli.app"}
+    assert all(reason for _, reason in NEEDED.values())
 
 
 def test_the_scan_finds_each_form_and_only_modules() -> None:

@@ -1,7 +1,8 @@
 """The pure layer does no I/O (issue 23, DESIGN §10): no module under
-loopctl/domain imports a module that reads files, the clock, the environment
-or processes, imports loopctl's outer layers, or calls what does (open,
-print, os.environ, time.time, datetime.now, Path.read_text, ...). The time
+loopctl/domain, nor under loopctl/fast (the speed pieces below it), imports
+a module that reads files, the clock, the environment or processes, imports
+loopctl's outer layers, or calls what does (open, print, os.environ,
+time.time, datetime.now, Path.read_text, ...). The time
 zone a schedule is read in comes in as an argument (`clock.zone_of` reads the
 system's). An AST check: cheap, and it names the line."""
 
@@ -11,8 +12,10 @@ import ast
 from pathlib import Path
 
 import loopctl.domain
+import loopctl.fast
 
 DOMAIN = Path(loopctl.domain.__file__).parent
+FAST = Path(loopctl.fast.__file__).parent
 
 # Modules whose purpose is I/O, the clock, the environment or processes.
 IO_MODULES = {
@@ -76,6 +79,9 @@ def violations(source: str, filename: str) -> list[str]:
 def test_the_pure_layer_does_no_io() -> None:
     modules = sorted(DOMAIN.glob("*.py"))
     assert len(modules) > 10  # the check looked where the layer is
+    speed = sorted(FAST.glob("*.py"))
+    assert len(speed) > 5
+    modules += speed
     found = [v for path in modules
              for v in violations(path.read_text(encoding="utf-8"), path.name)]
     assert found == [], "\n".join(found)

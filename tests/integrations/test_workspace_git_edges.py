@@ -20,9 +20,9 @@ import pytest
 from workspace.fake_gh import refusals
 
 from conftest import TESTS
-from loopctl.domain.data_class import replace
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.model import parse_loop
+from loopctl.fast.data_class import replace
 from loopctl.integrations import delivery
 from loopctl.integrations import gh as github
 from loopctl.integrations import git as gitrun

@@ -1,4 +1,4 @@
-"""The fast path's reader of `summary.json` (loopctl/storage/flatjson.py)
+"""The fast path's reader of `summary.json` (loopctl/fast/flatjson.py)
 may refuse what it does not know, but never read a text differently from a
 real JSON parser: whatever it returns is exactly what `json.loads` gives."""
 
@@ -9,7 +9,7 @@ import json
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from loopctl.storage import flatjson
+from loopctl.fast import flatjson
 
 HEX = st.text(alphabet="0123456789abcdef", max_size=64)
 FINITE = st.floats(allow_nan=False, allow_infinity=False)

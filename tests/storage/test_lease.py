@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopctl.domain.data_class import asdict, replace
 from loopctl.domain.errors import UsageError
+from loopctl.fast.data_class import asdict, replace
 from loopctl.storage import paths
 from loopctl.storage.lease import DEFAULT_TTL, Lease, LeaseFile, is_live, ttl_from_env
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from loopctl.domain.data_class import record
+from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.confinement import mode_for, wants
-from loopctl.domain.data_class import record
 from loopctl.domain.model import LoopDef
 from loopctl.engine.run_context import RunContext, one_line
+from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -22,7 +22,6 @@ import time
 from typing import TYPE_CHECKING
 
 from loopctl.domain import verify
-from loopctl.domain.data_class import replace
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.model import LoopDef
@@ -40,6 +39,7 @@ from loopctl.engine.run_context import (
     add_note,
     one_line,
 )
+from loopctl.fast.data_class import replace
 
 if TYPE_CHECKING:
     from loopctl.integrations.delivery import Handoff

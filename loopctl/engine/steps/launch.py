@@ -11,7 +11,6 @@ import subprocess
 from collections.abc import Callable
 
 from loopctl.domain.agent_cli import is_agent
-from loopctl.domain.data_class import record
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState
@@ -28,6 +27,7 @@ from loopctl.engine.launch_support import (
     trigger_payload,
 )
 from loopctl.engine.run_context import Claim, Gate, Launched, Prepared, RunContext, one_line
+from loopctl.fast.data_class import record
 from loopctl.storage.paths import unnamed_file
 from loopctl.storage.run_files import write_prompt as write_prompt_file
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from loopctl.domain import protect as rules
-from loopctl.domain.data_class import replace
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import RunResult
 from loopctl.domain.untrusted import line
 from loopctl.engine.run_context import Guarded, RunContext, add_dropped
+from loopctl.fast.data_class import replace
 
 if TYPE_CHECKING:
     from loopctl.integrations.worktree import Workspace

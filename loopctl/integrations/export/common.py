@@ -6,10 +6,10 @@ from __future__ import annotations
 import shlex
 import sys
 
-from loopctl.domain.data_class import factory, record
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import LoopDef
+from loopctl.fast.data_class import factory, record
 
 TARGETS = ("crontab", "systemd", "k8s", "github")
 

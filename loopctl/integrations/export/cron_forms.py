@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 
-from loopctl.domain.data_class import record
 from loopctl.domain.errors import UsageError
 from loopctl.domain.schedule import plain_ranges
+from loopctl.fast.data_class import record
 
 MACROS = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
           "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from loopctl.domain.data_class import record
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import plain_ranges
+from loopctl.fast.data_class import record
 from loopctl.integrations.export.cron_forms import (
     MACROS,
     CronForm,
