@@ -341,9 +341,11 @@ def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> Non
 
 K8S_JOB = "k8s-job:"
 # A CronJob's Job is named `CRONJOB-<scheduled time in minutes since the
-# epoch>` by its controller (cronjob_controllerv2.go, getJobName); up to 12
-# digits reaches past year 3000.
+# epoch>` by its controller (cronjob_controllerv2.go, getJobName). A name
+# of up to 12 digits is read, and only up to the last minute of year 9999:
+# past it no clock or date can show the instant (12 nines once crashed).
 _MINUTES_MAX = 12
+_LAST_MINUTE = 253402300799 // 60  # 9999-12-31T23:59:00Z
 
 
 def k8s_job_instant(given: str, cron_job: str) -> float:
@@ -363,7 +365,7 @@ def k8s_job_instant(given: str, cron_job: str) -> float:
     minutes = job[len(cron_job) + 1:] if job.startswith(cron_job + "-") else ""
     # ASCII digits only: str.isdigit admits '²', which int() refuses.
     if not 0 < len(minutes) <= _MINUTES_MAX or not minutes.isascii() \
-            or not minutes.isdigit():
+            or not minutes.isdigit() or int(minutes) > _LAST_MINUTE:
         raise UsageError(f"bad --slot {shown!r}: {job[:60]!r} is not a Job its CronJob "
                          f"scheduled ({cron_job}-MINUTES, as the CronJob controller names "
                          "them)")

@@ -86,6 +86,7 @@ def this_hour_minus(hours: int) -> int:
     ("k8s-job:loopctl-ks:loopctl-ks-12a", "is not a Job its CronJob scheduled"),
     ("k8s-job:loopctl-ks:loopctl-ks-²", "is not a Job its CronJob scheduled"),
     ("k8s-job:loopctl-ks:loopctl-ks-1234567890123", "is not a Job its CronJob scheduled"),
+    ("k8s-job:loopctl-ks:loopctl-ks-999999999999", "is not a Job its CronJob scheduled"),
     ("k8s-job:loopctl-ks:loopctl-ks-{off}", "not an instant of loop 'ks'"),  # :30
     ("k8s-job:loopctl-ks:loopctl-ks-{future}", "in the future"),
 ])
