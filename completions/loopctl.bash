@@ -10,7 +10,7 @@ _loopctl() {
         esac
     done
     if [[ -z "$cmd" ]]; then
-        COMPREPLY=($(compgen -W "agents completion cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run serve show start status stop tick trigger update validate watch --version --help -h" -- "$cur"))
+        COMPREPLY=($(compgen -W "agents completion cron daemon decide digest doctor events export history list logs ls notes notify pause resume rm run serve show start status stop store tick trigger update validate watch --version --help -h" -- "$cur"))
         return
     fi
     case "$prev" in
@@ -51,6 +51,7 @@ _loopctl() {
         start) opts="--name --prompt-file --agent --command --cwd --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --catch-up-window --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --after --env --raw --continue-session --model --agent-arg --yolo --json --help -h" ;;
         status) opts="--json --help -h" ;;
         stop) opts="--kill --json --help -h" ;;
+        store) if [[ -z "$sub" ]]; then COMPREPLY=($(compgen -W "init status" -- "$cur")); return; fi; opts="--json --help" ;;
         tick) opts="--wait --json --quiet -q --help -h" ;;
         trigger) opts="--payload --json --help -h" ;;
         update) opts="--prompt --prompt-file --new-objective --worktree --no-worktree --base --branch-prefix --push --pr --no-pr --merge --checks-timeout --copy --max-file-size --protect --if --if-timeout --on-demand --check --check-timeout --until-check --no-until-check --check-metric --fix-attempts --notes --no-notes --fallback-agent --on-github --github-repo --github-command --github-anyone --github-members-only --sandbox --sandbox-write --sandbox-read --every --cron --tz --min-delay --max-delay --timeout --for --max-runs --max-failures --max-deferrals --no-progress --budget-usd --until --overlap --catch-up --catch-up-window --on-attention --keep-runs --notify --max-log --max-memory --max-output-lines --max-procs --nice --json --help -h" ;;

@@ -40,6 +40,7 @@ _loopctl() {
         'start:Define a loop and schedule its first run.'
         'status:Show where a loop stands (all loops without NAME).'
         'stop:Stop a loop for good (a run in flight finishes first, unless --kill).'
+        'store:Set up or check the team store (PostgreSQL) shared by machines.'
         'tick:Fire every due loop once and exit (for cron and CI).'
         'trigger:Fire a loop as soon as a driver can, and say which driver (or that none runs).'
         'update:Change a loop'\''s policy (limits are absolute; --for counts from the start).'
@@ -326,6 +327,13 @@ _loopctl() {
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'
+            ;;
+        store)
+            _arguments -s \
+                '--help[Show help and exit.]' \
+                '-h[Show help and exit.]' \
+                '--json[Print JSON (stable shape).]' \
+                '1:action:(init status)'
             ;;
         tick)
             _arguments -s \

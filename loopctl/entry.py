@@ -121,6 +121,19 @@ def _leave(code: int) -> NoReturn:
     sys.exit(code)
 
 
+def _check_store(args: list[str]) -> None:
+    """A home with a team store acts only once the store answers with the
+    schema this code knows (DESIGN §21): else one line, exit 3."""
+    from loopctl.storage.pg.gate import gate
+
+    try:
+        gate(args)
+    except Exception as exc:
+        from loopctl.cli.failure import report, wants_json
+
+        sys.exit(report(exc, wants_json(args)))
+
+
 def _main(args: list[str]) -> None:
     try:
         from loopctl.settings import check_env
@@ -140,6 +153,7 @@ def _main(args: list[str]) -> None:
     if args in (["__names"], ["__targets"]):
         print_names("loops" if args == ["__names"] else "notify_targets")
         sys.exit(0)
+    _check_store(args)
     from loopctl.cli.direct import dispatch
 
     code = dispatch(args)

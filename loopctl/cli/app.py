@@ -21,6 +21,7 @@ from loopctl.cli import (
     run_views,
     serving,
     setup,
+    team_store,
     trigger,
     views,
 )
@@ -91,7 +92,8 @@ for _name, _command in COMMANDS:
     if _name == "ls":
         app.command("list", help="List loops (same as ls).",
                     rich_help_panel=PANEL_OF["list"])(views.ls)
-for _group, _group_name in ((setup.notify_app, "notify"), (setup.cron_app, "cron")):
+for _group, _group_name in ((setup.notify_app, "notify"), (setup.cron_app, "cron"),
+                           (team_store.store_app, "store")):
     for _info in _group.registered_commands:
         _info.short_help = _info.short_help or _summary(_info.callback)
     app.add_typer(_group, name=_group_name, short_help=_group.info.help,

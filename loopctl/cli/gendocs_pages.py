@@ -34,6 +34,9 @@ TOP_LEVEL = (
     ("notify_targets", "a mapping of names to lists of Apprise URLs",
      "Names for URLs, usable wherever a notification target is given."),
     ("on_attention", "a path", "The attention hook of loops that have none."),
+    ("store", "postgresql://USER@HOST[:PORT]/DB",
+     "The team store shared with other machines (docs/team-store.md); no password here: "
+     "PGPASSWORD, ~/.pgpass or a service file. LOOPCTL_STORE wins over it."),
 )
 
 

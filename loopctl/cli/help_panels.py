@@ -16,8 +16,8 @@ PANELS = {
     "Define": ("start", "update", "show", "validate", "rm"),
     "Inspect": ("watch", "ls", "list", "status", "logs", "history", "events", "notes",
                 "digest", "doctor", "agents"),
-    "Drive": ("run", "trigger", "tick", "daemon", "serve", "cron", "pause", "resume",
-              "stop", "decide"),
+    "Drive": ("run", "trigger", "tick", "daemon", "serve", "cron", "store", "pause",
+              "resume", "stop", "decide"),
     "Hand off": ("export", "notify", "completion"),
 }
 PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}

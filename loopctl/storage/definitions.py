@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 DEFS_VERSION = 1
 MAX_DEFS_BYTES = 8 * 1024 * 1024
 TOP_KEYS = {"version", "loops", "on_attention", "notify", "notify_targets", "sandbox",
-            *capacity.KEYS}
+            "store", *capacity.KEYS}
 
 Signature = list[int] | None
 
@@ -151,7 +151,7 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
         raise UnreadableError(f"{where}, line {line}: unknown top-level key {unknown[0]!r}"
                               f"{near_miss(unknown[0], TOP_KEYS)}; "
                               "expected version, loops, on_attention, notify, notify_targets, "
-                              "sandbox, max_concurrent, max_concurrent_per_agent")
+                              "sandbox, store, max_concurrent, max_concurrent_per_agent")
     loops = doc.get("loops")
     if loops is None:
         doc["loops"] = {}
@@ -176,7 +176,20 @@ def parse_source(data: bytes, where: str) -> tuple[dict[str, Any], int | None]:
             line = line_of(path, f"{key}:", top=True) or 1
             raise UnreadableError(f"{where}, line {line}: {exc.message}") from None
     _check_caps(doc, where, path)
+    _check_store(doc, where, path)
     return doc, _append_indent(root, text)
+
+
+def _check_store(doc: dict[str, Any], where: str, path: Path) -> None:
+    """`store:` names a PostgreSQL database and holds no password (the file
+    is kept in git); refused whole (exit 3): a home meant to share its state
+    must not quietly fire on its own."""
+    if doc.get("store") is None:
+        return
+    from loopctl.storage.pg.dsn import check_dsn
+
+    line = line_of(path, "store:", top=True) or 1
+    check_dsn(doc["store"], f"{where}, line {line}", in_file=True)
 
 
 def _check_caps(doc: dict[str, Any], where: str, path: Path) -> None:
@@ -191,7 +204,7 @@ def _check_caps(doc: dict[str, Any], where: str, path: Path) -> None:
 
 
 def top_settings(doc: dict[str, Any]) -> dict[str, Any]:
-    top = {k: doc[k] for k in ("on_attention", "notify", "notify_targets", "sandbox")
+    top = {k: doc[k] for k in ("on_attention", "notify", "notify_targets", "sandbox", "store")
            if doc.get(k) is not None}
     if "sandbox" in top:  # a bare `on` is YAML's true
         top["sandbox"] = check_sandbox_mode(top["sandbox"], "top level")

@@ -1,0 +1,88 @@
+"""Which store a home uses, and what may be written to name it.
+
+`store: postgresql://USER@HOST[:PORT]/DB` at the top of loops.yaml, or
+`LOOPCTL_STORE` (which wins). loops.yaml is kept in git and copied between
+machines, so a password there is refused: libpq reads it from its own
+sources (`PGPASSWORD`, `~/.pgpass`, a service file). Pure text checks: no
+psycopg is needed to refuse a bad DSN.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import parse_qsl, urlsplit
+
+from loopctl.domain.errors import UnreadableError
+from loopctl.storage.pg.gate import ENV_STORE
+
+ENV_MACHINE = "LOOPCTL_MACHINE"
+SCHEMES = ("postgresql", "postgres")
+WAY_OUT = ("give the password through PGPASSWORD, ~/.pgpass or a service file "
+           "(PGSERVICEFILE), never in loops.yaml")
+EXPECTED = "expected postgresql://USER@HOST[:PORT]/DB"
+
+
+def check_dsn(text: object, where: str, in_file: bool) -> str:
+    """`text` when it names a PostgreSQL database; else an UnreadableError
+    (exit 3) saying what was wrong. `in_file`: it came from loops.yaml,
+    where no password may be written."""
+    if not isinstance(text, str) or not text.strip():
+        raise UnreadableError(f"{where}: store must be a PostgreSQL URL; {EXPECTED}")
+    dsn = text.strip()
+    scheme = dsn.partition("://")[0].lower() if "://" in dsn else ""
+    if scheme not in SCHEMES:
+        raise UnreadableError(f"{where}: store {redact(dsn)!r} is not a PostgreSQL URL; "
+                              f"{EXPECTED}")
+    try:
+        parts = urlsplit(dsn)
+        parts.port  # noqa: B018 -- raises on a bad port
+    except ValueError as exc:
+        raise UnreadableError(f"{where}: store {redact(dsn)!r}: {exc}; {EXPECTED}") from None
+    if not parts.hostname and not parts.query:
+        raise UnreadableError(f"{where}: store {redact(dsn)!r} names no host; {EXPECTED}")
+    if in_file and has_password(dsn):
+        raise UnreadableError(f"{where}: store holds a password; {WAY_OUT}")
+    return dsn
+
+
+def has_password(dsn: str) -> bool:
+    parts = urlsplit(dsn)
+    if parts.password is not None:
+        return True
+    return any(key.lower() == "password" for key, _ in parse_qsl(parts.query,
+                                                                   keep_blank_values=True))
+
+
+def redact(dsn: str) -> str:
+    """The DSN as it may be shown: any password replaced by `***`."""
+    try:
+        parts = urlsplit(dsn)
+        if not has_password(dsn):
+            return dsn
+    except ValueError:
+        return dsn.rpartition("@")[2]
+    netloc = parts.netloc
+    if parts.password is not None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}:***@{host}"
+    query = "&".join(f"{k}={'***' if k.lower() == 'password' else v}"
+                     for k, v in parse_qsl(parts.query, keep_blank_values=True))
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def chosen(top_store: object, where: str) -> str | None:
+    """The DSN this home uses: LOOPCTL_STORE when set (a password may be
+    there: the environment is a secret store), else loops.yaml's `store:`
+    (checked when the file was read), else None: the files of DESIGN §2."""
+    env = os.environ.get(ENV_STORE)
+    if env is not None and env.strip():
+        return check_dsn(env, ENV_STORE, in_file=False)
+    if top_store is None:
+        return None
+    return check_dsn(top_store, where, in_file=True)
+
+
+def machine() -> str:
+    """This machine's name in the store: LOOPCTL_MACHINE, else the host name."""
+    return os.environ.get(ENV_MACHINE, "").strip() or socket.gethostname()

@@ -1,0 +1,50 @@
+"""Whether a command must check the team store before it acts, decided
+cheaply: most homes have no store, and every command (a daemon-fired run,
+`ls`) passes here, so this module imports nothing but `os` until a store
+may be set."""
+
+from __future__ import annotations
+
+import os
+
+ENV_STORE = "LOOPCTL_STORE"
+# Commands that never act on loops: `store` is how a store is set up and
+# checked; `validate` reports on loops.yaml alone.
+UNGATED = {"store", "validate", "completion", "agents", "__names", "__targets"}
+
+
+def gated(args: list[str]) -> bool:
+    """Whether the command `args` must pass the store's check first."""
+    if not args or args[0].startswith("-") or args[0] in UNGATED:
+        return False
+    words = args[:args.index("--")] if "--" in args else args
+    return not ({"--help", "-h"} & set(words))
+
+
+def may_have_store(loops_file: str) -> bool:
+    """False only when no store can be set: LOOPCTL_STORE empty and the
+    word `store` nowhere in loops.yaml (a glance at its bytes spares the
+    parse); True: read the definitions to know (pg.team.of_home)."""
+    if os.environ.get(ENV_STORE, "").strip():
+        return True
+    try:
+        with open(loops_file, "rb") as handle:
+            return b"store" in handle.read()
+    except OSError:
+        return False  # no loops.yaml (or unreadable: the command says so)
+
+
+def gate(args: list[str]) -> None:
+    """With a store set: connect and check its schema, or raise (exit 3)."""
+    if not gated(args):
+        return
+    from loopctl.storage import paths
+
+    config_dir, _ = paths.roots()
+    if not may_have_store(os.path.join(config_dir, "loops.yaml")):
+        return
+    from loopctl.storage.pg.team import of_home
+
+    team = of_home()
+    if team is not None:
+        team.open_checked().close()

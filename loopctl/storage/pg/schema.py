@@ -1,0 +1,92 @@
+"""The store's schema: an ordered list of migrations and a table holding
+how many of them ran. `loopctl store init` runs the missing ones, all in
+one transaction under an advisory lock (two inits at once: one migrates,
+the other finds it done). A store migrated by a newer loopctl than this one
+fails closed: this code does not know what the newer tables mean."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loopctl.domain.errors import UnreadableError
+
+SCHEMA = "loopctl"
+# Each entry is one version: index 0 makes version 1. Append only: a
+# released migration is never edited (stores out there already ran it).
+MIGRATIONS: tuple[str, ...] = (
+    f"""
+    CREATE TABLE {SCHEMA}.schema_version (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        version integer NOT NULL,
+        migrated_at timestamptz NOT NULL DEFAULT now(),
+        migrated_by text NOT NULL
+    )
+    """,
+)
+CODE_VERSION = len(MIGRATIONS)
+# pg_advisory_xact_lock's key: any constant every loopctl agrees on.
+MIGRATION_LOCK = 0x6C6F6F70  # "loop"
+
+
+@dataclass
+class SchemaState:
+    """What the store holds compared with what this code knows."""
+
+    found: int  # 0: never initialised
+    known: int = CODE_VERSION
+
+    @property
+    def ready(self) -> bool:
+        return self.found == self.known
+
+    def problem(self, where: str) -> str | None:
+        """One line saying why this store cannot be used, with the fix."""
+        if self.found == 0:
+            return f"store {where} has no loopctl schema: run `loopctl store init`"
+        if self.found < self.known:
+            return (f"store {where} has schema version {self.found}, this loopctl needs "
+                    f"{self.known}: run `loopctl store init` to migrate it")
+        if self.found > self.known:
+            return (f"store {where} has schema version {self.found}, newer than this loopctl "
+                    f"knows ({self.known}): upgrade loopctl on this machine; nothing was "
+                    "written")
+        return None
+
+
+def read_version(conn: Any) -> int:
+    """The schema version in the store; 0 when loopctl never set it up."""
+    row = conn.execute("SELECT to_regclass(%s)", (f"{SCHEMA}.schema_version",)).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    found = conn.execute(f"SELECT version FROM {SCHEMA}.schema_version").fetchone()
+    return int(found[0]) if found else 0
+
+
+def check(conn: Any, where: str) -> SchemaState:
+    """The store's schema state; an UnreadableError (exit 3) unless it is
+    exactly the version this code knows."""
+    state = SchemaState(read_version(conn))
+    problem = state.problem(where)
+    if problem:
+        raise UnreadableError(problem)
+    return state
+
+
+def migrate(conn: Any, machine: str, where: str) -> tuple[int, int]:
+    """Bring the store to CODE_VERSION; (version before, version after).
+    Refuses, writing nothing, a store newer than this code."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        before = read_version(conn)
+        if before > CODE_VERSION:
+            raise UnreadableError(SchemaState(before).problem(where) or "")
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        for statement in MIGRATIONS[before:]:
+            conn.execute(statement)
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.schema_version (version, migrated_by) VALUES (%s, %s) "
+            "ON CONFLICT (only_row) DO UPDATE SET version = EXCLUDED.version, "
+            "migrated_at = now(), migrated_by = EXCLUDED.migrated_by",
+            (CODE_VERSION, machine))
+    return before, CODE_VERSION

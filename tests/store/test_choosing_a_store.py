@@ -1,0 +1,99 @@
+"""Choosing the team store (DESIGN §21): `store:` in loops.yaml or
+LOOPCTL_STORE, checked as text before anything connects; bad input is one
+line, exit 3, with the way out, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CLI
+
+LOOPS = "version: 1\nstore: {dsn}\nloops: {{}}\n"
+
+
+def write_loops(home: Path, dsn: str) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "loops.yaml"
+    path.write_text(LOOPS.format(dsn=dsn))
+    return path
+
+
+def files_under(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://u:secret@db.example/loops",
+                                 "postgresql://u@db.example/loops?password=secret",
+                                 "postgres://u@db.example/loops?sslmode=require&PASSWORD=x"])
+@pytest.mark.parametrize("command", [("ls",), ("tick",), ("status",), ("store", "status")])
+def test_a_password_in_loops_yaml_is_refused_with_the_way_out(cli: CLI, home: Path, dsn: str,
+                                                               command: tuple[str, ...]) -> None:
+    path = write_loops(home, dsn)
+    before = files_under(home)
+    proc = cli(*command)
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert f"{path}, line 2: store holds a password" in lines[0]
+    assert "PGPASSWORD" in lines[0] and "~/.pgpass" in lines[0] and "service file" in lines[0]
+    assert "secret" not in proc.stderr + proc.stdout
+    assert files_under(home) == before  # nothing written, loops.yaml as it was
+
+
+@pytest.mark.parametrize("dsn", ["mysql://u@db.example/loops", "db.example:5432",
+                                 "'host=db.example dbname=loops'", "postgresql://u@h:99999/db"])
+def test_a_dsn_that_is_not_postgresqls_is_refused(cli: CLI, home: Path, dsn: str) -> None:
+    write_loops(home, dsn)
+    before = files_under(home)
+    proc = cli("ls")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "expected postgresql://USER@HOST[:PORT]/DB" in proc.stderr
+    assert files_under(home) == before
+
+
+def test_the_environment_wins_and_may_carry_the_password(cli: CLI, home: Path) -> None:
+    """LOOPCTL_STORE (a secret store's) wins over loops.yaml; a password
+    there is libpq's business, and it is never shown."""
+    write_loops(home, "postgresql://u@127.0.0.1:1/fromfile")
+    proc = cli("store", "status", "--json",
+               env={"LOOPCTL_STORE": "postgresql://env:hunter2@127.0.0.1:1/fromenv"})
+    assert proc.returncode == 3
+    assert "fromenv" in proc.stdout and "fromfile" not in proc.stdout
+    assert "hunter2" not in proc.stdout + proc.stderr and "***" in proc.stdout
+
+
+def test_a_bad_dsn_in_the_environment_is_refused(cli: CLI, home: Path) -> None:
+    proc = cli("ls", env={"LOOPCTL_STORE": "sqlite:///x.db"})
+    assert proc.returncode == 3
+    assert proc.stderr.startswith("loopctl: error: LOOPCTL_STORE: store 'sqlite:///x.db' is "
+                                  "not a PostgreSQL URL")
+
+
+def test_without_psycopg_one_line_says_how_to_install_it(home: Path, tmp_path: Path) -> None:
+    """psycopg is imported only when a store is set, and when it is missing
+    the line names the extra. A shadowing `psycopg` that fails to import
+    plays the missing package."""
+    shadow = tmp_path / "shadow"
+    (shadow / "psycopg").mkdir(parents=True)
+    (shadow / "psycopg" / "__init__.py").write_text("raise ImportError('not here')\n")
+    write_loops(home, "postgresql://u@127.0.0.1:1/db")
+    env = dict(os.environ, PYTHONPATH=str(shadow))
+    proc = subprocess.run([sys.executable, "-m", "loopctl", "ls"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == ("loopctl: error: a store is set but psycopg is not "
+                                   "installed: pip install 'loopctl[postgres]'")
+
+
+def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path) -> None:
+    from conftest import imported_modules
+
+    cli("start", "--name", "disk", "--every", "10m", "true", check=0)
+    assert not [m for m in imported_modules("ls") if m.startswith("psycopg")]
+    assert not [m for m in imported_modules("status", "disk") if m.startswith("psycopg")]
