@@ -9,7 +9,7 @@ from pathlib import Path
 from loopctl import clock
 from loopctl.commands.common import locked_loop
 from loopctl.domain import capacity, lifecycle, slots, valves
-from loopctl.domain.errors import BusyError, NotFiring, UsageError
+from loopctl.domain.errors import BusyError, NotFiring, UnreadableError, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.state import LoopState
 from loopctl.engine import events, procs
@@ -75,6 +75,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             elif instant is not None and st["run"].get("trigger") == "schedule":
                 _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
             run = st["run"]
+            _team_claim(store, defs, state, name, now)
             run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             take_payload(store, name, run)
@@ -84,6 +85,27 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             return str(run["run_id"]), loop.worktree
     finally:
         events.dispatch(store, pending)
+
+
+def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: float) -> None:
+    """With a team store, the store takes the claim too (DESIGN §21); a
+    refusal is undone in the state, written, and said: the slot already
+    ran on another machine (exit 0, as a slot that ran here says), or this
+    machine's definition differs (exit 3: fix loops.yaml here)."""
+    from loopctl.engine.team_claims import claim_fires, team_set
+
+    if not team_set(defs):
+        return
+    run = state["loops"][name]["run"]
+    granted, refused, skips = claim_fires(store, defs, state, [(name, run)], now)
+    if granted:
+        return
+    _skips(store, skips)
+    store.write_state(state)
+    why = refused[0][1]
+    if "already ran" in why:
+        raise NotFiring(why)
+    raise UnreadableError(f"not firing {name}: {why}; make loops.yaml here match the team's")
 
 
 def _skips(store: Store, entries: list[tuple[str, dict[str, Any]]]) -> None:

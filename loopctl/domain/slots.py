@@ -142,7 +142,7 @@ def remember(st: LoopState, instant: float, how: str) -> None:
 
 
 REASONS = ("missed", "catch_up_none", "outside_window", "overlap_skip", "gate_no_work",
-           "deferred", "held")
+           "deferred", "held", "definition_differs")
 
 
 def skip(st: LoopState, reason: str, instant: float | None, now: float,

@@ -22,6 +22,7 @@ from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
+from loopctl.engine.team_claims import claim_fires, team_set
 from loopctl.fast.data_class import factory, record
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.paths import file_signature
@@ -321,6 +322,10 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
         settle_lost(store, state, result.lost, now)
+        if result.fired and team_set(defs):
+            result.fired, refused, skips = claim_fires(store, defs, state, result.fired, now)
+            result.skipped += refused
+            result.slot_skips += skips
         if result.slot_skips:
             from loopctl.storage.runs import append_skips
 

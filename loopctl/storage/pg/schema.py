@@ -23,6 +23,32 @@ MIGRATIONS: tuple[str, ...] = (
         migrated_by text NOT NULL
     )
     """,
+    # 2: slot claims (DESIGN §20-21), one row per (loop, slot) whatever the
+    # machine; the definition each loop was last run with, and the one each
+    # machine last ran (who changed it: see claims.py).
+    f"""
+    CREATE TABLE {SCHEMA}.slot_claims (
+        loop text NOT NULL,
+        slot text NOT NULL,
+        run_id text NOT NULL,
+        machine text NOT NULL,
+        digest text NOT NULL,
+        claimed_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (loop, slot)
+    );
+    CREATE TABLE {SCHEMA}.loop_defs (
+        loop text PRIMARY KEY,
+        digest text NOT NULL,
+        machine text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE TABLE {SCHEMA}.machine_defs (
+        machine text NOT NULL,
+        loop text NOT NULL,
+        digest text NOT NULL,
+        PRIMARY KEY (machine, loop)
+    )
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.

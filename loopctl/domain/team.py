@@ -1,0 +1,52 @@
+"""A fire the team store refused (DESIGN §21), undone in this machine's
+state: the slot ran elsewhere (remembered as taken by that run, so it
+never fires here), or this machine's definition differs from the team's
+(the slot is skipped, on record). Either way the loop is armed again for
+its next slot, so a driver does not ask again at every pass."""
+
+from __future__ import annotations
+
+from loopctl.domain import slots
+from loopctl.domain.model import LoopDef
+from loopctl.domain.schedule import next_fire
+from loopctl.domain.state import LoopState
+from loopctl.fast.dates import tzinfo
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
+             taken_by: str | None) -> dict[str, Any] | None:
+    """Undo the claim of `st["run"]`; the skipped slot's record when the
+    definition differs (None when another run took the slot)."""
+    run = st["run"]
+    assert run is not None  # plan() claimed it
+    st["run"] = None
+    st["iterations"] = max(st["iterations"] - 1, 0)
+    slots.forget(st, str(run["run_id"]))
+    instant = run["due_at"] if str(run.get("slot", "")).startswith("schedule:") else None
+    entry = None
+    if instant is not None and taken_by is not None:
+        slots.remember(st, instant, taken_by)
+    elif instant is not None:
+        entry = slots.skip(st, "definition_differs", instant, now)
+        slots.remember(st, instant, "skipped: definition_differs")
+    if st["next_due"] is None and not loop.on_demand:
+        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
+                                   created=st["created"])
+    return entry
+
+
+def definition_digest(loop: LoopDef) -> str:
+    """The digest a claim records: of the loop's loops.yaml form, so two
+    machines with the same entry agree whatever its layout or comments."""
+    import hashlib
+    import json
+
+    from loopctl.domain.loop_raw import to_raw
+
+    text = json.dumps(to_raw(loop), sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

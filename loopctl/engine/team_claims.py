@@ -1,0 +1,73 @@
+"""The team store's say in a fire (DESIGN §21): after `lifecycle.plan` has
+claimed runs in this machine's state, and before any supervisor starts,
+each claim is taken in the store too. A fire the store refuses (its slot
+ran on another machine, or this machine's definition differs) is undone
+here and never launched. With the store unreachable the pass raises: its
+state is not written and nothing fires."""
+
+from __future__ import annotations
+
+import os
+
+from loopctl import clock
+from loopctl.domain.team import definition_digest, give_way
+from loopctl.storage.definitions import Definitions
+from loopctl.storage.pg.gate import ENV_STORE
+from loopctl.storage.store import Store
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def team_set(defs: Definitions) -> bool:
+    """Cheap: whether this home has a store (no psycopg, no connection)."""
+    return bool(os.environ.get(ENV_STORE, "").strip() or defs.top.get("store"))
+
+
+def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
+                fired: list[tuple[str, dict[str, Any]]],
+                now: float) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]],
+                                     list[tuple[str, dict[str, Any]]]]:
+    """The fires the store granted; (loop, why) of those it refused; the
+    skipped-slot records of those refused for their definition."""
+    granted, refused, skips = [], [], []
+    conn, machine = _connection(store, defs)
+    try:
+        for name, run in fired:
+            verdict = _claim(conn, machine, name, run, defs)
+            if verdict.refusal is None:
+                run["machine"] = machine
+                granted.append((name, run))
+                continue
+            loop = defs.loops[name]
+            entry = give_way(loop, state["loops"][name], now, clock.zone_of(loop),
+                             verdict.taken_by)
+            slot = str(run.get("slot"))
+            refused.append((name, f"slot {slot.partition(':')[2]} {verdict.refusal}"
+                            if verdict.taken_by else verdict.refusal))
+            if entry is not None:
+                skips.append((name, dict(entry, machine=machine)))
+    finally:
+        conn.close()
+    return granted, refused, skips
+
+
+def _claim(conn: Any, machine: str, name: str, run: dict[str, Any], defs: Definitions) -> Any:
+    from loopctl.storage.pg.claims import claim
+
+    slot = str(run.get("slot") or "")
+    shared = slot if slot.startswith("schedule:") else None  # the others are this machine's
+    return claim(conn, name, shared, str(run["run_id"]), machine,
+                 definition_digest(defs.loops[name]))
+
+
+def _connection(store: Store, defs: Definitions) -> tuple[Any, str]:
+    from loopctl.storage.pg.dsn import chosen
+    from loopctl.storage.pg.team import TeamStore
+
+    dsn = chosen(defs.top.get("store"), str(store.paths.loops_file))
+    assert dsn is not None  # team_set said so
+    team = TeamStore(dsn)
+    return team.open_checked(), team.machine

@@ -1,0 +1,72 @@
+"""Claiming a slot in the team store (DESIGN §21): one transaction decides
+whether this machine may fire a loop's slot, and takes it.
+
+Two rules, both held by the database rather than by the machines' clocks:
+
+- **one run per slot**: `slot_claims` has (loop, slot) as its key; the
+  second machine's insert finds the row and learns which run took it;
+- **one definition**: each loop's row in `loop_defs` names the digest of the
+  definition it was last run with. A machine whose digest differs does not
+  fire, unless its own definition changed since it last ran the loop (it
+  was edited or pulled: it is the newer one, and the others now differ).
+  A machine that never ran the loop cannot overrule the team's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loopctl.storage.pg.schema import SCHEMA
+
+
+@dataclass
+class Verdict:
+    """The store's answer: fire (`refusal` None), or why not."""
+
+    refusal: str | None = None
+    taken_by: str | None = None  # "run ID on machine M" when another run took the slot
+
+
+def claim(conn: Any, loop: str, slot: str | None, run_id: str, machine: str,
+          digest: str) -> Verdict:
+    """Check the definition and take `slot` (None: a fire with no shared
+    slot, a manual run: only the definition is checked)."""
+    with conn.transaction():
+        differs = _definition_check(conn, loop, machine, digest)
+        if differs:
+            return Verdict(differs)
+        if slot is None:
+            return Verdict()
+        row = conn.execute(
+            f"INSERT INTO {SCHEMA}.slot_claims (loop, slot, run_id, machine, digest) "
+            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (loop, slot) DO NOTHING RETURNING 1",
+            (loop, slot, run_id, machine, digest)).fetchone()
+        if row is not None:
+            return Verdict()
+        other = conn.execute(
+            f"SELECT run_id, machine FROM {SCHEMA}.slot_claims WHERE loop = %s AND slot = %s",
+            (loop, slot)).fetchone()
+    taken = f"run {other[0]} on machine {other[1]}"
+    return Verdict(f"already ran: {taken}", taken)
+
+
+def _definition_check(conn: Any, loop: str, machine: str, digest: str) -> str | None:
+    """None when this machine may run `loop` as it defines it (and the
+    store now says so); else why not. The loop's row is locked for the
+    rest of the transaction, so two machines decide one after the other."""
+    conn.execute(f"INSERT INTO {SCHEMA}.loop_defs (loop, digest, machine) VALUES (%s, %s, %s) "
+                 "ON CONFLICT (loop) DO NOTHING", (loop, digest, machine))
+    team_digest, team_machine = conn.execute(
+        f"SELECT digest, machine FROM {SCHEMA}.loop_defs WHERE loop = %s FOR UPDATE",
+        (loop,)).fetchone()
+    mine = conn.execute(f"SELECT digest FROM {SCHEMA}.machine_defs WHERE machine = %s "
+                        "AND loop = %s", (machine, loop)).fetchone()
+    if team_digest != digest and (mine is None or mine[0] == digest):
+        return f"definition differs from the one machine {team_machine} last ran"
+    conn.execute(f"UPDATE {SCHEMA}.loop_defs SET digest = %s, machine = %s, at = now() "
+                 "WHERE loop = %s", (digest, machine, loop))
+    conn.execute(f"INSERT INTO {SCHEMA}.machine_defs (machine, loop, digest) "
+                 "VALUES (%s, %s, %s) ON CONFLICT (machine, loop) DO UPDATE "
+                 "SET digest = EXCLUDED.digest", (machine, loop, digest))
+    return None

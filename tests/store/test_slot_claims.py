@@ -1,0 +1,114 @@
+"""Slot claims across machines (DESIGN §20-21), on a real PostgreSQL server:
+each (loop, slot) is claimed once in the store whatever the machine, in the
+same pass that decides the fire and before any agent starts; each claim
+records the machine and the definition's digest; a machine whose loops.yaml
+differs for the loop does not fire it and says why."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from loopctl.domain.timestamps import iso
+from store.machines import Machine, hourly, machines
+
+pytestmark = pytest.mark.real_processes
+
+BODY = "echo $LOOPCTL_RUN_ID $LOOPCTL_MACHINE >> {ran}"
+
+
+def team(tmp_path: Path, dsn: str, count: int) -> tuple[list[Machine], Path]:
+    ran = tmp_path / "ran"
+    group = machines(tmp_path / "machines", count)
+    for machine in group:
+        machine.define(hourly(dsn, tmp_path, BODY.format(ran=ran)))
+    init = group[0].run("store", "init")
+    assert init.returncode == 0, init.stderr
+    return group, ran
+
+
+def bodies(ran: Path) -> list[str]:
+    return ran.read_text().splitlines() if ran.exists() else []
+
+
+def past_hour(hours_back: int) -> str:
+    return iso((int(time.time()) // 3600 - hours_back) * 3600)
+
+
+def claims(dsn: str) -> list[tuple[str, str, str, str]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT loop, slot, machine, digest FROM loopctl.slot_claims "
+                            "ORDER BY slot").fetchall()
+
+
+def test_run_scheduled_on_three_machines_at_once_runs_the_slot_once(tmp_path: Path,
+                                                                    pg_dsn: str) -> None:
+    group, ran = team(tmp_path, pg_dsn, 3)
+    slot = past_hour(2)
+    procs = [m.popen("run", "hourly", "--scheduled", "--slot", slot) for m in group]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    assert len(bodies(ran)) == 1, bodies(ran)
+    run_id, winner = bodies(ran)[0].split()
+    refusals = [err for _, err in outs if "already ran" in err]
+    assert len(refusals) == 2
+    for err in refusals:
+        assert f"slot {slot} already ran: run {run_id} on machine {winner}" in err
+    [(loop, taken, machine, digest)] = claims(pg_dsn)
+    assert (loop, taken, machine) == ("hourly", f"schedule:{slot}", winner) and len(digest) == 32
+
+
+def test_ticks_on_three_machines_fire_a_due_slot_once(tmp_path: Path, pg_dsn: str) -> None:
+    group, ran = team(tmp_path, pg_dsn, 3)
+    procs = [m.popen("tick", "--wait", "--json") for m in group]
+    outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    fired = [f for out in outs for f in out["fired"]]
+    assert len(fired) == 1 and len(bodies(ran)) == 1, outs
+    said = [s["reason"] for out in outs for s in out["skipped"]]
+    assert len(said) == 2 and all("already ran: run " in s for s in said), said
+    # The slot is remembered where it did not run: a later fire of it refuses there.
+    loser = next(m for m, out in zip(group, outs, strict=True) if not out["fired"])
+    again = loser.run("run", "hourly", "--scheduled", "--slot", fired[0]["slot"][9:])
+    assert again.returncode == 0 and "already ran: run" in again.stderr
+    assert len(bodies(ran)) == 1
+
+
+def test_a_machine_whose_definition_differs_does_not_fire(tmp_path: Path,
+                                                          pg_dsn: str) -> None:
+    (m1, m2), ran = team(tmp_path, pg_dsn, 2)
+    assert m1.run("run", "hourly", "--scheduled", "--slot", past_hour(5)).returncode == 0
+    m2.define(hourly(pg_dsn, tmp_path, BODY.format(ran=ran) + " # edited on m2 only"))
+    ticked = json.loads(m2.run("tick", "--json").stdout)
+    assert not ticked["fired"]
+    assert ticked["skipped"] == [{"loop": "hourly", "reason": "definition differs from the "
+                                  "one machine m1 last ran"}]
+    refused = m2.run("run", "hourly", "--scheduled", "--slot", past_hour(4))
+    assert refused.returncode == 3, refused.stderr
+    assert refused.stderr.strip() == ("loopctl: error: not firing hourly: definition differs "
+                                      "from the one machine m1 last ran; make loops.yaml here "
+                                      "match the team's")
+    skipped = json.loads(m2.run("history", "hourly", "--skipped", "--json").stdout)
+    assert "definition_differs" in json.dumps(skipped)
+    assert len(bodies(ran)) == 1
+
+
+def test_the_machine_that_changed_its_definition_leads_and_the_others_follow(
+        tmp_path: Path, pg_dsn: str) -> None:
+    """An edit made (or pulled) on one machine is the team's from its next
+    run; a machine still on the old one is refused until it has the new."""
+    (m1, m2), ran = team(tmp_path, pg_dsn, 2)
+    assert m1.run("run", "hourly", "--scheduled", "--slot", past_hour(6)).returncode == 0
+    assert m2.run("run", "hourly", "--scheduled", "--slot", past_hour(5)).returncode == 0
+    new = hourly(pg_dsn, tmp_path, BODY.format(ran=ran) + " # v2")
+    m1.define(new)
+    assert m1.run("run", "hourly", "--scheduled", "--slot", past_hour(4)).returncode == 0
+    stale = m2.run("run", "hourly", "--scheduled", "--slot", past_hour(3))
+    assert stale.returncode == 3 and "machine m1 last ran" in stale.stderr
+    m2.define(new)
+    # The refused slot is on record as skipped there; the next one runs.
+    assert m2.run("run", "hourly", "--scheduled", "--slot", past_hour(2)).returncode == 0
+    assert [line.split()[1] for line in bodies(ran)] == ["m1", "m2", "m1", "m2"]
