@@ -55,12 +55,18 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
 
 
 def _claim(conn: Any, machine: str, name: str, run: dict[str, Any], defs: Definitions) -> Any:
+    """The store's verdict; a connection lost mid-way (a server restarted,
+    a cut link) is the store being unreachable: the pass fails, unwritten."""
     from loopctl.storage.pg.claims import claim
+    from loopctl.storage.pg.connect import StoreUnreachable, driver, first_line
 
     slot = str(run.get("slot") or "")
     shared = slot if slot.startswith("schedule:") else None  # the others are this machine's
-    return claim(conn, name, shared, str(run["run_id"]), machine,
-                 definition_digest(defs.loops[name]))
+    try:
+        return claim(conn, name, shared, str(run["run_id"]), machine,
+                     definition_digest(defs.loops[name]))
+    except driver().Error as exc:
+        raise StoreUnreachable(f"store is unreachable: {first_line(exc)}") from None
 
 
 def _connection(store: Store, defs: Definitions) -> tuple[Any, str]:

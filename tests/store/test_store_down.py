@@ -1,0 +1,71 @@
+"""Failing closed (DESIGN §21): with the store unreachable nothing fires; a
+running daemon says so once, retries with backoff, and fires again when the
+store is back. The link is cut by a proxy the test stops (tests/store/proxy.py),
+which also counts the daemon's attempts to reconnect."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from conftest import wait_for
+from store.machines import machines
+from store.proxy import Proxy
+
+pytestmark = pytest.mark.real_processes
+
+EVERY = """\
+version: 1
+store: {dsn}
+loops:
+  often:
+    prompt: echo $LOOPCTL_RUN_ID >> {ran}
+    agent: shell
+    every: 1s
+    cwd: {cwd}
+    timeout: 1m
+    max_runs: 1000
+"""
+
+
+def runs(ran: Path) -> int:
+    return len(ran.read_text().splitlines()) if ran.exists() else 0
+
+
+@pytest.fixture
+def proxy(pg_dsn: str) -> Iterator[Proxy]:
+    relay = Proxy(urlsplit(pg_dsn).port or 5432)
+    relay.start()
+    yield relay
+    relay.close()
+
+
+def test_a_daemon_stops_firing_while_the_store_is_cut_and_says_so_once(
+        tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
+    parts = urlsplit(pg_dsn)
+    dsn = parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()
+    [m1] = machines(tmp_path / "machines", 1)
+    ran, log = tmp_path / "ran", tmp_path / "daemon.log"
+    m1.define(EVERY.format(dsn=dsn, ran=ran, cwd=tmp_path))
+    assert m1.run("store", "init").returncode == 0
+    with open(log, "w") as out:
+        daemon = subprocess.Popen(m1.argv("daemon"), stdout=out, stderr=out, env=m1.env())
+    try:
+        wait_for(lambda: runs(ran) >= 2, timeout=30)
+        proxy.cut()
+        wait_for(lambda: "not firing: store" in log.read_text(), timeout=30)
+        before = runs(ran)
+        # Three more tries (after 1, 2 and 4 s of backoff) meet the store still cut.
+        assert proxy.wait_refused(proxy.refused + 3, timeout=30)
+        text = log.read_text()
+        assert text.count("not firing") == 1, text
+        assert runs(ran) == before and daemon.poll() is None
+        proxy.mend()
+        wait_for(lambda: "firing resumes" in log.read_text(), timeout=30)
+        wait_for(lambda: runs(ran) > before, timeout=30)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
