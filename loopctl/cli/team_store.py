@@ -45,6 +45,8 @@ def store_status(as_json: JsonOpt = False) -> None:
             print(f"server:  PostgreSQL {result.server}")
             print(f"schema:  version {result.schema_version or 'none'} "
                   f"(this loopctl: {result.code_version})")
+    for warning in result.warnings:
+        print(f"loopctl: warning: {warning}", file=sys.stderr)
     if result.problem:
         print(f"loopctl: error: {result.problem}", file=sys.stderr)
     if not result.ok:

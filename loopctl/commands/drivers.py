@@ -103,8 +103,8 @@ def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: 
     _skips(store, skips)
     store.write_state(state)
     why = refused[0][1]
-    if "already ran" in why:
-        raise NotFiring(why)
+    if "already ran" in why or why.startswith("not for machine"):
+        raise NotFiring(f"not firing {name}: {why}" if "already ran" not in why else why)
     raise UnreadableError(f"not firing {name}: {why}; make loops.yaml here match the team's")
 
 

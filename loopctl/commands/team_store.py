@@ -3,7 +3,7 @@ CLI renders them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from loopctl.domain.errors import LoopctlError
@@ -34,6 +34,7 @@ class StatusResult:
     code_version: int
     problem: str | None
     server: str | None = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,7 +75,24 @@ def status() -> StatusResult:
     try:
         found = schema.SchemaState(schema.read_version(conn))
         server = conn.execute("SHOW server_version").fetchone()[0]
+        warnings = _glob_warnings(conn, team.machine) if found.ready else []
     finally:
         conn.close()
     return StatusResult(team.shown, team.machine, True, found.found, found.known,
-                        found.problem(team.shown), str(server))
+                        found.problem(team.shown), str(server), warnings)
+
+
+def _glob_warnings(conn: Any, machine: str) -> list[str]:
+    """A `machines:` glob that matches no machine the store has seen (nor
+    this one): a typo there leaves the loop firing nowhere."""
+    from loopctl.domain.team import machines_of, unmatched
+    from loopctl.storage.pg.claims import known_machines
+    from loopctl.storage.store import Store
+
+    known = known_machines(conn) | {machine}
+    said = []
+    for name, loop in sorted(Store().read_defs().loops.items()):
+        for glob in unmatched(machines_of(loop), known):
+            said.append(f"loop {name}: machines glob {glob!r} matches no machine "
+                        f"(known: {', '.join(sorted(known))})")
+    return said

@@ -217,6 +217,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("nice", "count", "Niceness of a run's processes (agent, gate, check), as nice(1): "
        "0 to 19, higher yields the CPU to others ('none' clears).", high=19, clears=True,
        limit="nice", plain=True, export="the scheduler's niceness where it has one", view=None),
+    _yaml("machines", "list", "With a team store: the machines (globs of their "
+          "LOOPCTL_MACHINE names, like runner-*) that may fire this loop; default any.",
+          default=(), plain=True, view=None),
     _s("if", "command", "Gate run before each fire, split like --command: exit 0 runs the "
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
        clears=True, rule="gates", group="gate", view="gate"),
@@ -370,6 +373,9 @@ def problem(setting: Setting, value: object) -> str | None:
         return f"must be {expected(setting)}, got {value!r}"
     if kind == "choice" and setting.choices and value not in setting.choices:
         return f"must be {expected(setting)}, got {str(value)[:40]!r}"
+    if kind == "list" and (not isinstance(value, list) or not all(
+            isinstance(v, str) and v.strip() and len(v) <= 200 for v in value)):
+        return "must be a list of non-empty text, like [runner-*, laptop-ann]"
     return None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from loopctl import clock
-from loopctl.domain.team import definition_digest, give_way
+from loopctl.domain.team import definition_digest, give_way, machines_of, runs_on
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.pg.gate import ENV_STORE
 from loopctl.storage.store import Store
@@ -46,7 +46,7 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
                              verdict.taken_by)
             slot = str(run.get("slot"))
             refused.append((name, f"slot {slot.partition(':')[2]} {verdict.refusal}"
-                            if verdict.taken_by else verdict.refusal))
+                            if verdict.refusal.startswith("already ran") else verdict.refusal))
             if entry is not None:
                 skips.append((name, dict(entry, machine=machine)))
     finally:
@@ -54,12 +54,18 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
     return granted, refused, skips
 
 
-def _claim(conn: Any, machine: str, name: str, run: dict[str, Any], defs: Definitions) -> Any:
+def _claim(conn: Any, machine: str, name: str, run: dict[str, Any],
+           defs: Definitions) -> Any:
     """The store's verdict; a connection lost mid-way (a server restarted,
     a cut link) is the store being unreachable: the pass fails, unwritten."""
-    from loopctl.storage.pg.claims import claim
+    from loopctl.storage.pg.claims import Verdict, claim
     from loopctl.storage.pg.connect import StoreUnreachable, driver, first_line
 
+    loop = defs.loops[name]
+    if not runs_on(loop, machine):  # before the store: the slot stays free for them
+        globs = ", ".join(machines_of(loop))
+        return Verdict(f"not for machine {machine} (machines: {globs})",
+                       f"left to machines {globs}")
     slot = str(run.get("slot") or "")
     shared = slot if slot.startswith("schedule:") else None  # the others are this machine's
     try:

@@ -125,9 +125,11 @@ def test_slots_that_passed_while_the_cap_held_the_loop_back_are_deferred() -> No
 
 
 def test_the_reasons_are_the_designs() -> None:
-    """The tests above write each of these, one or two a test."""
+    """The tests above write each of these, one or two a test
+    (definition_differs: tests/store/test_slot_claims.py, on a team store)."""
     assert set(slots.REASONS) == {"missed", "catch_up_none", "outside_window",
-                                  "overlap_skip", "gate_no_work", "deferred", "held"}
+                                  "overlap_skip", "gate_no_work", "deferred", "held",
+                                  "definition_differs"}
 
 
 ZONES = ["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe"]

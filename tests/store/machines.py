@@ -22,7 +22,7 @@ loops:
     max_runs: 1000
     for: 30d
     created_at: '{created}'
-"""
+{extra}"""
 
 
 @dataclass
@@ -59,7 +59,7 @@ def machines(root: Path, count: int) -> list[Machine]:
     return [Machine(f"m{i + 1}", root / f"m{i + 1}") for i in range(count)]
 
 
-def hourly(dsn: str, cwd: Path, prompt: str) -> str:
+def hourly(dsn: str, cwd: Path, prompt: str, extra: str = "") -> str:
     """An hourly loop started a day ago: its last hours are slots to serve."""
     import json
     import time
@@ -67,4 +67,5 @@ def hourly(dsn: str, cwd: Path, prompt: str) -> str:
     from loopctl.domain.timestamps import iso
 
     created = iso((int(time.time()) // 86400 - 1) * 86400)
-    return HOURLY.format(dsn=dsn, cwd=cwd, prompt=json.dumps(prompt), created=created)
+    return HOURLY.format(dsn=dsn, cwd=cwd, prompt=json.dumps(prompt), created=created,
+                         extra=extra)

@@ -112,3 +112,25 @@ def test_the_machine_that_changed_its_definition_leads_and_the_others_follow(
     # The refused slot is on record as skipped there; the next one runs.
     assert m2.run("run", "hourly", "--scheduled", "--slot", past_hour(2)).returncode == 0
     assert [line.split()[1] for line in bodies(ran)] == ["m1", "m2", "m1", "m2"]
+
+
+def test_machines_globs_choose_where_a_loop_fires(tmp_path: Path, pg_dsn: str) -> None:
+    ran = tmp_path / "ran"
+    laptop, runner = (Machine(n, tmp_path / n) for n in ("laptop-ann", "runner-a"))
+    text = hourly(pg_dsn, tmp_path, BODY.format(ran=ran), "    machines: [runner-*, rnner-*]\n")
+    for machine in (laptop, runner):
+        machine.define(text)
+    assert laptop.run("store", "init").returncode == 0
+    ticked = json.loads(laptop.run("tick", "--json").stdout)
+    assert not ticked["fired"] and ticked["skipped"] == [
+        {"loop": "hourly", "reason": "not for machine laptop-ann (machines: runner-*, rnner-*)"}]
+    slot = past_hour(2)
+    scheduled = laptop.run("run", "hourly", "--scheduled", "--slot", slot)
+    assert scheduled.returncode == 0 and "not for machine laptop-ann" in scheduled.stderr
+    assert not bodies(ran) and not claims(pg_dsn)  # the slots stay free for the runners
+    assert runner.run("run", "hourly", "--scheduled", "--slot", slot).returncode == 0
+    assert [line.split()[1] for line in bodies(ran)] == ["runner-a"]
+    status = laptop.run("store", "status")
+    assert status.returncode == 0
+    assert status.stderr.strip() == ("loopctl: warning: loop hourly: machines glob 'rnner-*' "
+                                     "matches no machine (known: laptop-ann, runner-a)")

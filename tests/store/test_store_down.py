@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+
 from conftest import wait_for
 from store.machines import machines
 from store.proxy import Proxy

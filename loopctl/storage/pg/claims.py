@@ -70,3 +70,10 @@ def _definition_check(conn: Any, loop: str, machine: str, digest: str) -> str | 
                  "VALUES (%s, %s, %s) ON CONFLICT (machine, loop) DO UPDATE "
                  "SET digest = EXCLUDED.digest", (machine, loop, digest))
     return None
+
+
+def known_machines(conn: Any) -> set[str]:
+    """Every machine that has run a loop on this store."""
+    rows = conn.execute(f"SELECT machine FROM {SCHEMA}.machine_defs UNION "
+                        f"SELECT machine FROM {SCHEMA}.slot_claims").fetchall()
+    return {str(row[0]) for row in rows}
