@@ -40,6 +40,29 @@ def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
     return entry
 
 
+def machines_of(loop: LoopDef) -> list[str]:
+    """The loop's `machines:` globs (a row with no LoopDef field of its own)."""
+    from loopctl.domain.loop_settings import held
+
+    return list(held(loop.more, "machines"))
+
+
+def runs_on(loop: LoopDef, machine: str) -> bool:
+    """Whether `machine` may fire `loop` (its `machines:` globs; none: any)."""
+    from fnmatch import fnmatchcase
+
+    globs = machines_of(loop)
+    return not globs or any(fnmatchcase(machine, glob) for glob in globs)
+
+
+def unmatched(globs: list[str], known: set[str]) -> list[str]:
+    """The globs that match none of the `known` machines (a warning: a typo
+    would leave the loop firing nowhere)."""
+    from fnmatch import fnmatchcase
+
+    return [g for g in globs if not any(fnmatchcase(m, g) for m in known)]
+
+
 def definition_digest(loop: LoopDef) -> str:
     """The digest a claim records: of the loop's loops.yaml form, so two
     machines with the same entry agree whatever its layout or comments."""
