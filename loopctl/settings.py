@@ -55,6 +55,11 @@ KNOBS = {
     # 0: the daemon does without inotify and notices edits by its one-second
     # stat() alone, as where inotify is missing (engine/filewatch.py).
     "LOOPCTL_FILE_WATCH": (1.0, 0.0, 1.0),
+    # The team store (DESIGN §21): a supervisor renews its run's claim this
+    # often, and a claim not renewed for LOOPCTL_STORE_STALE is stale; the
+    # supervisor kills its agent one renewal before that (engine/team_fence).
+    "LOOPCTL_STORE_RENEW": (10.0, 0.1, 3600.0),
+    "LOOPCTL_STORE_STALE": (60.0, 0.5, 86400.0),
 }
 UNITS = {"LOOPCTL_SANDBOX_ABI": "a Landlock ABI version", "LOOPCTL_FILE_WATCH": "0 or 1"}
 

@@ -141,7 +141,16 @@ class Supervisor:
             return outcome(done.gate, started)
         if launched.proc is None:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
-        result = wait.wait(ctx, launched.proc, claim.loop, started)
+        from loopctl.engine.team_fence import fence_for
+
+        fence = fence_for(ctx.store, ctx.name, claim.run)
+        try:
+            result = wait.wait(ctx, launched.proc, claim.loop, started)
+        finally:
+            if fence is not None:
+                fence.stop()
+        if fence is not None and fence.fenced:
+            result.outcome, result.note = "killed", fence.note
         output.read_result(ctx, claim.loop, result)
         return result
 

@@ -77,3 +77,9 @@ def known_machines(conn: Any) -> set[str]:
     rows = conn.execute(f"SELECT machine FROM {SCHEMA}.machine_defs UNION "
                         f"SELECT machine FROM {SCHEMA}.slot_claims").fetchall()
     return {str(row[0]) for row in rows}
+
+
+def renew(conn: Any, loop: str, run_id: str) -> None:
+    """The run's claim is still held: its heartbeat, now."""
+    conn.execute(f"UPDATE {SCHEMA}.slot_claims SET renewed_at = now() "
+                 "WHERE loop = %s AND run_id = %s", (loop, run_id))

@@ -49,6 +49,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (machine, loop)
     )
     """,
+    # 3: a claim's heartbeat, renewed by the run's supervisor (engine/team_fence).
+    f"""
+    ALTER TABLE {SCHEMA}.slot_claims
+        ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now()
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.

@@ -1,0 +1,94 @@
+"""Fencing a run on the team store (DESIGN §21). While the agent works, its
+supervisor renews the run's claim every LOOPCTL_STORE_RENEW seconds (10); a
+claim not renewed for LOOPCTL_STORE_STALE (60) is stale, and its slot may be
+given to another machine. So a supervisor that cannot renew kills its agent
+one renewal period before its claim goes stale: no slot ever has two bodies
+running.
+
+Two threads: one renews (and may block on a dead link for as long as the
+network makes it), the other only watches the clock, so the kill never waits
+on I/O. The kill is the supervisor's own stop (SIGTERM to itself): the wait
+step ends the agent's whole tree as for `stop --kill`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from loopctl.settings import knob
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class Fence:
+    def __init__(self, dsn: str, loop: str, run_id: str) -> None:
+        self.dsn, self.loop, self.run_id = dsn, loop, run_id
+        self.renew_s = knob("LOOPCTL_STORE_RENEW")
+        self.stale_s = knob("LOOPCTL_STORE_STALE")
+        self.last_ok = time.monotonic()
+        self.fenced = False
+        self._stop = threading.Event()
+
+    @property
+    def note(self) -> str:
+        return (f"killed: the claim could not be renewed in the team store for "
+                f"{self.stale_s - self.renew_s:g}s (stale at {self.stale_s:g}s)")
+
+    def start(self) -> None:
+        for target in (self._renew, self._watch):
+            threading.Thread(target=target, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _renew(self) -> None:
+        from loopctl.storage.pg.claims import renew
+        from loopctl.storage.pg.connect import connect
+
+        conn: Any = None
+        while not self._stop.wait(self.renew_s):
+            try:
+                conn = conn or connect(self.dsn)
+                renew(conn, self.loop, self.run_id)
+                self.last_ok = time.monotonic()
+            except Exception:  # any failure is a missed renewal; the watcher decides
+                _close(conn)
+                conn = None
+        _close(conn)
+
+    def _watch(self) -> None:
+        limit = max(self.stale_s - self.renew_s, self.renew_s / 2)
+        step = min(self.renew_s, 1.0) / 2
+        while not self._stop.wait(step):
+            if time.monotonic() - self.last_ok >= limit and not self._stop.is_set():
+                self.fenced = True
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+
+def _close(conn: Any) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:
+            pass
+
+
+def fence_for(store: Any, loop: str, run: dict[str, Any]) -> Fence | None:
+    """A started fence for a run the team store granted (claim_fires marks
+    it with the machine); None for a home of files."""
+    if not run.get("machine"):
+        return None
+    from loopctl.storage.pg.dsn import chosen
+
+    dsn = chosen(store.read_defs().top.get("store"), str(store.paths.loops_file))
+    if dsn is None:
+        return None
+    fence = Fence(dsn, loop, str(run["run_id"]))
+    fence.start()
+    return fence
