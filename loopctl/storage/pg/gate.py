@@ -43,6 +43,13 @@ def gate(args: list[str]) -> None:
     config_dir, _ = paths.roots()
     if not may_have_store(os.path.join(config_dir, "loops.yaml")):
         return
+    if not os.environ.get(ENV_STORE, "").strip():
+        # The word may be anywhere (a path, a prompt): the definitions (their
+        # cached parse) say, before psycopg and the store's modules load.
+        from loopctl.storage.store import Store
+
+        if Store().read_defs().top.get("store") is None:
+            return
     from loopctl.storage.pg.team import of_home
 
     team = of_home()
