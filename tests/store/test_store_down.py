@@ -70,3 +70,28 @@ def test_a_daemon_stops_firing_while_the_store_is_cut_and_says_so_once(
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+
+
+def test_a_daemon_started_while_the_store_is_down_waits_for_it(
+        tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
+    """A machine that boots before the database: its daemon runs, fires
+    nothing, says why once, and fires when the store answers."""
+    parts = urlsplit(pg_dsn)
+    dsn = parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()
+    [m1] = machines(tmp_path / "machines", 1)
+    ran, log = tmp_path / "ran", tmp_path / "daemon.log"
+    m1.define(EVERY.format(dsn=dsn, ran=ran, cwd=tmp_path))
+    assert m1.run("store", "init").returncode == 0
+    proxy.cut()
+    with open(log, "w") as out:
+        daemon = subprocess.Popen(m1.argv("daemon"), stdout=out, stderr=out, env=m1.env())
+    try:
+        wait_for(lambda: "not firing: store" in log.read_text(), timeout=30)
+        assert proxy.wait_refused(proxy.refused + 1, timeout=30)
+        assert runs(ran) == 0 and daemon.poll() is None
+        assert log.read_text().count("not firing") == 1, log.read_text()
+        proxy.mend()
+        wait_for(lambda: runs(ran) >= 1, timeout=30)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)

@@ -9,8 +9,10 @@ import os
 
 ENV_STORE = "LOOPCTL_STORE"
 # Commands that never act on loops: `store` is how a store is set up and
-# checked; `validate` reports on loops.yaml alone.
-UNGATED = {"store", "validate", "completion", "agents", "__names", "__targets"}
+# checked; `validate` reports on loops.yaml alone. And `daemon`, which must
+# outlive the store's outages: each pass that would fire checks the store,
+# fails closed, says so once and retries with backoff (engine/daemon.py).
+UNGATED = {"store", "validate", "completion", "agents", "daemon", "__names", "__targets"}
 
 
 def gated(args: list[str]) -> bool:
