@@ -227,6 +227,9 @@ def _history_table(records: list[dict[str, Any]], checked: bool
     if checked:  # the check's word on each run
         rows = [row + [_check_short(r.get("check"))] for row, r in zip(rows, shown, strict=True)]
         headers.append("CHECK")
+    if any(r.get("machine") for r in shown):  # a team store's (DESIGN §21)
+        rows = [row + [str(r.get("machine") or "")] for row, r in zip(rows, shown, strict=True)]
+        headers.append("MACHINE")
     return headers, rows, drop
 
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 TEXT_FIELDS = ("loop", "trigger", "due_at", "started_at", "ended_at", "observed_at",
                "outcome", "session_id", "result", "log", "note", "status_after",
                "handoff", "branch", "base", "base_ref", "head", "pr_url", "handoff_error",
-               "needs_review", "handoff_note", "sandbox", "agent", "fallback_from", "slot")
+               "needs_review", "handoff_note", "sandbox", "agent", "fallback_from", "slot",
+               "machine")
 NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
                  "next_delay_s", "commits", "files_changed", "insertions", "deletions",
                  "triggers", "queued_s", "protected_count")

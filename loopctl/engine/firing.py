@@ -204,6 +204,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
         log=str(store.paths.run_log(loop, run["run_id"])), note=note,
         **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
         **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
+        **({"machine": run["machine"]} if run.get("machine") else {}),
     )
     store.write_json(path, written)
     from loopctl.storage.runs import remember

@@ -103,3 +103,12 @@ def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path, tmp_path: P
     for args in (("ls",), ("status", "disk")):
         loaded = imported_modules(*args)
         assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team"))]
+
+
+def test_a_machine_name_that_cannot_be_shown_is_refused(cli: CLI, home: Path) -> None:
+    write_loops(home, "postgresql://u@127.0.0.1:1/db")
+    proc = cli("store", "status", env={"LOOPCTL_MACHINE": "m1\x1b[31m"})
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == ("loopctl: error: LOOPCTL_MACHINE: 'm1\\x1b[31m' is not a "
+                                   "machine name; expected at most 100 printable characters, "
+                                   "like runner-1")

@@ -60,6 +60,12 @@ def test_run_scheduled_on_three_machines_at_once_runs_the_slot_once(tmp_path: Pa
         assert f"slot {slot} already ran: run {run_id} on machine {winner}" in err
     [(loop, taken, machine, digest)] = claims(pg_dsn)
     assert (loop, taken, machine) == ("hourly", f"schedule:{slot}", winner) and len(digest) == 32
+    # The record, and `history`, name the machine that ran it.
+    ran_on = next(m for m in group if m.name == winner)
+    [record] = json.loads(ran_on.run("history", "hourly", "--json").stdout)["runs"]
+    assert record["machine"] == winner and record["slot"] == f"schedule:{slot}"
+    table = ran_on.run("history", "hourly").stdout.splitlines()
+    assert table[0].split()[-1] == "MACHINE" and table[1].split()[-1] == winner
 
 
 def test_ticks_on_three_machines_fire_a_due_slot_once(tmp_path: Path, pg_dsn: str) -> None:

@@ -57,6 +57,8 @@ def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result:
                             "fallback_from": run.get("fallback_from")})
     if run.get("triggers"):
         add_fields(record, {"triggers": run["triggers"]})
+    if run.get("machine"):  # which machine of a team store ran it (DESIGN §21)
+        add_fields(record, {"machine": run["machine"]})
     if run.get("queued_s") is not None:
         add_fields(record, {"queued_s": run["queued_s"]})
     return add_fields(record, handoff.record()) if handoff is not None else record

@@ -84,5 +84,10 @@ def chosen(top_store: object, where: str) -> str | None:
 
 
 def machine() -> str:
-    """This machine's name in the store: LOOPCTL_MACHINE, else the host name."""
-    return os.environ.get(ENV_MACHINE, "").strip() or socket.gethostname()
+    """This machine's name in the store: LOOPCTL_MACHINE, else the host name.
+    It is shown in every view and recorded with each run: printable text."""
+    name = os.environ.get(ENV_MACHINE, "").strip() or socket.gethostname()
+    if len(name) > 100 or not name.isprintable():
+        raise UnreadableError(f"{ENV_MACHINE}: {name[:100]!r} is not a machine name; "
+                              "expected at most 100 printable characters, like runner-1")
+    return name
