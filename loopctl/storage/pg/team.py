@@ -34,6 +34,10 @@ class TeamStore:
         conn = self.connect()
         try:
             schema.check(conn, self.shown)
+        except pg_connect.driver().Error as exc:  # the link lost after connecting
+            conn.close()
+            raise pg_connect.StoreUnreachable(
+                f"store {self.shown} is unreachable: {pg_connect.first_line(exc)}") from None
         except BaseException:
             conn.close()
             raise
