@@ -25,10 +25,17 @@ loops:
 {extra}"""
 
 
+# Each machine's processes in a pid namespace of their own, so pids collide
+# as they do across machines (a pid recorded in one home means nothing in
+# another's).
+OWN_PIDS = ["unshare", "--pid", "--fork", "--mount-proc"]
+
+
 @dataclass
 class Machine:
     name: str
     home: Path
+    own_pids: bool = False
 
     def env(self) -> dict[str, str]:
         user = self.home / "user"
@@ -44,7 +51,8 @@ class Machine:
         (folder / "loops.yaml").write_text(text)
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "loopctl", *args]
+        command = [sys.executable, "-m", "loopctl", *args]
+        return [*OWN_PIDS, *command] if self.own_pids else command
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.argv(*args), capture_output=True, text=True,
@@ -55,8 +63,8 @@ class Machine:
                                 stderr=subprocess.PIPE, text=True, env=self.env())
 
 
-def machines(root: Path, count: int) -> list[Machine]:
-    return [Machine(f"m{i + 1}", root / f"m{i + 1}") for i in range(count)]
+def machines(root: Path, count: int, own_pids: bool = False) -> list[Machine]:
+    return [Machine(f"m{i + 1}", root / f"m{i + 1}", own_pids) for i in range(count)]
 
 
 def hourly(dsn: str, cwd: Path, prompt: str, extra: str = "") -> str:

@@ -21,9 +21,10 @@ pytestmark = pytest.mark.real_processes
 BODY = "echo $LOOPCTL_RUN_ID $LOOPCTL_MACHINE >> {ran}"
 
 
-def team(tmp_path: Path, dsn: str, count: int) -> tuple[list[Machine], Path]:
+def team(tmp_path: Path, dsn: str, count: int,
+         own_pids: bool = False) -> tuple[list[Machine], Path]:
     ran = tmp_path / "ran"
-    group = machines(tmp_path / "machines", count)
+    group = machines(tmp_path / "machines", count, own_pids)
     for machine in group:
         machine.define(hourly(dsn, tmp_path, BODY.format(ran=ran)))
     init = group[0].run("store", "init")
@@ -69,7 +70,8 @@ def test_run_scheduled_on_three_machines_at_once_runs_the_slot_once(tmp_path: Pa
 
 
 def test_ticks_on_three_machines_fire_a_due_slot_once(tmp_path: Path, pg_dsn: str) -> None:
-    group, ran = team(tmp_path, pg_dsn, 3)
+    """Each machine in a pid namespace of its own (its tick is pid 1 there)."""
+    group, ran = team(tmp_path, pg_dsn, 3, own_pids=True)
     procs = [m.popen("tick", "--wait", "--json") for m in group]
     outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
     fired = [f for out in outs for f in out["fired"]]
