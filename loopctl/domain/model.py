@@ -140,6 +140,7 @@ class LoopDef:
     github_repo: str | None = None
     github_command: str | None = None
     github_anyone: bool = False
+    machines: tuple[str, ...] = ()  # a team store's machines that may fire it (DESIGN §21)
     more: tuple[tuple[str, Any], ...] = ()  # (key, value): rows with no field above
 
     if not TYPE_CHECKING:  # read as attributes; for mypy, only the fields exist

@@ -41,10 +41,8 @@ def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
 
 
 def machines_of(loop: LoopDef) -> list[str]:
-    """The loop's `machines:` globs (a row with no LoopDef field of its own)."""
-    from loopctl.domain.loop_settings import held
-
-    return list(held(loop.more, "machines"))
+    """The loop's `machines:` globs (none: any machine)."""
+    return list(loop.machines or ())
 
 
 def runs_on(loop: LoopDef, machine: str) -> bool:
