@@ -33,6 +33,7 @@ def export_cmd(
 
     s = store()
     loop = _exportable(s, name)
+    team_dsn = _team_dsn(s)
     _check_quantity(state_size)
     if secrets_file is not None and to != "k8s":
         fail("--secrets-file is for --to k8s (crontab and systemd read the local store; "
@@ -47,10 +48,13 @@ def export_cmd(
         install=install, agent_install=agent_install, prompt_text=_prompt_text(loop),
         out_dir=str(output) if output is not None else None,
         secrets_file=str(secrets_file) if secrets_file is not None else None,
-        allow_drift=allow_drift, environ=dict(os.environ))
+        allow_drift=allow_drift, environ=dict(os.environ), team_store=team_dsn is not None,
+        store_env_file=_store_env_file(s, to))
     result = exporter.export(loop, target)
+    if target.store_env_file is not None:
+        _write_store_env(Path(target.store_env_file))
     if secrets_file is not None:
-        _write_secrets_file(loop, secrets_file, result)
+        _write_secrets_file(loop, secrets_file, result, team_dsn)
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     if output is not None:
@@ -75,6 +79,31 @@ def _exportable(s: Store, name: str) -> LoopDef:
     if loop is None:
         fail(f"loop {name!r} is invalid ({defs.invalid.get(name)}); fix it first")
     return loop
+
+
+def _team_dsn(s: Store) -> str | None:
+    """The home's team store (DESIGN §21), checked as text only: an export
+    never connects (the target does, when it fires), so neither psycopg nor
+    the server is needed here."""
+    from loopctl.storage.pg.dsn import chosen
+
+    return chosen(s.read_defs().top.get("store"), str(s.paths.loops_file))
+
+
+def _store_env_file(s: Store, to: str) -> str | None:
+    """systemd with LOOPCTL_STORE in this shell: the home's 0600 file the
+    unit reads it from (a user manager has none of this shell's env)."""
+    if to != "systemd" or not os.environ.get("LOOPCTL_STORE", "").strip():
+        return None
+    return str(s.paths.config_dir / "store.env")
+
+
+def _write_store_env(path: Path) -> None:
+    from loopctl.integrations.export.common import store_env_text
+    from loopctl.storage.atomic import atomic_write
+
+    atomic_write(path, store_env_text(os.environ["LOOPCTL_STORE"].strip()).encode())
+    print(f"wrote {path} (LOOPCTL_STORE for the unit, mode 0600)", file=sys.stderr)
 
 
 def _prompt_text(loop: LoopDef) -> str | None:
@@ -107,13 +136,16 @@ def _check_quantity(size: str) -> None:
         fail(f"bad --state-size {size!r}: expected a size like 512Mi or 1Gi")
 
 
-def _write_secrets_file(loop: Any, path: Path, result: Any) -> None:
+def _write_secrets_file(loop: Any, path: Path, result: Any, team_dsn: str | None) -> None:
     """Values for `kubectl create secret ... --from-env-file`; written 0600
-    and never into an exported file."""
+    and never into an exported file. With a team store, its DSN is one."""
     from loopctl.integrations import export as exporter
     from loopctl.storage.atomic import atomic_write
 
-    text, missing = exporter.secrets_env_file(loop, dict(os.environ))
+    environ = dict(os.environ)
+    if team_dsn is not None:
+        environ["LOOPCTL_STORE"] = team_dsn
+    text, missing = exporter.secrets_env_file(loop, environ, team_dsn is not None)
     atomic_write(path.expanduser().absolute(), text.encode())
     if missing:
         result.warnings.append(f"{path} lacks {', '.join(missing)}: set them in this "

@@ -61,13 +61,31 @@ def unmatched(globs: list[str], known: set[str]) -> list[str]:
     return [g for g in globs if not any(fnmatchcase(m, g) for m in known)]
 
 
+def portable_form(loop: LoopDef) -> dict[str, Any]:
+    """The loop's loops.yaml form without what is this machine's own: its
+    working directory, when it was started here, its local hooks and
+    notification URLs, its env values (names only) and where its prompt
+    file lives. An export travels in this form (integrations/export), so a
+    home and the targets it exported to agree on what the loop is."""
+    from loopctl.domain.loop_raw import to_raw
+
+    raw = to_raw(loop)
+    for key in ("cwd", "created_at", "on_attention", "notify", "env", "prompt_file"):
+        raw.pop(key, None)
+    if loop.env:
+        raw["env"] = dict.fromkeys(sorted(loop.env))
+    if loop.prompt_file:
+        raw["prompt_file"] = True  # a file, wherever it is (its text is each checkout's)
+    return raw
+
+
 def definition_digest(loop: LoopDef) -> str:
-    """The digest a claim records: of the loop's loops.yaml form, so two
-    machines with the same entry agree whatever its layout or comments."""
+    """The digest a claim records: of the loop's portable form, so two
+    machines with the same entry agree whatever its layout or comments,
+    and a home agrees with the targets it exported the loop to."""
     import hashlib
     import json
 
-    from loopctl.domain.loop_raw import to_raw
-
-    text = json.dumps(to_raw(loop), sort_keys=True, default=str, separators=(",", ":"))
+    text = json.dumps(portable_form(loop), sort_keys=True, default=str,
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -7,7 +7,6 @@ import shlex
 import sys
 
 from loopctl.domain.errors import UsageError
-from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import LoopDef
 from loopctl.fast.data_class import factory, record
 
@@ -31,6 +30,8 @@ class Target:
     secrets_file: str | None = None  # k8s: where `--secrets-file` writes the env file
     allow_drift: bool = False      # an --every cron cannot say evenly: accept wall-clock slots
     environ: dict[str, str] = factory(dict)  # crontab, systemd: the exporting shell's env
+    team_store: bool = False       # the home has a team store: the target joins it (§21)
+    store_env_file: str | None = None  # systemd: the 0600 file that gives it LOOPCTL_STORE
 
     def at(self, filename: str) -> str:
         """A written file as the next steps must name it (quoted for a shell)."""
@@ -45,12 +46,17 @@ class Export:
     next_steps: list[str] = factory(list)
 
 
-def secret_names(loop: LoopDef) -> list[str]:
+STORE_SECRET = "LOOPCTL_STORE"
+MACHINE_ENV = "LOOPCTL_MACHINE"
+
+
+def secret_names(loop: LoopDef, team_store: bool = False) -> list[str]:
     """The env names a run needs from the target's secret store: the loop's
-    own `env` keys and the preset's API key."""
+    own `env` keys, the preset's API key, and with a team store its DSN (a
+    password may be in it: it never enters an exported file)."""
     from loopctl.agents.presets import PRESETS
 
-    names = set(loop.env)
+    names = set(loop.env) | ({STORE_SECRET} if team_store else set())
     if not loop.command:
         # The fallback agent (DESIGN §18) needs its key where the loop runs too.
         for preset in (loop.agent or "shell", loop.fallback_agent):
@@ -58,6 +64,15 @@ def secret_names(loop: LoopDef) -> list[str]:
             if key:
                 names.add(key)
     return sorted(names)
+
+
+def store_env_text(dsn: str) -> str:
+    """The `EnvironmentFile=` a systemd unit reads LOOPCTL_STORE from (a
+    password may be in it: the file is 0600, the unit names only its path).
+    Double quotes: systemd's parser takes `\\` escapes there and expands
+    nothing."""
+    quoted = "".join("\\" + c if c in '\\"$`' else c for c in dsn)
+    return f'{STORE_SECRET}="{quoted}"\n'
 
 
 def driver_env(loop: LoopDef, target: Target) -> list[tuple[str, str]]:
@@ -98,16 +113,14 @@ def unset_driver_env(loop: LoopDef, target: Target, where: str) -> list[str]:
 def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
     """The loop alone, as it runs elsewhere: env names without values, `cwd:
     .` (wherever the job runs), no local hook, a fresh start there."""
+    from loopctl.domain.team import portable_form
     from loopctl.storage.yamlio import dump_yaml_doc
 
-    raw = to_raw(loop)
+    # The team store's digest is of this same form (domain/team.py): what is
+    # dropped here must be dropped there, or an export's claims are refused.
+    raw = portable_form(loop)
+    raw.pop("prompt_file", None)
     raw["cwd"] = "."
-    raw.pop("created_at", None)
-    raw.pop("on_attention", None)
-    raw.pop("notify", None)  # Apprise URLs hold tokens: they never travel
-    raw.pop("env", None)
-    if loop.env:
-        raw["env"] = dict.fromkeys(sorted(loop.env))
     if prompt_path is not None:
         raw["prompt_file"] = prompt_path
     return dump_yaml_doc({"version": 1, "loops": {loop.name: raw}})

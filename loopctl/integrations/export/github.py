@@ -15,6 +15,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.github import with_github_events
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.export.common import (
+    MACHINE_ENV,
     Export,
     Target,
     run_bound,
@@ -64,7 +65,10 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     _agent_steps(loop, target, warnings)  # refused before anything else is said
     utc = None if loop.on_demand else _github_crons(loop, warnings, target.allow_drift)
     # Names match [A-Za-z_][A-Za-z0-9_]*: nothing a user typed is expanded.
-    env = {name: "${{ secrets." + name + " }}" for name in secret_names(loop)}
+    names = secret_names(loop, target.team_store)
+    env = {name: "${{ secrets." + name + " }}" for name in names}
+    if target.team_store:  # the store's name for this target: one per workflow
+        env[MACHINE_ENV] = f"github:loopctl-{loop.name}"
     if loop.worktree and loop.pr:
         # gh reads GH_TOKEN; the workflow's own token opens the PR.
         env["GH_TOKEN"] = "${{ github.token }}"
@@ -103,7 +107,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
               "# 5 minutes, and may start them late under load.\n")
     text = header + dump_yaml(with_github_events(workflow, loop, warnings))
     filename = f"loopctl-{loop.name}.yml"
-    next_steps = [f"gh secret set {name}" for name in secret_names(loop)]
+    next_steps = [f"gh secret set {name}" for name in names]
     next_steps.append(f"mkdir -p .github/workflows && cp {target.at(filename)} "
                       ".github/workflows/ && git add .github/workflows && git commit")
     if loop.on_demand:

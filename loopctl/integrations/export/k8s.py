@@ -10,6 +10,7 @@ from typing import Any
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.export.common import (
+    MACHINE_ENV,
     Export,
     Target,
     run_bound,
@@ -109,7 +110,9 @@ def _k8s_pod(loop: LoopDef, target: Target, name: str, secret: str) -> dict[str,
     env: list[dict[str, Any]] = [{"name": "LOOPCTL_HOME", "value": K8S_HOME},
                                  {"name": "HOME", "value": K8S_USER_HOME}]
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
-            for key in secret_names(loop)]
+            for key in secret_names(loop, target.team_store)]
+    if target.team_store:  # the store's name for this target: one per CronJob
+        env.append({"name": MACHINE_ENV, "value": f"k8s:{name}"})
     command = ["loopctl", *scheduled(loop)]
     if not loop.on_demand:  # a suspended CronJob's Jobs are made by hand: no slot
         # The Job's slot (DESIGN §20): the same for every pod of one Job, one
@@ -160,13 +163,14 @@ def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[st
     """Create the Secret, apply the objects, and for an on-demand loop how
     to fire it."""
     steps = []
-    if secret_names(loop):
+    names = secret_names(loop, target.team_store)
+    if names:
         if target.secrets_file:
             steps.append(f"kubectl create secret generic {secret} "
                          f"--from-env-file={shlex.quote(target.secrets_file)}")
         else:
             steps.append(f"kubectl create secret generic {secret} --from-env-file=FILE   "
-                         f"# FILE holds {', '.join(k + '=...' for k in secret_names(loop))}; "
+                         f"# FILE holds {', '.join(k + '=...' for k in names)}; "
                          "`--secrets-file FILE` writes it (0600)")
     steps.append(f"kubectl apply -f {target.at(name + '.yaml')}")
     if loop.on_demand:
@@ -175,11 +179,13 @@ def _k8s_steps(loop: LoopDef, target: Target, name: str, secret: str) -> list[st
     return steps
 
 
-def secrets_env_file(loop: LoopDef, environ: dict[str, str]) -> tuple[str, list[str]]:
+def secrets_env_file(loop: LoopDef, environ: dict[str, str],
+                     team_store: bool = False) -> tuple[str, list[str]]:
     """KEY=VALUE lines for `kubectl create secret --from-env-file`: values
-    from the definition, else from this environment; and the names missing."""
+    from the definition, else from this environment (the caller puts the
+    home's store there as LOOPCTL_STORE); and the names missing."""
     lines, missing = [], []
-    for key in secret_names(loop):
+    for key in secret_names(loop, team_store):
         value = loop.env.get(key)
         if value is None:
             value = environ.get(key)

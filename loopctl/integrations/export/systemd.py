@@ -8,6 +8,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.crontab import home_pins, scheduler_path
 from loopctl.integrations.export.common import (
+    MACHINE_ENV,
     Export,
     Target,
     driver_env,
@@ -60,6 +61,7 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
     for key, value in home_pins(target.home_env, target.home):
         env += f"Environment={systemd_quote(key + '=' + value, dollar=False)}\n"
     env += "".join(systemd_env(key, value) for key, value in driver_env(loop, target))
+    env += _team_env(target)
     warnings += unset_driver_env(loop, target, f"{unit}.service")
     exec_start = " ".join(systemd_quote(arg) for arg in
                           [local_python(), "-m", "loopctl", *scheduled(loop)])
@@ -95,6 +97,20 @@ def to_systemd(loop: LoopDef, target: Target) -> Export:
              "~/.config/systemd/user/",
              f"systemctl --user daemon-reload && systemctl --user enable --now {unit}.timer"]
     return Export({f"{unit}.service": service, f"{unit}.timer": timer}, warnings, steps)
+
+
+def _team_env(target: Target) -> str:
+    """The team store (DESIGN §21) as this machine uses it: the unit runs on
+    the home it was exported from, so loops.yaml's `store:` holds there;
+    LOOPCTL_STORE from the exporting shell comes from a 0600 environment
+    file (never the unit), and LOOPCTL_MACHINE keeps this machine's name."""
+    lines = ""
+    if target.team_store and target.store_env_file:
+        lines += f"EnvironmentFile={_systemd_path(target.store_env_file)}\n"
+    machine = target.environ.get(MACHINE_ENV)
+    if target.team_store and machine:
+        lines += systemd_env(MACHINE_ENV, machine)
+    return lines
 
 
 def _systemd_timing(loop: LoopDef, warnings: list[str]) -> str:

@@ -12,7 +12,10 @@ ENV_STORE = "LOOPCTL_STORE"
 # checked; `validate` reports on loops.yaml alone. And `daemon`, which must
 # outlive the store's outages: each pass that would fire checks the store,
 # fails closed, says so once and retries with backoff (engine/daemon.py).
-UNGATED = {"store", "validate", "completion", "agents", "daemon", "__names", "__targets"}
+# And `export`, which writes files for another scheduler: the target
+# connects when it fires, so exporting needs neither psycopg nor the server.
+UNGATED = {"store", "validate", "completion", "agents", "daemon", "export", "__names",
+           "__targets"}
 
 
 def gated(args: list[str]) -> bool:
