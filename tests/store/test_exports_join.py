@@ -230,3 +230,19 @@ def test_a_home_and_its_export_agree_on_the_definition_digest(
                                                        cron="0 * * * *", cwd=tmp_path))]:
         other = loaded(tmp_path / name, changed, monkeypatch)
         assert definition_digest(other) != definition_digest(home), name
+
+
+def test_export_warns_of_machines_globs_and_a_crontab_without_the_store(
+        tmp_path: Path) -> None:
+    home = Machine("laptop", tmp_path / "laptop")
+    home.define(hourly("postgresql://loopctl@127.0.0.1:1/loops", tmp_path, "true",
+                       extra="    machines: [runner-*]\n"))
+    env = dict(home.env(), LOOPCTL_STORE="postgresql://loopctl:pw@127.0.0.1:1/loops")
+    k8s = subprocess.run([sys.executable, "-m", "loopctl", "export", "hourly", "--to", "k8s",
+                          "--image", "registry.example/loop:1"], capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert "leave out this target's name in the store, k8s:loopctl-hourly" in k8s.stderr
+    cron = subprocess.run([sys.executable, "-m", "loopctl", "export", "hourly", "--to",
+                           "crontab"], capture_output=True, text=True, env=env, timeout=60)
+    assert cron.returncode == 0 and "pw@" not in cron.stdout
+    assert "does not carry LOOPCTL_STORE" in cron.stderr

@@ -48,10 +48,25 @@ def export(loop: LoopDef, target: Target) -> Export:
     if writer is None:
         raise UsageError(f"bad --to {target.name!r}: expected one of {', '.join(TARGETS)}")
     result = writer(loop, target)
+    result.warnings += _elsewhere_warnings(loop, target)
     if loop.notify and target.name in ("k8s", "github"):
         result.warnings.append("notification targets do not travel (their URLs hold tokens); "
                                "the exported loop notifies no one")
     return result
+
+
+def _elsewhere_warnings(loop: LoopDef, target: Target) -> list[str]:
+    """A loop whose `machines:` globs leave out the target's store name
+    would never fire there (DESIGN §21): say so at export time."""
+    from loopctl.domain.team import machines_of, runs_on
+    from loopctl.integrations.export.github import github_machine
+    from loopctl.integrations.export.k8s import k8s_machine
+
+    namer = {"k8s": k8s_machine, "github": github_machine}.get(target.name)
+    if not target.team_store or namer is None or runs_on(loop, machine := namer(loop)):
+        return []
+    return [f"{loop.name}'s machines: ({', '.join(machines_of(loop))}) leave out this "
+            f"target's name in the store, {machine}: it would never fire there; add it"]
 
 
 def as_json(result: Export) -> str:

@@ -8,6 +8,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.integrations.crontab import cron_word, home_pins, honours_cron_tz, scheduler_path
 from loopctl.integrations.export.common import (
+    STORE_SECRET,
     Export,
     Target,
     driver_env,
@@ -41,6 +42,11 @@ def to_crontab(loop: LoopDef, target: Target) -> Export:
         raise UsageError("a path in the cron line contains a line break; cron reads one line "
                          "per job")
     warnings += unset_driver_env(loop, target, "the crontab line")
+    if target.team_store and target.environ.get(STORE_SECRET, "").strip():
+        # A crontab line is readable by anything that runs as you: no DSN in it.
+        warnings.append("the crontab line does not carry LOOPCTL_STORE (it may hold a "
+                        "password): cron's runs use loops.yaml's store: line, or none; set "
+                        "store: there (the password in ~/.pgpass) or export --to systemd")
     lines.append(f"{line} # loopctl export {loop.name}")
     steps = [f"crontab -l | cat - {target.at(loop.name + '.crontab')} | crontab -   "
              "# add it to your table"]

@@ -56,6 +56,11 @@ def _guard_script(loop: LoopDef, offsets: dict[str, str]) -> str:
 GITHUB_HOSTED_MINUTES = 360
 
 
+def github_machine(loop: LoopDef) -> str:
+    """The workflow's name in the team store (LOOPCTL_MACHINE there)."""
+    return f"github:loopctl-{loop.name}"
+
+
 def to_github(loop: LoopDef, target: Target) -> Export:
     from loopctl.integrations.install_source import check_spec, installed_spec
     from loopctl.storage.yamlio import dump_yaml
@@ -68,7 +73,7 @@ def to_github(loop: LoopDef, target: Target) -> Export:
     names = secret_names(loop, target.team_store)
     env = {name: "${{ secrets." + name + " }}" for name in names}
     if target.team_store:  # the store's name for this target: one per workflow
-        env[MACHINE_ENV] = f"github:loopctl-{loop.name}"
+        env[MACHINE_ENV] = github_machine(loop)
     if loop.worktree and loop.pr:
         # gh reads GH_TOKEN; the workflow's own token opens the PR.
         env["GH_TOKEN"] = "${{ github.token }}"

@@ -49,6 +49,11 @@ def k8s_name(loop: LoopDef) -> str:
     return f"{label}-{digest}"
 
 
+def k8s_machine(loop: LoopDef) -> str:
+    """The CronJob's name in the team store (LOOPCTL_MACHINE there)."""
+    return f"k8s:{k8s_name(loop)}"
+
+
 def _labels() -> dict[str, Any]:
     return {"app.kubernetes.io/name": "loopctl"}
 
@@ -112,7 +117,7 @@ def _k8s_pod(loop: LoopDef, target: Target, name: str, secret: str) -> dict[str,
     env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
             for key in secret_names(loop, target.team_store)]
     if target.team_store:  # the store's name for this target: one per CronJob
-        env.append({"name": MACHINE_ENV, "value": f"k8s:{name}"})
+        env.append({"name": MACHINE_ENV, "value": k8s_machine(loop)})
     command = ["loopctl", *scheduled(loop)]
     if not loop.on_demand:  # a suspended CronJob's Jobs are made by hand: no slot
         # The Job's slot (DESIGN §20): the same for every pod of one Job, one
