@@ -241,7 +241,7 @@ def _warn_agent_command(name: str) -> None:
     from loopctl.domain.confinement import mode_for
 
     s = store()
-    raw = reading.show(s, name).get(name)
+    raw = reading.show(s, name).definition
     if isinstance(raw, dict):
         top = s.read_defs().top.get("sandbox")
         sandbox_opts.warn_agent_command(raw, mode_for(raw.get("sandbox"), top))
@@ -285,7 +285,7 @@ def update(
     changes = _policy(settings, "update")
     worktree_given = pick(settings, "worktree")
     if any(v is not None for v in worktree_given.values()):
-        current = reading.show(store(), name)[name]
+        current = reading.show(store(), name).definition
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(

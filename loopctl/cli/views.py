@@ -270,12 +270,11 @@ def show(name: NameArg, as_json: JsonOpt = False,
     """Print a loop's definition as it stands in loops.yaml (secrets masked)."""
     data = reading.show(store(), name)
     if as_json:
-        emit({"version": common.JSON_VERSION, "name": name,
-              "definition": reading.definition_json(data[name], reveal=reveal)})
+        emit(data.to_json(reveal=reveal))
         return
     from loopctl.storage.yamlio import dump_yaml_doc
 
-    shown = data[name] if reveal else reading.masked(data[name])
+    shown = data.definition if reveal else data.masked()
     print(dump_yaml_doc({name: shown}).split("\n", 1)[1], end="")
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from loopctl import clock
-from loopctl.domain import lifecycle
+from loopctl.domain import lifecycle, result
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.storage.definitions import Definitions
@@ -23,7 +23,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-JSON_VERSION = 1
+JSON_VERSION = result.JSON_VERSION
 
 
 def raw_entry(defs: Definitions, name: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from loopctl.commands.common import snapshot
 from loopctl.commands.views import list_loops, read_events
+from loopctl.domain.digest import Digest
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.storage.store import Store
@@ -53,7 +54,7 @@ def agents_table() -> list[dict[str, Any]]:
     return rows
 
 
-def digest(store: Store, since_s: int) -> dict[str, Any]:
+def digest(store: Store, since_s: int) -> Digest:
     """What happened in the last `since_s` seconds, "needs you" first."""
     from loopctl.domain import digest as report
     from loopctl.storage.runs import list_records

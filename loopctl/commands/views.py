@@ -12,9 +12,11 @@ from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
+from loopctl.domain.result import Result
 from loopctl.domain.state import display_status
 from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
+from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store
 
@@ -260,11 +262,28 @@ def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
     return described
 
 
-def show(store: Store, name: str) -> dict[str, Any]:
+@record(frozen=True)
+class Shown(Result):
+    """A loop's definition as loops.yaml holds it (`definition`: its entry,
+    unmasked; an invalid entry as written)."""
+
+    name: str
+    definition: Any
+
+    def masked(self) -> Any:
+        return masked(self.definition)
+
+    def to_json(self, reveal: bool = False) -> dict[str, Any]:
+        """Durations in seconds, secrets masked unless `reveal`."""
+        return {"version": JSON_VERSION, "name": self.name,
+                "definition": definition_json(self.definition, reveal=reveal)}
+
+
+def show(store: Store, name: str) -> Shown:
     defs = store.read_defs()
     if not defs.has(name):
         raise NoSuchLoop(name)
-    return {name: defs.raw(name)}
+    return Shown(name=name, definition=defs.raw(name))
 
 
 DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeout", "for")
@@ -292,16 +311,29 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
     return out
 
 
-def validate(store: Store, path: Path | None) -> dict[str, Any]:
+@record(frozen=True)
+class Validation(Result):
+    """`validate`: the loops that parse, each invalid one with its error, the
+    concurrency caps in force, and warnings (a working directory gone)."""
+
+    file: str
+    valid: list[str]
+    invalid: dict[str, str]
+    max_concurrent: int
+    max_concurrent_per_agent: dict[str, int]
+    warnings: list[str]
+
+
+def validate(store: Store, path: Path | None) -> Validation:
     from loopctl.domain.capacity import caps_of
 
     defs = store.read_defs(path)
     caps = caps_of(defs.top)
-    return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
-            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
-            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent,
-            "warnings": [f"loop {name!r}: {said}" for name in sorted(defs.loops)
-                         if (said := missing_cwd(defs.loops[name]))]}
+    return Validation(file=str(path or store.paths.loops_file), valid=sorted(defs.loops),
+                      invalid=dict(sorted(defs.invalid.items())),
+                      max_concurrent=caps.total, max_concurrent_per_agent=caps.per_agent,
+                      warnings=[f"loop {name!r}: {said}" for name in sorted(defs.loops)
+                                if (said := missing_cwd(defs.loops[name]))])
 
 
 def missing_cwd(loop: LoopDef) -> str | None:

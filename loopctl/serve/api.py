@@ -72,9 +72,10 @@ class Actions:
         from loopctl.commands.control import control
 
         if verb == "resume" and payload:
-            return control(self.store(), name, verb, answer=self.text(payload, "--answer"))
+            return control(self.store(), name, verb,
+                           answer=self.text(payload, "--answer")).to_json()
         if verb in ("pause", "resume", "stop"):
-            return control(self.store(), name, verb, kill=kill)
+            return control(self.store(), name, verb, kill=kill).to_json()
         if verb == "trigger":
             return self.trigger(name, payload)
         if verb == "run":
@@ -84,7 +85,7 @@ class Actions:
     def trigger(self, name: str, payload: bytes | None) -> dict[str, Any]:
         from loopctl.commands.trigger import trigger
 
-        return trigger(self.store(), name, self.text(payload) if payload else None)
+        return trigger(self.store(), name, self.text(payload) if payload else None).to_json()
 
     @staticmethod
     def text(data: bytes, what: str = "--payload") -> str:
