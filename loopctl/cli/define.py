@@ -25,9 +25,9 @@ from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import sandbox_changes
 from loopctl.cli.setting_opts import own_changes, pick, with_settings
 from loopctl.cli.worktree_opts import workspace_changes
-from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
+from loopctl.commands.loop_view import LoopObject
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
@@ -119,9 +119,9 @@ def start(
                     if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
-    warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
+    warn_uncounted_budget(store().read_defs().loops.get(result.name))
     if as_json:
-        emit(dict(result, version=common.JSON_VERSION))
+        emit(result.to_json())
         return
     _say_started(result)
     _warn_after_start(raw_def, agent, command, yolo)
@@ -186,13 +186,13 @@ def _check_schedule_given(every: str | None, cron: str | None, after: str | None
         fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
 
 
-def _say_started(result: dict[str, Any]) -> None:
-    name = result["name"]
-    if result["schedule"].get("on_demand"):
+def _say_started(result: LoopObject) -> None:
+    name = result.name
+    if result.schedule.get("on_demand"):
         print(f"started {name}: on demand; fire it with `loopctl trigger {name}`")
     else:
-        print(f"started {name}: {result['schedule']['text']}, "
-              f"next run {relative(ts(result['next_fire']), clock.now())}")
+        print(f"started {name}: {result.schedule['text']}, "
+              f"next run {relative(ts(result.next_fire), clock.now())}")
 
 
 def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,
@@ -304,7 +304,7 @@ def update(
     if "sandbox" in changes:
         _warn_agent_command(name)
     if as_json:
-        emit(dict(result, version=common.JSON_VERSION))
+        emit(result.to_json())
         return
     from loopctl.domain.reason import one_line
     from loopctl.domain.untrusted import mask
@@ -318,6 +318,6 @@ def update(
         shown["prompt"] = repr(one_line(str(shown["prompt"]), 60))
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
                                           for k, v in shown.items()))
-    if result["status"] in ("stopped", "completed", "failed", "expired"):
-        print(f"note: {name} is {result['status']} and stays so; to run it again: "
+    if result.status in ("stopped", "completed", "failed", "expired"):
+        print(f"note: {name} is {result.status} and stays so; to run it again: "
               f"`loopctl rm {name}`, then `loopctl start --name {name} ...`", file=sys.stderr)

@@ -43,7 +43,7 @@ def loops(store: Store) -> dict[str, Any]:
 def loop(store: Store, name: str) -> dict[str, Any]:
     """`status NAME --json`."""
     with common.no_cycle_collection():
-        return dict(reading.status(store, name), version=common.JSON_VERSION)
+        return reading.status(store, name).to_json()
 
 
 def runs(store: Store, name: str, limit: int = 20) -> dict[str, Any]:

@@ -215,7 +215,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
              if said else "")
     used, spent = _limits(info)
     now = clock.now()
-    fix = reading.status(store, name, for_people=True).get("fix")
+    fix = reading.status(store, name, for_people=True).fix
     facts = (f"<dl><dt>status</dt><dd id=\"status\">{status_cell(info)}"
              + (f'<div class="reason">{esc(fix)}</div>' if fix else "") + "</dd>"
              f"<dt>schedule</dt><dd>{esc(info['schedule']['text'])}</dd>"

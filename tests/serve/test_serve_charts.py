@@ -162,5 +162,5 @@ def test_counts_and_spend_from_a_fake_clock() -> None:
     assert counts == {"needs_you": 2, "failing": 2, "running": 1, "queued": 1, "held": 1}
     days = [{"2026-12-05": 0.25, "2026-11-29": 1.0, "2026-11-28": 100.0}, {"2026-12-04": 0.5}]
     spend = fleet._spend(listed, days, NOW)  # noqa: SLF001
-    assert (spend["today"], spend["week"], spend["total"]) == (0.25, 1.75, 5.5)
-    assert [b["loop"] for b in spend["budgets"]] == ["j", "k"]
+    assert (spend.today, spend.week, spend.total) == (0.25, 1.75, 5.5)
+    assert [b["loop"] for b in spend.budgets] == ["j", "k"]
