@@ -163,11 +163,11 @@ def history(name: NameArg,
     if skipped:
         _skipped_slots(name, limit, as_json)
         return
-    records = reading.history(store(), name, limit)
+    found = reading.runs_of(store(), name, limit)
     if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "runs": records,
-              "skipped": reading.skipped_summary(records)})
+        emit(found.to_json())
         return
+    records = found.runs
     if not records:
         print(f"{name} has no finished runs yet")
         return
@@ -184,11 +184,11 @@ def history(name: NameArg,
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
         print(PROTECTED_LEGEND)
-    gated = reading.skipped_summary(records)
+    gated = found.skipped
     if gated:
-        said = one_line(str(gated["last_gate_output"] or "").strip()) or "(no output)"
-        print(fit_line([f"{gated['count']} fire(s) skipped by the gate; last "
-                        f"({gated['last_run_id']}) said:"], [said]))
+        said = one_line(str(gated.last_gate_output or "").strip()) or "(no output)"
+        print(fit_line([f"{gated.count} fire(s) skipped by the gate; last "
+                        f"({gated.last_run_id}) said:"], [said]))
     handed = [r for r in records if r.get("handoff")]
     if handed:
         print()

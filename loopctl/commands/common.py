@@ -21,12 +21,15 @@ from loopctl.storage.store import Store
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 JSON_VERSION = result.JSON_VERSION
 
 
-def raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
+def raw_entry(defs: Definitions, name: str) -> Mapping[str, Any]:
+    """The loop's entry as loops.yaml holds it (the user's mapping, read
+    only: `update` changes a copy), or the error that says why not."""
     if not defs.has(name):
         raise NoSuchLoop(name)
     raw = defs.raw(name)

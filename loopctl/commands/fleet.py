@@ -45,6 +45,14 @@ class Overview:
 
 
 @record(frozen=True)
+class InFlight:
+    """A loop's run in flight: its id, and when it started (epoch seconds)."""
+
+    run_id: str
+    started: float
+
+
+@record(frozen=True)
 class Timeline:
     """Each loop's runs (`loops`: name, status, runs, current) between
     `start` and `end`, epoch seconds."""
@@ -146,12 +154,12 @@ def timeline(store: Store, now: float, span_s: float = DAY_S) -> Timeline:
     return Timeline(start=start, end=now, loops=rows)
 
 
-def _in_flight(current: dict[str, Any] | None) -> dict[str, Any] | None:
+def _in_flight(current: dict[str, Any] | None) -> InFlight | None:
     from loopctl.domain.timestamps import parse_iso
 
     if not current or not isinstance(current.get("started_at"), str):
         return None
     try:
-        return {"run_id": current["run_id"], "started": parse_iso(current["started_at"])}
+        return InFlight(run_id=str(current["run_id"]), started=parse_iso(current["started_at"]))
     except ValueError:
         return None

@@ -214,7 +214,7 @@ def fix_of(loop: LoopDef, st: dict[str, Any], shown_status: str) -> str | None:
     return refusal.partition("): ")[2] or None
 
 
-def limits_of(loop: LoopDef) -> dict[str, Any]:
+def limits_of(loop: LoopDef) -> dict[str, float | None]:
     """Each bound of a run, by its loops.yaml key (seconds, bytes, counts;
     null: none), from the settings table."""
     from loopctl.domain.loop_settings import LIMITS
@@ -389,14 +389,44 @@ def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
     return records
 
 
-def skipped_summary(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+@record(frozen=True)
+class GateSkips(Result):
+    """How many fires a gate skipped, the last one, and what its gate said."""
+
+    VERSIONED = False
+
+    count: int
+    last_run_id: str
+    last_gate_output: str | None
+
+
+@record(frozen=True)
+class History(Result):
+    """`history NAME`: the loop's run records, oldest first, and the fires
+    its gate skipped among them."""
+
+    loop: str
+    runs: list[dict[str, Any]]
+    skipped: GateSkips | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Result.to_json(self), "skipped": self.skipped and self.skipped.to_json()}
+
+
+def runs_of(store: Store, name: str, limit: int) -> History:
+    """`history NAME [--limit N]`: `history`, with what the gate skipped."""
+    records = history(store, name, limit)
+    return History(loop=name, runs=records, skipped=skipped_summary(records))
+
+
+def skipped_summary(records: list[dict[str, Any]]) -> GateSkips | None:
     """How many fires a gate skipped, and what it said the last time."""
     skipped = [r for r in records if r["outcome"] == "skipped"]
     if not skipped:
         return None
     last = skipped[-1]
-    return {"count": len(skipped), "last_run_id": last["run_id"],
-            "last_gate_output": (last.get("gate") or {}).get("output_tail")}
+    return GateSkips(count=len(skipped), last_run_id=last["run_id"],
+                     last_gate_output=(last.get("gate") or {}).get("output_tail"))
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, TypeAlias
+
+    # A mapping nested in a result's JSON, written as the JSON shows it (the
+    # LOOP object's `runs`, `hook_error`...): only serializers return one.
+    JsonPart: TypeAlias = dict[str, Any]
 
 JSON_VERSION = 1
 

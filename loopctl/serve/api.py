@@ -48,9 +48,7 @@ def loop(store: Store, name: str) -> dict[str, Any]:
 
 def runs(store: Store, name: str, limit: int = 20) -> dict[str, Any]:
     """`history NAME --json [--limit N]`."""
-    records = reading.history(store, name, limit)
-    return {"version": common.JSON_VERSION, "loop": name, "runs": records,
-            "skipped": reading.skipped_summary(records)}
+    return reading.runs_of(store, name, limit).to_json()
 
 
 def parse_limit(text: str | None, default: int = 20) -> int:

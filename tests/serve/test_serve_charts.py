@@ -113,7 +113,7 @@ def test_the_timeline_draws_runs_waits_and_hostile_names_as_text() -> None:
     rows = [{"name": "<script>x</script>" + "n" * 80, "runs": [
         {"id": "20261205T090000Z-0001", "o": "failed", "c": False, "r": '"quoted" <b>',
          "q": NOW - 3700, "s": NOW - 3600, "e": NOW - 3000, "usd": None}],
-        "current": {"run_id": "20261205T093000Z-0002", "started": NOW - 60}}]
+        "current": fleet.InFlight(run_id="20261205T093000Z-0002", started=NOW - 60)}]
     svg = charts.timeline(rows, NOW - DAY, NOW)
     assert "<script>" not in svg and "&lt;script&gt;" in svg
     assert svg.count('class="run"') == 1 and svg.count('class="wait"') == 1
