@@ -16,7 +16,6 @@ import typer
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store
 from loopctl.cli.render import fit_line, table
 from loopctl.cli.views import handoff_parts
-from loopctl.commands import common
 from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import LoopctlError
@@ -199,10 +198,11 @@ def history(name: NameArg,
 
 def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
     """`history NAME --skipped`: one line per due slot that did not run."""
-    entries = reading.skipped_slots(store(), name, limit)
+    found = reading.skipped_slots_of(store(), name, limit)
     if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "skipped_slots": entries})
+        emit(found.to_json())
         return
+    entries = found.skipped_slots
     if not entries:
         print(f"{name} has no skipped slots")
         return

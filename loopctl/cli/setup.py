@@ -46,11 +46,10 @@ def agents(as_json: JsonOpt = False) -> None:
 
     from loopctl.engine.containment.sandbox import status_line
 
-    rows = setups.agents_table()
     available, sandbox = status_line()
+    found = setups.agents({"available": available, "status": sandbox})
     if as_json:
-        emit({"version": common.JSON_VERSION, "agents": rows,
-              "sandbox": {"available": available, "status": sandbox}})
+        emit(found.to_json())
         return
     import textwrap
 
@@ -59,26 +58,26 @@ def agents(as_json: JsonOpt = False) -> None:
           "for the loop; a folder below is granted only if no part of its path is a "
           "symbolic link (else the run fails: sandbox refused PATH)")
 
-    for row in rows:
-        found = row["version"] or ("installed" if row["path"] else "not on PATH")
-        command = shlex.join(row["argv"]) + (" < PROMPT" if row["prompt_on_stdin"] else "")
-        print(f"{paint(row['preset'], 'bold')}  ({found}; decisions: {row['verified']})")
+    for row in found.agents:
+        said = row.version or ("installed" if row.path else "not on PATH")
+        command = shlex.join(row.argv) + (" < PROMPT" if row.prompt_on_stdin else "")
+        print(f"{paint(row.preset, 'bold')}  ({said}; decisions: {row.verified})")
         print(textwrap.fill(command, width=max(terminal_width() - 2, 40), initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
         _say_confinement(row)
 
 
-def _say_confinement(row: dict[str, Any]) -> None:
+def _say_confinement(row: setups.AgentRow) -> None:
     """Under `--sandbox auto` (the default) an agent preset is confined; the
     shell preset runs the user's own commands, unconfined unless `on`."""
-    writes = ", ".join(row["sandbox_write"])
-    if row["confined_by_default"]:
+    writes = ", ".join(row.sandbox_write)
+    if row.confined_by_default:
         print(f"    confined, may write: {writes}")
     else:
         print(f"    unconfined (--sandbox auto); with --sandbox on, may write: {writes}")
-    if row["install"] and not row["path"]:
-        print(f"    install: {row['install']}")
+    if row.install and not row.path:
+        print(f"    install: {row.install}")
 
 
 def doctor(as_json: JsonOpt = False,

@@ -362,6 +362,18 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     return last_runs(records, limit) if limit else records
 
 
+@record(frozen=True)
+class SkippedSlots(Result):
+    """`history NAME --skipped`: due slots that did not run, oldest first."""
+
+    loop: str
+    skipped_slots: list[dict[str, Any]]
+
+
+def skipped_slots_of(store: Store, name: str, limit: int) -> SkippedSlots:
+    return SkippedSlots(loop=name, skipped_slots=skipped_slots(store, name, limit))
+
+
 def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     """Due slots of `name` that did not run, oldest first (DESIGN §20): the
     compact records the drivers left, and the fires a gate found no work for

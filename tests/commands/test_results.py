@@ -16,8 +16,17 @@ from loopctl.commands.control import Controlled, Removed
 from loopctl.commands.doctor import Report
 from loopctl.commands.loop_view import InvalidLoop, LoopObject
 from loopctl.commands.notes import Notes
+from loopctl.commands.setup import AgentRow, Agents
 from loopctl.commands.trigger import Triggered
-from loopctl.commands.views import GateSkips, History, Shown, Validation, describe, loop_columns
+from loopctl.commands.views import (
+    GateSkips,
+    History,
+    Shown,
+    SkippedSlots,
+    Validation,
+    describe,
+    loop_columns,
+)
 from loopctl.domain.digest import Digest
 from loopctl.domain.model import parse_loop
 from loopctl.domain.result import Result
@@ -25,6 +34,9 @@ from loopctl.domain.state import new_loop_state
 from loopctl.fast.data_class import fields
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "command-guide.md"
+
+AGENT = AgentRow("shell", "sh", "/bin/sh", None, ["sh", "-c", "PROMPT"], False, True, [], None,
+                 "yes", ["~"], False, None)
 
 # Each result, made with one value per field, and the keys its JSON has.
 DOCUMENTED: list[tuple[Result | Any, list[str]]] = [
@@ -49,6 +61,11 @@ DOCUMENTED: list[tuple[Result | Any, list[str]]] = [
     (History("a", [], GateSkips(1, "r", None)), ["version", "loop", "runs", "skipped"]),
     (GateSkips(1, "r", None), ["count", "last_run_id", "last_gate_output"]),
     (InvalidLoop("a", "bad"), ["name", "status", "error", "version"]),
+    (SkippedSlots("a", []), ["version", "loop", "skipped_slots"]),
+    (Agents([], {"available": True, "status": "landlock ABI 4"}),
+     ["version", "agents", "sandbox"]),
+    (AGENT, ["preset", "binary", "path", "version", "argv", "prompt_on_stdin", "safe_default",
+             "yolo", "warning", "verified", "sandbox_write", "confined_by_default", "install"]),
 ]
 
 
@@ -69,6 +86,7 @@ def test_the_guide_documents_those_keys() -> None:
 
 
 def test_version_is_1_and_nested_records_are_json() -> None:
+    assert Agents([AGENT], {}).to_json()["agents"] == [AGENT.to_json()]
     shape = History("a", [], GateSkips(2, "r", "out")).to_json()
     assert shape["version"] == 1
     assert shape["skipped"] == {"count": 2, "last_run_id": "r", "last_gate_output": "out"}
