@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -27,10 +27,12 @@ from loopctl.cli.setting_opts import own_changes, pick, with_settings
 from loopctl.cli.worktree_opts import workspace_changes
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
-from loopctl.commands.loop_view import LoopObject
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
+
+if TYPE_CHECKING:
+    from loopctl.commands.loop_view import LoopObject
 
 
 def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:

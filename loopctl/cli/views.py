@@ -5,7 +5,7 @@ the runs did (`logs`, `history`, `events`) is in cli/run_views.py.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -23,10 +23,12 @@ from loopctl.cli.render import (
 )
 from loopctl.commands import common
 from loopctl.commands import views as reading
-from loopctl.commands.loop_view import InvalidLoop, LoopObject
 from loopctl.domain.durations import format_rough, format_usd
 from loopctl.domain.reason import one_line
 from loopctl.domain.untrusted import line
+
+if TYPE_CHECKING:
+    from loopctl.commands.loop_view import LoopObject
 
 
 def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds between refreshes.")] = 2.0) -> None:
@@ -85,6 +87,8 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     if as_json:
         emit(info.to_json())
         return
+    from loopctl.commands.loop_view import InvalidLoop
+
     if isinstance(info, InvalidLoop):
         print(f"{line(info.name or '')}: invalid\n  {line(info.error or '')}")
         return

@@ -2,8 +2,9 @@
 the reconciled snapshot that reading commands use.
 
 Each module of this package is what one group of commands does, as small
-functions over a Store that return plain data; the CLI renders the results
-as text or `--json`, and tests call them directly.
+functions over a Store that return records (domain/result.py: named fields,
+`to_json()` the `--json` shape); the CLI renders the fields as text or
+prints `to_json()`, and tests call them directly.
 """
 
 from __future__ import annotations

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import snapshot
 from loopctl.commands.views import list_loops, read_events
-from loopctl.domain.digest import Digest
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.domain.result import Result
 from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
+
+if TYPE_CHECKING:
+    from loopctl.domain.digest import Digest
 
 
 @record(frozen=True)

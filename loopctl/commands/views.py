@@ -5,10 +5,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
-from loopctl.commands.loop_view import InvalidLoop, LoopObject
 from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
@@ -21,11 +20,16 @@ from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store
 
+if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
+    from loopctl.commands.loop_view import InvalidLoop, LoopObject
+
 
 def describe(loop: LoopDef, st: dict[str, Any], now: float,
              held: dict[str, dict[str, Any]] | None = None) -> LoopObject:
     """The LOOP object of one loop (documented in the README): the columns
     of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
+    from loopctl.commands.loop_view import LoopObject
+
     return LoopObject.from_fields({key: column[0] for key, column
                                    in loop_columns([loop], [st], now, held).items()})
 
@@ -107,6 +111,8 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     names, entries, invalid = defs.names, state["loops"], defs.invalid
     held = held_loops(store, defs, state, now)
     if any(name in invalid for name in names):
+        from loopctl.commands.loop_view import InvalidLoop
+
         return [InvalidLoop(name=str(name), error=invalid[name]).as_loop()
                 if name in invalid else
                 with_reason(store, describe(defs.loops[name], entries[name], now,
@@ -179,6 +185,7 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     """One loop's LOOP object, the shape `ls --json` gives each loop; for
     people also its `limits` and the `fix` of a pause loopctl made."""
     from loopctl.commands.listing import one
+    from loopctl.commands.loop_view import InvalidLoop
 
     fast = one(store, name)
     if fast is not None:  # the loop's own line and entry
