@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loop_object_support import loop_object
 
 from loopctl.commands.control import Controlled, Removed
 from loopctl.commands.doctor import Report
@@ -24,7 +25,6 @@ from loopctl.commands.views import (
     Shown,
     SkippedSlots,
     Validation,
-    describe,
     loop_columns,
 )
 from loopctl.domain.digest import Digest
@@ -94,8 +94,7 @@ def test_version_is_1_and_nested_records_are_json() -> None:
 
 
 def one_loop() -> LoopObject:
-    loop = parse_loop("a", {"prompt": "p", "every": "1h", "agent": "shell"})
-    return describe(loop, new_loop_state(loop, 1.0e9, zone=None), 1.0e9)
+    return loop_object()
 
 
 def test_the_loop_object_names_the_keys_ls_json_writes() -> None:
