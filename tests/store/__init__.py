@@ -1,0 +1,1 @@
+"""The team store (DESIGN §21): loopctl against a real PostgreSQL server."""
