@@ -12,32 +12,28 @@ from loopctl.domain.schedule import next_fire
 from loopctl.domain.state import LoopState
 from loopctl.fast.dates import tzinfo
 
-TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
-
-if TYPE_CHECKING:
-    from typing import Any
-
 
 def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
-             taken_by: str | None) -> dict[str, Any] | None:
-    """Undo the claim of `st["run"]`; the skipped slot's record when the
-    definition differs (None when another run took the slot)."""
+             taken_by: str | None) -> float | None:
+    """Undo the claim of `st["run"]`; the slot's instant when it is to be
+    recorded as skipped, its definition differing (slots.skip makes the
+    record); None when another run took the slot."""
     run = st["run"]
     assert run is not None  # plan() claimed it
     st["run"] = None
     st["iterations"] = max(st["iterations"] - 1, 0)
     slots.forget(st, str(run["run_id"]))
     instant = run["due_at"] if str(run.get("slot", "")).startswith("schedule:") else None
-    entry = None
+    skipped = None
     if instant is not None and taken_by is not None:
         slots.remember(st, instant, taken_by)
     elif instant is not None:
-        entry = slots.skip(st, "definition_differs", instant, now)
+        skipped = float(instant)
         slots.remember(st, instant, "skipped: definition_differs")
     if st["next_due"] is None and not loop.on_demand:
         st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
                                    created=st["created"])
-    return entry
+    return skipped
 
 
 def machines_of(loop: LoopDef) -> list[str]:

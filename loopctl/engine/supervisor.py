@@ -143,7 +143,7 @@ class Supervisor:
             return RunResult("failed", 127, started, clock.now(), note=launched.note)
         from loopctl.engine.team_fence import fence_for
 
-        fence = fence_for(ctx.store, ctx.name, claim.run)
+        fence = fence_for(ctx.store, ctx.name, claim.run, launched.proc.pid)
         try:
             result = wait.wait(ctx, launched.proc, claim.loop, started)
         finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from loopctl import clock
+from loopctl.domain import slots
 from loopctl.domain.team import definition_digest, give_way, machines_of, runs_on
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.pg.gate import ENV_STORE
@@ -42,13 +43,14 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
                 granted.append((name, run))
                 continue
             loop = defs.loops[name]
-            entry = give_way(loop, state["loops"][name], now, clock.zone_of(loop),
-                             verdict.taken_by)
+            st = state["loops"][name]
+            instant = give_way(loop, st, now, clock.zone_of(loop), verdict.taken_by)
             slot = str(run.get("slot"))
             refused.append((name, f"slot {slot.partition(':')[2]} {verdict.refusal}"
                             if verdict.refusal.startswith("already ran") else verdict.refusal))
-            if entry is not None:
-                skips.append((name, dict(entry, machine=machine)))
+            if instant is not None:
+                entry = slots.skip(st, "definition_differs", instant, now, machine=machine)
+                skips.append((name, entry))
     finally:
         conn.close()
     return granted, refused, skips

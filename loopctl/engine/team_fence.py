@@ -7,8 +7,9 @@ running.
 
 Two threads: one renews (and may block on a dead link for as long as the
 network makes it), the other only watches the clock, so the kill never waits
-on I/O. The kill is the supervisor's own stop (SIGTERM to itself): the wait
-step ends the agent's whole tree as for `stop --kill`."""
+on I/O. The kill is SIGKILL to the agent's process group (no signal to the
+supervisor, whose wait may have ended meanwhile); the wait step then sweeps
+whatever left the group, as after any run."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
 
 
 class Fence:
-    def __init__(self, dsn: str, loop: str, run_id: str) -> None:
+    def __init__(self, dsn: str, loop: str, run_id: str, agent_group: int) -> None:
         self.dsn, self.loop, self.run_id = dsn, loop, run_id
+        self.agent_group = agent_group
         self.renew_s = knob("LOOPCTL_STORE_RENEW")
         self.stale_s = knob("LOOPCTL_STORE_STALE")
         self.last_ok = time.monotonic()
@@ -67,7 +69,10 @@ class Fence:
         while not self._stop.wait(step):
             if time.monotonic() - self.last_ok >= limit and not self._stop.is_set():
                 self.fenced = True
-                os.kill(os.getpid(), signal.SIGTERM)
+                try:
+                    os.killpg(self.agent_group, signal.SIGKILL)
+                except OSError:  # it ended meanwhile
+                    pass
                 return
 
 
@@ -79,7 +84,7 @@ def _close(conn: Any) -> None:
             pass
 
 
-def fence_for(store: Any, loop: str, run: dict[str, Any]) -> Fence | None:
+def fence_for(store: Any, loop: str, run: dict[str, Any], agent: int) -> Fence | None:
     """A started fence for a run the team store granted (claim_fires marks
     it with the machine); None for a home of files."""
     if not run.get("machine"):
@@ -89,6 +94,6 @@ def fence_for(store: Any, loop: str, run: dict[str, Any]) -> Fence | None:
     dsn = chosen(store.read_defs().top.get("store"), str(store.paths.loops_file))
     if dsn is None:
         return None
-    fence = Fence(dsn, loop, str(run["run_id"]))
+    fence = Fence(dsn, loop, str(run["run_id"]), agent)
     fence.start()
     return fence

@@ -32,7 +32,7 @@ loops:
     cwd: {cwd}
     timeout: 30m
 """
-RENEW, STALE = 1, 8
+RENEW, STALE = 1, 5
 
 
 @pytest.fixture
