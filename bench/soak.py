@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import subprocess
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import Any
 from _common import Workspace, env_for, header, loop_entry, loopctl, result, write_loops
 
 GOAL_KIB = 1024
+FD_SLACK = 4
 
 
 def rss_kib(pid: int) -> int:
@@ -36,6 +38,17 @@ def rss_kib(pid: int) -> int:
         if row.startswith("VmRSS:"):
             return int(row.split()[1])
     return 0
+
+
+def open_fds(pid: int) -> int:
+    """The process's open file descriptors (a leak grows them by one per run
+    or request until EMFILE stops the daemon)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fd_growth(fds: list[tuple[int, int]], warm: int) -> int:
+    after = [n for count, n in fds if count >= warm]
+    return max(after) - after[0] if len(after) > 1 else 0
 
 
 def started(argv: list[str], home: Path, log: Path) -> tuple[subprocess.Popen[str], str, int, str]:
@@ -111,6 +124,7 @@ def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
     client = threading.Thread(target=poll, daemon=True)
     client.start()
     samples: list[tuple[int, int]] = []
+    fds: list[tuple[int, int]] = []
     try:
         mark = step
         while mark <= total:
@@ -118,14 +132,17 @@ def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
             fired = log.read_text().count(" fired ")
             if fired >= mark:
                 samples.append((mark, rss_kib(proc.pid)))
-                print(f"   runs {mark:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB", flush=True)
+                fds.append((mark, open_fds(proc.pid)))
+                print(f"   runs {mark:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB, "
+                      f"{fds[-1][1]} fds", flush=True)
                 mark += step
     finally:
         stop.set()
         proc.terminate()
         proc.wait(timeout=60)
     warm = max(2 * step, total // 5)
-    return {"samples": samples, "grown_kib": growth(samples, warm), "warm": warm}
+    return {"samples": samples, "grown_kib": growth(samples, warm), "warm": warm,
+            "fds": fds, "grown_fds": fd_growth(fds, warm)}
 
 
 def main() -> int:
@@ -155,6 +172,13 @@ def main() -> int:
             met &= ok
             result("daemon --serve RSS growth", f"{got['grown_kib']} KiB after {got['warm']} runs",
                    f"<= {max(goal, 256)} KiB", ok)
+            # A client's connection may be open at a sample: a few fds of
+            # slack, never one per run.
+            fds_ok = got["grown_fds"] <= FD_SLACK
+            met &= fds_ok
+            result("daemon --serve open fds", f"+{got['grown_fds']} after {got['warm']} runs "
+                   f"({got['fds'][0][1] if got['fds'] else 0} at the first mark)",
+                   f"<= +{FD_SLACK}", fds_ok)
     return 0 if met else 1
 
 

@@ -109,7 +109,7 @@ complete -c loopctl -n '__fish_seen_subcommand_from rm' -l json -d 'Print JSON (
 complete -c loopctl -n '__fish_seen_subcommand_from rm' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from run' -l scheduled -d 'For external schedulers: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.'
 complete -c loopctl -n '__fish_seen_subcommand_from run' -l force -d 'Run even a paused or finished loop.'
-complete -c loopctl -n '__fish_seen_subcommand_from run' -l slot -x -d 'With --scheduled: the schedule\'s instant this fire serves, e.g. 2026-12-05T09:00:00Z (default: the latest at or before now), or a Kubernetes Job\'s k8s-job:CRONJOB:JOBNAME (what the k8s export passes); a slot already served is not run again.'
+complete -c loopctl -n '__fish_seen_subcommand_from run' -l slot -x -d 'With --scheduled: the schedule\'s instant this fire serves, e.g. 2026-12-05T09:00:00Z (default: the latest at or before now), or a Kubernetes Job\'s k8s-job:CRONJOB:JOBNAME (what the k8s export passes); a slot already served is not run again; one in the future or from before the loop was started is refused.'
 complete -c loopctl -n '__fish_seen_subcommand_from run' -l help -s h -d 'Show help and exit.'
 complete -c loopctl -n '__fish_seen_subcommand_from serve' -l bind -x -d 'Address to listen on (port 0: any free port).'
 complete -c loopctl -n '__fish_seen_subcommand_from serve' -l allowed-host -x -d 'Another Host name requests may use, e.g. behind a proxy (repeatable; DNS rebinding is refused).'

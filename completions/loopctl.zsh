@@ -211,7 +211,7 @@ _loopctl() {
             _arguments -s \
                 '--scheduled[For external schedulers\: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.]' \
                 '--force[Run even a paused or finished loop.]' \
-                '--slot[With --scheduled\: the schedule'\''s instant this fire serves, e.g. 2026-12-05T09\:00\:00Z (default\: the latest at or before now), or a Kubernetes Job'\''s k8s-job\:CRONJOB\:JOBNAME (what the k8s export passes); a slot already served is not run again.]:instant: ' \
+                '--slot[With --scheduled\: the schedule'\''s instant this fire serves, e.g. 2026-12-05T09\:00\:00Z (default\: the latest at or before now), or a Kubernetes Job'\''s k8s-job\:CRONJOB\:JOBNAME (what the k8s export passes); a slot already served is not run again; one in the future or from before the loop was started is refused.]:instant: ' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
                 '1:loop:_loopctl_names'

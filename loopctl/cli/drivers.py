@@ -14,7 +14,7 @@ from loopctl.cli.serving import AllowedHost, SecretFile, TlsCert, TlsKey
 def run(name: NameArg,
         scheduled: Annotated[bool, typer.Option(*RUN_OPTIONS["scheduled"], help="For external schedulers: fire only if `tick` would (active, within limits, nothing in flight); else say why and exit 0.")] = False,
         force: Annotated[bool, typer.Option(*RUN_OPTIONS["force"], help="Run even a paused or finished loop.")] = False,
-        slot: Annotated[Optional[str], typer.Option("--slot", metavar="INSTANT", help="With --scheduled: the schedule's instant this fire serves, e.g. 2026-12-05T09:00:00Z (default: the latest at or before now), or a Kubernetes Job's k8s-job:CRONJOB:JOBNAME (what the k8s export passes); a slot already served is not run again.")] = None) -> None:
+        slot: Annotated[Optional[str], typer.Option("--slot", metavar="INSTANT", help="With --scheduled: the schedule's instant this fire serves, e.g. 2026-12-05T09:00:00Z (default: the latest at or before now), or a Kubernetes Job's k8s-job:CRONJOB:JOBNAME (what the k8s export passes); a slot already served is not run again; one in the future or from before the loop was started is refused.")] = None) -> None:
     """Run a loop now, in the foreground; exit code is the run's."""
     from loopctl.cli import direct
 

@@ -152,7 +152,22 @@ def _given_instant(loop: LoopDef, st: LoopState, given: str, now: float) -> floa
                          f"{loop.name!r}'s schedule ({loop.schedule_key})")
     if instant > now:
         raise UsageError(f"bad --slot {given[:80]!r}: it is in the future")
+    _after_creation(loop, given, instant)
     return instant
+
+
+def _after_creation(loop: LoopDef, given: str, instant: float) -> None:
+    """A slot from before the loop was started is none of its own: served,
+    it would run once and then stay taken. Only a home that started the loop
+    knows when (`created_at`); an exported home is new at its first fire and
+    serves what its scheduler names (bounded by --catch-up-window)."""
+    if not loop.created_at:
+        return
+    from loopctl.domain.timestamps import parse_iso
+
+    if instant < parse_iso(loop.created_at):
+        raise UsageError(f"bad --slot {given[:80]!r}: it is before loop {loop.name!r} was "
+                         f"started ({loop.created_at})")
 
 
 def _slot_instant(given: str) -> float:

@@ -148,6 +148,11 @@ def test_one_walk_says_what_missed_count_and_cron_latest_say(expr: str, tz: str)
     for step in range(60):
         due = cron_next(expr, zone, due) if step % 3 else due + 1234.5  # instants and not
         for late in (0.0, 59.0, 3600.0, 4 * 3600.0 + 17, 3 * 86400.0):
+            # Three days late is ~600 slots of `*/7` walked twice, and the
+            # windows of neighbouring steps are nearly the same: every 4th
+            # step walks them (both kinds of due, 4 and 3 being coprime).
+            if late > 86400 and step % 4:
+                continue
             now = due + late
             assert slots.walk_due(loop, due, now, zone) == \
                 (missed_count(loop, due, now, zone=zone), slots.cron_latest(expr, zone, now)), \

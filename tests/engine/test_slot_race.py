@@ -72,3 +72,21 @@ def test_a_bad_slot_is_refused_with_exit_2_and_nothing_runs(cli: CLI) -> None:
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert cli("run", "hourly", "--slot", iso(slot - 3600) or "").returncode == 2
     assert cli.records("hourly") == []
+
+
+def test_a_slot_from_before_the_loop_was_started_is_refused(cli: CLI) -> None:
+    """Served, it would run once and stay taken; the loop's own first slot
+    still runs after it was refused."""
+    slot = start_hourly(cli)
+    env = offset_to(slot + 30)
+    for before in (slot - 3600, slot - 86400 * 365, 0):
+        stamp = iso(before) or ""
+        proc = cli("run", "hourly", "--scheduled", "--slot", stamp, env=env, check=2)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, (stamp, proc.stderr)
+        assert "before loop 'hourly' was started" in lines[0], lines
+    assert cli.records("hourly") == []
+    first = cli("run", "hourly", "--scheduled", "--slot", iso(slot) or "", env=env, check=0)
+    assert first.returncode == 0, first.stderr
+    (record,) = cli.records("hourly")
+    assert record["due_at"] == iso(slot)

@@ -18,6 +18,10 @@ from conftest import CLI
 from integrations.test_workspace import Repo, last_record, repo, start  # noqa: F401
 
 CHECK = f"{shlex.quote(sys.executable)} -m pytest -q -p no:cacheprovider -p userplug"
+# The check's pytest loads only what a cheat plants or the check names (`-p`):
+# the suite's own plugins (xdist, randomly, hypothesis), found through entry
+# points, cost ~1.4 s of CPU per check and are no part of any cheat.
+QUIET_PYTEST = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 DECIDE = f"{shlex.quote(sys.executable)} -m loopctl decide complete --summary done " \
          "--evidence 'tests pass'"
 # Every failed report passes: the cheat pytest runs if it loads this file.
@@ -69,7 +73,7 @@ def test_a_cheat_outside_the_protected_paths_leaves_the_check_red(
     script, planted = CHEATS[cheat]
     start(cli, repo, "cheat", script + "git add -A; " + DECIDE, "--check", CHECK,
           "--protect", "tests/", "--protect", "pyproject.toml")
-    proc = cli("run", "cheat")
+    proc = cli("run", "cheat", env=QUIET_PYTEST)
     assert proc.returncode == 1, proc.stderr  # the agent exited 0; its check did not pass
     record = last_record(cli, "cheat")
     assert record["check"]["exit_code"] == 1, record["check"]
@@ -90,7 +94,7 @@ def test_a_real_fix_is_kept_and_passes(cli: CLI, repo: Repo) -> None:  # noqa: F
     base = with_python_tests(repo)
     start(cli, repo, "fixer", writes("calc.py", "def answer():\n    return 42\n") + DECIDE,
           "--check", CHECK, "--protect", "tests/", "--protect", "pyproject.toml")
-    proc = cli("run", "fixer")
+    proc = cli("run", "fixer", env=QUIET_PYTEST)
     assert proc.returncode == 0, proc.stderr
     record = last_record(cli, "fixer")
     assert record["check"]["exit_code"] == 0 and "protected" not in record
