@@ -1,6 +1,7 @@
 """What each speed piece of `loopctl/fast/` saves, by instruction count (issue 52).
 
-    python bench/fast_pieces.py [--only dates,digests] [--jobs 2] [--daemon-runs 5]
+    python bench/fast_pieces.py [--only digests,typing] [--jobs 2] [--daemon-runs 5]
+    python bench/fast_pieces.py --ls-trees BEFORE,AFTER [--ls-sizes 10,10000]
 
 For every piece (and for `TYPE_CHECKING = False`, which stands in for
 `typing`) the script copies this checkout's `loopctl` package twice into a
@@ -29,6 +30,10 @@ The table: per command, `with` in M instructions, then per piece the
 instructions the piece saves (without - with), in M and in ms, and as a
 share of `with`. A piece earns its place where it saves >= 2 ms or >= 5%
 on one of these commands (issue 52 item 3).
+
+`--ls-trees`: instead, `ls` by instructions on a driven home of each of
+`--ls-sizes` loops, for each checkout (a folder holding `loopctl/`): the
+goal `ls` at 10,000 loops <= 3x of 10, without the drift of timings.
 """
 
 from __future__ import annotations
@@ -308,6 +313,25 @@ def table(found: dict[str, dict[str, int]], rate: float, base: int) -> str:
     return "\n".join(lines)
 
 
+def ls_scale(trees: list[Path], sizes: list[int]) -> None:
+    """`ls` at each size by instructions, for each checkout: the goal `ls`
+    at 10,000 loops <= 3x of 10, without the drift of timings."""
+    root = Path(tempfile.mkdtemp(prefix="loopctl-bench-fast-"))
+    try:
+        homes = {}
+        for size in sizes:
+            homes[size] = root / f"tpl-{size}"
+            reconciled(homes[size], [loop_entry(f"loop{i:05d}", ["true"], every="1h",
+                                                after="1h") for i in range(size)])
+        for n, tree in enumerate(trees):
+            found = {size: count(tree, copy_home(homes[size], root / f"home-{n}-{size}"),
+                                 ["ls"], root / f"logs-{n}-{size}") for size in sizes}
+            print(f"| {tree} | " + " | ".join(f"{found[s] / 1e6:.1f}M" for s in sizes)
+                  + f" | {found[sizes[-1]] / found[sizes[0]]:.2f}x |")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,8 +339,15 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=2, help="callgrinds at once")
     ap.add_argument("--daemon-runs", type=int, default=5,
                     help="fires per daemon_fire.py count (0: leave the daemon out)")
+    ap.add_argument("--ls-trees", help="instead: `ls` by instructions at --ls-sizes loops "
+                    "for each of these comma-separated checkouts (folders holding loopctl/)")
+    ap.add_argument("--ls-sizes", default="10,10000")
     global ARGS
     ARGS = ap.parse_args()
+    if ARGS.ls_trees:
+        ls_scale([Path(t).resolve() for t in ARGS.ls_trees.split(",")],
+                 [int(n) for n in ARGS.ls_sizes.split(",")])
+        return 0
     wanted = ARGS.only.split(",") if ARGS.only else PIECES
     unknown = set(wanted) - set(PIECES)
     if unknown:
