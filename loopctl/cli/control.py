@@ -35,9 +35,9 @@ def stop(name: NameArg,
 def _control(name: str, verb: str, kill: bool, as_json: bool, answer: str | None = None) -> None:
     result = controls.control(store(), name, verb, kill=kill, answer=answer)
     if as_json:
-        emit(result)
+        emit(result.to_json())
     else:
-        print(f"{name}: {result['message']}")
+        print(f"{name}: {result.message}")
 
 
 def rm(name: NameArg,
@@ -46,10 +46,10 @@ def rm(name: NameArg,
     """Remove a loop's definition, state and (unless --keep-logs) its logs."""
     result = controls.remove(store(), name, keep_logs)
     if as_json:
-        emit(result)
+        emit(result.to_json())
     else:
         print(f"removed {name}")
-        for branch in result["kept_branches"]:
+        for branch in result.kept_branches:
             # The user's work: commits no remote has.
             print(f"kept branch {branch} (it has commits no remote has; "
                   f"`git branch -D {branch}` when done with it)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -25,12 +25,14 @@ from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import sandbox_changes
 from loopctl.cli.setting_opts import own_changes, pick, with_settings
 from loopctl.cli.worktree_opts import workspace_changes
-from loopctl.commands import common
 from loopctl.commands import define as defining
 from loopctl.commands import views as reading
 from loopctl.domain.checks import check_env_pair
 from loopctl.domain.loop_settings import BY_KEY
 from loopctl.domain.model import PRESETS
+
+if TYPE_CHECKING:
+    from loopctl.commands.loop_view import LoopObject
 
 
 def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
@@ -119,9 +121,9 @@ def start(
                     if v is not None})
     result = defining.start(store(), raw_def, name)
     warn_bounds(raw_def)
-    warn_uncounted_budget(store().read_defs().loops.get(result["name"]))
+    warn_uncounted_budget(store().read_defs().loops.get(result.name))
     if as_json:
-        emit(dict(result, version=common.JSON_VERSION))
+        emit(result.to_json())
         return
     _say_started(result)
     _warn_after_start(raw_def, agent, command, yolo)
@@ -186,13 +188,13 @@ def _check_schedule_given(every: str | None, cron: str | None, after: str | None
         fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
 
 
-def _say_started(result: dict[str, Any]) -> None:
-    name = result["name"]
-    if result["schedule"].get("on_demand"):
+def _say_started(result: LoopObject) -> None:
+    name = result.name
+    if result.schedule.get("on_demand"):
         print(f"started {name}: on demand; fire it with `loopctl trigger {name}`")
     else:
-        print(f"started {name}: {result['schedule']['text']}, "
-              f"next run {relative(ts(result['next_fire']), clock.now())}")
+        print(f"started {name}: {result.schedule['text']}, "
+              f"next run {relative(ts(result.next_fire), clock.now())}")
 
 
 def _objective(raw_def: dict[str, Any], prompt: str | None, prompt_file: Path | None,
@@ -241,7 +243,7 @@ def _warn_agent_command(name: str) -> None:
     from loopctl.domain.confinement import mode_for
 
     s = store()
-    raw = reading.show(s, name).get(name)
+    raw = reading.show(s, name).definition
     if isinstance(raw, dict):
         top = s.read_defs().top.get("sandbox")
         sandbox_opts.warn_agent_command(raw, mode_for(raw.get("sandbox"), top))
@@ -285,7 +287,7 @@ def update(
     changes = _policy(settings, "update")
     worktree_given = pick(settings, "worktree")
     if any(v is not None for v in worktree_given.values()):
-        current = reading.show(store(), name)[name]
+        current = reading.show(store(), name).definition
         if not isinstance(current, dict):
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
@@ -304,7 +306,7 @@ def update(
     if "sandbox" in changes:
         _warn_agent_command(name)
     if as_json:
-        emit(dict(result, version=common.JSON_VERSION))
+        emit(result.to_json())
         return
     from loopctl.domain.reason import one_line
     from loopctl.domain.untrusted import mask
@@ -318,6 +320,6 @@ def update(
         shown["prompt"] = repr(one_line(str(shown["prompt"]), 60))
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
                                           for k, v in shown.items()))
-    if result["status"] in ("stopped", "completed", "failed", "expired"):
-        print(f"note: {name} is {result['status']} and stays so; to run it again: "
+    if result.status in ("stopped", "completed", "failed", "expired"):
+        print(f"note: {name} is {result.status} and stays so; to run it again: "
               f"`loopctl rm {name}`, then `loopctl start --name {name} ...`", file=sys.stderr)

@@ -255,7 +255,7 @@ def view(name: str | None, as_json: bool) -> int:
         if name:
             from loopctl.commands import views as reading
 
-            emit(dict(reading.status(Store(), name), version=common.JSON_VERSION))
+            emit(reading.status(Store(), name).to_json())
         else:
             emit({"version": common.JSON_VERSION, "loops": listing(Store())})
     return 0

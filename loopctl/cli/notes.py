@@ -21,16 +21,16 @@ def notes(
 
     result = read(store(), name, clear)
     if as_json:
-        emit(result)
+        emit(result.to_json())
         return
     if clear:
-        print(f"cleared the notes of {name}" if result["cleared"]
+        print(f"cleared the notes of {name}" if result.cleared
               else f"{name} had no notes")
         return
-    if not result["notes"]:
-        hint = "" if result["enabled"] else f" (it keeps none: `loopctl update {name} --notes`)"
+    if not result.notes:
+        hint = "" if result.enabled else f" (it keeps none: `loopctl update {name} --notes`)"
         print(f"{name} has no notes{hint}", file=sys.stderr)
         return
     # The agent wrote them: no escape sequence or bidi override reaches the terminal.
-    text = block(result["notes"])
+    text = block(result.notes)
     print(text, end="" if text.endswith("\n") else "\n")

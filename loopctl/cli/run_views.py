@@ -16,7 +16,6 @@ import typer
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store
 from loopctl.cli.render import fit_line, table
 from loopctl.cli.views import handoff_parts
-from loopctl.commands import common
 from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import LoopctlError
@@ -163,11 +162,11 @@ def history(name: NameArg,
     if skipped:
         _skipped_slots(name, limit, as_json)
         return
-    records = reading.history(store(), name, limit)
+    found = reading.runs_of(store(), name, limit)
     if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "runs": records,
-              "skipped": reading.skipped_summary(records)})
+        emit(found.to_json())
         return
+    records = found.runs
     if not records:
         print(f"{name} has no finished runs yet")
         return
@@ -184,11 +183,11 @@ def history(name: NameArg,
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
     if any(r.get("protected") for r in records):
         print(PROTECTED_LEGEND)
-    gated = reading.skipped_summary(records)
+    gated = found.skipped
     if gated:
-        said = one_line(str(gated["last_gate_output"] or "").strip()) or "(no output)"
-        print(fit_line([f"{gated['count']} fire(s) skipped by the gate; last "
-                        f"({gated['last_run_id']}) said:"], [said]))
+        said = one_line(str(gated.last_gate_output or "").strip()) or "(no output)"
+        print(fit_line([f"{gated.count} fire(s) skipped by the gate; last "
+                        f"({gated.last_run_id}) said:"], [said]))
     handed = [r for r in records if r.get("handoff")]
     if handed:
         print()
@@ -199,10 +198,11 @@ def history(name: NameArg,
 
 def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
     """`history NAME --skipped`: one line per due slot that did not run."""
-    entries = reading.skipped_slots(store(), name, limit)
+    found = reading.skipped_slots_of(store(), name, limit)
     if as_json:
-        emit({"version": common.JSON_VERSION, "loop": name, "skipped_slots": entries})
+        emit(found.to_json())
         return
+    entries = found.skipped_slots
     if not entries:
         print(f"{name} has no skipped slots")
         return

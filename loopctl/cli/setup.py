@@ -26,18 +26,17 @@ def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check 
     """Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid."""
     result = reading.validate(store(), file)
     if as_json:
-        emit(result)
+        emit(result.to_json())
     else:
-        for error in result["invalid"].values():
+        for error in result.invalid.values():
             print(f"invalid: {line(error)}")
-        for warning in result["warnings"]:
+        for warning in result.warnings:
             print(f"warning: {line(warning)}")
         from loopctl.domain.capacity import Caps
 
-        print(Caps(result["max_concurrent"], result["max_concurrent_per_agent"]).describe())
-        print(f"{result['file']}: {len(result['valid'])} valid, "
-              f"{len(result['invalid'])} invalid")
-    if result["invalid"]:
+        print(Caps(result.max_concurrent, result.max_concurrent_per_agent).describe())
+        print(f"{result.file}: {len(result.valid)} valid, {len(result.invalid)} invalid")
+    if result.invalid:
         raise typer.Exit(2)
 
 
@@ -47,11 +46,10 @@ def agents(as_json: JsonOpt = False) -> None:
 
     from loopctl.engine.containment.sandbox import status_line
 
-    rows = setups.agents_table()
     available, sandbox = status_line()
+    found = setups.agents({"available": available, "status": sandbox})
     if as_json:
-        emit({"version": common.JSON_VERSION, "agents": rows,
-              "sandbox": {"available": available, "status": sandbox}})
+        emit(found.to_json())
         return
     import textwrap
 
@@ -60,26 +58,26 @@ def agents(as_json: JsonOpt = False) -> None:
           "for the loop; a folder below is granted only if no part of its path is a "
           "symbolic link (else the run fails: sandbox refused PATH)")
 
-    for row in rows:
-        found = row["version"] or ("installed" if row["path"] else "not on PATH")
-        command = shlex.join(row["argv"]) + (" < PROMPT" if row["prompt_on_stdin"] else "")
-        print(f"{paint(row['preset'], 'bold')}  ({found}; decisions: {row['verified']})")
+    for row in found.agents:
+        said = row.version or ("installed" if row.path else "not on PATH")
+        command = shlex.join(row.argv) + (" < PROMPT" if row.prompt_on_stdin else "")
+        print(f"{paint(row.preset, 'bold')}  ({said}; decisions: {row.verified})")
         print(textwrap.fill(command, width=max(terminal_width() - 2, 40), initial_indent="    ",
                             subsequent_indent="      ", break_on_hyphens=False,
                             break_long_words=False))
         _say_confinement(row)
 
 
-def _say_confinement(row: dict[str, Any]) -> None:
+def _say_confinement(row: setups.AgentRow) -> None:
     """Under `--sandbox auto` (the default) an agent preset is confined; the
     shell preset runs the user's own commands, unconfined unless `on`."""
-    writes = ", ".join(row["sandbox_write"])
-    if row["confined_by_default"]:
+    writes = ", ".join(row.sandbox_write)
+    if row.confined_by_default:
         print(f"    confined, may write: {writes}")
     else:
         print(f"    unconfined (--sandbox auto); with --sandbox on, may write: {writes}")
-    if row["install"] and not row["path"]:
-        print(f"    install: {row['install']}")
+    if row.install and not row.path:
+        print(f"    install: {row.install}")
 
 
 def doctor(as_json: JsonOpt = False,
@@ -87,24 +85,23 @@ def doctor(as_json: JsonOpt = False,
     """Check files, lease, overdue and expiring loops, agents, hooks; exit 1 if unwell."""
     s = store()
     report = checks.doctor(s)
-    if notify and not report["healthy"]:
-        problems = [f"{f['check']}: {f['message']}" for f in report["findings"]
-                    if f["level"] == "error"]
-        report["notified"] = setups.send_notification(
+    if notify and not report.healthy:
+        problems = report.errors()
+        report = report.sent(setups.send_notification(
             setups.resolve_targets(s, notify),
             f"loopctl: {len(problems)} problem(s) on {os.uname().nodename}",
-            "\n".join(problems), s.paths.state_dir, setups.target_names(s))
-        _print_delivery(report["notified"], to_stderr=as_json)
+            "\n".join(problems), s.paths.state_dir, setups.target_names(s)))
+        _print_delivery(report.notified or [], to_stderr=as_json)
     if as_json:
-        emit(report)
+        emit(report.to_json())
     else:
         marks = {"ok": "ok  ", "warn": "WARN", "error": "FAIL"}
         styles = {"ok": "green", "warn": "yellow", "error": "red"}
-        for finding in report["findings"]:
+        for finding in report.findings:
             print(f"{paint(marks[finding['level']], styles[finding['level']])} "
                   + line(f"{finding['check']}: {finding['message']}"))
-        print("healthy" if report["healthy"] else "needs attention")
-    raise typer.Exit(0 if report["healthy"] else 1)
+        print("healthy" if report.healthy else "needs attention")
+    raise typer.Exit(0 if report.healthy else 1)
 
 
 def _print_delivery(results: list[dict[str, Any]], to_stderr: bool = False) -> None:
@@ -123,17 +120,19 @@ def digest(since: Annotated[str, typer.Option(help="How far back, like 24h or 7d
     s = store()
     result = setups.digest(s, parse_duration(since, "--since"))
     text = report.render(result)
+    notified = None
     if notify:
-        result["notified"] = setups.send_notification(setups.resolve_targets(s, notify),
-                                                      "loopctl digest", text, s.paths.state_dir,
-                                                      setups.target_names(s))
+        notified = setups.send_notification(setups.resolve_targets(s, notify),
+                                            "loopctl digest", text, s.paths.state_dir,
+                                            setups.target_names(s))
+        result = result.sent(notified)
     if as_json:
-        emit(result)
+        emit(result.to_json())
     else:
         print(text, end="")
-    if notify:
-        _print_delivery(result["notified"], to_stderr=as_json)
-        if not all(r["ok"] for r in result["notified"]):
+    if notified is not None:
+        _print_delivery(notified, to_stderr=as_json)
+        if not all(r["ok"] for r in notified):
             raise typer.Exit(1)
 
 

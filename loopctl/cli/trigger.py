@@ -21,13 +21,13 @@ def trigger(
     text = read_payload(payload) if payload is not None else None
     result = accept(store(), name, text)
     if as_json:
-        emit(result)
+        emit(result.to_json())
         return
-    count = result["triggers"]
+    count = result.triggers
     coalesced = f" ({count} triggers coalesce into this fire)" if count > 1 else ""
-    after = f"when run {result['run_in_flight']} ends, " if result["run_in_flight"] else ""
-    print(f"triggered {name}{coalesced}: " + WHO_FIRES[result["driver"]].format(
-        after=after, pid=result["driver_pid"]))
+    after = f"when run {result.run_in_flight} ends, " if result.run_in_flight else ""
+    print(f"triggered {name}{coalesced}: " + WHO_FIRES[result.driver].format(
+        after=after, pid=result.driver_pid))
 
 
 # Accepted all the same (exit 0): the trigger is kept, and the next driver

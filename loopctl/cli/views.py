@@ -5,7 +5,7 @@ the runs did (`logs`, `history`, `events`) is in cli/run_views.py.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -26,6 +26,9 @@ from loopctl.commands import views as reading
 from loopctl.domain.durations import format_rough, format_usd
 from loopctl.domain.reason import one_line
 from loopctl.domain.untrusted import line
+
+if TYPE_CHECKING:
+    from loopctl.commands.loop_view import LoopObject
 
 
 def watch(interval: Annotated[float, typer.Option(min=0.5, max=3600, help="Seconds between refreshes.")] = 2.0) -> None:
@@ -82,20 +85,25 @@ def status(name: Annotated[Optional[str], typer.Argument(help="Loop name (defaul
     with common.no_cycle_collection():
         info = reading.status(store(), name, for_people=not as_json)
     if as_json:
-        emit(dict(info, version=common.JSON_VERSION))
+        emit(info.to_json())
         return
-    if info.get("queued_since"):  # its place among the queued (read only then)
+    from loopctl.commands.loop_view import InvalidLoop
+
+    if isinstance(info, InvalidLoop):
+        print(f"{line(info.name or '')}: invalid\n  {line(info.error or '')}")
+        return
+    if info.queued_since:  # its place among the queued (read only then)
         from loopctl.cli.render import queue_places
 
-        info["queue_place"] = queue_places(reading.list_queued(store())).get(name)
+        info = info.told(queue_place=queue_places(reading.list_queued(store())).get(name))
     print(render_status(info))
 
 
-def _limit_lines(info: dict[str, Any]) -> list[str]:
+def _limit_lines(info: LoopObject) -> list[str]:
     """The bounds of each run, as the settings table names them."""
     from loopctl.domain.loop_settings import LIMITS, shown
 
-    limits = info.get("limits") or {}
+    limits = info.limits or {}
     if not limits:
         return []
     import textwrap
@@ -110,33 +118,33 @@ def _limit_lines(info: dict[str, Any]) -> list[str]:
                           subsequent_indent=" " * 13, break_on_hyphens=False)]
 
 
-def _gate_lines(info: dict[str, Any]) -> list[str]:
+def _gate_lines(info: LoopObject) -> list[str]:
     """The loop's gate and the triggers waiting for a fire (DESIGN §17)."""
     import shlex
 
     lines = []
-    if info.get("gate"):
-        lines.append(fit_line(["  gate      "], [one_line(shlex.join(info["gate"]["argv"]))]))
-    if info.get("triggers_pending"):
-        lines.append(f"  triggered  {info['triggers_pending']} time(s); fires at the next "
-                     "driver pass" + (" after the run" if info.get("current_run") else ""))
+    if info.gate:
+        lines.append(fit_line(["  gate      "], [one_line(shlex.join(info.gate["argv"]))]))
+    if info.triggers_pending:
+        lines.append(f"  triggered  {info.triggers_pending} time(s); fires at the next "
+                     "driver pass" + (" after the run" if info.current_run else ""))
     return lines
 
 
-def _check_lines(info: dict[str, Any]) -> list[str]:
+def _check_lines(info: LoopObject) -> list[str]:
     """The loop's check and what it said last (DESIGN §16)."""
     import shlex
 
     lines = []
-    if info.get("check"):
-        until = " (completes the loop when it passes)" if info["check"]["until_check"] else ""
-        lines.append(fit_line(["  check     "], [one_line(shlex.join(info["check"]["argv"]))
+    if info.check:
+        until = " (completes the loop when it passes)" if info.check["until_check"] else ""
+        lines.append(fit_line(["  check     "], [one_line(shlex.join(info.check["argv"]))
                                                  + until]))
     # A check removed since (`--check none`) says nothing more in the status.
-    last = info.get("last_check") if info.get("check") else None
+    last = info.last_check if info.check else None
     if last:
         lines.append(f"  last check {check_cell(last)} ({last['run_id']})")
-    protected = (info.get("workspace") or {}).get("protect")
+    protected = (info.workspace or {}).get("protect")
     if protected:
         lines.append(fit_line(["  protect   "], [one_line(", ".join(protected))]))
     return lines
@@ -151,60 +159,60 @@ def check_cell(check: dict[str, Any]) -> str:
     return said + (f", metric {metric:g}" if isinstance(metric, (int, float)) else "")
 
 
-def _pr_lines(info: dict[str, Any]) -> list[str]:
+def _pr_lines(info: LoopObject) -> list[str]:
     """The PR the loop follows for PR feedback (DESIGN §16)."""
-    pr = info.get("pr_feedback")
+    pr = info.pr_feedback
     if not pr:
         return []
-    limit = (info.get("workspace") or {}).get("fix_attempts")
+    limit = (info.workspace or {}).get("fix_attempts")
     how = "left for review" if pr["review"] else f"{pr['fixes']} fix run(s) of {limit}" \
         if limit else "not followed (PR feedback is off: no --pr, or --fix-attempts 0)"
     return [f"  pr         {pr['url']}: {how}"]
 
 
-def _next_fire(info: dict[str, Any], now: float) -> str:
-    if info.get("queued_since"):
-        place = f"{info['queue_place']} in the queue, " if info.get("queue_place") else ""
-        return (f"when a slot frees ({place}queued {ago(ts(info['queued_since']), now)}; "
+def _next_fire(info: LoopObject, now: float) -> str:
+    if info.queued_since:
+        place = f"{info.queue_place} in the queue, " if info.queue_place else ""
+        return (f"when a slot frees ({place}queued {ago(ts(info.queued_since), now)}; "
                 "max_concurrent)")
-    return relative(ts(info["next_fire"]), now) + _backoff(info)
+    return relative(ts(info.next_fire), now) + _backoff(info)
 
 
-def _backoff(info: dict[str, Any]) -> str:
+def _backoff(info: LoopObject) -> str:
     """` (backoff x2 after 1 failure)`: an interval loop waits longer after
     failures (DESIGN §7); a cron loop keeps its slots, so it says nothing."""
     from loopctl.domain.schedule import backoff_factor
 
-    failures = info["failures"]["consecutive"]
-    schedule = info["schedule"]
-    if not failures or not info.get("next_fire") or schedule.get("cron") \
+    failures = info.failures["consecutive"]
+    schedule = info.schedule
+    if not failures or not info.next_fire or schedule.get("cron") \
             or schedule.get("on_demand"):
         return ""
     return f" (backoff x{backoff_factor(failures)} after {failures} " \
         f"failure{'' if failures == 1 else 's'})"
 
 
-def _status_text(info: dict[str, Any]) -> str:
-    status = info["status"] + (f" ({info['reason']})" if info.get("reason") else "")
-    if info["status"] == "held":  # by its account (DESIGN §18)
-        return status + held_until(info.get("rate_limited_until"))
-    if info.get("rate_limited_until"):
-        until = time.strftime("%H:%M", time.localtime(ts(info["rate_limited_until"]) or 0))
+def _status_text(info: LoopObject) -> str:
+    status = info.status + (f" ({info.reason})" if info.reason else "")
+    if info.status == "held":  # by its account (DESIGN §18)
+        return status + held_until(info.rate_limited_until)
+    if info.rate_limited_until:
+        until = time.strftime("%H:%M", time.localtime(ts(info.rate_limited_until) or 0))
         return f"rate_limited until {until}"
     return status
 
 
-def _deferral_lines(info: dict[str, Any]) -> list[str]:
-    deferrals = info.get("deferrals") or {}
+def _deferral_lines(info: LoopObject) -> list[str]:
+    deferrals = info.deferrals or {}
     if not deferrals.get("consecutive"):
         return []
     return [f"  deferrals  {deferrals['consecutive']} in a row" + (
         f" (pauses at {deferrals['limit']})" if deferrals.get("limit") else "")]
 
 
-def _skip_lines(info: dict[str, Any]) -> list[str]:
+def _skip_lines(info: LoopObject) -> list[str]:
     """`skipped N (last: REASON, WHEN)`: due slots that did not run (§20)."""
-    skipped = info.get("skipped_slots")
+    skipped = info.skipped_slots
     if not skipped:
         return []
     last = skipped.get("last") or {}
@@ -212,54 +220,52 @@ def _skip_lines(info: dict[str, Any]) -> list[str]:
             f"{ago(ts(last.get('at')), clock.now())})"]
 
 
-def render_status(info: dict[str, Any]) -> str:
+def render_status(info: LoopObject) -> str:
     now = clock.now()
-    if info["status"] == "invalid":
-        return f"{line(info['name'])}: invalid\n  {line(info['error'])}"
     status = _status_text(info)
-    limit = info["runs"]["limit"]
-    fail_limit = info["failures"]["limit"]
-    cost = info["cost_usd"]
+    limit = info.runs["limit"]
+    fail_limit = info.failures["limit"]
+    cost = info.cost_usd
     spent = ("at least " if cost.get("estimated") else "") + format_usd(cost["spent"])
     lines = [
-        f"{line(info['name'])}: {paint(line(status), STATUS_STYLE.get(info['status']))}",
-        f"  schedule   {info['schedule']['text']}",
-        f"  runs       {info['runs']['used']}/{limit if limit else 'unlimited'}",
-        f"  failures   {info['failures']['consecutive']} in a row"
+        f"{line(info.name)}: {paint(line(status), STATUS_STYLE.get(info.status))}",
+        f"  schedule   {info.schedule['text']}",
+        f"  runs       {info.runs['used']}/{limit if limit else 'unlimited'}",
+        f"  failures   {info.failures['consecutive']} in a row"
         + (f" (pauses at {fail_limit})" if fail_limit else ""),
         f"  cost       {spent}"
         + (f" of {format_usd(cost['budget'])}" if cost["budget"] is not None
            else " (no budget)"),
-        f"  deadline   in {format_rough(info['deadline_remaining_s'])} ({info['deadline']})",
+        f"  deadline   in {format_rough(info.deadline_remaining_s)} ({info.deadline})",
         f"  next fire  {_next_fire(info, now)}",
     ]
     lines += _limit_lines(info) + _deferral_lines(info) + _gate_lines(info) + _check_lines(info)
     lines += _skip_lines(info)
-    if info.get("current_run"):
-        lines.append(f"  running    {info['current_run']['run_id']}")
-    if info.get("last_run"):
-        last = info["last_run"]
+    if info.current_run:
+        lines.append(f"  running    {info.current_run['run_id']}")
+    if info.last_run:
+        last = info.last_run
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
                      f"{ago(ts(last['ended_at']), now)}")
         if last.get("reason"):  # whole: one loop's reason is what `status` is for
             lines.append(f"  reason     {last['reason']}")
-    if info.get("fix"):
-        lines.append(f"  fix        {info['fix']}")
-    if info.get("recent_outcomes"):
-        lines.append(f"  recent     {outcome_strip(info['recent_outcomes'])}")
-    if info.get("last_decision"):
-        d = info["last_decision"]
+    if info.fix:
+        lines.append(f"  fix        {info.fix}")
+    if info.recent_outcomes:
+        lines.append(f"  recent     {outcome_strip(info.recent_outcomes)}")
+    if info.last_decision:
+        d = info.last_decision
         lines.append(f"  decision   {d.get('decision')}: {d.get('summary') or ''}".rstrip())
-    if info.get("hook_error"):
-        lines.append(f"  hook error {info['hook_error']['message']} ({info['hook_error']['at']})")
-    if info.get("notify_error"):
-        error = info["notify_error"]
+    if info.hook_error:
+        lines.append(f"  hook error {info.hook_error['message']} ({info.hook_error['at']})")
+    if info.notify_error:
+        error = info.notify_error
         lines.append(f"  notify error {error['message']} ({error['at']})")
-    if info.get("last_handoff"):
-        lines.append(f"  hand-off   {handoff_text(info['last_handoff'])}")
+    if info.last_handoff:
+        lines.append(f"  hand-off   {handoff_text(info.last_handoff)}")
     lines += _pr_lines(info)
-    if info.get("note"):
-        lines.append(f"  note       {info['note']}")
+    if info.note:
+        lines.append(f"  note       {info.note}")
     # One field, one line: agent summaries and hand-edited text cannot forge
     # a line (the first is already clean, and painted).
     return "\n".join([lines[0], *(line(text) for text in lines[1:])])
@@ -270,12 +276,11 @@ def show(name: NameArg, as_json: JsonOpt = False,
     """Print a loop's definition as it stands in loops.yaml (secrets masked)."""
     data = reading.show(store(), name)
     if as_json:
-        emit({"version": common.JSON_VERSION, "name": name,
-              "definition": reading.definition_json(data[name], reveal=reveal)})
+        emit(data.to_json(reveal=reveal))
         return
     from loopctl.storage.yamlio import dump_yaml_doc
 
-    shown = data[name] if reveal else reading.masked(data[name])
+    shown = data.definition if reveal else data.masked()
     print(dump_yaml_doc({name: shown}).split("\n", 1)[1], end="")
 
 

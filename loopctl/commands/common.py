@@ -2,8 +2,9 @@
 the reconciled snapshot that reading commands use.
 
 Each module of this package is what one group of commands does, as small
-functions over a Store that return plain data; the CLI renders the results
-as text or `--json`, and tests call them directly.
+functions over a Store that return records (domain/result.py: named fields,
+`to_json()` the `--json` shape); the CLI renders the fields as text or
+prints `to_json()`, and tests call them directly.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from loopctl import clock
-from loopctl.domain import lifecycle
+from loopctl.domain import lifecycle, result
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.storage.definitions import Definitions
@@ -21,12 +22,15 @@ from loopctl.storage.store import Store
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
-JSON_VERSION = 1
+JSON_VERSION = result.JSON_VERSION
 
 
-def raw_entry(defs: Definitions, name: str) -> dict[str, Any]:
+def raw_entry(defs: Definitions, name: str) -> Mapping[str, Any]:
+    """The loop's entry as loops.yaml holds it (the user's mapping, read
+    only: `update` changes a copy), or the error that says why not."""
     if not defs.has(name):
         raise NoSuchLoop(name)
     raw = defs.raw(name)

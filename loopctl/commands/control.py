@@ -6,18 +6,39 @@ import os
 from typing import Any
 
 from loopctl import clock
-from loopctl.commands.common import JSON_VERSION, locked_loop
+from loopctl.commands.common import locked_loop
 from loopctl.domain import accounts, verbs
 from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name
+from loopctl.domain.result import Result
 from loopctl.domain.state import display_status
 from loopctl.engine import procs
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
 
+@record(frozen=True)
+class Controlled(Result):
+    """`pause`, `resume`, `stop`: what was done, and where the loop stands."""
+
+    loop: str
+    message: str
+    status: str
+    reason: str | None
+
+
+@record(frozen=True)
+class Removed(Result):
+    """`rm`: `kept_branches` hold commits no remote has (the user's work)."""
+
+    loop: str
+    removed: bool
+    kept_branches: list[str]
+
+
 def control(store: Store, name: str, verb: str, kill: bool = False,
-            answer: str | None = None) -> dict[str, Any]:
+            answer: str | None = None) -> Controlled:
     """pause / resume / stop. `answer`: with resume, a person's answer to
     the question of the agent that blocked the loop, for its next run."""
     with locked_loop(store, name) as (defs, state, loop, now):
@@ -46,8 +67,8 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
                 accounts.probe(state["accounts"], name)
         state["defs_sig"] = defs.signature
         store.write_state(state)
-    return {"version": JSON_VERSION, "loop": name, "message": message,
-            "status": display_status(st), "reason": st.get("reason")}
+    return Controlled(loop=name, message=message, status=display_status(st),
+                      reason=st.get("reason"))
 
 
 def _answer(name: str, st: dict[str, Any], verb: str, answer: str) -> str:
@@ -63,7 +84,7 @@ def _answer(name: str, st: dict[str, Any], verb: str, answer: str) -> str:
     return text
 
 
-def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
+def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
@@ -88,7 +109,7 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> dict[str, Any]:
 
         clear_notes(store.paths, name)
     kept = _remove_workspace(store, loop) if loop and loop.worktree else []
-    return {"version": JSON_VERSION, "loop": name, "removed": True, "kept_branches": kept}
+    return Removed(loop=name, removed=True, kept_branches=kept)
 
 
 def _remove_workspace(store: Store, loop: LoopDef) -> list[str]:

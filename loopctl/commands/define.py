@@ -8,6 +8,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import raw_entry
+from loopctl.commands.loop_view import LoopObject
 from loopctl.commands.views import describe
 from loopctl.domain import lifecycle
 from loopctl.domain.checks import check_name
@@ -40,7 +41,7 @@ def unique_name(base: str, taken: set[str]) -> str:
     return f"{base}-{n}"
 
 
-def start(store: Store, raw: dict[str, Any], name: str | None) -> dict[str, Any]:
+def start(store: Store, raw: dict[str, Any], name: str | None) -> LoopObject:
     """Validate and add a loop; both files are written under one lock."""
     now = clock.now()
     raw = dict(raw, created_at=iso(now))
@@ -112,7 +113,7 @@ def _taken(name: str, st: dict[str, Any] | None) -> str:
             f"`loopctl update {name}`")
 
 
-def update(store: Store, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
     """Change policy, never the objective; limits are absolute values."""
     now = clock.now()
     with store.lock():

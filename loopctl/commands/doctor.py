@@ -8,15 +8,16 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands.bounds import doctor_bounds
-from loopctl.commands.common import JSON_VERSION
 from loopctl.commands.doctor_drivers import check_drivers
 from loopctl.domain import lifecycle
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
+from loopctl.domain.result import Result
 from loopctl.domain.state import TERMINAL
 from loopctl.domain.untrusted import line
 from loopctl.engine import procs
+from loopctl.fast.data_class import record, replace
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.store import Store
 
@@ -26,7 +27,31 @@ EXPIRY_WARNING = 86400.0
 Add = Callable[[str, str, str], None]
 
 
-def doctor(store: Store) -> dict[str, Any]:
+@record(frozen=True)
+class Report(Result):
+    """Healthy unless a finding is an error. `notified`: the delivery of each
+    target told of the problems (`--notify`), else None, and then not in the
+    JSON."""
+
+    healthy: bool
+    findings: list[dict[str, str]]
+    notified: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        shape = Result.to_json(self)
+        if self.notified is None:
+            del shape["notified"]
+        return shape
+
+    def sent(self, notified: list[dict[str, Any]]) -> Report:
+        return replace(self, notified=notified)
+
+    def errors(self) -> list[str]:
+        """`check: message` of each error, as a notification says them."""
+        return [f"{f['check']}: {f['message']}" for f in self.findings if f["level"] == "error"]
+
+
+def doctor(store: Store) -> Report:
     """Health checks; each finding is {level: ok|warn|error, check, message}."""
     now = clock.now()
     findings: list[dict[str, str]] = []
@@ -39,7 +64,7 @@ def doctor(store: Store) -> dict[str, Any]:
         state = store.read_state()
     except LoopctlError as exc:
         add("error", "files", exc.message)
-        return {"version": JSON_VERSION, "healthy": False, "findings": findings}
+        return Report(healthy=False, findings=findings)
     add("ok", "files", _files_said(store))
     doctor_bounds(store, defs, add)
     from loopctl.engine.containment.sandbox import doctor_findings
@@ -78,7 +103,7 @@ def doctor(store: Store) -> dict[str, Any]:
     _doctor_home_key(store, add)
     _check_permissions(store, add)
     healthy = not any(f["level"] == "error" for f in findings)
-    return {"version": JSON_VERSION, "healthy": healthy, "findings": findings}
+    return Report(healthy=healthy, findings=findings)
 
 
 def _lease_holder(store: Store, now: float, add: Add) -> Any:

@@ -16,22 +16,38 @@ from typing import Any
 from loopctl.commands.doctor_env import check_cron_env, check_env, process_env_names
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
 Add = Callable[[str, str, str], None]
 
 
-def cron_driver(store: Store) -> dict[str, Any]:
-    """{installed, running, path, error}: the crontab line and cron itself."""
+@record(frozen=True)
+class CronDriver:
+    """The crontab line (`installed`, its `line` and the `path` it sets) and
+    cron itself (`running`); `error`: why the crontab could not be read."""
+
+    installed: bool
+    running: bool
+    path: str | None = None
+    error: str | None = None
+    line: str | None = None
+
+    def fires(self) -> bool:
+        return self.installed and self.running
+
+
+def cron_driver(store: Store) -> CronDriver:
+    """The crontab line and cron itself."""
     from loopctl.integrations import crontab
 
     try:
         status = crontab.status(store)
     except LoopctlError as exc:  # no crontab program, or it failed
-        return {"installed": False, "running": False, "path": None, "error": exc.message}
-    return {"installed": status["installed"], "running": status["cron_running"],
-            "path": line_path(status["line"]) if status["line"] else None, "error": None,
-            "line": status["line"]}
+        return CronDriver(installed=False, running=False, error=exc.message)
+    return CronDriver(installed=status["installed"], running=status["cron_running"],
+                      path=line_path(status["line"]) if status["line"] else None,
+                      line=status["line"])
 
 
 def line_path(line: str) -> str | None:
@@ -71,13 +87,13 @@ def check_drivers(store: Store, loops: list[LoopDef], holder: Any, add: Add) -> 
                   "restart `loopctl daemon` from a shell that has it, or give the value in "
                   "loops.yaml (env: {NAME: value})", add)
         return
-    if cron["installed"] and cron["running"]:
+    if cron.fires():
         level, message = cron_ticks(store, count)
         add(level, "drivers", message)
-        _check_paths(loops, cron["path"], "the crontab line's",
+        _check_paths(loops, cron.path, "the crontab line's",
                      "run `loopctl cron install` again (it writes the PATH of today's agents)",
                      add)
-        check_cron_env(loops, cron.get("line"), add)
+        check_cron_env(loops, cron.line, add)
         return
     them = "them" if len(loops) != 1 else "it"
     add("error", "drivers", f"{count} but nothing will fire {them}: " + _fix(cron))
@@ -125,16 +141,16 @@ def _ago(seconds: float) -> str:
     return format_duration(max(int(seconds), 0))
 
 
-def _fix(cron: dict[str, Any]) -> str:
-    if cron["installed"]:
+def _fix(cron: CronDriver) -> str:
+    if cron.installed:
         return ("the crontab line is installed but no cron daemon is running; start cron "
                 "(e.g. `sudo service cron start`) or keep `loopctl daemon` running")
-    if cron["error"] and cron["error"].startswith("no crontab program"):
+    if cron.error and cron.error.startswith("no crontab program"):
         return ("no daemon holds the lease and there is no crontab program; keep `loopctl "
                 "daemon` running (or install cron, then `loopctl cron install`)")
-    if cron["error"]:
-        return f"no daemon holds the lease and {cron['error']}; keep `loopctl daemon` running"
-    if not cron["running"]:
+    if cron.error:
+        return f"no daemon holds the lease and {cron.error}; keep `loopctl daemon` running"
+    if not cron.running:
         return ("no daemon holds the lease, no crontab line runs `loopctl tick`, and no cron "
                 "daemon is running; keep `loopctl daemon` running")
     return ("no daemon holds the lease and no crontab line runs `loopctl tick`; run "

@@ -250,7 +250,8 @@ def run_now(store: Store, name: str, mode: str = "manual",
 
 
 def decide(kind: str, summary: str | None, evidence: str | None,
-           next_delay_s: int | None) -> dict[str, Any]:
+           next_delay_s: int | None) -> None:
+    """Write this run's decision where its supervisor reads it."""
     import json
 
     from loopctl.storage.atomic import atomic_write
@@ -268,4 +269,3 @@ def decide(kind: str, summary: str | None, evidence: str | None,
     decision = {"version": 1, "decision": kind, "summary": summary, "evidence": evidence,
                 "next_delay_s": next_delay_s}
     atomic_write(Path(target), json.dumps(decision).encode())
-    return decision

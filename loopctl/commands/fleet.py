@@ -13,6 +13,7 @@ from typing import Any
 
 from loopctl.commands import views
 from loopctl.domain.outcomes import FAILURES
+from loopctl.fast.data_class import record
 from loopctl.storage.run_digest import read_many
 from loopctl.storage.store import Store
 
@@ -20,6 +21,45 @@ STRIP = 20
 DAY_S = 24 * 3600
 WORDED = 100  # paused loops whose reason is worded from their definition, per view
 FIXED_BY_USER = (None, "user", "rate_limited")
+
+
+@record(frozen=True)
+class Spend:
+    """Spent `today` and over the last 7 days (`week`) by the runs' digests,
+    `total` by the loops' counters, and each budget's share, most spent first."""
+
+    today: float
+    week: float
+    total: float
+    budgets: list[dict[str, Any]]
+
+
+@record(frozen=True)
+class Overview:
+    """Every loop's LOOP object with its `strip` and `said`, the `counts`
+    (needs_you, failing, running, queued, held) and the `spend`."""
+
+    loops: list[dict[str, Any]]
+    counts: dict[str, int]
+    spend: Spend
+
+
+@record(frozen=True)
+class InFlight:
+    """A loop's run in flight: its id, and when it started (epoch seconds)."""
+
+    run_id: str
+    started: float
+
+
+@record(frozen=True)
+class Timeline:
+    """Each loop's runs (`loops`: name, status, runs, current) between
+    `start` and `end`, epoch seconds."""
+
+    start: float
+    end: float
+    loops: list[dict[str, Any]]
 
 
 def red(run: dict[str, Any]) -> bool:
@@ -50,7 +90,7 @@ def _words(store: Store, loop: dict[str, Any], budget: list[int]) -> str | None:
     if budget[0] <= 0:
         return str(reason)
     budget[0] -= 1
-    fix = views.status(store, str(loop["name"]), for_people=True).get("fix")
+    fix = views.status(store, str(loop["name"]), for_people=True).fix
     return f"{reason}: {fix}" if fix else str(reason)
 
 
@@ -66,8 +106,7 @@ def _counts(listed: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _spend(listed: list[dict[str, Any]], days: list[dict[str, float]],
-           now: float) -> dict[str, Any]:
+def _spend(listed: list[dict[str, Any]], days: list[dict[str, float]], now: float) -> Spend:
     week = {time.strftime("%Y-%m-%d", time.gmtime(now - d * DAY_S)) for d in range(7)}
     today = time.strftime("%Y-%m-%d", time.gmtime(now))
     budgets = []
@@ -78,13 +117,13 @@ def _spend(listed: list[dict[str, Any]], days: list[dict[str, float]],
                             "budget": cost["budget"],
                             "share": (cost.get("spent") or 0.0) / cost["budget"]})
     budgets.sort(key=lambda b: -b["share"])
-    return {"today": sum(d.get(today, 0.0) for d in days),
-            "week": sum(v for d in days for k, v in d.items() if k in week),
-            "total": sum((loop.get("cost_usd") or {}).get("spent") or 0.0 for loop in listed),
-            "budgets": budgets}
+    return Spend(today=sum(d.get(today, 0.0) for d in days),
+                 week=sum(v for d in days for k, v in d.items() if k in week),
+                 total=sum((loop.get("cost_usd") or {}).get("spent") or 0.0 for loop in listed),
+                 budgets=budgets)
 
 
-def overview(store: Store, now: float) -> dict[str, Any]:
+def overview(store: Store, now: float) -> Overview:
     """Every loop (`ls --json`) with `strip` (its last STRIP runs in brief,
     oldest first) and `said` (its status reason in words); `counts` and
     `spend` over them all."""
@@ -98,12 +137,12 @@ def overview(store: Store, now: float) -> dict[str, Any]:
         loop["strip"] = digest["runs"]
         loop["said"] = _words(store, loop, budget)
         days.append(digest["days"])
-    return {"loops": listed, "counts": _counts(listed), "spend": _spend(listed, days, now)}
+    return Overview(loops=listed, counts=_counts(listed), spend=_spend(listed, days, now))
 
 
-def timeline(store: Store, now: float, span_s: float = DAY_S) -> dict[str, Any]:
+def timeline(store: Store, now: float, span_s: float = DAY_S) -> Timeline:
     """Each loop's runs that overlap the last `span_s` seconds (from its
-    digest), and the run in flight; `from`/`to` in epoch seconds."""
+    digest), and the run in flight."""
     start = now - span_s
     rows = []
     listed = [loop for loop in views.list_loops(store) if loop.get("status") != "invalid"]
@@ -112,15 +151,15 @@ def timeline(store: Store, now: float, span_s: float = DAY_S) -> dict[str, Any]:
         runs = [r for r in digest["runs"] if (r.get("e") or r.get("s") or 0) >= start]
         rows.append({"name": loop["name"], "status": loop.get("status"), "runs": runs,
                      "current": _in_flight(loop.get("current_run"))})
-    return {"from": start, "to": now, "loops": rows}
+    return Timeline(start=start, end=now, loops=rows)
 
 
-def _in_flight(current: dict[str, Any] | None) -> dict[str, Any] | None:
+def _in_flight(current: dict[str, Any] | None) -> InFlight | None:
     from loopctl.domain.timestamps import parse_iso
 
     if not current or not isinstance(current.get("started_at"), str):
         return None
     try:
-        return {"run_id": current["run_id"], "started": parse_iso(current["started_at"])}
+        return InFlight(run_id=str(current["run_id"]), started=parse_iso(current["started_at"]))
     except ValueError:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, is_
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
@@ -20,6 +20,9 @@ from loopctl.domain.state import ACTIVE
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import mask
 from loopctl.domain.verify import describe_check
+
+if TYPE_CHECKING:
+    from loopctl.domain.result import JsonPart
 
 Column = Callable[[str], list[Any]]
 
@@ -125,7 +128,7 @@ def _if_active(at: Any, kind: str) -> Any:
     return at if kind == ACTIVE else None
 
 
-def _count(consecutive: Any, limit: Any) -> dict[str, Any]:
+def _count(consecutive: Any, limit: Any) -> JsonPart:
     return {"consecutive": consecutive, "limit": limit or None}
 
 
@@ -212,5 +215,5 @@ def _workspaces(loop: Column) -> list[dict[str, Any] | None]:
         loop("merge"), loop("fix_attempts"), loop("protect"))
 
 
-def _delivery_error(error: dict[str, Any] | None) -> dict[str, Any] | None:
+def _delivery_error(error: dict[str, Any] | None) -> JsonPart | None:
     return {"at": iso(error["at"]), "message": error["message"]} if error else None

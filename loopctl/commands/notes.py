@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from loopctl.commands.common import JSON_VERSION
 from loopctl.domain.checks import check_name
 from loopctl.domain.errors import NoSuchLoop
+from loopctl.domain.result import Result
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
 
-def notes(store: Store, name: str, clear: bool = False) -> dict[str, Any]:
+@record(frozen=True)
+class Notes(Result):
+    """A loop's notes as kept; `enabled`: the loop keeps notes (`--notes`);
+    `cleared`: there were notes and `--clear` emptied them."""
+
+    loop: str
+    notes: str
+    bytes: int
+    enabled: bool
+    cleared: bool
+
+
+def notes(store: Store, name: str, clear: bool = False) -> Notes:
     """The notes as kept (after `clear`: none). Unknown loop: exit 4."""
     from loopctl.storage.notes import clear_notes, read_notes
 
@@ -21,6 +32,5 @@ def notes(store: Store, name: str, clear: bool = False) -> dict[str, Any]:
     loop = defs.loops.get(name)
     cleared = clear_notes(store.paths, name) if clear else False
     text = read_notes(store.paths, name)
-    return {"version": JSON_VERSION, "loop": name, "notes": text,
-            "bytes": len(text.encode()), "enabled": bool(loop and loop.notes),
-            "cleared": cleared}
+    return Notes(loop=name, notes=text, bytes=len(text.encode()),
+                 enabled=bool(loop and loop.notes), cleared=cleared)

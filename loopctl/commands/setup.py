@@ -3,57 +3,102 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import snapshot
 from loopctl.commands.views import list_loops, read_events
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import parse_loop
+from loopctl.domain.result import Result
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
+if TYPE_CHECKING:
+    from loopctl.domain.digest import Digest
 
-def agents_table() -> list[dict[str, Any]]:
+
+@record(frozen=True)
+class AgentRow(Result):
+    """One preset: its binary and where PATH finds it (`path`, None: not
+    found), the `version` it says, the `argv` a run executes, how it is
+    confined, and how to install it."""
+
+    VERSIONED = False
+
+    preset: str
+    binary: str
+    path: str | None
+    version: str | None
+    argv: list[str]
+    prompt_on_stdin: bool
+    safe_default: Any
+    yolo: list[str]
+    warning: str | None
+    verified: Any
+    sandbox_write: list[str]
+    confined_by_default: bool
+    install: str | None
+
+
+@record(frozen=True)
+class Agents(Result):
+    """`agents`: every preset, and whether this machine can confine runs."""
+
+    agents: list[AgentRow]
+    sandbox: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Result.to_json(self), "agents": [row.to_json() for row in self.agents]}
+
+
+def agents(sandbox: dict[str, Any]) -> Agents:
+    return Agents(agents=agents_table(), sandbox=sandbox)
+
+
+def agents_table() -> list[AgentRow]:
     """Every preset: on PATH?, version (asked with a short timeout), argv."""
-    import os
     import shutil
     from concurrent.futures import ThreadPoolExecutor
 
     from loopctl.agents.presets import INSTALL, PRESETS, build_argv
     from loopctl.domain.confinement import preset_write
-    from loopctl.integrations import subprocess_runner as runner
 
-    def version(binary: str, args: tuple[str, ...]) -> str | None:
-        if not args:
-            return None
-        try:
-            out = runner.run([binary, *args], env=os.environ, timeout=5, out_limit=4096)
-        except OSError:
-            return None
-        lines = (out.out or out.err).decode("utf-8", "replace").strip().splitlines()
-        return lines[0][:60] if out.exit_code == 0 and lines else None
-
+    presets = list(PRESETS.values())
+    paths = {preset.name: shutil.which(preset.binary) for preset in presets}
+    found = [preset for preset in presets if paths[preset.name]]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        said = pool.map(lambda preset: _version(paths[preset.name], preset.version_args), found)
+        versions = dict(zip([preset.name for preset in found], said, strict=True))
     rows = []
-    for preset in PRESETS.values():
+    for preset in presets:
         loop = parse_loop("example", {"prompt": "PROMPT", "every": "1h", "agent": preset.name})
         argv, stdin = build_argv(loop, "PROMPT", "PROMPT_FILE", "RUN_ID")
-        rows.append({"preset": preset.name, "binary": preset.binary,
-                     "path": shutil.which(preset.binary), "version": None, "argv": argv,
-                     "prompt_on_stdin": stdin is not None,
-                     "safe_default": preset.safe_default, "yolo": list(preset.bypass),
-                     "warning": preset.warning, "verified": preset.verified,
-                     "sandbox_write": list(preset_write(preset.name, "~")),
-                     "confined_by_default": preset.name != "shell",
-                     "install": INSTALL.get(preset.name)})
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        found = [r for r in rows if r["path"]]
-        versions = pool.map(lambda r: version(r["path"], PRESETS[r["preset"]].version_args),
-                            found)
-        for row, ver in zip(found, versions, strict=True):
-            row["version"] = ver
+        rows.append(AgentRow(
+            preset=preset.name, binary=preset.binary, path=paths[preset.name],
+            version=versions.get(preset.name), argv=argv, prompt_on_stdin=stdin is not None,
+            safe_default=preset.safe_default, yolo=list(preset.bypass), warning=preset.warning,
+            verified=preset.verified, sandbox_write=list(preset_write(preset.name, "~")),
+            confined_by_default=preset.name != "shell", install=INSTALL.get(preset.name)))
     return rows
 
 
-def digest(store: Store, since_s: int) -> dict[str, Any]:
+def _version(binary: str | None, args: tuple[str, ...]) -> str | None:
+    """The first line `binary ARGS` prints, asked with a short timeout."""
+    import os
+
+    from loopctl.integrations import subprocess_runner as runner
+
+    if not args or binary is None:
+        return None
+    try:
+        out = runner.run([binary, *args], env=os.environ, timeout=5, out_limit=4096)
+    except OSError:
+        return None
+    lines = (out.out or out.err).decode("utf-8", "replace").strip().splitlines()
+    return lines[0][:60] if out.exit_code == 0 and lines else None
+
+
+def digest(store: Store, since_s: int) -> Digest:
     """What happened in the last `since_s` seconds, "needs you" first."""
     from loopctl.domain import digest as report
     from loopctl.storage.runs import list_records

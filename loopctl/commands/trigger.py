@@ -8,17 +8,34 @@ before the fire coalesce: the record counts them, the last payload wins.
 
 from __future__ import annotations
 
-from typing import Any
-
-from loopctl.commands.common import JSON_VERSION, locked_loop
+from loopctl.commands.common import locked_loop
 from loopctl.domain import valves
 from loopctl.domain.errors import UsageError
+from loopctl.domain.result import Result
 from loopctl.domain.timestamps import iso
 from loopctl.engine import procs
+from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
 
-def trigger(store: Store, name: str, payload: str | None = None) -> dict[str, Any]:
+@record(frozen=True)
+class Triggered(Result):
+    """An accepted trigger: `triggers` coalesced into the next fire, `when`
+    it fires (`now` or after `run_in_flight`), and which `driver` fires it
+    (daemon, cron, cron_silent or none; `driver_pid`: the daemon's)."""
+
+    loop: str
+    accepted: bool
+    triggers: int
+    payload_bytes: int | None
+    when: str
+    run_in_flight: str | None
+    at: str | None
+    driver: str
+    driver_pid: int | None
+
+
+def trigger(store: Store, name: str, payload: str | None = None) -> Triggered:
     """Ask for a fire of `name` now. Unknown loop: exit 4; a loop that may
     not fire (paused, finished, rate-limited): exit 2 with the reason."""
     with locked_loop(store, name) as (defs, state, loop, now):
@@ -49,11 +66,11 @@ def trigger(store: Store, name: str, payload: str | None = None) -> dict[str, An
         state["defs_sig"] = defs.signature
         store.write_state(state)
     kind, pid = driver(store, now)
-    return {"version": JSON_VERSION, "loop": name, "accepted": True, "triggers": count,
-            "payload_bytes": len(payload.encode()) if payload is not None else None,
-            "when": "after the run in flight" if running else "now",
-            "run_in_flight": running["run_id"] if running else None,
-            "at": iso(now), "driver": kind, "driver_pid": pid}
+    return Triggered(loop=name, accepted=True, triggers=count,
+                     payload_bytes=len(payload.encode()) if payload is not None else None,
+                     when="after the run in flight" if running else "now",
+                     run_in_flight=running["run_id"] if running else None,
+                     at=iso(now), driver=kind, driver_pid=pid)
 
 
 def driver(store: Store, now: float) -> tuple[str, int | None]:
@@ -70,6 +87,6 @@ def driver(store: Store, now: float) -> tuple[str, int | None]:
             lambda pid, ct: procs.alive({"pid": pid, "ct": ct})):
         return "daemon", holder.pid
     cron = cron_driver(store)
-    if not (cron["installed"] and cron["running"]):
+    if not cron.fires():
         return "none", None
     return ("cron" if cron_ticks(store, "")[0] == "ok" else "cron_silent"), None

@@ -5,28 +5,33 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
 from loopctl.domain.checks import check_name
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
+from loopctl.domain.result import Result
 from loopctl.domain.state import display_status
 from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
+from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
 from loopctl.storage.store import Store
 
+if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
+    from loopctl.commands.loop_view import InvalidLoop, LoopObject
 
-def describe(loop: LoopDef | None, st: dict[str, Any] | None, now: float,
-             name: str | None = None, invalid: str | None = None,
-             held: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The stable JSON shape of one loop (documented in the README): the
-    columns of `loop_columns` for this one loop."""
-    if invalid or loop is None or st is None:
-        return {"name": loop.name if loop else name, "status": "invalid", "error": invalid}
-    return {key: column[0] for key, column in loop_columns([loop], [st], now, held).items()}
+
+def describe(loop: LoopDef, st: dict[str, Any], now: float,
+             held: dict[str, dict[str, Any]] | None = None) -> LoopObject:
+    """The LOOP object of one loop (documented in the README): the columns
+    of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
+    from loopctl.commands.loop_view import LoopObject
+
+    return LoopObject.from_fields({key: column[0] for key, column
+                                   in loop_columns([loop], [st], now, held).items()})
 
 
 def held_loops(store: Store, defs: Any, state: dict[str, Any],
@@ -106,9 +111,12 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     names, entries, invalid = defs.names, state["loops"], defs.invalid
     held = held_loops(store, defs, state, now)
     if any(name in invalid for name in names):
-        return [describe(None, None, now, name=str(name), invalid=invalid[name])
+        from loopctl.commands.loop_view import InvalidLoop
+
+        return [InvalidLoop(name=str(name), error=invalid[name]).as_loop()
                 if name in invalid else
-                with_reason(store, describe(defs.loops[name], entries[name], now, held=held))
+                with_reason(store, describe(defs.loops[name], entries[name], now,
+                                            held=held)).as_loop()
                 for name in names]
     return _with_reasons(store, loop_columns([defs.loops[name] for name in names],
                                              [entries[name] for name in names], now, held))
@@ -128,7 +136,7 @@ def _with_reasons(store: Store, columns: dict[str, list[Any]]) -> dict[str, list
     for name, last, check in zip(columns["name"], columns["last_run"], columns["last_check"],
                                  strict=True):
         if last:
-            with_reason(store, {"name": name, "last_run": last, "last_check": check})
+            _reason_of_last(store, name, last, check)
     return columns
 
 
@@ -173,21 +181,22 @@ def list_queued(store: Store) -> list[dict[str, Any]]:
     return list_brief(store) if fast is None else fast
 
 
-def status(store: Store, name: str, for_people: bool = False) -> dict[str, Any]:
+def status(store: Store, name: str, for_people: bool = False) -> LoopObject | InvalidLoop:
     """One loop's LOOP object, the shape `ls --json` gives each loop; for
     people also its `limits` and the `fix` of a pause loopctl made."""
     from loopctl.commands.listing import one
+    from loopctl.commands.loop_view import InvalidLoop
 
     fast = one(store, name)
     if fast is not None:  # the loop's own line and entry
         loop, invalid, state, now = fast
         if loop is None:
-            return describe(None, None, now, name=name, invalid=invalid[name])
+            return InvalidLoop(name=name, error=invalid[name])
         described = with_reason(store, describe(loop, state["loops"][name], now))
         return people_extras(loop, state["loops"][name], described) if for_people else described
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
-        return describe(None, None, now, name=name, invalid=defs.invalid[name])
+        return InvalidLoop(name=name, error=defs.invalid[name])
     if name not in defs.loops:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
@@ -196,29 +205,28 @@ def status(store: Store, name: str, for_people: bool = False) -> dict[str, Any]:
     return people_extras(defs.loops[name], st, described) if for_people else described
 
 
-def people_extras(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
-    return with_limits(loop, with_fix(loop, st, described))
+def people_extras(loop: LoopDef, st: dict[str, Any], described: LoopObject) -> LoopObject:
+    """The loop's `fix` and `limits`, which `status NAME` tells a person."""
+    return described.told(fix=fix_of(loop, st, described.status), limits=limits_of(loop))
 
 
-def with_fix(loop: LoopDef, st: dict[str, Any], described: dict[str, Any]) -> dict[str, Any]:
-    """`fix` in one loop's object: what to do about a pause loopctl made
-    (`fix the cause, then loopctl resume NAME`), as a refused `run` says it."""
+def fix_of(loop: LoopDef, st: dict[str, Any], shown_status: str) -> str | None:
+    """What to do about a pause loopctl made (`fix the cause, then loopctl
+    resume NAME`), as a refused `run` says it."""
     from loopctl.domain.valves import pause_explained
 
-    if described.get("status") != "paused" or st.get("reason") in (None, "user"):
-        return described
+    if shown_status != "paused" or st.get("reason") in (None, "user"):
+        return None
     refusal = pause_explained(loop, st) or ""
-    described["fix"] = refusal.partition("): ")[2] or None
-    return described
+    return refusal.partition("): ")[2] or None
 
 
-def with_limits(loop: LoopDef, described: dict[str, Any]) -> dict[str, Any]:
-    """`limits` in `status NAME`: each bound of a run, by its loops.yaml key
-    (seconds, bytes, counts; null: none), from the settings table."""
+def limits_of(loop: LoopDef) -> dict[str, float | None]:
+    """Each bound of a run, by its loops.yaml key (seconds, bytes, counts;
+    null: none), from the settings table."""
     from loopctl.domain.loop_settings import LIMITS
 
-    described["limits"] = {s.key: getattr(loop, s.name) for s in LIMITS}
-    return described
+    return {s.key: getattr(loop, s.name) for s in LIMITS}
 
 
 def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
@@ -249,22 +257,44 @@ def failed_check(st: dict[str, Any]) -> str | None:
     return "not yet: check failed" + (f" (exit {code})" if code is not None else "")
 
 
-def with_reason(store: Store, described: dict[str, Any]) -> dict[str, Any]:
+def with_reason(store: Store, described: LoopObject) -> LoopObject:
     """`last_run.reason` in the LOOP object: the record's note or the last
     line the agent printed, sanitized (None after an ok run)."""
-    last = described.get("last_run")
-    if last:
-        last["reason"] = last_reason(store, described["name"], {
-            "last_run_id": last["run_id"], "last_outcome": last["outcome"],
-            "last_check": described.get("last_check")})
+    if described.last_run:
+        _reason_of_last(store, described.name, described.last_run, described.last_check)
     return described
 
 
-def show(store: Store, name: str) -> dict[str, Any]:
+def _reason_of_last(store: Store, name: str, last: dict[str, Any],
+                    check: dict[str, Any] | None) -> None:
+    """Writes `reason` into `last` (a LOOP object's `last_run`, its own
+    mapping: loop_object._runs)."""
+    last["reason"] = last_reason(store, name, {
+        "last_run_id": last["run_id"], "last_outcome": last["outcome"], "last_check": check})
+
+
+@record(frozen=True)
+class Shown(Result):
+    """A loop's definition as loops.yaml holds it (`definition`: its entry,
+    unmasked; an invalid entry as written)."""
+
+    name: str
+    definition: Any
+
+    def masked(self) -> Any:
+        return masked(self.definition)
+
+    def to_json(self, reveal: bool = False) -> dict[str, Any]:
+        """Durations in seconds, secrets masked unless `reveal`."""
+        return {"version": JSON_VERSION, "name": self.name,
+                "definition": definition_json(self.definition, reveal=reveal)}
+
+
+def show(store: Store, name: str) -> Shown:
     defs = store.read_defs()
     if not defs.has(name):
         raise NoSuchLoop(name)
-    return {name: defs.raw(name)}
+    return Shown(name=name, definition=defs.raw(name))
 
 
 DURATION_KEYS = ("every", "after", "min_delay", "max_delay", "keepalive", "timeout", "for")
@@ -292,16 +322,29 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
     return out
 
 
-def validate(store: Store, path: Path | None) -> dict[str, Any]:
+@record(frozen=True)
+class Validation(Result):
+    """`validate`: the loops that parse, each invalid one with its error, the
+    concurrency caps in force, and warnings (a working directory gone)."""
+
+    file: str
+    valid: list[str]
+    invalid: dict[str, str]
+    max_concurrent: int
+    max_concurrent_per_agent: dict[str, int]
+    warnings: list[str]
+
+
+def validate(store: Store, path: Path | None) -> Validation:
     from loopctl.domain.capacity import caps_of
 
     defs = store.read_defs(path)
     caps = caps_of(defs.top)
-    return {"version": JSON_VERSION, "file": str(path or store.paths.loops_file),
-            "valid": sorted(defs.loops), "invalid": dict(sorted(defs.invalid.items())),
-            "max_concurrent": caps.total, "max_concurrent_per_agent": caps.per_agent,
-            "warnings": [f"loop {name!r}: {said}" for name in sorted(defs.loops)
-                         if (said := missing_cwd(defs.loops[name]))]}
+    return Validation(file=str(path or store.paths.loops_file), valid=sorted(defs.loops),
+                      invalid=dict(sorted(defs.invalid.items())),
+                      max_concurrent=caps.total, max_concurrent_per_agent=caps.per_agent,
+                      warnings=[f"loop {name!r}: {said}" for name in sorted(defs.loops)
+                                if (said := missing_cwd(defs.loops[name]))])
 
 
 def missing_cwd(loop: LoopDef) -> str | None:
@@ -324,6 +367,18 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
     return last_runs(records, limit) if limit else records
+
+
+@record(frozen=True)
+class SkippedSlots(Result):
+    """`history NAME --skipped`: due slots that did not run, oldest first."""
+
+    loop: str
+    skipped_slots: list[dict[str, Any]]
+
+
+def skipped_slots_of(store: Store, name: str, limit: int) -> SkippedSlots:
+    return SkippedSlots(loop=name, skipped_slots=skipped_slots(store, name, limit))
 
 
 def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
@@ -353,14 +408,44 @@ def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
     return records
 
 
-def skipped_summary(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+@record(frozen=True)
+class GateSkips(Result):
+    """How many fires a gate skipped, the last one, and what its gate said."""
+
+    VERSIONED = False
+
+    count: int
+    last_run_id: str
+    last_gate_output: str | None
+
+
+@record(frozen=True)
+class History(Result):
+    """`history NAME`: the loop's run records, oldest first, and the fires
+    its gate skipped among them."""
+
+    loop: str
+    runs: list[dict[str, Any]]
+    skipped: GateSkips | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Result.to_json(self), "skipped": self.skipped and self.skipped.to_json()}
+
+
+def runs_of(store: Store, name: str, limit: int) -> History:
+    """`history NAME [--limit N]`: `history`, with what the gate skipped."""
+    records = history(store, name, limit)
+    return History(loop=name, runs=records, skipped=skipped_summary(records))
+
+
+def skipped_summary(records: list[dict[str, Any]]) -> GateSkips | None:
     """How many fires a gate skipped, and what it said the last time."""
     skipped = [r for r in records if r["outcome"] == "skipped"]
     if not skipped:
         return None
     last = skipped[-1]
-    return {"count": len(skipped), "last_run_id": last["run_id"],
-            "last_gate_output": (last.get("gate") or {}).get("output_tail")}
+    return GateSkips(count=len(skipped), last_run_id=last["run_id"],
+                     last_gate_output=(last.get("gate") or {}).get("output_tail"))
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

@@ -11,10 +11,11 @@ import textwrap
 from typing import Any
 
 from loopctl.domain.durations import format_usd
+from loopctl.domain.result import Result
 from loopctl.domain.timestamps import parse_iso
 from loopctl.domain.untrusted import line as one_line
+from loopctl.fast.data_class import record, replace
 
-DIGEST_VERSION = 1
 WIDTH = 80
 OVERDUE_AFTER = 120.0
 # Hand-off outcomes a person must act on (DESIGN §12), when a loop has them.
@@ -64,8 +65,32 @@ def red_check(loop: dict[str, Any]) -> bool:
         and check.get("run_id") == last.get("run_id")
 
 
+@record(frozen=True)
+class Digest(Result):
+    """The report: `needs_you` first, then each loop's runs, decisions,
+    hand-offs and events in the window, and the `total`. `notified`: the
+    delivery of each target the digest was sent to (`--notify`), else None,
+    and then not in the JSON."""
+
+    since: str | None
+    until: str | None
+    needs_you: list[dict[str, Any]]
+    loops: list[dict[str, Any]]
+    total: dict[str, Any] | None = None
+    notified: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        shape = Result.to_json(self)
+        if self.notified is None:
+            del shape["notified"]
+        return shape
+
+    def sent(self, notified: list[dict[str, Any]]) -> Digest:
+        return replace(self, notified=notified)
+
+
 def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
-          events: list[dict[str, Any]], since: float, now: float) -> dict[str, Any]:
+          events: list[dict[str, Any]], since: float, now: float) -> Digest:
     from loopctl.domain.timestamps import iso
 
     recent_events = [e for e in events if _since(e, "at", since)]
@@ -99,8 +124,8 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                         "reason": e.get("reason"), "summary": e.get("summary")}
                        for e in recent_events if e.get("loop") == loop["name"]],
         })
-    return {"version": DIGEST_VERSION, "since": iso(since), "until": iso(now),
-            "needs_you": needs_you, "loops": out, "total": _total(out)}
+    return Digest(since=iso(since), until=iso(now), needs_you=needs_you, loops=out,
+                  total=_total(out))
 
 
 def _cost(record: dict[str, Any]) -> float:
@@ -145,12 +170,12 @@ def _wrap(text: str, indent: str) -> list[str]:
                          placeholder=" ...") or [indent]
 
 
-def render(report: dict[str, Any]) -> str:
-    lines = [f"loopctl digest: {report['since']} to {report['until']}", ""]
-    lines.append("Needs you" if report["needs_you"] else "Needs you: nothing")
-    for item in report["needs_you"]:
+def render(report: Digest) -> str:
+    lines = [f"loopctl digest: {report.since} to {report.until}", ""]
+    lines.append("Needs you" if report.needs_you else "Needs you: nothing")
+    for item in report.needs_you:
         lines += _wrap(f"{item['loop']}: {item['why']}", "  ")
-    for loop in report["loops"]:
+    for loop in report.loops:
         runs = ", ".join(f"{n} {outcome}" for outcome, n in sorted(loop["runs"].items()))
         cost = f", {format_usd(loop['cost_usd'])}" if loop["cost_usd"] else ""
         reason = f" ({loop['reason']})" if loop.get("reason") else ""
@@ -173,8 +198,8 @@ def render(report: dict[str, Any]) -> str:
             lines += _wrap(f"event {event['status']}"
                            + (f" ({event['reason']})" if event.get("reason") else "")
                            + f": {event.get('summary') or ''}", "  ")
-    total = report.get("total")
+    total = report.total
     if total is not None:
         lines += ["", f"Total: {total['runs']} run(s), {format_usd(total['cost_usd'])} "
-                      f"across {len(report['loops'])} loop(s)"]
+                      f"across {len(report.loops)} loop(s)"]
     return "\n".join(line[:WIDTH] for line in lines) + "\n"

@@ -43,14 +43,12 @@ def loops(store: Store) -> dict[str, Any]:
 def loop(store: Store, name: str) -> dict[str, Any]:
     """`status NAME --json`."""
     with common.no_cycle_collection():
-        return dict(reading.status(store, name), version=common.JSON_VERSION)
+        return reading.status(store, name).to_json()
 
 
 def runs(store: Store, name: str, limit: int = 20) -> dict[str, Any]:
     """`history NAME --json [--limit N]`."""
-    records = reading.history(store, name, limit)
-    return {"version": common.JSON_VERSION, "loop": name, "runs": records,
-            "skipped": reading.skipped_summary(records)}
+    return reading.runs_of(store, name, limit).to_json()
 
 
 def parse_limit(text: str | None, default: int = 20) -> int:
@@ -72,9 +70,10 @@ class Actions:
         from loopctl.commands.control import control
 
         if verb == "resume" and payload:
-            return control(self.store(), name, verb, answer=self.text(payload, "--answer"))
+            return control(self.store(), name, verb,
+                           answer=self.text(payload, "--answer")).to_json()
         if verb in ("pause", "resume", "stop"):
-            return control(self.store(), name, verb, kill=kill)
+            return control(self.store(), name, verb, kill=kill).to_json()
         if verb == "trigger":
             return self.trigger(name, payload)
         if verb == "run":
@@ -84,7 +83,7 @@ class Actions:
     def trigger(self, name: str, payload: bytes | None) -> dict[str, Any]:
         from loopctl.commands.trigger import trigger
 
-        return trigger(self.store(), name, self.text(payload) if payload else None)
+        return trigger(self.store(), name, self.text(payload) if payload else None).to_json()
 
     @staticmethod
     def text(data: bytes, what: str = "--payload") -> str:

@@ -233,9 +233,9 @@ def _timeline_row(row: dict[str, Any], y: float, place: Any, now: float) -> list
         said = f"{run['id']}: {outcome}" + (f": {escape(run['r'])}" if run["r"] else "")
         out.append(_bar(x0, place(run["e"] or start), y, colour, said))
     current = row.get("current")
-    if current and current.get("started"):
-        out.append(_bar(place(current["started"]), place(now), y, "#1565c0",
-                        f"{escape(str(current['run_id']))}: running", "run live"))
+    if current and current.started:
+        out.append(_bar(place(current.started), place(now), y, "#1565c0",
+                        f"{escape(current.run_id)}: running", "run live"))
     return out
 
 

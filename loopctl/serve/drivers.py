@@ -47,4 +47,4 @@ def _driver_runs(store: Store) -> bool:
             lambda pid, ct: procs.alive({"pid": pid, "ct": ct})):
         return True
     cron = cron_driver(store)
-    return bool(cron["installed"] and cron["running"])
+    return cron.fires()

@@ -9,6 +9,7 @@ from typing import Any
 
 from loopctl import clock
 from loopctl.commands import fleet
+from loopctl.commands.fleet import Spend
 from loopctl.domain.durations import format_usd
 from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.timestamps import iso
@@ -78,15 +79,15 @@ def _counts(counts: dict[str, int]) -> str:
     return f'<ul class="counts">{items}</ul>'
 
 
-def _spend(spend: dict[str, Any]) -> str:
+def _spend(spend: Spend) -> str:
     budgets = "".join(
         f'<li><a href="{esc(href(b["loop"]))}">{esc(b["loop"])}</a> '
         f'<meter min="0" max="1" low="0.7" high="0.9" optimum="0" '
         f'value="{min(b["share"], 1):.3f}"></meter> {esc(format_usd(b["spent"]))} of '
-        f'{esc(format_usd(b["budget"]))}</li>' for b in spend["budgets"][:10])
-    return (f'<section class="spend"><p><b id="spent-today">{esc(format_usd(spend["today"]))}'
-            f'</b> today · <b id="spent-week">{esc(format_usd(spend["week"]))}</b> over 7 days'
-            f' · {esc(format_usd(spend["total"]))} in all</p>'
+        f'{esc(format_usd(b["budget"]))}</li>' for b in spend.budgets[:10])
+    return (f'<section class="spend"><p><b id="spent-today">{esc(format_usd(spend.today))}'
+            f'</b> today · <b id="spent-week">{esc(format_usd(spend.week))}</b> over 7 days'
+            f' · {esc(format_usd(spend.total))} in all</p>'
             + (f'<ul class="budgets">{budgets}</ul>' if budgets else "") + "</section>")
 
 
@@ -97,7 +98,7 @@ HEAD = "".join(f"<th>{k}</th>" for k in ("loop", "status", "last 20", "last run"
 def overview(store: Store, app: Any) -> bytes:
     version, now = version_now(store), clock.now()
     seen = fleet.overview(store, now)
-    listed = seen["loops"]
+    listed = seen.loops
     first = sorted(listed, key=lambda loop: (not fleet.needs_you(loop),
                                              not fleet.failing(loop, loop["strip"])))
     table = (f'<table class="loops"><thead><tr>{HEAD}</tr></thead><tbody>'
@@ -105,7 +106,7 @@ def overview(store: Store, app: Any) -> bytes:
         '<p class="none">no loops yet: <code>loopctl start --every 10m ...</code></p>'
     body = (f"<h1>{len(listed)} loop{'s' if len(listed) != 1 else ''}"
             f' <small>at {esc(iso(now))} · <a href="/timeline">last 24 hours</a></small></h1>'
-            + _counts(seen["counts"]) + _spend(seen["spend"]) + _holds(store, now) + table)
+            + _counts(seen.counts) + _spend(seen.spend) + _holds(store, now) + table)
     return layout("loops", body, app, version=version)
 
 
@@ -115,5 +116,5 @@ def timeline(store: Store, app: Any) -> bytes:
     version, now = version_now(store), clock.now()
     seen = fleet.timeline(store, now)
     body = ('<h1>Last 24 hours <small><a href="/">back to the loops</a></small></h1>'
-            f'<div class="wide">{charts.timeline(seen["loops"], seen["from"], seen["to"])}</div>')
+            f'<div class="wide">{charts.timeline(seen.loops, seen.start, seen.end)}</div>')
     return layout("last 24 hours", body, app, page="/timeline", version=version)

@@ -199,9 +199,9 @@ def _notes(store: Store, name: str) -> str:
     from loopctl.commands.notes import notes
 
     kept = notes(store, name)
-    if not kept["enabled"] and not kept["notes"]:
+    if not kept.enabled and not kept.notes:
         return ""
-    return f'<section><h2>Notes</h2><pre class="notes">{esc(kept["notes"])}</pre></section>'
+    return f'<section><h2>Notes</h2><pre class="notes">{esc(kept.notes)}</pre></section>'
 
 
 def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = None,
@@ -215,7 +215,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
              if said else "")
     used, spent = _limits(info)
     now = clock.now()
-    fix = reading.status(store, name, for_people=True).get("fix")
+    fix = reading.status(store, name, for_people=True).fix
     facts = (f"<dl><dt>status</dt><dd id=\"status\">{status_cell(info)}"
              + (f'<div class="reason">{esc(fix)}</div>' if fix else "") + "</dd>"
              f"<dt>schedule</dt><dd>{esc(info['schedule']['text'])}</dd>"
@@ -224,7 +224,7 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
              f"<dt>runs</dt><dd>{esc(used)}</dd><dt>spent</dt><dd>{esc(spent)}</dd>"
              + (f"<dt>note</dt><dd>{esc(info['note'])}</dd>" if info.get("note") else "")
              + "</dl>")
-    prompt = reading.show(store, name)[name]
+    prompt = reading.show(store, name).definition
     shown = (prompt.get("prompt") or prompt.get("prompt_file")) if isinstance(prompt, dict) \
         else ""
     body = (f'<h1>{esc(name)}</h1>{flash}{facts}'
@@ -252,8 +252,8 @@ def doctor(store: Store, app: Any) -> bytes:
 
     found = check(store)
     items = "".join(f'<li class="f-{esc(f["level"])}"><b>{esc(f["level"])}</b> '
-                    f'{esc(f["check"])}: {esc(f["message"])}</li>' for f in found["findings"])
-    said = "healthy" if found["healthy"] else "problems found"
+                    f'{esc(f["check"])}: {esc(f["message"])}</li>' for f in found.findings)
+    said = "healthy" if found.healthy else "problems found"
     return layout("doctor", f"<h1>doctor: {said}</h1><ul class=\"findings\">{items}</ul>",
                   app, live=False)
 

@@ -76,7 +76,7 @@ def full_read(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
 
 def listed() -> tuple[Any, dict[str, Any]]:
     brief = reading.list_brief(Store())
-    return brief, {row["name"]: reading.status(Store(), row["name"]) for row in brief}
+    return brief, {row["name"]: reading.status(Store(), row["name"]).to_json() for row in brief}
 
 
 @pytest.fixture(autouse=True)
@@ -228,8 +228,8 @@ def test_status_finds_its_loop_by_its_line_and_nothing_else(
     rewrite_state(lambda loops: loops["plain"].update(
         note=fake, last_handoff={"later": {"status": "stopped"}}))
     same(monkeypatch)
-    assert reading.status(Store(), "later")["status"] == "active"
-    assert reading.status(Store(), "later")["schedule"]["every_s"] == 3600
+    assert reading.status(Store(), "later").status == "active"
+    assert reading.status(Store(), "later").to_json()["schedule"]["every_s"] == 3600
 
 
 def test_the_state_file_is_one_entry_a_line_and_reads_back(home: Path) -> None:

@@ -57,8 +57,8 @@ def test_a_decision_file_summary_is_stored_as_one_line() -> None:
 
 
 def test_the_digest_shows_hostile_text_on_its_own_lines_only() -> None:
-    report = {"since": "a", "until": "b", "needs_you": [{"loop": "x", "why": "x\u2028FORGED"}],
-              "loops": []}
+    report = digest.Digest(since="a", until="b",
+                           needs_you=[{"loop": "x", "why": "x\u2028FORGED"}], loops=[])
     text = digest.render(report)
     assert not any(line_ == "FORGED" for line_ in text.split("\n"))
     assert shown_clean(text.replace("\n", ""))

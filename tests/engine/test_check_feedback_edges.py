@@ -337,12 +337,14 @@ def test_a_base_whose_folder_is_a_symlink_starts_no_run_there(tmp_path: Path) ->
 def test_status_of_a_pr_no_longer_followed_says_so(limit: int | None) -> None:
     # Found: after `update --no-pr` (or --fix-attempts 0) status said
     # `0 fix run(s) of None` of the PR state.json still remembers.
+    from loop_object_support import loop_object
+
     from loopctl.cli.views import _pr_lines
 
     pr = {"url": "https://github.com/o/r/pull/7", "branch": "b", "fixes": 0, "review": False}
-    [said] = _pr_lines({"pr_feedback": pr, "workspace": {"fix_attempts": limit}})
+    [said] = _pr_lines(loop_object(pr_feedback=pr, workspace={"fix_attempts": limit}))
     assert "None" not in said and "of 0" not in said and "PR feedback is off" in said
-    [said] = _pr_lines({"pr_feedback": pr, "workspace": {"fix_attempts": 3}})
+    [said] = _pr_lines(loop_object(pr_feedback=pr, workspace={"fix_attempts": 3}))
     assert said.endswith("pull/7: 0 fix run(s) of 3")
 
 

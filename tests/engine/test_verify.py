@@ -336,10 +336,12 @@ def test_the_regex_child_dies_with_its_parent() -> None:
 
 
 def test_status_shows_the_last_check_only_while_the_loop_has_a_check() -> None:
+    from loop_object_support import loop_object
+
     from loopctl.cli.views import _check_lines
 
     last = {"run_id": RUN, "exit_code": 1, "passed": False, "metric": 3.0}
     check = {"argv": ["pytest", "-q"], "timeout_s": 600, "until_check": False, "metric": None}
     assert any("last check failed (exit 1), metric 3" in line
-               for line in _check_lines({"check": check, "last_check": last}))
-    assert _check_lines({"check": None, "last_check": last}) == []  # after `--check none`
+               for line in _check_lines(loop_object(check=check, last_check=last)))
+    assert _check_lines(loop_object(check=None, last_check=last)) == []  # after `--check none`

@@ -113,7 +113,7 @@ def test_the_timeline_draws_runs_waits_and_hostile_names_as_text() -> None:
     rows = [{"name": "<script>x</script>" + "n" * 80, "runs": [
         {"id": "20261205T090000Z-0001", "o": "failed", "c": False, "r": '"quoted" <b>',
          "q": NOW - 3700, "s": NOW - 3600, "e": NOW - 3000, "usd": None}],
-        "current": {"run_id": "20261205T093000Z-0002", "started": NOW - 60}}]
+        "current": fleet.InFlight(run_id="20261205T093000Z-0002", started=NOW - 60)}]
     svg = charts.timeline(rows, NOW - DAY, NOW)
     assert "<script>" not in svg and "&lt;script&gt;" in svg
     assert svg.count('class="run"') == 1 and svg.count('class="wait"') == 1
@@ -162,5 +162,5 @@ def test_counts_and_spend_from_a_fake_clock() -> None:
     assert counts == {"needs_you": 2, "failing": 2, "running": 1, "queued": 1, "held": 1}
     days = [{"2026-12-05": 0.25, "2026-11-29": 1.0, "2026-11-28": 100.0}, {"2026-12-04": 0.5}]
     spend = fleet._spend(listed, days, NOW)  # noqa: SLF001
-    assert (spend["today"], spend["week"], spend["total"]) == (0.25, 1.75, 5.5)
-    assert [b["loop"] for b in spend["budgets"]] == ["j", "k"]
+    assert (spend.today, spend.week, spend.total) == (0.25, 1.75, 5.5)
+    assert [b["loop"] for b in spend.budgets] == ["j", "k"]

@@ -31,7 +31,7 @@ class Flaky:
         self.calls: list[str] = []
         self.failed = False
 
-    def __call__(self, store: Store, name: str, payload: str) -> dict[str, Any]:
+    def __call__(self, store: Store, name: str, payload: str) -> Any:
         from loopctl.commands.trigger import trigger
 
         self.calls.append(name)
