@@ -10,7 +10,12 @@ from loopctl.domain import slots
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import next_fire
 from loopctl.domain.state import LoopState
-from loopctl.fast.dates import tzinfo
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from datetime import tzinfo  # types only: no import at run time
+    from typing import Any
 
 
 def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
@@ -57,22 +62,18 @@ def unmatched(globs: list[str], known: set[str]) -> list[str]:
     return [g for g in globs if not any(fnmatchcase(m, g) for m in known)]
 
 
-def portable_form(loop: LoopDef) -> dict[str, Any]:
-    """The loop's loops.yaml form without what is this machine's own: its
-    working directory, when it was started here, its local hooks and
-    notification URLs, its env values (names only) and where its prompt
-    file lives. An export travels in this form (integrations/export), so a
-    home and the targets it exported to agree on what the loop is."""
-    from loopctl.domain.loop_raw import to_raw
-
-    raw = to_raw(loop)
+def drop_local(raw: dict[str, Any], loop: LoopDef) -> None:
+    """Make `raw` (the loop's loops.yaml form, `to_raw`) portable: drop what
+    is this machine's own, its working directory, when it was started here,
+    its local hooks and notification URLs, its env values (names stay) and
+    where its prompt file lives. An export travels in this form
+    (integrations/export), so a home and its targets agree on the loop."""
     for key in ("cwd", "created_at", "on_attention", "notify", "env", "prompt_file"):
         raw.pop(key, None)
     if loop.env:
         raw["env"] = dict.fromkeys(sorted(loop.env))
     if loop.prompt_file:
         raw["prompt_file"] = True  # a file, wherever it is (its text is each checkout's)
-    return raw
 
 
 def definition_digest(loop: LoopDef) -> str:
@@ -82,6 +83,9 @@ def definition_digest(loop: LoopDef) -> str:
     import hashlib
     import json
 
-    text = json.dumps(portable_form(loop), sort_keys=True, default=str,
-                      separators=(",", ":"))
+    from loopctl.domain.loop_raw import to_raw
+
+    raw = to_raw(loop)
+    drop_local(raw, loop)
+    text = json.dumps(raw, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -113,12 +113,14 @@ def unset_driver_env(loop: LoopDef, target: Target, where: str) -> list[str]:
 def traveling_definition(loop: LoopDef, prompt_path: str | None) -> str:
     """The loop alone, as it runs elsewhere: env names without values, `cwd:
     .` (wherever the job runs), no local hook, a fresh start there."""
-    from loopctl.domain.team import portable_form
+    from loopctl.domain.loop_raw import to_raw
+    from loopctl.domain.team import drop_local
     from loopctl.storage.yamlio import dump_yaml_doc
 
     # The team store's digest is of this same form (domain/team.py): what is
     # dropped here must be dropped there, or an export's claims are refused.
-    raw = portable_form(loop)
+    raw = to_raw(loop)
+    drop_local(raw, loop)
     raw.pop("prompt_file", None)
     raw["cwd"] = "."
     if prompt_path is not None:
