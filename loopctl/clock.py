@@ -15,8 +15,9 @@ from loopctl.settings import knob
 
 TYPE_CHECKING = False  # not typing's: the idle tick does not import typing
 if TYPE_CHECKING:
+    from datetime import tzinfo
+
     from loopctl.domain.model import LoopDef
-    from loopctl.fast.dates import tzinfo
 
 # The idle tick's fast path imports this module: datetime and zoneinfo are
 # imported only when a zone is asked for.
@@ -32,7 +33,7 @@ def zone_of(loop: LoopDef) -> tzinfo:
     system's (DESIGN §3). Only a cron expression is read in a zone, so
     other loops get UTC and no run of theirs reads the tz database."""
     if not loop.cron:
-        from loopctl.fast.dates import timezone
+        from datetime import timezone
 
         return timezone.utc
     if loop.tz:
@@ -53,9 +54,8 @@ def system_zone(tz_variable: str) -> tzinfo:
 
 
 def _read_system_zone(tz_variable: str) -> tzinfo:
+    from datetime import timezone
     from zoneinfo import ZoneInfo
-
-    from loopctl.fast.dates import timezone
 
     name = tz_variable.lstrip(":")
     if name:

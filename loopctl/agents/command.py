@@ -17,7 +17,7 @@ def fill(arg: str, values: dict[str, str]) -> str:
 
 def values_for(loop: LoopDef, prompt: str, prompt_path: str, run_id: str,
                decision_dir: str) -> dict[str, str]:
-    from loopctl.fast import jsonfast as json
+    import json
 
     return {"prompt": prompt, "prompt_file": prompt_path, "loop": loop.name,
             "run_id": run_id, "decision_dir_toml": json.dumps(decision_dir)}

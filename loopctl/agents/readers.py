@@ -11,6 +11,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 from loopctl import clock
@@ -18,7 +19,6 @@ from loopctl.agents.reading import RESULT_CHARS, Reading
 from loopctl.agents.reading import tail_text as _tail_text
 from loopctl.agents.reading import text as _text
 from loopctl.domain import untrusted
-from loopctl.fast.dates import datetime, timedelta
 
 WEEK = 7 * 86400.0
 

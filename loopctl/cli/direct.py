@@ -11,10 +11,10 @@ the same functions, so there is one implementation and one parser, and
 
 from __future__ import annotations
 
+import json
 import sys
 
 from loopctl.cli.flags import RUN_OPTIONS, TICK_OPTIONS, VIEW_OPTIONS, plain
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -17,11 +17,11 @@ computes ids and carries the decisions out.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from collections.abc import Callable, Collection, Mapping
 
 from loopctl.domain import untrusted
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.fast.data_class import record
 from loopctl.fast.digests import hmac_sha256
 

@@ -115,8 +115,9 @@ def check_cron(expr: str, what: str = "cron") -> str:
     if not croniter.is_valid(text):
         raise UsageError(f"bad {what} {expr!r}: {cron_field_fault(text)}")
     try:
+        from datetime import datetime
+
         from loopctl.domain.schedule import cron_iter
-        from loopctl.fast.dates import datetime
 
         cron_iter(text, datetime(2026, 1, 1)).get_next(datetime)
     except Exception:

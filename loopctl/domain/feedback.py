@@ -17,13 +17,13 @@ Nothing here touches a file, a process or the clock.
 
 from __future__ import annotations
 
+import json
 import re
 
 from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
 from loopctl.domain.untrusted import block, line
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.fast.data_class import factory, record
 from loopctl.fast.lazy_re import lazy
 

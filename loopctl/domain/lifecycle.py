@@ -9,6 +9,7 @@ the run (the verbs themselves are domain/verbs.py).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, tzinfo
 
 from loopctl.domain import capacity, slots, valves, verify
 from loopctl.domain.accounts import Verdict, hold
@@ -33,7 +34,6 @@ from loopctl.domain.state import (
 from loopctl.domain.timestamps import UTC, iso, parse_iso
 from loopctl.domain.verbs import apply_control, end
 from loopctl.fast.data_class import factory, record
-from loopctl.fast.dates import datetime, tzinfo
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
 # minutely cron tick may legitimately fire up to a minute late.

@@ -333,7 +333,7 @@ def _created_at(raw: dict[str, Any], where: str) -> str | None:
     value = raw.get("created_at")
     if value is None:
         return None
-    from loopctl.fast.dates import datetime, timezone
+    from datetime import datetime, timezone
 
     moment = None
     if isinstance(value, datetime):  # YAML parses unquoted timestamps itself

@@ -12,8 +12,8 @@ transition.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime, timedelta, tzinfo
 
-from loopctl.fast.dates import datetime, timedelta, tzinfo
 from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

@@ -10,10 +10,11 @@ are unique by construction and are not remembered.
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import cron_next, next_fire
 from loopctl.domain.timestamps import iso
-from loopctl.fast.dates import tzinfo
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -9,6 +9,8 @@ state was reconciled against, the earliest time anything needs attention
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from loopctl.domain import untrusted as check
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
 from loopctl.domain.names import is_loop_name, is_run_id
@@ -16,7 +18,6 @@ from loopctl.domain.schedule import first_fire
 from loopctl.domain.tally import check_tally
 from loopctl.domain.timestamps import UTC, parse_iso
 from loopctl.fast.data_class import record
-from loopctl.fast.dates import tzinfo
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -7,8 +7,7 @@ module that only writes a time imports no loop rules.
 from __future__ import annotations
 
 import math
-
-from loopctl.fast.dates import datetime, timezone
+from datetime import datetime, timezone
 
 UTC = timezone.utc
 

@@ -10,13 +10,13 @@ caller notes why; it never reaches `state.json`. Pure: no files, no clock.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 from loopctl.domain import outcomes
 from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.names import is_run_id
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

@@ -7,12 +7,13 @@ and the loop's zone come in.
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from loopctl.domain import valves
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import cron_next, next_fire
 from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState
-from loopctl.fast.dates import tzinfo
 
 
 def pause(st: LoopState, now: float) -> str:

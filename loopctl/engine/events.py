@@ -8,6 +8,7 @@ no arguments, 10 s timeout) so a slow hook never holds a driver or a lock.
 
 from __future__ import annotations
 
+import json
 import sys
 
 from loopctl.domain.durations import format_usd, plural
@@ -17,7 +18,6 @@ from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.domain.valves import no_progress_text
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 

@@ -8,11 +8,11 @@ other parsers reject.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from loopctl.domain.errors import LoopctlError
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.storage.paths import FILE_MODE
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run

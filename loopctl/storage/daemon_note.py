@@ -13,9 +13,9 @@ says nothing (a stale note is never shown).
 
 from __future__ import annotations
 
+import json
 import os
 
-from loopctl.fast import jsonfast as json
 from loopctl.storage.paths import Paths
 
 TYPE_CHECKING = False

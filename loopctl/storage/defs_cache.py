@@ -20,12 +20,14 @@ Pure functions only: the store reads and writes the file.
 
 from __future__ import annotations
 
+import json
+
 from loopctl import __version__
 from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.fast.data_class import factory, fields, record
 from loopctl.fast.digests import sha256_hex
+from loopctl.storage.paths import refuse_constant
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -261,10 +263,10 @@ def decode(data: bytes, key: str) -> Parsed | None:
     try:
         parts = split(data)
         if parts is None:  # not as `encode` lays it out: read it whole
-            doc = json.loads(data, parse_constant=json.refuse_constant)
+            doc = json.loads(data, parse_constant=refuse_constant)
         else:  # the rows and listed fields are for `ls` alone
-            doc = json.loads(parts[0], parse_constant=json.refuse_constant)
-            doc["loops"] = json.loads(b"[" + parts[3][:-1], parse_constant=json.refuse_constant)
+            doc = json.loads(parts[0], parse_constant=refuse_constant)
+            doc["loops"] = json.loads(b"[" + parts[3][:-1], parse_constant=refuse_constant)
         if not _ours(doc, key):
             return None
         loops = {}
@@ -296,7 +298,7 @@ def head(data: bytes, key: str) -> Parts | None:
     if parts is None:
         return None
     try:
-        doc = json.loads(parts[0], parse_constant=json.refuse_constant)
+        doc = json.loads(parts[0], parse_constant=refuse_constant)
     except ValueError:
         return None
     return Parts(doc, parts[1], parts[2], parts[3]) if _ours(doc, key) else None
@@ -305,7 +307,7 @@ def head(data: bytes, key: str) -> Parts | None:
 def rows(text: bytes) -> list[list[Any]] | None:
     """The rows' columns (ROW_KEYS), checked for the shape `row` writes."""
     try:
-        found = json.loads(text, parse_constant=json.refuse_constant)
+        found = json.loads(text, parse_constant=refuse_constant)
     except ValueError:
         return None
     if not isinstance(found, list) or len(found) != len(ROW_KEYS) \
@@ -321,7 +323,7 @@ def listed(text: bytes, count: int) -> dict[str, Any] | None:
     holds at other than the default, its column, or `(value,)` for one value
     in every loop; checked for the shape written."""
     try:
-        found = json.loads(text, parse_constant=json.refuse_constant)
+        found = json.loads(text, parse_constant=refuse_constant)
     except ValueError:
         return None
     if type(found) is not dict or not found.keys() <= set(LISTED):
@@ -352,7 +354,7 @@ def one(lines: bytes, name: str) -> LoopDef | None:
     if text[len(probe):len(probe) + 1] not in (b",", b"}"):
         return None
     try:
-        return _loop(json.loads(text, parse_constant=json.refuse_constant))
+        return _loop(json.loads(text, parse_constant=refuse_constant))
     except ValueError:
         return None
 

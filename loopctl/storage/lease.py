@@ -6,11 +6,11 @@ The record is plain data; liveness is a pure function of it and `now`; only
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.fast.data_class import asdict, fields, record
 from loopctl.settings import KNOBS, knob
 from loopctl.storage.paths import Paths, ensure_dir

@@ -301,6 +301,12 @@ def read_tail(path: str | Path, limit: int) -> tuple[bytes, bool] | None:
     return b"".join(chunks), start > 0
 
 
+def refuse_constant(word: str) -> Any:
+    """A `parse_constant` for loopctl's own files: NaN and the infinities are
+    never written there (atomic.strict_json), so reading one is damage."""
+    raise ValueError(f"{word} is not a number loopctl writes")
+
+
 def read_summary(path: str | Path) -> dict[str, Any] | None:
     """`summary.json` (store.py writes it), or None when it is missing, odd or
     not a small regular file. Here, not in the store: the `tick` fast path
@@ -308,12 +314,13 @@ def read_summary(path: str | Path) -> dict[str, Any] | None:
     data = read_bounded(path, 4096)
     if not data:
         return None
-    # A process that has loaded loopctl's JSON reader (C, ~2 us) uses it; the
-    # `tick` fast path has not, and reads the flat shape itself (~25 us).
-    jsonfast = sys.modules.get("loopctl.fast.jsonfast")
+    # A process that has loaded `json` (C, ~2 us) uses it; the `tick` fast
+    # path has not (its import is 25M instructions, bench/fast_pieces.py),
+    # and reads the flat shape itself (~25 us).
+    json = sys.modules.get("json")
     try:
-        if jsonfast is not None:
-            found = jsonfast.loads(data, parse_constant=jsonfast.refuse_constant)
+        if json is not None:
+            found = json.loads(data, parse_constant=refuse_constant)
             return found if isinstance(found, dict) else None
         from loopctl.fast import flatjson
 

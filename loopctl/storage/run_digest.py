@@ -10,6 +10,7 @@ again from the records, in memory (a home from before the digest)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -18,7 +19,6 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_loop_name
 from loopctl.domain.outcomes import OUTCOMES
 from loopctl.domain.reason import one_line, run_reason
-from loopctl.fast import jsonfast as json
 from loopctl.storage.paths import Paths, read_bounded
 
 TYPE_CHECKING = False

@@ -11,6 +11,7 @@ neither shown nor decides what `--keep-runs` deletes (DESIGN §14).
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -18,7 +19,6 @@ from pathlib import Path
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 from loopctl.storage.paths import FILE_MODE, Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
@@ -278,15 +278,13 @@ def append_skips(paths: Paths, entries: list[tuple[str, dict[str, Any]]]) -> Non
 def read_skips(paths: Paths, loop: str) -> list[dict[str, Any]]:
     """The loop's skipped-slot records, oldest first: each a mapping with
     text fields only (a damaged or planted line is left out)."""
-    import json as strict  # jsonfast assumes whole, well-formed documents
-
     data = read_bounded(skips_file(paths, loop), MAX_SKIPS_BYTES)
     if not data:
         return []
     out = []
     for line in data.decode("utf-8", "replace").splitlines()[-2 * MAX_SKIPS:]:
         try:
-            entry = strict.loads(line)
+            entry = json.loads(line)
         except (ValueError, RecursionError):
             continue
         if isinstance(entry, dict) and isinstance(entry.get("reason"), str):

@@ -9,13 +9,13 @@ fast path needs (entry.py) and the hash of the state bytes it describes.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
 from loopctl.domain.errors import UnreadableError
 from loopctl.domain.untrusted import shorten
-from loopctl.fast import jsonfast as json  # json.loads and dumps, without `json`
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -106,7 +106,7 @@ _LOOPS = ',"loops":{\n'
 def encode_state(top: dict[str, Any], entries: dict[str, Any]) -> bytes:
     """state.json's bytes: `top` (without `loops`) and the packed entries,
     each entry written by the C encoder in one call for all of them."""
-    from loopctl.fast import jsonfast as encoder
+    from json import encoder
 
     make = getattr(encoder, "c_make_encoder", None)
     head = _strict(top)
@@ -135,7 +135,8 @@ def entry_of(raw: bytes, name: str) -> tuple[dict[str, Any], Any] | None:
     (None: no entry) of state bytes laid out as `encode_state` writes them;
     None for any other layout. The caller has checked the bytes are
     loopctl's (their MAC)."""
-    from loopctl.fast import jsonfast as encoder
+    from json import encoder
+
     from loopctl.storage.jsonlines import line_span
 
     cut = raw.find(_LOOPS.encode())

@@ -153,8 +153,7 @@ def test_a_summary_that_proves_nothing_takes_a_pass(
 @pytest.mark.parametrize("text", ['{"wake_at": NaN}', '{"wake_at": Infinity}', "[1, 2]",
                                   '{"a": 1', ""])
 def test_a_summary_that_is_not_the_stores_is_none(tmp_path: Path, text: str) -> None:
-    import loopctl.fast.jsonfast  # noqa: F401  (the reader of a loaded store)
-
+    # `json` is loaded here (the reader of a loaded store)
     (tmp_path / "summary.json").write_text(text)
     assert paths.read_summary(tmp_path / "summary.json") is None
 
@@ -177,10 +176,8 @@ def test_a_summary_planted_in_the_state_folder_is_none_at_once(
     JSON reader, loaded there), the tick fast path on every tick (with the
     flat reader): a FIFO must not block either, a symlink is not followed
     (even to a well-formed summary), 10 MiB is not read."""
-    import loopctl.fast.jsonfast  # noqa: F401
-
-    if reader == "tick":  # as in a tick, which has not loaded it
-        monkeypatch.delitem(sys.modules, "loopctl.fast.jsonfast")
+    if reader == "tick":  # as in a tick, which has not loaded `json`
+        monkeypatch.delitem(sys.modules, "json")
     target = tmp_path / "summary.json"
     good = tmp_path / "elsewhere.json"
     good.write_text(json.dumps(summary()))

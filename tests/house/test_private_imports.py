@@ -26,8 +26,6 @@ TESTS = Path(__file__).resolve().parent.parent
 SPEED: dict[str, tuple[set[str], tuple[str, ...], str]] = {
     "loopctl.fast.digests": ({"_operator", "_sha256", "_sha2"}, ("hashlib", "hmac"),
                                "domain/test_digests.py"),
-    "loopctl.fast.dates": ({"_datetime"}, ("datetime",), "domain/test_dates.py"),
-    "loopctl.fast.jsonfast": ({"_json"}, ("json",), "domain/test_jsonfast.py"),
 }
 NEEDED: dict[str, tuple[set[str], str]] = {
     # Typer 0.2x vendors click as typer._click: UsageError, NoSuchOption and
