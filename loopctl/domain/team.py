@@ -6,11 +6,12 @@ its next slot, so a driver does not ask again at every pass."""
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from loopctl.domain import slots
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import next_fire
 from loopctl.domain.state import LoopState
-from loopctl.fast.dates import tzinfo
 
 
 def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
