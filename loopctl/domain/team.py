@@ -6,6 +6,8 @@ its next slot, so a driver does not ask again at every pass."""
 
 from __future__ import annotations
 
+from datetime import tzinfo
+
 from loopctl.domain import slots
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import next_fire
@@ -14,7 +16,6 @@ from loopctl.domain.state import LoopState
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from datetime import tzinfo  # types only: no import at run time
     from typing import Any
 
 
