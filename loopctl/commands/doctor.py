@@ -13,11 +13,11 @@ from loopctl.domain import lifecycle
 from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
-from loopctl.domain.result import Result
+from loopctl.domain.result import Notifying
 from loopctl.domain.state import TERMINAL
 from loopctl.domain.untrusted import line
 from loopctl.engine import procs
-from loopctl.fast.data_class import record, replace
+from loopctl.fast.data_class import record
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.store import Store
 
@@ -28,7 +28,7 @@ Add = Callable[[str, str, str], None]
 
 
 @record(frozen=True)
-class Report(Result):
+class Report(Notifying):
     """Healthy unless a finding is an error. `notified`: the delivery of each
     target told of the problems (`--notify`), else None, and then not in the
     JSON."""
@@ -37,14 +37,6 @@ class Report(Result):
     findings: list[dict[str, str]]
     notified: list[dict[str, Any]] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        shape = Result.to_json(self)
-        if self.notified is None:
-            del shape["notified"]
-        return shape
-
-    def sent(self, notified: list[dict[str, Any]]) -> Report:
-        return replace(self, notified=notified)
 
     def errors(self) -> list[str]:
         """`check: message` of each error, as a notification says them."""

@@ -11,10 +11,10 @@ import textwrap
 from typing import Any
 
 from loopctl.domain.durations import format_usd
-from loopctl.domain.result import Result
+from loopctl.domain.result import Notifying
 from loopctl.domain.timestamps import parse_iso
 from loopctl.domain.untrusted import line as one_line
-from loopctl.fast.data_class import record, replace
+from loopctl.fast.data_class import record
 
 WIDTH = 80
 OVERDUE_AFTER = 120.0
@@ -66,7 +66,7 @@ def red_check(loop: dict[str, Any]) -> bool:
 
 
 @record(frozen=True)
-class Digest(Result):
+class Digest(Notifying):
     """The report: `needs_you` first, then each loop's runs, decisions,
     hand-offs and events in the window, and the `total`. `notified`: the
     delivery of each target the digest was sent to (`--notify`), else None,
@@ -79,14 +79,6 @@ class Digest(Result):
     total: dict[str, Any] | None = None
     notified: list[dict[str, Any]] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        shape = Result.to_json(self)
-        if self.notified is None:
-            del shape["notified"]
-        return shape
-
-    def sent(self, notified: list[dict[str, Any]]) -> Digest:
-        return replace(self, notified=notified)
 
 
 def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
