@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -44,14 +45,22 @@ def proxy(pg_dsn: str) -> Iterator[Proxy]:
     relay.close()
 
 
-def test_a_daemon_stops_firing_while_the_store_is_cut_and_says_so_once(
-        tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
+def through_proxy(tmp_path: Path, pg_dsn: str, proxy: Proxy) -> tuple[Any, Path, Path]:
+    """One machine whose store is reached through `proxy` (so a test can
+    cut the link), its schema made; the file its runs note themselves in,
+    and its daemon's log."""
     parts = urlsplit(pg_dsn)
     dsn = parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()
     [m1] = machines(tmp_path / "machines", 1)
     ran, log = tmp_path / "ran", tmp_path / "daemon.log"
     m1.define(EVERY.format(dsn=dsn, ran=ran, cwd=tmp_path))
     assert m1.run("store", "init").returncode == 0
+    return m1, ran, log
+
+
+def test_a_daemon_stops_firing_while_the_store_is_cut_and_says_so_once(
+        tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
+    m1, ran, log = through_proxy(tmp_path, pg_dsn, proxy)
     with open(log, "w") as out:
         daemon = subprocess.Popen(m1.argv("daemon"), stdout=out, stderr=out, env=m1.env())
     try:
@@ -76,12 +85,7 @@ def test_a_daemon_started_while_the_store_is_down_waits_for_it(
         tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
     """A machine that boots before the database: its daemon runs, fires
     nothing, says why once, and fires when the store answers."""
-    parts = urlsplit(pg_dsn)
-    dsn = parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()
-    [m1] = machines(tmp_path / "machines", 1)
-    ran, log = tmp_path / "ran", tmp_path / "daemon.log"
-    m1.define(EVERY.format(dsn=dsn, ran=ran, cwd=tmp_path))
-    assert m1.run("store", "init").returncode == 0
+    m1, ran, log = through_proxy(tmp_path, pg_dsn, proxy)
     proxy.cut()
     with open(log, "w") as out:
         daemon = subprocess.Popen(m1.argv("daemon"), stdout=out, stderr=out, env=m1.env())
