@@ -217,9 +217,6 @@ SETTINGS: tuple[Setting, ...] = (
     _s("nice", "count", "Niceness of a run's processes (agent, gate, check), as nice(1): "
        "0 to 19, higher yields the CPU to others ('none' clears).", high=19, clears=True,
        limit="nice", plain=True, export="the scheduler's niceness where it has one", view=None),
-    _s("umask", "count", "File mode creation mask of a run's processes (agent, gate, "
-       "check), in decimal (18 is umask 022, 63 is 077; 'none' clears).", high=0o777,
-       clears=True, limit="umask", plain=True, view=None),
     _yaml("machines", "list", "With a team store: the machines (globs of their "
           "LOOPCTL_MACHINE names, like runner-*) that may fire this loop; default any.",
           default=(), plain=True, view=None),

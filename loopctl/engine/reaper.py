@@ -159,8 +159,8 @@ def marked(mark: str) -> list[int]:
 # -- the two callers ------------------------------------------------------------
 
 
-def child_setup(parent: int, procs_fd: int | None, nice: int | None = None,
-                umask: int | None = None) -> Callable[[], None]:
+def child_setup(parent: int, procs_fd: int | None,
+                nice: int | None = None) -> Callable[[], None]:
     """The agent's pre-exec step: join the run's cgroup, take the loop's
     niceness, die with the supervisor. If the supervisor died before the
     prctl, exit at once."""
@@ -175,8 +175,6 @@ def child_setup(parent: int, procs_fd: int | None, nice: int | None = None,
         # and a driver already run under `nice` keeps its own.
         if nice is not None and nice > os.getpriority(os.PRIO_PROCESS, 0):
             os.setpriority(os.PRIO_PROCESS, 0, nice)
-        if umask is not None:
-            os.umask(umask)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent:
             os._exit(137)

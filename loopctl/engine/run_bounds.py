@@ -9,7 +9,6 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from loopctl.domain.loop_settings import held
 from loopctl.engine import reaper
 from loopctl.engine.containment import cgroup
 from loopctl.engine.logcap import CappedCopy, LogTrim, note_line
@@ -30,7 +29,6 @@ class RunBounds:
     capped: CappedCopy | None = None  # `loopctl run`: the tee's copy into the log
     procs_fd: int | None = None  # the cgroup's procs file, joined in the child
     nice: int | None = None  # the loop's niceness, taken in the child
-    umask: int | None = None  # the loop's file mode creation mask, set in the child
 
     @property
     def truncated(self) -> bool:
@@ -50,7 +48,6 @@ def hold(ctx: RunContext, loop: LoopDef) -> None:
     b.launched = True
     b.held = cgroup.contain(reaper.run_mark(ctx.store.paths.state_dir, ctx.name, ctx.run_id))
     b.nice = loop.nice
-    b.umask = held(loop.more, "umask")  # a plain row: no LoopDef field of its own
     for note in cgroup.apply_limits(b.held, loop.max_memory, loop.max_procs):
         ctx.log.hold(f"# loopctl: {note}")
     from loopctl.storage.paths import ensure_dir
@@ -81,8 +78,7 @@ def child_setup(ctx: RunContext) -> Callable[[], None]:
     """Run in the child between fork and exec: die with the supervisor, join
     the run's cgroup."""
     ctx.bounds.procs_fd = cgroup.open_procs(ctx.bounds.held)
-    return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd, ctx.bounds.nice,
-                              ctx.bounds.umask)
+    return reaper.child_setup(os.getpid(), ctx.bounds.procs_fd, ctx.bounds.nice)
 
 
 def spawned(ctx: RunContext) -> None:
