@@ -112,3 +112,45 @@ def test_a_machine_name_that_cannot_be_shown_is_refused(cli: CLI, home: Path) ->
     assert proc.stderr.strip() == ("loopctl: error: LOOPCTL_MACHINE: 'm1\\x1b[31m' is not a "
                                    "machine name; expected at most 100 printable characters, "
                                    "like runner-1")
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://u@db.example/loops\nEVIL=1",
+                                 "postgresql://u@db\r.example/loops", "postgresql://u@h/\x1b[2J"])
+@pytest.mark.parametrize("command", [("ls",), ("export", "x", "--to", "systemd")])
+def test_a_dsn_with_a_control_character_is_refused(cli: CLI, home: Path, dsn: str,
+                                                   command: tuple[str, ...]) -> None:
+    """A newline would start a line of its own in the systemd environment
+    file an export writes the DSN to."""
+    cli("start", "p", "--name", "x", "--every", "1h", "--command", "true", check=0)
+    before = files_under(home)
+    proc = cli(*command, env={"LOOPCTL_STORE": dsn})
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "holds a control character" in lines[0], proc.stderr
+    assert files_under(home) == before
+
+
+def test_a_huge_dsn_is_refused_in_one_short_line(cli: CLI, home: Path) -> None:
+    proc = cli("ls", env={"LOOPCTL_STORE": "mysql://" + "x" * 1_000_000})
+    assert proc.returncode == 3
+    (line,) = proc.stderr.strip().splitlines()
+    assert "is not a PostgreSQL URL" in line and len(line) < 400, len(line)
+
+
+def test_a_loops_yaml_past_the_bound_is_refused_without_being_read_whole(
+        cli: CLI, home: Path) -> None:
+    """The store's glance at loops.yaml reads no more than the definitions
+    would: a file past the bound is theirs to refuse (exit 3, one line)."""
+    from loopctl.storage.definitions import MAX_DEFS_BYTES
+    from loopctl.storage.pg import gate
+
+    assert gate.MAX_DEFS_BYTES == MAX_DEFS_BYTES
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "loops.yaml"
+    with open(path, "wb") as handle:  # sparse: 64 GiB of nothing, no word `store`
+        handle.truncate(64 * 2**30)
+    assert gate.may_have_store(str(path))
+    proc = cli("ls")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    (line,) = proc.stderr.strip().splitlines()
+    assert "larger than 8 MiB" in line

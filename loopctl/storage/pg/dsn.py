@@ -30,17 +30,22 @@ def check_dsn(text: object, where: str, in_file: bool) -> str:
     if not isinstance(text, str) or not text.strip():
         raise UnreadableError(f"{where}: store must be a PostgreSQL URL; {EXPECTED}")
     dsn = text.strip()
+    if not dsn.isprintable():
+        # A newline could start another line of the systemd environment file
+        # an export writes it to, and no PostgreSQL URL holds one.
+        raise UnreadableError(f"{where}: store {shown(dsn)!r} holds a control character; "
+                              f"{EXPECTED}")
     scheme = dsn.partition("://")[0].lower() if "://" in dsn else ""
     if scheme not in SCHEMES:
-        raise UnreadableError(f"{where}: store {redact(dsn)!r} is not a PostgreSQL URL; "
+        raise UnreadableError(f"{where}: store {shown(dsn)!r} is not a PostgreSQL URL; "
                               f"{EXPECTED}")
     try:
         parts = urlsplit(dsn)
         parts.port  # noqa: B018 -- raises on a bad port
     except ValueError as exc:
-        raise UnreadableError(f"{where}: store {redact(dsn)!r}: {exc}; {EXPECTED}") from None
+        raise UnreadableError(f"{where}: store {shown(dsn)!r}: {exc}; {EXPECTED}") from None
     if not parts.hostname and not parts.query:
-        raise UnreadableError(f"{where}: store {redact(dsn)!r} names no host; {EXPECTED}")
+        raise UnreadableError(f"{where}: store {shown(dsn)!r} names no host; {EXPECTED}")
     if in_file and has_password(dsn):
         raise UnreadableError(f"{where}: store holds a password; {WAY_OUT}")
     return dsn
@@ -52,6 +57,13 @@ def has_password(dsn: str) -> bool:
         return True
     return any(key.lower() == "password" for key, _ in parse_qsl(parts.query,
                                                                    keep_blank_values=True))
+
+
+def shown(dsn: str) -> str:
+    """The DSN in an error line: redacted, and cut (a 10 MiB value is not a
+    line anyone reads)."""
+    text = redact(dsn)
+    return text if len(text) <= 100 else text[:100] + "..."
 
 
 def redact(dsn: str) -> str:

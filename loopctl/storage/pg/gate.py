@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 
 ENV_STORE = "LOOPCTL_STORE"
+# storage/definitions.MAX_DEFS_BYTES, not imported: this module must stay
+# cheap (tests/store/test_choosing_a_store.py holds the two equal).
+MAX_DEFS_BYTES = 8 * 1024 * 1024
 # Commands that never act on loops: `store` is how a store is set up and
 # checked; `validate` reports on loops.yaml alone. And `daemon`, which must
 # outlive the store's outages: each pass that would fire checks the store,
@@ -34,9 +37,11 @@ def may_have_store(loops_file: str) -> bool:
         return True
     try:
         with open(loops_file, "rb") as handle:
-            return b"store" in handle.read()
+            data = handle.read(MAX_DEFS_BYTES + 1)
     except OSError:
         return False  # no loops.yaml (or unreadable: the command says so)
+    # Bigger than any loops.yaml: the definitions refuse it, not this glance.
+    return b"store" in data or len(data) > MAX_DEFS_BYTES
 
 
 def gate(args: list[str]) -> None:
