@@ -27,6 +27,8 @@ def nothing_due() -> bool:
     from loopctl import clock
     from loopctl.storage import paths
 
+    if os.environ.get("LOOPCTL_STORE", "").strip():
+        return False  # a team store's state is in the store: no local file can prove it idle
     config_dir, state_dir = paths.roots()
     state_file = os.path.join(state_dir, "state.json")
     loops_file = os.path.join(config_dir, "loops.yaml")

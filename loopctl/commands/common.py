@@ -68,7 +68,8 @@ def locked_loop(store: Store, name: str) -> Iterator[tuple[Definitions, dict[str
     with store.lock():
         defs = store.read_defs()
         state = store.read_state()
-        lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of)
+        lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of,
+                            shared=store.shared() is not None)
         loop = defs.loops.get(name)
         if loop is None:
             raw_entry(defs, name)  # raises the right error
@@ -88,7 +89,8 @@ def snapshot(store: Store, name: str | None = None) -> tuple[Definitions, dict[s
         loops = {name: defs.loops[name]} if name in defs.loops else {}
         entry = state["loops"].get(name)
         state["loops"] = {} if entry is None else {name: entry}
-    lifecycle.reconcile(loops, defs.invalid, state, now, clock.zone_of)
+    lifecycle.reconcile(loops, defs.invalid, state, now, clock.zone_of,
+                        shared=store.shared() is not None and name is None)
     # The one file a reading command writes, a derived copy; last, so that a
     # command failing on a damaged state.json leaves every file as it was.
     store.keep_parsed()

@@ -13,7 +13,6 @@ from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name
 from loopctl.domain.result import Result
 from loopctl.domain.state import display_status
-from loopctl.engine import procs
 from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
@@ -91,7 +90,9 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
         if not defs.has(name) and name not in state["loops"]:
             raise NoSuchLoop(name)
         st = state["loops"].get(name)
-        if st and st.get("run") and procs.alive(st["run"].get("supervisor")):
+        from loopctl.engine.team_state import alive_for
+
+        if st and st.get("run") and alive_for(store, state)(st["run"].get("supervisor")):
             raise BusyError(f"loop {name!r} has a run in flight; "
                             f"`loopctl stop --kill {name}` first")
         loop = defs.loops.get(name)

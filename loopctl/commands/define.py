@@ -144,7 +144,8 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
 
             st["run"]["spec"] = spec_for(loop, st["run"])
         store.write_defs(defs)
-        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now, clock.zone_of)
+        lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now, clock.zone_of,
+                            shared=store.shared() is not None)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     return describe(loop, state["loops"][name], now)

@@ -32,11 +32,12 @@ def claim_now(store: Store, name: str, mode: str = "manual",
 
     `manual` refuses a loop that is not active (exit 2); `force` runs it
     anyway; `api` is `manual` whose refusals name the API's way out;
-    `scheduled` is what an external scheduler calls: it fires only
-    when a due fire under `tick` would, and serves a slot (DESIGN §20):
+    `scheduled` is what an external scheduler calls: it fires only when a
+    due fire under `tick` would, and serves a slot (DESIGN §20):
     `slot` (an instant of the schedule) or the latest one at or before now,
     never one a run already took (exit 0, saying which run)."""
     from loopctl.engine.firing import noticed, settle_lost, take_payload
+    from loopctl.engine.team_state import alive_for, shared_entries
 
     pending: events.Pending = []
     try:
@@ -45,16 +46,15 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             instant, taken = _free_slot(store, state, loop, st, now, slot) \
                 if mode == "scheduled" else (None, None)
             before = {n: events_key(other) for n, other in state["loops"].items()}
-            gate = gate_for(store, state, now)
-            caps = capacity.caps_of(defs.top)
-            result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+            gate, caps = gate_for(store, state, now), capacity.caps_of(defs.top)
+            alive, entries = alive_for(store, state), shared_entries(store, state)
+            result = lifecycle.plan(defs.loops, defs.invalid, state, now, alive,
                                     only=name, zones=clock.zone_of, accounts=gate, caps=caps)
-            settle_lost(store, state, result.lost, now)
+            settle_lost(store, state, result.lost, now, alive)
             state["defs_sig"] = defs.signature
             busy = _busy(name, st, bool(result.fired)) \
-                or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired))
-            # A fire plan() has just claimed was due and within limits.
-            claimed = bool(result.fired)
+                or _at_cap(name, defs.loops, state, caps, mode, bool(result.fired), alive)
+            claimed = bool(result.fired)  # plan() claims a fire that is due and within limits
             refusal, waits = (None, False) if busy or claimed or mode == "force" \
                 else _refusal(gate, loop, st, now)
             pending = noticed(store, defs, state, before, now)
@@ -75,7 +75,7 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             elif instant is not None and st["run"].get("trigger") == "schedule":
                 _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
             run = st["run"]
-            _team_claim(store, defs, state, name, now)
+            _team_claim(store, defs, state, name, now, entries)
             run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
             take_payload(store, name, run)
@@ -87,7 +87,8 @@ def claim_now(store: Store, name: str, mode: str = "manual",
         events.dispatch(store, pending)
 
 
-def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: float) -> None:
+def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: float,
+                entries: dict[str, Any] | None) -> None:
     """With a team store, the store takes the claim too (DESIGN §21); a
     refusal is undone in the state, written, and said: the slot already
     ran on another machine (exit 0, as a slot that ran here says), or this
@@ -97,7 +98,7 @@ def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: 
     if not team_set(defs):
         return
     run = state["loops"][name]["run"]
-    granted, refused, skips = claim_fires(store, defs, state, [(name, run)], now)
+    granted, refused, skips = claim_fires(store, defs, state, [(name, run)], now, entries)
     if granted:
         return
     _skips(store, skips)
@@ -232,12 +233,12 @@ def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str 
 
 
 def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capacity.Caps,
-            mode: str, claimed: bool) -> str | None:
+            mode: str, claimed: bool, alive: Any = procs.alive) -> str | None:
     """A run started by hand counts toward the concurrency cap and waits
     for it like a scheduled one (exit 75); `--force` runs it anyway."""
     if claimed or mode == "force":
         return None
-    busy = capacity.in_flight(state["loops"], loops, procs.alive)
+    busy = capacity.in_flight(state["loops"], loops, alive)
     why = capacity.full(caps, busy, capacity.agent_of(loops.get(name)))
     if why is None:
         return None

@@ -82,8 +82,9 @@ def run_id_for(now: float, seq: int) -> str:
 
 
 def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
-              state: dict[str, Any], now: float, zones: Zones) -> bool:
-    """Bring state in line with the definitions; True when something changed."""
+              state: dict[str, Any], now: float, zones: Zones, shared: bool = False) -> bool:
+    """Bring state in line with the definitions; True when something changed.
+    `shared`: a team's state (§21): a loop not defined here stays (only `rm` drops it)."""
     changed = False
     entries = state["loops"]
     for name, loop in loops.items():
@@ -113,7 +114,7 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
         if st["deadline"] != deadline:
             st["deadline"] = deadline
             changed = True
-    for name in [n for n in entries if n not in loops and n not in invalid]:
+    for name in [n for n in entries if n not in loops and n not in invalid and not shared]:
         if not entries[name]["run"]:
             del entries[name]
             changed = True

@@ -249,7 +249,14 @@ def _proc(value: Any) -> Any:
     if not isinstance(value, dict) or check.count(value.get("pid"), 2**31) is None \
             or value["pid"] < 2 or check.moment(value.get("ct")) is None:
         return check.INVALID
-    return {"pid": value["pid"], "ct": float(value["ct"])}
+    ref = {"pid": value["pid"], "ct": float(value["ct"])}
+    # A team store's: whose pid, and the run whose claim says if it lives.
+    machine, run_id = value.get("machine"), value.get("run")
+    if machine is None and run_id is None:
+        return ref
+    if check.text(machine, 200) is None or not is_run_id(run_id):
+        return check.INVALID
+    return {**ref, "machine": machine, "run": run_id}
 
 
 def _run(value: Any) -> Any:
@@ -263,6 +270,7 @@ def _run(value: Any) -> Any:
             or value.get("trigger") not in (None, "schedule", "manual", "api") \
             or value.get("slot") is not None and check.text(value["slot"], 100) is None \
             or check.count(value.get("triggers", 0)) is None \
+            or value.get("machine") is not None and check.text(value["machine"], 200) is None \
             or not isinstance(value.get("spec", {}), dict) \
             or not isinstance(value.get("hook"), (str, type(None))) \
             or not isinstance(value.get("notify", []), list) \
@@ -276,6 +284,8 @@ def _run(value: Any) -> Any:
     for key in ("supervisor", "agent"):
         if _proc(value.get(key)) is check.INVALID:
             return check.INVALID
+        if value.get(key) is not None:
+            value[key] = _proc(value[key])  # only the fields a ref has
     return value
 
 

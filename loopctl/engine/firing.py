@@ -23,7 +23,9 @@ from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.engine.team_claims import claim_fires, team_set
+from loopctl.engine.team_state import alive_for, local_machine, shared_entries
 from loopctl.fast.data_class import factory, record
+from loopctl.settings import knob
 from loopctl.storage.definitions import Definitions
 from loopctl.storage.paths import file_signature
 from loopctl.storage.store import Store
@@ -89,7 +91,7 @@ def spawn_supervisor(store: Store, loop: str, run_id: str, command_loop: bool = 
         os.dup2(fd, 2)
         os.close(null)
         os.close(fd)
-        code = exit_code_for(Supervisor(Store(store.paths), loop, run_id,
+        code = exit_code_for(Supervisor(store.sibling(), loop, run_id,
                                         foreground=False).run())
     except BaseException as exc:  # the child must never return
         try:
@@ -164,6 +166,12 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
     `why`: what the supervisor said stopped it (a full disk). Returns the
     run's record, to count."""
     path = store.paths.run_record(loop, run["run_id"])
+    if run.get("machine"):
+        from loopctl.engine.team_state import foreign_machine, mark_lost
+
+        mark_lost(store, loop, run["run_id"])  # its supervisor, if it comes back, stops
+        if foreign_machine(store, run):
+            return _record_foreign_lost(store, loop, run, now)
     workspace_note = None
     agent = run.get("agent")
     # Before anything else: what the dead supervisor left must not run on
@@ -213,8 +221,33 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
     return written
 
 
+def _record_foreign_lost(store: Store, loop: str, run: dict[str, Any],
+                         now: float) -> dict[str, Any]:
+    """Another machine's run whose claim went stale: recorded here, once
+    (the state transition is the once-point), touching nothing local: its
+    pids, folders and worktree are that machine's, and its fence has
+    killed its agent."""
+    stale = knob("LOOPCTL_STORE_STALE")
+    written = new_record(
+        run["run_id"], loop,
+        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
+        due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
+        ended_at=None, observed_at=iso(now), exit_code=None,
+        outcome="lost", missed=run.get("missed", 0), decision=None,
+        session_id=None, cost_usd=run.get("cost_estimate"), log=None,
+        note=f"machine {run['machine']} stopped renewing its claim in the team store "
+             f"(stale after {stale:g}s); its fence kills the agent there",
+        machine=run["machine"],
+    )
+    store.write_json(store.paths.run_record(loop, run["run_id"]), written)
+    from loopctl.storage.runs import remember
+
+    remember(store.paths, loop, run["run_id"])
+    return written
+
+
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],
-                now: float) -> None:
+                now: float, alive: Any = procs.alive) -> None:
     """Record lost runs; a loop whose supervisor could not save its state
     or write at all (it said why in the run's `.fault`, reserved before the
     run so that a full disk cannot stop it, or left an `.unsaved` marker)
@@ -229,7 +262,7 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
         st = state["loops"].get(name)
         if st is not None:  # in the pass's state write, as a settled run is
             count_run(store.paths, name, st, written)
-        if st is not None and st.get("orphan") and not procs.alive(st["orphan"]):
+        if st is not None and st.get("orphan") and not alive(st["orphan"]):
             st["orphan"] = None  # killed just now by record_lost
         if why is not None and st is not None and st["status"] not in TERMINAL:
             fix = "make the home writable" if "(EROFS)" in why else "free the space"
@@ -251,7 +284,9 @@ def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
 def signal_supervisor(run: dict[str, Any]) -> bool:
     """Ask a run's supervisor to stop it (it kills the tree and records it)."""
     sup = run.get("supervisor")
-    if not sup or not procs.alive(sup):
+    if not sup or (sup.get("machine") or run.get("machine")) not in (None, local_machine(run)):
+        return False  # another machine's pid: its supervisor cannot be reached from here
+    if not procs.alive(sup):
         return False
     try:
         os.kill(sup["pid"], signal.SIGTERM)
@@ -313,18 +348,22 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         defs = defs or store.read_defs()
         state = store.read_state()
         repaired = set(store.repairs)
-        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of)
+        changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of,
+                                      shared=store.shared() is not None)
+        alive = alive_for(store, state)
+        entries = shared_entries(store, state)
         # A repaired entry was just paused (`error`): announce it like a limit.
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
-        result = lifecycle.plan(defs.loops, defs.invalid, state, now, procs.alive,
+        result = lifecycle.plan(defs.loops, defs.invalid, state, now, alive,
                                 zones=clock.zone_of, accounts=gate_for(store, state, now),
                                 caps=caps_of(defs.top), minute_tick=minute_tick)
         for name in result.held:  # the account's one event named it already
             before[name] = events.status_key(state["loops"][name])
-        settle_lost(store, state, result.lost, now)
+        settle_lost(store, state, result.lost, now, alive)
         if result.fired and team_set(defs):
-            result.fired, refused, skips = claim_fires(store, defs, state, result.fired, now)
+            result.fired, refused, skips = claim_fires(store, defs, state, result.fired, now,
+                                                       entries)
             result.skipped += refused
             result.slot_skips += skips
         if result.slot_skips:

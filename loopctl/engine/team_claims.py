@@ -28,13 +28,21 @@ def team_set(defs: Definitions) -> bool:
 
 
 def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
-                fired: list[tuple[str, dict[str, Any]]],
-                now: float) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]],
-                                     list[tuple[str, dict[str, Any]]]]:
+                fired: list[tuple[str, dict[str, Any]]], now: float,
+                before: dict[str, Any] | None = None,
+                ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]],
+                           list[tuple[str, dict[str, Any]]]]:
     """The fires the store granted; (loop, why) of those it refused; the
-    skipped-slot records of those refused for their definition."""
+    skipped-slot records of those refused for their definition.
+
+    `before`: the entries as they were before the pass claimed (state
+    shared in the store). A fire refused because the loop is not this
+    machine's to run (its `machines:`, or its definition here differs)
+    puts the entry back as it was: the team's state must not say its slot
+    was taken or skipped, or the machine whose loop it is would not run it.
+    The skip is still on record here (`history --skipped`)."""
     granted, refused, skips = [], [], []
-    conn, machine = _connection(store, defs)
+    conn, machine, own = _connection(store, defs)
     try:
         for name, run in fired:
             verdict = _claim(conn, machine, name, run, defs)
@@ -51,8 +59,12 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
             if instant is not None:
                 entry = slots.skip(st, "definition_differs", instant, now, machine=machine)
                 skips.append((name, entry))
+            if before is not None and name in before \
+                    and not verdict.refusal.startswith("already ran"):
+                state["loops"][name] = before[name]
     finally:
-        conn.close()
+        if own:
+            conn.close()
     return granted, refused, skips
 
 
@@ -69,7 +81,10 @@ def _claim(conn: Any, machine: str, name: str, run: dict[str, Any],
         return Verdict(f"not for machine {machine} (machines: {globs})",
                        f"left to machines {globs}")
     slot = str(run.get("slot") or "")
-    shared = slot if slot.startswith("schedule:") else None  # the others are this machine's
+    # A scheduled slot is the team's; any other fire (a manual run, a
+    # trigger) gets a claim of its own, whose heartbeat tells every machine
+    # whether the run is alive (engine/team_state.py).
+    shared = slot if slot.startswith("schedule:") else f"run:{run['run_id']}"
     try:
         return claim(conn, name, shared, str(run["run_id"]), machine,
                      definition_digest(defs.loops[name]))
@@ -77,11 +92,19 @@ def _claim(conn: Any, machine: str, name: str, run: dict[str, Any],
         raise StoreUnreachable(f"store is unreachable: {first_line(exc)}") from None
 
 
-def _connection(store: Store, defs: Definitions) -> tuple[Any, str]:
+def _connection(store: Store, defs: Definitions) -> tuple[Any, str, bool]:
+    """The connection to claim on, its machine, and whether it is ours to
+    close: the state's transaction when the pass holds it, so the claims
+    and the state that records them commit together or not at all."""
     from loopctl.storage.pg.dsn import chosen
     from loopctl.storage.pg.team import TeamStore
+
+    shared = store.shared()
+    conn = shared.transaction_conn() if shared is not None else None
+    if conn is not None:
+        return conn, shared.machine, False
 
     dsn = chosen(defs.top.get("store"), str(store.paths.loops_file))
     assert dsn is not None  # team_set said so
     team = TeamStore(dsn)
-    return team.open_checked(), team.machine
+    return team.open_checked(), team.machine, True

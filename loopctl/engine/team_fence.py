@@ -34,10 +34,14 @@ class Fence:
         self.stale_s = knob("LOOPCTL_STORE_STALE")
         self.last_ok = time.monotonic()
         self.fenced = False
+        self.revoked = False  # the store said the claim is no longer this run's
         self._stop = threading.Event()
 
     @property
     def note(self) -> str:
+        if self.revoked:
+            return ("killed: the claim went stale or was recorded lost in the team store "
+                    f"(not renewed for {self.stale_s:g}s); another machine may run the slot")
         return (f"killed: the claim could not be renewed in the team store for "
                 f"{self.stale_s - self.renew_s:g}s (stale at {self.stale_s:g}s)")
 
@@ -56,11 +60,16 @@ class Fence:
         while not self._stop.wait(self.renew_s):
             try:
                 conn = conn or connect(self.dsn)
-                renew(conn, self.loop, self.run_id)
-                self.last_ok = time.monotonic()
+                held = renew(conn, self.loop, self.run_id, self.stale_s)
             except Exception:  # any failure is a missed renewal; the watcher decides
                 _close(conn)
                 conn = None
+                continue
+            if not held:  # recorded lost, or stale: another machine may run the slot
+                self.revoked = True
+                self._kill()
+                break
+            self.last_ok = time.monotonic()
         _close(conn)
 
     def _watch(self) -> None:
@@ -68,12 +77,15 @@ class Fence:
         step = min(self.renew_s, 1.0) / 2
         while not self._stop.wait(step):
             if time.monotonic() - self.last_ok >= limit and not self._stop.is_set():
-                self.fenced = True
-                try:
-                    os.killpg(self.agent_group, signal.SIGKILL)
-                except OSError:  # it ended meanwhile
-                    pass
+                self._kill()
                 return
+
+    def _kill(self) -> None:
+        self.fenced = True
+        try:
+            os.killpg(self.agent_group, signal.SIGKILL)
+        except OSError:  # it ended meanwhile
+            pass
 
 
 def _close(conn: Any) -> None:

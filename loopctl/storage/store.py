@@ -75,6 +75,36 @@ class Store:
         # The parsed-definitions cache of the last full read, not yet saved.
         self.pending_cache: tuple[str, Definitions] | None = None
         self._key: bytes | None = None
+        self._source_seen: bytes | None | bool = False  # loops.yaml's, when read
+        self._locked = False
+        # Where loop state lives (storage/shared.py): undecided (False),
+        # state.json (None) or the team store.
+        self._shared: Any = False
+
+    def sibling(self) -> Store:
+        """A Store of the same home that knows where its state lives (for a
+        supervisor forked from this driver: no connection is shared)."""
+        other = Store(self.paths)
+        if self._shared is None:
+            other._shared = None
+        elif self._shared is not False:
+            from loopctl.storage.pg.state import SharedState
+
+            other._shared = SharedState(self._shared.dsn, self._shared.machine)
+        return other
+
+    def shared(self) -> Any:
+        """The team store's state (storage/pg/state.SharedState) when this
+        home has a store; None: state.json. Decided once, from the bytes of
+        loops.yaml this Store read when it read them."""
+        if self._shared is False:
+            from loopctl.storage.shared import may_be_shared, shared_state
+
+            if self._source_seen is False:
+                self._source_seen, _ = read_defs_source(self.paths.loops_file)
+            seen = self._source_seen if isinstance(self._source_seen, bytes) else None
+            self._shared = shared_state(self) if may_be_shared(seen) else None
+        return self._shared
 
     # -- locking -----------------------------------------------------------
 
@@ -85,13 +115,36 @@ class Store:
         paths_mod.ensure_dir(self.paths.state_dir)
         with locked(self.paths.store_lock, timeout, f"{self.paths.store_lock} is held by "
                     "another loopctl; try again in a moment"):
-            yield
+            self._locked = True
+            try:
+                yield
+            except BaseException:
+                self._end_shared(failed=True)
+                raise
+            finally:
+                self._locked = False
+            self._end_shared(failed=False)
+
+    def _end_shared(self, failed: bool) -> None:
+        """Commit the team store's transaction of this lock (what was
+        written stays written, as a state.json written before a failure
+        does); a failure to commit is raised unless one is on its way."""
+        shared = self._shared
+        if not shared or not shared.in_tx:
+            return
+        try:
+            shared.end()
+        except LoopctlError:
+            if not failed:
+                raise
 
     # -- loops.yaml --------------------------------------------------------
 
     def read_defs(self, path: Path | None = None) -> Definitions:
         path = path or self.paths.loops_file
         source, signature = read_defs_source(path)
+        if path == self.paths.loops_file and self._source_seen is False:
+            self._source_seen = source
         if source is None:
             return Definitions(parsed_doc={"version": DEFS_VERSION, "loops": {}})
         mine = path == self.paths.loops_file
@@ -115,6 +168,8 @@ class Store:
         reading commands' short paths (commands/listing.py); None when there
         is none to use: they then read the definitions whole."""
         source, _ = read_defs_source(self.paths.loops_file)
+        if self._source_seen is False:
+            self._source_seen = source
         data = self._cache_payload() if source is not None else None
         return defs_cache.head(data, defs_cache.digest(source)) if data and source else None
 
@@ -228,6 +283,12 @@ class Store:
     def read_state(self) -> dict[str, Any]:
         from loopctl.domain.state import repair_all
 
+        shared = self.shared()
+        if shared is not None:
+            from loopctl.storage.shared import read_state
+
+            state, self.repairs = read_state(shared, in_lock=self._locked)
+            return state
         raw = read_state_bytes(self.paths.state_file)
         state = parse_state(raw, self.paths.state_file)
         if raw is not None and self._written_by_loopctl(raw):
@@ -240,6 +301,8 @@ class Store:
         """state.json with each entry as written (domain.state.pack: the
         fields at their common value left out), when loopctl wrote it as it
         is (no entry needs a repair); None: read it with `read_state`."""
+        if self.shared() is not None:
+            return None  # the store's rows: the full read checks them
         raw = read_state_bytes(self.paths.state_file)
         if raw is not None and not self._written_by_loopctl(raw):
             return None  # checked first: a file that needs the full read is decoded once
@@ -252,6 +315,8 @@ class Store:
         from loopctl.domain.state import unpack
         from loopctl.storage.statefile import entry_of
 
+        if self.shared() is not None:
+            return None
         raw = read_state_bytes(self.paths.state_file)
         if raw is None:
             return empty_state(), None
@@ -267,6 +332,8 @@ class Store:
         from loopctl.domain.state import unpack
         from loopctl.storage.statefile import entries_holding
 
+        if self.shared() is not None:
+            return None
         raw = read_state_bytes(self.paths.state_file)
         if raw is None:
             return empty_state(), {}
@@ -300,6 +367,23 @@ class Store:
         from loopctl.domain.state import pack, summarize
         from loopctl.storage.home_key import mac
 
+        shared = self.shared()
+        if shared is not None:
+            from loopctl.storage.shared import write_entries
+
+            # No state.json nor summary.json: a fast path must never decide
+            # from a copy another machine's write has made stale. (With
+            # neither, the tick's idle exit takes the full path.) The file
+            # of the home's days before its store is kept aside.
+            self._drop(self.paths.summary_file)
+            try:
+                os.replace(self.paths.state_file, f"{self.paths.state_file}.before-store")
+            except OSError:
+                pass
+            write_entries(shared, state)
+            if self.pending_cache is not None:
+                self._save_defs_cache(self._defs_cache_bytes(*self.pending_cache))
+            return
         summarize(state)
         # The tick fast path compares this with now: a clock set back must
         # not leave loops waiting on due times from the future.

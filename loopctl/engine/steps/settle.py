@@ -78,9 +78,32 @@ def settle(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, A
             if attempt + 1 < SAVE_ATTEMPTS:
                 time.sleep(2 ** attempt)
                 continue
-            mark_unsaved(ctx, exc.message)
+            if _store_unreachable(ctx, exc):
+                keep_record(ctx, record)
+            else:
+                mark_unsaved(ctx, exc.message)
             raise
     return record
+
+
+def _store_unreachable(ctx: RunContext, exc: LoopctlError) -> bool:
+    """The team store, not this machine's disk, refused the save."""
+    if ctx.store.shared() is None:
+        return False
+    from loopctl.storage.pg.connect import StoreUnreachable
+
+    return isinstance(exc, StoreUnreachable)
+
+
+def keep_record(ctx: RunContext, record: dict[str, Any]) -> None:
+    """The run's record, kept here while the team store cannot take the
+    state (DESIGN §21): the run stays in flight there until a driver finds
+    its claim stale or its supervisor gone, and records it from this file
+    (firing.record_lost reads a record the supervisor wrote)."""
+    try:
+        ctx.store.write_json(ctx.store.paths.run_record(ctx.name, ctx.run_id), record)
+    except LoopctlError:
+        pass  # the driver that finds the run lost writes one
 
 
 def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any],

@@ -30,8 +30,8 @@ class Verdict:
 
 def claim(conn: Any, loop: str, slot: str | None, run_id: str, machine: str,
           digest: str) -> Verdict:
-    """Check the definition and take `slot` (None: a fire with no shared
-    slot, a manual run: only the definition is checked)."""
+    """Check the definition and take `slot` (None: only the definition
+    is checked)."""
     with conn.transaction():
         differs = _definition_check(conn, loop, machine, digest)
         if differs:
@@ -39,8 +39,11 @@ def claim(conn: Any, loop: str, slot: str | None, run_id: str, machine: str,
         if slot is None:
             return Verdict()
         row = conn.execute(
-            f"INSERT INTO {SCHEMA}.slot_claims (loop, slot, run_id, machine, digest) "
-            "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (loop, slot) DO NOTHING RETURNING 1",
+            # clock_timestamp(): now() is when the transaction began, which
+            # in a store home may be before a wait for the state's lock.
+            f"INSERT INTO {SCHEMA}.slot_claims (loop, slot, run_id, machine, digest, "
+            "claimed_at, renewed_at) VALUES (%s, %s, %s, %s, %s, clock_timestamp(), "
+            "clock_timestamp()) ON CONFLICT (loop, slot) DO NOTHING RETURNING 1",
             (loop, slot, run_id, machine, digest)).fetchone()
         if row is not None:
             return Verdict()
@@ -79,7 +82,14 @@ def known_machines(conn: Any) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def renew(conn: Any, loop: str, run_id: str) -> None:
-    """The run's claim is still held: its heartbeat, now."""
-    conn.execute(f"UPDATE {SCHEMA}.slot_claims SET renewed_at = now() "
-                 "WHERE loop = %s AND run_id = %s", (loop, run_id))
+def renew(conn: Any, loop: str, run_id: str, stale_s: float) -> bool:
+    """The run's claim is still held: its heartbeat, now. False when it is
+    no longer ours to renew: another machine recorded the run lost, or it
+    went stale (a machine frozen past the window may have been judged
+    dead already: it must not come back to life)."""
+    row = conn.execute(
+        f"UPDATE {SCHEMA}.slot_claims SET renewed_at = clock_timestamp() WHERE loop = %s "
+        "AND run_id = %s AND lost_at IS NULL "
+        "AND renewed_at > clock_timestamp() - make_interval(secs => %s) RETURNING 1",
+        (loop, run_id, stale_s)).fetchone()
+    return row is not None

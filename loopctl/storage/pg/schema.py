@@ -54,10 +54,29 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {SCHEMA}.slot_claims
         ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now()
     """,
+    # 4: loop state shared by every machine (storage/pg/state.py): one row
+    # per loop, each machine's own top-level keys in a row of its own, and
+    # a claim's run found lost (renewing it fails from then on).
+    f"""
+    CREATE TABLE {SCHEMA}.loop_state (
+        loop text PRIMARY KEY,
+        entry jsonb NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        updated_by text NOT NULL
+    );
+    CREATE TABLE {SCHEMA}.machine_state (
+        machine text PRIMARY KEY,
+        top jsonb NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now()
+    );
+    ALTER TABLE {SCHEMA}.slot_claims ADD COLUMN lost_at timestamptz
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
 MIGRATION_LOCK = 0x6C6F6F70  # "loop"
+# The lock every read-modify-write of the shared loop state holds (state.py).
+STATE_LOCK = 0x73746174  # "stat"
 
 
 @dataclass

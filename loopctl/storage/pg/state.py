@@ -1,0 +1,146 @@
+"""Loop state in the team store (DESIGN §21 "What lives where"): one row
+per loop in `loop_state`, shared by every machine, and each machine's own
+top-level keys (`defs_sig`: the loops.yaml *this* machine reconciled) in a
+row of `machine_state`.
+
+A read-modify-write runs in one transaction holding one cluster-wide
+advisory lock (schema.STATE_LOCK), taken after the machine's local file
+lock: drivers on every machine then serialize exactly as local processes
+do on state.json. A write sends only the entries that changed (and deletes
+the removed ones), and each changed loop is announced on the channel
+`loopctl_wake` in the same transaction, so a listener hears of it only once
+it is committed.
+
+The rows are untrusted input like state.json: the Store passes every entry
+through domain.state.repair before anyone uses it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from loopctl.storage.pg import connect as pg_connect
+from loopctl.storage.pg.schema import SCHEMA, STATE_LOCK
+
+WAKE_CHANNEL = "loopctl_wake"
+# The top-level keys that describe this machine's files, not the team's loops.
+MACHINE_KEYS = ("defs_sig",)
+
+
+def canonical(value: Any) -> str:
+    """The one text of a JSON value, to tell a changed entry from the one read."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+class SharedState:
+    """One home's view of the shared state: a connection, opened on first
+    use, and the transaction of the current store lock."""
+
+    def __init__(self, dsn: str, machine: str) -> None:
+        self.dsn, self.machine = dsn, machine
+        self.conn: Any = None
+        self.in_tx = False
+        self.seen: dict[str, str] = {}  # loop -> canonical(entry) as read in this transaction
+        self.seen_top: str | None = None
+
+    def _connection(self) -> Any:
+        if self.conn is None:
+            from loopctl.storage.pg.team import TeamStore
+
+            self.conn = TeamStore(self.dsn, self.machine).open_checked()
+        return self.conn
+
+    def begin(self) -> None:
+        """The transaction of a store lock: every machine's writers queue here."""
+        if self.in_tx:
+            return
+        conn = self._connection()
+        self._run(conn, "BEGIN")
+        self.in_tx = True
+        self._run(conn, "SELECT pg_advisory_xact_lock(%s)", (STATE_LOCK,))
+
+    def end(self) -> None:
+        """Commit what the lock's holder wrote (a failed transaction is
+        rolled back by the server: COMMIT of an aborted one is a ROLLBACK)."""
+        if not self.in_tx:
+            return
+        self.in_tx = False
+        self.seen, self.seen_top = {}, None
+        try:
+            self._run(self.conn, "COMMIT")
+        finally:
+            self.close()
+
+    def abandon(self) -> None:
+        """The lock's holder failed before writing to the store: nothing to keep."""
+        self.in_tx = False
+        self.seen, self.seen_top = {}, None
+        self.close()
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # closing a dead link: nothing was committed anyway
+                pass
+
+    def read(self) -> tuple[dict[str, Any], dict[Any, Any]]:
+        """(this machine's top-level keys, {loop: entry as stored})."""
+        conn = self._connection()
+        rows = self._run(conn, f"SELECT loop, entry FROM {SCHEMA}.loop_state").fetchall()
+        top = self._run(conn, f"SELECT top FROM {SCHEMA}.machine_state WHERE machine = %s",
+                        (self.machine,)).fetchone()
+        if not self.in_tx:
+            self.close()  # a reader outside the lock keeps no connection
+        loops = {row[0]: row[1] for row in rows}
+        if self.in_tx:
+            self.seen = {name: canonical(entry) for name, entry in loops.items()}
+            self.seen_top = canonical(top[0]) if top else None
+        mine = top[0] if top and isinstance(top[0], dict) else {}
+        return {k: mine[k] for k in MACHINE_KEYS if k in mine}, loops
+
+    def write(self, top: dict[str, Any], loops: dict[str, Any]) -> None:
+        """Upsert the entries that differ from the ones read, delete the
+        ones gone, and announce each changed loop; in the lock's
+        transaction (begun here for a writer that did not read)."""
+        if not self.in_tx:
+            self.begin()
+            self.read()
+        conn = self.conn
+        changed = []
+        for name, entry in loops.items():
+            text = canonical(entry)
+            if self.seen.get(name) != text:
+                self._run(conn, f"INSERT INTO {SCHEMA}.loop_state (loop, entry, updated_by) "
+                          "VALUES (%s, %s::jsonb, %s) ON CONFLICT (loop) DO UPDATE SET "
+                          "entry = EXCLUDED.entry, updated_at = now(), "
+                          "updated_by = EXCLUDED.updated_by", (name, text, self.machine))
+                self.seen[name] = text
+                changed.append(name)
+        for name in [n for n in self.seen if n not in loops]:
+            self._run(conn, f"DELETE FROM {SCHEMA}.loop_state WHERE loop = %s", (name,))
+            del self.seen[name]
+            changed.append(name)
+        for name in changed:
+            self._run(conn, "SELECT pg_notify(%s, %s)", (WAKE_CHANNEL, name))
+        mine = canonical({k: top[k] for k in MACHINE_KEYS if k in top})
+        if mine != self.seen_top:
+            self._run(conn, f"INSERT INTO {SCHEMA}.machine_state (machine, top) "
+                      "VALUES (%s, %s::jsonb) ON CONFLICT (machine) DO UPDATE SET "
+                      "top = EXCLUDED.top, updated_at = now()", (self.machine, mine))
+            self.seen_top = mine
+
+    def transaction_conn(self) -> Any:
+        """The lock's connection, for claims taken in the same transaction."""
+        return self.conn if self.in_tx else None
+
+    @staticmethod
+    def _run(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """A statement; a lost link is the store being unreachable (exit 3):
+        the caller's lock then ends without committing anything."""
+        try:
+            return conn.execute(sql, params)
+        except pg_connect.driver().Error as exc:
+            raise pg_connect.StoreUnreachable(
+                f"store is unreachable: {pg_connect.first_line(exc)}") from None
