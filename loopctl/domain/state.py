@@ -247,13 +247,13 @@ def _proc(value: Any) -> Any:
     if value is None:
         return None
     if not isinstance(value, dict) or check.count(value.get("pid"), 2**31) is None \
-            or value["pid"] < 2 or check.moment(value.get("ct")) is None:
+            or value["pid"] < 1 or check.moment(value.get("ct")) is None:
         return check.INVALID
     ref = {"pid": value["pid"], "ct": float(value["ct"])}
-    # A team store's: whose pid, and the run whose claim says if it lives.
+    # A team store's: whose pid, the run whose claim says if it lives (pid 1: a container's).
     machine, run_id = value.get("machine"), value.get("run")
     if machine is None and run_id is None:
-        return ref
+        return ref if value["pid"] > 1 else check.INVALID
     if check.text(machine, 200) is None or not is_run_id(run_id):
         return check.INVALID
     return {**ref, "machine": machine, "run": run_id}

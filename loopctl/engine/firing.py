@@ -286,7 +286,7 @@ def signal_supervisor(run: dict[str, Any]) -> bool:
     sup = run.get("supervisor")
     if not sup or (sup.get("machine") or run.get("machine")) not in (None, local_machine(run)):
         return False  # another machine's pid: its supervisor cannot be reached from here
-    if not procs.alive(sup):
+    if not procs.alive(sup) or sup["pid"] < 2:  # pid 1: a container's loopctl, or init
         return False
     try:
         os.kill(sup["pid"], signal.SIGTERM)

@@ -23,6 +23,7 @@ from loopctl.storage.pg import connect as pg_connect
 from loopctl.storage.pg.schema import SCHEMA, STATE_LOCK
 
 WAKE_CHANNEL = "loopctl_wake"
+LOCK_WAIT_S = 60  # store.LOCK_TIMEOUT: waiting for the team's lock as for the local one
 # The top-level keys that describe this machine's files, not the team's loops.
 MACHINE_KEYS = ("defs_sig",)
 
@@ -57,6 +58,15 @@ class SharedState:
         conn = self._connection()
         self._run(conn, "BEGIN")
         self.in_tx = True
+        # A holder that stops answering (a machine frozen, a link cut) loses
+        # its session, and with it the lock, once its claims could be stale
+        # too: the team is not held up by it, and what it had not committed
+        # is rolled back. A waiter gives up as a local lock's does.
+        from loopctl.settings import knob
+
+        limits = (f"{int(knob('LOOPCTL_STORE_STALE') * 1000)}ms", f"{int(LOCK_WAIT_S)}s")
+        self._run(conn, "SELECT set_config('idle_in_transaction_session_timeout', %s, true), "
+                  "set_config('lock_timeout', %s, true)", limits)
         self._run(conn, "SELECT pg_advisory_xact_lock(%s)", (STATE_LOCK,))
 
     def end(self) -> None:
