@@ -100,9 +100,11 @@ def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path, tmp_path: P
     folder.mkdir()
     cli("start", "--name", "disk", "--every", "10m", "--cwd", str(folder), "true", check=0)
     assert b"store" in (home / "loops.yaml").read_bytes()
-    for args in (("ls",), ("status", "disk")):
+    for args in (("ls",), ("status", "disk"), ("tick",), ("pause", "disk")):
         loaded = imported_modules(*args)
-        assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team"))]
+        assert not [m for m in loaded if m.startswith(
+            ("psycopg", "loopctl.storage.pg.team", "loopctl.storage.pg.state",
+             "loopctl.storage.pg.schema"))], args
 
 
 def test_a_machine_name_that_cannot_be_shown_is_refused(cli: CLI, home: Path) -> None:

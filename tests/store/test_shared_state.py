@@ -113,10 +113,10 @@ def test_max_runs_holds_across_three_machines_ticking_at_once(tmp_path: Path,
 def test_max_concurrent_is_one_cap_across_machines(tmp_path: Path, pg_dsn: str) -> None:
     gate, ran = tmp_path / "go", tmp_path / "ran"
     body = f"echo start $LOOPCTL_MACHINE >> {ran}; while [ ! -e {gate} ]; do sleep 0.05; done"
-    a, b = machines(tmp_path / "machines", 2)
-    text = home_text(pg_dsn, loop("one", tmp_path, body, "1h") + loop("two", tmp_path, body,
-                                                                          "1h"),
-                     top="max_concurrent: 1\n")
+    # B in a pid namespace of its own: A's pids are not even visible there.
+    a, b = Machine("m1", tmp_path / "m1"), Machine("m2", tmp_path / "m2", own_pids=True)
+    loops = loop("one", tmp_path, body, "1h") + loop("two", tmp_path, body, "1h")
+    text = home_text(pg_dsn, loops, top="max_concurrent: 1\n")
     for m in (a, b):
         m.define(text)
     assert a.run("store", "init").returncode == 0
@@ -175,12 +175,15 @@ def test_a_damaged_row_is_repaired_as_a_damaged_state_file_is(tmp_path: Path,
 
 def test_each_committed_change_notifies_its_loop(tmp_path: Path, pg_dsn: str) -> None:
     [a] = machines(tmp_path / "machines", 1)
-    a.define(home_text(pg_dsn, loop("often", tmp_path, "true", "1h")))
+    a.define(home_text(pg_dsn, loop("often", tmp_path, "true", "1h")
+                       + loop("other", tmp_path, "true", "1h")))
     assert a.run("store", "init").returncode == 0
+    assert a.run("pause", "other").returncode == 0  # both rows written
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("LISTEN loopctl_wake")
+        assert a.run("status").returncode == 0  # a reader: writes nothing
+        # Only the rows that changed are written and announced.
         assert a.run("pause", "often").returncode == 0
-        heard = [n.payload for n in conn.notifies(timeout=10, stop_after=1)]
-        assert heard == ["often"]
-        assert a.run("status", "often").returncode == 0  # a reader: nothing to say
-        assert [n.payload for n in conn.notifies(timeout=1)] == []
+        assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["often"]
+        assert a.run("resume", "other").returncode == 0
+        assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["other"]
