@@ -6,7 +6,11 @@
    share: the gate (connect, schema check) and the claim (connect, the
    definition check, the insert); a run shorter than a renewal period never
    renews. Goal (the issue): at most 10 ms of wall time a run.
-2. In one process, over one connection: a claim and a renewal, per call.
+   With loop state in the store, a run's three store locks (claim, launch,
+   settle) each read and write the loop's row through the store too.
+2. In one process, over one connection: a claim and a renewal, per call;
+   and one state read-modify-write as a store lock does it (connecting
+   included: each lock opens its own connection).
 
 The server is started as the tests start it (tests/store/pg_cluster.py):
 initdb on a free port, fsync off. Times are printed, never asserted.
@@ -79,10 +83,32 @@ def in_process(dsn: str, n: int) -> tuple[float, float]:
         claim(conn, "b", f"schedule:{i}", f"run-{i}", "bench", "d" * 32)
     claimed = time.perf_counter()
     for i in range(n):
-        renew(conn, "b", f"run-{i}")
+        renew(conn, "b", f"run-{i}", 60.0)
     renewed = time.perf_counter()
     conn.close()
     return (claimed - start) / n * 1000, (renewed - claimed) / n * 1000
+
+
+def state_cycle(dsn: str, n: int) -> float:
+    """ms for one read-modify-write of the shared state as a store lock
+    does it: connect and check the schema, BEGIN, the advisory lock, read
+    the rows, write the one changed entry (and its NOTIFY), COMMIT."""
+    from loopctl.storage.pg.connect import connect
+    from loopctl.storage.pg.schema import migrate
+    from loopctl.storage.pg.state import SharedState
+
+    conn = connect(dsn)
+    migrate(conn, "bench", dsn)
+    conn.close()
+    shared = SharedState(dsn, "bench")
+    start = time.perf_counter()
+    for i in range(n):
+        shared.begin()
+        _, rows = shared.read()
+        entry = dict(rows.get("b") or {}, seq=i)
+        shared.write({"defs_sig": None}, {"b": entry})
+        shared.end()
+    return (time.perf_counter() - start) / n * 1000
 
 
 def main() -> None:
@@ -101,17 +127,20 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="loopctl-bench-store-") as tmp:
             files, team = per_run(dsn, Path(tmp), args.reps)
         claim_ms, renew_ms = in_process(cluster.dsn(cluster.new_database()), 500)
+        state_ms = state_cycle(cluster.dsn(cluster.new_database()), 200)
     finally:
         cluster.stop("immediate")
     extra = (team - files) * 1000
     print(f"   run --scheduled: files {files * 1000:.1f} ms, team store {team * 1000:.1f} ms "
           f"(median of {args.reps}, +{extra:.1f} ms: mostly importing psycopg in a fresh "
-          f"process); in process: claim {claim_ms:.2f} ms, renew {renew_ms:.2f} ms")
+          f"process); in process: claim {claim_ms:.2f} ms, renew {renew_ms:.2f} ms, "
+          f"one state read-modify-write (a store lock, connection included) "
+          f"{state_ms:.2f} ms")
     both = claim_ms + renew_ms
     result("store_claim_renew", f"{both:.2f} ms (claim + renew, in process)", "<= 10 ms",
            both <= 10, files_ms=round(files * 1000, 1), team_ms=round(team * 1000, 1),
            process_extra_ms=round(extra, 1), claim_ms=round(claim_ms, 2),
-           renew_ms=round(renew_ms, 2))
+           renew_ms=round(renew_ms, 2), state_lock_ms=round(state_ms, 2))
 
 
 if __name__ == "__main__":

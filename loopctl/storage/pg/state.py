@@ -45,18 +45,35 @@ class SharedState:
         self.seen_top: str | None = None
 
     def _connection(self) -> Any:
+        """The process's connection, kept from one store lock to the next
+        (a run takes three); a broken one (a server restarted) is replaced."""
+        if self.conn is not None and (self.conn.closed or self.conn.broken):
+            self.close()
         if self.conn is None:
             from loopctl.storage.pg.team import TeamStore
 
             self.conn = TeamStore(self.dsn, self.machine).open_checked()
         return self.conn
 
+    def _first(self, sql: str) -> Any:
+        """The connection, after `sql` ran on it: a kept one the server
+        dropped since (a restart, a cut link) is replaced once, so the
+        failure said is the one connecting now meets."""
+        conn = self._connection()
+        try:
+            conn.execute(sql)
+            return conn
+        except pg_connect.driver().Error:
+            self.close()
+        conn = self._connection()
+        self._run(conn, sql)
+        return conn
+
     def begin(self) -> None:
         """The transaction of a store lock: every machine's writers queue here."""
         if self.in_tx:
             return
-        conn = self._connection()
-        self._run(conn, "BEGIN")
+        conn = self._first("BEGIN")
         self.in_tx = True
         # A holder that stops answering (a machine frozen, a link cut) loses
         # its session, and with it the lock, once its claims could be stale
@@ -78,14 +95,9 @@ class SharedState:
         self.seen, self.seen_top = {}, None
         try:
             self._run(self.conn, "COMMIT")
-        finally:
+        except BaseException:
             self.close()
-
-    def abandon(self) -> None:
-        """The lock's holder failed before writing to the store: nothing to keep."""
-        self.in_tx = False
-        self.seen, self.seen_top = {}, None
-        self.close()
+            raise
 
     def close(self) -> None:
         conn, self.conn = self.conn, None
@@ -97,12 +109,10 @@ class SharedState:
 
     def read(self) -> tuple[dict[str, Any], dict[Any, Any]]:
         """(this machine's top-level keys, {loop: entry as stored})."""
-        conn = self._connection()
+        conn = self.conn if self.in_tx else self._first("SELECT 1")
         rows = self._run(conn, f"SELECT loop, entry FROM {SCHEMA}.loop_state").fetchall()
         top = self._run(conn, f"SELECT top FROM {SCHEMA}.machine_state WHERE machine = %s",
                         (self.machine,)).fetchone()
-        if not self.in_tx:
-            self.close()  # a reader outside the lock keeps no connection
         loops = {row[0]: row[1] for row in rows}
         if self.in_tx:
             self.seen = {name: canonical(entry) for name, entry in loops.items()}
