@@ -187,3 +187,31 @@ def test_each_committed_change_notifies_its_loop(tmp_path: Path, pg_dsn: str) ->
         assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["often"]
         assert a.run("resume", "other").returncode == 0
         assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["other"]
+
+
+def test_the_team_s_top_level_keys_are_shared_and_each_machine_s_own_kept(
+        pg_dsn: str) -> None:
+    """The account holds are the team's; `defs_sig` (the loops.yaml this
+    machine reconciled) is each machine's own."""
+    from loopctl.storage.pg.connect import connect
+    from loopctl.storage.pg.schema import migrate
+    from loopctl.storage.pg.state import SharedState
+
+    conn = connect(pg_dsn)
+    migrate(conn, "test", pg_dsn)
+    conn.close()
+    holds = {"acct": {"kind": "usage_limit", "until": 1.5}}
+    one, two = SharedState(pg_dsn, "m1"), SharedState(pg_dsn, "m2")
+    one.begin()
+    one.read()
+    one.write({"defs_sig": [1, 2], "accounts": holds, "wake_at": 3.0}, {})
+    one.end()
+    assert two.read()[0] == {"accounts": holds}
+    assert one.read()[0] == {"defs_sig": [1, 2], "accounts": holds}
+    two.begin()
+    two.read()
+    two.write({"defs_sig": [9]}, {})  # the holds cleared by the team
+    two.end()
+    assert one.read()[0] == {"defs_sig": [1, 2]}
+    one.close()
+    two.close()

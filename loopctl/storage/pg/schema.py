@@ -55,12 +55,19 @@ MIGRATIONS: tuple[str, ...] = (
         ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now()
     """,
     # 4: loop state shared by every machine (storage/pg/state.py): one row
-    # per loop, each machine's own top-level keys in a row of its own, and
-    # a claim's run found lost (renewing it fails from then on).
+    # per loop, the team's top-level keys (the account holds), each
+    # machine's own in a row of its own, and a claim's run found lost
+    # (renewing it fails from then on).
     f"""
     CREATE TABLE {SCHEMA}.loop_state (
         loop text PRIMARY KEY,
         entry jsonb NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        updated_by text NOT NULL
+    );
+    CREATE TABLE {SCHEMA}.team_state (
+        key text PRIMARY KEY,
+        value jsonb NOT NULL,
         updated_at timestamptz NOT NULL DEFAULT now(),
         updated_by text NOT NULL
     );
