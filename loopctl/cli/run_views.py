@@ -143,15 +143,16 @@ def _run_exit(s: Store, name: str, run_id: str) -> int:
 
 
 def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
-    """The run is still claimed in state and its supervisor is alive."""
-    from loopctl.engine import procs
+    """The run is still claimed in state and its supervisor is alive (by
+    its claim, when another machine of a team store runs it)."""
+    from loopctl.engine.team_state import alive_for
 
     try:
-        st = s.read_state()["loops"].get(name) or {}
+        state = s.read_state()
+        run = (state["loops"].get(name) or {}).get("run") or {}
+        return run.get("run_id") == run_id and alive_for(s, state)(run.get("supervisor"))
     except LoopctlError:
         return True  # cannot tell: keep following
-    run = st.get("run") or {}
-    return run.get("run_id") == run_id and procs.alive(run.get("supervisor"))
 
 
 def history(name: NameArg,

@@ -103,3 +103,28 @@ def test_a_run_whose_renewals_succeed_is_not_fenced(tmp_path: Path, pg_dsn: str,
     assert done.returncode == 0, done.stderr  # ran twice as long as a claim stays fresh
     renewals = renewed(pg_dsn)
     assert renewals is not None and renewals[1] >= renewals[0] + 2
+
+
+def test_a_claim_recorded_lost_elsewhere_stops_its_agent_at_the_next_renewal(
+        tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another machine found the run lost (its claim marked so): the
+    supervisor's next renewal is refused and its fence kills the agent then,
+    not a stale window later."""
+    monkeypatch.setenv("LOOPCTL_STORE_RENEW", "0.5")
+    monkeypatch.setenv("LOOPCTL_STORE_STALE", "30")
+    [m1] = machines(tmp_path / "machines", 1)
+    pid_file = tmp_path / "agent.pid"
+    m1.define(LONG.format(dsn=pg_dsn, pid=pid_file, cwd=tmp_path))
+    assert m1.run("store", "init").returncode == 0
+    fired = json.loads(m1.run("tick", "--json").stdout)["fired"]
+    agent = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 30))
+    record = m1.home / "loopctl" / "state" / "runs" / "long" / f"{fired[0]['run_id']}.json"
+    try:
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute("UPDATE loopctl.slot_claims SET lost_at = now()")
+        wait_for(lambda: not alive(agent), timeout=10)  # a third of the stale window
+    finally:
+        if alive(agent):
+            os.kill(agent, 9)
+    ran = json.loads(wait_for(lambda: record.exists() and record.read_text(), timeout=30))
+    assert ran["outcome"] == "killed" and "recorded lost" in ran["note"], ran
