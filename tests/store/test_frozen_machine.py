@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -19,6 +20,7 @@ import pytest
 
 from conftest import wait_for
 from store.machines import hourly, machines
+from store.test_slot_claims import past_hour
 
 pytestmark = pytest.mark.real_processes
 
@@ -53,8 +55,6 @@ def signal_all(root: psutil.Process, sig: int) -> None:
 
 def test_a_frozen_machine_s_run_is_lost_once_and_its_agent_killed(
         tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from store.test_slot_claims import past_hour
-
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))
     monkeypatch.setenv("LOOPCTL_STORE_STALE", str(STALE))
     path = tmp_path / "marks"
@@ -116,3 +116,33 @@ def test_a_frozen_machine_s_run_is_lost_once_and_its_agent_killed(
     kept = json.loads((m1.home / "loopctl" / "state" / "runs" / "hourly" /
                        f"{run1}.json").read_text())
     assert kept["outcome"] == "killed" and "team store" in kept["note"], kept
+
+
+def test_a_daemon_finds_a_dead_machine_s_run_lost_within_the_stale_window(
+        tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine that dies sends no word: another machine's daemon, with
+    nothing of its own due for an hour, records the run lost once its
+    claim is stale (its pids, another namespace's, are never asked)."""
+    monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))
+    monkeypatch.setenv("LOOPCTL_STORE_STALE", str(STALE))
+    path = tmp_path / "marks"
+    m1, m2 = machines(tmp_path / "machines", 2, own_pids=True)
+    m2.own_pids = False  # its daemon: a signal must reach it (m1's pids are its namespace's)
+    for m in (m1, m2):
+        m.define(hourly(pg_dsn, tmp_path, BODY.format(marks=path)))
+    assert m1.run("store", "init").returncode == 0
+    log = tmp_path / "daemon.log"
+    with open(log, "w") as out:
+        daemon = subprocess.Popen(m2.argv("daemon"), stdout=out, stderr=out, env=m2.env())
+    first = m1.popen("run", "hourly", "--scheduled", "--slot", past_hour(3))
+    try:
+        wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
+        run1 = marks(path)[0][1]
+        signal_all(psutil.Process(first.pid), signal.SIGKILL)  # the machine dies
+        first.wait(timeout=30)
+        wait_for(lambda: f"recorded run {run1} as lost" in log.read_text(), timeout=4 * STALE)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        if first.poll() is None:
+            first.kill()
