@@ -193,6 +193,7 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
         if loop is None:
             return InvalidLoop(name=name, error=invalid[name])
         described = with_reason(store, describe(loop, state["loops"][name], now))
+        described = _with_machine(store, name, described)
         return people_extras(loop, state["loops"][name], described) if for_people else described
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
@@ -202,7 +203,14 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     held = held_loops(store, defs, state, now)
     st = state["loops"][name]
     described = with_reason(store, describe(defs.loops[name], st, now, held=held))
+    described = _with_machine(store, name, described)
     return people_extras(defs.loops[name], st, described) if for_people else described
+
+
+def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:
+    from loopctl.commands.team_runs import with_machine
+
+    return with_machine(store, name, described)
 
 
 def people_extras(loop: LoopDef, st: dict[str, Any], described: LoopObject) -> LoopObject:
@@ -365,7 +373,11 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     defs = store.read_defs()
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
+    from loopctl.commands import team_runs
+
     records = list_records(store.paths, name)
+    if team_runs.has_store(store):  # every machine's (DESIGN §21)
+        records = team_runs.merged(store, name, records)
     return last_runs(records, limit) if limit else records
 
 
@@ -391,8 +403,22 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     gated = [{"slot": r.get("slot"), "reason": "gate_no_work",
               "at": r.get("ended_at") or r.get("started_at"), "run_id": r["run_id"]}
              for r in records if r["outcome"] == "skipped"]
-    entries = sorted(read_skips(store.paths, name) + gated, key=lambda e: str(e.get("at")))
+    entries = sorted(read_skips(store.paths, name) + gated + _team_skips(store, name),
+                     key=lambda e: str(e.get("at")))
     return entries[-limit:] if limit else entries
+
+
+def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
+    """The other machines' skipped slots, in a home with a store (this
+    machine's are in its own file, whether sent yet or not)."""
+    from loopctl.commands import team_runs
+
+    if not team_runs.has_store(store):
+        return []
+    from loopctl.storage.pg.dsn import machine
+
+    here = machine()
+    return [e for e in team_runs.skips(store, name) if e.get("machine") != here]
 
 
 def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

@@ -346,6 +346,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         # pass must still look new to the daemon, or it is never read.
         report.signatures = (defs.signature, file_signature(store.paths.state_file))
     events.dispatch(store, pending)
+    from loopctl.engine.team_publish import publish_pending; publish_pending(store)  # noqa: E702, I001
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]

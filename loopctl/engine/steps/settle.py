@@ -125,6 +125,7 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
         if st is not None:  # under the lock: the index and the files agree
             prune(paths, ctx.name, loop.keep_runs, in_flight)
     events.dispatch(store, pending)
+    from loopctl.engine.team_publish import publish_pending; publish_pending(store)  # noqa: E702, I001
     return in_flight
 
 
