@@ -22,14 +22,16 @@ def team_log(s: Store, name: str, run_id: str | None) -> bool:
     """Print run `run_id` of `name` (None: the team's newest, when another
     machine ran it) from the store; False when the store has no such run
     from another machine (or the home has no store): `logs` goes on."""
-    from loopctl.commands import team_runs
+    from loopctl.commands.views import team_home
 
-    if not team_runs.has_store(s):
+    if not team_home(s):
         return False
     if run_id is None:
         run_id = _newest_elsewhere(s, name)
         if run_id is None:
             return False
+    from loopctl.commands import team_runs
+
     found = team_runs.log_of(s, name, run_id)
     if found is None:
         return False

@@ -12,14 +12,13 @@ every text shown goes through the one sanitizer (the views print it)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from loopctl.domain.names import is_run_id
 from loopctl.domain.records import clean_record
 from loopctl.domain.untrusted import text
-from loopctl.storage.pg.gate import ENV_STORE
+from loopctl.storage.pg.gate import store_set
 from loopctl.storage.store import Store
 
 
@@ -37,7 +36,7 @@ class TeamLog:
 
 def has_store(store: Store) -> bool:
     """Cheap: whether the home has a store (no psycopg, no connection)."""
-    return bool(os.environ.get(ENV_STORE, "").strip() or store.read_defs().top.get("store"))
+    return store_set(store.read_defs().top)
 
 
 def _connect(store: Store) -> Any:

@@ -18,6 +18,7 @@ from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
 from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
+from loopctl.storage.pg.gate import may_have_store, store_set
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
@@ -207,7 +208,16 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     return people_extras(defs.loops[name], st, described) if for_people else described
 
 
+def team_home(store: Store) -> bool:
+    """Whether the home has a team store: a glance at loops.yaml's bytes
+    first, so a home of files reads no definitions for it (`status`'s
+    short path does not otherwise)."""
+    return may_have_store(str(store.paths.loops_file)) and store_set(store.read_defs().top)
+
+
 def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:
+    if not team_home(store):
+        return described
     from loopctl.commands.team_runs import with_machine
 
     return with_machine(store, name, described)
@@ -373,10 +383,10 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     defs = store.read_defs()
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
-    from loopctl.commands import team_runs
-
     records = list_records(store.paths, name)
-    if team_runs.has_store(store):  # every machine's (DESIGN §21)
+    if team_home(store):  # every machine's (DESIGN §21)
+        from loopctl.commands import team_runs
+
         records = team_runs.merged(store, name, records)
     return last_runs(records, limit) if limit else records
 
@@ -411,10 +421,9 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
 def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
     """The other machines' skipped slots, in a home with a store (this
     machine's are in its own file, whether sent yet or not)."""
-    from loopctl.commands import team_runs
-
-    if not team_runs.has_store(store):
+    if not team_home(store):
         return []
+    from loopctl.commands import team_runs
     from loopctl.storage.pg.dsn import machine
 
     here = machine()

@@ -100,9 +100,13 @@ def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path, tmp_path: P
     folder.mkdir()
     cli("start", "--name", "disk", "--every", "10m", "--cwd", str(folder), "true", check=0)
     assert b"store" in (home / "loops.yaml").read_bytes()
-    for args in (("ls",), ("status", "disk")):
+    cli("run", "disk", check=0)  # a record and a log: nothing owed to any team
+    assert not (home / "state" / "team-outbox").exists()
+    for args in (("ls",), ("status", "disk"), ("history", "disk"),
+                 ("history", "disk", "--skipped"), ("logs", "disk")):
         loaded = imported_modules(*args)
-        assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team"))]
+        assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team",
+                                                       "loopctl.commands.team_runs"))]
 
 
 def test_a_machine_name_that_cannot_be_shown_is_refused(cli: CLI, home: Path) -> None:

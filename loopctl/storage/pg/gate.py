@@ -29,6 +29,12 @@ def gated(args: list[str]) -> bool:
     return not ({"--help", "-h"} & set(words))
 
 
+def store_set(top: dict[str, object]) -> bool:
+    """Whether a home whose loops.yaml's top-level settings are `top` has a
+    store (no check of the DSN: the gate made it; no psycopg)."""
+    return bool(os.environ.get(ENV_STORE, "").strip() or top.get("store"))
+
+
 def may_have_store(loops_file: str) -> bool:
     """False only when no store can be set: LOOPCTL_STORE empty and the
     word `store` nowhere in loops.yaml (a glance at its bytes spares the
