@@ -195,3 +195,20 @@ def test_a_run_that_is_nobodys_is_still_exit_4(tmp_path: Path, pg_dsn: str) -> N
     [m1] = team(tmp_path, pg_dsn, "true", count=1)
     proc = m1.run("logs", "hourly", "--run", "20261201T000000Z-0009")
     assert proc.returncode == 4 and "no log for run" in proc.stderr
+
+
+def test_serve_on_m2_shows_m1s_runs_escaped(tmp_path: Path, pg_dsn: str) -> None:
+    from serve.support import serving
+
+    m1, m2 = team(tmp_path, pg_dsn, "echo '<b>hi</b> from' $LOOPCTL_MACHINE")
+    run_id = run_on(m1)
+    with serving(tmp_path, secret=False, env=m2.env()) as served:
+        status, found = served.json("GET", "/api/loops/hourly/runs")
+        assert status == 200 and [(r["run_id"], r["machine"]) for r in found["runs"]] == [
+            (run_id, "m1")]
+        status, _, page = served.request("GET", "/loops/hourly")
+        assert status == 200 and b"<th>machine</th>" in page and b"<td>m1</td>" in page
+        status, _, page = served.request("GET", f"/loops/hourly/runs/{run_id}")
+        assert status == 200, page
+        assert b"&lt;b&gt;hi&lt;/b&gt; from m1" in page and b"<b>hi" not in page
+        assert b"the whole log is on machine m1, " + str(m1.home).encode() in page
