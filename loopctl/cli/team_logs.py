@@ -22,7 +22,7 @@ def team_log(s: Store, name: str, run_id: str | None) -> bool:
     """Print run `run_id` of `name` (None: the team's newest, when another
     machine ran it) from the store; False when the store has no such run
     from another machine (or the home has no store): `logs` goes on."""
-    from loopctl.commands.views import team_home
+    from loopctl.storage.pg.gate import home_has_store as team_home
 
     if not team_home(s):
         return False

@@ -18,7 +18,7 @@ from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
 from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
-from loopctl.storage.pg.gate import may_have_store, store_set
+from loopctl.storage.pg.gate import home_has_store as team_home
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
@@ -206,13 +206,6 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     described = with_reason(store, describe(defs.loops[name], st, now, held=held))
     described = _with_machine(store, name, described)
     return people_extras(defs.loops[name], st, described) if for_people else described
-
-
-def team_home(store: Store) -> bool:
-    """Whether the home has a team store: a glance at loops.yaml's bytes
-    first, so a home of files reads no definitions for it (`status`'s
-    short path does not otherwise)."""
-    return may_have_store(str(store.paths.loops_file)) and store_set(store.read_defs().top)
 
 
 def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:

@@ -58,7 +58,7 @@ def _team_run_page(store: Store, name: str, run_id: str) -> bytes:
     """Another machine's run (DESIGN §21): its record and log tail from the
     team store, checked as untrusted (commands/team_runs), and where the
     whole log is."""
-    from loopctl.commands.views import team_home
+    from loopctl.storage.pg.gate import home_has_store as team_home
 
     found = None
     if team_home(store):
