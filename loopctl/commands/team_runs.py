@@ -90,13 +90,14 @@ def _when(record: dict[str, Any]) -> tuple[str, int, str]:
     return (str(at), *run_order(record["run_id"]))
 
 
-def merged(store: Store, name: str, local: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every machine's runs of `name`, oldest first; this machine's own
-    files win over the store's copy of the same run."""
-    from loopctl.storage.pg.runs import runs_of
+def merged(store: Store, name: str, local: list[dict[str, Any]],
+           rows: int | None = None) -> list[dict[str, Any]]:
+    """Every machine's runs of `name` (the store's newest `rows`), oldest
+    first; this machine's own files win over the store's copy of a run."""
+    from loopctl.storage.pg.runs import MAX_ROWS, runs_of
 
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in _read(store, runs_of, name):
+    for row in _read(store, runs_of, name, rows or MAX_ROWS):
         record = cleaned(name, row)
         if record is not None:
             by_key[(record["machine"], record["run_id"])] = record
@@ -143,7 +144,7 @@ def log_of(store: Store, name: str, run_id: str) -> TeamLog | None:
 
 def latest(store: Store, name: str) -> dict[str, Any] | None:
     """The team's newest run of `name` (any machine), or None."""
-    runs = merged(store, name, [])
+    runs = merged(store, name, [], rows=5)  # the newest recorded, in time order
     return runs[-1] if runs else None
 
 

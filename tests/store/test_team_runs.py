@@ -212,3 +212,20 @@ def test_serve_on_m2_shows_m1s_runs_escaped(tmp_path: Path, pg_dsn: str) -> None
         assert status == 200, page
         assert b"&lt;b&gt;hi&lt;/b&gt; from m1" in page and b"<b>hi" not in page
         assert b"the whole log is on machine m1, " + str(m1.home).encode() in page
+
+
+def test_a_list_stops_at_its_byte_budget(tmp_path: Path, pg_dsn: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 rows of 1 MiB each are never fetched for one view: the newest
+    rows come while their records together fit the budget."""
+    from loopctl.storage.pg import runs as stored
+
+    team(tmp_path, pg_dsn, "true", count=1)
+    monkeypatch.setattr(stored, "MAX_LIST_BYTES", 250_000)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for i in range(5):
+            stored.publish_run(conn, "hourly", "m9", f"20261201T000000Z-000{i}",
+                               json.dumps({"outcome": "ok", "result": "x" * 100_000}),
+                               None, None, False)
+        found = stored.runs_of(conn, "hourly")
+    assert [r.run_id for r in found] == ["20261201T000000Z-0004", "20261201T000000Z-0003"]

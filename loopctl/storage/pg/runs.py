@@ -17,6 +17,7 @@ from loopctl.storage.pg.schema import SCHEMA
 MAX_RECORD_BYTES = 1024 * 1024  # storage/runs.MAX_RECORD_BYTES: a record as big as a file's
 TAIL_BYTES = 64 * 1024  # the last 64 KiB of a run's log travel with its record
 MAX_ROWS = 2000  # runs or skipped slots one view reads
+MAX_LIST_BYTES = 32 * 1024 * 1024  # all the records of one list, together
 
 
 @dataclass
@@ -63,10 +64,15 @@ _ROW = ("left(machine, 101), left(run_id, 27), "
 
 
 def runs_of(conn: Any, loop: str, rows: int = MAX_ROWS) -> list[StoredRun]:
-    """The loop's newest `rows` runs, from every machine, without tails."""
+    """The loop's newest `rows` runs, from every machine, without tails;
+    fewer when their records together pass MAX_LIST_BYTES (2,000 rows of
+    1 MiB each are no list a view should fetch)."""
     found = conn.execute(
-        f"SELECT {_ROW} FROM {SCHEMA}.runs WHERE loop = %s ORDER BY recorded_at DESC LIMIT %s",
-        (MAX_RECORD_BYTES, loop, rows)).fetchall()
+        f"SELECT {_ROW} FROM (SELECT *, sum(octet_length(record::text)) OVER "
+        "(ORDER BY recorded_at DESC ROWS UNBOUNDED PRECEDING) AS so_far "
+        f"FROM {SCHEMA}.runs WHERE loop = %s ORDER BY recorded_at DESC LIMIT %s) AS newest "
+        "WHERE so_far <= %s ORDER BY recorded_at DESC",
+        (MAX_RECORD_BYTES, loop, rows, MAX_LIST_BYTES)).fetchall()
     return [StoredRun(*row) for row in found]
 
 
@@ -76,7 +82,7 @@ def run_of(conn: Any, loop: str, run_id: str) -> list[StoredRun]:
     found = conn.execute(
         f"SELECT {_ROW}, substring(log_tail from greatest(octet_length(log_tail) - %s, 0) + 1), "
         f"log_cut OR octet_length(log_tail) > %s FROM {SCHEMA}.runs "
-        "WHERE loop = %s AND run_id = %s ORDER BY recorded_at DESC LIMIT 10",
+        "WHERE loop = %s AND run_id = %s ORDER BY recorded_at DESC LIMIT 3",
         (MAX_RECORD_BYTES, TAIL_BYTES, TAIL_BYTES, loop, run_id)).fetchall()
     return [StoredRun(row[0], row[1], row[2], row[3], cut=bool(row[5]),
                       tail=bytes(row[4]) if row[4] is not None else None) for row in found]
