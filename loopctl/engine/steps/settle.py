@@ -125,7 +125,9 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
         if st is not None:  # under the lock: the index and the files agree
             prune(paths, ctx.name, loop.keep_runs, in_flight)
     events.dispatch(store, pending)
-    from loopctl.engine.team_publish import publish_pending; publish_pending(store)  # noqa: E702, I001
+    from loopctl.engine.team_publish import publish_pending  # DESIGN §21: the team's copy
+
+    publish_pending(store)  # after the lock: the store may be slow or down
     return in_flight
 
 
