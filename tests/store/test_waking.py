@@ -193,3 +193,37 @@ def test_commands_that_change_a_loop_tell_the_other_machines(
             done = m2.run(*args)
             assert done.returncode == 0, (args, done.stderr)
             assert next_notify(conn) == ("fresh" if "fresh" in args else "nudged"), args
+
+
+FILES_ONLY = """\
+version: 1
+loops:
+  nudged:
+    prompt: echo ran >> {ran}
+    agent: shell
+    on_demand: true
+    cwd: {cwd}
+    timeout: 1m
+"""
+
+
+def test_a_daemon_in_a_home_of_files_never_loads_the_store(tmp_path: Path) -> None:
+    """Through a pass that fires: neither psycopg nor the store's waking
+    module is imported (`-X importtime` lists every import)."""
+    [m1] = machines(tmp_path / "machines", 1)
+    ran = tmp_path / "ran"
+    m1.define(FILES_ONLY.format(ran=ran, cwd=tmp_path))
+    assert m1.run("trigger", "nudged").returncode == 0
+    argv = m1.argv("daemon")
+    daemon = subprocess.Popen([argv[0], "-X", "importtime", *argv[1:]], text=True,
+                              stderr=subprocess.PIPE, env=m1.env())
+    try:
+        wait_for(ran.exists, timeout=30)
+    finally:
+        daemon.terminate()
+        _, err = daemon.communicate(timeout=30)
+    loaded = [line.rsplit("|", 1)[1].strip() for line in err.splitlines()
+              if line.startswith("import time:") and "|" in line]
+    assert "loopctl.engine.store_wake" in loaded  # the list is the daemon's imports
+    assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.wake",
+                                                   "loopctl.storage.pg.connect"))]
