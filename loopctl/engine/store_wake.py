@@ -18,7 +18,7 @@ import os
 import time
 
 from loopctl.domain.errors import LoopctlError
-from loopctl.storage.pg.gate import ENV_STORE
+from loopctl.storage.pg.gate import ENV_STORE, may_have_store
 from loopctl.storage.store import Store
 
 TYPE_CHECKING = False
@@ -37,7 +37,10 @@ MAX_NAMED = 5  # loops a wake's log line names
 
 
 def store_dsn(store: Store) -> str | None:
-    """The home's store, or None (a home of files, decided without psycopg)."""
+    """The home's store, or None (a home of files, decided without psycopg:
+    most often by the gate's glance at loops.yaml, before any parse)."""
+    if not may_have_store(str(store.paths.loops_file)):
+        return None
     defs = store.read_defs()
     if not (os.environ.get(ENV_STORE, "").strip() or defs.top.get("store")):
         return None
