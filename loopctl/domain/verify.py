@@ -22,7 +22,16 @@ from loopctl.fast.lazy_re import lazy
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypedDict
+
+    class CheckFields(TypedDict, total=False):
+        """A check's LoopDef fields, those given: keyword arguments that
+        `model.parse_loop` merges into the one LoopDef it builds."""
+
+        check: tuple[str, ...]
+        check_timeout: int
+        until_check: bool
+        check_metric: str
 
 KEYS = ("check", "check_timeout", "until_check", "check_metric")
 DEFAULT_CHECK_TIMEOUT = 600
@@ -40,11 +49,11 @@ METRIC_SECONDS = 1.0  # the metric regex is killed after this (catastrophic back
 _NUMBER = lazy(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:
+def parse_verify(raw: dict[str, Any], where: str) -> CheckFields:
     """`check`, `check_timeout`, `until_check`, `check_metric` as LoopDef
     fields. The check is run as written (no placeholders, like a gate);
     the other three mean nothing without it."""
-    fields: dict[str, Any] = {}
+    fields: CheckFields = {}
     if raw.get("check") is not None:
         fields["check"] = split_command(raw["check"], where, key="check", placeholders=False)
     timeout = raw.get("check_timeout")

@@ -82,9 +82,8 @@ def test_until_check_completes_on_a_pass_whatever_the_agent_said() -> None:
         assert st["last_decision"]["source"] == "check"
         assert st["last_decision"]["evidence"] == "`pytest -q` exited 0 (metric 42)"
         event = events.attention(loop, st, RUN, "log", 1001.0)
-        assert event["status"] == "completed"
-        assert event["evidence"] == {"source": "check",
-                                     "text": "`pytest -q` exited 0 (metric 42)"}
+        assert event.status == "completed"
+        assert event.evidence == events.Evidence("check", "`pytest -q` exited 0 (metric 42)")
     # The source survives a write and read of state.json (repair keeps it).
     clean, bad = repair("l", dict(st))
     assert not bad and clean["last_decision"]["source"] == "check"
@@ -114,7 +113,7 @@ def test_no_progress_counts_runs_with_an_unchanged_metric(
                                             else ("active", None))
     if paused:
         event = events.attention(loop, st, RUN, "log", 2000.0)
-        assert "metric unchanged" in event["evidence"]["text"]
+        assert "metric unchanged" in event.evidence.text
 
 
 def test_without_a_metric_no_progress_still_compares_results() -> None:
