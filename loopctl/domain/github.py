@@ -90,13 +90,6 @@ def parse_github(raw: dict[str, Any], where: str) -> GithubFields:
     return fields
 
 
-def to_raw(on_github: tuple[str, ...], repo: str | None, command: str | None,
-           anyone: bool) -> dict[str, Any]:
-    out = {"on_github": list(on_github) or None, "github_repo": repo,
-           "github_command": command, "github_anyone": anyone or None}
-    return {k: v for k, v in out.items() if v is not None}
-
-
 def workflow_events(wanted: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
     """The `on:` events of a GitHub workflow: `check_suite` is every action
     of it (`{}`), `check_suite.completed` lists the action in `types`."""
