@@ -104,10 +104,12 @@ def workflow_events(wanted: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
 
 
 def with_github_events(workflow: dict[str, Any], loop: LoopDef,
-                       warnings: list[str]) -> dict[str, Any]:
+                       warnings: list[str]) -> dict[str, object]:
     """The GitHub Actions export of a loop with `on_github`: its events join
     the workflow's `on:`, and such an event fires the loop now (`loopctl
-    trigger` before `run --scheduled`), whatever its schedule says."""
+    trigger` before `run --scheduled`), whatever its schedule says. An open
+    mapping, not a record: a workflow document in GitHub's schema, which
+    the export dumps to YAML as it is."""
     if not loop.on_github:
         return workflow
     workflow["on"].update(workflow_events(loop.on_github))
