@@ -23,10 +23,11 @@ from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
     from loopctl.commands.loop_view import InvalidLoop, LoopObject
+    from loopctl.engine.accounts import Held
 
 
 def describe(loop: LoopDef, st: dict[str, Any], now: float,
-             held: dict[str, dict[str, Any]] | None = None) -> LoopObject:
+             held: dict[str, Held] | None = None) -> LoopObject:
     """The LOOP object of one loop (documented in the README): the columns
     of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
     from loopctl.commands.loop_view import LoopObject
@@ -36,7 +37,7 @@ def describe(loop: LoopDef, st: dict[str, Any], now: float,
 
 
 def held_loops(store: Store, defs: Any, state: dict[str, Any],
-               now: float) -> dict[str, dict[str, Any]]:
+               now: float) -> dict[str, Held]:
     """The loops their account holds (DESIGN §18); nothing to work out, and
     nothing imported, while no account is marked."""
     if not state.get("accounts"):
@@ -47,7 +48,7 @@ def held_loops(store: Store, defs: Any, state: dict[str, Any],
 
 
 def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
-                 held: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Any]]:
+                 held: dict[str, Held] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
     and writes them (fast/jsontext.Table) without a mapping per loop. The
@@ -63,15 +64,15 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
     return columns
 
 
-def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+def _show_held(columns: dict[str, list[Any]], held: dict[str, Held]) -> None:
     for key in ("status", "reason", "held", "note", "rate_limited_until"):
         columns[key] = list(columns[key])  # plain lists: one may be a loop_object.Same
     for i, name in enumerate(columns["name"]):
         shown = held.get(name)
         if shown is not None:
-            columns["status"][i], columns["reason"][i] = "held", shown["kind"]
-            columns["held"][i], columns["note"][i] = shown, shown["note"]
-            columns["rate_limited_until"][i] = shown["until"]
+            columns["status"][i], columns["reason"][i] = "held", shown.kind
+            columns["held"][i], columns["note"][i] = shown.to_json(), shown.note
+            columns["rate_limited_until"][i] = shown.until
 
 
 def masked(raw: Any) -> Any:
@@ -168,8 +169,8 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         })
         shown = held.get(name)
         if shown is not None:  # LAST keeps the run's own reason, else says the fix
-            out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=out[-1]["last_reason"] or shown["fix"])
+            out[-1].update(status="held", reason=shown.kind, until=shown.until,
+                           last_reason=out[-1]["last_reason"] or shown.fix)
     return out
 
 
