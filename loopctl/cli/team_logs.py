@@ -44,9 +44,11 @@ def _newest_elsewhere(s: Store, name: str) -> str | None:
     """The team's newest run of `name` if another machine ran it."""
     from loopctl.commands import team_runs
     from loopctl.storage.pg.dsn import machine
-    from loopctl.storage.runs import list_records
+    from loopctl.storage.runs import latest_run_id, read_record
 
-    runs = team_runs.merged(s, name, list_records(s.paths, name))
+    mine = latest_run_id(s.paths, name)
+    local = read_record(s.paths, name, mine) if mine else None
+    runs = team_runs.merged(s, name, [local] if local else [], rows=5)
     if not runs or runs[-1].get("machine") in (None, machine()):
         return None
     return str(runs[-1]["run_id"])

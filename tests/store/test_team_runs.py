@@ -80,6 +80,10 @@ def test_a_run_on_m1_shows_on_m2_in_history_logs_and_status(tmp_path: Path,
     for machine in (m1, m2):
         assert [(r["run_id"], r["machine"]) for r in history(machine)] == [
             (run_id, "m1"), (later, "m2")]
+    # `logs` with no run: the team's newest, from the store on m1, its own file on m2.
+    assert "hello from m2" in m1.run("logs", "hourly").stdout
+    own = m2.run("logs", "hourly").stdout
+    assert "hello from m2" in own and "team store" not in own
 
 
 def test_the_store_keeps_the_last_64_kib_of_a_bigger_log(tmp_path: Path, pg_dsn: str) -> None:
