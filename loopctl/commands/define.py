@@ -17,6 +17,7 @@ from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
 from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.domain.timestamps import iso
+from loopctl.engine.store_wake import tell_others
 from loopctl.fast.data_class import replace
 from loopctl.storage.store import Store
 
@@ -64,6 +65,7 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> LoopObject:
         store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
+    tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)
     return describe(loop, state["loops"][name], now)
 
 
@@ -148,4 +150,5 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
                             shared=store.shared() is not None)
         state["defs_sig"] = defs.signature
         store.write_state(state)
+    tell_others(store, name)
     return describe(loop, state["loops"][name], now)

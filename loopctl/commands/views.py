@@ -18,14 +18,16 @@ from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
 from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
+from loopctl.storage.pg.gate import home_has_store as team_home
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
     from loopctl.commands.loop_view import InvalidLoop, LoopObject
+    from loopctl.engine.accounts import Held
 
 
 def describe(loop: LoopDef, st: dict[str, Any], now: float,
-             held: dict[str, dict[str, Any]] | None = None) -> LoopObject:
+             held: dict[str, Held] | None = None) -> LoopObject:
     """The LOOP object of one loop (documented in the README): the columns
     of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
     from loopctl.commands.loop_view import LoopObject
@@ -35,7 +37,7 @@ def describe(loop: LoopDef, st: dict[str, Any], now: float,
 
 
 def held_loops(store: Store, defs: Any, state: dict[str, Any],
-               now: float) -> dict[str, dict[str, Any]]:
+               now: float) -> dict[str, Held]:
     """The loops their account holds (DESIGN §18); nothing to work out, and
     nothing imported, while no account is marked."""
     if not state.get("accounts"):
@@ -46,7 +48,7 @@ def held_loops(store: Store, defs: Any, state: dict[str, Any],
 
 
 def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
-                 held: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Any]]:
+                 held: dict[str, Held] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
     and writes them (fast/jsontext.Table) without a mapping per loop. The
@@ -62,15 +64,15 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
     return columns
 
 
-def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+def _show_held(columns: dict[str, list[Any]], held: dict[str, Held]) -> None:
     for key in ("status", "reason", "held", "note", "rate_limited_until"):
         columns[key] = list(columns[key])  # plain lists: one may be a loop_object.Same
     for i, name in enumerate(columns["name"]):
         shown = held.get(name)
         if shown is not None:
-            columns["status"][i], columns["reason"][i] = "held", shown["kind"]
-            columns["held"][i], columns["note"][i] = shown, shown["note"]
-            columns["rate_limited_until"][i] = shown["until"]
+            columns["status"][i], columns["reason"][i] = "held", shown.kind
+            columns["held"][i], columns["note"][i] = shown.to_json(), shown.note
+            columns["rate_limited_until"][i] = shown.until
 
 
 def masked(raw: Any) -> Any:
@@ -167,8 +169,8 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         })
         shown = held.get(name)
         if shown is not None:  # LAST keeps the run's own reason, else says the fix
-            out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=out[-1]["last_reason"] or shown["fix"])
+            out[-1].update(status="held", reason=shown.kind, until=shown.until,
+                           last_reason=out[-1]["last_reason"] or shown.fix)
     return out
 
 
@@ -193,6 +195,7 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
         if loop is None:
             return InvalidLoop(name=name, error=invalid[name])
         described = with_reason(store, describe(loop, state["loops"][name], now))
+        described = _with_machine(store, name, described)
         return people_extras(loop, state["loops"][name], described) if for_people else described
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
@@ -202,7 +205,16 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     held = held_loops(store, defs, state, now)
     st = state["loops"][name]
     described = with_reason(store, describe(defs.loops[name], st, now, held=held))
+    described = _with_machine(store, name, described)
     return people_extras(defs.loops[name], st, described) if for_people else described
+
+
+def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:
+    if not team_home(store):
+        return described
+    from loopctl.commands.team_runs import with_machine
+
+    return with_machine(store, name, described)
 
 
 def people_extras(loop: LoopDef, st: dict[str, Any], described: LoopObject) -> LoopObject:
@@ -366,6 +378,10 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
+    if team_home(store):  # every machine's (DESIGN §21)
+        from loopctl.commands import team_runs
+
+        records = team_runs.merged(store, name, records)
     return last_runs(records, limit) if limit else records
 
 
@@ -391,8 +407,21 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     gated = [{"slot": r.get("slot"), "reason": "gate_no_work",
               "at": r.get("ended_at") or r.get("started_at"), "run_id": r["run_id"]}
              for r in records if r["outcome"] == "skipped"]
-    entries = sorted(read_skips(store.paths, name) + gated, key=lambda e: str(e.get("at")))
+    entries = sorted(read_skips(store.paths, name) + gated + _team_skips(store, name),
+                     key=lambda e: str(e.get("at")))
     return entries[-limit:] if limit else entries
+
+
+def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
+    """The other machines' skipped slots, in a home with a store (this
+    machine's are in its own file, whether sent yet or not)."""
+    if not team_home(store):
+        return []
+    from loopctl.commands import team_runs
+    from loopctl.storage.pg.dsn import machine
+
+    here = machine()
+    return [e for e in team_runs.skips(store, name) if e.get("machine") != here]
 
 
 def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

@@ -30,7 +30,14 @@ from loopctl.fast.lazy_re import lazy
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypedDict
+
+    class FeedbackFields(TypedDict, total=False):
+        """PR feedback's LoopDef fields: keyword arguments that
+        `model.parse_loop` merges into the one LoopDef it builds."""
+
+        fix_attempts: int
+        notes: bool
 
 DEFAULT_FIX_ATTEMPTS = 3
 MAX_FIX_ATTEMPTS = 100
@@ -55,10 +62,10 @@ PR_URL = lazy(r"https://([A-Za-z0-9.-]+)/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pul
                     r"([0-9]{1,10})")
 
 
-def parse_options(raw: dict[str, Any], where: str) -> dict[str, Any]:
+def parse_options(raw: dict[str, Any], where: str) -> FeedbackFields:
     """`fix_attempts` (a whole number 0-100; 0 turns PR feedback off) and
     `notes` (true or false), as LoopDef fields."""
-    fields: dict[str, Any] = {}
+    fields: FeedbackFields = {}
     value = raw.get("fix_attempts")
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int) \
@@ -176,7 +183,8 @@ class Plan:
     logs: dict[str, str] = factory(dict)  # run id -> tail of its failed steps' log
     note: str | None = None     # what went wrong setting the run up
 
-    def record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The run record's `pr_feedback`."""
         out: dict[str, Any] = {"pr": self.url, "action": self.action, "why": self.why}
         if self.failed:
             out["failed_checks"] = [c.name for c in self.failed[:MAX_CHECKS_SHOWN]]

@@ -173,7 +173,7 @@ class LoopDef:
             text = _EVERY_TEXT[every] = f"every {format_duration(every)}"
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:  # open: each field by its loops.yaml name
         data = asdict(self)
         data["if"], data["if_timeout"] = data.pop("gate"), data.pop("gate_timeout")
         data["for"] = data.pop("for_s")

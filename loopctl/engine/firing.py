@@ -350,8 +350,7 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         repaired = set(store.repairs)
         changed = lifecycle.reconcile(defs.loops, defs.invalid, state, now, clock.zone_of,
                                       shared=store.shared() is not None)
-        alive = alive_for(store, state)
-        entries = shared_entries(store, state)
+        alive, entries = alive_for(store, state), shared_entries(store, state)
         # A repaired entry was just paused (`error`): announce it like a limit.
         before = {name: ("damaged", None) if name in repaired else events.status_key(st)
                   for name, st in state["loops"].items()}
@@ -379,12 +378,14 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
             state["defs_sig"] = defs.signature
             store.write_state(state)
-        report.wake_at = fireable_wake(defs, state)
-        report.busy = in_flight(state)
+        report.wake_at, report.busy = fireable_wake(defs, state), in_flight(state)
         # loops.yaml's as read, not as it is now: an edit saved during the
         # pass must still look new to the daemon, or it is never read.
         report.signatures = (defs.signature, file_signature(store.paths.state_file))
     events.dispatch(store, pending)
+    from loopctl.engine.team_publish import publish_pending  # DESIGN §21: the team's copies
+
+    publish_pending(store)  # after the lock: the store may be slow or down
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]

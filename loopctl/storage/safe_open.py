@@ -171,3 +171,34 @@ def make_dirs(path: str, mode: int = 0o700) -> None:
             fd = nxt
     finally:
         os.close(fd)
+
+
+def read_tail(path: str, limit: int) -> tuple[bytes, bool] | None:
+    """The last `limit` bytes of the regular file at `path` and whether
+    more came before them; None when it is missing. Every component as
+    `read_file` opens it (no link followed), and the file must have one
+    name: a hard link the agent made to another file is refused."""
+    try:
+        parent, name = _parent(path)
+    except _Missing:
+        return None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     dir_fd=parent)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: the last component is a link
+        mode = _lmode(parent, name)
+        raise Refused(path, _kind(mode) if mode is not None else str(exc.strerror)) from None
+    finally:
+        os.close(parent)
+    try:
+        seen = os.fstat(fd)
+        if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:
+            raise Refused(path, f"{_kind(seen.st_mode)} with {seen.st_nlink} names, "
+                          "not a file loopctl made")
+        start = max(0, seen.st_size - limit)
+        os.lseek(fd, start, os.SEEK_SET)
+        return _read(fd, limit), start > 0
+    finally:
+        os.close(fd)
