@@ -160,7 +160,9 @@ def with_machine(store: Store, name: str, described: Any) -> Any:
     here = machine()
     last = {**described.last_run, "machine": here} if described.last_run else None
     team = latest(store, name)
-    if team is not None and team["machine"] != here:
+    if team is not None and last is not None and team["run_id"] == last.get("run_id"):
+        last["machine"] = team["machine"]  # the team's state: its last run may be anyone's
+    elif team is not None and team["machine"] != here:
         ended = team.get("ended_at") or team.get("observed_at")
         if last is None or str(ended or "") > str(last.get("ended_at") or ""):
             last = {"run_id": team["run_id"], "outcome": team["outcome"], "ended_at": ended,

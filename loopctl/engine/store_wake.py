@@ -55,8 +55,8 @@ def tell_others(store: Store, loop: str) -> None:
     goes out (the others see it on their next heartbeat pass anyway)."""
     try:
         dsn = store_dsn(store)
-        if dsn is None:
-            return
+        if dsn is None or store.shared() is not None:
+            return  # the state's commit said so already (storage/pg/state.py)
         from loopctl.storage.pg.connect import connect
         from loopctl.storage.pg.wake import notify
 

@@ -258,8 +258,8 @@ def test_a_daemon_in_a_home_of_files_never_loads_the_store(tmp_path: Path) -> No
 
 def test_a_notify_that_fails_never_fails_the_command(tmp_path: Path, pg_dsn: str,
                                                      pg_cluster: Any) -> None:
-    """A role that may read the store but not notify: the trigger stands,
-    exit 0, nothing on stderr."""
+    """A role that may write the store's tables but not notify: the trigger
+    stands, exit 0, nothing on stderr."""
     database = urlsplit(pg_dsn).path.lstrip("/")
     [m2] = machines(tmp_path / "machines", 1)
     define(m2, pg_dsn, tmp_path)
@@ -268,7 +268,8 @@ def test_a_notify_that_fails_never_fails_the_command(tmp_path: Path, pg_dsn: str
     for statement in (f'CREATE ROLE "{role}" LOGIN',
                       "REVOKE EXECUTE ON FUNCTION pg_notify(text, text) FROM PUBLIC",
                       f'GRANT USAGE ON SCHEMA loopctl TO "{role}"',
-                      f'GRANT SELECT ON ALL TABLES IN SCHEMA loopctl TO "{role}"'):
+                      f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA loopctl '
+                      f'TO "{role}"'):
         pg_cluster.sql(statement, database)
     define(m2, pg_cluster.dsn(database, user=role), tmp_path)
     done = m2.run("trigger", "nudged", "--json")

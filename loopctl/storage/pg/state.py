@@ -26,6 +26,8 @@ WAKE_CHANNEL = "loopctl_wake"
 LOCK_WAIT_S = 60  # store.LOCK_TIMEOUT: waiting for the team's lock as for the local one
 # The top-level keys that describe this machine's files, not the team's loops.
 MACHINE_KEYS = ("defs_sig",)
+# The top-level keys that are the team's: the account holds (DESIGN §18).
+TEAM_KEYS = ("accounts",)
 
 
 def canonical(value: Any) -> str:
@@ -43,6 +45,7 @@ class SharedState:
         self.in_tx = False
         self.seen: dict[str, str] = {}  # loop -> canonical(entry) as read in this transaction
         self.seen_top: str | None = None
+        self.seen_team: dict[str, str] = {}
 
     def _connection(self) -> Any:
         """The process's connection, kept from one store lock to the next
@@ -92,7 +95,7 @@ class SharedState:
         if not self.in_tx:
             return
         self.in_tx = False
-        self.seen, self.seen_top = {}, None
+        self.seen, self.seen_top, self.seen_team = {}, None, {}
         try:
             self._run(self.conn, "COMMIT")
         except BaseException:
@@ -113,12 +116,16 @@ class SharedState:
         rows = self._run(conn, f"SELECT loop, entry FROM {SCHEMA}.loop_state").fetchall()
         top = self._run(conn, f"SELECT top FROM {SCHEMA}.machine_state WHERE machine = %s",
                         (self.machine,)).fetchone()
+        team = {row[0]: row[1] for row in self._run(
+            conn, f"SELECT key, value FROM {SCHEMA}.team_state").fetchall()
+            if row[0] in TEAM_KEYS}
         loops = {row[0]: row[1] for row in rows}
         if self.in_tx:
             self.seen = {name: canonical(entry) for name, entry in loops.items()}
             self.seen_top = canonical(top[0]) if top else None
+            self.seen_team = {key: canonical(value) for key, value in team.items()}
         mine = top[0] if top and isinstance(top[0], dict) else {}
-        return {k: mine[k] for k in MACHINE_KEYS if k in mine}, loops
+        return {**{k: mine[k] for k in MACHINE_KEYS if k in mine}, **team}, loops
 
     def write(self, top: dict[str, Any], loops: dict[str, Any]) -> None:
         """Upsert the entries that differ from the ones read, delete the
@@ -139,7 +146,8 @@ class SharedState:
                    "updated_by = EXCLUDED.updated_by",
                    [(name, text, self.machine) for name, text in changed.items()])
         self._many(f"DELETE FROM {SCHEMA}.loop_state WHERE loop = %s", [(n,) for n in gone])
-        self._many("SELECT pg_notify(%s, %s)", [(WAKE_CHANNEL, n) for n in [*changed, *gone]])
+        self._wake([*changed, *gone])
+        self._write_team(top)
         if mine != self.seen_top:
             self._run(self.conn, f"INSERT INTO {SCHEMA}.machine_state (machine, top) "
                       "VALUES (%s, %s::jsonb) ON CONFLICT (machine) DO UPDATE SET "
@@ -148,9 +156,35 @@ class SharedState:
         if alone:
             self.end()
 
+    def _write_team(self, top: dict[str, Any]) -> None:
+        """The team's top-level keys that changed (an account hold)."""
+        texts = {key: canonical(top[key]) for key in TEAM_KEYS if top.get(key) is not None}
+        self._many(f"INSERT INTO {SCHEMA}.team_state (key, value, updated_by) VALUES "
+                   "(%s, %s::jsonb, %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, "
+                   "updated_at = now(), updated_by = EXCLUDED.updated_by",
+                   [(key, text, self.machine) for key, text in texts.items()
+                    if self.seen_team.get(key) != text])
+        self._many(f"DELETE FROM {SCHEMA}.team_state WHERE key = %s",
+                   [(key,) for key in self.seen_team if key not in texts])
+        self.seen_team = texts
+
     def transaction_conn(self) -> Any:
         """The lock's connection, for claims taken in the same transaction."""
         return self.conn if self.in_tx else None
+
+    def _wake(self, names: list[str]) -> None:
+        """NOTIFY each changed loop, committed with the change. Best effort,
+        in a savepoint: a role that may not notify still writes its state
+        (the others find the change on their next pass)."""
+        if not names:
+            return
+        try:
+            with self.conn.transaction(), self.conn.cursor() as cursor:
+                cursor.executemany("SELECT pg_notify(%s, %s)", [(WAKE_CHANNEL, n) for n in names])
+        except pg_connect.driver().Error:
+            if self.conn.broken:
+                raise pg_connect.StoreUnreachable("store is unreachable: the link was lost") \
+                    from None
 
     def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """One statement for many rows, pipelined (10,000 loops: one round trip)."""
