@@ -55,8 +55,8 @@ def tell_others(store: Store, loop: str) -> None:
     goes out (the others see it on their next heartbeat pass anyway)."""
     try:
         dsn = store_dsn(store)
-        if dsn is None or store.shared() is not None:
-            return  # the state's commit said so already (storage/pg/state.py)
+        if dsn is None:
+            return
         from loopctl.storage.pg.connect import connect
         from loopctl.storage.pg.wake import notify
 
@@ -106,11 +106,21 @@ class StoreWake:
             from loopctl.storage.pg.connect import StoreUnreachable
 
             try:
-                self._note(self.listener.drain())
+                self._note(self.listener.drain(self._own_backend()))
             except StoreUnreachable as exc:
                 self._lost(exc.message)
                 return True
         return self.hold() == 0.0
+
+    def _own_backend(self) -> int | None:
+        """The server process of this daemon's state connection (the team
+        store's state, storage/pg/state.py): its notifies are its own news."""
+        shared = self.store.shared()
+        conn = getattr(shared, "conn", None)
+        try:
+            return int(conn.info.backend_pid) if conn is not None and not conn.closed else None
+        except Exception:  # noqa: BLE001 -- a broken link: no pid to tell apart
+            return None
 
     def take(self) -> bool:
         """Whether the store asks for a pass now: a notify, or a link just

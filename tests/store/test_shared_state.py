@@ -184,9 +184,10 @@ def test_each_committed_change_notifies_its_loop(tmp_path: Path, pg_dsn: str) ->
         assert a.run("status").returncode == 0  # a reader: writes nothing
         # Only the rows that changed are written and announced.
         assert a.run("pause", "often").returncode == 0
-        assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["often"]
+        # (The command's own wake, engine/store_wake.tell_others, may name it again.)
+        assert {n.payload for n in conn.notifies(timeout=2, stop_after=3)} == {"often"}
         assert a.run("resume", "other").returncode == 0
-        assert [n.payload for n in conn.notifies(timeout=2, stop_after=2)] == ["other"]
+        assert {n.payload for n in conn.notifies(timeout=2, stop_after=3)} == {"other"}
 
 
 def test_the_team_s_top_level_keys_are_shared_and_each_machine_s_own_kept(

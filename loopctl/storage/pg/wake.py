@@ -37,12 +37,15 @@ class Listener:
     def fileno(self) -> int:
         return self.fd
 
-    def drain(self) -> list[str]:
+    def drain(self, own: int | None = None) -> list[str]:
         """The payloads notified since the last drain (none: the socket had
-        something else, a server's goodbye); StoreUnreachable once the link
-        is gone. Never blocks: psycopg polls the socket with timeout 0."""
+        something else, a server's goodbye), but those sent by the backend
+        `own` (this daemon's own state writes: it knows of them);
+        StoreUnreachable once the link is gone. Never blocks: psycopg polls
+        the socket with timeout 0."""
         try:
-            payloads = [shown(n.payload) for n in self.conn.notifies(timeout=0)]
+            payloads = [shown(n.payload) for n in self.conn.notifies(timeout=0)
+                        if own is None or n.pid != own]
         except pg_connect.driver().Error as exc:
             raise StoreUnreachable(f"store {self.where} is unreachable: "
                                    f"{first_line(exc)}") from None
