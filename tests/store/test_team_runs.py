@@ -100,6 +100,12 @@ def test_the_store_keeps_the_last_64_kib_of_a_bigger_log(tmp_path: Path, pg_dsn:
     assert numbers[-1] == "30000" and "\n1\n" not in out and len(out) < 70_000
 
 
+def agent_recorded(dsn: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute("SELECT entry->'run'->'agent' FROM loopctl.loop_state").fetchall()
+    return bool(found and found[0][0])
+
+
 def test_a_record_settled_while_the_store_is_down_reaches_it_later(tmp_path: Path,
                                                                   pg_dsn: str) -> None:
     relay = Proxy(urlsplit(pg_dsn).port or 5432)
@@ -112,11 +118,16 @@ def test_a_record_settled_while_the_store_is_down_reaches_it_later(tmp_path: Pat
         [m1] = team(tmp_path, cut_dsn, body, count=1)
         proc = m1.popen("run", "hourly", "--scheduled", "--slot", slot(0))
         wait_for(started.exists, timeout=30)
-        relay.cut()  # the run settles with the store unreachable
+        wait_for(lambda: agent_recorded(pg_dsn), timeout=30)  # its launch committed
+        relay.cut()  # the run ends with the store unreachable
         go.touch()
-        assert proc.wait(timeout=60) == 0, proc.communicate()
+        # Its state is the team's, in the store: it cannot settle there now
+        # (exit 3, one line); the run's record is kept here, owed to the team.
+        assert proc.wait(timeout=60) == 3, proc.communicate()
+        said = proc.communicate()[1]
+        assert "unreachable" in said
         records = list((m1.home / "loopctl" / "state" / "runs" / "hourly").glob("*.json"))
-        assert [json.loads(p.read_text())["outcome"] for p in records] == ["ok"]
+        assert [json.loads(p.read_text())["outcome"] for p in records] == ["ok"], said
         assert rows(pg_dsn) == []  # the local file is the record; the team waits
         owed = (m1.home / "loopctl" / "state" / "team-outbox").iterdir()
         assert f"run~hourly~{records[0].stem}" in [p.name for p in owed]
@@ -127,6 +138,11 @@ def test_a_record_settled_while_the_store_is_down_reaches_it_later(tmp_path: Pat
         assert tick.returncode == 0 and tick.stdout == "", tick.stderr
         sent = [(m, r) for m, r, *_ in rows(pg_dsn)]
         assert ("m1", records[0].stem) in sent
+        # That pass found the run's supervisor gone: the run is settled, once,
+        # from the record it kept.
+        with psycopg.connect(pg_dsn) as conn:
+            [entry] = [r[0] for r in conn.execute("SELECT entry FROM loopctl.loop_state")]
+        assert not entry.get("run") and entry["last_run_id"] == records[0].stem, entry
         assert list((m1.home / "loopctl" / "state" / "team-outbox").iterdir()) == []
     finally:
         relay.close()

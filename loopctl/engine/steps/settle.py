@@ -100,8 +100,11 @@ def keep_record(ctx: RunContext, record: dict[str, Any]) -> None:
     state (DESIGN §21): the run stays in flight there until a driver finds
     its claim stale or its supervisor gone, and records it from this file
     (firing.record_lost reads a record the supervisor wrote)."""
+    from loopctl.storage.team_outbox import note_record
+
     try:
         ctx.store.write_json(ctx.store.paths.run_record(ctx.name, ctx.run_id), record)
+        note_record(ctx.store.paths, ctx.name, ctx.run_id)  # owed to the team's views
     except LoopctlError:
         pass  # the driver that finds the run lost writes one
 
