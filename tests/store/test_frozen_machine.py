@@ -132,12 +132,13 @@ def test_a_daemon_finds_a_dead_machine_s_run_lost_within_the_stale_window(
         m.define(hourly(pg_dsn, tmp_path, BODY.format(marks=path)))
     assert m1.run("store", "init").returncode == 0
     log = tmp_path / "daemon.log"
-    with open(log, "w") as out:
-        daemon = subprocess.Popen(m2.argv("daemon"), stdout=out, stderr=out, env=m2.env())
     first = m1.popen("run", "hourly", "--scheduled", "--slot", past_hour(3))
+    wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
+    run1 = marks(path)[0][1]
+    with open(log, "w") as out:  # m2's daemon sees m1's run in flight, alive by its claim
+        daemon = subprocess.Popen(m2.argv("daemon"), stdout=out, stderr=out, env=m2.env())
     try:
-        wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
-        run1 = marks(path)[0][1]
+        wait_for(lambda: "lease acquired" in log.read_text(), timeout=30)
         signal_all(psutil.Process(first.pid), signal.SIGKILL)  # the machine dies
         first.wait(timeout=30)
         wait_for(lambda: f"recorded run {run1} as lost" in log.read_text(), timeout=4 * STALE)
