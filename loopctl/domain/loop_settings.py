@@ -19,12 +19,14 @@ for the command line.
 
 from __future__ import annotations
 
+from loopctl.domain.errors import UsageError
 from loopctl.domain.names import PRESETS
 from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Kinds whose values `problem` checks by itself; the others (commands, env,
@@ -92,6 +94,9 @@ class Setting:
     # Context rule: the keys it means nothing without (set, or true), checked
     # in one place (`unmet_need`) for loops.yaml and the command line alike.
     needs: tuple[str, ...] = ()
+    # What a row that needs this one is told, after the rule: `--push needs
+    # --worktree (it hands off ...)`.
+    needed_why: str = ""
 
     @property
     def name(self) -> str:
@@ -164,8 +169,8 @@ SETTINGS: tuple[Setting, ...] = (
        choices=AGENTS, metavar="PRESET", clears=True, rule="model", group="fallback",
        view="fallback_agent"),
     _s("cwd", "text", "Working directory (default: here).", default=".", objective=True,
-       commands=("start",),
-       write="always", group="objective", path=True, view="cwd"),
+       commands=("start",), rule="model", write="always", group="objective", path=True,
+       view="cwd"),
     _s("env", "map", "KEY=VALUE for the agent, or KEY to pass this name from the driver's "
        "environment at fire time (repeatable).", default={}, objective=True, commands=("start",),
        rule="model", group="objective", view=None),
@@ -192,7 +197,7 @@ SETTINGS: tuple[Setting, ...] = (
        choices=("one", "none"), default="one", view=None),
     _s("catch_up_window", "duration", "A missed slot older than this when a driver first "
        "sees it is recorded outside_window, not caught up (default: none, catch up however "
-       "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots", view=None),
+       "late; 'none' clears).", clears=True, metavar="DURATION", view=None),
     _s("on_attention", "text", "Executable given attention events on stdin ('none' removes "
        "it).", clears=True, export="the path; the hook must exist there", group="policy",
        view=None),
@@ -235,18 +240,17 @@ SETTINGS: tuple[Setting, ...] = (
        "clears the check and its options).", metavar="CMD", clears=True, rule="verify",
        group="check", view="check"),
     _s("check_timeout", "duration", "Kill the check after this long (default 10m); a timeout "
-       "fails it.", default=600, when="check", rule="verify", group="check", view="check",
-       needs=("check",)),
+       "fails it.", default=600, when="check", group="check", view="check", needs=("check",)),
     _s("until_check", "flag", "A passing check completes the loop, whatever the agent "
        "decided.", flags=("--until-check/--no-until-check",), default=False, when="check",
-       rule="verify", group="check", view="check", needs=("check",)),
+       group="check", view="check", needs=("check",)),
     _s("check_metric", "text", "The number in the regex's first group (first match in the "
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
        "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
        group="check", view="check", needs=("check",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
        flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
-       view="workspace"),
+       view="workspace", needed_why="it hands off the branch of each run's worktree"),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
        "start).", when="worktree", rule="checks", group="worktree", view="workspace",
        needs=("worktree",)),
@@ -317,6 +321,72 @@ def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
     """The first (setting, needed) of NEEDS `values` breaks (truthy: set)."""
     return next(((key, needed) for key, needed in NEEDS
                  if values.get(key) and not values.get(needed)), None)
+
+
+def yaml_name(key: str) -> str:
+    """A key as loops.yaml errors name it: `'max_procs'`."""
+    return repr(key)
+
+
+def option_name(key: str) -> str:
+    """A key as command-line errors name it: `--max-procs` (its row's flag)."""
+    row = BY_KEY.get(key)
+    return row.option if row is not None and row.option else yaml_name(key)
+
+
+def given_by_options(keys: Any) -> Callable[[str], str]:
+    """The names of one `start`/`update`: each key given on the command
+    line by its option, any other (read from loops.yaml) by itself."""
+    given = frozenset(keys)
+    return lambda key: option_name(key) if key in given else yaml_name(key)
+
+
+def is_option(name: str) -> bool:
+    return name.startswith("--")
+
+
+def needs_text(key: str, needed: str, named: Callable[[str], str] = yaml_name) -> str:
+    """The one wording of a row's `needs` rule: `'push' needs 'worktree:
+    true'` where the key came from loops.yaml, `--push needs --worktree`
+    where it came from the command line (the needed key in the same words,
+    whether given or not)."""
+    name = named(key)
+    row = BY_KEY[needed]
+    if is_option(name):
+        wanted = option_name(needed)
+    else:
+        wanted = repr(f"{needed}: true" if row.kind == "flag" else needed)
+    return f"{name} needs {wanted}" + (f" ({row.needed_why})" if row.needed_why else "")
+
+
+def read(setting: Setting, value: object, name: str) -> Any:
+    """The one function that turns a given value of a row parsed by its
+    kind (`by_kind`) into the value its LoopDef field holds, for loops.yaml
+    and the command line alike: its errors start with `name`."""
+    kind = setting.kind
+    if kind == "duration":
+        from loopctl.domain.durations import parse_setting
+
+        return parse_setting(value, name)
+    if kind == "size":
+        from loopctl.domain.sizes import parse_size
+
+        return parse_size(value, name, setting.low or 1)
+    said = problem(setting, value)
+    if said and is_option(name):  # as the option's help says what it takes
+        raise UsageError(f"bad {name} {str(value)[:40]!r}: expected {expected(setting)}"
+                         + (" or 'none'" if setting.clears else ""))
+    if said:
+        raise UsageError(f"{name} {said}")
+    return tuple(value) if isinstance(value, list) else value
+
+
+def by_kind(setting: Setting) -> bool:
+    """Parsed by `read` alone (no rule of its own in another module)."""
+    return not setting.rule and setting.kind in READ_KINDS
+
+
+READ_KINDS = ("text", "flag", "count", "duration", "size", "choice", "list")
 
 
 def hold(fields: dict[str, Any], own: Any) -> dict[str, Any]:
