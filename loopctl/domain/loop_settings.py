@@ -229,9 +229,9 @@ SETTINGS: tuple[Setting, ...] = (
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
        clears=True, rule="gates", group="gate", view="gate"),
     _s("if_timeout", "duration", "Kill the gate after this long (default 2m); a timeout is a "
-       "gate_error.", field="gate_timeout", default=120, rule="gates", group="gate", view="gate"),
+       "gate_error.", field="gate_timeout", default=120, group="gate", view="gate"),
     _s("notes", "flag", "Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent "
-       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback",
+       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False,
        group="feedback", view="notes"),
     _yaml("created_at", "time", "When the loop was started (UTC); --for counts from it.",
           rule="model", view=None),
@@ -278,21 +278,21 @@ SETTINGS: tuple[Setting, ...] = (
        default=50 * MiB, when="worktree", group="worktree", view=None, needs=("worktree",)),
     _s("fix_attempts", "count", "--pr: runs that continue a PR whose checks failed before it "
        "is left for review (default 3; 0: off).", metavar="N", default=3, high=100,
-       when="pr", rule="feedback", group="feedback", view="workspace"),
+       when="pr", group="feedback", view="workspace", needs=("pr",)),
     _s("on_github", "list", "GitHub webhook event that triggers the loop through `loopctl "
        "serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` "
        "clears).", metavar="EVENT[.ACTION]", default=(), clears=True, rule="github",
        export="the workflow's `on:` events (GitHub)", group="github", view="github"),
     _s("github_repo", "text", "Only events of this repository trigger (`none` clears).",
        metavar="OWNER/NAME", clears=True, when="on_github", rule="github", group="github",
-       view="github"),
+       view="github", needs=("on_github",)),
     _s("github_command", "text", "Only comments whose first word is WORD trigger, e.g. /fix "
        "(`none` clears).", metavar="WORD", clears=True, when="on_github", rule="github",
-       group="github", view="github"),
+       group="github", view="github", needs=("on_github",)),
     _s("github_anyone", "flag", "Let comments, issues and PRs by anyone trigger, not only "
        "authors with write access (bots never do).",
        flags=("--github-anyone/--github-members-only",), default=False, when="on_github",
-       rule="github", group="github", view="github"),
+       group="github", view="github", needs=("on_github",)),
     _s("sandbox", "choice", "Confine the agent with Landlock: auto (agent presets, where the "
        "kernel allows), on (never unconfined), off.", choices=("auto", "on", "off"),
        rule="confinement", group="sandbox", view=None),

@@ -204,9 +204,6 @@ def parse_loop(name: object, raw: object, named: Named = loop_settings.yaml_name
         _parse_policy(raw, fields, where, named)
         _parse_workspace(raw, fields, where)
         _parse_sandbox(raw, fields, where)
-        from loopctl.domain.feedback import parse_options
-
-        fields.update(parse_options(raw, where))
         if any(raw.get(key) is not None for key in GITHUB_KEYS):
             from loopctl.domain.github import parse_github
 
@@ -231,10 +228,15 @@ def _by_kind(raw: dict[str, Any], fields: dict[str, Any], named: Named) -> None:
             fields[setting.name] = loop_settings.read(setting, value, named(setting.key))
 
 
+def _given(value: Any) -> bool:
+    """Set: not None, not false, not an empty list or mapping (0 is set)."""
+    return value is not None and value is not False and value != [] and value != {}
+
+
 def _needs(raw: dict[str, Any], named: Named) -> None:
     """The rows' `needs` rules, over what was given (an empty list, a flag
     turned off: not given), in the words of the route that gave each key."""
-    unmet = loop_settings.unmet_need({k: v not in (None, False, [], {}) for k, v in raw.items()})
+    unmet = loop_settings.unmet_need({k: _given(v) for k, v in raw.items()})
     if unmet:
         raise UsageError(loop_settings.needs_text(*unmet, named))
 
