@@ -35,10 +35,12 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     if not merged.get("worktree"):
         return given
     # Only for --worktree loops: loaded by every start, they would cost it ms.
+    from loopctl.domain.loop_settings import option_name
+    from loopctl.integrations.context_rules import git_repository
     from loopctl.integrations.git import check_prefix, check_ref
-    from loopctl.integrations.worktree import check_handoff_targets, repository
+    from loopctl.integrations.worktree import check_handoff_targets
 
-    repo, branch = repository(cwd)
+    repo, branch = git_repository(cwd, option_name("worktree"))  # the row's context rule
     if merged.get("base") is None:
         if branch is None:
             fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")

@@ -97,6 +97,11 @@ class Setting:
     # What a row that needs this one is told, after the rule: `--push needs
     # --worktree (it hands off ...)`.
     needed_why: str = ""
+    # Context rules that read the machine (the loop's folder, git), each
+    # named in CONTEXT_RULES, checked while the row is set: by the command
+    # line at start/update and by `validate` for loops.yaml, in one wording
+    # (integrations/context_rules.py holds the checks: domain/ reads no disk).
+    context: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -250,7 +255,8 @@ SETTINGS: tuple[Setting, ...] = (
        group="check", view="check", needs=("check",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
        flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
-       view="workspace", needed_why="it hands off the branch of each run's worktree"),
+       view="workspace", needed_why="it hands off the branch of each run's worktree",
+       context=("git_repository",)),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
        "start).", when="worktree", rule="checks", group="worktree", view="workspace",
        needs=("worktree",)),
@@ -309,6 +315,24 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 # What a loop does, as `start` options: `update` refuses them (it changes
 # policy, never the objective) and says so rather than suggest a near flag.
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
+
+
+# The context rules rows name (`context`), as the reference says them.
+CONTEXT_RULES = {
+    "git_repository": "the loop's cwd must be in a git repository (checked by start, update "
+                      "and validate)",
+}
+
+
+def rules_text(setting: Setting) -> str:
+    """A row's rules as the reference says them: `Needs 'check'.`"""
+    said = []
+    if setting.needs:
+        said.append("Needs " + " and ".join(
+            repr(f"{n}: true" if BY_KEY[n].kind == "flag" else n) for n in setting.needs) + ".")
+    said += [CONTEXT_RULES[name][:1].upper() + CONTEXT_RULES[name][1:] + "."
+             for name in setting.context]
+    return " ".join(said)
 
 
 # Each row's named rule `needs`, in the order errors name them: the one rule
