@@ -12,14 +12,14 @@ def check_changes(check: str | None, check_timeout: str | None, until_check: boo
     clears. `--check none` clears the check's three options too (they mean
     nothing without it). Their values are read once, by parse_loop (their
     rows' kinds and domain/verify), named by the options."""
-    from loopctl.domain.verify import KEYS
+    from loopctl.domain.setting_rules import goes_with
 
     if check == "none":
         if any(v not in (None, False) for v in (check_timeout, until_check, check_metric)):
             from loopctl.cli.options import fail
 
             fail("--check none clears the check and its options; give it alone")
-        return dict.fromkeys(KEYS)
+        return dict.fromkeys(goes_with("check"))
     out: dict[str, Any] = {}
     if check is not None:
         out["check"] = check

@@ -13,9 +13,9 @@ def github_changes(on_github: list[str] | None, github_repo: str | None,
     removed) for `none`. Read once, by parse_loop (parse_github, the rows)."""
     out: dict[str, Any] = {}
     if on_github == ["none"]:  # the filters mean nothing without events
-        from loopctl.cli.setting_opts import group_rows
+        from loopctl.domain.setting_rules import goes_with
 
-        return dict.fromkeys(s.key for s in group_rows("github"))
+        return dict.fromkeys(goes_with("on_github"))
     if on_github is not None:
         out["on_github"] = list(on_github)
     for key, value in (("github_repo", github_repo), ("github_command", github_command)):

@@ -23,9 +23,9 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
              "checks_timeout": checks_timeout, "max_file_size": max_file_size,
              "protect": protect_given(protect)}
     if worktree is False:  # off: its hand-off settings (and the PR's) go with it
-        from loopctl.domain.loop_settings import SETTINGS
+        from loopctl.domain.setting_rules import goes_with
 
-        return dict.fromkeys(s.key for s in SETTINGS if s.when in ("worktree", "pr"))
+        return dict.fromkeys(goes_with("worktree"))
     if pr is False:  # no PR: nothing to fix either
         given["fix_attempts"] = None
     given = {k: v if v != [] else None  # `--protect none`: [] clears
@@ -35,7 +35,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     if not merged.get("worktree"):
         return given
     # Only for --worktree loops: loaded by every start, they would cost it ms.
-    from loopctl.domain.loop_settings import option_name
+    from loopctl.domain.setting_rules import option_name
     from loopctl.integrations.context_rules import git_repository
     from loopctl.integrations.git import check_prefix, check_ref
     from loopctl.integrations.worktree import check_handoff_targets
@@ -68,7 +68,7 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
 def _check_handoff_options(merged: dict[str, Any]) -> None:
     """The rows' `needs` rule (parse_loop checks it too, in the same words),
     here before git is asked about any of them."""
-    from loopctl.domain.loop_settings import needs_text, option_name, unmet_need
+    from loopctl.domain.setting_rules import needs_text, option_name, unmet_need
 
     unmet = unmet_need(merged)
     if unmet:

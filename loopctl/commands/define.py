@@ -14,8 +14,8 @@ from loopctl.domain import lifecycle
 from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
-from loopctl.domain.loop_settings import given_by_options, option_name
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
+from loopctl.domain.setting_rules import given_by_options, option_name
 from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.domain.timestamps import iso
 from loopctl.engine.store_wake import tell_others

@@ -77,7 +77,7 @@ def parse_github(raw: dict[str, Any], where: str) -> GithubFields:
         raise UsageError(f"{where}: bad 'github_command' {shorten(command, 60)}: expected one "
                          "word of at most 40 characters, like /fix")
     # `github_anyone` is read by its row's kind; the three need `on_github`
-    # by their rows' rule (loop_settings.NEEDS).
+    # by their rows' rule (setting_rules.NEEDS).
     fields["github_repo"], fields["github_command"] = repo, command
     return fields
 

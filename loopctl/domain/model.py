@@ -7,7 +7,7 @@ is what the store keeps, so an entry that fails here is preserved as written.
 
 from __future__ import annotations
 
-from loopctl.domain import loop_settings, protect, verify
+from loopctl.domain import loop_settings, protect, setting_rules, verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    Named = Callable[[str], str]  # a key as an error names it (loop_settings.yaml_name)
+    Named = Callable[[str], str]  # a key as an error names it (setting_rules.yaml_name)
 
 NAME_RE = lazy(r"[a-z0-9_][a-z0-9._-]{0,63}")  # compiled on first use (fast/lazy_re)
 
@@ -53,7 +53,7 @@ DEFAULT_KEEP_RUNS = 50
 DEFAULT_MAX_LOG = 100 * 1024**2
 
 KEYS = loop_settings.KEYS
-GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
+GITHUB_KEYS = setting_rules.goes_with("on_github")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
@@ -180,7 +180,7 @@ class LoopDef:
         return data
 
 
-def parse_loop(name: object, raw: object, named: Named = loop_settings.yaml_name) -> LoopDef:
+def parse_loop(name: object, raw: object, named: Named = setting_rules.yaml_name) -> LoopDef:
     """Validate one entry; the error names the loop and the key, each key as
     `named` says: `'timeout'` from loops.yaml, `--timeout` where `start` or
     `update` got it on the command line (the one parse of its value)."""
@@ -216,16 +216,16 @@ def parse_loop(name: object, raw: object, named: Named = loop_settings.yaml_name
     return LoopDef(**loop_settings.hold(fields, record_fields(LoopDef)))
 
 
-_BY_KIND = tuple(s for s in loop_settings.SETTINGS if loop_settings.by_kind(s))
+_BY_KIND = tuple(s for s in loop_settings.SETTINGS if setting_rules.by_kind(s))
 
 
 def _by_kind(raw: dict[str, Any], fields: dict[str, Any], named: Named) -> None:
     """Every row parsed by its kind alone, each by the one reader
-    (loop_settings.read); an absent key keeps the LoopDef's default."""
+    (setting_rules.read); an absent key keeps the LoopDef's default."""
     for setting in _BY_KIND:
         value = raw.get(setting.key)
         if value is not None:
-            fields[setting.name] = loop_settings.read(setting, value, named(setting.key))
+            fields[setting.name] = setting_rules.read(setting, value, named(setting.key))
 
 
 def _given(value: Any) -> bool:
@@ -236,9 +236,9 @@ def _given(value: Any) -> bool:
 def _needs(raw: dict[str, Any], named: Named) -> None:
     """The rows' `needs` rules, over what was given (an empty list, a flag
     turned off: not given), in the words of the route that gave each key."""
-    unmet = loop_settings.unmet_need({k: _given(v) for k, v in raw.items()})
+    unmet = setting_rules.unmet_need({k: _given(v) for k, v in raw.items()})
     if unmet:
-        raise UsageError(loop_settings.needs_text(*unmet, named))
+        raise UsageError(setting_rules.needs_text(*unmet, named))
 
 
 def _not_utf8(value: Any, key: str = "") -> str | None:

@@ -63,7 +63,7 @@ def parse_verify(raw: dict[str, Any], where: str,
                  named: Callable[[str], str] = repr) -> CheckFields:
     """`check` and `check_metric` as LoopDef fields (`check_timeout` and
     `until_check` are read by their rows' kinds, and their need of the
-    check is their rows' rule: loop_settings.NEEDS). The check is run as
+    check is their rows' rule: setting_rules.NEEDS). The check is run as
     written (no placeholders, like a gate)."""
     fields: CheckFields = {}
     if raw.get("check") is not None:

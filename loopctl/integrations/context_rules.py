@@ -1,5 +1,5 @@
 """The checks of the settings table's context rules (a row's `context`,
-named in domain/loop_settings.CONTEXT_RULES): rules that read the machine,
+named in domain/setting_rules.CONTEXT_RULES): rules that read the machine,
 so not in the pure domain. One check per rule, said after the name of the
 row that asks for it: `--worktree` where `start`/`update` got it on the
 command line, `'worktree'` where `validate` read it in loops.yaml."""
@@ -10,8 +10,9 @@ import os
 from collections.abc import Callable
 
 from loopctl.domain.errors import UsageError
-from loopctl.domain.loop_settings import SETTINGS, yaml_name
+from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
+from loopctl.domain.setting_rules import yaml_name
 
 
 def git_repository(cwd: str, name: str) -> tuple[str, str | None]:
