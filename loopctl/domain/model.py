@@ -203,7 +203,7 @@ def parse_loop(name: object, raw: object, named: Named = setting_rules.yaml_name
         _parse_schedule(raw, fields, where, named)
         _parse_policy(raw, fields, where, named)
         _parse_workspace(raw, fields, where)
-        _parse_sandbox(raw, fields, where)
+        _parse_sandbox(raw, fields, where, named)
         if any(raw.get(key) is not None for key in GITHUB_KEYS):
             from loopctl.domain.github import parse_github
 
@@ -439,6 +439,7 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
 
 
 def check_sandbox_mode(value: object, where: str) -> str | None:
+    """The top level's `sandbox:` (storage/definitions.py)."""
     from loopctl.domain.confinement import MODES
 
     if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
@@ -449,10 +450,16 @@ def check_sandbox_mode(value: object, where: str) -> str | None:
     return value if value is None else str(value)
 
 
-def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str,
+                   named: Named) -> None:
     from loopctl.domain.confinement import check_extra
 
-    fields["sandbox"] = check_sandbox_mode(raw.get("sandbox"), where)
+    mode = raw.get("sandbox")
+    if isinstance(mode, bool):  # YAML 1.1 reads a bare on/off as true/false
+        mode = "on" if mode else "off"
+    if mode is not None:  # by its row's kind, as given (`--sandbox maybe`, `'sandbox'`)
+        fields["sandbox"] = setting_rules.read(loop_settings.BY_KEY["sandbox"], mode,
+                                               named("sandbox"))
     for key in ("sandbox_write", "sandbox_read"):
         paths = raw.get(key) or []
         if not isinstance(paths, list) or len(paths) > 100 \
