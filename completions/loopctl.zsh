@@ -308,7 +308,6 @@ _loopctl() {
                 '--model[Model name passed with the preset'\''s model flag.]:model: ' \
                 '--agent-arg[Extra argument for the agent (repeatable).]:agent_arg: ' \
                 '--yolo[Ask for the agent'\''s full permission bypass.]' \
-                '--until-metric[A passing check whose metric is at least N completes the loop ('\''none'\'' clears).]:n: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \
@@ -414,7 +413,6 @@ _loopctl() {
                 '--max-output-lines[Lines of agent output kept per run log; the rest is discarded, as past --max-log ('\''none'\'' clears).]:max_output_lines: ' \
                 '--max-procs[Processes a run may have at once, where cgroup v2 is delegated ('\''none'\'' clears).]:max_procs: ' \
                 '--nice[Niceness of a run'\''s processes (agent, gate, check), as nice(1)\: 0 to 19, higher yields the CPU to others ('\''none'\'' clears).]:nice: ' \
-                '--until-metric[A passing check whose metric is at least N completes the loop ('\''none'\'' clears).]:n: ' \
                 '--json[Print JSON (stable shape).]' \
                 '--help[Show help and exit.]' \
                 '-h[Show help and exit.]' \

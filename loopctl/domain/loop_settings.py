@@ -254,9 +254,6 @@ SETTINGS: tuple[Setting, ...] = (
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
        "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
        group="check", view="check", needs=("check",)),
-    _s("until_metric", "count", "A passing check whose metric is at least N completes the "
-       "loop ('none' clears).", metavar="N", clears=True, plain=True, view=None,
-       needs=("check_metric",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
        flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
        view="workspace", needed_why="it hands off the branch of each run's worktree",

@@ -163,9 +163,7 @@ def by_check(loop: Any, check: dict[str, Any] | None,
              decision: dict[str, Any] | None) -> dict[str, Any] | None:
     """`--until-check`: a passing check completes the loop, whatever the agent
     decided; the evidence is the check's (`source: check`)."""
-    metric, target = (check or {}).get("metric"), loop.until_metric
-    reached = target is not None and metric is not None and metric >= target
-    if not (loop.until_check or reached) or check is None or not check.get("passed"):
+    if not loop.until_check or check is None or not check.get("passed"):
         return decision
     said = (decision or {}).get("summary") if (decision or {}).get("decision") == "complete" \
         else None
