@@ -1,8 +1,9 @@
 """Every `start`/`update` option of a loop setting, made from its row of the
 settings table (domain/loop_settings.py): the flag, its help, metavar, type,
 range and default. A row's `group` names the translator in `cli/*_opts.py`
-that turns its group's options into keys together (the context rules
-between them); a row without one is taken by its own parser (`given`)."""
+that turns its group's options into keys together; a row without one is
+mapped by `given`. None of them parses a value: `model.parse_loop` reads
+each once, naming it by its option (domain/setting_rules.py)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def option(key: str, command: str = "start") -> Any:
     kind: Any = Path if setting.path else str if setting.clears and setting.kind == "count" \
         else _TYPES.get(setting.kind, str)
     extra: dict[str, Any] = {"metavar": setting.metavar} if setting.metavar else {}
-    if kind is int and not setting.group:  # the least by Click, the most by `given`
+    if kind is int and not setting.group:  # the least by Click, the most by parse_loop
         extra["min"] = setting.low
     if kind is bool:
         extra["show_default"] = False
