@@ -356,7 +356,18 @@ def validate(store: Store, path: Path | None) -> Validation:
                       invalid=dict(sorted(defs.invalid.items())),
                       max_concurrent=caps.total, max_concurrent_per_agent=caps.per_agent,
                       warnings=[f"loop {name!r}: {said}" for name in sorted(defs.loops)
-                                if (said := missing_cwd(defs.loops[name]))])
+                                for said in _machine_problems(defs.loops[name])])
+
+
+def _machine_problems(loop: LoopDef) -> list[str]:
+    """What would fail every run of a valid loop on this machine: its folder
+    gone, else the rows' context rules (a worktree loop outside git)."""
+    gone = missing_cwd(loop)
+    if gone:
+        return [gone]
+    from loopctl.integrations.context_rules import problems
+
+    return problems(loop)
 
 
 def missing_cwd(loop: LoopDef) -> str | None:
