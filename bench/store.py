@@ -7,6 +7,11 @@
    definition check, the insert); a run shorter than a renewal period never
    renews. Goal (the issue): at most 10 ms of wall time a run.
 2. In one process, over one connection: a claim and a renewal, per call.
+3. Publishing a run's record (issue 54 item 2), as a supervisor does it
+   after the run settles: one marked record with a 64 KiB log sent over a
+   fresh connection (connect, schema check, upsert), per run; and the
+   upsert alone. This is the wall time a run in a store home adds to what
+   1. measures for the claim.
 
 The server is started as the tests start it (tests/store/pg_cluster.py):
 initdb on a free port, fsync off. Times are printed, never asserted.
@@ -85,6 +90,43 @@ def in_process(dsn: str, n: int) -> tuple[float, float]:
     return (claimed - start) / n * 1000, (renewed - claimed) / n * 1000
 
 
+def publishing(dsn: str, tmp: Path, n: int) -> tuple[float, float]:
+    """(ms per publish_pending of one record, fresh connection; ms per upsert)."""
+    import os
+
+    from loopctl.engine.team_publish import publish_pending
+    from loopctl.storage.pg.connect import connect
+    from loopctl.storage.pg.runs import publish_run
+    from loopctl.storage.pg.schema import migrate
+    from loopctl.storage.store import Store
+    from loopctl.storage.team_outbox import note_record
+
+    home = make_home(tmp / "publish", f"store: {dsn}\n")
+    os.environ.update(LOOPCTL_HOME=str(home), LOOPCTL_MACHINE="bench")
+    conn = connect(dsn)
+    migrate(conn, "bench", dsn)
+    store = Store()
+    folder = store.paths.loop_runs_dir("b")
+    folder.mkdir(parents=True)
+    walls = []
+    for i in range(n):
+        run_id = f"20261201T000000Z-{i + 1:04d}"
+        store.paths.run_log("b", run_id).write_bytes(b"x" * 100 + b"\n" * 70_000)
+        store.write_json(store.paths.run_record("b", run_id),
+                         {"run_id": run_id, "outcome": "ok", "machine": "bench"})
+        note_record(store.paths, "b", run_id)
+        start = time.perf_counter()
+        assert publish_pending(store) == 1
+        walls.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    for i in range(n):
+        publish_run(conn, "b", "bench", f"upsert-{i}", '{"outcome": "ok"}', "/x.log",
+                    b"x" * 65536, True)
+    upsert = (time.perf_counter() - start) / n
+    conn.close()
+    return statistics.median(walls) * 1000, upsert * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--reps", type=int, default=15)
@@ -101,17 +143,23 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="loopctl-bench-store-") as tmp:
             files, team = per_run(dsn, Path(tmp), args.reps)
         claim_ms, renew_ms = in_process(cluster.dsn(cluster.new_database()), 500)
+        with tempfile.TemporaryDirectory(prefix="loopctl-bench-publish-") as tmp:
+            publish_ms, upsert_ms = publishing(cluster.dsn(cluster.new_database()), Path(tmp),
+                                               50)
     finally:
         cluster.stop("immediate")
     extra = (team - files) * 1000
     print(f"   run --scheduled: files {files * 1000:.1f} ms, team store {team * 1000:.1f} ms "
           f"(median of {args.reps}, +{extra:.1f} ms: mostly importing psycopg in a fresh "
           f"process); in process: claim {claim_ms:.2f} ms, renew {renew_ms:.2f} ms")
+    print(f"   publishing a record after a run: {publish_ms:.2f} ms (fresh connection, median "
+          f"of 50), the upsert alone {upsert_ms:.2f} ms; a home of files: none")
     both = claim_ms + renew_ms
     result("store_claim_renew", f"{both:.2f} ms (claim + renew, in process)", "<= 10 ms",
            both <= 10, files_ms=round(files * 1000, 1), team_ms=round(team * 1000, 1),
            process_extra_ms=round(extra, 1), claim_ms=round(claim_ms, 2),
-           renew_ms=round(renew_ms, 2))
+           renew_ms=round(renew_ms, 2), publish_ms=round(publish_ms, 2),
+           upsert_ms=round(upsert_ms, 2))
 
 
 if __name__ == "__main__":

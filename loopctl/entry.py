@@ -30,6 +30,8 @@ def nothing_due() -> bool:
     config_dir, state_dir = paths.roots()
     state_file = os.path.join(state_dir, "state.json")
     loops_file = os.path.join(config_dir, "loops.yaml")
+    if paths.owes_team(state_dir):
+        return False  # the full path's pass sends what the team store has not taken
     try:
         summary = paths.current_summary(os.path.join(state_dir, "summary.json"), state_file)
         if summary is None:  # none, or older than state.json: read the state itself

@@ -15,6 +15,7 @@ import typer
 
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store
 from loopctl.cli.render import fit_line, table
+from loopctl.cli.team_logs import team_log
 from loopctl.cli.views import handoff_parts
 from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration
@@ -38,7 +39,11 @@ def logs(name: NameArg,
     # Only runs loopctl recorded, or the one in flight: never a planted file.
     current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
-        fail(f"no log for run {run_id!r} of {name!r}", 4)
+        if not team_log(s, name, run_id):  # another machine's, from the team store
+            fail(f"no log for run {run_id!r} of {name!r}", 4)
+        return
+    if run_id is None and current is None and team_log(s, name, None):
+        return
     run_id = run_id or latest_run_id(s.paths, name, current)
     if run_id is None:
         if not s.read_defs().has(name):
@@ -207,7 +212,7 @@ def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
         print(f"{name} has no skipped slots")
         return
     rows = [[str(e.get("at") or "-"), str(e.get("slot") or "-"), str(e.get("reason")),
-             " ".join(f"{k} {e[k]}" for k in ("count", "run_id", "kind") if e.get(k) is not None)]
+             " ".join(f"{k} {e[k]}" for k in ("count", "run_id", "kind", "machine") if e.get(k) is not None)]
             for e in entries]
     print(table(["AT (UTC)", "SLOT", "REASON", "DETAIL"], rows, keep=(0, 2)))
 

@@ -246,7 +246,8 @@ def render_status(info: LoopObject) -> str:
     if info.last_run:
         last = info.last_run
         lines.append(f"  last run   {last['run_id']} {last['outcome']} "
-                     f"{ago(ts(last['ended_at']), now)}")
+                     f"{ago(ts(last['ended_at']), now)}"
+                     + (f" on machine {line(last['machine'])}" if last.get("machine") else ""))
         if last.get("reason"):  # whole: one loop's reason is what `status` is for
             lines.append(f"  reason     {last['reason']}")
     if info.fix:

@@ -14,6 +14,7 @@ from loopctl.domain.names import is_loop_name
 from loopctl.domain.result import Result
 from loopctl.domain.state import display_status
 from loopctl.engine import procs
+from loopctl.engine.store_wake import tell_others
 from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
@@ -67,6 +68,7 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
                 accounts.probe(state["accounts"], name)
         state["defs_sig"] = defs.signature
         store.write_state(state)
+    tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)
     return Controlled(loop=name, message=message, status=display_status(st),
                       reason=st.get("reason"))
 
@@ -109,6 +111,7 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
 
         clear_notes(store.paths, name)
     kept = _remove_workspace(store, loop) if loop and loop.worktree else []
+    tell_others(store, name)
     return Removed(loop=name, removed=True, kept_branches=kept)
 
 

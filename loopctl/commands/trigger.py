@@ -14,6 +14,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.result import Result
 from loopctl.domain.timestamps import iso
 from loopctl.engine import procs
+from loopctl.engine.store_wake import tell_others
 from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
@@ -65,6 +66,7 @@ def trigger(store: Store, name: str, payload: str | None = None) -> Triggered:
             save_pending(store.paths, name, payload)
         state["defs_sig"] = defs.signature
         store.write_state(state)
+    tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)
     kind, pid = driver(store, now)
     return Triggered(loop=name, accepted=True, triggers=count,
                      payload_bytes=len(payload.encode()) if payload is not None else None,

@@ -1,10 +1,9 @@
-"""The reading commands: the LOOP object, `ls`, `status`, `show`, `validate`,
-`history`, `events`. They never write.
+"""The reading commands: the LOOP object, `ls`, `status`, `show`,
+`history`, `events` (`validate`: commands/validation.py). They never write.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
@@ -18,14 +17,16 @@ from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
 from loopctl.fast.data_class import record
 from loopctl.storage.paths import is_loop_name
+from loopctl.storage.pg.gate import home_has_store as team_home
 from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
     from loopctl.commands.loop_view import InvalidLoop, LoopObject
+    from loopctl.engine.accounts import Held
 
 
 def describe(loop: LoopDef, st: dict[str, Any], now: float,
-             held: dict[str, dict[str, Any]] | None = None) -> LoopObject:
+             held: dict[str, Held] | None = None) -> LoopObject:
     """The LOOP object of one loop (documented in the README): the columns
     of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
     from loopctl.commands.loop_view import LoopObject
@@ -35,7 +36,7 @@ def describe(loop: LoopDef, st: dict[str, Any], now: float,
 
 
 def held_loops(store: Store, defs: Any, state: dict[str, Any],
-               now: float) -> dict[str, dict[str, Any]]:
+               now: float) -> dict[str, Held]:
     """The loops their account holds (DESIGN §18); nothing to work out, and
     nothing imported, while no account is marked."""
     if not state.get("accounts"):
@@ -46,7 +47,7 @@ def held_loops(store: Store, defs: Any, state: dict[str, Any],
 
 
 def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
-                 held: dict[str, dict[str, Any]] | None = None) -> dict[str, list[Any]]:
+                 held: dict[str, Held] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
     and writes them (fast/jsontext.Table) without a mapping per loop. The
@@ -62,15 +63,15 @@ def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
     return columns
 
 
-def _show_held(columns: dict[str, list[Any]], held: dict[str, dict[str, Any]]) -> None:
+def _show_held(columns: dict[str, list[Any]], held: dict[str, Held]) -> None:
     for key in ("status", "reason", "held", "note", "rate_limited_until"):
         columns[key] = list(columns[key])  # plain lists: one may be a loop_object.Same
     for i, name in enumerate(columns["name"]):
         shown = held.get(name)
         if shown is not None:
-            columns["status"][i], columns["reason"][i] = "held", shown["kind"]
-            columns["held"][i], columns["note"][i] = shown, shown["note"]
-            columns["rate_limited_until"][i] = shown["until"]
+            columns["status"][i], columns["reason"][i] = "held", shown.kind
+            columns["held"][i], columns["note"][i] = shown.to_json(), shown.note
+            columns["rate_limited_until"][i] = shown.until
 
 
 def masked(raw: Any) -> Any:
@@ -167,8 +168,8 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         })
         shown = held.get(name)
         if shown is not None:  # LAST keeps the run's own reason, else says the fix
-            out[-1].update(status="held", reason=shown["kind"], until=shown["until"],
-                           last_reason=out[-1]["last_reason"] or shown["fix"])
+            out[-1].update(status="held", reason=shown.kind, until=shown.until,
+                           last_reason=out[-1]["last_reason"] or shown.fix)
     return out
 
 
@@ -193,6 +194,7 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
         if loop is None:
             return InvalidLoop(name=name, error=invalid[name])
         described = with_reason(store, describe(loop, state["loops"][name], now))
+        described = _with_machine(store, name, described)
         return people_extras(loop, state["loops"][name], described) if for_people else described
     defs, state, now = snapshot(store, name)
     if name in defs.invalid:
@@ -202,7 +204,16 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     held = held_loops(store, defs, state, now)
     st = state["loops"][name]
     described = with_reason(store, describe(defs.loops[name], st, now, held=held))
+    described = _with_machine(store, name, described)
     return people_extras(defs.loops[name], st, described) if for_people else described
+
+
+def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:
+    if not team_home(store):
+        return described
+    from loopctl.commands.team_runs import with_machine
+
+    return with_machine(store, name, described)
 
 
 def people_extras(loop: LoopDef, st: dict[str, Any], described: LoopObject) -> LoopObject:
@@ -322,43 +333,6 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
     return out
 
 
-@record(frozen=True)
-class Validation(Result):
-    """`validate`: the loops that parse, each invalid one with its error, the
-    concurrency caps in force, and warnings (a working directory gone)."""
-
-    file: str
-    valid: list[str]
-    invalid: dict[str, str]
-    max_concurrent: int
-    max_concurrent_per_agent: dict[str, int]
-    warnings: list[str]
-
-
-def validate(store: Store, path: Path | None) -> Validation:
-    from loopctl.domain.capacity import caps_of
-
-    defs = store.read_defs(path)
-    caps = caps_of(defs.top)
-    return Validation(file=str(path or store.paths.loops_file), valid=sorted(defs.loops),
-                      invalid=dict(sorted(defs.invalid.items())),
-                      max_concurrent=caps.total, max_concurrent_per_agent=caps.per_agent,
-                      warnings=[f"loop {name!r}: {said}" for name in sorted(defs.loops)
-                                if (said := missing_cwd(defs.loops[name]))])
-
-
-def missing_cwd(loop: LoopDef) -> str | None:
-    """`working directory X does not exist` (or is not a folder): every run
-    of the loop would fail so (a folder removed after `start`, a hand-written
-    loops.yaml); `validate` and `doctor` say it before the first run does."""
-    import os
-
-    from loopctl.domain.reason import cwd_missing
-
-    cwd = os.path.expanduser(loop.cwd)
-    return None if os.path.isdir(cwd) else cwd_missing(cwd, os.path.lexists(cwd))
-
-
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     from loopctl.storage.runs import list_records, loop_folder
 
@@ -366,6 +340,10 @@ def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
     records = list_records(store.paths, name)
+    if team_home(store):  # every machine's (DESIGN §21)
+        from loopctl.commands import team_runs
+
+        records = team_runs.merged(store, name, records)
     return last_runs(records, limit) if limit else records
 
 
@@ -391,8 +369,21 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     gated = [{"slot": r.get("slot"), "reason": "gate_no_work",
               "at": r.get("ended_at") or r.get("started_at"), "run_id": r["run_id"]}
              for r in records if r["outcome"] == "skipped"]
-    entries = sorted(read_skips(store.paths, name) + gated, key=lambda e: str(e.get("at")))
+    entries = sorted(read_skips(store.paths, name) + gated + _team_skips(store, name),
+                     key=lambda e: str(e.get("at")))
     return entries[-limit:] if limit else entries
+
+
+def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
+    """The other machines' skipped slots, in a home with a store (this
+    machine's are in its own file, whether sent yet or not)."""
+    if not team_home(store):
+        return []
+    from loopctl.commands import team_runs
+    from loopctl.storage.pg.dsn import machine
+
+    here = machine()
+    return [e for e in team_runs.skips(store, name) if e.get("machine") != here]
 
 
 def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:

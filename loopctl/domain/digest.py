@@ -8,13 +8,30 @@ The command gathers the data and may send the text through Apprise.
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.durations import format_usd
 from loopctl.domain.result import Notifying
 from loopctl.domain.timestamps import parse_iso
 from loopctl.domain.untrusted import line as one_line
 from loopctl.fast.data_class import record
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    # Parts of the `--json` report, a contract (DESIGN §8, §13): fixed shapes.
+    class Total(TypedDict):
+        """Every loop's runs and cost in the window."""
+
+        runs: int
+        cost_usd: float
+
+    class Checks(TypedDict):
+        """What a loop's check said in the window."""
+
+        passed: int
+        failed: int
+        metric: float | None
 
 WIDTH = 80
 OVERDUE_AFTER = 120.0
@@ -76,7 +93,7 @@ class Digest(Notifying):
     until: str | None
     needs_you: list[dict[str, Any]]
     loops: list[dict[str, Any]]
-    total: dict[str, Any] | None = None
+    total: Total | None = None
     notified: list[dict[str, Any]] | None = None
 
 
@@ -130,22 +147,24 @@ def _cost(record: dict[str, Any]) -> float:
     return float(cost) if ok else 0.0  # type: ignore[arg-type]
 
 
-def _total(loops: list[dict[str, Any]]) -> dict[str, Any]:
+def _total(loops: list[dict[str, Any]]) -> Total:
     """Every loop's runs and cost in the window, summed."""
     return {"runs": sum(sum(loop["runs"].values()) for loop in loops),
             "cost_usd": round(sum(loop["cost_usd"] for loop in loops), 6)}
 
 
-def _decision(record: dict[str, Any]) -> dict[str, Any]:
+def _decision(record: dict[str, Any]) -> dict[str, object]:
     """A run's decision, and whether it stood: a `complete` the check
-    refused (`refused: true`) is not a completed loop."""
-    out = {"run_id": record["run_id"], **(record.get("decision") or {})}
+    refused (`refused: true`) is not a completed loop. Open: the record's
+    decision is passed through as it was written (its keys are the
+    record's, DESIGN §6), with the run id first."""
+    out: dict[str, object] = {"run_id": record["run_id"], **(record.get("decision") or {})}
     if out.get("decision") == "complete":
         out["refused"] = "complete refused" in str(record.get("note") or "")
     return out
 
 
-def _checks(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _checks(runs: list[dict[str, Any]]) -> Checks | None:
     """What the loop's check (DESIGN §16) said: passes, failures, the last metric."""
     checked = [r["check"] for r in runs if r.get("check")]
     if not checked:

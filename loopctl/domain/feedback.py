@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 
-from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
 from loopctl.domain.untrusted import block, line
@@ -53,26 +52,6 @@ BUCKETS = ("pass", "fail", "pending", "skipping", "cancel")
 
 PR_URL = lazy(r"https://([A-Za-z0-9.-]+)/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/"
                     r"([0-9]{1,10})")
-
-
-def parse_options(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """`fix_attempts` (a whole number 0-100; 0 turns PR feedback off) and
-    `notes` (true or false), as LoopDef fields."""
-    fields: dict[str, Any] = {}
-    value = raw.get("fix_attempts")
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) \
-                or not 0 <= value <= MAX_FIX_ATTEMPTS:
-            raise UsageError(f"{where}: 'fix_attempts' must be a whole number from 0 to "
-                             f"{MAX_FIX_ATTEMPTS}, got {str(value)[:40]!r}")
-        if not raw.get("pr"):
-            raise UsageError(f"{where}: 'fix_attempts' needs 'pr: true'")
-        fields["fix_attempts"] = value
-    notes = raw.get("notes", False)
-    if not isinstance(notes, bool):
-        raise UsageError(f"{where}: 'notes' must be true or false")
-    fields["notes"] = notes
-    return fields
 
 
 # -- what gh says ----------------------------------------------------------------------
@@ -176,7 +155,8 @@ class Plan:
     logs: dict[str, str] = factory(dict)  # run id -> tail of its failed steps' log
     note: str | None = None     # what went wrong setting the run up
 
-    def record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The run record's `pr_feedback`."""
         out: dict[str, Any] = {"pr": self.url, "action": self.action, "why": self.why}
         if self.failed:
             out["failed_checks"] = [c.name for c in self.failed[:MAX_CHECKS_SHOWN]]

@@ -21,7 +21,17 @@ from loopctl.domain.errors import UsageError, shorten
 from loopctl.domain.untrusted import line
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     from loopctl.domain.model import LoopDef
+
+    class GithubFields(TypedDict, total=False):
+        """`on_github` and its options as LoopDef fields: keyword arguments
+        that `model.parse_loop` merges into the one LoopDef it builds."""
+
+        on_github: tuple[str, ...]
+        github_repo: str | None
+        github_command: str | None
 
 # GitHub's event and action names: lower case, digits (`projects_v2_item`), `_`.
 EVENT_RE = re.compile(r"[a-z][a-z0-9_]{0,49}(\.[a-z][a-z0-9_]{0,49})?")
@@ -46,9 +56,8 @@ COMMENT_EVENTS = frozenset({"issue_comment", "pull_request_review_comment", "com
                             "discussion_comment", "pull_request_review"})
 
 
-def parse_github(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """`on_github`, `github_repo`, `github_command`, `github_anyone` as LoopDef
-    fields; the last three need `on_github`."""
+def parse_github(raw: dict[str, Any], where: str) -> GithubFields:
+    """`on_github`, `github_repo` and `github_command` as LoopDef fields."""
     events = raw.get("on_github") or []
     if isinstance(events, str):
         events = [events]
@@ -59,7 +68,7 @@ def parse_github(raw: dict[str, Any], where: str) -> dict[str, Any]:
         raise UsageError(f"{where}: bad 'on_github' {shorten(bad, 60)}: expected up to "
                          f"{MAX_EVENTS} GitHub events like check_suite.completed or "
                          "issue_comment.created (EVENT or EVENT.ACTION)")
-    fields: dict[str, Any] = {"on_github": tuple(dict.fromkeys(events))}
+    fields: GithubFields = {"on_github": tuple(dict.fromkeys(events))}
     repo, command = raw.get("github_repo"), raw.get("github_command")
     if repo is not None and not (isinstance(repo, str) and REPO_RE.fullmatch(repo)):
         raise UsageError(f"{where}: bad 'github_repo' {shorten(repo, 60)}: expected "
@@ -67,28 +76,16 @@ def parse_github(raw: dict[str, Any], where: str) -> dict[str, Any]:
     if command is not None and not (isinstance(command, str) and COMMAND_RE.fullmatch(command)):
         raise UsageError(f"{where}: bad 'github_command' {shorten(command, 60)}: expected one "
                          "word of at most 40 characters, like /fix")
-    anyone = raw.get("github_anyone", False)
-    if not isinstance(anyone, bool):
-        raise UsageError(f"{where}: 'github_anyone' must be true or false")
-    given = [k for k, v in (("github_repo", repo), ("github_command", command),
-                            ("github_anyone", anyone or None)) if v is not None]
-    if given and not events:
-        raise UsageError(f"{where}: {given[0]!r} needs 'on_github'")
-    fields.update(github_repo=repo, github_command=command, github_anyone=anyone)
+    # `github_anyone` is read by its row's kind; the three need `on_github`
+    # by their rows' rule (setting_rules.NEEDS).
+    fields["github_repo"], fields["github_command"] = repo, command
     return fields
 
 
-def to_raw(on_github: tuple[str, ...], repo: str | None, command: str | None,
-           anyone: bool) -> dict[str, Any]:
-    out = {"on_github": list(on_github) or None, "github_repo": repo,
-           "github_command": command, "github_anyone": anyone or None}
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def workflow_events(wanted: tuple[str, ...]) -> dict[str, Any]:
+def workflow_events(wanted: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
     """The `on:` events of a GitHub workflow: `check_suite` is every action
     of it (`{}`), `check_suite.completed` lists the action in `types`."""
-    events: dict[str, Any] = {}
+    events: dict[str, dict[str, list[str]]] = {}
     for entry in wanted:
         event, _, action = entry.partition(".")
         types = events.setdefault(event, {}).setdefault("types", []) if action else None
@@ -99,10 +96,12 @@ def workflow_events(wanted: tuple[str, ...]) -> dict[str, Any]:
 
 
 def with_github_events(workflow: dict[str, Any], loop: LoopDef,
-                       warnings: list[str]) -> dict[str, Any]:
+                       warnings: list[str]) -> dict[str, object]:
     """The GitHub Actions export of a loop with `on_github`: its events join
     the workflow's `on:`, and such an event fires the loop now (`loopctl
-    trigger` before `run --scheduled`), whatever its schedule says."""
+    trigger` before `run --scheduled`), whatever its schedule says. An open
+    mapping, not a record: a workflow document in GitHub's schema, which
+    the export dumps to YAML as it is."""
     if not loop.on_github:
         return workflow
     workflow["on"].update(workflow_events(loop.on_github))

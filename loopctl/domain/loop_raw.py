@@ -15,9 +15,12 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def to_raw(loop: LoopDef) -> dict[str, Any]:
+def to_raw(loop: LoopDef) -> dict[str, object]:
     """The `loops.yaml` form of a definition: what `parse_loop` reads back.
-    Limits are always written out so the file says what bounds each loop."""
+    Limits are always written out so the file says what bounds each loop.
+    An open mapping on purpose, not a record: its keys are the settings
+    rows' (whichever are set), its values YAML text, numbers, lists and
+    mappings, and the one reader of it is `parse_loop`."""
     raw = _head(loop)
     for setting in loop_settings.SETTINGS:
         if setting.write == "head" or (setting.when and not getattr(loop, _field(setting.when))):
@@ -59,12 +62,12 @@ def _same(value: Any, default: Any) -> bool:
     return type(value) is type(default) and value == default
 
 
-def _head(loop: LoopDef) -> dict[str, Any]:
+def _head(loop: LoopDef) -> dict[str, object]:
     """What the loop does and when: the prompt (or its file), the agent (or
     its command) and one schedule, in the order a person reads them."""
     from loopctl.domain.durations import format_duration as fd
 
-    raw: dict[str, Any] = {}
+    raw: dict[str, object] = {}
     if loop.prompt_file is not None:
         raw["prompt_file"] = loop.prompt_file
     elif loop.prompt is not None:

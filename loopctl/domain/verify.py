@@ -14,15 +14,34 @@ import math
 import re
 
 from loopctl.domain.checks import split_command
-from loopctl.domain.durations import format_duration, parse_setting
+from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.untrusted import line, shorten
+from loopctl.fast.data_class import record
 from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypedDict
+
+    class CheckFields(TypedDict, total=False):
+        """A check's LoopDef fields, those given: keyword arguments that
+        `model.parse_loop` merges into the one LoopDef it builds."""
+
+        check: tuple[str, ...]
+        check_timeout: int
+        until_check: bool
+        check_metric: str
+
+    class CheckShown(TypedDict):
+        """The LOOP JSON's `check` (DESIGN §8: a fixed shape of the wire)."""
+
+        argv: list[str]
+        timeout_s: int
+        until_check: bool
+        metric: str | None
 
 KEYS = ("check", "check_timeout", "until_check", "check_metric")
 DEFAULT_CHECK_TIMEOUT = 600
@@ -40,28 +59,17 @@ METRIC_SECONDS = 1.0  # the metric regex is killed after this (catastrophic back
 _NUMBER = lazy(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def parse_verify(raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """`check`, `check_timeout`, `until_check`, `check_metric` as LoopDef
-    fields. The check is run as written (no placeholders, like a gate);
-    the other three mean nothing without it."""
-    fields: dict[str, Any] = {}
+def parse_verify(raw: dict[str, Any], where: str,
+                 named: Callable[[str], str] = repr) -> CheckFields:
+    """`check` and `check_metric` as LoopDef fields (`check_timeout` and
+    `until_check` are read by their rows' kinds, and their need of the
+    check is their rows' rule: setting_rules.NEEDS). The check is run as
+    written (no placeholders, like a gate)."""
+    fields: CheckFields = {}
     if raw.get("check") is not None:
         fields["check"] = split_command(raw["check"], where, key="check", placeholders=False)
-    timeout = raw.get("check_timeout")
-    if timeout is not None:
-        fields["check_timeout"] = parse_setting(timeout, "'check_timeout'")
-    until = raw.get("until_check", False)
-    if not isinstance(until, bool):
-        raise UsageError(f"{where}: 'until_check' must be true or false")
-    fields["until_check"] = until
     if raw.get("check_metric") is not None:
-        fields["check_metric"] = check_regex(raw["check_metric"], "'check_metric'")
-    from loopctl.domain.loop_settings import unmet_need  # the rows' one rule
-
-    unmet = unmet_need({**{key: raw.get(key) not in (None, False) for key in KEYS},
-                        "check": "check" in fields})
-    if unmet:
-        raise UsageError(f"{where}: {unmet[0]!r} needs {unmet[1]!r}")
+        fields["check_metric"] = check_regex(raw["check_metric"], named("check_metric"))
     return fields
 
 
@@ -82,27 +90,10 @@ def check_regex(value: object, what: str) -> str:
     return value
 
 
-def to_raw(loop: Any) -> dict[str, Any]:
-    """The loops.yaml keys of a definition's check (left out when unset)."""
-    if not loop.check:
-        return {}
-    raw: dict[str, Any] = {"check": list(loop.check)}
-    if loop.check_timeout != DEFAULT_CHECK_TIMEOUT:
-        raw["check_timeout"] = format_duration(loop.check_timeout)
-    if loop.until_check:
-        raw["until_check"] = True
-    if loop.check_metric is not None:
-        raw["check_metric"] = loop.check_metric
-    return raw
-
-
-def describe(loop: Any) -> dict[str, Any] | None:
-    """The LOOP JSON's `check`: what is configured."""
-    return describe_check(loop.check, loop.check_timeout, loop.until_check, loop.check_metric)
-
-
-def describe_check(argv: Any, timeout: Any, until: Any, metric: Any) -> dict[str, Any] | None:
-    """`describe` from the four fields (`ls --json` reads them a column at a time)."""
+def describe_check(argv: tuple[str, ...] | None, timeout: int, until: bool,
+                   metric: str | None) -> CheckShown | None:
+    """The LOOP JSON's `check`, what is configured, from the four fields
+    (`ls --json` reads them a column at a time)."""
     if not argv:
         return None
     return {"argv": list(argv), "timeout_s": timeout, "until_check": until, "metric": metric}
@@ -199,6 +190,20 @@ def last_check(run_id: str, check: dict[str, Any]) -> dict[str, Any]:
     if check.get("why"):  # a check that could not start says why in `status`
         kept["why"] = check["why"]
     return kept
+
+
+@record(frozen=True)
+class LastCheck:
+    """The loop's last check as the next run's envelope tells the agent:
+    what state.json keeps of it (`last_check`) and its output's tail, read
+    back from its run record (untrusted: whatever the code under test
+    printed; the envelope quotes it as data)."""
+
+    exit_code: int | None
+    passed: bool
+    metric: float | None
+    why: str | None = None
+    output_tail: str = ""
 
 
 # -- what a driver's exit code and its lines say of a finished run ------------

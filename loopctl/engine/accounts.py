@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from loopctl.domain import accounts
 from loopctl.domain.model import LoopDef
-from loopctl.fast.data_class import replace
+from loopctl.fast.data_class import asdict, record, replace
 from loopctl.fast.digests import sha256
 from loopctl.storage.store import Store
 
@@ -97,16 +97,33 @@ def gate_for(store: Store, state: dict[str, Any], now: float) -> Gate:
     return Gate(table, Ids(store) if table else None)
 
 
-def spec_for(loop: LoopDef, run: dict[str, Any]) -> dict[str, Any]:
-    """The definition a claimed run runs: the fallback's when it has one."""
+def spec_for(loop: LoopDef, run: dict[str, Any]) -> dict[str, object]:
+    """The definition a claimed run runs, the fallback's when it has one, in its
+    loops.yaml form (an open mapping: see loop_raw.to_raw)."""
     from loopctl.domain.loop_raw import to_raw
 
     preset = run.get("preset")
     return to_raw(as_preset(loop, preset) if preset else loop)
 
 
+@record(frozen=True)
+class Held:
+    """A loop its account holds, as the reading commands show it: the LOOP
+    object's `held` (`to_json()`), its status `held` with `kind` as the
+    reason, the reset (`until`, None: a login is needed) and the fix."""
+
+    kind: str
+    until: str | None
+    presets: list[str]
+    fix: str
+    note: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
-              now: float) -> dict[str, dict[str, Any]]:
+              now: float) -> dict[str, Held]:
     """What the reading commands show of each loop its account holds
     (DESIGN §18): from the moment the account is marked, an idle loop of it
     with no free fallback is `held`, not `active`. Reads, never writes."""
@@ -115,7 +132,7 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
     if not table:
         return {}
     gate = Gate(table, Ids(store, create=False))
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Held] = {}
     for name, st in state["loops"].items():
         loop = loops.get(name)
         if loop is None or st.get("run"):
@@ -132,7 +149,7 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
     return out
 
 
-def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> dict[str, Any]:
+def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> Held:
     from loopctl.domain.timestamps import iso
 
     resets = [m["until"] for m in marks if m["kind"] == accounts.RATE_LIMITED and m["until"]]
@@ -143,6 +160,6 @@ def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> dict[s
     auth = [m for m in marks if m["kind"] == accounts.AUTH_REQUIRED]
     fix = auth[0]["fix"] if auth and not resets else \
         f"the {marks[0]['preset']} account is rate-limited; it resumes by itself"
-    return {"kind": accounts.RATE_LIMITED if resets else accounts.AUTH_REQUIRED,
-            "until": iso(min(resets)) if resets else None,
-            "presets": [m["preset"] for m in marks], "fix": fix, "note": note}
+    return Held(kind=accounts.RATE_LIMITED if resets else accounts.AUTH_REQUIRED,
+                until=iso(min(resets)) if resets else None,
+                presets=[m["preset"] for m in marks], fix=fix, note=note)

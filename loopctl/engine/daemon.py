@@ -26,6 +26,7 @@ from loopctl import clock
 from loopctl.domain.errors import LoopctlError
 from loopctl.engine.filewatch import FileWatch, open_watch
 from loopctl.engine.firing import driver_pass, reap_children
+from loopctl.engine.store_wake import StoreWake
 from loopctl.storage.lease import LeaseFile
 from loopctl.storage.paths import file_signature, quiet_until, read_summary
 from loopctl.storage.store import Store
@@ -62,6 +63,8 @@ class Daemon:
         from loopctl.engine.warm import Pool
 
         self.pool = Pool()
+        # A home with a team store also wakes on a NOTIFY from any machine.
+        self.wake = StoreWake(store, self.log, self.pool.private)
         from loopctl.engine.daemon_log import DaemonLog
 
         # Quiet, it prints none of it: no record or event read for a line.
@@ -122,13 +125,14 @@ class Daemon:
                 now = clock.now()
                 if now >= next_heartbeat:
                     if not self._heartbeat(now):
+                        self.wake.take()  # without the lease a wake is moot: dropped
                         self._sleep(min(heartbeat_every, WATCH_INTERVAL * 5))
                         continue
                     next_heartbeat = now + heartbeat_every
                 killed = self._reap()
                 current = self.signatures()
                 checking = killed or self.busy and now - last_pass >= IN_FLIGHT_CHECK
-                due = wake_at is not None and now >= wake_at
+                due = self.wake.take() or wake_at is not None and now >= wake_at
                 state_only = seen is not None and current != seen and current[0] == seen[0]
                 quiet = self._quiet(now, current) if state_only and not (checking or due) \
                     else None
@@ -150,6 +154,7 @@ class Daemon:
                 self._sleep(deadline - clock.now())
         finally:
             self.pool.close()
+            self.wake.close()
             if self.watch is not None:
                 self.watch.close()
             held = self.lease.held
@@ -270,11 +275,15 @@ class Daemon:
     def _sleep(self, seconds: float) -> None:
         """Until `seconds` pass or a signal arrives (see `_wake_on_signals`)."""
         end = time.monotonic() + min(seconds, WATCH_INTERVAL * 30)
-        waits: list[Any] = [self.wake_r, self.pool.done_r]
+        waits: list[Any] = [self.wake_r, self.pool.done_r, *self.wake.waits()]
         if self.watch is not None:
             waits.append(self.watch)
         while not self.stopping and (left := end - time.monotonic()) > 0:
-            ready, _, _ = select.select(waits, [], [], min(left, WATCH_INTERVAL))
+            # The store's socket stays in `waits`: a lost link returns first.
+            ready, _, _ = select.select(waits, [], [], min(left, WATCH_INTERVAL,
+                                                            self.wake.hold()))
+            if self.wake.readable(ready):
+                return  # a NOTIFY from the store (or its link lost): look now
             if self.watch in ready and self.watch is not None and self.watch.drain():
                 return  # loops.yaml or state.json replaced: look now
             if self.pool.done_r in ready:

@@ -18,8 +18,13 @@ from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.domain.valves import no_progress_text
+from loopctl.fast.data_class import asdict, record, replace
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    _Kind = TypeVar("_Kind", bound="Event")
 
 EVENT_VERSION = 1
 NOTICED = ("completed", "failed", "expired")
@@ -60,36 +65,115 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
     return texts.get(reason or "", f"{status} ({reason})" if reason else status)
 
 
+@record(frozen=True)
+class Evidence:
+    """Why the event says what it says: `source` (`agent`, `check`,
+    `loopctl`) and one line of `text`."""
+
+    source: str
+    text: str
+
+
+@record(frozen=True)
+class Event:
+    """One attention event (DESIGN §7): a line of events.jsonl and what a
+    hook reads on stdin. Its fields, in order, are the JSON's keys after
+    `version`; the kinds below add theirs at the end."""
+
+    status: str
+    reason: str | None
+    loop: str
+    summary: str
+    evidence: Evidence
+    objective: str
+    iteration: int
+    max_runs: int | None
+    elapsed_s: int
+    deadline_remaining_s: int
+    run_id: str | None
+    log: str | None
+    cwd: str
+    cost_usd: float | None
+    ended_at: str | None
+    observed_at: str | None
+    at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": EVENT_VERSION, **self.__dict__, "evidence": asdict(self.evidence)}
+
+    def told(self, reason: str, summary: str, text: str) -> Event:
+        """This event as loopctl tells it for `reason` (a run's status is
+        unchanged, but a person has something to look at)."""
+        return replace(self, reason=reason, summary=summary, evidence=Evidence("loopctl", text))
+
+    def grown(self, kind: type[_Kind], **more: Any) -> _Kind:
+        """This event as one of the kinds below, with that kind's fields."""
+        return kind(**self.__dict__, **more)
+
+
+@record(frozen=True)
+class HandoffEvent(Event):
+    """`handoff_failed` or `needs_review`: the run's branch and PR."""
+
+    branch: str | None
+    pr: str | None
+
+
+@record(frozen=True)
+class ProtectedEvent(Event):
+    """`protected_changed`: the protected paths the run changed."""
+
+    protected: list[str]
+
+
+@record(frozen=True)
+class HeldAccount:
+    """An account event's `account`: the mark and the loops it holds."""
+
+    preset: str
+    kind: str
+    until: str | None
+    loops: list[str]
+    fix: str | None
+
+
+@record(frozen=True)
+class AccountEvent(Event):
+    """`rate_limited` or `auth_required` of an account (DESIGN §18)."""
+
+    account: HeldAccount
+
+    def to_json(self) -> dict[str, Any]:
+        return {**Event.to_json(self), "account": asdict(self.account)}
+
+
 def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
-              now: float, why: str | None = None) -> dict[str, Any]:
+              now: float, why: str | None = None) -> Event:
     """The event for the loop's current (just changed) status; `why` is why
     the run that changed it did not end ok, when one did."""
     decision = st.get("last_decision") or {}
     by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
     if by_agent and decision.get("decision"):
         summary = decision.get("summary") or decision["decision"]
-        evidence = {"source": decision.get("source") or "agent",
-                    "text": decision.get("evidence") or ""}
+        source, text = decision.get("source") or "agent", decision.get("evidence") or ""
     else:
-        text = _loopctl_evidence(st, loop, why)
+        source, text = "loopctl", _loopctl_evidence(st, loop, why)
         summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
                                                       else "")
-        evidence = {"source": "loopctl", "text": text}
     # One field, one line, in events.jsonl and for every hook: the agent's
     # words (and a state note) are the same text `events` prints.
-    evidence["text"] = line(evidence["text"])
-    return {
-        "version": EVENT_VERSION, "status": st["status"], "reason": st.get("reason"),
-        "loop": loop.name, "summary": line(summary), "evidence": evidence,
-        "objective": objective_of(loop),
-        "iteration": st["iterations"], "max_runs": loop.max_runs or None,
-        "elapsed_s": round(now - st["created"]),
-        "deadline_remaining_s": max(round(st["deadline"] - now), 0),
-        "run_id": run_id, "log": log, "cwd": loop.cwd,
-        "cost_usd": st.get("cost_usd") or None,
-        "ended_at": iso(st.get("ended_at") or now), "observed_at": iso(now),
-        "at": iso(now),
-    }
+    return Event(
+        status=st["status"], reason=st.get("reason"),
+        loop=loop.name, summary=line(summary), evidence=Evidence(source, line(text)),
+        objective=objective_of(loop),
+        iteration=st["iterations"], max_runs=loop.max_runs or None,
+        elapsed_s=round(now - st["created"]),
+        deadline_remaining_s=max(round(st["deadline"] - now), 0),
+        run_id=run_id, log=log, cwd=loop.cwd,
+        cost_usd=st.get("cost_usd") or None,
+        ended_at=iso(st.get("ended_at") or now), observed_at=iso(now),
+        at=iso(now),
+    )
 
 
 def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -100,20 +184,17 @@ def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def handoff_event(loop: LoopDef, st: LoopState, run_id: str, log: str, now: float,
-                  handoff: Any) -> dict[str, Any] | None:
+                  handoff: Any) -> HandoffEvent | None:
     """`handoff_failed` or `needs_review`: the loop's status is unchanged, but
     a person has work to look at (DESIGN §12)."""
     if not (handoff.failure or handoff.review):
         return None
     reason = "handoff_failed" if handoff.failure else "needs_review"
-    text = handoff.failure or handoff.review
-    event = attention(loop, st, run_id, log, now)
-    branch = handoff.fields.get("branch")
-    text = line(text)  # git's and gh's words quote anyone's (a remote's `remote:` lines)
-    event.update(reason=reason, summary=f"{loop.name}: {reason.replace('_', ' ')}: {text}",
-                 evidence={"source": "loopctl", "text": text}, branch=branch,
-                 pr=handoff.fields.get("pr_url"))
-    return event
+    text = line(handoff.failure or handoff.review)  # git's and gh's words quote anyone's
+    told = attention(loop, st, run_id, log, now).told(
+        reason, f"{loop.name}: {reason.replace('_', ' ')}: {text}", text)
+    return told.grown(HandoffEvent, branch=handoff.fields.get("branch"),
+                      pr=handoff.fields.get("pr_url"))
 
 
 def deliver_detached(hook: str, event: dict[str, Any], folder: str) -> str | None:
@@ -187,10 +268,8 @@ def hook_for(loop: LoopDef, global_hook: object) -> str | None:
 # Who hears about a loop's events: its hook and its notification targets,
 # fixed when a run is claimed (`run["hook"]`, `run["notify"]`).
 if TYPE_CHECKING:
-    from typing import Any
-
     Receivers = dict[str, Any]
-    Pending = list[tuple[dict[str, Any], Receivers]]
+    Pending = list[tuple[Event, Receivers]]
 
 
 def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:
@@ -203,14 +282,15 @@ def receivers(loop: LoopDef, top: dict[str, Any]) -> Receivers:
 def publish(store: Any, pending: Pending) -> None:
     """Append events; the caller holds the store lock."""
     for event, _ in pending:
-        store.append_event(event)
+        store.append_event(event.to_json())
 
 
 def dispatch(store: Any, pending: Pending) -> None:
     """Start hook and notification deliveries; call after the store lock is
     released. A delivery that cannot even start is recorded on the loop."""
     folder = str(store.paths.state_dir)
-    for event, to in pending:
+    for told, to in pending:
+        event = told.to_json()
         if to.get("hook"):
             error = deliver_detached(to["hook"], event, folder)
             if error:

@@ -346,6 +346,9 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
         # pass must still look new to the daemon, or it is never read.
         report.signatures = (defs.signature, file_signature(store.paths.state_file))
     events.dispatch(store, pending)
+    from loopctl.engine.team_publish import publish_pending  # DESIGN §21: the team's copies
+
+    publish_pending(store)  # after the lock: the store may be slow or down
     report.skipped += [{"loop": n, "reason": r} for n, r in result.skipped]
     report.deferred = [{"loop": n, "reason": "rate_limited", "until": iso(t)}
                        for n, t in result.deferred]

@@ -30,7 +30,7 @@ KIND_FOR_OUTCOME = {"deferred": accounts.RATE_LIMITED, "auth_error": accounts.AU
 
 def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: RunResult,
               now: float, fallback_from: str | None = None
-              ) -> tuple[dict[str, Any] | None, bool]:
+              ) -> tuple[events.AccountEvent | None, bool]:
     """The account event to send, if any, and whether it stands in for the
     loop's own event (it always does when the account was marked). `loop`
     is what ran: for a fallback's run, the fallback preset."""
@@ -111,19 +111,18 @@ def _release(state: dict[str, Any], table: dict[str, dict[str, Any]], account: s
 
 
 def account_event(loop: LoopDef, st: Any, run_id: str, log: str, entry: dict[str, Any],
-                  now: float) -> dict[str, Any]:
+                  now: float) -> events.AccountEvent:
     """One event for the account: the loops it holds, the reset or the fix."""
-    event = events.attention(loop, st, run_id, log, now)
     names = ", ".join(entry["loops"])
     if entry["kind"] == accounts.AUTH_REQUIRED:
         summary = f"the {entry['preset']} account needs a login: {entry['fix']}"
     else:
         summary = f"the {entry['preset']} account is rate-limited until {iso(entry['until'])}"
     text = f"{summary}; held: {names}" + (f"; {entry['error']}" if entry.get("error") else "")
-    event.update(reason=entry["kind"], summary=line(f"{summary} (loops: {names})"),
-                 evidence={"source": "loopctl", "text": line(text)},
-                 account={"preset": entry["preset"], "kind": entry["kind"],
-                          "until": iso(entry["until"]), "loops": list(entry["loops"]),
-                          "fix": entry["fix"] if entry["kind"] == accounts.AUTH_REQUIRED
-                          else None})
-    return event
+    told = events.attention(loop, st, run_id, log, now).told(
+        entry["kind"], line(f"{summary} (loops: {names})"), line(text))
+    held = events.HeldAccount(
+        preset=entry["preset"], kind=entry["kind"], until=iso(entry["until"]),
+        loops=list(entry["loops"]),
+        fix=entry["fix"] if entry["kind"] == accounts.AUTH_REQUIRED else None)
+    return told.grown(events.AccountEvent, account=held)

@@ -125,7 +125,8 @@ class Gate:
     def blocked(self) -> bool:
         return self.outcome is not None
 
-    def record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The run record's `gate`."""
         return {"exit_code": self.exit_code, "output_tail": self.output}
 
 

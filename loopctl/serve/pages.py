@@ -161,6 +161,7 @@ def _history(name: str, records: list[dict[str, Any]]) -> str:
     from loopctl.domain.reason import run_reason
 
     rows = []
+    machines = any(r.get("machine") for r in records)  # a team store's (DESIGN §21)
     for r in reversed(records[-HISTORY_ROWS:]):
         duration = r.get("duration_s")
         check = r.get("check") or {}
@@ -174,12 +175,14 @@ def _history(name: str, records: list[dict[str, Any]]) -> str:
             f"<td>{esc('' if not check else 'pass' if check.get('passed') else 'fail')}"
             f"{esc(' ' + format(check['metric'], 'g') if check.get('metric') is not None else '')}"
             f"</td><td>{esc((r.get('decision') or {}).get('decision'))}</td>"
-            f'<td class="reason">{esc(run_reason(r) or r.get("note"))}</td></tr>')
+            f'<td class="reason">{esc(run_reason(r) or r.get("note"))}</td>'
+            + (f"<td>{esc(r.get('machine'))}</td>" if machines else "") + "</tr>")
     if not rows:
         return '<p class="none">no finished runs yet</p>'
     return ('<table class="history"><thead><tr><th>run</th><th>started (UTC)</th><th>took</th>'
             "<th>outcome</th><th>exit</th><th>cost</th><th>check</th><th>decision</th>"
-            f"<th>reason</th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<th>reason</th>{'<th>machine</th>' if machines else ''}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _log_tail(store: Store, name: str, info: dict[str, Any]) -> str:

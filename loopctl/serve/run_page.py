@@ -31,7 +31,7 @@ def _facts(record: dict[str, Any]) -> str:
             ("metric", check.get("metric")),
             ("decision", (record.get("decision") or {}).get("decision")),
             ("summary", (record.get("decision") or {}).get("summary")),
-            ("note", record.get("note"))]
+            ("note", record.get("note")), ("machine", record.get("machine"))]
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows
                             if v is not None and v != "") + "</dl>"
 
@@ -48,13 +48,35 @@ def run_page(store: Store, name: str, run_id: str) -> bytes:
     record = read_record(store.paths, name, run_id) if is_known(store.paths, name, run_id) \
         else None
     if record is None:
-        raise LoopctlError(f"no run {run_id!r} of {name!r} (see its history)", 4)
+        return _team_run_page(store, name, run_id)
     data, cut = read_tail(store.paths.run_log(name, run_id), LOG_LIMIT) or (b"", False)
-    text = data.decode("utf-8", "replace")
+    return _page(name, run_id, record, " (the last MiB)" if cut else "",
+                 data.decode("utf-8", "replace"))
+
+
+def _team_run_page(store: Store, name: str, run_id: str) -> bytes:
+    """Another machine's run (DESIGN §21): its record and log tail from the
+    team store, checked as untrusted (commands/team_runs), and where the
+    whole log is."""
+    from loopctl.storage.pg.gate import home_has_store as team_home
+
+    found = None
+    if team_home(store):
+        from loopctl.commands.team_runs import log_of
+
+        found = log_of(store, name, run_id)
+    if found is None:
+        raise LoopctlError(f"no run {run_id!r} of {name!r} (see its history)", 4)
+    said = (f" (the last 64 KiB, from the team store; the whole log is on machine "
+            f"{found.machine}, {found.path or 'path not recorded'})")
+    return _page(name, run_id, found.record, said, found.tail.decode("utf-8", "replace"))
+
+
+def _page(name: str, run_id: str, record: dict[str, Any], said: str, text: str) -> bytes:
     style = resources.files("loopctl.serve").joinpath("static").joinpath("app.css").read_text()
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{esc(name)} {esc(run_id)} · loopctl</title><style>{style}</style>"
             f'</head><body><main><h1><a href="{esc(href(name))}">{esc(name)}</a> '
-            f"run {esc(run_id)}</h1>{_facts(record)}<h2>Log"
-            + (" (the last MiB)" if cut else "") + f'</h2><pre class="log">{esc(text)}</pre>'
+            f"run {esc(run_id)}</h1>{_facts(record)}<h2>Log{esc(said)}"
+            f'</h2><pre class="log">{esc(text)}</pre>'
             "</main></body></html>").encode()

@@ -250,6 +250,17 @@ def file_signature(path: str | Path) -> list[int] | None:
     return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
+def owes_team(state_dir: str) -> bool:
+    """Whether the home holds run records or skipped slots its team store
+    has not taken yet (storage/team_outbox.py): `tick` then takes the full
+    path, whose pass sends them. One failed `scandir` in a home of files."""
+    try:
+        with os.scandir(os.path.join(state_dir, "team-outbox")) as found:
+            return any(True for _ in found)
+    except OSError:
+        return False
+
+
 def read_bounded(path: str | Path, limit: int) -> bytes | None:
     """At most `limit` bytes of a regular file, never through a symlink, and
     never blocking on a FIFO planted under the name; None otherwise."""

@@ -206,6 +206,9 @@ def remember(paths: Paths, loop: str, run_id: str, skipped: bool = False) -> Non
     from loopctl.storage import run_digest
 
     run_digest.add(paths, loop, run_id)
+    from loopctl.storage.team_outbox import note_record
+
+    note_record(paths, loop, run_id)  # a team store's record: the team is owed it
 
 
 def is_known(paths: Paths, loop: str, run_id: str) -> bool:
@@ -261,7 +264,9 @@ def append_skips(paths: Paths, entries: list[tuple[str, dict[str, Any]]]) -> Non
     the newest MAX_SKIPS. Best effort: a skip record must never stop a
     pass that fires other loops."""
     from loopctl.storage.atomic import atomic_write
+    from loopctl.storage.team_outbox import note_skips
 
+    note_skips(paths, entries)  # in a home with a team store, the team's too
     by_loop: dict[str, list[dict[str, Any]]] = {}
     for loop, entry in entries:
         by_loop.setdefault(loop, []).append(entry)

@@ -288,6 +288,9 @@ def test_a_loop_of_a_marked_account_shows_held_with_the_fix(
     [c] = [x for x in cli.json("ls")["loops"] if x["name"] == "c"]
     assert (c["status"], c["reason"], c["held"]["kind"]) == \
         ("held", "auth_required", "auth_required")
+    # The LOOP object's `held`, a record's JSON: its keys as they always were.
+    assert list(c["held"]) == ["kind", "until", "presets", "fix", "note"]
+    assert (c["held"]["until"], c["held"]["presets"]) == (None, ["claude"])
     watch = cli("watch", env=agents.env, timeout=15, check=0).stdout
     assert "held (auth_required)" in watch and "claude /login" in watch, watch
     # The loop whose own run failed keeps that run's reason in LAST (issue 51 item 10).

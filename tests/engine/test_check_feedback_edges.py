@@ -183,7 +183,7 @@ def test_the_envelope_with_a_check_and_a_pr_to_fix_stays_bounded() -> None:
     fix = Plan("continue", "https://github.com/o/r/pull/7", "loopctl/l/20261201T030000Z-0001",
                failed=[Check("c" * 300, "fail", "l" * 300, "w" * 300)] * 50, attempt=1,
                limit=3, logs={"1": flood, "2": flood, "3": flood})
-    last = {"exit_code": 1, "passed": False, "metric": None, "output_tail": flood}
+    last = verify.LastCheck(exit_code=1, passed=False, metric=None, output_tail=flood)
     text = wrap(loop, "make the tests pass", st, 2, 1000.0,
                 {"branch": fix.branch, "base_ref": "origin/" + fix.branch},
                 check=last, pr_fix=fix)

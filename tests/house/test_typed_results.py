@@ -23,8 +23,12 @@ SERIALIZERS = {"to_json", "as_loop"}
 ALLOWED = {
     "loopctl.commands.drivers.run_now": "the run record the supervisor returns; it becomes a "
                                         "typed record with the run record (domain/records.py)",
+    "loopctl.commands.team_runs.cleaned": "a run record read from the team store: typed with "
+                                          "the run record",
+    "loopctl.commands.team_runs.latest": "the team's newest run record: typed with the run "
+                                         "record",
 }
-CEILING = {"domain": 36, "engine": 16}
+CEILING = {"domain": 19, "engine": 8}
 
 
 def untyped_returns(module: str, path: Path) -> Iterator[str]:

@@ -1,12 +1,14 @@
 """A TCP proxy in front of the test server, to cut the link to the store
 without touching the server: while `down`, each connection is accepted and
-closed at once (and counted), and the connections being relayed are cut."""
+closed at once (and counted), and the connections being relayed are cut.
+`sent` counts the bytes clients sent the server: every query is some."""
 
 from __future__ import annotations
 
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -14,6 +16,7 @@ class Proxy:
     target_port: int
     down: bool = False
     refused: int = 0
+    sent: int = 0
     port: int = 0
     _open: list[socket.socket] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -62,13 +65,22 @@ class Proxy:
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
             with self._lock:
                 self._open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+            for a, b, count in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(a, b, count), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, count: bool) -> None:
+        _pump(source, sink, self._count if count else None)
+
+    def _count(self, size: int) -> None:
+        with self._lock:
+            self.sent += size
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
+def _pump(source: socket.socket, sink: socket.socket, count: Any = None) -> None:
     try:
         while data := source.recv(65536):
+            if count is not None:
+                count(len(data))
             sink.sendall(data)
     except OSError:
         pass

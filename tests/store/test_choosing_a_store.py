@@ -100,9 +100,13 @@ def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path, tmp_path: P
     folder.mkdir()
     cli("start", "--name", "disk", "--every", "10m", "--cwd", str(folder), "true", check=0)
     assert b"store" in (home / "loops.yaml").read_bytes()
-    for args in (("ls",), ("status", "disk")):
+    cli("run", "disk", check=0)  # a record and a log: nothing owed to any team
+    assert not (home / "state" / "team-outbox").exists()
+    for args in (("ls",), ("status", "disk"), ("history", "disk"),
+                 ("history", "disk", "--skipped"), ("logs", "disk")):
         loaded = imported_modules(*args)
-        assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team"))]
+        assert not [m for m in loaded if m.startswith(("psycopg", "loopctl.storage.pg.team",
+                                                       "loopctl.commands.team_runs"))]
 
 
 def test_a_machine_name_that_cannot_be_shown_is_refused(cli: CLI, home: Path) -> None:
@@ -154,3 +158,31 @@ def test_a_loops_yaml_past_the_bound_is_refused_without_being_read_whole(
     assert proc.returncode == 3, (proc.stdout, proc.stderr)
     (line,) = proc.stderr.strip().splitlines()
     assert "larger than 8 MiB" in line
+
+
+@pytest.mark.parametrize("param", ["passfile=/etc/shadow", "service=prod", "requirepeer=root",
+                                   "options=-c%20default_transaction_read_only%3Don",
+                                   "PassFile=/x"])
+def test_a_libpq_parameter_that_picks_secrets_is_refused_in_loops_yaml(
+        cli: CLI, home: Path, param: str) -> None:
+    """loops.yaml travels: it may say where and how to connect, not which
+    local secret to send or which server settings every session gets."""
+    write_loops(home, f"postgresql://u@db.example/loops?sslmode=require&{param}")
+    before = files_under(home)
+    proc = cli("ls")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert f"store parameter {param.partition('=')[0]!r} is not allowed in loops.yaml" in lines[0]
+    assert files_under(home) == before
+
+
+def test_where_and_how_to_connect_are_allowed_in_loops_yaml() -> None:
+    from loopctl.storage.pg.dsn import check_dsn
+
+    dsn = ("postgresql://u@db.example:5433/loops?sslmode=verify-full&sslrootcert=/etc/ca.pem"
+           "&connect_timeout=5&application_name=loopctl&target_session_attrs=read-write")
+    assert check_dsn(dsn, "loops.yaml", in_file=True) == dsn
+    # The environment is the machine owner's: any parameter.
+    env = "postgresql://u@db.example/loops?passfile=/home/u/.pgpass&options=-c%20x%3Dy"
+    assert check_dsn(env, "LOOPCTL_STORE", in_file=False) == env

@@ -34,8 +34,9 @@ from loopctl.storage.run_files import write_prompt as write_prompt_file
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import IO, Any
-    pass
+    from typing import IO
+
+    from loopctl.domain.verify import LastCheck
 
 
 @record
@@ -197,15 +198,19 @@ def write_prompt(ctx: RunContext, claim: Claim, cwd: str, now: float, prepared: 
     return text, str(path)
 
 
-def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> dict[str, Any] | None:
+def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> LastCheck | None:
     """The loop's last check with its output tail, read from its record."""
+    from loopctl.domain.verify import LastCheck
     from loopctl.storage.runs import read_record
 
     last = st.get("last_check")
     if not loop.check or not last:
         return None
     record = read_record(ctx.store.paths, ctx.name, last["run_id"]) or {}
-    return {**last, "output_tail": (record.get("check") or {}).get("output_tail")}
+    tail = (record.get("check") or {}).get("output_tail")
+    return LastCheck(exit_code=last.get("exit_code"), passed=bool(last.get("passed")),
+                     metric=last.get("metric"), why=last.get("why"),
+                     output_tail=tail if isinstance(tail, str) else "")
 
 
 def missing_cwd(cwd: str) -> str:

@@ -43,11 +43,11 @@ def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result:
         log_truncated=ctx.bounds.truncated, sandbox=launched.sandbox if launched else "off",
     )
     if done.gate is not None:
-        add_fields(record, {"gate": done.gate.record()})
+        add_fields(record, {"gate": done.gate.to_json()})
     if result.check is not None:
         add_fields(record, {"check": result.check})
     if done.pr_fix is not None:
-        add_fields(record, {"pr_feedback": done.pr_fix.record()})
+        add_fields(record, {"pr_feedback": done.pr_fix.to_json()})
     if done.guarded is not None:
         from loopctl.domain.protect import record_fields
 
@@ -125,6 +125,9 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
         if st is not None:  # under the lock: the index and the files agree
             prune(paths, ctx.name, loop.keep_runs, in_flight)
     events.dispatch(store, pending)
+    from loopctl.engine.team_publish import publish_pending  # DESIGN §21: the team's copy
+
+    publish_pending(store)  # after the lock: the store may be slow or down
     return in_flight
 
 
@@ -156,7 +159,7 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
 
 
 def protected_event(ctx: RunContext, guarded: Guarded | None, loop: LoopDef, st: LoopState,
-                    log: str, now: float) -> dict[str, Any] | None:
+                    log: str, now: float) -> events.ProtectedEvent | None:
     """One `protected_changed` attention event for a run that tried."""
     if guarded is None or not guarded.changed:
         return None
@@ -164,11 +167,10 @@ def protected_event(ctx: RunContext, guarded: Guarded | None, loop: LoopDef, st:
     from loopctl.domain.untrusted import line
 
     text = rules.event_text(guarded.changed)
-    out = events.attention(loop, st, ctx.run_id, log, now)
-    out.update(reason="protected_changed", summary=f"{loop.name}: protected changed: {text}",
-               evidence={"source": "loopctl", "text": text},
-               protected=[line(p) for p in guarded.changed[:rules.RECORDED]])
-    return out
+    told = events.attention(loop, st, ctx.run_id, log, now).told(
+        "protected_changed", f"{loop.name}: protected changed: {text}", text)
+    return told.grown(events.ProtectedEvent,
+                      protected=[line(p) for p in guarded.changed[:rules.RECORDED]])
 
 
 def mark_unsaved(ctx: RunContext, message: str) -> None:

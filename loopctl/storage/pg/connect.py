@@ -38,12 +38,13 @@ def connect_timeout() -> int:
     return max(2, int(text))
 
 
-def connect(dsn: str) -> Any:
-    """An autocommit connection (each change in an explicit transaction)."""
+def connect(dsn: str, **options: Any) -> Any:
+    """An autocommit connection (each change in an explicit transaction);
+    `options`: more libpq parameters (keepalives)."""
     psycopg = driver()
     try:
         return psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout(),
-                               application_name="loopctl")
+                               application_name="loopctl", **options)
     except psycopg.Error as exc:
         raise StoreUnreachable(f"store {redact(dsn)} is unreachable: {first_line(exc)}") \
             from None

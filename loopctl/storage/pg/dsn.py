@@ -21,6 +21,19 @@ SCHEMES = ("postgresql", "postgres")
 WAY_OUT = ("give the password through PGPASSWORD, ~/.pgpass or a service file "
            "(PGSERVICEFILE), never in loops.yaml")
 EXPECTED = "expected postgresql://USER@HOST[:PORT]/DB"
+# The libpq parameters a loops.yaml DSN may carry: where the server is, who
+# connects, and how the link is secured. loops.yaml travels (git, a pasted
+# file, a pull request), so the others are refused there: `passfile` and
+# `service`/`servicefile` would pick which local secret is sent, `options`
+# sets server settings for every session (read-only transactions, a
+# search_path), `requirepeer`/`gss*`/`krb*` change who proves what. The
+# environment (LOOPCTL_STORE) may carry any: it is the machine owner's.
+FILE_PARAMETERS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "sslmode", "sslrootcert", "sslcert", "sslkey",
+    "sslcrl", "sslnegotiation", "channel_binding", "connect_timeout", "application_name",
+    "target_session_attrs", "load_balance_hosts", "keepalives", "keepalives_idle",
+    "keepalives_interval", "keepalives_count", "tcp_user_timeout",
+})
 
 
 def check_dsn(text: object, where: str, in_file: bool) -> str:
@@ -48,7 +61,19 @@ def check_dsn(text: object, where: str, in_file: bool) -> str:
         raise UnreadableError(f"{where}: store {shown(dsn)!r} names no host; {EXPECTED}")
     if in_file and has_password(dsn):
         raise UnreadableError(f"{where}: store holds a password; {WAY_OUT}")
+    if in_file:
+        _only_file_parameters(parts.query, where)
     return dsn
+
+
+def _only_file_parameters(query: str, where: str) -> None:
+    """Refuse a libpq parameter loops.yaml may not set (FILE_PARAMETERS)."""
+    for key, _ in parse_qsl(query, keep_blank_values=True):
+        if key.lower() not in FILE_PARAMETERS:
+            raise UnreadableError(
+                f"{where}: store parameter {key[:40]!r} is not allowed in loops.yaml; "
+                "expected only where and how to connect (host, port, dbname, user, sslmode, "
+                "ssl*, connect_timeout, ...): set others in LOOPCTL_STORE or a service file")
 
 
 def has_password(dsn: str) -> bool:

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False  # not `typing`: this module must stay cheap
+
+if TYPE_CHECKING:
+    from typing import Any
+
 ENV_STORE = "LOOPCTL_STORE"
 # storage/definitions.MAX_DEFS_BYTES, not imported: this module must stay
 # cheap (tests/store/test_choosing_a_store.py holds the two equal).
@@ -27,6 +32,19 @@ def gated(args: list[str]) -> bool:
         return False
     words = args[:args.index("--")] if "--" in args else args
     return not ({"--help", "-h"} & set(words))
+
+
+def store_set(top: dict[str, object]) -> bool:
+    """Whether a home whose loops.yaml's top-level settings are `top` has a
+    store (no check of the DSN: the gate made it; no psycopg)."""
+    return bool(os.environ.get(ENV_STORE, "").strip() or top.get("store"))
+
+
+def home_has_store(store: Any) -> bool:
+    """Whether the home of `store` (storage.store.Store) has a team store:
+    a glance at loops.yaml's bytes first, so a home of files reads no
+    definitions for it (`status`'s short path does not otherwise)."""
+    return may_have_store(str(store.paths.loops_file)) and store_set(store.read_defs().top)
 
 
 def may_have_store(loops_file: str) -> bool:

@@ -54,6 +54,33 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {SCHEMA}.slot_claims
         ADD COLUMN renewed_at timestamptz NOT NULL DEFAULT now()
     """,
+    # 4: every machine's run records and skipped slots, for the team's views
+    # (storage/pg/runs.py). A run is one row per (loop, machine, run_id): run
+    # ids are counted per machine, and a `lost` record the supervisor later
+    # replaces with its own is the same row. A skipped slot is keyed by the
+    # id its machine gave it, so sending it again after an outage is a no-op.
+    f"""
+    CREATE TABLE {SCHEMA}.runs (
+        loop text NOT NULL,
+        machine text NOT NULL,
+        run_id text NOT NULL,
+        record jsonb NOT NULL,
+        log_path text,
+        log_tail bytea,
+        log_cut boolean NOT NULL DEFAULT false,
+        recorded_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (loop, machine, run_id)
+    );
+    CREATE INDEX runs_newest ON {SCHEMA}.runs (loop, recorded_at DESC);
+    CREATE TABLE {SCHEMA}.skipped_slots (
+        skip_id text PRIMARY KEY,
+        loop text NOT NULL,
+        machine text NOT NULL,
+        entry jsonb NOT NULL,
+        recorded_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX skipped_slots_newest ON {SCHEMA}.skipped_slots (loop, recorded_at DESC)
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
