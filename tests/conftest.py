@@ -65,21 +65,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the xdist controller, or a plain run
         import compileall
 
-        import temp_place
-
-        # Before any worker starts: they and all they start inherit TMPDIR.
-        global TEMP_PLACE
-        TEMP_PLACE = temp_place.choose()
-
         compileall.compile_dir(str(TESTS.parent / "loopctl"), quiet=1)
         rewrite_test_modules_once(config)
-
-
-TEMP_PLACE = ""  # where the temporary files go (tests/temp_place.py), for the header
-
-
-def pytest_report_header() -> str:
-    return TEMP_PLACE
 
 
 # How fast hypothesis draws an input says nothing about loopctl, and CI runs

@@ -88,8 +88,7 @@ def test_the_guard_fails_a_test_that_rewrites_a_real_loopctl_file(tmp_path: Path
     home = guarded_home(tmp_path)
     inner = tmp_path / "inner"
     inner.mkdir()
-    for support in ("conftest.py", "temp_place.py"):  # the conftest imports temp_place
-        (inner / support).write_text((TESTS / support).read_text())
+    (inner / "conftest.py").write_text((TESTS / "conftest.py").read_text())
     (inner / "test_guarded.py").write_text(INNER_TESTS)
     (inner / "pytest.ini").write_text("[pytest]\n")  # not this checkout's addopts
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "LOOPCTL_"))}
@@ -285,8 +284,7 @@ def test_the_guard_tells_a_crontab_edit_outside_the_suite_from_its_own(tmp_path:
     for folder in (inner, signals):
         folder.mkdir()
     spool.write_text("0 * * * * backup\n")
-    for support in ("conftest.py", "temp_place.py"):  # the conftest imports temp_place
-        (inner / support).write_text((TESTS / support).read_text())
+    (inner / "conftest.py").write_text((TESTS / "conftest.py").read_text())
     (inner / "test_cron.py").write_text(CRON_TESTS)
     (inner / "pytest.ini").write_text("[pytest]\n")
     fake_crontab(tmp_path / "bin", spool)

@@ -8,8 +8,7 @@ No mock of the database anywhere: the server is Debian's `postgresql`, which
 
 PostgreSQL refuses to run as root, and CI runs as root: there the cluster
 belongs to `nobody` (setpriv drops to it for initdb and pg_ctl), and its
-folder lives under /tmp or /var/tmp (whichever the suite's temporary files
-use, tests/temp_place.py) where `nobody` can reach it. As any other user the
+folder lives under /tmp where `nobody` can reach it. As any other user the
 cluster is the user's own.
 
 Authentication is `trust` for connections from 127.0.0.1, as user `loopctl`:
@@ -125,9 +124,7 @@ def _server_env() -> dict[str, str]:
 
 
 def start_cluster(bin_dir: Path) -> Cluster:
-    from temp_place import shared_root
-
-    folder = Path(tempfile.mkdtemp(prefix="loopctl-pg-", dir=shared_root()))
+    folder = Path(tempfile.mkdtemp(prefix="loopctl-pg-", dir="/tmp"))
     data, log = folder / "data", folder / "server.log"
     if os.geteuid() == 0:
         nobody = pwd.getpwnam("nobody")
