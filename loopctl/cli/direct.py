@@ -45,7 +45,8 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
                           "queued": report.queued if report else [],
                           "still_queued": result.still_queued,
                           "lost": report.lost if report else [],
-                          "runs": result.records}, indent=2, default=str, allow_nan=False))
+                          "runs": [r.to_json() for r in result.records]},
+                         indent=2, default=str, allow_nan=False))
     return result.exit_code() if wait else 0
 
 

@@ -92,7 +92,8 @@ def _record_of(store: Store, fire: dict[str, Any]) -> RunRecord:
     from loopctl.storage.runs import read_record
 
     return read_record(store.paths, fire["loop"], fire["run_id"]) \
-        or RunRecord.new(fire["run_id"], fire["loop"], outcome="lost")
+        or RunRecord(run_id=fire["run_id"], loop=fire["loop"], outcome="lost",
+                     keys=["run_id", "loop", "outcome"])  # its file gone: what is known
 
 
 def _start_queued(store: Store, result: TickReport, chase: set[str], children: Children,
