@@ -2,7 +2,7 @@
 
 Records are read back as untrusted input: a damaged or planted file must not
 break `history` or `logs`, so each is bounded, never read through a symlink,
-and cleaned field by field (`loopctl.domain.records.clean_record`). Which
+and cleaned field by field (`RunRecord.from_json`, domain/run_record.py). Which
 runs exist is what loopctl itself wrote down (`run-index/<loop>.json`,
 updated under the store lock whenever a record is written), never what a
 listing of the folder shows: a file planted there with a run id's name is
