@@ -23,7 +23,7 @@ from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.engine.team_claims import claim_fires, team_set
-from loopctl.engine.team_state import alive_for, local_machine, shared_entries
+from loopctl.engine.team_state import alive_for, ask_to_kill, local_machine, shared_entries
 from loopctl.fast.data_class import factory, record
 from loopctl.settings import knob
 from loopctl.storage.definitions import Definitions
@@ -363,8 +363,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
             append_skips(store.paths, result.slot_skips)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
-        for _, run in result.replace:
-            signal_supervisor(run)
+        for name, run in result.replace:  # another machine's: asked through the store
+            signal_supervisor(run) or ask_to_kill(store, name, run)
         pending += launch_fired(store, defs, state, result.fired, report, now,
                                 spawn or spawn_supervisor)
         if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:
