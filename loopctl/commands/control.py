@@ -53,9 +53,9 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
         else:
             message = verbs.resume(loop, st, now, zone=clock.zone_of(loop))
             if text is not None:
-                from loopctl.storage.triggers import save_answer
+                from loopctl.storage.triggers import keep_text
 
-                save_answer(store.paths, name, text)
+                keep_text(store, name, "answer", text)
                 message += "; its next run gets your answer"
             if state.get("accounts"):
                 # The user says the account is fixed: this loop finds out
@@ -111,6 +111,10 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
         loop = defs.loops.get(name)
         defs.remove(name)
         state["loops"].pop(name, None)
+        if (shared := store.shared()) is not None:  # its pending payload and answer too
+            from loopctl.storage.pg.texts import drop
+
+            drop(shared, name)
         store.write_defs(defs)
         state["defs_sig"] = defs.signature
         store.write_state(state)

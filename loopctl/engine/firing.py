@@ -266,8 +266,12 @@ def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
     """A fire a trigger asked for takes its payload, under the lock that
     claimed it: a trigger after the claim waits for the next fire. Any
     fire takes a person's answer to a block (DESIGN §19)."""
-    from loopctl.storage.triggers import take_answer, take_pending
+    from loopctl.storage.triggers import take_answer, take_pending, take_team_texts
 
+    shared = store.shared()
+    if shared is not None:  # kept in the team store, for whichever machine fires
+        take_team_texts(store, shared, name, run["run_id"], run.get("trigger") == "api")
+        return
     if run.get("trigger") == "api":
         take_pending(store.paths, name, run["run_id"])
     take_answer(store.paths, name, run["run_id"])
