@@ -91,3 +91,21 @@ def test_an_answer_given_on_one_machine_reaches_the_next_run_on_another(
     assert seen(out) == ["payload=", "answer=", "payload=", "answer=use <postgres>",
                          "not sqlite"]
     assert pending(pg_dsn) == []
+
+
+@pytest.mark.parametrize("body", [b"x" * (64 * 1024 + 1), b"bad\0text", b"\xff\xfe"],
+                         ids=["too-long", "nul", "not-utf8"])
+def test_a_payload_row_the_checks_refuse_is_dropped_as_a_bad_file_is(
+        tmp_path: Path, pg_dsn: str, body: bytes) -> None:
+    """Anyone with the store's password may write a row: it is read at most
+    64 KiB + 1 bytes, checked as `--payload` is, and dropped when refused."""
+    m1, m2, out = team(tmp_path, pg_dsn, block=False)
+    assert m2.run("trigger", "asks").returncode == 0
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("INSERT INTO loopctl.pending_texts (loop, kind, body, machine) "
+                     "VALUES ('asks', 'trigger', %s, 'm2')", (body,))
+    assert len(tick(m1)["fired"]) == 1
+    assert seen(out) == ["payload=", "answer="]
+    assert pending(pg_dsn) == []
+    # Not even kept beside the run: the agent's folder never holds it.
+    assert not list((m1.home / "loopctl").rglob("*.trigger"))
