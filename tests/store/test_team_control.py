@@ -17,7 +17,7 @@ import pytest
 
 from conftest import wait_for
 from loopctl.storage.proc_identity import ref
-from store.machines import machines
+from store.machines import Machine, machines
 
 pytestmark = pytest.mark.real_processes
 
@@ -82,3 +82,32 @@ def test_stop_kill_on_another_machine_asks_the_owner_through_the_store(
         [entry] = [r[0] for r in conn.execute("SELECT entry FROM loopctl.loop_state")]
     assert by == ("m2",)
     assert entry["status"] == "stopped" and not entry.get("run"), entry
+
+
+def capacity(machine: Machine) -> str:
+    done = machine.run("doctor", "--json")
+    found = json.loads(done.stdout)["findings"]
+    return next(f["message"] for f in found if f["check"] == "capacity")
+
+
+def test_doctor_counts_another_machine_s_run_by_its_claim(
+        tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """m1's run is in flight on m2's count while its claim is renewed (its
+    pids mean nothing on m2), and not once the claim is recorded lost."""
+    monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))
+    marks = tmp_path / "marks"
+    m1, m2 = machines(tmp_path / "machines", 2, own_pids=True)
+    for m in (m1, m2):
+        m.define(LONG.format(dsn=pg_dsn, marks=marks, cwd=tmp_path))
+    assert m1.run("store", "init").returncode == 0
+    first = m1.popen("run", "long")
+    try:
+        wait_for(lambda: marks.exists() and "beat" in marks.read_text(), timeout=30)
+        assert "1 run(s) in flight" in capacity(m2)
+        with psycopg.connect(pg_dsn) as conn:
+            conn.execute("UPDATE loopctl.slot_claims SET lost_at = now()")
+        wait_for(lambda: first.poll() is not None, timeout=30)  # its fence stopped it
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert "0 run(s) in flight" in capacity(m2)
