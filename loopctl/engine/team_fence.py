@@ -40,7 +40,8 @@ class Fence:
 
     @property
     def request_note(self) -> str:
-        return f"stopped by `loopctl stop --kill` on machine {self.kill_by} (through the team store)"
+        return (f"stopped by `loopctl stop --kill` on machine {self.kill_by} "
+                "(through the team store)")
 
     @property
     def note(self) -> str:

@@ -24,8 +24,10 @@ store: {dsn}
 loops:
   asks:
     prompt: |
-      {{ echo "payload=$(cat "$LOOPCTL_TRIGGER_FILE" 2>/dev/null)"; echo "answer=$(cat "$LOOPCTL_ANSWER_FILE" 2>/dev/null)"; }} >> {out}
-      [ -n "$LOOPCTL_ANSWER_FILE" ] || [ -z "{block}" ] || {python} -m loopctl decide block --summary "which database?"
+      echo "payload=$(cat "$LOOPCTL_TRIGGER_FILE" 2>/dev/null)" >> {out}
+      echo "answer=$(cat "$LOOPCTL_ANSWER_FILE" 2>/dev/null)" >> {out}
+      [ -n "$LOOPCTL_ANSWER_FILE" ] || [ -z "{block}" ] ||
+        {python} -m loopctl decide block --summary "which database?"
     agent: shell
     cron: 0 0 1 1 *
     cwd: {cwd}
