@@ -35,18 +35,19 @@ LOOP = """\
   {name}:
     prompt: {prompt}
     agent: shell
-    every: 2s
+    every: 1s
     cwd: {cwd}
     timeout: 1m
     max_runs: 100000
     max_failures: 0
 """
-# ~0.8 s of beats: long enough that kills land mid-body, short enough that
-# a two-second slot is not always still running. No failure limit: every
+# ~1.5 s of beats, longer than a slot (1 s): kills land mid-body, and a body
+# its supervisor's death failed to kill would still beat when the next
+# slot's body starts (the slots between are skipped while a run is in flight). No failure limit: every
 # lost run is a failure, and a paused loop would end the storm.
 BODY = ("mark() {{ read up _ < /proc/uptime; "
         "echo \"$1 {loop} $LOOPCTL_MACHINE $$ $up $LOOPCTL_RUN_ID\" >> {marks}; }}; "
-        "mark start; for i in 1 2 3 4 5 6 7 8; do mark beat; sleep 0.1; done; mark end")
+        "mark start; for i in $(seq 15); do mark beat; sleep 0.1; done; mark end")
 DAEMON = "while :; do {py} -m loopctl daemon; sleep 0.2; done"
 TICKS = "while :; do {py} -m loopctl tick; sleep 0.5; done"
 
@@ -91,7 +92,7 @@ class Storm:
                 [*OWN_PIDS, "sh", "-c", script], stdout=log, stderr=log, env=machine.env())
             log.close()
 
-    def rage(self, seconds: float, pace: tuple[float, float] = (0.4, 1.2),
+    def rage(self, seconds: float, pace: tuple[float, float] = (0.8, 2.0),
              seed: int | None = None) -> None:
         """Every `pace` seconds for `seconds`, SIGKILL a random running
         supervisor (three times in four: waiting up to a second for one to
@@ -307,6 +308,10 @@ def check_counters(claims: list[tuple], runs: list[tuple], state: dict[str, Any]
         if entry.get("iterations") != claimed or claimed != recorded:
             broken.append(f"loop {loop}: iterations {entry.get('iterations')}, "
                           f"{claimed} claims, {recorded} runs recorded")
+        tallied = (entry.get("tally") or {}).get("runs", {})
+        outcomes = dict(Counter(row[3] for row in runs if row[0] == loop))
+        if tallied != outcomes:
+            broken.append(f"loop {loop}: its tally counts {tallied}, the store records {outcomes}")
         if entry.get("run"):
             broken.append(f"loop {loop}: run {entry['run'].get('run_id')} still in flight "
                           "after the team settled")
