@@ -37,10 +37,17 @@ sys.modules.pop("store", None)
 MACHINES = ("m1", "m2", "m3")
 
 
+def idle_entry(name: str, cwd: Path) -> str:
+    """A loop that is not due (its first slot next New Year): a pass weighs
+    it and fires nothing, so the ticks compare the drivers' bookkeeping."""
+    return loop_entry(name, ["true"], cwd=str(cwd)).replace("    every: 1h\n",
+                                                            "    cron: 0 0 1 1 *\n")
+
+
 def homes(tmp: Path, dsn: str, loops: int) -> dict[str, tuple[Path, dict[str, str]]]:
     """The home of files and the three machines' homes, each ticked once (the
     first pass reconciles: state rows for every loop)."""
-    entries = [loop_entry(f"l{i:04d}", ["true"], every="1h", cwd=str(tmp)) for i in range(loops)]
+    entries = [idle_entry(f"l{i:04d}", tmp) for i in range(loops)]
     made: dict[str, tuple[Path, dict[str, str]]] = {}
     write_loops(tmp / "files", entries)
     made["files"] = (tmp / "files", env_for(tmp / "files"))
