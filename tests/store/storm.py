@@ -43,8 +43,9 @@ LOOP = """\
 """
 # ~1.5 s of beats, longer than a slot (1 s): kills land mid-body, and a body
 # its supervisor's death failed to kill would still beat when the next
-# slot's body starts (the slots between are skipped while a run is in flight). No failure limit: every
-# lost run is a failure, and a paused loop would end the storm.
+# slot's body starts (the slots between are skipped while a run is in
+# flight). No failure limit: every lost run is a failure, and a paused loop
+# would end the storm.
 BODY = ("mark() {{ read up _ < /proc/uptime; "
         "echo \"$1 {loop} $LOOPCTL_MACHINE $$ $up $LOOPCTL_RUN_ID\" >> {marks}; }}; "
         "mark start; for i in $(seq 15); do mark beat; sleep 0.1; done; mark end")
@@ -145,15 +146,16 @@ class Storm:
         return found
 
     def stop(self) -> None:
-        """Every machine dies at once (its namespace's init killed: the
-        kernel kills the rest), then the team settles: once every claim is
-        stale, one pass on each machine records what was lost and sends its
-        records to the store."""
+        """Every machine dies at once (unshare killed, its namespace's init
+        with it, and the kernel kills the rest)."""
         for proc in self.drivers.values():
             proc.kill()
             proc.wait(timeout=30)
 
     def settle(self, stale: float) -> None:
+        """Once no claim is fresh (the store's clock), a pass on each machine
+        records what was lost, and a second sends the records the first
+        wrote to the store."""
         deadline = time.monotonic() + 10 * stale + 60
         while in_flight_claims(self.dsn, stale) and time.monotonic() < deadline:
             time.sleep(0.2)
