@@ -20,7 +20,7 @@ from loopctl.cli.feedback_opts import feedback_changes
 from loopctl.cli.gate_opts import gate_changes
 from loopctl.cli.github_opts import github_changes
 from loopctl.cli.objective_opts import NewObjective, objective_changes
-from loopctl.cli.options import JsonOpt, NameArg, duration, emit, fail, store, ts
+from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store, ts
 from loopctl.cli.render import relative
 from loopctl.cli.sandbox_opts import sandbox_changes
 from loopctl.cli.setting_opts import own_changes, pick, with_settings
@@ -36,19 +36,12 @@ if TYPE_CHECKING:
 
 
 def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
-    """Each error names the option given, not the loop it would become."""
-    from loopctl.domain.checks import check_cron, check_tz
-
+    """The rules between the schedule's options as given (`update --every`
+    replaces a cron schedule); their values are read once, by parse_loop."""
     if every is not None and cron is not None:
         fail("give --every or --cron, not both")
     if tz is not None and cron is None:
         fail("--tz only applies to --cron schedules")
-    if every is not None and every != "auto":
-        duration(every, "--every")
-    if cron is not None:
-        check_cron(cron, "--cron")
-    if tz is not None:
-        check_tz(tz, "--tz")
 
 
 def _hook(on_attention: str | None, clear: object) -> object:
@@ -147,7 +140,7 @@ def _agent_fields(command: str | None, agent: str | None, after: str | None,
     out: dict[str, Any] = {"command": command} if command is not None \
         else {"agent": agent or "shell"}
     if after is not None:
-        out["after"] = duration(after, "--after")
+        out["after"] = after
     if env:
         out["env"] = dict(check_env_pair(pair) for pair in env)
     return out
@@ -308,9 +301,19 @@ def update(
     if as_json:
         emit(result.to_json())
         return
+    _say_updated(name, changes)
+    if result.status in ("stopped", "completed", "failed", "expired"):
+        print(f"note: {name} is {result.status} and stays so; to run it again: "
+              f"`loopctl rm {name}`, then `loopctl start --name {name} ...`", file=sys.stderr)
+
+
+def _say_updated(name: str, changes: dict[str, Any]) -> None:
+    """`updated NAME: timeout 1h30m, ...`: each duration and size as
+    loops.yaml now holds it (the one parse wrote it), not as typed."""
     from loopctl.domain.reason import one_line
     from loopctl.domain.untrusted import mask
 
+    changes = {**changes, **_as_written(name, changes)}
     shown = {k: [mask(u) for u in v] if k == "notify" and v else v
              for k, v in sorted(changes.items(), key=lambda kv: _TABLE_ORDER.get(kv[0], 0))}
     for key in ("prompt", "prompt_file"):  # the one given, not the one it clears
@@ -320,6 +323,14 @@ def update(
         shown["prompt"] = repr(one_line(str(shown["prompt"]), 60))
     print(f"updated {name}: " + ", ".join(f"{k} {'none' if v is None else v}"
                                           for k, v in shown.items()))
-    if result.status in ("stopped", "completed", "failed", "expired"):
-        print(f"note: {name} is {result.status} and stays so; to run it again: "
-              f"`loopctl rm {name}`, then `loopctl start --name {name} ...`", file=sys.stderr)
+
+
+def _as_written(name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    keys = [k for k, v in changes.items()
+            if v is not None and k in BY_KEY and BY_KEY[k].kind in ("duration", "size")]
+    if not keys:
+        return {}
+    definition = reading.show(store(), name).definition
+    if not isinstance(definition, dict):
+        return {}
+    return {k: definition[k] for k in keys if k in definition}

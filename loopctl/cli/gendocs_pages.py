@@ -147,9 +147,10 @@ def _command_md(command: CommandLike, doc: str) -> list[str]:
 def setting_rows(settings: Sequence[Setting]) -> list[tuple[str, str, str, str, str]]:
     """Each loop key as (key, type, default, option, meaning)."""
     from loopctl.domain.loop_settings import default_text, expected
+    from loopctl.domain.setting_rules import rules_text
 
-    return [(s.key, expected(s), default_text(s),
-             s.option if s.flags else "", " ".join((s.doc or s.help).split()))
+    return [(s.key, expected(s), default_text(s), s.option if s.flags else "",
+             " ".join(f"{s.doc or s.help} {rules_text(s)}".split()))
             for s in settings]
 
 

@@ -40,17 +40,3 @@ def ts(text: str | None) -> float | None:
     return parse_iso(text) if text else None
 
 
-def duration(value: str | None, what: str) -> str | None:
-    """A duration option as given, checked; None when it was not given."""
-    if value is None:
-        return None
-    number = value.strip()
-    # ASCII digits only: str.isdigit() admits "²", which int() refuses.
-    if number.isascii() and number.isdigit() and int(number) > 0:
-        # A bare number parses as seconds; at the command line that is
-        # more often a forgotten unit (`--every 10` meaning ten minutes).
-        fail(f"bad {what} {value!r}: give a unit, like {number}s or {number}m")
-    from loopctl.domain.durations import parse_duration
-
-    parse_duration(value, what)
-    return value

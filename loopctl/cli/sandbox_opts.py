@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from loopctl.domain.confinement import MODES, check_extra
+from loopctl.domain.confinement import check_extra
 from loopctl.domain.errors import UsageError
 
 
@@ -16,9 +16,7 @@ def sandbox_changes(sandbox: str | None, sandbox_write: list[str] | None,
     """The options as loops.yaml keys; paths made absolute and checked to
     exist now, so a typo fails at `start`, not at 3 a.m."""
     changes: dict[str, Any] = {}
-    if sandbox is not None:
-        if sandbox not in MODES:
-            raise UsageError(f"bad --sandbox {sandbox!r}: expected one of {', '.join(MODES)}")
+    if sandbox is not None:  # read once, by parse_loop (its row's kind)
         changes["sandbox"] = sandbox
     for key, given in (("sandbox_write", sandbox_write), ("sandbox_read", sandbox_read)):
         if given is None:

@@ -1,8 +1,9 @@
 """Every `start`/`update` option of a loop setting, made from its row of the
 settings table (domain/loop_settings.py): the flag, its help, metavar, type,
 range and default. A row's `group` names the translator in `cli/*_opts.py`
-that turns its group's options into keys together (the context rules
-between them); a row without one is taken by its own parser (`given`)."""
+that turns its group's options into keys together; a row without one is
+mapped by `given`. None of them parses a value: `model.parse_loop` reads
+each once, naming it by its option (domain/setting_rules.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from typing import Annotated, Any, Optional, TypeVar
 import typer
 
 from loopctl.domain import loop_settings
-from loopctl.domain.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Python types of the kinds Typer parses itself; the rest arrive as text
@@ -45,7 +45,7 @@ def option(key: str, command: str = "start") -> Any:
     kind: Any = Path if setting.path else str if setting.clears and setting.kind == "count" \
         else _TYPES.get(setting.kind, str)
     extra: dict[str, Any] = {"metavar": setting.metavar} if setting.metavar else {}
-    if kind is int and not setting.group:  # the least by Click, the most by `given`
+    if kind is int and not setting.group:  # the least by Click, the most by parse_loop
         extra["min"] = setting.low
     if kind is bool:
         extra["show_default"] = False
@@ -115,9 +115,11 @@ def own_changes(settings: dict[str, Any], command: str) -> dict[str, Any]:
 
 
 def given(key: str, value: Any) -> dict[str, Any]:
-    """A value from the command line as its loops.yaml key, checked by the
-    row's one rule and named by the flag: absent when not given, None (the
-    key removed) for `none` or a flag turned off."""
+    """A value from the command line as its loops.yaml key, not yet parsed:
+    `model.parse_loop` reads it once, by its row's kind, naming the option
+    (loop_settings.read). Absent when not given, None (the key removed) for
+    `none` or a flag turned off; a count that may be `none` arrives as text
+    and goes on as the number it spells (what Typer does for the others)."""
     if value is None or value == []:
         return {}
     setting = loop_settings.BY_KEY[key]
@@ -127,16 +129,4 @@ def given(key: str, value: Any) -> dict[str, Any]:
         return {key: True if value else None}
     if setting.kind == "count" and isinstance(value, str):
         value = int(value) if value.isascii() and value.isdigit() else value
-    if setting.kind == "duration":
-        from loopctl.cli.options import duration
-
-        return {key: duration(value, setting.option)}
-    if setting.kind == "size":
-        from loopctl.domain.sizes import format_size, parse_size
-
-        return {key: format_size(parse_size(value, setting.option, setting.low))}
-    if loop_settings.problem(setting, value):
-        raise UsageError(f"bad {setting.option} {str(value)[:40]!r}: expected "
-                         f"{loop_settings.expected(setting)}"
-                         + (" or 'none'" if setting.clears else ""))
     return {key: list(value) if isinstance(value, (list, tuple)) else value}

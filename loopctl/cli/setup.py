@@ -16,7 +16,6 @@ from loopctl.cli.render import paint, terminal_width
 from loopctl.commands import common
 from loopctl.commands import doctor as checks
 from loopctl.commands import setup as setups
-from loopctl.commands import views as reading
 from loopctl.domain.durations import parse_duration
 from loopctl.domain.untrusted import line
 
@@ -24,7 +23,9 @@ from loopctl.domain.untrusted import line
 def validate(file: Annotated[Optional[Path], typer.Argument(help="File to check (default: loops.yaml).")] = None,
              as_json: JsonOpt = False) -> None:
     """Check a loops.yaml; exit 3 if unreadable, 2 if an entry is invalid."""
-    result = reading.validate(store(), file)
+    from loopctl.commands.validation import validate as check_file
+
+    result = check_file(store(), file)
     if as_json:
         emit(result.to_json())
     else:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.cli.options import duration, fail
+from loopctl.cli.options import fail
 from loopctl.cli.protect_opts import protect_given, warn_unmatched
-from loopctl.cli.setting_opts import given as given_setting
 from loopctl.domain.errors import UsageError
 
 
@@ -21,26 +20,27 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     git itself (a repository at --cwd, branch names git accepts)."""
     given = {"worktree": worktree, "base": base, "branch_prefix": branch_prefix, "push": push,
              "pr": pr, "merge": merge, "copy": copy,
-             "checks_timeout": duration(checks_timeout, "--checks-timeout"),
-             "max_file_size": _size(max_file_size), "protect": protect_given(protect)}
-    if worktree is False:  # off: its hand-off settings go with it
-        return dict.fromkeys(("worktree", "base", "branch_prefix", "push", "pr", "merge",
-                              "checks_timeout", "copy", "max_file_size", "fix_attempts",
-                              "protect"))
+             "checks_timeout": checks_timeout, "max_file_size": max_file_size,
+             "protect": protect_given(protect)}
+    if worktree is False:  # off: its hand-off settings (and the PR's) go with it
+        from loopctl.domain.setting_rules import goes_with
+
+        return dict.fromkeys(goes_with("worktree"))
     if pr is False:  # no PR: nothing to fix either
         given["fix_attempts"] = None
     given = {k: v if v != [] else None  # `--protect none`: [] clears
              for k, v in given.items() if v is not None or k == "fix_attempts"}
-    given_setting("merge", merge)  # the row's rule, named by the flag
     merged = {**current, **given}
     _check_handoff_options(merged)
     if not merged.get("worktree"):
         return given
     # Only for --worktree loops: loaded by every start, they would cost it ms.
+    from loopctl.domain.setting_rules import option_name
+    from loopctl.integrations.context_rules import git_repository
     from loopctl.integrations.git import check_prefix, check_ref
-    from loopctl.integrations.worktree import check_handoff_targets, repository
+    from loopctl.integrations.worktree import check_handoff_targets
 
-    repo, branch = repository(cwd)
+    repo, branch = git_repository(cwd, option_name("worktree"))  # the row's context rule
     if merged.get("base") is None:
         if branch is None:
             fail(f"--worktree: {cwd} has no branch checked out (detached HEAD); give --base")
@@ -65,23 +65,11 @@ def workspace_changes(cwd: str, current: dict[str, Any], *, worktree: bool | Non
     return given
 
 
-def _size(text: str | None) -> int | None:
-    if text is None:
-        return None
-    from loopctl.domain.sizes import parse_size
-
-    return parse_size(text, "--max-file-size")
-
-
 def _check_handoff_options(merged: dict[str, Any]) -> None:
-    """The table's rule, in option names (loops.yaml says `'push' needs
-    'worktree: true'`); before git is asked about any of them."""
-    from loopctl.domain.loop_settings import unmet_need
+    """The rows' `needs` rule (parse_loop checks it too, in the same words),
+    here before git is asked about any of them."""
+    from loopctl.domain.setting_rules import needs_text, option_name, unmet_need
 
     unmet = unmet_need(merged)
     if unmet:
-        key, needed = unmet
-        what = "--worktree" if needed == "worktree" else f"--{needed}"
-        fail(f"--{key.replace('_', '-')} needs {what}"
-             + (" (it hands off the branch of each run's worktree)"
-                if needed == "worktree" else ""))
+        fail(needs_text(*unmet, option_name))

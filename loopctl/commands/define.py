@@ -15,6 +15,7 @@ from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
+from loopctl.domain.setting_rules import given_by_options, option_name
 from loopctl.domain.state import TERMINAL, new_loop_state
 from loopctl.domain.timestamps import iso
 from loopctl.engine.store_wake import tell_others
@@ -87,22 +88,40 @@ def _repository(loop: LoopDef) -> list[str]:
 
 
 def _probe(name: str, raw: dict[str, Any]) -> LoopDef:
-    """`parse_loop`, its errors in `start`'s words: the loop does not exist
-    yet (no `loop 'probe': `), and loops.yaml keys are the options given
-    (`'push' needs 'worktree: true'` is `--push needs --worktree`)."""
+    """`parse_loop` of what `start` was given, its errors in `start`'s words:
+    the loop does not exist yet (no `loop 'probe': `), and each key is the
+    option that gave it."""
     try:
-        return parse_loop(name, raw)
+        return parse_loop(name, raw, option_name)
     except UsageError as exc:
         message = exc.message.removeprefix(f"loop {name!r}: ")
+        raise UsageError(in_options(message, KEYS)) from None
 
-        def option(match: re.Match[str]) -> str:
-            key = match.group(1)
-            if key not in KEYS:
-                return match.group(0)
-            return "--agent-arg" if key == "agent_args" else "--" + key.replace("_", "-")
 
-        message = re.sub(r"'([a-z_]+)(?:: true)?'", option, message)
-        raise UsageError(message) from None
+def _parse_changed(name: str, raw: dict[str, Any], changed: Any) -> LoopDef:
+    """`parse_loop` of a loop `update` changed: the keys it was given named
+    by their options, the others (from loops.yaml) by themselves; an error
+    about what was given is `start`'s, one about the file names the loop."""
+    try:
+        return parse_loop(name, raw, given_by_options(changed))
+    except UsageError as exc:
+        where = f"loop {name!r}: "  # a loop may be named like a key: left as it is
+        rest = in_options(exc.message.removeprefix(where), changed)
+        if exc.message.startswith(where) and not any(
+                option_name(key) in rest for key in changed):
+            rest = where + rest
+        raise UsageError(rest) from None
+
+
+def in_options(message: str, keys: Any) -> str:
+    """A message of a rule not yet told how to name a key (`named`), its
+    `'key'` (or `'key: true'`) written as the option when the command line
+    gave that key."""
+    def option(match: re.Match[str]) -> str:
+        key = match.group(1)
+        return option_name(key) if key in keys and key in KEYS else match.group(0)
+
+    return re.sub(r"'([a-z_]+)(?:: true)?'", option, message)
 
 
 def _taken(name: str, st: dict[str, Any] | None) -> str:
@@ -138,7 +157,7 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
         if changes.get("on_demand"):  # no time schedule left
             for key in ("every", "cron", "tz", "after"):
                 raw.pop(key, None)
-        loop = parse_loop(name, raw)
+        loop = _parse_changed(name, raw, changes)
         defs.raw_loops[name] = to_raw(loop)
         st = state["loops"].get(name)
         if st is not None and st.get("run"):

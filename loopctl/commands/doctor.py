@@ -166,7 +166,7 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
 def _check_cwd(loop: LoopDef, st: dict[str, Any], add: Add) -> None:
     """A working directory that is gone fails every run: an error for a loop
     that runs on its own, a warning for one that waits for a person."""
-    from loopctl.commands.views import missing_cwd
+    from loopctl.commands.validation import missing_cwd
 
     said = missing_cwd(loop)
     if said is not None:

@@ -1,10 +1,9 @@
-"""The reading commands: the LOOP object, `ls`, `status`, `show`, `validate`,
-`history`, `events`. They never write.
+"""The reading commands: the LOOP object, `ls`, `status`, `show`,
+`history`, `events` (`validate`: commands/validation.py). They never write.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import JSON_VERSION, snapshot
@@ -332,43 +331,6 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
         except LoopctlError:
             pass  # an invalid entry is shown as written
     return out
-
-
-@record(frozen=True)
-class Validation(Result):
-    """`validate`: the loops that parse, each invalid one with its error, the
-    concurrency caps in force, and warnings (a working directory gone)."""
-
-    file: str
-    valid: list[str]
-    invalid: dict[str, str]
-    max_concurrent: int
-    max_concurrent_per_agent: dict[str, int]
-    warnings: list[str]
-
-
-def validate(store: Store, path: Path | None) -> Validation:
-    from loopctl.domain.capacity import caps_of
-
-    defs = store.read_defs(path)
-    caps = caps_of(defs.top)
-    return Validation(file=str(path or store.paths.loops_file), valid=sorted(defs.loops),
-                      invalid=dict(sorted(defs.invalid.items())),
-                      max_concurrent=caps.total, max_concurrent_per_agent=caps.per_agent,
-                      warnings=[f"loop {name!r}: {said}" for name in sorted(defs.loops)
-                                if (said := missing_cwd(defs.loops[name]))])
-
-
-def missing_cwd(loop: LoopDef) -> str | None:
-    """`working directory X does not exist` (or is not a folder): every run
-    of the loop would fail so (a folder removed after `start`, a hand-written
-    loops.yaml); `validate` and `doctor` say it before the first run does."""
-    import os
-
-    from loopctl.domain.reason import cwd_missing
-
-    cwd = os.path.expanduser(loop.cwd)
-    return None if os.path.isdir(cwd) else cwd_missing(cwd, os.path.lexists(cwd))
 
 
 def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:

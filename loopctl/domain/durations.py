@@ -34,14 +34,18 @@ def parse_duration(text: object, what: str = "duration") -> int:
 
 
 def parse_setting(value: object, what: str) -> int:
-    """A duration from loops.yaml: as `parse_duration`, but a bare number
-    (`every: 10`, `timeout: "300"`) is refused as at the command line, where
-    `--every 10` is: ten seconds or ten minutes cannot be told apart."""
+    """A duration setting, from loops.yaml or (`what` an option, `--every`)
+    the command line: as `parse_duration`, but a bare number (`every: 10`,
+    `timeout: "300"`, `--every 10`) is refused: ten seconds or ten minutes
+    cannot be told apart. `--every 0` is a duration under 1s."""
     if isinstance(value, int) and not isinstance(value, bool) \
             or isinstance(value, str) and _is_number(value.strip()):
         number = str(value).strip()
-        raise UsageError(f"bad {what} {shorten(value)}: a bare number has no unit; "
-                         f"give one, like {number}s or {number}m")
+        if what.startswith("--") and int(number) > 0:  # an option: as its help says it
+            raise UsageError(f"bad {what} {value!r}: give a unit, like {number}s or {number}m")
+        if not what.startswith("--"):
+            raise UsageError(f"bad {what} {shorten(value)}: a bare number has no unit; "
+                             f"give one, like {number}s or {number}m")
     return parse_duration(value, what)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 
-from loopctl.domain.errors import UsageError
 from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
 from loopctl.domain.untrusted import block, line
@@ -30,14 +29,7 @@ from loopctl.fast.lazy_re import lazy
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any, TypedDict
-
-    class FeedbackFields(TypedDict, total=False):
-        """PR feedback's LoopDef fields: keyword arguments that
-        `model.parse_loop` merges into the one LoopDef it builds."""
-
-        fix_attempts: int
-        notes: bool
+    from typing import Any
 
 DEFAULT_FIX_ATTEMPTS = 3
 MAX_FIX_ATTEMPTS = 100
@@ -60,26 +52,6 @@ BUCKETS = ("pass", "fail", "pending", "skipping", "cancel")
 
 PR_URL = lazy(r"https://([A-Za-z0-9.-]+)/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/"
                     r"([0-9]{1,10})")
-
-
-def parse_options(raw: dict[str, Any], where: str) -> FeedbackFields:
-    """`fix_attempts` (a whole number 0-100; 0 turns PR feedback off) and
-    `notes` (true or false), as LoopDef fields."""
-    fields: FeedbackFields = {}
-    value = raw.get("fix_attempts")
-    if value is not None:
-        if isinstance(value, bool) or not isinstance(value, int) \
-                or not 0 <= value <= MAX_FIX_ATTEMPTS:
-            raise UsageError(f"{where}: 'fix_attempts' must be a whole number from 0 to "
-                             f"{MAX_FIX_ATTEMPTS}, got {str(value)[:40]!r}")
-        if not raw.get("pr"):
-            raise UsageError(f"{where}: 'fix_attempts' needs 'pr: true'")
-        fields["fix_attempts"] = value
-    notes = raw.get("notes", False)
-    if not isinstance(notes, bool):
-        raise UsageError(f"{where}: 'notes' must be true or false")
-    fields["notes"] = notes
-    return fields
 
 
 # -- what gh says ----------------------------------------------------------------------

@@ -10,7 +10,6 @@ touches a file or a process.
 from __future__ import annotations
 
 from loopctl.domain.checks import split_command
-from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
         `model.parse_loop` merges into the one LoopDef it builds."""
 
         gate: tuple[str, ...]
-        gate_timeout: int
 
 MAX_PAYLOAD = 64 * 1024  # bytes of UTF-8 a trigger may carry
 GATE_TAIL = 8 * 1024  # bytes of the gate's output kept (log, record, envelope)
@@ -31,14 +29,11 @@ GATE_TAIL = 8 * 1024  # bytes of the gate's output kept (log, record, envelope)
 
 def parse_gate(raw: dict[str, Any], where: str) -> GateFields:
     """`if` (split like `command`, run as written: no placeholders, the gate
-    gets no prompt) and `if_timeout`, as LoopDef fields."""
+    gets no prompt) as a LoopDef field; `if_timeout` is read by its row's kind."""
     fields: GateFields = {}
     gate = raw.get("if")
     if gate is not None:
         fields["gate"] = split_command(gate, where, key="if", placeholders=False)
-    timeout = raw.get("if_timeout")
-    if timeout is not None:
-        fields["gate_timeout"] = parse_setting(timeout, "'if_timeout'")
     return fields
 
 

@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         on_github: tuple[str, ...]
         github_repo: str | None
         github_command: str | None
-        github_anyone: bool
 
 # GitHub's event and action names: lower case, digits (`projects_v2_item`), `_`.
 EVENT_RE = re.compile(r"[a-z][a-z0-9_]{0,49}(\.[a-z][a-z0-9_]{0,49})?")
@@ -58,8 +57,7 @@ COMMENT_EVENTS = frozenset({"issue_comment", "pull_request_review_comment", "com
 
 
 def parse_github(raw: dict[str, Any], where: str) -> GithubFields:
-    """`on_github`, `github_repo`, `github_command`, `github_anyone` as LoopDef
-    fields; the last three need `on_github`."""
+    """`on_github`, `github_repo` and `github_command` as LoopDef fields."""
     events = raw.get("on_github") or []
     if isinstance(events, str):
         events = [events]
@@ -78,15 +76,9 @@ def parse_github(raw: dict[str, Any], where: str) -> GithubFields:
     if command is not None and not (isinstance(command, str) and COMMAND_RE.fullmatch(command)):
         raise UsageError(f"{where}: bad 'github_command' {shorten(command, 60)}: expected one "
                          "word of at most 40 characters, like /fix")
-    anyone = raw.get("github_anyone", False)
-    if not isinstance(anyone, bool):
-        raise UsageError(f"{where}: 'github_anyone' must be true or false")
-    given = [k for k, v in (("github_repo", repo), ("github_command", command),
-                            ("github_anyone", anyone or None)) if v is not None]
-    if given and not events:
-        raise UsageError(f"{where}: {given[0]!r} needs 'on_github'")
+    # `github_anyone` is read by its row's kind; the three need `on_github`
+    # by their rows' rule (setting_rules.NEEDS).
     fields["github_repo"], fields["github_command"] = repo, command
-    fields["github_anyone"] = anyone
     return fields
 
 

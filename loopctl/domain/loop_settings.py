@@ -10,7 +10,9 @@ the whole of serialising (domain/loop_raw.py), the `start`/`update` options
 (cli/setting_opts.py), the cached and JSON fields of `ls --json`
 (storage/defs_cache.py, commands/loop_object.py), the completions and the
 man page's loops.yaml reference (cli/gendocs.py), the limits line of
-`status` (cli/views.py) and the context rules (`NEEDS`).
+`status` (cli/views.py), and through domain/setting_rules.py each value's
+one parse (`read`, for loops.yaml and the command line) and the context
+rules (`needs`, `context`).
 
 Pure: no Typer, no I/O. Each value rule (`problem`) is written once and
 named by whoever reports it: `'max_procs'` for loops.yaml, `--max-procs`
@@ -90,8 +92,17 @@ class Setting:
     # name of a documented field that composes it; None: not shown.
     view: str | None = "own"
     # Context rule: the keys it means nothing without (set, or true), checked
-    # in one place (`unmet_need`) for loops.yaml and the command line alike.
+    # in one place (setting_rules.unmet_need) for loops.yaml and the command
+    # line alike, said by setting_rules.needs_text.
     needs: tuple[str, ...] = ()
+    # What a row that needs this one is told, after the rule: `--push needs
+    # --worktree (it hands off ...)`.
+    needed_why: str = ""
+    # Context rules that read the machine (the loop's folder, git), each
+    # named in setting_rules.CONTEXT_RULES, checked while the row is set: by the command
+    # line at start/update and by `validate` for loops.yaml, in one wording
+    # (integrations/context_rules.py holds the checks: domain/ reads no disk).
+    context: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -164,8 +175,8 @@ SETTINGS: tuple[Setting, ...] = (
        choices=AGENTS, metavar="PRESET", clears=True, rule="model", group="fallback",
        view="fallback_agent"),
     _s("cwd", "text", "Working directory (default: here).", default=".", objective=True,
-       commands=("start",),
-       write="always", group="objective", path=True, view="cwd"),
+       commands=("start",), rule="model", write="always", group="objective", path=True,
+       view="cwd"),
     _s("env", "map", "KEY=VALUE for the agent, or KEY to pass this name from the driver's "
        "environment at fire time (repeatable).", default={}, objective=True, commands=("start",),
        rule="model", group="objective", view=None),
@@ -192,7 +203,7 @@ SETTINGS: tuple[Setting, ...] = (
        choices=("one", "none"), default="one", view=None),
     _s("catch_up_window", "duration", "A missed slot older than this when a driver first "
        "sees it is recorded outside_window, not caught up (default: none, catch up however "
-       "late; 'none' clears).", clears=True, metavar="DURATION", rule="slots", view=None),
+       "late; 'none' clears).", clears=True, metavar="DURATION", view=None),
     _s("on_attention", "text", "Executable given attention events on stdin ('none' removes "
        "it).", clears=True, export="the path; the hook must exist there", group="policy",
        view=None),
@@ -224,9 +235,9 @@ SETTINGS: tuple[Setting, ...] = (
        "agent, 1 skips the fire ('none' clears).", field="gate", param="gate", metavar="CMD",
        clears=True, rule="gates", group="gate", view="gate"),
     _s("if_timeout", "duration", "Kill the gate after this long (default 2m); a timeout is a "
-       "gate_error.", field="gate_timeout", default=120, rule="gates", group="gate", view="gate"),
+       "gate_error.", field="gate_timeout", default=120, group="gate", view="gate"),
     _s("notes", "flag", "Keep a notes file across runs, at $LOOPCTL_NOTES_FILE for the agent "
-       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False, rule="feedback",
+       "(see `loopctl notes`).", flags=("--notes/--no-notes",), default=False,
        group="feedback", view="notes"),
     _yaml("created_at", "time", "When the loop was started (UTC); --for counts from it.",
           rule="model", view=None),
@@ -235,18 +246,18 @@ SETTINGS: tuple[Setting, ...] = (
        "clears the check and its options).", metavar="CMD", clears=True, rule="verify",
        group="check", view="check"),
     _s("check_timeout", "duration", "Kill the check after this long (default 10m); a timeout "
-       "fails it.", default=600, when="check", rule="verify", group="check", view="check",
-       needs=("check",)),
+       "fails it.", default=600, when="check", group="check", view="check", needs=("check",)),
     _s("until_check", "flag", "A passing check completes the loop, whatever the agent "
        "decided.", flags=("--until-check/--no-until-check",), default=False, when="check",
-       rule="verify", group="check", view="check", needs=("check",)),
+       group="check", view="check", needs=("check",)),
     _s("check_metric", "text", "The number in the regex's first group (first match in the "
        "check's output) is the run's metric; --no-progress counts runs with it unchanged "
        "('none' clears).", metavar="REGEX", clears=True, when="check", rule="verify",
        group="check", view="check", needs=("check",)),
     _s("worktree", "flag", "Run each fire in a fresh git worktree of the repository at --cwd.",
        flags=("--worktree/--no-worktree",), default=False, when="worktree", group="worktree",
-       view="workspace"),
+       view="workspace", needed_why="it hands off the branch of each run's worktree",
+       context=("git_repository",)),
     _s("base", "text", _WT + "branch each run starts from (default: the one checked out at "
        "start).", when="worktree", rule="checks", group="worktree", view="workspace",
        needs=("worktree",)),
@@ -274,21 +285,21 @@ SETTINGS: tuple[Setting, ...] = (
        default=50 * MiB, when="worktree", group="worktree", view=None, needs=("worktree",)),
     _s("fix_attempts", "count", "--pr: runs that continue a PR whose checks failed before it "
        "is left for review (default 3; 0: off).", metavar="N", default=3, high=100,
-       when="pr", rule="feedback", group="feedback", view="workspace"),
+       when="pr", group="feedback", view="workspace", needs=("pr",)),
     _s("on_github", "list", "GitHub webhook event that triggers the loop through `loopctl "
        "serve`, e.g. check_suite.completed or issue_comment.created (repeatable; `none` "
        "clears).", metavar="EVENT[.ACTION]", default=(), clears=True, rule="github",
        export="the workflow's `on:` events (GitHub)", group="github", view="github"),
     _s("github_repo", "text", "Only events of this repository trigger (`none` clears).",
        metavar="OWNER/NAME", clears=True, when="on_github", rule="github", group="github",
-       view="github"),
+       view="github", needs=("on_github",)),
     _s("github_command", "text", "Only comments whose first word is WORD trigger, e.g. /fix "
        "(`none` clears).", metavar="WORD", clears=True, when="on_github", rule="github",
-       group="github", view="github"),
+       group="github", view="github", needs=("on_github",)),
     _s("github_anyone", "flag", "Let comments, issues and PRs by anyone trigger, not only "
        "authors with write access (bots never do).",
        flags=("--github-anyone/--github-members-only",), default=False, when="on_github",
-       rule="github", group="github", view="github"),
+       group="github", view="github", needs=("on_github",)),
     _s("sandbox", "choice", "Confine the agent with Landlock: auto (agent presets, where the "
        "kernel allows), on (never unconfined), off.", choices=("auto", "on", "off"),
        rule="confinement", group="sandbox", view=None),
@@ -305,18 +316,6 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 # What a loop does, as `start` options: `update` refuses them (it changes
 # policy, never the objective) and says so rather than suggest a near flag.
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
-
-
-# Each row's named rule `needs`, in the order errors name them: the one rule
-# behind `'push' needs 'worktree: true'` and `--push needs --worktree`, and
-# `'check_timeout' needs 'check'`.
-NEEDS = tuple((s.key, needed) for s in SETTINGS for needed in s.needs)
-
-
-def unmet_need(values: dict[str, Any]) -> tuple[str, str] | None:
-    """The first (setting, needed) of NEEDS `values` breaks (truthy: set)."""
-    return next(((key, needed) for key, needed in NEEDS
-                 if values.get(key) and not values.get(needed)), None)
 
 
 def hold(fields: dict[str, Any], own: Any) -> dict[str, Any]:

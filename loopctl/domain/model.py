@@ -7,7 +7,7 @@ is what the store keeps, so an entry that fails here is preserved as written.
 
 from __future__ import annotations
 
-from loopctl.domain import loop_settings, protect, verify
+from loopctl.domain import loop_settings, protect, setting_rules, verify
 from loopctl.domain.checks import (
     check_branch,
     check_branch_prefix,
@@ -23,7 +23,6 @@ from loopctl.domain.durations import parse_setting
 from loopctl.domain.errors import UsageError, near_miss, shorten
 from loopctl.domain.names import PRESETS
 from loopctl.domain.objective import check_objective
-from loopctl.domain.sizes import parse_size
 from loopctl.fast.data_class import asdict, factory, record
 from loopctl.fast.data_class import fields as record_fields
 from loopctl.fast.lazy_re import lazy
@@ -31,11 +30,12 @@ from loopctl.fast.lazy_re import lazy
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
+    Named = Callable[[str], str]  # a key as an error names it (setting_rules.yaml_name)
+
 NAME_RE = lazy(r"[a-z0-9_][a-z0-9._-]{0,63}")  # compiled on first use (fast/lazy_re)
-OVERLAP = ("queue", "skip", "replace")
-CATCH_UP = ("one", "none")
 
 DEFAULT_MAX_RUNS = 50
 DEFAULT_FOR = 7 * 86400
@@ -53,7 +53,7 @@ DEFAULT_KEEP_RUNS = 50
 DEFAULT_MAX_LOG = 100 * 1024**2
 
 KEYS = loop_settings.KEYS
-GITHUB_KEYS = ("on_github", "github_repo", "github_command", "github_anyone")
+GITHUB_KEYS = setting_rules.goes_with("on_github")
 DEFAULT_BRANCH_PREFIX = "loopctl/"
 DEFAULT_CHECKS_TIMEOUT = 1800
 DEFAULT_MAX_FILE_SIZE = 50 * 2**20   # what the hand-off commits, per file
@@ -180,8 +180,10 @@ class LoopDef:
         return data
 
 
-def parse_loop(name: object, raw: object) -> LoopDef:
-    """Validate one entry; the error names the loop and the key."""
+def parse_loop(name: object, raw: object, named: Named = setting_rules.yaml_name) -> LoopDef:
+    """Validate one entry; the error names the loop and the key, each key as
+    `named` says: `'timeout'` from loops.yaml, `--timeout` where `start` or
+    `update` got it on the command line (the one parse of its value)."""
     check_name(name)
     assert isinstance(name, str)
     where = f"loop {name!r}"
@@ -196,18 +198,17 @@ def parse_loop(name: object, raw: object) -> LoopDef:
         raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")
     fields: dict[str, Any] = {"name": name}
     try:
+        _by_kind(raw, fields, named)
         _parse_what(raw, fields, where)
-        _parse_schedule(raw, fields, where)
-        _parse_policy(raw, fields, where)
+        _parse_schedule(raw, fields, where, named)
+        _parse_policy(raw, fields, where, named)
         _parse_workspace(raw, fields, where)
-        _parse_sandbox(raw, fields, where)
-        from loopctl.domain.feedback import parse_options
-
-        fields.update(parse_options(raw, where))
+        _parse_sandbox(raw, fields, where, named)
         if any(raw.get(key) is not None for key in GITHUB_KEYS):
             from loopctl.domain.github import parse_github
 
             fields.update(parse_github(raw, where))
+        _needs(raw, named)
     except UsageError as exc:
         if exc.message.startswith(where):
             raise
@@ -215,17 +216,29 @@ def parse_loop(name: object, raw: object) -> LoopDef:
     return LoopDef(**loop_settings.hold(fields, record_fields(LoopDef)))
 
 
+_BY_KIND = tuple(s for s in loop_settings.SETTINGS if setting_rules.by_kind(s))
 
-def _simple(raw: dict[str, Any], fields: dict[str, Any], *keys: str, where: str = "") -> None:
-    """Keys whose one rule is their row's (domain/loop_settings.problem)."""
-    for key in keys:
-        setting, value = loop_settings.BY_KEY[key], raw.get(key)
-        if value is None:
-            continue
-        problem = loop_settings.problem(setting, value)
-        if problem:
-            raise UsageError(f"{where}: {key!r} {problem}" if where else f"{key!r} {problem}")
-        fields[setting.name] = value
+
+def _by_kind(raw: dict[str, Any], fields: dict[str, Any], named: Named) -> None:
+    """Every row parsed by its kind alone, each by the one reader
+    (setting_rules.read); an absent key keeps the LoopDef's default."""
+    for setting in _BY_KIND:
+        value = raw.get(setting.key)
+        if value is not None:
+            fields[setting.name] = setting_rules.read(setting, value, named(setting.key))
+
+
+def _given(value: Any) -> bool:
+    """Set: not None, not false, not an empty list or mapping (0 is set)."""
+    return value is not None and value is not False and value != [] and value != {}
+
+
+def _needs(raw: dict[str, Any], named: Named) -> None:
+    """The rows' `needs` rules, over what was given (an empty list, a flag
+    turned off: not given), in the words of the route that gave each key."""
+    unmet = setting_rules.unmet_need({k: _given(v) for k, v in raw.items()})
+    if unmet:
+        raise UsageError(setting_rules.needs_text(*unmet, named))
 
 
 def _not_utf8(value: Any, key: str = "") -> str | None:
@@ -295,12 +308,7 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
     fields.update(
         prompt=prompt, prompt_file=prompt_file, agent=agent, cwd=cwd,
         env={k: None if v is None else str(v) for k, v in env.items()},
-        agent_args=tuple(agent_args),
-        model=_text(raw, "model", where), yolo=_flag(raw, "yolo", where),
-        raw=_flag(raw, "raw", where), until=_text(raw, "until", where),
-        on_attention=_text(raw, "on_attention", where),
-        continue_session=_flag(raw, "continue_session", where),
-        created_at=_created_at(raw, where),
+        agent_args=tuple(agent_args), created_at=_created_at(raw, where),
         notify=check_notify_urls(raw.get("notify"), where),
         fallback_agent=_fallback(raw, agent, where),
     )
@@ -365,7 +373,8 @@ def _on_demand(raw: dict[str, Any], where: str) -> bool:
     return on_demand
 
 
-def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str,
+                    named: Named) -> None:
     every, cron = raw.get("every"), raw.get("cron")
     fields["on_demand"] = _on_demand(raw, where)
     if not fields["on_demand"] and (every is None) == (cron is None):
@@ -373,59 +382,35 @@ def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str) -> 
     if cron is not None:
         if not isinstance(cron, str):
             raise UsageError(f"{where}: 'cron' must be text like '*/10 * * * *'")
-        fields["cron"] = check_cron(cron)
+        fields["cron"] = check_cron(cron, named("cron"))
         tz = _text(raw, "tz", where)
-        fields["tz"] = check_tz(tz) if tz is not None else None
+        fields["tz"] = check_tz(tz, named("tz")) if tz is not None else None
     elif not fields["on_demand"]:
         if raw.get("tz") is not None:
             raise UsageError(f"{where}: 'tz' only applies to 'cron' schedules")
         if every == "auto":
             fields["auto"] = True
         else:
-            fields["every"] = parse_setting(every, "'every'")
-    for key, default in (("min_delay", DEFAULT_MIN_DELAY), ("max_delay", DEFAULT_MAX_DELAY),
-                         ("keepalive", DEFAULT_KEEPALIVE)):
-        value = raw.get(key)
-        fields[key] = default if value is None else parse_setting(value, repr(key))
-    if fields["min_delay"] > fields["max_delay"]:
-        raise UsageError(f"{where}: 'min_delay' is longer than 'max_delay'")
-    if raw.get("after") is not None:
-        fields["after"] = parse_setting(raw["after"], "'after'")
+            fields["every"] = parse_setting(every, named("every"))
+    if fields.get("min_delay", DEFAULT_MIN_DELAY) > fields.get("max_delay", DEFAULT_MAX_DELAY):
+        raise UsageError(f"{named('min_delay')} is longer than {named('max_delay')}")
 
 
-def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
-    timeout, for_ = raw.get("timeout"), raw.get("for")
-    fields["timeout"] = DEFAULT_TIMEOUT if timeout is None else parse_setting(timeout, "'timeout'")
-    fields["for_s"] = DEFAULT_FOR if for_ is None else parse_setting(for_, "'for'")
-    counts = ("max_runs", "max_failures", "max_deferrals", "no_progress", "keep_runs")
-    fields.update({key: loop_settings.BY_KEY[key].default for key in counts})
-    _simple(raw, fields, *counts, where=where)
-    _parse_bounds(raw, fields, where)
+def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str,
+                  named: Named) -> None:
     from loopctl.domain.gates import parse_gate
 
     fields.update(parse_gate(raw, where))
-    fields.update(verify.parse_verify(raw, where))
+    fields.update(verify.parse_verify(raw, where, named))
     budget = raw.get("budget_usd")
     if budget is not None:
         if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget < 1e9:
             raise UsageError(f"{where}: 'budget_usd' must be a positive number of dollars")
         fields["budget_usd"] = float(budget)
-    fields.update(overlap=OVERLAP[0], catch_up=CATCH_UP[0])
-    _simple(raw, fields, "overlap", "catch_up", where=where)
-    if raw.get("catch_up_window") is not None:
-        from loopctl.domain.slots import parse_window
+    if fields.get("catch_up_window") is not None and fields.get("catch_up") == "none":
+        from loopctl.domain.slots import WINDOW_CONTRADICTION
 
-        parse_window(raw, fields, where)
-
-
-def _parse_bounds(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
-    """--max-log, --max-memory and the plain rows (DESIGN §14)."""
-    try:  # each size by its row's least
-        for key in (k for k in ("max_log", "max_memory") if raw.get(k) is not None):
-            fields[key] = parse_size(raw[key], repr(key), loop_settings.BY_KEY[key].low)
-    except UsageError as exc:
-        raise UsageError(f"{where}: {exc.message}") from None
-    _simple(raw, fields, *(s.key for s in loop_settings.PLAIN))
+        raise UsageError(f"{where}: {WINDOW_CONTRADICTION}")
 
 
 def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
@@ -440,17 +425,10 @@ def _ref(raw: dict[str, Any], key: str, check: Any, where: str) -> str | None:
 
 
 def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
-    fields["worktree"] = _flag(raw, "worktree", where)
-    fields["pr"] = _flag(raw, "pr", where)
     fields["base"] = _ref(raw, "base", check_branch, where)
     fields["branch_prefix"] = _ref(raw, "branch_prefix", check_branch_prefix, where) \
         or DEFAULT_BRANCH_PREFIX
     fields["push"] = _ref(raw, "push", check_remote, where)
-    fields["merge"] = None
-    _simple(raw, fields, "merge", where=where)
-    timeout = raw.get("checks_timeout")
-    fields["checks_timeout"] = DEFAULT_CHECKS_TIMEOUT if timeout is None \
-        else parse_setting(timeout, "'checks_timeout'")
     copy = raw.get("copy") or []
     if not isinstance(copy, list) or not all(
             isinstance(g, str) and g and not g.startswith("/") and ".." not in g.split("/")
@@ -458,22 +436,10 @@ def _parse_workspace(raw: dict[str, Any], fields: dict[str, Any], where: str) ->
         raise UsageError(f"{where}: 'copy' must be a list of globs inside the repository")
     fields["copy"] = tuple(copy)
     fields["protect"] = protect.check_patterns(raw.get("protect"), where)
-    size = raw.get("max_file_size")
-    if size is None:
-        fields["max_file_size"] = DEFAULT_MAX_FILE_SIZE
-    else:
-        from loopctl.domain.sizes import parse_size  # rare: not on the tick path
-
-        fields["max_file_size"] = parse_size(size, f"{where}: 'max_file_size'")
-    unmet = loop_settings.unmet_need(
-        {**fields, "max_file_size": fields["max_file_size"] != DEFAULT_MAX_FILE_SIZE})
-    if unmet:
-        key, needed = unmet
-        raise UsageError(f"{where}: {key!r} needs "
-                         + ("'worktree: true'" if needed == "worktree" else repr(needed)))
 
 
 def check_sandbox_mode(value: object, where: str) -> str | None:
+    """The top level's `sandbox:` (storage/definitions.py)."""
     from loopctl.domain.confinement import MODES
 
     if isinstance(value, bool):  # YAML 1.1 reads a bare on/off as true/false
@@ -484,10 +450,16 @@ def check_sandbox_mode(value: object, where: str) -> str | None:
     return value if value is None else str(value)
 
 
-def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
+def _parse_sandbox(raw: dict[str, Any], fields: dict[str, Any], where: str,
+                   named: Named) -> None:
     from loopctl.domain.confinement import check_extra
 
-    fields["sandbox"] = check_sandbox_mode(raw.get("sandbox"), where)
+    mode = raw.get("sandbox")
+    if isinstance(mode, bool):  # YAML 1.1 reads a bare on/off as true/false
+        mode = "on" if mode else "off"
+    if mode is not None:  # by its row's kind, as given (`--sandbox maybe`, `'sandbox'`)
+        fields["sandbox"] = setting_rules.read(loop_settings.BY_KEY["sandbox"], mode,
+                                               named("sandbox"))
     for key in ("sandbox_write", "sandbox_read"):
         paths = raw.get(key) or []
         if not isinstance(paths, list) or len(paths) > 100 \

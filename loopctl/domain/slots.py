@@ -324,20 +324,10 @@ def check_slots(value: Any) -> Any:
     return {"high": float(value["high"]), "recent": [[float(a), b] for a, b in value["recent"]]}
 
 
-def parse_window(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None:
-    """`catch_up_window`: a duration of at least 1s, and never beside
-    `catch_up: none`, which catches up nothing at all (DESIGN §20)."""
-    from loopctl.domain.durations import parse_setting
-    from loopctl.domain.errors import UsageError
-
-    window = raw["catch_up_window"]
-    try:
-        fields["catch_up_window"] = parse_setting(window, "'catch_up_window'")
-    except UsageError as exc:
-        raise UsageError(f"{where}: {exc.message}") from None
-    if fields["catch_up"] == "none":
-        raise UsageError(f"{where}: 'catch_up_window' with 'catch_up: none' is contradictory "
-                         "(none catches up nothing); drop one of them")
+# `catch_up_window` beside `catch_up: none` (DESIGN §20): the window is read
+# by its row's kind (loop_settings.read); this is the rule between the two.
+WINDOW_CONTRADICTION = ("'catch_up_window' with 'catch_up: none' is contradictory "
+                        "(none catches up nothing); drop one of them")
 
 
 K8S_JOB = "k8s-job:"

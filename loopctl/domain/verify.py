@@ -14,7 +14,7 @@ import math
 import re
 
 from loopctl.domain.checks import split_command
-from loopctl.domain.durations import format_duration, parse_setting
+from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
 from loopctl.domain.untrusted import line, shorten
 from loopctl.fast.data_class import record
@@ -23,6 +23,7 @@ from loopctl.fast.lazy_re import lazy
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, TypedDict
 
     class CheckFields(TypedDict, total=False):
@@ -58,28 +59,17 @@ METRIC_SECONDS = 1.0  # the metric regex is killed after this (catastrophic back
 _NUMBER = lazy(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def parse_verify(raw: dict[str, Any], where: str) -> CheckFields:
-    """`check`, `check_timeout`, `until_check`, `check_metric` as LoopDef
-    fields. The check is run as written (no placeholders, like a gate);
-    the other three mean nothing without it."""
+def parse_verify(raw: dict[str, Any], where: str,
+                 named: Callable[[str], str] = repr) -> CheckFields:
+    """`check` and `check_metric` as LoopDef fields (`check_timeout` and
+    `until_check` are read by their rows' kinds, and their need of the
+    check is their rows' rule: setting_rules.NEEDS). The check is run as
+    written (no placeholders, like a gate)."""
     fields: CheckFields = {}
     if raw.get("check") is not None:
         fields["check"] = split_command(raw["check"], where, key="check", placeholders=False)
-    timeout = raw.get("check_timeout")
-    if timeout is not None:
-        fields["check_timeout"] = parse_setting(timeout, "'check_timeout'")
-    until = raw.get("until_check", False)
-    if not isinstance(until, bool):
-        raise UsageError(f"{where}: 'until_check' must be true or false")
-    fields["until_check"] = until
     if raw.get("check_metric") is not None:
-        fields["check_metric"] = check_regex(raw["check_metric"], "'check_metric'")
-    from loopctl.domain.loop_settings import unmet_need  # the rows' one rule
-
-    unmet = unmet_need({**{key: raw.get(key) not in (None, False) for key in KEYS},
-                        "check": "check" in fields})
-    if unmet:
-        raise UsageError(f"{where}: {unmet[0]!r} needs {unmet[1]!r}")
+        fields["check_metric"] = check_regex(raw["check_metric"], named("check_metric"))
     return fields
 
 

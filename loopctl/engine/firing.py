@@ -164,14 +164,53 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
     got as far as writing its own (then only the state was not settled).
     A worktree it left is removed; its branch is kept when it has commits.
     `why`: what the supervisor said stopped it (a full disk). Returns the
-    run's record, to count."""
+    run's record, to count. Another machine's run (a team store's) is
+    recorded here touching nothing local (`_lost_elsewhere`)."""
     path = store.paths.run_record(loop, run["run_id"])
-    if run.get("machine"):
-        from loopctl.engine.team_state import foreign_machine, mark_lost
+    elsewhere = _lost_elsewhere(store, loop, run)
+    note = elsewhere or _clean_after_lost(store, loop, run, why)
+    if elsewhere is None and path.exists():
+        from loopctl.storage.runs import load_record, remember
 
-        mark_lost(store, loop, run["run_id"])  # its supervisor, if it comes back, stops
-        if foreign_machine(store, run):
-            return _record_foreign_lost(store, loop, run, now)
+        remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
+        return load_record(path, run["run_id"]) or {"run_id": run["run_id"], "outcome": "lost"}
+    written = new_record(
+        run["run_id"], loop,
+        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
+        due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
+        ended_at=None, observed_at=iso(now), exit_code=None,
+        outcome="lost", missed=run.get("missed", 0), decision=None,
+        session_id=None, cost_usd=run.get("cost_estimate"),
+        log=None if elsewhere else str(store.paths.run_log(loop, run["run_id"])), note=note,
+        **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
+        **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
+        **({"machine": run["machine"]} if run.get("machine") else {}),
+    )
+    store.write_json(path, written)
+    from loopctl.storage.runs import remember
+
+    remember(store.paths, loop, run["run_id"])
+    return written
+
+
+def _lost_elsewhere(store: Store, loop: str, run: dict[str, Any]) -> str | None:
+    """For a run claimed in a team store: its claim marked lost (a
+    supervisor that comes back cannot renew it, and its fence kills the
+    agent); when it was another machine's, the note its record gets. That
+    machine's pids, folders and worktree are nothing to sweep here."""
+    if not run.get("machine"):
+        return None
+    from loopctl.engine.team_state import foreign_machine, mark_lost
+
+    mark_lost(store, loop, run["run_id"])
+    if not foreign_machine(store, run):
+        return None
+    return (f"machine {run['machine']} stopped renewing its claim in the team store (stale "
+            f"after {knob('LOOPCTL_STORE_STALE'):g}s); its fence kills the agent there")
+
+
+def _clean_after_lost(store: Store, loop: str, run: dict[str, Any], why: str | None) -> str:
+    """Sweep what this machine's dead supervisor left; the record's note."""
     workspace_note = None
     agent = run.get("agent")
     # Before anything else: what the dead supervisor left must not run on
@@ -190,60 +229,12 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
             workspace_note = cleanup_lost(run["workspace"], folder, loop, run["run_id"])
         except (LoopctlError, KeyError, TypeError) as exc:
             workspace_note = f"worktree not removed: {getattr(exc, 'message', exc)}"
-    if path.exists():
-        from loopctl.storage.runs import load_record, remember
-
-        remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
-        return load_record(path, run["run_id"]) or {"run_id": run["run_id"], "outcome": "lost"}
     note = f"supervisor died: {why}" if why else "supervisor died"
     if swept:
         note += f"; killed {swept} process(es) it left"
     if agent and procs.alive(agent):
         note += f"; agent pid {agent['pid']} still running"
-    if workspace_note:
-        note += f"; {workspace_note}"
-    written = new_record(
-        run["run_id"], loop,
-        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
-        due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
-        ended_at=None, observed_at=iso(now), exit_code=None,
-        outcome="lost", missed=run.get("missed", 0), decision=None,
-        session_id=None, cost_usd=run.get("cost_estimate"),
-        log=str(store.paths.run_log(loop, run["run_id"])), note=note,
-        **({"cost_estimated": True} if run.get("cost_estimate") is not None else {}),
-        **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
-        **({"machine": run["machine"]} if run.get("machine") else {}),
-    )
-    store.write_json(path, written)
-    from loopctl.storage.runs import remember
-
-    remember(store.paths, loop, run["run_id"])
-    return written
-
-
-def _record_foreign_lost(store: Store, loop: str, run: dict[str, Any],
-                         now: float) -> dict[str, Any]:
-    """Another machine's run whose claim went stale: recorded here, once
-    (the state transition is the once-point), touching nothing local: its
-    pids, folders and worktree are that machine's, and its fence has
-    killed its agent."""
-    stale = knob("LOOPCTL_STORE_STALE")
-    written = new_record(
-        run["run_id"], loop,
-        iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
-        due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
-        ended_at=None, observed_at=iso(now), exit_code=None,
-        outcome="lost", missed=run.get("missed", 0), decision=None,
-        session_id=None, cost_usd=run.get("cost_estimate"), log=None,
-        note=f"machine {run['machine']} stopped renewing its claim in the team store "
-             f"(stale after {stale:g}s); its fence kills the agent there",
-        machine=run["machine"],
-    )
-    store.write_json(store.paths.run_record(loop, run["run_id"]), written)
-    from loopctl.storage.runs import remember
-
-    remember(store.paths, loop, run["run_id"])
-    return written
+    return note + (f"; {workspace_note}" if workspace_note else "")
 
 
 def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[str, Any]]],

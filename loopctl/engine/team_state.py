@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from loopctl.domain.state import LoopState
+
     Alive = Callable[[dict[str, Any] | None], bool]
 
 
@@ -46,7 +48,7 @@ def alive_for(store: Store, state: dict[str, Any]) -> Alive:
     return alive
 
 
-def shared_entries(store: Store, state: dict[str, Any]) -> dict[str, Any] | None:
+def shared_entries(store: Store, state: dict[str, Any]) -> dict[str, LoopState] | None:
     """A copy of the entries before a pass claims, when they are the team's
     (team_claims.claim_fires puts back those it must not change)."""
     if store.shared() is None:

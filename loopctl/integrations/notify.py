@@ -84,10 +84,12 @@ def check_urls(urls: Iterable[str]) -> list[str]:
     (exit 2) that names it, masked."""
     import apprise
 
+    from loopctl.integrations.apprise_plugins import load_for
+
+    urls = [url for url in urls if url != "none"]
+    load_for(urls)
     checked = []
     for url in urls:
-        if url == "none":
-            continue
         if not apprise.Apprise().add(url):
             raise UsageError(f"bad --notify {where(url)}: Apprise does not understand this URL; "
                              "expected one like slack://..., ntfy://topic, mailto://..., "
@@ -175,7 +177,11 @@ def send(targets: Iterable[str], title: str, body: str,
 
     import apprise
 
+    from loopctl.integrations.apprise_plugins import load_for
+
     results = [] if results is None else results
+    targets = list(targets)
+    load_for(targets)
     for url in targets:
         hub = apprise.Apprise()
         with apprise.LogCapture(level=logging.WARNING, fmt="%(message)s") as log:

@@ -56,14 +56,15 @@ class Workspace:
                 "admin": self.admin, **({"continues": self.continues} if self.continues else {})}
 
 
-def repository(cwd: str) -> tuple[str, str | None]:
+def repository(cwd: str, name: str = "--worktree") -> tuple[str, str | None]:
     """(top level, checked-out branch or None when detached) of `cwd`; exit 2
-    when git is missing or `cwd` is not in a repository."""
+    when git is missing or `cwd` is not in a repository, said after `name`
+    (the worktree's row's rule `git_repository`: integrations/context_rules)."""
     if shutil.which("git") is None:
-        raise UsageError("--worktree needs git, which is not on PATH")
+        raise UsageError(f"{name} needs git, which is not on PATH")
     top = git(cwd, "rev-parse", "--show-toplevel", check=False)
     if top.returncode != 0:
-        raise UsageError(f"--worktree: {cwd} is not in a git repository")
+        raise UsageError(f"{name}: {cwd} is not in a git repository")
     head = git(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     return top.stdout.strip(), head.stdout.strip() or None
 

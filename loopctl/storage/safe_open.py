@@ -105,20 +105,9 @@ def open_rule(path: str) -> int | None:
 def read_file(path: str, limit: int, *, whole: bool = False) -> bytes | None:
     """At most `limit` bytes of the regular file at `path` (None: missing).
     `whole`: a longer file is refused rather than cut."""
-    try:
-        parent, name = _parent(path)
-    except _Missing:
+    fd = _open_file(path)
+    if fd is None:
         return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=parent)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # ELOOP: the last component is a link
-        mode = _lmode(parent, name)
-        raise Refused(path, _kind(mode) if mode is not None else str(exc.strerror)) from None
-    finally:
-        os.close(parent)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -129,6 +118,25 @@ def read_file(path: str, limit: int, *, whole: bool = False) -> bytes | None:
     if whole and len(data) > limit:
         raise Refused(path, f"larger than {limit} bytes")
     return data
+
+
+def _open_file(path: str) -> int | None:
+    """A read-only fd of the last component of `path`, every component
+    opened without following a link (None: missing)."""
+    try:
+        parent, name = _parent(path)
+    except _Missing:
+        return None
+    try:
+        return os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                       dir_fd=parent)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: the last component is a link
+        mode = _lmode(parent, name)
+        raise Refused(path, _kind(mode) if mode is not None else str(exc.strerror)) from None
+    finally:
+        os.close(parent)
 
 
 def _lmode(parent: int, name: str) -> int | None:
@@ -178,20 +186,9 @@ def read_tail(path: str, limit: int) -> tuple[bytes, bool] | None:
     more came before them; None when it is missing. Every component as
     `read_file` opens it (no link followed), and the file must have one
     name: a hard link the agent made to another file is refused."""
-    try:
-        parent, name = _parent(path)
-    except _Missing:
+    fd = _open_file(path)
+    if fd is None:
         return None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=parent)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # ELOOP: the last component is a link
-        mode = _lmode(parent, name)
-        raise Refused(path, _kind(mode) if mode is not None else str(exc.strerror)) from None
-    finally:
-        os.close(parent)
     try:
         seen = os.fstat(fd)
         if not stat.S_ISREG(seen.st_mode) or seen.st_nlink != 1:

@@ -19,12 +19,12 @@ from loopctl.commands.loop_view import InvalidLoop, LoopObject
 from loopctl.commands.notes import Notes
 from loopctl.commands.setup import AgentRow, Agents
 from loopctl.commands.trigger import Triggered
+from loopctl.commands.validation import Validation
 from loopctl.commands.views import (
     GateSkips,
     History,
     Shown,
     SkippedSlots,
-    Validation,
     loop_columns,
 )
 from loopctl.domain.digest import Digest

@@ -28,17 +28,21 @@ PACKAGE = Path(loopctl.__file__).parent
 # The one line a person adds to the table (what issue 52 asks to show).
 NEW_ROW = ('    _s("max_quiet_runs", "count", "Runs in a row with no output before pausing '
            '(0 = unlimited).", plain=True),\n')
+# And one with a context rule: it means nothing without a check.
+RULED_ROW = ('    _s("check_retries", "count", "Runs of a failed check again before it fails '
+             '(default 0).", plain=True, needs=("check",)),\n')
 
 
-def _with_row(tmp: Path) -> Path:
-    """A copy of the package whose table has NEW_ROW as its last row, and no
-    other change; the folder to put first on PYTHONPATH."""
-    src = tmp / "src"
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the package whose table ends with NEW_ROW and RULED_ROW, and
+    no other change; the folder to put first on PYTHONPATH."""
+    src = tmp_path_factory.mktemp("with_rows") / "src"
     shutil.copytree(PACKAGE, src / "loopctl", ignore=shutil.ignore_patterns("__pycache__"))
     table = src / "loopctl" / "domain" / "loop_settings.py"
     text = table.read_text(encoding="utf-8")
     end = text.index("\n)\n\nBY_KEY")  # the table's closing parenthesis
-    table.write_text(text[:end + 1] + NEW_ROW + text[end + 1:], encoding="utf-8")
+    table.write_text(text[:end + 1] + NEW_ROW + RULED_ROW + text[end + 1:], encoding="utf-8")
     # Compiled once here: under PYTHONDONTWRITEBYTECODE (CI) each of the
     # test's ten processes compiled the whole copy again (~0.3 s of CPU each).
     compileall.compile_dir(str(src / "loopctl"), quiet=1)
@@ -61,8 +65,7 @@ def _one_line_usage_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_a_row_added_alone_is_an_option_a_key_a_json_field_and_documented(
-        tmp_path: Path, home: Path) -> None:
-    src = _with_row(tmp_path)
+        src: Path, home: Path) -> None:
     where = subprocess.run([sys.executable, "-c", "import loopctl; print(loopctl.__file__)"],
                            capture_output=True, text=True, cwd=src,
                            env=dict(os.environ, PYTHONPATH=str(src)))
@@ -99,8 +102,7 @@ def test_a_row_added_alone_is_an_option_a_key_a_json_field_and_documented(
     checked = _run(src, "validate")
     assert checked.returncode != 0 and "max_quiet_runs" in checked.stdout + checked.stderr
 
-    docs = _run(src, module="loopctl.cli.gendocs")
-    assert docs.returncode == 0, docs.stderr
+    _generate_docs(src)
     commands = (src / "docs" / "commands.md").read_text()
     sections = {part.split("\n", 1)[0]: part for part in commands.split("\n## ")}
     for command in ("start", "update"):
@@ -108,6 +110,47 @@ def test_a_row_added_alone_is_an_option_a_key_a_json_field_and_documented(
             sections[command], command
     assert "max_quiet_runs" in (src / "docs" / "loops-yaml.md").read_text()
     assert "max\\-quiet\\-runs" in (src / "man" / "loopctl.1").read_text()
+
+
+def _generate_docs(src: Path) -> None:
+    if not (src / "docs" / "commands.md").exists():  # once for the module's copy
+        docs = _run(src, module="loopctl.cli.gendocs")
+        assert docs.returncode == 0, docs.stderr
+
+
+def test_a_row_with_a_context_rule_is_checked_the_same_from_both_routes(
+        src: Path, home: Path) -> None:
+    """RULED_ROW's `needs`: refused on the command line naming the options,
+    in loops.yaml naming the keys; cleared with what it needs; documented."""
+    start = ("start", "p", "--name", "r", "--every", "1h")
+    alone = _run(src, *start, "--check-retries", "2")
+    assert _one_line_usage_error(alone).endswith("error: --check-retries needs --check")
+    assert not (home / "loops.yaml").exists()
+
+    made = _run(src, *start, "--check", "true", "--check-retries", "2")
+    assert made.returncode == 0, made.stderr
+    assert "check_retries: 2" in (home / "loops.yaml").read_text()
+    changed = _run(src, "update", "r", "--check-retries", "3")
+    assert changed.returncode == 0 and "check_retries 3" in changed.stdout, changed.stderr
+    cleared = _run(src, "update", "r", "--check", "none")  # what needs it goes with it
+    assert cleared.returncode == 0, cleared.stderr
+    assert "check" not in (home / "loops.yaml").read_text().split("loops:")[1]
+    refused = _run(src, "update", "r", "--check-retries", "1")
+    assert _one_line_usage_error(refused).endswith("error: --check-retries needs --check")
+
+    text = (home / "loops.yaml").read_text()
+    (home / "loops.yaml").write_text(text.replace("    cwd:", "    check_retries: 1\n    cwd:"))
+    checked = _run(src, "validate")
+    assert checked.returncode == 2, checked
+    assert "invalid: loop 'r': 'check_retries' needs 'check'" in checked.stdout
+
+    _generate_docs(src)
+    commands = (src / "docs" / "commands.md").read_text()
+    assert "- `--check-retries CHECK_RETRIES`: Runs of a failed check again" in commands
+    reference = (src / "docs" / "loops-yaml.md").read_text()
+    assert "| `check_retries` |" in reference
+    assert "before it fails (default 0). Needs 'check'. |" in reference
+    assert "Needs 'check'." in (src / "man" / "loops.yaml.5").read_text()
 
 
 def _rows_with_options(command: str) -> list[loop_settings.Setting]:

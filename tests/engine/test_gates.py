@@ -97,8 +97,9 @@ def test_a_gate_that_floods_or_prints_invalid_utf8_is_kept_to_8_kib(
 
 def test_if_options_are_checked_and_none_clears(cli: CLI, tmp_path: Path) -> None:
     start(cli, "u", "true", tmp_path)
-    for args, word in ((("--if", ""), "'if' is empty"), (("--if", "'unclosed"), "bad 'if'"),
-                       (("--if-timeout", "soon"), "if_timeout")):
+    # Named as given: by the option (loops.yaml's errors say 'if', 'if_timeout').
+    for args, word in ((("--if", ""), "--if is empty"), (("--if", "'unclosed"), "bad --if"),
+                       (("--if-timeout", "soon"), "bad --if-timeout 'soon'")):
         proc = cli("update", "u", *args)
         assert proc.returncode == 2 and word in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr

@@ -270,8 +270,8 @@ def test_update_sets_and_clears_each_option_and_show_and_status_carry_them(
     cli("update", "v", "--check", "none", check=0)  # the options go with it
     definition = cli.json("show", "v")["definition"]
     assert not set(verify.KEYS) & set(definition), definition
-    proc = cli("update", "v", "--until-check")
-    assert proc.returncode == 2 and "'until_check' needs 'check'" in proc.stderr
+    proc = cli("update", "v", "--until-check")  # the rule in the option's words, as at start
+    assert proc.returncode == 2 and "--until-check needs --check" in proc.stderr
 
 
 def test_the_check_travels_in_every_export_and_bounds_the_job(

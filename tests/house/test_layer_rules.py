@@ -79,6 +79,8 @@ WRITES_ALLOWED = {
         "/proc/self uid_map and setgroups of the sandbox's namespace",
     "loopctl.engine.containment.sandbox": "the run's scratch folder in the system temp dir",
     "loopctl.engine.warm": "/dev/null, a waiting warm supervisor's stdout and stderr",
+    "loopctl.integrations.apprise_plugins":
+        "empty files naming Apprise's plugins to load, in a temporary folder",
     "loopctl.integrations.copying": "the user's untracked files copied into a run's worktree",
     "loopctl.integrations.protect": "the user's protected paths put back in the worktree",
     "loopctl.integrations.worktree": "a git worktree's .git link, and removing the worktree",

@@ -15,6 +15,7 @@ import yaml
 from conftest import CLI, agent_command, tool
 from loopctl.domain import github
 from loopctl.domain.errors import UsageError
+from loopctl.domain.model import parse_loop
 
 
 def started(cli: CLI, *extra: str) -> None:
@@ -149,8 +150,8 @@ def test_parse_refuses_what_no_flag_would_write() -> None:
     for raw in ({"on_github": ["push"] * 21}, {"on_github": [1]},
                 {"on_github": ["push"], "github_anyone": "yes"},
                 {"github_command": "/fix"}):
-        with pytest.raises(UsageError):
-            github.parse_github(raw, "loop 'x'")
+        with pytest.raises(UsageError):  # the one parse, with the rows' rules
+            parse_loop("x", {"prompt": "p", "every": "1h", **raw})
 
 
 def review_payload(review_body: str | None, reviewer: str = "MEMBER") -> dict[str, object]:

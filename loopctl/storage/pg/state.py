@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from loopctl.storage.pg import connect as pg_connect
+from loopctl.storage.pg.dsn import redact
 from loopctl.storage.pg.schema import SCHEMA, STATE_LOCK
 
 WAKE_CHANNEL = "loopctl_wake"
@@ -181,10 +182,9 @@ class SharedState:
         try:
             with self.conn.transaction(), self.conn.cursor() as cursor:
                 cursor.executemany("SELECT pg_notify(%s, %s)", [(WAKE_CHANNEL, n) for n in names])
-        except pg_connect.driver().Error:
+        except pg_connect.driver().Error as exc:
             if self.conn.broken:
-                raise pg_connect.StoreUnreachable("store is unreachable: the link was lost") \
-                    from None
+                raise self._failed(exc) from None
 
     def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """One statement for many rows, pipelined (10,000 loops: one round trip)."""
@@ -194,15 +194,26 @@ class SharedState:
             with self.conn.cursor() as cursor:
                 cursor.executemany(sql, rows)
         except pg_connect.driver().Error as exc:
-            raise pg_connect.StoreUnreachable(
-                f"store is unreachable: {pg_connect.first_line(exc)}") from None
+            raise self._failed(exc) from None
 
-    @staticmethod
-    def _run(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    def _run(self, conn: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
         """A statement; a lost link is the store being unreachable (exit 3):
         the caller's lock then ends without committing anything."""
         try:
             return conn.execute(sql, params)
         except pg_connect.driver().Error as exc:
-            raise pg_connect.StoreUnreachable(
-                f"store is unreachable: {pg_connect.first_line(exc)}") from None
+            raise self._failed(exc) from None
+
+    def _failed(self, exc: Exception) -> Exception:
+        """The one line for a statement that failed. A link found dead is
+        said as connecting meets it now (`store ... is unreachable: ...`),
+        so a daemon that says a failure once says this one once, whether a
+        pass lost its link mid-way or found it gone."""
+        if self.conn is not None and (self.conn.closed or self.conn.broken):
+            self.close()
+            try:
+                self._connection()
+            except pg_connect.StoreUnreachable as down:
+                return down
+        return pg_connect.StoreUnreachable(
+            f"store {redact(self.dsn)} is unreachable: {pg_connect.first_line(exc)}")
