@@ -21,6 +21,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.run_record import RunRecord
+
 
 def tick(wait: bool, as_json: bool, quiet: bool) -> int:
     from loopctl import clock
@@ -43,7 +45,8 @@ def tick(wait: bool, as_json: bool, quiet: bool) -> int:
                           "queued": report.queued if report else [],
                           "still_queued": result.still_queued,
                           "lost": report.lost if report else [],
-                          "runs": result.records}, indent=2, default=str, allow_nan=False))
+                          "runs": [r.to_json() for r in result.records]},
+                         indent=2, default=str, allow_nan=False))
     return result.exit_code() if wait else 0
 
 
@@ -52,7 +55,7 @@ def _wait(store: Any, result: Any, silent: bool) -> None:
     it starts; last, the due loops left queued, if any (exit 75)."""
     from loopctl.engine.tick_wait import wait_runs
 
-    def ended(record: dict[str, Any]) -> None:
+    def ended(record: RunRecord) -> None:
         print(ended_line(record), flush=True)
 
     def started(fire: dict[str, Any]) -> None:
@@ -89,14 +92,14 @@ def _say_pass(result: Any, quiet: bool) -> None:
             print(f"loopctl: skipped invalid loop: {error}", file=sys.stderr)
 
 
-def ended_line(record: dict[str, Any]) -> str:
+def ended_line(record: RunRecord) -> str:
     """`tick --wait`, as each run ends: `run ID of NAME: OUTCOME (exit N);
     check failed (exit M)`."""
     from loopctl.domain.verify import check_words
 
-    code = record.get("exit_code")
-    checked = check_words(record)
-    return (f"run {record.get('run_id')} of {record.get('loop')}: {record.get('outcome')} "
+    code = record.exit_code
+    checked = check_words(record.check, record.note)
+    return (f"run {record.run_id} of {record.loop}: {record.outcome} "
             f"({'no exit code' if code is None else f'exit {code}'})"
             + (f"; {checked}" if checked else ""))
 
@@ -107,29 +110,29 @@ def run(name: str, mode: str = "manual", slot: str | None = None) -> int:
     from loopctl.storage.store import Store
 
     store = Store()
-    record: dict[str, Any] = run_now(store, name, mode, slot)
+    record = run_now(store, name, mode, slot)
     _print_result(store, record)
     print(run_line(record), file=sys.stderr)
     return exit_code_for(record)
 
 
-def _print_result(store: Any, record: dict[str, Any]) -> None:
+def _print_result(store: Any, record: RunRecord) -> None:
     """A preset answering in one JSON envelope (Claude's): its result text,
     which the tee left out of the terminal; the envelope is in the log."""
     from loopctl.domain.untrusted import block
     from loopctl.engine.steps.wait import envelope_at_end
 
-    loop = store.read_defs().loops.get(str(record.get("loop")))
-    result = record.get("result")
+    loop = store.read_defs().loops.get(str(record.loop))
+    result = record.result
     if loop is not None and envelope_at_end(loop) and isinstance(result, str) and result:
         print(block(result).rstrip("\n"), flush=True)
 
 
-def run_line(record: dict[str, Any]) -> str:
+def run_line(record: RunRecord) -> str:
     """What `run NAME` says of the run it waited for. Without an exit code
     it says why (`exit None` told a newcomer nothing)."""
-    gated = record["outcome"] in ("skipped", "gate_error")
-    code = record.get("exit_code")
+    gated = record.outcome in ("skipped", "gate_error")
+    code = record.exit_code
     if code is not None:
         said = f"the gate exited {code}" if gated else f"exit {code}"
     else:
@@ -137,20 +140,20 @@ def run_line(record: dict[str, Any]) -> str:
             else "no exit code"
     from loopctl.domain.verify import check_words
 
-    checked = check_words(record)
+    checked = check_words(record.check, record.note)
     if checked == "check failed (no exit code)":  # a record from before `why`
         checked = f"check failed ({_why(record, 'check ') or 'no exit code'})"
     checked = f"; {checked}" if checked else ""
-    return (f"loopctl: run {record['run_id']}: {record['outcome']} ({said}){checked}; "
-            f"log {record['log']}")
+    return (f"loopctl: run {record.run_id}: {record.outcome} ({said}){checked}; "
+            f"log {record.log}")
 
 
-def _why(record: dict[str, Any], prefix: str) -> str | None:
+def _why(record: RunRecord, prefix: str) -> str | None:
     """The record note's part about the gate or the check (`check cannot
     start pytest: not found`, `check timed out after 10m`), one line."""
     from loopctl.domain.untrusted import line
 
-    for part in str(record.get("note") or "").split("; "):
+    for part in str(record.note or "").split("; "):
         if part.startswith(prefix) and not part.startswith("check metric"):
             return line(part)[:200]
     return None

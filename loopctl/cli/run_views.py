@@ -21,6 +21,7 @@ from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.reason import one_line
+from loopctl.domain.run_record import RunRecord
 from loopctl.storage.store import Store
 
 
@@ -124,17 +125,17 @@ def _header(s: Store, name: str, run_id: str) -> str:
     from loopctl.domain.timestamps import iso
     from loopctl.storage.runs import load_record
 
-    record = load_record(s.paths.run_record(name, run_id), run_id) or {}
+    record = load_record(s.paths.run_record(name, run_id), run_id) or RunRecord(run_id=run_id)
     live = ((s.read_state()["loops"].get(name) or {}).get("run") or {})
-    iteration = record.get("iteration") or live.get("iteration")
-    started = record.get("started_at") or live.get("started_at")
+    iteration = record.iteration or live.get("iteration")
+    started = record.started_at or live.get("started_at")
     if isinstance(started, (int, float)):
         started = iso(started)
     said = f"# loopctl: run {run_id} of {name}"
     said += f" (iteration {iteration})" if isinstance(iteration, int) else ""
     said += f", started {started}" if isinstance(started, str) else ""
-    if isinstance(record.get("outcome"), str):
-        said += f", ended {record['outcome']} (exit code {record.get('exit_code')})"
+    if isinstance(record.outcome, str):
+        said += f", ended {record.outcome} (exit code {record.exit_code})"
     return said + ": the output comes first; loopctl's own lines follow it, at the end"
 
 
@@ -176,7 +177,7 @@ def history(name: NameArg,
     if not records:
         print(f"{name} has no finished runs yet")
         return
-    checked = any(r.get("check") for r in records)
+    checked = any(r.check for r in records)
     headers, rows, drop = _history_table(records, checked)
     # RUN and STARTED are never cut: they say which run and when; TOOK,
     # then EXIT, then COST go before any cell is cut.
@@ -187,19 +188,19 @@ def history(name: NameArg,
         print(total)
     if checked:
         print(fit_line(["CHECK:"], [CHECK_LEGEND]))
-    if any(r.get("protected") for r in records):
+    if any(r.protected for r in records):
         print(PROTECTED_LEGEND)
     gated = found.skipped
     if gated:
         said = one_line(str(gated.last_gate_output or "").strip()) or "(no output)"
         print(fit_line([f"{gated.count} fire(s) skipped by the gate; last "
                         f"({gated.last_run_id}) said:"], [said]))
-    handed = [r for r in records if r.get("handoff")]
+    handed = [r for r in records if r.handoff]
     if handed:
         print()
         for r in handed:
-            fixed, free = handoff_parts(r)
-            print(fit_line([r["run_id"] + " ", *fixed], free))
+            fixed, free = handoff_parts(r.to_json())
+            print(fit_line([r.run_id + " ", *fixed], free))
 
 
 def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
@@ -218,7 +219,7 @@ def _skipped_slots(name: str, limit: int, as_json: bool) -> None:
     print(table(["AT (UTC)", "SLOT", "REASON", "DETAIL"], rows, keep=(0, 2)))
 
 
-def _history_table(records: list[dict[str, Any]], checked: bool
+def _history_table(records: list[RunRecord], checked: bool
                    ) -> tuple[list[str], list[list[str]], tuple[int, ...]]:
     """Headers, rows and the columns dropped first: CHECK with a check
     (DESIGN §16), COST when any run has one."""
@@ -231,67 +232,67 @@ def _history_table(records: list[dict[str, Any]], checked: bool
         headers.append("COST")
         drop = (2, 4, len(headers) - 1)
     if checked:  # the check's word on each run
-        rows = [row + [_check_short(r.get("check"))] for row, r in zip(rows, shown, strict=True)]
+        rows = [row + [_check_short(r.check)] for row, r in zip(rows, shown, strict=True)]
         headers.append("CHECK")
-    if any(r.get("machine") for r in shown):  # a team store's (DESIGN §21)
-        rows = [row + [str(r.get("machine") or "")] for row, r in zip(rows, shown, strict=True)]
+    if any(r.machine for r in shown):  # a team store's (DESIGN §21)
+        rows = [row + [str(r.machine or "")] for row, r in zip(rows, shown, strict=True)]
         headers.append("MACHINE")
     return headers, rows, drop
 
 
-def cost_of(record: dict[str, Any]) -> float | None:
+def cost_of(record: RunRecord) -> float | None:
     """The run's cost in dollars, if a finite, non-negative one was recorded."""
     import math
 
-    cost = record.get("cost_usd")
+    cost = record.cost_usd
     if isinstance(cost, bool) or not isinstance(cost, (int, float)):
         return None
     return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
-def _cost_cell(record: dict[str, Any]) -> str:
+def _cost_cell(record: RunRecord) -> str:
     from loopctl.domain.durations import format_usd
 
     cost = cost_of(record)
     if cost is None:
         return "-"
-    return ("~" if record.get("cost_estimated") else "") + format_usd(cost)
+    return ("~" if record.cost_estimated else "") + format_usd(cost)
 
 
-def _total_cost(records: list[dict[str, Any]]) -> str | None:
+def _total_cost(records: list[RunRecord]) -> str | None:
     """`total: $1.23 over 12 runs shown (~: estimated)`, when any run has a cost."""
     from loopctl.domain.durations import format_usd
 
     costs = [c for c in map(cost_of, records) if c is not None]
     if not costs:
         return None
-    estimated = any(r.get("cost_estimated") and cost_of(r) is not None for r in records)
+    estimated = any(r.cost_estimated and cost_of(r) is not None for r in records)
     return (f"total: {format_usd(sum(costs))} over {len(records)} run(s) shown"
             + (" (~: estimated)" if estimated else ""))
 
 
-def _history_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+def _history_rows(records: list[RunRecord]) -> list[list[str]]:
     """One row per run; skipped fires in a row fold into one (`skipped x12`)."""
     rows: list[list[str]] = []
     folded = 0
     for r in records:
-        duration = r.get("duration_s")
-        exit_code = r.get("exit_code")
-        if r["outcome"] == "skipped" and folded:
+        duration = r.duration_s
+        exit_code = r.exit_code
+        if r.outcome == "skipped" and folded:
             folded += 1
-            rows[-1][0], rows[-1][1] = r["run_id"], _started(r)
+            rows[-1][0], rows[-1][1] = r.run_id, _started(r)
             rows[-1][3] = f"skipped x{folded}"
             continue
-        folded = 1 if r["outcome"] == "skipped" else 0
-        rows.append([r["run_id"], _started(r),
+        folded = 1 if r.outcome == "skipped" else 0
+        rows.append([r.run_id, _started(r),
                      format_duration(duration) if duration is not None else "-",
-                     r["outcome"] + ("*" if r.get("protected") else ""),
+                     str(r.outcome) + ("*" if r.protected else ""),
                      "-" if exit_code is None else str(exit_code),
                      _decision_cell(r)])
     return rows
 
 
-def _with_reasons(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
+def _with_reasons(lines: list[str], records: list[RunRecord]) -> list[str]:
     """The table's lines, each failed run's followed by its reason, indented
     (a column would leave a reason a few characters at 80 columns)."""
     from loopctl.domain.reason import run_reason
@@ -303,11 +304,11 @@ def _with_reasons(lines: list[str], records: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _unfolded(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unfolded(records: list[RunRecord]) -> list[RunRecord]:
     """The record behind each row of _history_rows (the last of a fold)."""
-    out: list[dict[str, Any]] = []
+    out: list[RunRecord] = []
     for r in records:
-        if r["outcome"] == "skipped" and out and out[-1]["outcome"] == "skipped":
+        if r.outcome == "skipped" and out and out[-1].outcome == "skipped":
             out[-1] = r
         else:
             out.append(r)
@@ -328,17 +329,17 @@ CHECK_LEGEND = "pass or fail, exit code, metric; refused: a complete the check f
 PROTECTED_LEGEND = "*: the agent changed protected paths; loopctl put them back (--json: protected)"
 
 
-def _decision_cell(r: dict[str, Any]) -> str:
+def _decision_cell(r: RunRecord) -> str:
     """The agent's decision, and whether it stood: a `complete` the check
     refused must not read as a completed loop (`refused` fits the column)."""
-    said = (r.get("decision") or {}).get("decision") or "-"
-    if said == "complete" and "complete refused" in str(r.get("note") or ""):
+    said = (r.decision or {}).get("decision") or "-"
+    if said == "complete" and "complete refused" in str(r.note or ""):
         return "refused"
     return said
 
 
-def _started(r: dict[str, Any]) -> str:
-    return (r.get("started_at") or "-").replace("T", " ").rstrip("Z")
+def _started(r: RunRecord) -> str:
+    return (r.started_at or "-").replace("T", " ").rstrip("Z")
 
 
 def event_line(event: dict[str, Any]) -> str:

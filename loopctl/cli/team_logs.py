@@ -49,9 +49,9 @@ def _newest_elsewhere(s: Store, name: str) -> str | None:
     mine = latest_run_id(s.paths, name)
     local = read_record(s.paths, name, mine) if mine else None
     runs = team_runs.merged(s, name, [local] if local else [], rows=5)
-    if not runs or runs[-1].get("machine") in (None, machine()):
+    if not runs or runs[-1].machine in (None, machine()):
         return None
-    return str(runs[-1]["run_id"])
+    return str(runs[-1].run_id)
 
 
 def shown(name: str, found: TeamLog) -> str:
@@ -60,11 +60,11 @@ def shown(name: str, found: TeamLog) -> str:
 
     record = found.record
     said = f"# loopctl: run {found.run_id} of {name}"
-    if isinstance(record.get("iteration"), int):
-        said += f" (iteration {record['iteration']})"
-    if record.get("started_at"):
-        said += f", started {line(record['started_at'])}"
-    said += f", ended {record['outcome']} (exit code {record.get('exit_code')})"
+    if isinstance(record.iteration, int):
+        said += f" (iteration {record.iteration})"
+    if record.started_at:
+        said += f", started {line(record.started_at)}"
+    said += f", ended {record.outcome} (exit code {record.exit_code})"
     where = (f"machine {line(found.machine)}, "
              f"{line(found.path or '(path not recorded)')}")
     cut = found.cut

@@ -22,6 +22,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.run_record import RunRecord
+
 def claim_now(store: Store, name: str, mode: str = "manual",
               spawn: Callable[[str], int] | None = None,
               slot: str | None = None) -> tuple[str, bool]:
@@ -265,7 +267,7 @@ def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
 
 
 def run_now(store: Store, name: str, mode: str = "manual",
-            slot: str | None = None) -> dict[str, Any]:
+            slot: str | None = None) -> RunRecord:
     from loopctl.engine.supervisor import Supervisor
 
     run_id, _ = claim_now(store, name, mode, slot=slot)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopctl.domain.names import is_run_id
-from loopctl.domain.records import clean_record
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.untrusted import text
 from loopctl.storage.pg.gate import store_set
 from loopctl.storage.store import Store
@@ -31,7 +31,7 @@ class TeamLog:
     path: str | None
     tail: bytes
     cut: bool  # more of the log came before the tail
-    record: dict[str, Any]
+    record: RunRecord
 
 
 def has_store(store: Store) -> bool:
@@ -67,7 +67,7 @@ def _machine_of(value: Any) -> str | None:
     return name if name and name.isprintable() else None
 
 
-def cleaned(name: str, row: Any) -> dict[str, Any] | None:
+def cleaned(name: str, row: Any) -> RunRecord | None:
     """A store row as a record `history` can show; None for a row whose
     run id or machine is not one loopctl gives."""
     machine = _machine_of(row.machine)
@@ -77,32 +77,32 @@ def cleaned(name: str, row: Any) -> dict[str, Any] | None:
         data = json.loads(row.record) if row.record is not None else None
     except (ValueError, RecursionError):
         data = None
-    record = clean_record(data, row.run_id)
-    record["loop"], record["machine"] = name, machine  # the row's key, not its text
+    record = RunRecord.from_json(data, row.run_id)
+    record.loop, record.machine = name, machine  # the row's key, not its text
     return record
 
 
-def _when(record: dict[str, Any]) -> tuple[str, int, str]:
+def _when(record: RunRecord) -> tuple[str, int, str]:
     """Runs of several machines in time order (run ids count per machine)."""
     from loopctl.storage.runs import run_order
 
-    at = record.get("started_at") or record.get("due_at") or record.get("observed_at") or ""
-    return (str(at), *run_order(record["run_id"]))
+    at = record.started_at or record.due_at or record.observed_at or ""
+    return (str(at), *run_order(record.run_id))
 
 
-def merged(store: Store, name: str, local: list[dict[str, Any]],
-           rows: int | None = None) -> list[dict[str, Any]]:
+def merged(store: Store, name: str, local: list[RunRecord],
+           rows: int | None = None) -> list[RunRecord]:
     """Every machine's runs of `name` (the store's newest `rows`), oldest
     first; this machine's own files win over the store's copy of a run."""
     from loopctl.storage.pg.runs import MAX_ROWS, runs_of
 
-    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    by_key: dict[tuple[str, str], RunRecord] = {}
     for row in _read(store, runs_of, name, rows or MAX_ROWS):
         record = cleaned(name, row)
         if record is not None:
-            by_key[(record["machine"], record["run_id"])] = record
+            by_key[(str(record.machine), record.run_id)] = record
     for record in local:
-        by_key[(str(record.get("machine") or ""), record["run_id"])] = record
+        by_key[(str(record.machine or ""), record.run_id)] = record
     return sorted(by_key.values(), key=_when)
 
 
@@ -135,14 +135,15 @@ def log_of(store: Store, name: str, run_id: str) -> TeamLog | None:
     here = this_machine()
     for row in _read(store, run_of, name, run_id):
         record = cleaned(name, row)
-        if record is None or record["machine"] == here:
+        if record is None or record.machine is None or record.machine == here:
             continue
+        machine_of = record.machine
         path = text(row.log_path, 4096)
-        return TeamLog(run_id, record["machine"], path, row.tail or b"", row.cut, record)
+        return TeamLog(run_id, machine_of, path, row.tail or b"", row.cut, record)
     return None
 
 
-def latest(store: Store, name: str) -> dict[str, Any] | None:
+def latest(store: Store, name: str) -> RunRecord | None:
     """The team's newest run of `name` (any machine), or None."""
     runs = merged(store, name, [], rows=5)  # the newest recorded, in time order
     return runs[-1] if runs else None
@@ -160,11 +161,11 @@ def with_machine(store: Store, name: str, described: Any) -> Any:
     here = machine()
     last = {**described.last_run, "machine": here} if described.last_run else None
     team = latest(store, name)
-    if team is not None and last is not None and team["run_id"] == last.get("run_id"):
-        last["machine"] = team["machine"]  # the team's state: its last run may be anyone's
-    elif team is not None and team["machine"] != here:
-        ended = team.get("ended_at") or team.get("observed_at")
+    if team is not None and last is not None and team.run_id == last.get("run_id"):
+        last["machine"] = team.machine  # the team's state: its last run may be anyone's
+    elif team is not None and team.machine != here:
+        ended = team.ended_at or team.observed_at
         if last is None or str(ended or "") > str(last.get("ended_at") or ""):
-            last = {"run_id": team["run_id"], "outcome": team["outcome"], "ended_at": ended,
-                    "reason": run_reason(team), "machine": team["machine"]}
+            last = {"run_id": team.run_id, "outcome": team.outcome, "ended_at": ended,
+                    "reason": run_reason(team), "machine": team.machine}
     return described.told(last_run=last)

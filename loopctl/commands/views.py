@@ -12,6 +12,7 @@ from loopctl.domain.durations import parse_duration
 from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.result import Result
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.state import display_status
 from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
@@ -333,7 +334,7 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
     return out
 
 
-def history(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
+def history(store: Store, name: str, limit: int) -> list[RunRecord]:
     from loopctl.storage.runs import list_records, loop_folder
 
     defs = store.read_defs()
@@ -366,9 +367,9 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     from loopctl.storage.runs import read_skips
 
     records = history(store, name, 0)
-    gated = [{"slot": r.get("slot"), "reason": "gate_no_work",
-              "at": r.get("ended_at") or r.get("started_at"), "run_id": r["run_id"]}
-             for r in records if r["outcome"] == "skipped"]
+    gated = [{"slot": r.slot, "reason": "gate_no_work",
+              "at": r.ended_at or r.started_at, "run_id": r.run_id}
+             for r in records if r.outcome == "skipped"]
     entries = sorted(read_skips(store.paths, name) + gated + _team_skips(store, name),
                      key=lambda e: str(e.get("at")))
     return entries[-limit:] if limit else entries
@@ -386,13 +387,13 @@ def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
     return [e for e in team_runs.skips(store, name) if e.get("machine") != here]
 
 
-def last_runs(records: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+def last_runs(records: list[RunRecord], limit: int) -> list[RunRecord]:
     """The last `limit` fires that were not skipped by a gate, with the
     skipped ones among and after them: a loop gated every minute does not
     push its real runs out of `history` (DESIGN §17)."""
     real = 0
     for at in range(len(records) - 1, -1, -1):
-        if records[at]["outcome"] != "skipped":
+        if records[at].outcome != "skipped":
             real += 1
             if real == limit:
                 return records[at:]
@@ -416,11 +417,12 @@ class History(Result):
     its gate skipped among them."""
 
     loop: str
-    runs: list[dict[str, Any]]
+    runs: list[RunRecord]
     skipped: GateSkips | None
 
     def to_json(self) -> dict[str, Any]:
-        return {**Result.to_json(self), "skipped": self.skipped and self.skipped.to_json()}
+        return {**Result.to_json(self), "runs": [r.to_json() for r in self.runs],
+                "skipped": self.skipped and self.skipped.to_json()}
 
 
 def runs_of(store: Store, name: str, limit: int) -> History:
@@ -429,14 +431,14 @@ def runs_of(store: Store, name: str, limit: int) -> History:
     return History(loop=name, runs=records, skipped=skipped_summary(records))
 
 
-def skipped_summary(records: list[dict[str, Any]]) -> GateSkips | None:
+def skipped_summary(records: list[RunRecord]) -> GateSkips | None:
     """How many fires a gate skipped, and what it said the last time."""
-    skipped = [r for r in records if r["outcome"] == "skipped"]
+    skipped = [r for r in records if r.outcome == "skipped"]
     if not skipped:
         return None
     last = skipped[-1]
-    return GateSkips(count=len(skipped), last_run_id=last["run_id"],
-                     last_gate_output=(last.get("gate") or {}).get("output_tail"))
+    return GateSkips(count=len(skipped), last_run_id=last.run_id,
+                     last_gate_output=(last.gate or {}).get("output_tail"))
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

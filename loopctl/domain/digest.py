@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.durations import format_usd
 from loopctl.domain.result import Notifying
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.timestamps import parse_iso
 from loopctl.domain.untrusted import line as one_line
 from loopctl.fast.data_class import record
@@ -49,7 +50,11 @@ def _ts(text: object) -> float | None:
 
 
 def _since(item: dict[str, Any], key: str, since: float) -> bool:
-    ts = _ts(item.get(key))
+    return _after(item.get(key), since)
+
+
+def _after(at: Any, since: float) -> bool:
+    ts = _ts(at)
     return ts is not None and ts >= since
 
 
@@ -98,7 +103,7 @@ class Digest(Notifying):
 
 
 
-def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
+def build(loops: list[dict[str, Any]], records: dict[str, list[RunRecord]],
           events: list[dict[str, Any]], since: float, now: float) -> Digest:
     from loopctl.domain.timestamps import iso
 
@@ -110,25 +115,25 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                   for e in recent_events if e.get("reason") in RUN_REASONS]
     out = []
     for loop in loops:
-        runs = [r for r in records.get(loop["name"], []) if _since(r, "started_at", since)
-                or _since(r, "observed_at", since)]
+        runs = [r for r in records.get(loop["name"], []) if _after(r.started_at, since)
+                or _after(r.observed_at, since)]
         outcomes: dict[str, int] = {}
         for r in runs:
-            outcomes[r["outcome"]] = outcomes.get(r["outcome"], 0) + 1
-        gated = [r for r in runs if r.get("gate")]
+            outcomes[str(r.outcome)] = outcomes.get(str(r.outcome), 0) + 1
+        gated = [r for r in runs if r.gate]
         out.append({
             "name": loop["name"], "status": loop["status"], "reason": loop.get("reason"),
             "runs": outcomes,
             # Fires a gate (--if) decided: how many it skipped, how many ran the agent.
             "gate": {"skipped": outcomes.get("skipped", 0),
-                     "ran": sum(1 for r in gated if r["gate"].get("exit_code") == 0)}
+                     "ran": sum(1 for r in gated if r.gate and r.gate.get("exit_code") == 0)}
             if gated else None,
             "check": _checks(runs),
             "cost_usd": round(sum(map(_cost, runs)), 6),
-            "decisions": [_decision(r) for r in runs if r.get("decision")],
-            "handoffs": [{"run_id": r["run_id"], "handoff": r["handoff"],
-                          "branch": r.get("branch"), "pr_url": r.get("pr_url")}
-                         for r in runs if r.get("handoff") not in (None, "no_change")],
+            "decisions": [_decision(r) for r in runs if r.decision],
+            "handoffs": [{"run_id": r.run_id, "handoff": r.handoff,
+                          "branch": r.branch, "pr_url": r.pr_url}
+                         for r in runs if r.handoff not in (None, "no_change")],
             "events": [{"at": e.get("at"), "status": e.get("status"),
                         "reason": e.get("reason"), "summary": e.get("summary")}
                        for e in recent_events if e.get("loop") == loop["name"]],
@@ -137,11 +142,11 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[dict[str, Any]]],
                   total=_total(out))
 
 
-def _cost(record: dict[str, Any]) -> float:
+def _cost(record: RunRecord) -> float:
     """A record's cost, 0 unless a finite, non-negative number."""
     import math
 
-    cost = record.get("cost_usd")
+    cost = record.cost_usd
     ok = isinstance(cost, (int, float)) and not isinstance(cost, bool) \
         and math.isfinite(cost) and cost >= 0
     return float(cost) if ok else 0.0  # type: ignore[arg-type]
@@ -153,20 +158,20 @@ def _total(loops: list[dict[str, Any]]) -> Total:
             "cost_usd": round(sum(loop["cost_usd"] for loop in loops), 6)}
 
 
-def _decision(record: dict[str, Any]) -> dict[str, object]:
+def _decision(record: RunRecord) -> dict[str, object]:
     """A run's decision, and whether it stood: a `complete` the check
     refused (`refused: true`) is not a completed loop. Open: the record's
     decision is passed through as it was written (its keys are the
     record's, DESIGN §6), with the run id first."""
-    out: dict[str, object] = {"run_id": record["run_id"], **(record.get("decision") or {})}
+    out: dict[str, object] = {"run_id": record.run_id, **(record.decision or {})}
     if out.get("decision") == "complete":
-        out["refused"] = "complete refused" in str(record.get("note") or "")
+        out["refused"] = "complete refused" in str(record.note or "")
     return out
 
 
-def _checks(runs: list[dict[str, Any]]) -> Checks | None:
+def _checks(runs: list[RunRecord]) -> Checks | None:
     """What the loop's check (DESIGN §16) said: passes, failures, the last metric."""
-    checked = [r["check"] for r in runs if r.get("check")]
+    checked = [r.check for r in runs if r.check]
     if not checked:
         return None
     metrics = [c["metric"] for c in checked if c.get("metric") is not None]

@@ -12,7 +12,8 @@ from loopctl.domain.untrusted import line
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
+
+    from loopctl.domain.run_record import RunRecord
 
 MAX_REASON = 300
 REFUSED = "complete refused: "  # domain/verify.refusal
@@ -24,17 +25,17 @@ def one_line(text: str, limit: int = MAX_REASON) -> str:
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
-def run_reason(record: dict[str, Any] | None) -> str | None:
+def run_reason(record: RunRecord | None) -> str | None:
     """Why the run in `record` did not end ok; None when it did (or when no
     reason was left)."""
-    if not record or record.get("outcome") in (None, "ok"):
+    if not record or record.outcome in (None, "ok"):
         return None
-    note = record.get("note")
+    note = record.note
     if isinstance(note, str) and note.strip():
         # A refused `complete` failed by its check: the check is why (§16).
-        return one_line(note.removeprefix(REFUSED) if record.get("outcome") == "failed"
+        return one_line(note.removeprefix(REFUSED) if record.outcome == "failed"
                         else note)
-    result = record.get("result")
+    result = record.result
     if isinstance(result, str):
         # Split before sanitizing: `line` makes the whole text one line.
         lines = [ln for ln in result.splitlines() if line(ln).strip()]

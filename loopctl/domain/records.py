@@ -1,11 +1,12 @@
 """The run record, `runs/<loop>/<run-id>.json`: its one schema.
 
 The supervisor and the driver that finds a run lost build records with
-`new_record`, which refuses a field the schema does not name; `history`,
-`digest` and pruning read them back through `clean_record`, which keeps the
-schema's fields of the right type and names the rest `damaged`. A field added
-to what a run records is added here, once, or the run that writes it fails
-its tests.
+`RunRecord.new` (domain/run_record.py), which refuses a field the schema does
+not name; `history`, `digest` and pruning read them back through
+`RunRecord.from_json`, which cleans them here (`clean_record`): the schema's
+fields of the right type, the rest named `damaged`. A field added to what a
+run records is added here and as a field of `RunRecord` (a test holds the
+two to the same names), or the run that writes it fails its tests.
 """
 
 from __future__ import annotations
@@ -29,19 +30,6 @@ NUMBER_FIELDS = ("iteration", "duration_s", "exit_code", "missed", "cost_usd",
 OTHER_FIELDS = ("version", "run_id", "decision", "argv", "merged", "left_out", "log_truncated",
                 "damaged", "gate", "check", "pr_feedback", "cost_estimated", "protected")
 FIELDS = frozenset((*TEXT_FIELDS, *NUMBER_FIELDS, *OTHER_FIELDS))
-
-
-def new_record(run_id: str, loop: str, **values: Any) -> dict[str, Any]:
-    """A record of the schema's fields; one outside it is a bug, refused."""
-    return add_fields({"version": 1, "run_id": run_id, "loop": loop}, values)
-
-
-def add_fields(record: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    unknown = set(values) - FIELDS
-    if unknown:
-        raise ValueError(f"run record fields outside the schema: {', '.join(sorted(unknown))}")
-    record.update(values)
-    return record
 
 
 def _left_out(value: Any) -> list[dict[str, Any]] | None:

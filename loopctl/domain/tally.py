@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
     from typing import Any
     from typing import TypedDict as _Shape
+
+    from loopctl.domain.run_record import RunRecord
 else:
     _Shape = object
 
@@ -52,18 +54,18 @@ def check_result(run_check: dict[str, Any]) -> str:
     return "failed" if isinstance(run_check.get("exit_code"), int) else "error"
 
 
-def add(tally: Tally | None, record: dict[str, Any]) -> Tally:
+def add(tally: Tally | None, record: RunRecord) -> Tally:
     """`tally` (None: an empty one) with one more run, as its record says.
     A copy: the caller writes it back in the state write that settles."""
     out = empty() if tally is None else copy(tally)
-    outcome = str(record.get("outcome"))
+    outcome = str(record.outcome)
     if outcome in check.OUTCOMES:
         out["runs"][outcome] = out["runs"].get(outcome, 0) + 1
-    run_check = record.get("check")
+    run_check = record.check
     if isinstance(run_check, dict):
         result = check_result(run_check)
         out["checks"][result] = out["checks"].get(result, 0) + 1
-    duration = check.number(record.get("duration_s"), 0.0, 1e12)
+    duration = check.number(record.duration_s, 0.0, 1e12)
     if duration is not None:
         for at, bound in enumerate(BUCKETS):
             if duration <= bound:
@@ -71,13 +73,13 @@ def add(tally: Tally | None, record: dict[str, Any]) -> Tally:
         out["count"] += 1
         out["sum"] += duration
     if outcome == "ok":
-        ended = moment(record.get("ended_at"))
+        ended = moment(record.ended_at)
         if ended is not None and ended > (out["last_ok"] or 0.0):
             out["last_ok"] = ended
     return out
 
 
-def seeded(records: Iterable[dict[str, Any]]) -> Tally:
+def seeded(records: Iterable[RunRecord]) -> Tally:
     """A tally of the records kept: where an older state.json's loop starts."""
     out = empty()
     for record in records:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TypedDict
 
+    from loopctl.domain.run_record import RunRecord
+
     class CheckFields(TypedDict, total=False):
         """A check's LoopDef fields, those given: keyword arguments that
         `model.parse_loop` merges into the one LoopDef it builds."""
@@ -213,18 +215,16 @@ class LastCheck:
 NOT_RUN = ("check not run", "protect failed")
 
 
-def check_words(record: dict[str, Any]) -> str | None:
+def check_words(check: dict[str, Any] | None, note: str | None) -> str | None:
     """`check passed`, `check failed (exit 1)`, `check failed (check cannot
     start pytst: not found)`, `check not run`; None: the loop has no check."""
-    check = record.get("check")
     if isinstance(check, dict):
         if check.get("passed"):
             return "check passed"
         code = check.get("exit_code")
         return f"check failed (exit {code})" if code is not None else \
             f"check failed ({line(str(check.get('why') or 'no exit code'))[:MAX_WHY]})"
-    note = str(record.get("note") or "")
-    if any(part in note for part in NOT_RUN):
+    if any(part in str(note or "") for part in NOT_RUN):
         return "check not run"
     return None
 
@@ -237,7 +237,7 @@ def verdict(loop: Any, outcome: str, check: dict[str, Any] | None, note: str | N
     (exit 1)`); under `--until-check` it is `ok`, "not yet"."""
     if outcome != "ok" or not loop.check:
         return outcome, None
-    said = check_words({"check": check, "note": note})
+    said = check_words(check, note)
     if said in (None, "check passed"):
         return outcome, None
     words = failure_text(check, loop.check_timeout) if check is not None else None
@@ -249,9 +249,9 @@ def verdict(loop: Any, outcome: str, check: dict[str, Any] | None, note: str | N
     return "failed", words
 
 
-def failed_verification(record: dict[str, Any]) -> bool:
+def failed_verification(record: RunRecord) -> bool:
     """An agent that succeeded but whose check failed, could not start or
     was not run: `run` and `tick --wait` exit 1 for it (a CI job is never
     green on red tests)."""
-    said = check_words(record)
+    said = check_words(record.check, record.note)
     return said is not None and said != "check passed"

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from loopctl.domain.reason import one_line, run_reason
+from loopctl.domain.run_record import RunRecord
 from loopctl.storage.store import Store
 
 MAX_EVENT_BYTES = 1 << 20  # read per pass at most: a flood waits for the next
@@ -51,7 +52,7 @@ class DaemonLog:
             self.pending.discard((loop, run_id))
             # A gate that found nothing to do is the quiet case: its `fired`
             # line is enough (history keeps the gate's word).
-            if record.get("outcome") != "skipped":
+            if record.outcome != "skipped":
                 out.append(run_end_line(loop, record))
         return out
 
@@ -81,18 +82,18 @@ class DaemonLog:
         return out
 
 
-def run_end_line(loop: str, record: dict[str, Any]) -> str:
+def run_end_line(loop: str, record: RunRecord) -> str:
     """`run RUN of LOOP ended: failed (exit 127, 0.1s): agent not found ...`"""
     facts = []
-    if record.get("exit_code") is not None:
-        facts.append(f"exit {record['exit_code']}")
-    if record.get("duration_s") is not None:
-        facts.append(f"{float(record['duration_s']):.1f}s")
-    text = f"run {record['run_id']} of {loop} ended: {record.get('outcome')}"
+    if record.exit_code is not None:
+        facts.append(f"exit {record.exit_code}")
+    if record.duration_s is not None:
+        facts.append(f"{float(record.duration_s):.1f}s")
+    text = f"run {record.run_id} of {loop} ended: {record.outcome}"
     text += f" ({', '.join(facts)})" if facts else ""
     reason = run_reason(record)
-    if record.get("handoff"):
-        text += f"; hand-off {one_line(str(record['handoff']), 40)}"
+    if record.handoff:
+        text += f"; hand-off {one_line(str(record.handoff), 40)}"
     return text + (f": {reason}" if reason else "")
 
 

@@ -17,7 +17,7 @@ from loopctl import clock
 from loopctl.domain import lifecycle
 from loopctl.domain.capacity import caps_of
 from loopctl.domain.errors import BusyError, LoopctlError
-from loopctl.domain.records import new_record
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.state import TERMINAL, in_flight, wake_time
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
@@ -159,7 +159,7 @@ def reap_children(pids: list[int]) -> tuple[list[int], bool]:
 
 
 def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
-                why: str | None = None) -> dict[str, Any]:
+                why: str | None = None) -> RunRecord:
     """Write the record of a run whose supervisor died, unless the supervisor
     got as far as writing its own (then only the state was not settled).
     A worktree it left is removed; its branch is kept when it has commits.
@@ -173,8 +173,9 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
         from loopctl.storage.runs import load_record, remember
 
         remember(store.paths, loop, run["run_id"])  # it wrote its record, not the index
-        return load_record(path, run["run_id"]) or {"run_id": run["run_id"], "outcome": "lost"}
-    written = new_record(
+        found = load_record(path, run["run_id"])
+        return found or RunRecord.new(run["run_id"], loop, outcome="lost")
+    written = RunRecord.new(
         run["run_id"], loop,
         iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(run.get("started_at")),
@@ -186,7 +187,7 @@ def record_lost(store: Store, loop: str, run: dict[str, Any], now: float,
         **({"queued_s": run["queued_s"]} if run.get("queued_s") is not None else {}),
         **({"machine": run["machine"]} if run.get("machine") else {}),
     )
-    store.write_json(path, written)
+    store.write_json(path, written.to_json())
     from loopctl.storage.runs import remember
 
     remember(store.paths, loop, run["run_id"])
@@ -418,7 +419,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
 class TickReport:
     pass_report: PassReport | None
     deferred_to: dict[str, Any] | None = None
-    records: list[dict[str, Any]] = factory(list)
+    records: list[RunRecord] = factory(list)
     # `tick --wait`: due loops it could not start (queued behind the cap
     # while runs it did not start held the slots, or left to `left_to`, a
     # driver that took the lease meanwhile).
@@ -430,7 +431,7 @@ class TickReport:
         75 when a due loop was left queued, not waited for."""
         from loopctl.domain.verify import failed_verification
 
-        outcomes = {r.get("outcome") for r in self.records}
+        outcomes = {r.outcome for r in self.records}
         if "timeout" in outcomes:
             return 124
         if outcomes - {"ok", "skipped"}:  # a gate that found nothing to do is fine

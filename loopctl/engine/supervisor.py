@@ -29,8 +29,8 @@ from loopctl.storage.store import Store
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
 
+    from loopctl.domain.run_record import RunRecord
     from loopctl.integrations.delivery import Handoff
     from loopctl.integrations.worktree import Workspace
 
@@ -47,7 +47,7 @@ class Supervisor:
         self.foreground = foreground
         self.owns_run = False  # its claim names this process: it may say why it failed
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> RunRecord:
         """The run, supervised. One the home cannot take (a full disk, a
         read-only remount) says so in the run's `.fault`, reserved before
         the agent starts, for the next driver pass to pause the loop."""
@@ -62,7 +62,7 @@ class Supervisor:
                 run_files.mark_unsaved(self.store.paths, self.name, self.run_id, why)
             raise
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> RunRecord:
         procs.become_subreaper()
         run_signals.interruptible()
         log = RunLog(open_log(self.store.paths.run_log(self.name, self.run_id)))
@@ -192,11 +192,11 @@ def footer(run_id: str, result: RunResult) -> str:
             + (f" ({result.note})" if result.note else ""))
 
 
-def exit_code_for(record: dict[str, Any]) -> int:
+def exit_code_for(record: RunRecord) -> int:
     """The run's exit code, which follows its check: an agent that
     succeeded but whose check failed, could not start or was not run is 1."""
-    code = EXIT_FOR_OUTCOME.get(record.get("outcome", "failed"), 1)
-    if code == 0 and record.get("outcome") == "ok":
+    code = EXIT_FOR_OUTCOME.get(record.outcome or "failed", 1)
+    if code == 0 and record.outcome == "ok":
         from loopctl.domain.verify import failed_verification
 
         return 1 if failed_verification(record) else 0

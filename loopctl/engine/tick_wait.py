@@ -20,9 +20,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from loopctl.domain.run_record import RunRecord
     from loopctl.engine.firing import PassReport
 
     Told = Callable[[dict[str, Any]], None]
+    Ended = Callable[[RunRecord], None]
 
 
 class Children:
@@ -59,7 +61,7 @@ class Children:
         self.fds.clear()
 
 
-def wait_runs(store: Store, result: TickReport, ended: Told | None = None,
+def wait_runs(store: Store, result: TickReport, ended: Ended | None = None,
               started: Told | None = None) -> None:
     """Wait for the runs a pass fired and for the due loops it queued.
     `ended(record)` is told of each run as it ends (its record goes on
@@ -85,11 +87,13 @@ def wait_runs(store: Store, result: TickReport, ended: Told | None = None,
     result.still_queued = sorted(chase)
 
 
-def _record_of(store: Store, fire: dict[str, Any]) -> dict[str, Any]:
+def _record_of(store: Store, fire: dict[str, Any]) -> RunRecord:
+    from loopctl.domain.run_record import RunRecord
     from loopctl.storage.runs import read_record
 
     return read_record(store.paths, fire["loop"], fire["run_id"]) \
-        or {"run_id": fire["run_id"], "loop": fire["loop"], "outcome": "lost"}
+        or RunRecord(run_id=fire["run_id"], loop=fire["loop"], outcome="lost",
+                     keys=["run_id", "loop", "outcome"])  # its file gone: what is known
 
 
 def _start_queued(store: Store, result: TickReport, chase: set[str], children: Children,

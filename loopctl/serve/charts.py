@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from loopctl.domain.durations import format_usd
+from loopctl.domain.run_record import RunRecord
 
 WIDTH, HEIGHT, FONT = 640, 170, 10
 TOP, BOTTOM, RIGHT = 22, 36, 12  # title above; x labels and legend below
@@ -97,7 +98,7 @@ def run_number(run_id: str) -> str:
     return "#" + str(int(run_id[17:])) if run_id[17:].isdigit() else run_id[:12]
 
 
-def outcomes(records: Sequence[dict[str, Any]]) -> str:
+def outcomes(records: Sequence[RunRecord]) -> str:
     """One bar per run, coloured by outcome (a failure, and a failed check, red)."""
     title = "Outcome per run"
     if not records:
@@ -106,16 +107,16 @@ def outcomes(records: Sequence[dict[str, Any]]) -> str:
     width = max((WIDTH - RIGHT - left - 8) / count - 1, 1)
     bars, seen = [], dict[str, str]()
     for at, record in enumerate(records):
-        outcome = str(record.get("outcome"))
-        failed_check = (record.get("check") or {}).get("passed") is False
+        outcome = str(record.outcome)
+        failed_check = (record.check or {}).get("passed") is False
         shown = CHECK_FAILED if failed_check and outcome == "ok" else outcome
         colour = FAILURE_COLOUR if failed_check else OUTCOME_COLOURS.get(outcome, FAILURE_COLOUR)
         seen.setdefault(shown, colour)
         x = left + 4 + (WIDTH - RIGHT - left - 8) * at / count
         bars.append(f'<rect x="{x:.1f}" y="{TOP}" width="{width:.1f}" '
                     f'height="{HEIGHT - BOTTOM - TOP}" fill="{colour}"><title>'
-                    f'{escape(str(record.get("run_id")))}: {escape(shown)}</title></rect>')
-    ids = [run_number(str(r.get("run_id"))) for r in records]
+                    f'{escape(str(record.run_id))}: {escape(shown)}</title></rect>')
+    ids = [run_number(str(r.run_id)) for r in records]
     ticks = [(left + 4 + (WIDTH - RIGHT - left - 8) * (i + 0.5) / count, ids[i])
              for i in sorted({0, count // 2, count - 1})]
     return _frame(title, bars, left, x_ticks=ticks,
@@ -164,25 +165,25 @@ def plain(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
-def durations(records: Sequence[dict[str, Any]]) -> str:
-    return _series("Duration per run", [(run_number(str(r["run_id"])), float(r["duration_s"]))
+def durations(records: Sequence[RunRecord]) -> str:
+    return _series("Duration per run", [(run_number(str(r.run_id)), float(r.duration_s))
                                         for r in records
-                                        if isinstance(r.get("duration_s"), (int, float))],
+                                        if isinstance(r.duration_s, (int, float))],
                    seconds, "duration of the run", time_unit)
 
 
-def metric(records: Sequence[dict[str, Any]]) -> str:
+def metric(records: Sequence[RunRecord]) -> str:
     return _series("Check metric per run",
-                   [(run_number(str(r["run_id"])), float(r["check"]["metric"])) for r in records
-                    if isinstance((r.get("check") or {}).get("metric"), (int, float))],
+                   [(run_number(str(r.run_id)), float(r.check["metric"])) for r in records
+                    if r.check and isinstance(r.check.get("metric"), (int, float))],
                    plain, "the check's metric")
 
 
-def cost_per_day(records: Sequence[dict[str, Any]]) -> str:
+def cost_per_day(records: Sequence[RunRecord]) -> str:
     days: dict[str, float] = {}
     for record in records:
-        cost = record.get("cost_usd")
-        ended = record.get("ended_at") or record.get("started_at")
+        cost = record.cost_usd
+        ended = record.ended_at or record.started_at
         if isinstance(cost, (int, float)) and isinstance(ended, str) and len(ended) >= 10:
             days[ended[:10]] = days.get(ended[:10], 0.0) + float(cost)
     if not days:
@@ -191,7 +192,7 @@ def cost_per_day(records: Sequence[dict[str, Any]]) -> str:
                    format_usd, "spent that day")
 
 
-def all_charts(records: Sequence[dict[str, Any]]) -> list[str]:
+def all_charts(records: Sequence[RunRecord]) -> list[str]:
     return [outcomes(records), durations(records), cost_per_day(records), metric(records)]
 
 

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from loopctl import clock
 from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration, format_rough, format_usd
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.timestamps import iso
 from loopctl.serve import api, charts
 from loopctl.serve.server import Response
@@ -157,26 +158,26 @@ def _question(name: str, info: dict[str, Any], csrf: str) -> str:
             "</form></section>")
 
 
-def _history(name: str, records: list[dict[str, Any]]) -> str:
+def _history(name: str, records: list[RunRecord]) -> str:
     from loopctl.domain.reason import run_reason
 
     rows = []
-    machines = any(r.get("machine") for r in records)  # a team store's (DESIGN §21)
+    machines = any(r.machine for r in records)  # a team store's (DESIGN §21)
     for r in reversed(records[-HISTORY_ROWS:]):
-        duration = r.get("duration_s")
-        check = r.get("check") or {}
+        duration = r.duration_s
+        check = r.check or {}
         rows.append(
-            f'<tr><td><a href="{esc(href(name))}/runs/{esc(r["run_id"])}">{esc(r["run_id"])}'
-            f"</a></td><td>{esc(r.get('started_at'))}</td>"
+            f'<tr><td><a href="{esc(href(name))}/runs/{esc(r.run_id)}">{esc(r.run_id)}'
+            f"</a></td><td>{esc(r.started_at)}</td>"
             f"<td>{esc(format_duration(int(duration)) if duration is not None else '-')}</td>"
-            f'<td class="o-{esc(r["outcome"])}">{esc(r["outcome"])}</td>'
-            f"<td>{esc(r.get('exit_code'))}</td>"
-            f"<td>{esc(format_usd(r['cost_usd']) if r.get('cost_usd') is not None else '')}</td>"
+            f'<td class="o-{esc(r.outcome)}">{esc(r.outcome)}</td>'
+            f"<td>{esc(r.exit_code)}</td>"
+            f"<td>{esc(format_usd(r.cost_usd) if r.cost_usd is not None else '')}</td>"
             f"<td>{esc('' if not check else 'pass' if check.get('passed') else 'fail')}"
             f"{esc(' ' + format(check['metric'], 'g') if check.get('metric') is not None else '')}"
-            f"</td><td>{esc((r.get('decision') or {}).get('decision'))}</td>"
-            f'<td class="reason">{esc(run_reason(r) or r.get("note"))}</td>'
-            + (f"<td>{esc(r.get('machine'))}</td>" if machines else "") + "</tr>")
+            f"</td><td>{esc((r.decision or {}).get('decision'))}</td>"
+            f'<td class="reason">{esc(run_reason(r) or r.note)}</td>'
+            + (f"<td>{esc(r.machine)}</td>" if machines else "") + "</tr>")
     if not rows:
         return '<p class="none">no finished runs yet</p>'
     return ('<table class="history"><thead><tr><th>run</th><th>started (UTC)</th><th>took</th>'

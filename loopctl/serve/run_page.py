@@ -6,32 +6,32 @@ recorded are shown (the run index), never a file planted in the folder."""
 from __future__ import annotations
 
 from importlib import resources
-from typing import Any
 
 from loopctl.domain.durations import format_duration, format_usd
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.reason import run_reason
+from loopctl.domain.run_record import RunRecord
 from loopctl.serve.pages import esc, href
 from loopctl.storage.store import Store
 
 LOG_LIMIT = 1 << 20  # the last MiB of the log
 
 
-def _facts(record: dict[str, Any]) -> str:
-    duration = record.get("duration_s")
-    check = record.get("check") or {}
-    rows = [("outcome", record.get("outcome")), ("reason", run_reason(record)),
-            ("trigger", record.get("trigger")), ("started (UTC)", record.get("started_at")),
-            ("ended (UTC)", record.get("ended_at")),
+def _facts(record: RunRecord) -> str:
+    duration = record.duration_s
+    check = record.check or {}
+    rows = [("outcome", record.outcome), ("reason", run_reason(record)),
+            ("trigger", record.trigger), ("started (UTC)", record.started_at),
+            ("ended (UTC)", record.ended_at),
             ("took", format_duration(int(duration)) if duration is not None else None),
-            ("exit code", record.get("exit_code")),
-            ("cost", format_usd(record["cost_usd"]) if record.get("cost_usd") is not None
+            ("exit code", record.exit_code),
+            ("cost", format_usd(record.cost_usd) if record.cost_usd is not None
              else None),
             ("check", ("passed" if check.get("passed") else "failed") if check else None),
             ("metric", check.get("metric")),
-            ("decision", (record.get("decision") or {}).get("decision")),
-            ("summary", (record.get("decision") or {}).get("summary")),
-            ("note", record.get("note")), ("machine", record.get("machine"))]
+            ("decision", (record.decision or {}).get("decision")),
+            ("summary", (record.decision or {}).get("summary")),
+            ("note", record.note), ("machine", record.machine)]
     return "<dl>" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows
                             if v is not None and v != "") + "</dl>"
 
@@ -72,7 +72,7 @@ def _team_run_page(store: Store, name: str, run_id: str) -> bytes:
     return _page(name, run_id, found.record, said, found.tail.decode("utf-8", "replace"))
 
 
-def _page(name: str, run_id: str, record: dict[str, Any], said: str, text: str) -> bytes:
+def _page(name: str, run_id: str, record: RunRecord, said: str, text: str) -> bytes:
     style = resources.files("loopctl.serve").joinpath("static").joinpath("app.css").read_text()
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f"<title>{esc(name)} {esc(run_id)} · loopctl</title><style>{style}</style>"

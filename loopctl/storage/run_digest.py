@@ -26,6 +26,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.run_record import RunRecord
+
 KEEP = 48  # the strip shows 20; the timeline the rest of the last day
 DAYS = 8
 MAX_BYTES = 256 * 1024
@@ -55,29 +57,29 @@ def _number(value: Any, high: float = 1e12) -> float | None:
     return float(value) if type(value) in (int, float) and 0 <= value <= high else None
 
 
-def check_failed(record: dict[str, Any]) -> bool:
-    check = record.get("check")
+def check_failed(record: RunRecord) -> bool:
+    check = record.check
     return isinstance(check, dict) and check.get("passed") is False
 
 
-def reason_of(record: dict[str, Any]) -> str | None:
+def reason_of(record: RunRecord) -> str | None:
     """Why the run was not ok, or why its check failed (DESIGN §16)."""
     said = run_reason(record)
     if said or not check_failed(record):
         return said
-    code = record["check"].get("exit_code")
+    code = (record.check or {}).get("exit_code")
     return "check failed" + (f" (exit {code})" if isinstance(code, int) else "")
 
 
-def brief(record: dict[str, Any]) -> dict[str, Any]:
+def brief(record: RunRecord) -> dict[str, Any]:
     """One run as the digest keeps it."""
-    started, ended = _moment(record.get("started_at")), _moment(record.get("ended_at"))
-    queued = _number(record.get("queued_s"), 1e9)
+    started, ended = _moment(record.started_at), _moment(record.ended_at)
+    queued = _number(record.queued_s, 1e9)
     reason = reason_of(record)
-    return {"id": record["run_id"], "o": record.get("outcome"), "c": check_failed(record),
+    return {"id": record.run_id, "o": record.outcome, "c": check_failed(record),
             "r": one_line(reason, REASON_CHARS) if reason else None,
             "q": started - queued if started is not None and queued else None,
-            "s": started, "e": ended, "usd": _number(record.get("cost_usd"))}
+            "s": started, "e": ended, "usd": _number(record.cost_usd)}
 
 
 def _clean_run(run: Any) -> dict[str, Any] | None:
@@ -163,14 +165,14 @@ def _read(paths: Paths, loop: str, path: Any, last: int) -> dict[str, Any]:
         return {"runs": [], "days": {}}
 
 
-def _add(digest: dict[str, Any], record: dict[str, Any]) -> None:
-    if record.get("outcome") == "skipped":
+def _add(digest: dict[str, Any], record: RunRecord) -> None:
+    if record.outcome == "skipped":
         return
     shown = brief(record)
     known = any(r["id"] == shown["id"] for r in digest["runs"])  # its record rewritten
     digest["runs"] = [r for r in digest["runs"] if r["id"] != shown["id"]]
     digest["runs"] = (digest["runs"] + [shown])[-KEEP:]
-    day = record.get("ended_at") or record.get("started_at")
+    day = record.ended_at or record.started_at
     if shown["usd"] and not known and isinstance(day, str) and len(day) >= 10:
         days = digest["days"]
         days[day[:10]] = days.get(day[:10], 0.0) + shown["usd"]

@@ -2,7 +2,7 @@
 
 Records are read back as untrusted input: a damaged or planted file must not
 break `history` or `logs`, so each is bounded, never read through a symlink,
-and cleaned field by field (`loopctl.domain.records.clean_record`). Which
+and cleaned field by field (`RunRecord.from_json`, domain/run_record.py). Which
 runs exist is what loopctl itself wrote down (`run-index/<loop>.json`,
 updated under the store lock whenever a record is written), never what a
 listing of the folder shows: a file planted there with a run id's name is
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.names import is_run_id
-from loopctl.domain.records import clean_record
+from loopctl.domain.run_record import RunRecord
 from loopctl.storage.paths import FILE_MODE, Paths
 from loopctl.storage.paths import read_bounded as paths_read_bounded
 
@@ -93,17 +93,17 @@ def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes | None:
     return paths_read_bounded(path, limit)
 
 
-def load_record(path: Path, run_id: str) -> dict[str, Any] | None:
+def load_record(path: Path, run_id: str) -> RunRecord | None:
     data = read_bounded(path)
     if data is None:
         return None
     try:
-        return clean_record(json.loads(data), run_id)
+        return RunRecord.from_json(json.loads(data), run_id)
     except (ValueError, RecursionError):
-        return clean_record(None, run_id)
+        return RunRecord.from_json(None, run_id)
 
 
-def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
+def list_records(paths: Paths, loop: str) -> list[RunRecord]:
     """Finished runs of `loop`, oldest first."""
     folder = loop_folder(paths, loop)
     if folder is None:
@@ -116,7 +116,7 @@ def list_records(paths: Paths, loop: str) -> list[dict[str, Any]]:
     return records
 
 
-def count_run(paths: Paths, loop: str, st: dict[str, Any], record: dict[str, Any]) -> None:
+def count_run(paths: Paths, loop: str, st: dict[str, Any], record: RunRecord) -> None:
     """Add a finished run to the loop's `tally` (domain.tally), which the
     caller writes in the state write that settles the run. An entry without
     one (state.json from before it) starts from the records kept, this
@@ -126,11 +126,11 @@ def count_run(paths: Paths, loop: str, st: dict[str, Any], record: dict[str, Any
     base = st.get("tally")
     if base is None:
         base = tally.seeded(r for r in list_records(paths, loop)
-                            if r.get("run_id") != record.get("run_id"))
+                            if r.run_id != record.run_id)
     st["tally"] = tally.add(base, record)
 
 
-def read_record(paths: Paths, loop: str, run_id: str) -> dict[str, Any] | None:
+def read_record(paths: Paths, loop: str, run_id: str) -> RunRecord | None:
     """One record, cleaned; None when there is none."""
     if loop_folder(paths, loop) is None:
         return None

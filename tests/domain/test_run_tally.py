@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from loopctl.domain import tally
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.state import repair
 
 
-def record(outcome: str, duration: float | None = 2.0, **extra: Any) -> dict[str, Any]:
-    return {"outcome": outcome, "duration_s": duration,
-            "ended_at": "2026-12-01T10:00:00Z", **extra}
+def record(outcome: str, duration: float | None = 2.0, **extra: Any) -> RunRecord:
+    return RunRecord.new("r-1", "x", outcome=outcome, duration_s=duration,
+                         ended_at="2026-12-01T10:00:00Z", **extra)
 
 
 def test_each_run_adds_one_by_outcome_check_and_duration() -> None:

@@ -438,9 +438,11 @@ def test_decision_text_loses_terminal_escapes_and_is_one_line() -> None:
 def test_a_record_field_outside_the_schema_is_refused_when_built() -> None:
     """One schema for what a run records and what `history` reads back: a
     builder that writes a field the reader does not know fails loudly."""
-    from loopctl.domain.records import new_record
+    from loopctl.domain.run_record import RunRecord
 
-    built = new_record(RUN, "x", outcome="ok", exit_code=0, argv=["a"])
-    assert "damaged" not in clean_record(built, RUN)
+    built = RunRecord.new(RUN, "x", outcome="ok", exit_code=0, argv=["a"])
+    assert "damaged" not in clean_record(built.to_json(), RUN)
     with pytest.raises(ValueError, match="bogus"):
-        new_record(RUN, "x", outcome="ok", bogus=1)
+        RunRecord.new(RUN, "x", outcome="ok", bogus=1)
+    with pytest.raises(ValueError, match="bogus"):
+        built.add(bogus=1)

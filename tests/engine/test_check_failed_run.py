@@ -13,6 +13,7 @@ RED = "sh -c 'echo 3 tests failing; exit 2'"
 
 
 def test_a_failed_check_is_a_failed_run_in_every_view(cli: CLI, tmp_path: Path) -> None:
+    from loopctl.domain.run_record import RunRecord
     from loopctl.engine.daemon_log import run_end_line
 
     cli("start", "work", "--name", "x", "--every", "1h", "--cwd", str(tmp_path),
@@ -33,7 +34,7 @@ def test_a_failed_check_is_a_failed_run_in_every_view(cli: CLI, tmp_path: Path) 
     history = cli("history", "x").stdout
     assert "failed" in history and "check failed (exit 2)" in history, history
     assert "failed" in cli("watch").stdout  # not a tty: one snapshot
-    line = run_end_line("x", record)
+    line = run_end_line("x", RunRecord.from_json(record, record["run_id"]))
     assert " ended: failed (exit 0, " in line and line.endswith(": check failed (exit 2)")
     digest = cli("digest", "--since", "1h").stdout
     assert "Needs you\n  x: failing: check failed (exit 2)" in digest, digest

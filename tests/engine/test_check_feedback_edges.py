@@ -232,8 +232,9 @@ def test_run_says_why_a_check_or_gate_gave_no_exit_code(record: dict[str, Any],
     # Found: `run NAME` printed `check failed (exit None)` and `(the gate
     # exited None)` for a program that was not on PATH or timed out.
     from loopctl.cli.direct import run_line
+    from loopctl.domain.run_record import RunRecord
 
-    line = run_line({"run_id": "20261201T030000Z-0001", "log": "L", **record})
+    line = run_line(RunRecord.new("20261201T030000Z-0001", "x", log="L", **record))
     assert said in line and "None" not in line and "\x1b" not in line
 
 

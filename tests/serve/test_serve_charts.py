@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loopctl.commands import fleet
+from loopctl.domain.run_record import RunRecord
 from loopctl.serve import charts
 from loopctl.storage import run_digest
 
@@ -77,10 +78,10 @@ def y_labels(svg: str) -> list[tuple[float, str]]:
                        svg)]
 
 
-def record(n: int, **fields: object) -> dict[str, object]:
-    return {"run_id": f"20261205T0{n % 10}0000Z-{n:04d}", "outcome": "ok",
-            "started_at": "2026-12-05T09:00:00Z", "ended_at": "2026-12-05T09:00:30Z",
-            **fields}
+def record(n: int, **fields: object) -> RunRecord:
+    return RunRecord.new(f"20261205T0{n % 10}0000Z-{n:04d}", "x", outcome="ok",
+                         started_at="2026-12-05T09:00:00Z", ended_at="2026-12-05T09:00:30Z",
+                         **fields)
 
 
 @pytest.mark.parametrize("value", [0.276, 0.0004, 3.5, 12_345.0, 9e9])

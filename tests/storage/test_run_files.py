@@ -63,7 +63,7 @@ def test_a_directory_in_place_of_a_record_is_not_read(home: Path) -> None:
     (folder / f"{NEW}.json").mkdir()
     write_run(folder, OLD)
     assert runs.read_bounded(folder / f"{NEW}.json") is None
-    assert [r["run_id"] for r in runs.list_records(paths, "job")] == [OLD]
+    assert [r.run_id for r in runs.list_records(paths, "job")] == [OLD]
 
 
 def test_a_record_larger_than_the_bound_is_not_read(home: Path) -> None:

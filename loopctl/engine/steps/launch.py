@@ -206,8 +206,8 @@ def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> LastCheck | Non
     last = st.get("last_check")
     if not loop.check or not last:
         return None
-    record = read_record(ctx.store.paths, ctx.name, last["run_id"]) or {}
-    tail = (record.get("check") or {}).get("output_tail")
+    record = read_record(ctx.store.paths, ctx.name, last["run_id"])
+    tail = ((record and record.check) or {}).get("output_tail")
     return LastCheck(exit_code=last.get("exit_code"), passed=bool(last.get("passed")),
                      metric=last.get("metric"), why=last.get("why"),
                      output_tail=tail if isinstance(tail, str) else "")

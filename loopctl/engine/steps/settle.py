@@ -9,7 +9,7 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.reason import run_reason
-from loopctl.domain.records import add_fields, new_record
+from loopctl.domain.run_record import RunRecord
 from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, run_accounts
@@ -27,9 +27,9 @@ SAVE_ATTEMPTS = 3  # a full disk may free up; waits 1 s, then 2 s
 
 
 def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result: RunResult,
-               done: Done, handoff: Handoff | None) -> dict[str, Any]:
+               done: Done, handoff: Handoff | None) -> RunRecord:
     run = claim.run
-    record = new_record(
+    record = RunRecord.new(
         ctx.run_id, ctx.name,
         iteration=run["iteration"], trigger=run.get("trigger"), slot=run.get("slot"),
         due_at=iso(run["due_at"]), started_at=iso(result.started_at),
@@ -43,29 +43,29 @@ def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result:
         log_truncated=ctx.bounds.truncated, sandbox=launched.sandbox if launched else "off",
     )
     if done.gate is not None:
-        add_fields(record, {"gate": done.gate.to_json()})
+        record.add(gate=done.gate.to_json())
     if result.check is not None:
-        add_fields(record, {"check": result.check})
+        record.add(check=result.check)
     if done.pr_fix is not None:
-        add_fields(record, {"pr_feedback": done.pr_fix.to_json()})
+        record.add(pr_feedback=done.pr_fix.to_json())
     if done.guarded is not None:
         from loopctl.domain.protect import record_fields
 
-        add_fields(record, record_fields(done.guarded.changed))
+        record.add(**record_fields(done.guarded.changed))
     if run.get("spec", {}).get("agent"):  # which preset ran (a fallback's, DESIGN §18)
-        add_fields(record, {"agent": run["spec"]["agent"],
-                            "fallback_from": run.get("fallback_from")})
+        record.add(agent=run["spec"]["agent"],
+                   fallback_from=run.get("fallback_from"))
     if run.get("triggers"):
-        add_fields(record, {"triggers": run["triggers"]})
+        record.add(triggers=run["triggers"])
     if run.get("machine"):  # which machine of a team store ran it (DESIGN §21)
-        add_fields(record, {"machine": run["machine"]})
+        record.add(machine=run["machine"])
     if run.get("queued_s") is not None:
-        add_fields(record, {"queued_s": run["queued_s"]})
-    return add_fields(record, handoff.record()) if handoff is not None else record
+        record.add(queued_s=run["queued_s"])
+    return record.add(**handoff.record()) if handoff is not None else record
 
 
-def settle(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any],
-           done: Done, handoff: Handoff | None) -> dict[str, Any]:
+def settle(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
+           done: Done, handoff: Handoff | None) -> RunRecord:
     """Save with a few retries (a full disk may free up), then prune."""
     for attempt in range(SAVE_ATTEMPTS):
         try:
@@ -95,7 +95,7 @@ def _store_unreachable(ctx: RunContext, exc: LoopctlError) -> bool:
     return isinstance(exc, StoreUnreachable)
 
 
-def keep_record(ctx: RunContext, record: dict[str, Any]) -> None:
+def keep_record(ctx: RunContext, record: RunRecord) -> None:
     """The run's record, kept here while the team store cannot take the
     state (DESIGN §21): the run stays in flight there until a driver finds
     its claim stale or its supervisor gone, and records it from this file
@@ -103,13 +103,13 @@ def keep_record(ctx: RunContext, record: dict[str, Any]) -> None:
     from loopctl.storage.team_outbox import note_record
 
     try:
-        ctx.store.write_json(ctx.store.paths.run_record(ctx.name, ctx.run_id), record)
+        ctx.store.write_json(ctx.store.paths.run_record(ctx.name, ctx.run_id), record.to_json())
         note_record(ctx.store.paths, ctx.name, ctx.run_id)  # owed to the team's views
     except LoopctlError:
         pass  # the driver that finds the run lost writes one
 
 
-def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any],
+def save(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
          done: Done, handoff: Handoff | None) -> set[str]:
     """Record the run and settle the loop, under the store lock."""
     store, paths = ctx.store, ctx.store.paths
@@ -128,12 +128,12 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
                 before = events.status_key(st)  # the account's one event says it
             if extra.get("note"):
                 add_note(result, extra.pop("note"))
-                record["note"] = result.note
-            add_fields(record, {**extra, "status_after": st["status"]})
+                record.add(note=result.note)
+            record.add(**extra, status_after=st["status"])
             count_run(paths, ctx.name, st, record)  # in this write: counters never go back
             if ctx.dropped:
                 st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
-            store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+            store.write_json(paths.run_record(ctx.name, ctx.run_id), record.to_json())
             remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
             pending = _attention(ctx, loop, st, run, before, now, done, handoff,
                                  run_reason(record))
@@ -145,7 +145,7 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: dict[str, Any
         elif st is not None:
             # Recorded lost meanwhile: keep what really happened. A loop
             # removed meanwhile (`rm`) gets no run files back.
-            store.write_json(paths.run_record(ctx.name, ctx.run_id), record)
+            store.write_json(paths.run_record(ctx.name, ctx.run_id), record.to_json())
             remember(paths, ctx.name, ctx.run_id)
         in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
         if st is not None:  # under the lock: the index and the files agree
