@@ -135,9 +135,12 @@ class Storm:
         found = []
         for proc in procs:
             try:
+                argv = proc.cmdline()  # empty for a zombie
+                if not argv:
+                    continue
                 if kind == "driver" and proc.ppid() == shell.pid and proc.name() != "sleep":
-                    found.append((proc.pid, proc.cmdline()[-1]))
-                elif kind == "supervisor" and "mark start" in " ".join(proc.cmdline()):
+                    found.append((proc.pid, argv[-1]))
+                elif kind == "supervisor" and "mark start" in " ".join(argv):
                     env = proc.environ()
                     found.append((proc.ppid(), f"supervisor of {env.get('LOOPCTL_LOOP', '?')} "
                                                f"{env.get('LOOPCTL_RUN_ID')}"))
