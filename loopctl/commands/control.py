@@ -49,16 +49,13 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
         elif verb == "stop":
             message = verbs.stop(st, now)
             if kill and st.get("run"):
-                from loopctl.engine.firing import signal_supervisor
-
-                signal_supervisor(st["run"])
-                message = "stopping: the current run is being killed"
+                message = _kill_run(store, name, st["run"])
         else:
             message = verbs.resume(loop, st, now, zone=clock.zone_of(loop))
             if text is not None:
-                from loopctl.storage.triggers import save_answer
+                from loopctl.storage.triggers import keep_text
 
-                save_answer(store.paths, name, text)
+                keep_text(store, name, "answer", text)
                 message += "; its next run gets your answer"
             if state.get("accounts"):
                 # The user says the account is fixed: this loop finds out
@@ -70,6 +67,20 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
     tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)
     return Controlled(loop=name, message=message, status=display_status(st),
                       reason=st.get("reason"))
+
+
+def _kill_run(store: Store, name: str, run: dict[str, Any]) -> str:
+    """Signal this machine's supervisor, or ask another machine's through
+    the team store (DESIGN §21); what was done."""
+    from loopctl.engine.team_state import ask_to_kill
+
+    asked = ask_to_kill(store, name, run)
+    if asked is not None:
+        return f"stopping: {asked}"
+    from loopctl.engine.firing import signal_supervisor
+
+    signal_supervisor(run)
+    return "stopping: the current run is being killed"
 
 
 def _answer(name: str, st: dict[str, Any], verb: str, answer: str) -> str:
@@ -100,6 +111,10 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
         loop = defs.loops.get(name)
         defs.remove(name)
         state["loops"].pop(name, None)
+        if (shared := store.shared()) is not None:  # its pending payload and answer too
+            from loopctl.storage.pg.texts import drop
+
+            drop(shared, name)
         store.write_defs(defs)
         state["defs_sig"] = defs.signature
         store.write_state(state)

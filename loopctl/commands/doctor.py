@@ -84,7 +84,10 @@ def doctor(store: Store) -> Report:
     from loopctl.storage.paths import home_env
 
     check_handoffs(defs.loops.values(), home_env(), add)
-    _check_capacity(defs, state, now, add)
+    from loopctl.engine.team_state import alive_for
+
+    # Another machine's run is alive by its claim in the team store, not by a pid here.
+    _check_capacity(defs, state, now, add, alive_for(store, state))
     _doctor_worktrees(store, defs, state, add)
     from loopctl.domain.accounts import clean_table
     from loopctl.domain.accounts import findings as account_findings
@@ -201,12 +204,13 @@ def _files_said(store: Store) -> str:
     return f"{there[0]} and {there[1]} are readable"
 
 
-def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: Add) -> None:
+def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: Add,
+                    alive: Any) -> None:
     """The caps in force, what is in flight, and what waits for a slot."""
     from loopctl.domain import capacity
 
     caps = capacity.caps_of(defs.top)
-    busy = capacity.in_flight(state["loops"], defs.loops, procs.alive)
+    busy = capacity.in_flight(state["loops"], defs.loops, alive)
     queued = sorted((st["queued_at"], name) for name, st in state["loops"].items()
                     if st.get("queued_at") is not None and st["status"] == "active")
     text = f"{caps.describe()}; {busy[capacity.ALL]} run(s) in flight"

@@ -60,10 +60,9 @@ def trigger(store: Store, name: str, payload: str | None = None) -> Triggered:
         else:
             st["next_due"] = min(st["next_due"], now) if st["next_due"] is not None else now
         if payload is not None:
-            from loopctl.storage.triggers import save_pending
+            from loopctl.storage.triggers import keep_text
 
-            store.run_dir(name)
-            save_pending(store.paths, name, payload)
+            keep_text(store, name, "trigger", payload)
         state["defs_sig"] = defs.signature
         store.write_state(state)
     tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)

@@ -23,7 +23,7 @@ from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
 from loopctl.engine.team_claims import claim_fires, team_set
-from loopctl.engine.team_state import alive_for, local_machine, shared_entries
+from loopctl.engine.team_state import alive_for, ask_to_kill, local_machine, shared_entries
 from loopctl.fast.data_class import factory, record
 from loopctl.settings import knob
 from loopctl.storage.definitions import Definitions
@@ -266,8 +266,12 @@ def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
     """A fire a trigger asked for takes its payload, under the lock that
     claimed it: a trigger after the claim waits for the next fire. Any
     fire takes a person's answer to a block (DESIGN §19)."""
-    from loopctl.storage.triggers import take_answer, take_pending
+    from loopctl.storage.triggers import take_answer, take_pending, take_team_texts
 
+    shared = store.shared()
+    if shared is not None:  # kept in the team store, for whichever machine fires
+        take_team_texts(store, shared, name, run["run_id"], run.get("trigger") == "api")
+        return
     if run.get("trigger") == "api":
         take_pending(store.paths, name, run["run_id"])
     take_answer(store.paths, name, run["run_id"])
@@ -363,8 +367,8 @@ def driver_pass(store: Store, now: float, defs: Definitions | None = None,
             append_skips(store.paths, result.slot_skips)
         pending = noticed(store, defs, state, before, now)
         report.lost.extend(run["run_id"] for _, run in result.lost)
-        for _, run in result.replace:
-            signal_supervisor(run)
+        for name, run in result.replace:  # another machine's: asked through the store
+            signal_supervisor(run) or ask_to_kill(store, name, run)
         pending += launch_fired(store, defs, state, result.fired, report, now,
                                 spawn or spawn_supervisor)
         if changed or result.changed or repaired or state.get("defs_sig") != defs.signature:

@@ -151,6 +151,9 @@ class Supervisor:
                 fence.stop()
         if fence is not None and fence.fenced:
             result.outcome, result.note = "killed", fence.note
+        elif fence is not None and fence.kill_by is not None and result.outcome == "killed":
+            result.note = (result.note or "").replace("stopped by signal SIGTERM",
+                                                      fence.request_note, 1)
         output.read_result(ctx, claim.loop, result)
         return result
 

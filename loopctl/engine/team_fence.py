@@ -35,7 +35,13 @@ class Fence:
         self.last_ok = time.monotonic()
         self.fenced = False
         self.revoked = False  # the store said the claim is no longer this run's
+        self.kill_by: str | None = None  # `stop --kill` asked on this machine (DESIGN §21)
         self._stop = threading.Event()
+
+    @property
+    def request_note(self) -> str:
+        return (f"stopped by `loopctl stop --kill` on machine {self.kill_by} "
+                "(through the team store)")
 
     @property
     def note(self) -> str:
@@ -60,15 +66,17 @@ class Fence:
         while not self._stop.wait(self.renew_s):
             try:
                 conn = conn or connect(self.dsn)
-                held = renew(conn, self.loop, self.run_id, self.stale_s)
+                renewal = renew(conn, self.loop, self.run_id, self.stale_s)
             except Exception:  # any failure is a missed renewal; the watcher decides
                 _close(conn)
                 conn = None
                 continue
-            if not held:  # recorded lost, or stale: another machine may run the slot
+            if not renewal.held:  # recorded lost, or stale: another machine may run the slot
                 self.revoked = True
                 self._kill()
                 break
+            if renewal.kill_by is not None and self.kill_by is None:
+                self._stop_as_asked(renewal.kill_by)
             self.last_ok = time.monotonic()
         _close(conn)
 
@@ -79,6 +87,13 @@ class Fence:
             if time.monotonic() - self.last_ok >= limit and not self._stop.is_set():
                 self._kill()
                 return
+
+    def _stop_as_asked(self, machine: str) -> None:
+        """What a local `stop --kill` does: SIGTERM to this supervisor, whose
+        wait then kills the agent's tree and records the run `killed`. The
+        name is the store's (untrusted): printable, bounded, for the note."""
+        self.kill_by = "".join(c for c in machine[:100] if c.isprintable()) or "?"
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def _kill(self) -> None:
         self.fenced = True

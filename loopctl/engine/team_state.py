@@ -90,6 +90,37 @@ def mark_lost(store: Store, loop: str, run_id: str) -> None:
                 "WHERE loop = %s AND run_id = %s AND lost_at IS NULL", (loop, run_id))
 
 
+def ask_to_kill(store: Store, loop: str, run: dict[str, Any]) -> str | None:
+    """`stop --kill` of another machine's run: its pids mean nothing here,
+    so the kill is asked on its claim, in the lock's transaction, and its
+    supervisor's fence acts at its next renewal (team_fence.py). What was
+    done, truthfully; None for this machine's run (signal it)."""
+    machine = foreign_machine(store, run)
+    shared = store.shared()
+    if machine is None or shared is None:
+        return None
+    from loopctl.storage.pg.claims import request_kill
+    from loopctl.storage.pg.connect import driver
+
+    conn = shared.transaction_conn() or shared._connection()
+    shown, run_id = _printable(machine), _printable(str(run["run_id"]))
+    try:
+        asked = request_kill(conn, loop, str(run["run_id"]), shared.machine,
+                             knob("LOOPCTL_STORE_STALE"))
+    except driver().Error as exc:
+        raise shared._failed(exc) from None
+    if not asked:
+        return (f"run {run_id} on machine {shown} no longer renews its claim: the next "
+                "driver pass records it lost (its fence kills the agent there)")
+    return (f"asked machine {shown} to kill run {run_id}; it acts within "
+            f"{knob('LOOPCTL_STORE_RENEW'):g}s")
+
+
+def _printable(text: str) -> str:
+    """Text from the store, for a message: bounded, printable."""
+    return "".join(c for c in text[:100] if c.isprintable()) or "?"
+
+
 def _refs(st: dict[str, Any]) -> list[dict[str, Any]]:
     run = st.get("run") or {}
     found = [run.get("supervisor"), run.get("agent"), st.get("orphan")]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from loopctl.domain.gates import MAX_PAYLOAD
 from loopctl.storage.paths import Paths, read_bounded
@@ -95,3 +96,48 @@ def run_answer(paths: Paths, loop: str, run_id: str) -> tuple[Path, str] | None:
         return path, check_payload(data, "--answer")
     except UsageError:
         return None
+
+
+def keep_text(store: Any, loop: str, kind: str, text: str) -> None:
+    """Under the store lock: a trigger's payload (`kind` "trigger") or an
+    answer ("answer") for the loop's next fire. In a team store it is kept
+    there, so the fire takes it whichever machine fires (DESIGN §21)."""
+    shared = store.shared()
+    if shared is not None:
+        from loopctl.storage.pg import texts
+
+        texts.save(shared, loop, kind, text.encode())
+    elif kind == "trigger":
+        store.run_dir(loop)
+        save_pending(store.paths, loop, text)
+    else:
+        save_answer(store.paths, loop, text)
+
+
+def take_team_texts(store: Any, shared: Any, loop: str, run_id: str, payload: bool) -> None:
+    """The fire just claimed takes the store's pending answer (and its
+    payload, for a trigger's fire) into its run files, where its agent
+    reads them as it would this machine's own. A text the checks refuse
+    (the rows are untrusted) is dropped, as a bad file is."""
+    from loopctl.storage.pg import texts
+
+    for kind, suffix in (("trigger", ".trigger"), ("answer", ".answer")):
+        if kind == "trigger" and not payload:
+            continue
+        data = texts.take(shared, loop, kind, MAX_PAYLOAD + 1)
+        if data is not None:
+            _give(store.paths, loop, run_id, suffix, data, kind)
+
+
+def _give(paths: Paths, loop: str, run_id: str, suffix: str, data: bytes, kind: str) -> None:
+    from loopctl.domain.errors import UsageError
+    from loopctl.domain.gates import check_payload
+    from loopctl.storage.atomic import atomic_write
+    from loopctl.storage.paths import ensure_dir
+
+    try:
+        text = check_payload(data, "--answer" if kind == "answer" else "--payload")
+        ensure_dir(paths.loop_runs_dir(loop))
+        atomic_write(paths.run_file(loop, run_id, suffix), text.encode(), durable=False)
+    except (UsageError, OSError):
+        return  # a bad text, or no run folder: the run's log says the folder's error

@@ -82,14 +82,37 @@ def known_machines(conn: Any) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def renew(conn: Any, loop: str, run_id: str, stale_s: float) -> bool:
-    """The run's claim is still held: its heartbeat, now. False when it is
-    no longer ours to renew: another machine recorded the run lost, or it
+def renew(conn: Any, loop: str, run_id: str, stale_s: float) -> Renewal:
+    """The run's claim is still held: its heartbeat, now. Not `held` when it
+    is no longer ours to renew: another machine recorded the run lost, or it
     went stale (a machine frozen past the window may have been judged
-    dead already: it must not come back to life)."""
+    dead already: it must not come back to life). `kill_by`: the machine a
+    `stop --kill` of this run was asked on (untrusted text: the caller
+    bounds it)."""
     row = conn.execute(
         f"UPDATE {SCHEMA}.slot_claims SET renewed_at = clock_timestamp() WHERE loop = %s "
         "AND run_id = %s AND lost_at IS NULL "
-        "AND renewed_at > clock_timestamp() - make_interval(secs => %s) RETURNING 1",
+        "AND renewed_at > clock_timestamp() - make_interval(secs => %s) "
+        "RETURNING kill_requested_at IS NOT NULL, left(kill_requested_by, 100)",
         (loop, run_id, stale_s)).fetchone()
+    if row is None:
+        return Renewal(held=False)
+    return Renewal(held=True, kill_by=str(row[1] or "another machine") if row[0] else None)
+
+
+@dataclass
+class Renewal:
+    held: bool
+    kill_by: str | None = None  # a kill was asked for, on this machine
+
+
+def request_kill(conn: Any, loop: str, run_id: str, machine: str, stale_s: float) -> bool:
+    """Ask the supervisor of `run_id` (another machine's) to kill its agent:
+    it sees the request at its next renewal. False when the claim is not
+    live (stale or lost: a driver records the run lost instead)."""
+    row = conn.execute(
+        f"UPDATE {SCHEMA}.slot_claims SET kill_requested_at = clock_timestamp(), "
+        "kill_requested_by = %s WHERE loop = %s AND run_id = %s AND lost_at IS NULL "
+        "AND renewed_at > clock_timestamp() - make_interval(secs => %s) RETURNING 1",
+        (machine, loop, run_id, stale_s)).fetchone()
     return row is not None

@@ -105,6 +105,23 @@ MIGRATIONS: tuple[str, ...] = (
     );
     ALTER TABLE {SCHEMA}.slot_claims ADD COLUMN lost_at timestamptz
     """,
+    # 6: `stop --kill` of another machine's run, asked on its claim (the
+    # owner's fence acts at its next renewal: engine/team_fence.py), and a
+    # trigger's payload and a person's answer kept for whichever machine
+    # fires next (storage/pg/texts.py), one pending of each kind per loop.
+    f"""
+    ALTER TABLE {SCHEMA}.slot_claims
+        ADD COLUMN kill_requested_at timestamptz,
+        ADD COLUMN kill_requested_by text;
+    CREATE TABLE {SCHEMA}.pending_texts (
+        loop text NOT NULL,
+        kind text NOT NULL,
+        body bytea NOT NULL,
+        machine text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (loop, kind)
+    )
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
