@@ -1,0 +1,138 @@
+"""The team store at scale, side by side in one run (issue 54 "Performance"):
+
+1. An idle `tick` (nothing due) over 1,000 loops: a home of files against
+   three homes playing three machines on one team store (each its own
+   LOOPCTL_MACHINE, the same loops.yaml with a `store:` line), ticks
+   interleaved; then the three machines' ticks at once (the wall of the
+   slowest). Goal: within 2x of the home of files.
+2. What a run adds over a local server, all of it: the claim, one renewal,
+   the state's read-modify-writes a run's store locks make (four: `run`'s
+   claim, the supervisor's claim read, launch, settle; bench/README.md),
+   and publishing its record (fresh connection, a 64 KiB tail). In process,
+   so the figure is the store's, not psycopg's import (bench/store.py
+   measures that apart). Goal: at most 10 ms of wall time.
+
+The server is started as the tests start it (tests/store/pg_cluster.py).
+Times are printed, never asserted.
+
+    python bench/store_scale.py [--loops 1000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import env_for, header, loop_entry, loopctl, result, timed, write_loops
+
+ROOT = Path(__file__).resolve().parents[1]
+# tests/ first: its `store` package (the test server) shadows bench/store.py,
+# whose measures are loaded by path (bench_store).
+sys.path.insert(0, str(ROOT / "tests"))
+sys.modules.pop("store", None)
+
+MACHINES = ("m1", "m2", "m3")
+
+
+def idle_entry(name: str, cwd: Path) -> str:
+    """A loop that is not due (its first slot next New Year): a pass weighs
+    it and fires nothing, so the ticks compare the drivers' bookkeeping."""
+    return loop_entry(name, ["true"], cwd=str(cwd)).replace("    every: 1h\n",
+                                                            "    cron: 0 0 1 1 *\n")
+
+
+def homes(tmp: Path, dsn: str, loops: int) -> dict[str, tuple[Path, dict[str, str]]]:
+    """The home of files and the three machines' homes, each ticked once (the
+    first pass reconciles: state rows for every loop)."""
+    entries = [idle_entry(f"l{i:04d}", tmp) for i in range(loops)]
+    made: dict[str, tuple[Path, dict[str, str]]] = {}
+    write_loops(tmp / "files", entries)
+    made["files"] = (tmp / "files", env_for(tmp / "files"))
+    for name in MACHINES:
+        write_loops(tmp / name, entries, top=f"store: {dsn}\n")
+        made[name] = (tmp / name, env_for(tmp / name, LOOPCTL_MACHINE=name))
+    timed(loopctl("store", "init"), made["m1"][1])
+    for _, env in made.values():
+        timed(loopctl("tick"), env)
+    return made
+
+
+def idle_ticks(made: dict[str, tuple[Path, dict[str, str]]],
+               reps: int) -> tuple[dict[str, float], float]:
+    walls: dict[str, list[float]] = {name: [] for name in made}
+    together = []
+    for _ in range(reps):
+        for name, (_, env) in made.items():
+            walls[name].append(timed(loopctl("tick"), env))
+        start = time.perf_counter()
+        procs = [subprocess.Popen(loopctl("tick"), env=made[m][1], stdout=subprocess.DEVNULL)
+                 for m in MACHINES]
+        assert all(p.wait() == 0 for p in procs)
+        together.append(time.perf_counter() - start)
+    return ({name: statistics.median(w) for name, w in walls.items()},
+            statistics.median(together))
+
+
+def per_run_ms(cluster: object) -> dict[str, float]:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_store", ROOT / "bench" / "store.py")
+    assert spec is not None and spec.loader is not None
+    bench_store = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_store)
+    in_process, state_cycle = bench_store.in_process, bench_store.state_cycle
+    publishing = bench_store.publishing
+    new = cluster.new_database  # type: ignore[attr-defined]
+    dsn = cluster.dsn  # type: ignore[attr-defined]
+    claim_ms, renew_ms = in_process(dsn(new()), 200)
+    state_ms = state_cycle(dsn(new()), 100)
+    with tempfile.TemporaryDirectory(prefix="loopctl-bench-publish-") as tmp:
+        publish_ms, _ = publishing(dsn(new()), Path(tmp), 30)
+    return {"claim": claim_ms, "renew": renew_ms, "state x4": 4 * state_ms,
+            "publish": publish_ms}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--loops", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    header(f"team store at scale: 3 machines x {args.loops} loops; what a run adds")
+    from store.pg_cluster import pg_bin_dir, start_cluster
+
+    bin_dir = pg_bin_dir()
+    if bin_dir is None:
+        sys.exit("PostgreSQL (initdb, pg_ctl) is not installed")
+    cluster = start_cluster(bin_dir)
+    try:
+        with tempfile.TemporaryDirectory(prefix="loopctl-bench-store-scale-") as tmp:
+            made = homes(Path(tmp), cluster.dsn(cluster.new_database()), args.loops)
+            medians, together = idle_ticks(made, args.reps)
+        parts = per_run_ms(cluster)
+    finally:
+        cluster.stop("immediate")
+    files = medians.pop("files")
+    worst = max(medians.values())
+    print(f"   idle tick, {args.loops} loops (median of {args.reps}): files "
+          f"{files * 1000:.0f} ms; store " +
+          ", ".join(f"{m} {w * 1000:.0f} ms" for m, w in medians.items()) +
+          f"; the three at once {together * 1000:.0f} ms")
+    total = sum(parts.values())
+    print("   a run over a local server: " +
+          ", ".join(f"{k} {v:.2f} ms" for k, v in parts.items()) + f"; total {total:.2f} ms")
+    result("store_tick_scale", f"{worst / files:.2f}x (slowest machine's idle tick vs files)",
+           "<= 2x", worst / files <= 2, files_ms=round(files * 1000),
+           **{f"{m}_ms": round(w * 1000) for m, w in medians.items()},
+           together_ms=round(together * 1000))
+    result("store_run_overhead", f"{total:.2f} ms (claim, renew, 4 state writes, publish)",
+           "<= 10 ms", total <= 10, **{k.replace(" ", "_"): round(v, 2)
+                                        for k, v in parts.items()})
+
+
+if __name__ == "__main__":
+    main()
