@@ -28,7 +28,9 @@ loops:
 # Each machine's processes in a pid namespace of their own, so pids collide
 # as they do across machines (a pid recorded in one home means nothing in
 # another's).
-OWN_PIDS = ["unshare", "--pid", "--fork", "--mount-proc"]
+# --kill-child: the namespace's init dies with unshare (even by SIGKILL), and
+# the kernel kills the rest of the namespace: a killed machine leaks nothing.
+OWN_PIDS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Any
 import psutil
 import psycopg
 
-from store.machines import Machine, machines
+from store.machines import OWN_PIDS, Machine, machines
 
 LOOPS = ("alpha", "beta")
 LOOP = """\
@@ -168,11 +168,6 @@ class Storm:
         for machine in self.group:  # the last pass's records, sent by the next
             sent = machine.run("tick", "--wait", timeout=120)
             assert sent.returncode == 0, sent.stderr
-
-
-# --kill-child: the namespace's init dies with unshare (even by SIGKILL), and
-# the kernel kills the rest of the namespace: the machine is gone.
-OWN_PIDS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
 
 
 def in_flight_claims(dsn: str, stale: float) -> bool:
