@@ -97,6 +97,8 @@ def test_metrics_on_any_machine_show_the_team_and_the_machine_of_a_run(tmp_path:
         seen = metrics(m1, tmp_path)
         assert 'loopctl_run_in_flight{loop="hourly",machine="m2"} 1' in seen
         assert 'loopctl_info{machine="m1"} 1' in seen
+        # ls on m1: the machine of the run in flight (the loop has no last run).
+        assert ls_row(m1)["MACHINE"] == "m2" and ls_json(m1)["machine"] == "m2"
         # A machine name from the store that needs escaping is escaped.
         with psycopg.connect(pg_dsn) as conn:
             conn.execute("UPDATE loopctl.loop_state SET entry = jsonb_set(entry, "
