@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopctl.commands.team_runs import _machine_of, _read, cleaned
+from loopctl.commands.team_runs import cleaned, machine_of, read_store
 from loopctl.domain.run_record import RunRecord
 from loopctl.storage.store import Store
 
@@ -26,24 +26,24 @@ def team_records(store: Store, names: list[str], local: dict[str, list[RunRecord
     """Every machine's runs of `names` the store received since `since`
     (less CLOCK_SLACK_S), merged with this machine's own records (which
     win for its runs), oldest first. One connection for every loop."""
-    from loopctl.commands.team_runs import _when
+    from loopctl.commands.team_runs import in_time_order
     from loopctl.storage.pg.runs import runs_since
 
     by_loop: dict[str, dict[tuple[str, str], RunRecord]] = {name: {} for name in names}
-    for loop, row in _read(store, runs_since, names, since - CLOCK_SLACK_S):
+    for loop, row in read_store(store, runs_since, names, since - CLOCK_SLACK_S):
         record = cleaned(loop, row) if loop in by_loop else None
         if record is not None:
             by_loop[loop][(str(record.machine), record.run_id)] = record
     for name, records in local.items():
         for record in records:
             by_loop.setdefault(name, {})[(str(record.machine or ""), record.run_id)] = record
-    return {name: sorted(kept.values(), key=_when) for name, kept in by_loop.items()}
+    return {name: sorted(kept.values(), key=in_time_order) for name, kept in by_loop.items()}
 
 
 def in_flight_machine(entry: Any) -> str | None:
     """The machine of the run in flight in a (shared) state entry."""
     run = entry.get("run") if isinstance(entry, dict) else None
-    return _machine_of(run.get("machine")) if isinstance(run, dict) else None
+    return machine_of(run.get("machine")) if isinstance(run, dict) else None
 
 
 def run_machines(store: Store, names: list[str], entries: list[Any]) -> list[str | None]:
@@ -55,6 +55,6 @@ def run_machines(store: Store, names: list[str], entries: list[Any]) -> list[str
     wanted = [(name, str(entry.get("last_run_id")))
               for name, entry, machine in zip(names, entries, now, strict=True)
               if machine is None and isinstance(entry, dict) and entry.get("last_run_id")]
-    last = _read(store, machines_of, wanted) if wanted else {}
-    return [machine or _machine_of(last.get(name))
+    last = read_store(store, machines_of, wanted) if wanted else {}
+    return [machine or machine_of(last.get(name))
             for name, machine in zip(names, now, strict=True)]
