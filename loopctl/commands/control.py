@@ -45,9 +45,9 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
         st = state["loops"][name]
         text = None if answer is None else _answer(name, st, verb, answer)
         if verb == "pause":
-            message = verbs.pause(st, now)
+            message = st.pause(now)
         elif verb == "stop":
-            message = verbs.stop(st, now)
+            message = st.stop(now)
             if kill and st.get("run"):
                 from loopctl.engine.firing import signal_supervisor
 

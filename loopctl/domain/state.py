@@ -214,10 +214,23 @@ class LoopState:
         self.ended_at = now
         self.next_due = None
 
-    def halt(self, why: str) -> None:
-        """Paused for an error (`why`, the note): nothing is due until a resume."""
+    def unclaim(self, why: str) -> None:
+        """A claimed run that could not be launched: undone, its slot given
+        back, and the loop paused (`error`) so that a loop that cannot run
+        does not retry at every pass."""
+        if self.run is not None:
+            self.forget_slot(str(self.run["run_id"]))
+        self.run = None
+        self.iterations = max(self.iterations - 1, 0)
         self.status, self.reason, self.note = PAUSED, "error", why[:2000]
         self.next_due = None
+
+    def forget_slot(self, run_id: str) -> None:
+        """A claimed run that never launched gives its slot back (DESIGN §20)."""
+        if not self.slots:
+            return
+        recent = [pair for pair in self.slots["recent"] if pair[1] != f"run {run_id}"]
+        self.slots = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
 
     # -- a shim for the code not yet converted (issue 52 item 2) --------------
     # Entries were dicts; these let `st["status"]` and `st.get("run")` work

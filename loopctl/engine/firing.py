@@ -403,7 +403,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
             child = spawn(store, name, run["run_id"], bool(defs.loops[name].command))
         except LoopctlError as exc:
             # This loop only (its run folder is unusable): the others fire.
-            lifecycle.unclaim(state["loops"][name], exc.message)
+            state["loops"][name].unclaim(exc.message)
             pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
                                {name: ("active", None)}, now)
             report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})
