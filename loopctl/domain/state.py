@@ -53,6 +53,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.tally import Tally
+
 __all__ = ["ACTIVE", "LATE_KEYS", "OUTCOMES", "PAUSED", "REASONS", "RECENT", "SCHEMA",
            "STATUSES", "TERMINAL", "Field", "LoopState", "RunResult", "tracked_pr"]
 
@@ -119,7 +121,7 @@ class LoopState:
     skips: dict[str, Any] | None
     # Counters /metrics serves, bumped as each run settles (DESIGN §19);
     # rules in domain/tally. None: no run settled since it was added.
-    tally: dict[str, Any] | None
+    tally: Tally | None
 
     def __init__(self, fields: dict[str, Any]) -> None:
         """The record over `fields`, every SCHEMA field (taken, not copied)."""
@@ -368,6 +370,13 @@ def summarize(state: dict[str, Any]) -> None:
     wakes = [w for st in state["loops"].values() if (w := wake_time(st)) is not None]
     state["wake_at"] = min(wakes) if wakes else None
     state["busy"] = in_flight(state)
+
+
+def entries_of(state: dict[str, Any]) -> dict[str, LoopState]:
+    """The state's loop entries, typed (the top level is still a plain
+    mapping: `version`, `wake_at`, `busy`, `accounts`...)."""
+    entries: dict[str, LoopState] = state["loops"]
+    return entries
 
 
 def fields_of(st: LoopState | dict[str, Any]) -> dict[str, Any]:
