@@ -318,7 +318,7 @@ def common_values() -> dict[str, Any]:
     `LoopState.fresh`, so a field added there is packed with no edit here."""
     if not _COMMON:
         probe = LoopState.fresh(LoopDef(name="probe"), 0.0, zone=UTC)
-        _COMMON.update({k: v for k, v in probe.items() if k not in PER_LOOP})
+        _COMMON.update({k: v for k, v in vars(probe).items() if k not in PER_LOOP})
         _MUTABLE.extend(k for k, v in _COMMON.items() if isinstance(v, (list, dict)))
     return _COMMON
 
@@ -386,13 +386,15 @@ def fields_of(st: LoopState | dict[str, Any]) -> dict[str, Any]:
 
 
 def display_status(st: LoopState | dict[str, Any] | None) -> str:
+    """What `ls` shows of an entry, a record or an entry as written."""
     if st is None:
         return "invalid"
-    if st.get("run"):
+    fields = fields_of(st)
+    if fields.get("run"):
         return "running"
-    if st.get("queued_at") is not None and st["status"] == ACTIVE:
+    if fields.get("queued_at") is not None and fields["status"] == ACTIVE:
         return "queued"
-    return str(st["status"])
+    return str(fields["status"])
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:

@@ -206,9 +206,9 @@ def test_a_queued_loop_that_is_paused_leaves_the_queue() -> None:
 def test_the_run_counts_under_the_preset_it_was_claimed_with() -> None:
     """An edit to a running loop's agent does not move its slot."""
     loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "codex"})
-    busy = capacity.in_flight({"x": {"run": {"supervisor": {"pid": 1},
-                                              "spec": {"agent": "claude"}}}},
-                              {"x": loop}, lambda ref: True)
+    st = new_loop_state(loop, T0, zone=UTC)
+    st.run = {"supervisor": {"pid": 1}, "spec": {"agent": "claude"}}
+    busy = capacity.in_flight({"x": st}, {"x": loop}, lambda ref: True)
     assert (busy[capacity.ALL], busy["claude"], busy["codex"]) == (1, 1, 0)
 
 
