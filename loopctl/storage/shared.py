@@ -55,12 +55,10 @@ def read_state(shared: SharedState, in_lock: bool) -> tuple[dict[str, Any], dict
 def write_entries(shared: SharedState, state: dict[str, Any]) -> None:
     """Each entry packed as state.json holds it; the refs of a run tagged
     with its machine and run, so that every machine knows whose pids they are."""
-    from loopctl.domain.state import pack
-
     for st in state["loops"].values():
-        tag_refs(st.get("run"))
+        tag_refs(st.run)
     shared.write({k: v for k, v in state.items() if k != "loops"},
-                 {name: pack(st) for name, st in state["loops"].items()})
+                 {name: st.to_json() for name, st in state["loops"].items()})
 
 
 def tag_refs(run: dict[str, Any] | None) -> None:
