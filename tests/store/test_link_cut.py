@@ -17,11 +17,9 @@ import psycopg
 import pytest
 
 from conftest import wait_for
-from store.machines import hourly, machines
+from store.first_run import start_first_run
 from store.proxy import Proxy
-from store.test_frozen_machine import BODY, marks, stale
-from store.test_server_restart import renewed
-from store.test_slot_claims import past_hour
+from store.test_frozen_machine import marks, stale
 
 pytestmark = pytest.mark.real_processes
 
@@ -43,17 +41,10 @@ def test_a_machine_cut_off_past_the_stale_window_loses_its_run_once(
     monkeypatch.setenv("LOOPCTL_STORE_TIMEOUT", "2")
     parts = urlsplit(pg_dsn)
     cut_dsn = parts._replace(netloc=f"{parts.username}@127.0.0.1:{proxy.port}").geturl()
-    path = tmp_path / "marks"
-    m1, m2 = machines(tmp_path / "machines", 2, own_pids=True)
-    m1.define(hourly(cut_dsn, tmp_path, BODY.format(marks=path)))
-    m2.define(hourly(pg_dsn, tmp_path, BODY.format(marks=path)))
-    assert m2.run("store", "init").returncode == 0
-    slot, later = past_hour(3), past_hour(2)
-    first = m1.popen("run", "hourly", "--scheduled", "--slot", slot)
+    opened = start_first_run(tmp_path, cut_dsn, pg_dsn, pg_dsn)
+    m1, m2, first, path = opened.m1, opened.m2, opened.proc, opened.marks
+    slot, later, run1 = opened.slot, opened.later, opened.run_id
     try:
-        wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
-        run1 = marks(path)[0][1]
-        wait_for(lambda: renewed(pg_dsn), timeout=30)
         proxy.cut()
         first.communicate(timeout=60)  # its fence killed the agent; it cannot settle
         # While cut, m1 fires nothing and says why.

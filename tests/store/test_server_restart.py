@@ -15,20 +15,11 @@ import psycopg
 import pytest
 
 from conftest import wait_for
-from store.machines import hourly, machines
+from store.first_run import start_first_run
 from store.pg_cluster import Cluster
-from store.test_frozen_machine import BODY, marks
-from store.test_slot_claims import past_hour
+from store.test_frozen_machine import marks
 
 pytestmark = pytest.mark.real_processes
-
-
-def renewed(dsn: str) -> bool:
-    """The run's fence has renewed its claim: it holds a connection the
-    server's stop will cut."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT renewed_at > claimed_at FROM loopctl.slot_claims").fetchone()
-    return bool(row and row[0])
 
 
 def store_view(dsn: str) -> tuple[list[tuple], list[tuple], dict]:
@@ -46,17 +37,10 @@ def test_a_restart_shorter_than_the_stale_window_costs_the_run_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", "0.5")
     monkeypatch.setenv("LOOPCTL_STORE_STALE", "20")
-    path = tmp_path / "marks"
-    m1, m2 = machines(tmp_path / "machines", 2, own_pids=True)
-    for m in (m1, m2):
-        m.define(hourly(pg_dsn, tmp_path, BODY.format(marks=path)))
-    assert m1.run("store", "init").returncode == 0
-    slot, later = past_hour(3), past_hour(2)
-    first = m1.popen("run", "hourly", "--scheduled", "--slot", slot)
+    opened = start_first_run(tmp_path, pg_dsn, pg_dsn, pg_dsn)
+    m2, first, path = opened.m2, opened.proc, opened.marks
+    slot, later, run1 = opened.slot, opened.later, opened.run_id
     try:
-        wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
-        run1 = marks(path)[0][1]
-        wait_for(lambda: renewed(pg_dsn), timeout=30)
         pg_cluster.restart()  # fast: every connection cut, the server back at once
         beats = len(marks(path))
         _, err = first.communicate(timeout=60)
@@ -85,18 +69,11 @@ def test_a_server_down_past_the_stale_window_has_the_fence_kill_and_the_run_sett
     stale = 3
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", "0.5")
     monkeypatch.setenv("LOOPCTL_STORE_STALE", str(stale))
-    path = tmp_path / "marks"
-    m1, m2 = machines(tmp_path / "machines", 2, own_pids=True)
-    for m in (m1, m2):
-        m.define(hourly(pg_dsn, tmp_path, BODY.format(marks=path)))
-    assert m1.run("store", "init").returncode == 0
-    slot, later = past_hour(3), past_hour(2)
-    first = m1.popen("run", "hourly", "--scheduled", "--slot", slot)
+    opened = start_first_run(tmp_path, pg_dsn, pg_dsn, pg_dsn)
+    m1, m2, first, path = opened.m1, opened.m2, opened.proc, opened.marks
+    slot, later, run1 = opened.slot, opened.later, opened.run_id
     record = m1.home / "loopctl" / "state" / "runs" / "hourly"
     try:
-        wait_for(lambda: any(kind == "beat" for kind, _ in marks(path)), timeout=30)
-        run1 = marks(path)[0][1]
-        wait_for(lambda: renewed(pg_dsn), timeout=30)
         pg_cluster.stop()
         try:  # the fence kills the agent within the window; its supervisor ends
             first.communicate(timeout=60)
