@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -33,14 +32,6 @@ loops:
     timeout: 30m
 """
 RENEW, STALE = 1, 5
-
-
-@pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[Proxy]:
-    relay = Proxy(urlsplit(pg_dsn).port or 5432)
-    relay.start()
-    yield relay
-    relay.close()
 
 
 def renewed(dsn: str) -> tuple[float, float] | None:

@@ -9,7 +9,6 @@ its slot again, and once the link is mended the run has one record."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -24,14 +23,6 @@ from store.test_frozen_machine import marks, stale
 pytestmark = pytest.mark.real_processes
 
 STALE = 3
-
-
-@pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[Proxy]:
-    relay = Proxy(urlsplit(pg_dsn).port or 5432)
-    relay.start()
-    yield relay
-    relay.close()
 
 
 def test_a_machine_cut_off_past_the_stale_window_loses_its_run_once(

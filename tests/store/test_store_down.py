@@ -6,7 +6,6 @@ which also counts the daemon's attempts to reconnect."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,14 +34,6 @@ loops:
 
 def runs(ran: Path) -> int:
     return len(ran.read_text().splitlines()) if ran.exists() else 0
-
-
-@pytest.fixture
-def proxy(pg_dsn: str) -> Iterator[Proxy]:
-    relay = Proxy(urlsplit(pg_dsn).port or 5432)
-    relay.start()
-    yield relay
-    relay.close()
 
 
 def through_proxy(tmp_path: Path, pg_dsn: str, proxy: Proxy) -> tuple[Any, Path, Path]:
