@@ -122,6 +122,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (loop, kind)
     )
     """,
+    # 7: the team's next wake (storage/pg/state.py keeps it in the
+    # transaction of every state write, as summary.json is kept for
+    # state.json): a store home's `tick` reads this one row, without the
+    # state lock, to prove nothing is due (storage/pg/idle.py). No row: the
+    # full path decides.
+    f"""
+    CREATE TABLE {SCHEMA}.team_wake (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        wake_at double precision,
+        busy boolean NOT NULL,
+        saved_at double precision NOT NULL,
+        version bigint NOT NULL DEFAULT 1
+    )
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.

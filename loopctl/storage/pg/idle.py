@@ -1,0 +1,53 @@
+"""A store home's idle `tick` (DESIGN §21, issue 54): the file home's
+summary.json exit (entry.nothing_due), read from the store's one row
+`team_wake` that every state write keeps in its transaction, with this
+machine's `defs_sig` and the schema's version, in one query and without the
+team's state lock. Whatever it cannot prove (no row yet, another
+loops.yaml, a schema this code does not know, a run in flight, the store
+unreachable), the full path decides: it checks the store and says why."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # not `typing`: a cost of every cron tick
+
+if TYPE_CHECKING:
+    from typing import Any
+
+QUERY = ("SELECT v.version, w.only_row, w.wake_at, w.busy, w.saved_at, m.top -> 'defs_sig' "
+         "FROM loopctl.schema_version v LEFT JOIN loopctl.team_wake w ON true "
+         "LEFT JOIN loopctl.machine_state m ON m.machine = %s")
+
+
+def nothing_due(loops_file: str, now: float) -> bool:
+    """True only when the store proves no loop needs a driver before `now`
+    (the tick's horizon). The connection, when the schema is this code's,
+    is kept for the full path's gate (storage/pg/team.keep)."""
+    from loopctl.storage import paths
+    from loopctl.storage.pg.dsn import chosen, machine
+    from loopctl.storage.pg.team import TeamStore, keep
+    from loopctl.storage.store import Store
+
+    dsn = chosen(Store().read_defs().top.get("store"), loops_file)
+    if dsn is None:
+        return False  # no store after all: the full path (state.json) decides
+    team = TeamStore(dsn, machine())
+    conn = team.connect()
+    row = conn.execute(QUERY, (team.machine,)).fetchone()
+    from loopctl.storage.pg.schema import CODE_VERSION
+
+    if row is None or row[0] != CODE_VERSION:
+        conn.close()
+        return False  # the gate says what is wrong with the schema
+    keep(dsn, conn)
+    if row[1] is None:
+        return False  # no state write since the row's migration
+    quiet = paths.quiet_until(summary(row), paths.file_signature(loops_file), now)
+    return quiet is not None and not quiet[1]  # a run in flight: a driver judges its claim
+
+
+def summary(row: Any) -> dict[str, Any]:
+    """The row as summary.json says the same (paths.quiet_until checks
+    every value: the row is untrusted like the file)."""
+    _, _, wake_at, busy, saved_at, defs_sig = row
+    return {"version": 2, "wake_at": wake_at, "busy": busy is not False,
+            "saved_at": saved_at, "defs_sig": defs_sig}
