@@ -62,7 +62,8 @@ def files_nothing_due(loops_file: str, state_file: str, horizon: float) -> bool:
     from loopctl.storage import paths
 
     try:
-        summary = paths.current_summary(os.path.join(state_dir, "summary.json"), state_file)
+        summary_file = os.path.join(os.path.dirname(state_file), "summary.json")
+        summary = paths.current_summary(summary_file, state_file)
         if summary is None:  # none, or older than state.json: read the state itself
             data = paths.read_bounded(state_file, 1 << 30)
             if data is None:  # missing, or not a regular file: the full path says which
