@@ -135,3 +135,16 @@ def test_a_scheduled_run_and_a_tick_connect_once(tmp_path: Path, pg_dsn: str) ->
     finally:
         relay.close()
     assert (run_connections, tick_connections) == (1, 1)
+
+
+def test_a_row_whose_time_is_not_a_number_proves_nothing(tmp_path: Path, pg_dsn: str) -> None:
+    """The row is untrusted like summary.json: a NaN written time would pass
+    the clock's check (every comparison with it is false)."""
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    first_run(m1, ran)
+    assert m1.run("trigger", "hourly").returncode == 0  # due now
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE loopctl.team_wake SET saved_at = 'NaN', "
+                     "wake_at = extract(epoch FROM now()) + 3600")
+    assert m1.run("tick", "--quiet").returncode == 0
+    wait_for(lambda: ran_lines(ran) == ["m1", "m1"], timeout=30)

@@ -49,5 +49,8 @@ def summary(row: Any) -> dict[str, Any]:
     """The row as summary.json says the same (paths.quiet_until checks
     every value: the row is untrusted like the file)."""
     _, _, wake_at, busy, saved_at, defs_sig = row
-    return {"version": 2, "wake_at": wake_at, "busy": busy is not False,
-            "saved_at": saved_at, "defs_sig": defs_sig}
+    # NaN passes quiet_until's clock check (every comparison false): a row
+    # that says it proves nothing (version None: the full path decides).
+    finite = isinstance(saved_at, float) and abs(saved_at) < float("inf")
+    return {"version": 2 if finite else None, "wake_at": wake_at,
+            "busy": busy is not False, "saved_at": saved_at, "defs_sig": defs_sig}
