@@ -148,3 +148,20 @@ def test_a_row_whose_time_is_not_a_number_proves_nothing(tmp_path: Path, pg_dsn:
                      "wake_at = extract(epoch FROM now()) + 3600")
     assert m1.run("tick", "--quiet").returncode == 0
     wait_for(lambda: ran_lines(ran) == ["m1", "m1"], timeout=30)
+
+
+def test_libpq_and_psycopg_read_the_same_row(tmp_path: Path, pg_dsn: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The idle tick's query goes through libpq itself when it loads, else
+    psycopg: both must type the row alike (a `defs_sig` read differently
+    would send every tick down the full path, or worse, none)."""
+    from loopctl.storage.pg import idle, libpq
+
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    first_run(m1, ran)
+    through_libpq = idle.read_row(pg_dsn, "m1")
+    monkeypatch.setattr(libpq, "NAMES", ())
+    through_psycopg = idle.read_row(pg_dsn, "m1")
+    assert through_libpq == through_psycopg
+    assert isinstance(through_libpq[5], list) and through_libpq[1] is True
+    assert through_libpq[3] is False and isinstance(through_libpq[2], float)
