@@ -276,8 +276,23 @@ def ls_table(loops: list[dict[str, Any]], now: float, width: int | None = None) 
             rows.append([loop["name"], loop["schedule"], status,
                          f"{loop['used']}/{loop['limit'] or '∞'}", nxt, last])
         styles.append(STATUS_STYLE.get(kind))
+    if any("machine" in loop for loop in loops):  # a team store's home (DESIGN §21)
+        return _with_machine(loops, rows, styles, width, outcome)
     shown = table(LS_HEADERS, rows, styles, width=width, first=(5,), least={5: outcome},
                   drop=(1, 3, 4))
+    return shown + invalid_reasons(loops, shown, width)
+
+
+def _with_machine(loops: list[dict[str, Any]], rows: list[list[str]],
+                  styles: list[str | None], width: int | None, outcome: int) -> str:
+    """The `ls` table with MACHINE before LAST: the machine of the run in
+    flight, else of the last run (a name from the store, shown as a line)."""
+    from loopctl.domain.untrusted import line
+
+    for loop, row in zip(loops, rows, strict=True):
+        row.insert(5, line(str(loop.get("machine") or "-")))
+    shown = table([*LS_HEADERS[:5], "MACHINE", "LAST"], rows, styles, width=width,
+                  keep=(0, 5), first=(6,), least={6: outcome}, drop=(1, 3, 4))
     return shown + invalid_reasons(loops, shown, width)
 
 

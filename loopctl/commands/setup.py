@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopctl.commands.common import snapshot
-from loopctl.commands.views import list_loops, read_events
+from loopctl.commands.views import list_loops, read_events, team_home
 from loopctl.domain.errors import NoSuchLoop, UsageError
 from loopctl.domain.model import parse_loop
 from loopctl.domain.result import Result
@@ -106,6 +106,10 @@ def digest(store: Store, since_s: int) -> Digest:
     defs, state, now = snapshot(store)
     loops = list_loops(store)
     records = {name: list_records(store.paths, name) for name in defs.loops}
+    if team_home(store):  # every machine's runs in the window, not this one's alone
+        from loopctl.commands.team_view import team_records
+
+        records = team_records(store, list(defs.loops), records, now - since_s)
     return report.build(loops, records, read_events(store), now - since_s, now)
 
 

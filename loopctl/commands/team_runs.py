@@ -48,7 +48,7 @@ def _connect(store: Store) -> Any:
     return TeamStore(dsn).open_checked()
 
 
-def _read(store: Store, query: Any, *args: Any) -> Any:
+def read_store(store: Store, query: Any, *args: Any) -> Any:
     """`query(conn, *args)` on a fresh connection; a link lost mid-way is
     the store being unreachable (exit 3), as at the gate."""
     from loopctl.storage.pg.connect import StoreUnreachable, driver, first_line
@@ -62,7 +62,7 @@ def _read(store: Store, query: Any, *args: Any) -> Any:
         conn.close()
 
 
-def _machine_of(value: Any) -> str | None:
+def machine_of(value: Any) -> str | None:
     name = text(value, 100)
     return name if name and name.isprintable() else None
 
@@ -70,7 +70,7 @@ def _machine_of(value: Any) -> str | None:
 def cleaned(name: str, row: Any) -> RunRecord | None:
     """A store row as a record `history` can show; None for a row whose
     run id or machine is not one loopctl gives."""
-    machine = _machine_of(row.machine)
+    machine = machine_of(row.machine)
     if not is_run_id(row.run_id) or machine is None:
         return None
     try:
@@ -82,7 +82,7 @@ def cleaned(name: str, row: Any) -> RunRecord | None:
     return record
 
 
-def _when(record: RunRecord) -> tuple[str, int, str]:
+def in_time_order(record: RunRecord) -> tuple[str, int, str]:
     """Runs of several machines in time order (run ids count per machine)."""
     from loopctl.storage.runs import run_order
 
@@ -97,13 +97,13 @@ def merged(store: Store, name: str, local: list[RunRecord],
     from loopctl.storage.pg.runs import MAX_ROWS, runs_of
 
     by_key: dict[tuple[str, str], RunRecord] = {}
-    for row in _read(store, runs_of, name, rows or MAX_ROWS):
+    for row in read_store(store, runs_of, name, rows or MAX_ROWS):
         record = cleaned(name, row)
         if record is not None:
             by_key[(str(record.machine), record.run_id)] = record
     for record in local:
         by_key[(str(record.machine or ""), record.run_id)] = record
-    return sorted(by_key.values(), key=_when)
+    return sorted(by_key.values(), key=in_time_order)
 
 
 def skips(store: Store, name: str) -> list[dict[str, Any]]:
@@ -112,7 +112,7 @@ def skips(store: Store, name: str) -> list[dict[str, Any]]:
     from loopctl.storage.pg.runs import skips_of
 
     out = []
-    for machine, entry in _read(store, skips_of, name):
+    for machine, entry in read_store(store, skips_of, name):
         try:
             data = json.loads(entry) if entry is not None else None
         except (ValueError, RecursionError):
@@ -121,7 +121,7 @@ def skips(store: Store, name: str) -> list[dict[str, Any]]:
             continue
         kept = {k: v for k, v in data.items() if isinstance(k, str) and len(k) <= 40
                 and (isinstance(v, int) and not isinstance(v, bool) or text(v, 400))}
-        kept["machine"] = _machine_of(machine) or "?"
+        kept["machine"] = machine_of(machine) or "?"
         out.append(kept)
     return out
 
@@ -133,7 +133,7 @@ def log_of(store: Store, name: str, run_id: str) -> TeamLog | None:
     from loopctl.storage.pg.runs import run_of
 
     here = this_machine()
-    for row in _read(store, run_of, name, run_id):
+    for row in read_store(store, run_of, name, run_id):
         record = cleaned(name, row)
         if record is None or record.machine is None or record.machine == here:
             continue

@@ -115,13 +115,35 @@ def list_columns(store: Store) -> dict[str, list[Any]] | list[dict[str, Any]]:
     if any(name in invalid for name in names):
         from loopctl.commands.loop_view import InvalidLoop
 
-        return [InvalidLoop(name=str(name), error=invalid[name]).as_loop()
-                if name in invalid else
-                with_reason(store, describe(defs.loops[name], entries[name], now,
-                                            held=held)).as_loop()
-                for name in names]
-    return _with_reasons(store, loop_columns([defs.loops[name] for name in names],
-                                             [entries[name] for name in names], now, held))
+        listed = [InvalidLoop(name=str(name), error=invalid[name]).as_loop()
+                  if name in invalid else
+                  with_reason(store, describe(defs.loops[name], entries[name], now,
+                                              held=held)).as_loop()
+                  for name in names]
+        return _with_machines(store, listed, entries)
+    valid = [entries[name] for name in names]
+    columns = _with_reasons(store, loop_columns([defs.loops[name] for name in names],
+                                                valid, now, held))
+    if team_home(store):  # which machine runs each loop, or ran it last (DESIGN §21)
+        from loopctl.commands.team_view import run_machines
+
+        columns["machine"] = run_machines(store, list(names), valid)
+    return columns
+
+
+def _with_machines(store: Store, listed: list[dict[str, Any]],
+                   entries: dict[str, Any]) -> list[dict[str, Any]]:
+    """`machine` in each valid loop's object, in a home with a team store."""
+    if not team_home(store):
+        return listed
+    from loopctl.commands.team_view import run_machines
+
+    valid = [loop for loop in listed if loop.get("status") != "invalid"]
+    names = [str(loop["name"]) for loop in valid]
+    for loop, machine in zip(valid, run_machines(store, names, [entries[n] for n in names]),
+                             strict=True):
+        loop["machine"] = machine
+    return listed
 
 
 def _with_invalid(columns: dict[str, list[Any]], names: list[str],
@@ -171,7 +193,7 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         if shown is not None:  # LAST keeps the run's own reason, else says the fix
             out[-1].update(status="held", reason=shown.kind, until=shown.until,
                            last_reason=out[-1]["last_reason"] or shown.fix)
-    return out
+    return _with_machines(store, out, state["loops"])
 
 
 def list_queued(store: Store) -> list[dict[str, Any]]:

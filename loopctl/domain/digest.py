@@ -131,7 +131,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[RunRecord]],
             "check": _checks(runs),
             "cost_usd": round(sum(map(_cost, runs)), 6),
             "decisions": [_decision(r) for r in runs if r.decision],
-            "handoffs": [{"run_id": r.run_id, "handoff": r.handoff,
+            "handoffs": [{"run_id": r.run_id, **_machine(r), "handoff": r.handoff,
                           "branch": r.branch, "pr_url": r.pr_url}
                          for r in runs if r.handoff not in (None, "no_change")],
             "events": [{"at": e.get("at"), "status": e.get("status"),
@@ -158,12 +158,23 @@ def _total(loops: list[dict[str, Any]]) -> Total:
             "cost_usd": round(sum(loop["cost_usd"] for loop in loops), 6)}
 
 
+def _machine(record: RunRecord) -> dict[str, str]:
+    """`machine`, in a home with a team store: which machine ran the run
+    (a home of files has no machine, and its report is as it was)."""
+    return {"machine": record.machine} if record.machine else {}
+
+
+def _on(item: dict[str, Any]) -> str:
+    return f" (on {item['machine']})" if item.get("machine") else ""
+
+
 def _decision(record: RunRecord) -> dict[str, object]:
     """A run's decision, and whether it stood: a `complete` the check
     refused (`refused: true`) is not a completed loop. Open: the record's
     decision is passed through as it was written (its keys are the
     record's, DESIGN §6), with the run id first."""
-    out: dict[str, object] = {"run_id": record.run_id, **(record.decision or {})}
+    out: dict[str, object] = {"run_id": record.run_id, **(record.decision or {}),
+                              **_machine(record)}
     if out.get("decision") == "complete":
         out["refused"] = "complete refused" in str(record.note or "")
     return out
@@ -206,10 +217,11 @@ def render(report: Digest) -> str:
         for decision in loop["decisions"][-5:]:
             said = "complete, refused by the check" if decision.get("refused") \
                 else decision.get("decision")
-            lines += _wrap(f"{said}: {decision.get('summary') or '-'}", "  ")
+            lines += _wrap(f"{said}: {decision.get('summary') or '-'}{_on(decision)}", "  ")
         for handoff in loop["handoffs"][-5:]:
             lines += _wrap(f"{handoff['handoff']}: {handoff.get('branch') or '-'}"
-                           + (f" {handoff['pr_url']}" if handoff.get("pr_url") else ""), "  ")
+                           + (f" {handoff['pr_url']}" if handoff.get("pr_url") else "")
+                           + _on(handoff), "  ")
         for event in loop["events"][-5:]:
             lines += _wrap(f"event {event['status']}"
                            + (f" ({event['reason']})" if event.get("reason") else "")

@@ -268,8 +268,12 @@ def timeline(rows: Sequence[dict[str, Any]], start: float, end: float) -> str:
         body += _timeline_row(row, y, place, end)
     hour = 3600
     first = math.ceil(start / (3 * hour)) * 3 * hour
-    ticks = [(place(at), time.strftime("%H:%M", time.gmtime(at)))
-             for at in range(int(first), int(end) + 1, 3 * hour)]
+    # A label is centred on its hour: one whose half would cross either
+    # edge (the hour just gone at the right, at 21:02 for 21:00) is left out.
+    half = text_width("00:00") / 2
+    ticks = [(x, time.strftime("%H:%M", time.gmtime(at)))
+             for at in range(int(first), int(end) + 1, 3 * hour)
+             if left + half <= (x := place(at)) <= WIDTH - half]
     legend = [(OUTCOME_COLOURS["ok"], "ok"), (FAILURE_COLOUR, "failed or check failed"),
               (OUTCOME_COLOURS["deferred"], "deferred"), (WAIT_COLOUR, "waiting in the queue"),
               ("#1565c0", "running")]

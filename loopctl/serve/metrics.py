@@ -6,6 +6,8 @@ state write that settles each run (domain/tally): they never go down when
 `--keep-runs` prunes records, a restart of the server changes nothing, and
 the server holds nothing per run. A loop whose entry predates the tally
 shows what its records kept say until its next run starts the tally there.
+In a home with a team store the state, and so the tally, is the team's:
+any machine serves the same counters, and `team` adds the machines.
 """
 
 from __future__ import annotations
@@ -82,6 +84,10 @@ class Metrics:
                        f"{self.webhooks.get(result, 0)}")
         family(out, "loopctl_build_info", "gauge", "The loopctl version serving.")
         out.append(f'loopctl_build_info{{version="{label(__version__)}"}} 1')
+        from loopctl.storage.pg.gate import home_has_store
+
+        if home_has_store(store):
+            team(out, entries, names)
         return "\n".join(out) + "\n"
 
     def _runs(self, out: list[str], names: list[str], tally: dict[str, Tally]) -> None:
@@ -154,6 +160,25 @@ class Metrics:
             for status in STATUSES:
                 out.append(f'loopctl_loop_status{{loop="{label(str(x["name"]))}",'
                            f'status="{status}"}} {int(status == shown)}')
+
+
+def team(out: list[str], entries: dict[str, Any], names: list[str]) -> None:
+    """A team store's home (DESIGN §21): the counters above are the team's
+    (the tally is in the shared state), so every machine serves the same
+    series; these tell the machines apart. The machine of a run comes from
+    the store: shown only when it is a name loopctl gives, escaped."""
+    from loopctl.commands.team_view import in_flight_machine
+    from loopctl.storage.pg.dsn import machine
+
+    family(out, "loopctl_run_in_flight", "gauge",
+           "1 for each loop's run in flight, labelled with the machine running it.")
+    for name in names:
+        running = in_flight_machine(entries.get(name))
+        if running is not None:
+            out.append(f'loopctl_run_in_flight{{loop="{label(name)}",'
+                       f'machine="{label(running)}"}} 1')
+    family(out, "loopctl_info", "gauge", "The machine serving these metrics.")
+    out.append(f'loopctl_info{{machine="{label(machine())}"}} 1')
 
 
 def status_of(loop: dict[str, Any]) -> str:

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from loopctl.domain.gates import MAX_PAYLOAD
 from loopctl.storage.paths import Paths, read_bounded
+
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 PENDING = "trigger.pending"  # not a run id: no run file can have this name
 ANSWER = "answer.pending"

@@ -124,6 +124,20 @@ def test_the_timeline_draws_runs_waits_and_hostile_names_as_text() -> None:
     assert float(name.group(1)) - charts.text_width(html.unescape(name.group(2))) >= 0
 
 
+@pytest.mark.parametrize("past", [0, 60, 600, 3 * 3600 - 60])
+def test_the_timeline_s_hours_stay_inside_whatever_the_time(past: int) -> None:
+    """An hour label is centred on its hour: at 21:01 the 21:00 one would
+    hang off the right edge (the dashboard test saw it at 21:00 UTC)."""
+    end = 1_796_590_800 + past  # 2026-12-06T21:00:00Z, a 3-hour boundary
+    rows = [{"name": "docs", "runs": [], "current": None}]
+    svg = charts.timeline(rows, end - DAY, end)
+    ticks = [(float(x), said) for x, said in re.findall(
+        r'<text x="([\d.]+)"[^>]*class="tick"[^>]*>(\d\d:\d\d)<', svg)]
+    assert len(ticks) >= 6, ticks
+    half = charts.text_width("00:00") / 2
+    assert all(half <= x <= charts.WIDTH - half for x, _ in ticks), ticks
+
+
 def test_a_hostile_digest_is_cleaned_entry_by_entry(tmp_path: Path) -> None:
     from loopctl.storage.paths import Paths
 

@@ -104,10 +104,11 @@ def test_a_home_of_files_never_imports_psycopg(cli: CLI, home: Path, tmp_path: P
     assert not (home / "state" / "team-outbox").exists()
     for args in (("ls",), ("status", "disk"), ("history", "disk"),
                  ("history", "disk", "--skipped"), ("logs", "disk"), ("tick",),
-                 ("pause", "disk")):
+                 ("pause", "disk"), ("ls", "--json"), ("digest",), ("digest", "--json")):
         loaded = imported_modules(*args)
         assert not [m for m in loaded if m.startswith(
             ("psycopg", "loopctl.storage.pg.team", "loopctl.commands.team_runs",
+             "loopctl.commands.team_view", "loopctl.storage.pg.runs",
              "loopctl.storage.pg.state", "loopctl.storage.pg.schema"))], args
 
 

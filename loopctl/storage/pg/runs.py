@@ -95,3 +95,34 @@ def skips_of(conn: Any, loop: str, rows: int = MAX_ROWS) -> list[tuple[str, str 
         f"THEN entry::text END FROM {SCHEMA}.skipped_slots WHERE loop = %s "
         "ORDER BY recorded_at DESC LIMIT %s", (loop, rows)).fetchall()
     return [(str(m), e) for m, e in found]
+
+
+def runs_since(conn: Any, loops: list[str], since: float,
+               rows: int = MAX_ROWS) -> list[tuple[str, StoredRun]]:
+    """(loop, run) of every machine's runs of `loops` the store received at
+    or after `since` (Unix time), newest first, without tails: at most
+    `rows`, fewer when their records together pass MAX_LIST_BYTES (what
+    `digest` reads for its window)."""
+    found = conn.execute(
+        f"SELECT left(loop, 101), {_ROW} FROM (SELECT *, sum(octet_length(record::text)) OVER "
+        "(ORDER BY recorded_at DESC ROWS UNBOUNDED PRECEDING) AS so_far "
+        f"FROM {SCHEMA}.runs WHERE loop = ANY(%s) AND recorded_at >= to_timestamp(%s) "
+        "ORDER BY recorded_at DESC LIMIT %s) AS newest "
+        "WHERE so_far <= %s ORDER BY recorded_at DESC",
+        (MAX_RECORD_BYTES, loops, since, rows, MAX_LIST_BYTES)).fetchall()
+    return [(str(row[0]), StoredRun(*row[1:])) for row in found]
+
+
+def machines_of(conn: Any, wanted: list[tuple[str, str]]) -> dict[str, str]:
+    """Each loop's machine that ran its run `run_id` ((loop, run_id) pairs;
+    ids are per machine, so the newest row of that id wins), cut to a length
+    no valid machine name exceeds (the caller refuses what is longer)."""
+    if not wanted:
+        return {}
+    loops, ids = [w[0] for w in wanted], [w[1] for w in wanted]
+    found = conn.execute(
+        f"SELECT DISTINCT ON (r.loop) r.loop, left(r.machine, 101) FROM {SCHEMA}.runs AS r "
+        "JOIN unnest(%s::text[], %s::text[]) AS w(loop, run_id) "
+        "ON r.loop = w.loop AND r.run_id = w.run_id ORDER BY r.loop, r.recorded_at DESC",
+        (loops, ids)).fetchall()
+    return {str(loop): str(machine) for loop, machine in found}
