@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from loopctl import clock
 from loopctl.commands.common import locked_loop
@@ -12,11 +11,15 @@ from loopctl.domain.errors import BusyError, LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.names import is_loop_name
 from loopctl.domain.result import Result
-from loopctl.domain.state import display_status
+from loopctl.domain.state import LoopState, display_status, entries_of
 from loopctl.engine.store_wake import tell_others
 from loopctl.fast.data_class import record
 from loopctl.storage.store import Store
 
+TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
+
+if TYPE_CHECKING:
+    from typing import Any
 
 @record(frozen=True)
 class Controlled(Result):
@@ -42,14 +45,14 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
     """pause / resume / stop. `answer`: with resume, a person's answer to
     the question of the agent that blocked the loop, for its next run."""
     with locked_loop(store, name) as (defs, state, loop, now):
-        st = state["loops"][name]
+        st = entries_of(state)[name]
         text = None if answer is None else _answer(name, st, verb, answer)
         if verb == "pause":
-            message = verbs.pause(st, now)
+            message = st.pause(now)
         elif verb == "stop":
-            message = verbs.stop(st, now)
-            if kill and st.get("run"):
-                message = _kill_run(store, name, st["run"])
+            message = st.stop(now)
+            if kill and st.run:
+                message = _kill_run(store, name, st.run)
         else:
             message = verbs.resume(loop, st, now, zone=clock.zone_of(loop))
             if text is not None:
@@ -66,7 +69,7 @@ def control(store: Store, name: str, verb: str, kill: bool = False,
         store.write_state(state)
     tell_others(store, name)  # the team's daemons act on it within a second (DESIGN §21)
     return Controlled(loop=name, message=message, status=display_status(st),
-                      reason=st.get("reason"))
+                      reason=st.reason)
 
 
 def _kill_run(store: Store, name: str, run: dict[str, Any]) -> str:
@@ -83,14 +86,14 @@ def _kill_run(store: Store, name: str, run: dict[str, Any]) -> str:
     return "stopping: the current run is being killed"
 
 
-def _answer(name: str, st: dict[str, Any], verb: str, answer: str) -> str:
+def _answer(name: str, st: LoopState, verb: str, answer: str) -> str:
     """The answer as the next fire keeps it (storage/triggers.py, carried as
     data), or a UsageError: only a loop its agent blocked has a question."""
     from loopctl.domain.errors import UsageError
     from loopctl.domain.gates import check_payload
 
     text = check_payload(answer.encode("utf-8", "surrogateescape"), "--answer")
-    if verb != "resume" or st.get("status") != "paused" or st.get("reason") != "blocked":
+    if verb != "resume" or st.status != "paused" or st.reason != "blocked":
         raise UsageError(f"{name} is not blocked by its agent: there is no question to answer "
                          f"(`loopctl status {name}`)")
     return text
@@ -102,10 +105,10 @@ def remove(store: Store, name: str, keep_logs: bool = False) -> Removed:
         state = store.read_state()
         if not defs.has(name) and name not in state["loops"]:
             raise NoSuchLoop(name)
-        st = state["loops"].get(name)
+        st = entries_of(state).get(name)
         from loopctl.engine.team_state import alive_for
 
-        if st and st.get("run") and alive_for(store, state)(st["run"].get("supervisor")):
+        if st and st.run and alive_for(store, state)(st.run.get("supervisor")):
             raise BusyError(f"loop {name!r} has a run in flight; "
                             f"`loopctl stop --kill {name}` first")
         loop = defs.loops.get(name)

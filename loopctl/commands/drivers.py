@@ -211,7 +211,7 @@ def _slot_instant(given: str) -> float:
 def _serve(st: LoopState, run: dict[str, Any], instant: float) -> None:
     from loopctl.domain import slots
 
-    slots.forget(st, str(run["run_id"]))
+    st.forget_slot(str(run["run_id"]))
     slots.remember(st, instant, f"run {run['run_id']}")
     run["slot"], run["due_at"] = slots.label(instant), instant
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.loop_settings import SETTINGS
 from loopctl.domain.model import LoopDef
-from loopctl.domain.state import ACTIVE
+from loopctl.domain.state import ACTIVE, LoopState, fields_of
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import mask
 from loopctl.domain.verify import describe_check
@@ -27,13 +27,16 @@ if TYPE_CHECKING:
 Column = Callable[[str], list[Any]]
 
 
-def readers(loops: list[LoopDef], states: list[dict[str, Any]]) -> tuple[Column, Column]:
+def readers(loops: list[LoopDef],
+            states: list[LoopState] | list[dict[str, Any]]) -> tuple[Column, Column]:
     """The two readers over LoopDefs and unpacked entries, in the same order."""
     def loop(attr: str) -> list[Any]:
         return list(map(attrgetter(attr), loops))
 
+    fields = list(map(fields_of, states))  # records (read_state) or entries as written
+
     def entry(key: str) -> list[Any]:
-        return list(map(dict.get, states, repeat(key)))
+        return list(map(dict.get, fields, repeat(key)))
 
     return memo(loop), memo(entry)
 

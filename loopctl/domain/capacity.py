@@ -36,6 +36,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.state import LoopState
+
     Alive = Callable[[Any], bool]
 
 
@@ -104,12 +106,13 @@ def agent_of(loop: LoopDef | None, run: dict[str, Any] | None = None) -> str | N
     return loop.agent if loop is not None else None
 
 
-def in_flight(entries: dict[str, Any], loops: dict[str, LoopDef], alive: Alive) -> Counter[str]:
+def in_flight(entries: dict[str, LoopState], loops: dict[str, LoopDef],
+              alive: Alive) -> Counter[str]:
     """Runs in flight now, in total (key ALL) and per preset."""
     busy: Counter[str] = Counter()
     for name, st in entries.items():
-        run = st.get("run")
-        if run and alive(run.get("supervisor")) or st.get("orphan") and alive(st["orphan"]):
+        run = st.run
+        if run and alive(run.get("supervisor")) or st.orphan and alive(st.orphan):
             busy[ALL] += 1
             agent = agent_of(loops.get(name), run)
             if agent is not None:

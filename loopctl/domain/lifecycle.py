@@ -3,7 +3,7 @@
 callback. A driver pass (`plan`) reconciles state with the definitions,
 notices lost runs and expiries, and claims every due loop; `settle` folds a
 finished run back in and carries out a `pause` or `stop` asked for during
-the run (the verbs themselves are domain/verbs.py).
+the run (`pause` and `stop` are LoopState's methods, `resume` domain/verbs.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from loopctl.domain.state import (
     new_loop_state,
 )
 from loopctl.domain.timestamps import UTC, iso, parse_iso
-from loopctl.domain.verbs import apply_control, end
 from loopctl.fast.data_class import factory, record
 
 # A fire observed later than this counts as missed for `--catch-up none`; a
@@ -86,36 +85,36 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
     """Bring state in line with the definitions; True when something changed.
     `shared`: a team's state (§21): a loop not defined here stays (only `rm` drops it)."""
     changed = False
-    entries = state["loops"]
+    entries: dict[str, LoopState] = state["loops"]
     for name, loop in loops.items():
         st = entries.get(name)
         if st is None:
             entries[name] = new_loop_state(loop, now, zone=zones(loop))
             changed = True
             continue
-        if st["created"] is None:
+        if st.created is None:
             # Reset by a repair of a damaged entry: the definition knows.
-            st["created"] = parse_iso(loop.created_at) if loop.created_at else now
+            st.created = parse_iso(loop.created_at) if loop.created_at else now
             changed = True
-        if st["schedule_key"] != loop.schedule_key:
-            st["schedule_key"] = loop.schedule_key
-            if st["next_due"] is not None or st["status"] == ACTIVE and not st["run"]:
-                st["next_due"] = next_fire(loop, zone=zones(loop), now=now,
-                                           last_end=st["last_end"] or now,
-                                           created=st["created"])
+        if st.schedule_key != loop.schedule_key:
+            st.schedule_key = loop.schedule_key
+            if st.next_due is not None or st.status == ACTIVE and not st.run:
+                st.next_due = next_fire(loop, zone=zones(loop), now=now,
+                                           last_end=st.last_end or now,
+                                           created=st.created)
             changed = True
-        if st["status"] == ACTIVE and not st["run"] and st["next_due"] is None \
+        if st.status == ACTIVE and not st.run and st.next_due is None \
                 and not loop.on_demand:
             # Armed nowhere (its run was lost while the entry was invalid).
-            st["next_due"] = next_fire(loop, zone=zones(loop), now=now,
-                                       last_end=st["last_end"] or now, created=st["created"])
+            st.next_due = next_fire(loop, zone=zones(loop), now=now,
+                                       last_end=st.last_end or now, created=st.created)
             changed = True
-        deadline = st["created"] + loop.for_s
-        if st["deadline"] != deadline:
-            st["deadline"] = deadline
+        deadline = st.created + loop.for_s
+        if st.deadline != deadline:
+            st.deadline = deadline
             changed = True
     for name in [n for n in entries if n not in loops and n not in invalid and not shared]:
-        if not entries[name]["run"]:
+        if not entries[name].run:
             del entries[name]
             changed = True
     return changed
@@ -126,28 +125,28 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     """Record a fire before anything is launched: the exactly-once point.
     A scheduled fire serves the slot `instant` (default: the due time) and
     takes it in the state (DESIGN §20)."""
-    st["seq"] += 1
-    st["iterations"] += 1
-    triggered, st["triggered"] = st.get("triggered"), None
+    st.seq += 1
+    st.iterations += 1
+    triggered, st.triggered = st.triggered, None
     if triggered:
         trigger = "api"  # the fire a trigger asked for, whoever takes it
     run = {
-        "run_id": run_id_for(now, st["seq"]), "iteration": st["iterations"],
+        "run_id": run_id_for(now, st.seq), "iteration": st.iterations,
         "due_at": now, "claimed_at": now, "missed": missed, "trigger": trigger,
         "supervisor": None, "agent": None,
     }
-    _take_slot(st, run, triggered, instant if instant is not None else st["next_due"], now)
+    _take_slot(st, run, triggered, instant if instant is not None else st.next_due, now)
     if triggered:
         run["triggers"] = triggered["count"]
-    queued_at = st.get("queued_at")
+    queued_at = st.queued_at
     if queued_at is not None:  # it waited for a slot (DESIGN §18)
         run["queued_s"] = round(max(now - queued_at, 0.0), 3)
-        st["queued_at"] = None
-    st["run"] = run
-    st["pending"] = False
+        st.queued_at = None
+    st.run = run
+    st.pending = False
     # Cron keeps counting slots while a run is in flight so overlap can act;
     # interval and self-paced loops wait for the run to end.
-    st["next_due"] = cron_next(loop.cron, zone, now) if loop.cron else None
+    st.next_due = cron_next(loop.cron, zone, now) if loop.cron else None
     return run
 
 
@@ -165,18 +164,6 @@ def _take_slot(st: LoopState, run: dict[str, Any], triggered: dict[str, Any] | N
         run["slot"] = f"manual:{run['run_id']}"
 
 
-def unclaim(st: LoopState, why: str) -> None:
-    """A claimed run that could not be launched: undo it and pause (`error`),
-    so a loop that cannot run does not retry at every pass. Its slot is
-    given back."""
-    if st["run"] is not None:
-        slots.forget(st, str(st["run"]["run_id"]))
-    st["run"] = None
-    st["iterations"] = max(st["iterations"] - 1, 0)
-    st["status"], st["reason"], st["note"] = PAUSED, "error", why[:2000]
-    st["next_due"] = None
-
-
 def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, Any],
          now: float, alive: Alive, only: str | None = None, *, zones: Zones,
          accounts: AccountGate | None = None, caps: capacity.Caps | None = None,
@@ -184,19 +171,20 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
     """Claim what is due, up to `caps` (None: no cap), holding the loops
     whose account is held (`accounts`); a `minute_tick` takes `tick_early`."""
     result = Pass()
-    for name, st in state["loops"].items():
+    entries: dict[str, LoopState] = state["loops"]
+    for name, st in entries.items():
         if only is not None and name != only:
             continue
         loop = loops.get(name)
-        if st["run"]:
+        if st.run:
             _check_in_flight(loop, name, st, now, alive, result, zones)
             continue
-        if st.get("orphan"):
-            if alive(st["orphan"]):
-                result.skipped.append((name, f"agent pid {st['orphan']['pid']} of a lost run "
+        if st.orphan:
+            if alive(st.orphan):
+                result.skipped.append((name, f"agent pid {st.orphan['pid']} of a lost run "
                                              "is still alive"))
                 continue
-            st["orphan"] = None
+            st.orphan = None
             result.changed = True
         if loop is None:
             result.skipped.append((name, f"invalid: {invalid.get(name, 'no definition')}"))
@@ -208,13 +196,13 @@ def plan(loops: dict[str, LoopDef], invalid: dict[str, str], state: dict[str, An
                 result.slot_skips.append((name, entry))
         _plan_idle(loop, name, st, now, result, zones(loop), accounts, minute_tick)
     for name in invalid:
-        if name not in state["loops"] and (only is None or only == name):
+        if name not in entries and (only is None or only == name):
             result.skipped.append((name, f"invalid: {invalid[name]}"))
-    admit(loops, state["loops"], now, alive, caps, result, only, zones=zones)
+    admit(loops, entries, now, alive, caps, result, only, zones=zones)
     return result
 
 
-def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive: Alive,
+def admit(loops: dict[str, LoopDef], entries: dict[str, LoopState], now: float, alive: Alive,
           caps: capacity.Caps | None, result: Pass, only: str | None = None, *,
           zones: Zones) -> None:
     """Claim the due loops there is room for, oldest due first; the rest
@@ -225,10 +213,10 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
     if caps is not None:
         busy = capacity.in_flight(entries, loops, alive)
         started, waiting = capacity.admit(
-            ((n, entries[n]["next_due"], capacity.agent_of(loops[n])) for n in due), busy, caps)
+            ((n, _due_at(entries[n]), capacity.agent_of(loops[n])) for n in due), busy, caps)
     for name in started:
         st, loop = entries[name], loops[name]
-        reason = "missed" if st.get("queued_at") is None else "deferred"  # by the cap
+        reason = "missed" if st.queued_at is None else "deferred"  # by the cap
         run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
                     instant=result.slot.get(name))
         if due[name]:  # those slots, folded into this catch-up run
@@ -241,35 +229,40 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, Any], now: float, alive:
         result.changed = True
     for name in waiting:
         st = entries[name]
-        if st["queued_at"] is None:
-            st["queued_at"] = now
+        if st.queued_at is None:
+            st.queued_at = now
             result.changed = True
-        result.queued.append((name, st["queued_at"]))
+        result.queued.append((name, st.queued_at))
     for name, st in entries.items():
         # No longer waiting (paused, edited, removed from the queue by a run).
-        if st.get("queued_at") is not None and name not in due and (only in (None, name)):
-            st["queued_at"] = None
+        if st.queued_at is not None and name not in due and (only in (None, name)):
+            st.queued_at = None
             result.changed = True
+
+
+def _due_at(st: LoopState) -> float:
+    assert st.next_due is not None  # `_plan_idle` found the loop due by it
+    return st.next_due
 
 
 def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass,
                zone: tzinfo, accounts: AccountGate | None = None, tick: bool = False) -> None:
-    if st["status"] == PAUSED and st["reason"] == "rate_limited":
-        result.deferred.append((name, st.get("resume_at") or now))
+    if st.status == PAUSED and st.reason == "rate_limited":
+        result.deferred.append((name, st.resume_at or now))
         return
-    if st["status"] != ACTIVE:
-        reason = f": {st['reason']}" if st.get("reason") else ""
-        result.skipped.append((name, f"{st['status']}{reason}"))
+    if st.status != ACTIVE:
+        reason = f": {st.reason}" if st.reason else ""
+        result.skipped.append((name, f"{st.status}{reason}"))
         return
-    due = st["next_due"]
-    ran = st["last_end"] is not None
-    if due is not None and due > latest_plausible_due(loop, now, st["failures"], ran,
+    due = st.next_due
+    ran = st.last_end is not None
+    if due is not None and due > latest_plausible_due(loop, now, st.failures, ran,
                                                       zone=zone):
         # Re-armed as if the last run ended now: no duplicate run, no stall.
-        due = st["next_due"] = next_fire(loop, zone=zone, now=now,
+        due = st.next_due = next_fire(loop, zone=zone, now=now,
                                          last_end=now if ran else None,
-                                         created=now, failures=st["failures"])
-        st["note"] = "the clock went back; re-armed from now"
+                                         created=now, failures=st.failures)
+        st.note = "the clock went back; re-armed from now"
         result.changed = True
     if due is None or due > now + (tick_early(loop) if tick else 0.0):
         result.skipped.append((name, "not due"))
@@ -280,8 +273,8 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
         result.skipped.append((name, "paused: iteration_limit"))
         return
     # A trigger asked for this fire: no occurrence was missed, none is skipped.
-    missed, latest = (0, None) if st.get("triggered") else slots.walk_due(loop, due, now, zone)
-    if not st.get("triggered"):  # DESIGN §20: the slot this fire serves
+    missed, latest = (0, None) if st.triggered else slots.walk_due(loop, due, now, zone)
+    if not st.triggered:  # DESIGN §20: the slot this fire serves
         instant, why, entry = slots.due_slot(loop, st, due, now, zone, latest, missed)
         if entry is not None:
             result.slot_skips.append((name, entry))
@@ -290,10 +283,10 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
             result.skipped.append((name, why))
             return
         result.slot[name] = instant
-    if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.get("triggered"):
-        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
-                                   created=st["created"])
-        st["note"] = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
+    if loop.catch_up == "none" and now - due > CATCH_UP_GRACE and not st.triggered:
+        st.next_due = next_fire(loop, zone=zone, now=now, last_end=now,
+                                   created=st.created)
+        st.note = f"skipped {missed + 1} missed occurrence(s) (catch-up none)"
         result.slot_skips.append((name, slots.skip(st, "catch_up_none", result.slot.pop(
             name, due), now, count=missed + 1)))
         result.changed = True
@@ -315,75 +308,75 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
 
 def _check_in_flight(loop: LoopDef | None, name: str, st: LoopState, now: float,
                      alive: Alive, result: Pass, zones: Zones) -> None:
-    run = st["run"]
+    run = st.run
     assert run is not None  # the caller saw it
     if not alive(run.get("supervisor")):
         result.lost.append((name, run))
-        st["run"] = None
+        st.run = None
         if run.get("agent") and alive(run["agent"]):
-            st["orphan"] = run["agent"]
+            st.orphan = run["agent"]
             result.skipped.append((name, f"agent pid {run['agent']['pid']} of lost run "
                                          f"{run['run_id']} is still alive"))
         _after_lost(loop, st, run, now, zones)
         result.changed = True
         return
     result.skipped.append((name, f"running ({run['run_id']})"))
-    due = st["next_due"]
+    due = st.next_due
     if loop is None or due is None or due > now:
         return
     # A fire came due while the run is in flight (cron only): coalesce.
-    st["next_due"] = cron_next(loop.cron, zones(loop), now) if loop.cron else None
+    st.next_due = cron_next(loop.cron, zones(loop), now) if loop.cron else None
     result.changed = True
     if loop.overlap == "queue":
-        st["pending"] = True
+        st.pending = True
     elif loop.overlap == "skip":
         result.slot_skips.append((name, slots.skip(st, "overlap_skip", due, now,
                                                    run_id=run["run_id"])))
     elif loop.overlap == "replace":
-        st["pending"] = True
+        st.pending = True
         result.replace.append((name, run))
 
 
 def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: float,
                 zones: Zones) -> None:
     """A run whose supervisor died: record it and keep the schedule going."""
-    st["last_end"] = now
-    st["last_outcome"] = "lost"
-    st["last_run_id"] = run["run_id"]
-    st["outcomes"] = (st["outcomes"] + ["lost"])[-RECENT:]
+    st.last_end = now
+    st.last_outcome = "lost"
+    st.last_run_id = run["run_id"]
+    st.outcomes = (st.outcomes + ["lost"])[-RECENT:]
     # A failure (DESIGN §5): an agent that kills its supervisor must not
     # escape --max-failures by doing it again and again.
-    st["failures"] += 1
+    st.failures += 1
     if loop is not None:
         estimate = valves.charge(loop, st, "lost", None)
         if estimate is not None:
             run["cost_estimate"] = estimate  # for its record (engine/firing.record_lost)
-    apply_control(st, now)
-    if loop is not None and st["status"] == ACTIVE and valves.failure_limit_reached(loop, st):
+    st.apply_control(now)
+    if loop is not None and st.status == ACTIVE and valves.failure_limit_reached(loop, st):
         valves.pause_for(st, "failure_limit")
-    if loop is not None and st["status"] == ACTIVE:
-        st["next_due"] = next_fire(loop, zone=zones(loop), now=now, last_end=now,
-                                   created=st["created"], failures=st["failures"])
-        if st.get("triggered"):  # a trigger during the lost run still asks for a fire
-            st["next_due"] = now
+    if loop is not None and st.status == ACTIVE:
+        st.next_due = next_fire(loop, zone=zones(loop), now=now, last_end=now,
+                                   created=st.created, failures=st.failures)
+        if st.triggered:  # a trigger during the lost run still asks for a fire
+            st.next_due = now
 
 
 def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
            zone: tzinfo) -> dict[str, Any]:
     """Fold a finished run into the loop's state; returns extra record fields."""
-    run = st["run"] or {}
-    tracked = st["next_due"]
-    st["run"] = None
-    st["last_end"] = result.ended_at
-    st["last_outcome"] = result.outcome
-    st["last_run_id"] = run.get("run_id")
+    run = st.run or {}
+    tracked = st.next_due
+    st.run = None
+    st.last_end = result.ended_at
+    st.last_outcome = result.outcome
+    st.last_run_id = run.get("run_id")
     _count_outcome(st, result.outcome, now)
     if result.check is not None:
-        st["last_check"] = verify.last_check(run.get("run_id") or "", result.check)
+        st.last_check = verify.last_check(run.get("run_id") or "", result.check)
     _track_progress(loop, st, result)
     if result.session_id and not run.get("preset"):
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
-        st["session_id"] = result.session_id
+        st.session_id = result.session_id
     estimate = valves.charge(loop, st, result.outcome, result.cost_usd, result.tokens)
     extra: dict[str, Any] = {}
     requested = _apply_decision(loop, st, result, now, extra)
@@ -393,30 +386,30 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
                          "have cost" if not result.tokens else
                   f"tokens used but no cost read: charged ${estimate:g}, the most this "
                   "loop's runs have cost")
-    apply_control(st, now)
-    if st["status"] == ACTIVE:
+    st.apply_control(now)
+    if st.status == ACTIVE:
         # The loop's own agent ran (not its fallback), and it has a fallback.
         fallback = bool(loop.fallback_agent) and not run.get("preset")
         _add_note(extra, valves.after_run(loop, st, result, now, fallback))
-    if st["status"] in TERMINAL:
-        st["ended_at"] = st["ended_at"] or now
-        st["next_due"] = None
-    elif st["pending"] and st["status"] == ACTIVE:
-        st["pending"] = False
-        st["next_due"] = now
+    if st.status in TERMINAL:
+        st.ended_at = st.ended_at or now
+        st.next_due = None
+    elif st.pending and st.status == ACTIVE:
+        st.pending = False
+        st.next_due = now
     elif loop.cron and tracked is not None:
         # Drivers kept the next slot up to date during the run. A slot that
         # passed unseen (no driver was running) is missed time: queue fires
         # it once now, skip and replace wait for the next one.
-        st["pending"] = False
+        st.pending = False
         if tracked > now:
-            st["next_due"] = tracked
+            st.next_due = tracked
         else:
-            st["next_due"] = now if loop.overlap == "queue" else cron_next(loop.cron, zone, now)
+            st.next_due = now if loop.overlap == "queue" else cron_next(loop.cron, zone, now)
     else:
-        st["pending"] = False
-        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=result.ended_at,
-                                   created=st["created"], failures=st["failures"],
+        st.pending = False
+        st.next_due = next_fire(loop, zone=zone, now=now, last_end=result.ended_at,
+                                   created=st.created, failures=st.failures,
                                    requested_delay=requested)
     return extra
 
@@ -445,17 +438,17 @@ def _add_note(extra: dict[str, Any], note: str | None) -> None:
 
 def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
     if outcome != "skipped":  # a gated loop's marks show its real runs
-        st["outcomes"] = (st["outcomes"] + [outcome])[-RECENT:]
+        st.outcomes = (st.outcomes + [outcome])[-RECENT:]
     else:  # its record is the run's own (outcome skipped)
         slots.skip(st, "gate_no_work", None, now)
     if outcome in ("failed", "timeout", "gate_error"):
-        st["failures"] += 1
+        st.failures += 1
     elif outcome == "ok":
-        st["failures"] = 0
+        st.failures = 0
     elif outcome in ("deferred", "skipped", "auth_error"):
         # A rate-limited run did no work, nor did one refused a login; a
         # gate found none: no run is used, and none of them is a failure.
-        st["iterations"] = max(st["iterations"] - 1, 0)
+        st.iterations = max(st.iterations - 1, 0)
 
 
 def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
@@ -467,26 +460,26 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     decision = verify.by_check(loop, result.check, decision)
     if not decision:
         if loop.auto and result.outcome == "ok":
-            st["keepalive_misses"] += 1
+            st.keepalive_misses += 1
             extra["note"] = "no decision: keepalive used"
             return float(loop.keepalive)
         return None
-    st["keepalive_misses"] = 0
+    st.keepalive_misses = 0
     last = {k: decision.get(k) for k in ("decision", "summary", "evidence")}
     if decision.get("source"):  # `check`: verified by --until-check
         last["source"] = decision["source"]
-    st["last_decision"] = last
+    st.last_decision = last
     kind = decision.get("decision")
     refused = verify.refusal(loop, result.check, kind)
     if refused:  # the loop stays active; the record and the loop say why
-        extra["note"] = st["note"] = refused
+        extra["note"] = st.note = refused
         kind = "continue"
     if kind == "complete":
-        end(st, "completed", now)
+        st.end("completed", now)
     elif kind == "fail":
-        end(st, "failed", now)
+        st.end("failed", now)
     elif kind == "block":
-        st["status"], st["reason"] = PAUSED, "blocked"
+        st.status, st.reason = PAUSED, "blocked"
     elif kind == "continue" and decision.get("next_delay_s") is not None:
         requested = float(decision["next_delay_s"])
         if not loop.auto:

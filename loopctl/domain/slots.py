@@ -290,15 +290,6 @@ def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
     return skip(st, "deferred", None, now, count=count, by="usage_limit") if count else None
 
 
-def forget(st: LoopState, run_id: str) -> None:
-    """A claimed run that never launched gives its slot back."""
-    slots = st.get("slots")
-    if not slots:
-        return
-    recent = [pair for pair in slots["recent"] if pair[1] != f"run {run_id}"]
-    st["slots"] = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
-
-
 def refusal(instant: float, taken: str) -> str:
     """What a refused second fire says."""
     stamp = iso(instant)

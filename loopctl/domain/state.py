@@ -1,21 +1,50 @@
-"""Runtime state of loops: the shape of `state.json` and its pure helpers.
+"""A loop's runtime state as one typed record, `LoopState`, and its pure helpers.
 
-One entry per loop, keyed by name. Times are POSIX seconds. The top level
-carries what the `tick` fast path needs to decide, without loading YAML or
-taking a lock, that nothing is due: the signature of the `loops.yaml` the
-state was reconciled against, the earliest time anything needs attention
-(`wake_at`) and whether any run is in flight (`busy`).
+One entry per loop in state.json, keyed by name (DESIGN §2); times are POSIX
+seconds. The top level carries what the `tick` fast path needs to decide,
+without loading YAML or taking a lock, that nothing is due: the signature of
+the `loops.yaml` the state was reconciled against, the earliest time anything
+needs attention (`wake_at`) and whether any run is in flight (`busy`).
+
+The record has two ways in and one way out, at the storage edge:
+
+- `LoopState.from_json(name, entry)`: an untrusted entry (a state.json
+  loopctl did not write as it is, a team store's row), checked field by
+  field by domain/state_rules (a bad value reset, the loop paused);
+- `LoopState.from_written(entry)`: an entry loopctl wrote itself (its MAC
+  checked by the store), its left-out fields filled in, not checked again;
+- `to_json()`: the entry as state.json holds it (version 2: the fields at
+  their common value left out), byte for byte what loopctl has always
+  written (tests/domain/test_loop_state_bytes.py).
+
+The fields live in the instance's `__dict__`, which is the entry's mapping
+itself: a record is made from an unpacked entry in one assignment (10,000 of
+them for a `tick` of a big home) and keeps the order its fields were set in,
+which is the order state.json writes them in.
 """
 
 from __future__ import annotations
 
 from datetime import tzinfo
 
-from loopctl.domain import untrusted as check
-from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef
-from loopctl.domain.names import is_loop_name, is_run_id
+from loopctl.domain.errors import UsageError
+from loopctl.domain.model import LoopDef
+from loopctl.domain.names import is_loop_name
 from loopctl.domain.schedule import first_fire
-from loopctl.domain.tally import check_tally
+from loopctl.domain.state_rules import (
+    ACTIVE,
+    LATE_KEYS,
+    OUTCOMES,
+    PAUSED,
+    REASONS,
+    RECENT,
+    SCHEMA,
+    STATUSES,
+    TERMINAL,
+    Field,
+    clean_entry,
+    tracked_pr,
+)
 from loopctl.domain.timestamps import UTC, parse_iso
 from loopctl.fast.data_class import record
 
@@ -23,27 +52,18 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from typing import Any
-    from typing import TypedDict as _Shape
-else:
-    # At run time a plain class holding the annotations as written: a
-    # TypedDict compiles each of its ~50 annotations into a ForwardRef
-    # (~15M instructions, 5% of a `loopctl run`); state entries are dicts.
-    _Shape = object
 
-ACTIVE, PAUSED = "active", "paused"
-TERMINAL = ("completed", "failed", "stopped", "expired")
-STATUSES = (ACTIVE, PAUSED, *TERMINAL)
-REASONS = ("user", "blocked", "iteration_limit", "failure_limit", "no_progress",
-           "budget_limit", "keepalive_exhausted", "rate_limited", "auth_required", "deferral_limit",
-           "error")
-OUTCOMES = check.OUTCOMES
-RECENT = 10
+    from loopctl.domain.tally import Tally
+
+__all__ = ["ACTIVE", "LATE_KEYS", "OUTCOMES", "PAUSED", "REASONS", "RECENT", "SCHEMA",
+           "STATUSES", "TERMINAL", "Field", "LoopState", "RunResult", "tracked_pr"]
 
 
-
-class LoopState(_Shape):
-    """One loop's entry in state.json. SCHEMA below holds each field's rule,
-    initial value and repair value: construction and repair share it."""
+class LoopState:
+    """One loop's entry in state.json. SCHEMA (domain/state_rules) holds each
+    field's rule, initial value and repair value: construction and repair
+    share it. Transitions about this loop alone are its methods; those that
+    need its definition and schedule are domain/lifecycle's and verbs'."""
 
     status: str
     reason: str | None
@@ -101,7 +121,149 @@ class LoopState(_Shape):
     skips: dict[str, Any] | None
     # Counters /metrics serves, bumped as each run settles (DESIGN §19);
     # rules in domain/tally. None: no run settled since it was added.
-    tally: dict[str, Any] | None
+    tally: Tally | None
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        """The record over `fields`, every SCHEMA field (taken, not copied)."""
+        self.__dict__ = fields
+
+    @classmethod
+    def fresh(cls, loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
+        """A new loop's entry: every field at its initial value (a copy of
+        one made once, each list its own: `ls` of a hand-written file of
+        10,000 loops makes 10,000 of these)."""
+        if not _INITIAL:
+            _INITIAL.update({key: field.initial for key, field in SCHEMA.items()})
+            _LISTS.extend(key for key, value in _INITIAL.items() if isinstance(value, list))
+        made = cls(dict(_INITIAL))
+        for key in _LISTS:
+            made.__dict__[key] = list(_INITIAL[key])
+        made.created = parse_iso(loop.created_at) if loop.created_at else now
+        made.deadline = made.created + loop.for_s
+        made.schedule_key, made.next_due = loop.schedule_key, first_fire(loop, made.created,
+                                                                          zone=zone)
+        return made
+
+    @classmethod
+    def from_json(cls, name: str, entry: Any) -> tuple[LoopState, list[str]]:
+        """An untrusted entry (unpacked), cleaned, and the fields that were not."""
+        if isinstance(entry, LoopState):  # checked again (a test, a repair's result)
+            entry = dict(entry.__dict__)
+        clean, bad = clean_entry(name, entry)
+        return cls(clean), bad
+
+    @classmethod
+    def from_written(cls, entry: dict[str, Any]) -> LoopState:
+        """An entry loopctl wrote (packed): its left-out fields filled in."""
+        made: LoopState = cls(unpack(entry))
+        return made
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as written: the fields that differ from `common_values`,
+        in value or in type (a `0` left out would be read back as `False`)."""
+        common = common_values()
+        return {k: v for k, v in self.__dict__.items()
+                if k not in common or v != (c := common[k]) or type(v) is not type(c)}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LoopState):
+            return self.__dict__ == other.__dict__
+        if isinstance(other, dict):  # the shim's: an entry compared with a mapping
+            return self.__dict__ == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a dict is
+
+    def __repr__(self) -> str:
+        return f"LoopState({self.__dict__!r})"
+
+    # -- transitions of this loop alone (DESIGN §4) ---------------------------
+
+    def pause(self, now: float) -> str:
+        """The user's `pause`: at once when idle, else when the run ends."""
+        if self.status in TERMINAL:
+            raise UsageError(f"the loop is {self.status}; only active loops can be paused")
+        if self.run:
+            self.after_run = "pause"
+            return "pausing when the current run ends"
+        self.status, self.reason = PAUSED, "user"
+        return "paused"
+
+    def stop(self, now: float) -> str:
+        """The user's `stop`: at once when idle, else when the run ends."""
+        if self.status in TERMINAL:
+            raise UsageError(f"the loop is already {self.status}")
+        if self.run:
+            self.after_run = "stop"
+            return "stopping when the current run ends"
+        self.end("stopped", now)
+        return "stopped"
+
+    def apply_control(self, now: float) -> None:
+        """`pause`/`stop` asked for during the run take effect now, and beat a
+        `continue` the run reported."""
+        control, self.after_run = self.after_run, None
+        if self.status in TERMINAL:
+            return
+        if control == "stop":
+            self.end("stopped", now)
+        elif control == "pause":
+            self.status, self.reason = PAUSED, "user"
+
+    def end(self, status: str, now: float) -> None:
+        """The loop ends (`completed`, `failed`, `stopped`): nothing more is due."""
+        self.status, self.reason = status, None
+        self.ended_at = now
+        self.next_due = None
+
+    def unclaim(self, why: str) -> None:
+        """A claimed run that could not be launched: undone, its slot given
+        back, and the loop paused (`error`) so that a loop that cannot run
+        does not retry at every pass."""
+        if self.run is not None:
+            self.forget_slot(str(self.run["run_id"]))
+        self.run = None
+        self.iterations = max(self.iterations - 1, 0)
+        self.status, self.reason, self.note = PAUSED, "error", why[:2000]
+        self.next_due = None
+
+    def forget_slot(self, run_id: str) -> None:
+        """A claimed run that never launched gives its slot back (DESIGN §20)."""
+        if not self.slots:
+            return
+        recent = [pair for pair in self.slots["recent"] if pair[1] != f"run {run_id}"]
+        self.slots = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
+
+    # -- a shim for the code not yet converted (issue 52 item 2) --------------
+    # Entries were dicts; these let `st["status"]` and `st.get("run")` work
+    # until every module reads attributes. A key outside SCHEMA is a bug.
+
+    def __getitem__(self, key: str) -> Any:
+        return self.__dict__[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in SCHEMA:
+            raise KeyError(f"no state field {key!r}")
+        self.__dict__[key] = value
+
+    def update(self, fields: Any = (), /, **more: Any) -> None:
+        for key, value in {**dict(fields), **more}.items():
+            self[key] = value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.__dict__.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.__dict__
+
+    def __iter__(self) -> Any:
+        return iter(self.__dict__)
+
+    def keys(self) -> Any:
+        return self.__dict__.keys()
+
+    def items(self) -> Any:
+        return self.__dict__.items()
 
 
 @record
@@ -129,19 +291,8 @@ class RunResult:
 
 
 def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
-    """A fresh entry: every field of SCHEMA at its initial value (a copy
-    of one made once, each list its own: `ls` of a hand-written file of
-    10,000 loops makes 10,000 of these)."""
-    if not _INITIAL:
-        _INITIAL.update({key: field.initial for key, field in SCHEMA.items()})
-        _LISTS.extend(key for key, value in _INITIAL.items() if isinstance(value, list))
-    created = parse_iso(loop.created_at) if loop.created_at else now
-    st: LoopState = dict(_INITIAL)  # type: ignore[assignment]
-    for key in _LISTS:
-        st[key] = list(_INITIAL[key])  # type: ignore[literal-required]
-    st["created"], st["deadline"] = created, created + loop.for_s
-    st["schedule_key"], st["next_due"] = loop.schedule_key, first_fire(loop, created, zone=zone)
-    return st
+    """A fresh entry (LoopState.fresh)."""
+    return LoopState.fresh(loop, now, zone=zone)
 
 
 _INITIAL: dict[str, Any] = {}
@@ -164,20 +315,17 @@ _MUTABLE: list[str] = []  # the common values that are lists or mappings
 
 def common_values() -> dict[str, Any]:
     """What every new entry holds, whatever its loop: derived from
-    `new_loop_state`, so a field added there is packed with no edit here."""
+    `LoopState.fresh`, so a field added there is packed with no edit here."""
     if not _COMMON:
-        probe = new_loop_state(LoopDef(name="probe"), 0.0, zone=UTC)
-        _COMMON.update({k: v for k, v in probe.items() if k not in PER_LOOP})
+        probe = LoopState.fresh(LoopDef(name="probe"), 0.0, zone=UTC)
+        _COMMON.update({k: v for k, v in vars(probe).items() if k not in PER_LOOP})
         _MUTABLE.extend(k for k, v in _COMMON.items() if isinstance(v, (list, dict)))
     return _COMMON
 
 
 def pack(st: LoopState) -> dict[str, Any]:
-    """The entry as written: the fields that differ from `common_values`,
-    in value or in type (a `0` left out would be read back as `False`)."""
-    common = common_values()
-    return {k: v for k, v in st.items()
-            if k not in common or v != (c := common[k]) or type(v) is not type(c)}
+    """The entry as written (LoopState.to_json)."""
+    return st.to_json()
 
 
 def unpack(entry: Any) -> Any:
@@ -195,11 +343,11 @@ def unpack(entry: Any) -> Any:
 
 def wake_time(st: LoopState) -> float | None:
     """When this loop next needs a driver's attention, if ever."""
-    if st["status"] in TERMINAL:
+    if st.status in TERMINAL:
         return None
-    times = [st["deadline"] if st["deadline"] is not None else 0.0]
-    due, resume = st.get("next_due"), st.get("resume_at")
-    if st["status"] == ACTIVE and due is not None:
+    times = [st.deadline if st.deadline is not None else 0.0]
+    due, resume = st.next_due, st.resume_at
+    if st.status == ACTIVE and due is not None:
         times.append(due)
     if resume is not None:
         times.append(resume)
@@ -208,13 +356,13 @@ def wake_time(st: LoopState) -> float | None:
 
 def past_deadline(st: LoopState, now: float) -> bool:
     """The calendar deadline has passed (unknown until reconciled: not yet)."""
-    deadline = st["deadline"]
+    deadline = st.deadline
     return deadline is not None and now >= deadline
 
 
 def in_flight(state: dict[str, Any]) -> bool:
     """A run, or the orphaned agent of a lost one, is still going somewhere."""
-    return any(st.get("run") or st.get("orphan") for st in state["loops"].values())
+    return any(st.run or st.orphan for st in state["loops"].values())
 
 
 def summarize(state: dict[str, Any]) -> None:
@@ -224,267 +372,34 @@ def summarize(state: dict[str, Any]) -> None:
     state["busy"] = in_flight(state)
 
 
+def entries_of(state: dict[str, Any]) -> dict[str, LoopState]:
+    """The state's loop entries, typed (the top level is still a plain
+    mapping: `version`, `wake_at`, `busy`, `accounts`...)."""
+    entries: dict[str, LoopState] = state["loops"]
+    return entries
+
+
+def fields_of(st: LoopState | dict[str, Any]) -> dict[str, Any]:
+    """An entry's fields as one mapping, whether a record or an entry as
+    written (the listing's column readers take either, a field at a time)."""
+    return st.__dict__ if isinstance(st, LoopState) else st
+
+
 def display_status(st: LoopState | dict[str, Any] | None) -> str:
+    """What `ls` shows of an entry, a record or an entry as written."""
     if st is None:
         return "invalid"
-    if st.get("run"):
+    fields = fields_of(st)
+    if fields.get("run"):
         return "running"
-    if st.get("queued_at") is not None and st["status"] == ACTIVE:
+    if fields.get("queued_at") is not None and fields["status"] == ACTIVE:
         return "queued"
-    return str(st["status"])
-
-
-# -- a damaged state.json (DESIGN §11) -------------------------------------
-#
-# state.json is loopctl's own file, but a disk, an editor or a bug can damage
-# it. Each loop's entry is checked field by field when it is read: a bad value
-# is replaced by a safe default and the loop pauses with reason `error` and a
-# note naming the field, so its bounds are never guessed and every other loop
-# keeps firing.
-
-
-def _proc(value: Any) -> Any:
-    if value is None:
-        return None
-    if not isinstance(value, dict) or check.count(value.get("pid"), 2**31) is None \
-            or value["pid"] < 1 or check.moment(value.get("ct")) is None:
-        return check.INVALID
-    ref = {"pid": value["pid"], "ct": float(value["ct"])}
-    # A team store's: whose pid, the run whose claim says if it lives (pid 1: a container's).
-    machine, run_id = value.get("machine"), value.get("run")
-    if machine is None and run_id is None:
-        return ref if value["pid"] > 1 else check.INVALID
-    if check.text(machine, 200) is None or not is_run_id(run_id):
-        return check.INVALID
-    return {**ref, "machine": machine, "run": run_id}
-
-
-def _run(value: Any) -> Any:
-    """A claimed run; its `spec` is a definition, checked again when used."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not is_run_id(value.get("run_id")) \
-            or check.count(value.get("iteration")) is None \
-            or check.moment(value.get("due_at")) is None \
-            or check.count(value.get("missed", 0)) is None \
-            or value.get("trigger") not in (None, "schedule", "manual", "api") \
-            or value.get("slot") is not None and check.text(value["slot"], 100) is None \
-            or check.count(value.get("triggers", 0)) is None \
-            or value.get("machine") is not None and check.text(value["machine"], 200) is None \
-            or not isinstance(value.get("spec", {}), dict) \
-            or not isinstance(value.get("hook"), (str, type(None))) \
-            or not isinstance(value.get("notify", []), list) \
-            or not all(isinstance(u, str) for u in value.get("notify", [])):
-        return check.INVALID
-    for key in ("claimed_at", "started_at"):
-        if value.get(key) is not None and check.moment(value[key]) is None:
-            return check.INVALID
-    if value.get("queued_s") is not None and check.number(value["queued_s"], 0.0, 1e12) is None:
-        return check.INVALID
-    for key in ("supervisor", "agent"):
-        if _proc(value.get(key)) is check.INVALID:
-            return check.INVALID
-        if value.get(key) is not None:
-            value[key] = _proc(value[key])  # only the fields a ref has
-    return value
-
-
-def _choice(options: tuple[Any, ...]) -> Any:
-    return lambda v: v if v in options else check.INVALID
-
-
-def _optional(rule: Any) -> Any:
-    return lambda v: None if v is None else (check.INVALID if rule(v) is None else rule(v))
-
-
-def _required(rule: Any) -> Any:
-    return lambda v: check.INVALID if (r := rule(v)) is None else r
-
-
-def _strings(limit: int, options: tuple[str, ...] | None = None) -> Any:
-    def rule(v: Any) -> Any:
-        if not isinstance(v, list) or len(v) > limit or not all(
-                isinstance(x, str) and len(x) <= 64 and (options is None or x in options)
-                for x in v):
-            return check.INVALID
-        return v
-    return rule
-
-
-def _paths(v: Any, limit: int) -> Any:
-    """None, or up to `limit` absolute paths on one line each."""
-    if v is None:
-        return None
-    if not isinstance(v, list) or len(v) > limit or not all(
-            isinstance(p, str) and p.startswith("/") and len(p) <= 4096
-            and not any(c in p for c in "\0\n\r") for p in v):
-        return check.INVALID
-    return v
-
-
-def _decision(v: Any) -> Any:
-    if v is None:
-        return None
-    if not isinstance(v, dict) or v.get("decision") not in (None, *check.DECISIONS) or any(
-            v.get(k) is not None and check.text(v[k], check.MAX_DECISION_TEXT) is None
-            for k in ("summary", "evidence")):
-        return check.INVALID
-    # `source: check`: a completion the check verified (--until-check).
-    source = {"source": "check"} if v.get("source") == "check" else {}
-    return {**{k: v.get(k) for k in ("decision", "summary", "evidence")}, **source}
-
-
-def _delivery_error(v: Any) -> Any:
-    if v is None:
-        return None
-    if not isinstance(v, dict) or check.moment(v.get("at")) is None \
-            or check.text(v.get("message"), 1000) is None:
-        return check.INVALID
-    return v
-
-
-def _triggered(v: Any) -> Any:
-    if v is None:
-        return None
-    if not isinstance(v, dict) or check.count(v.get("count")) is None or v["count"] < 1 \
-            or check.moment(v.get("at")) is None:
-        return check.INVALID
-    return {"count": v["count"], "at": float(v["at"])}
-
-
-def _last_check(v: Any) -> Any:
-    if v is None:
-        return None
-    # An exit code as loopctl records one (a whole number, 128+N for a
-    # signal, None when there was none), and `passed` only with exit 0: a
-    # damaged entry must not have the envelope say "passed (exit 0)" of a 3.
-    if not isinstance(v, dict) or not is_run_id(v.get("run_id")) \
-            or not isinstance(v.get("passed"), bool) \
-            or v.get("exit_code") is not None and check.count(v["exit_code"], 1000) is None \
-            or v["passed"] != (v.get("exit_code") == 0) \
-            or v.get("metric") is not None and check.number(v["metric"], -1e308, 1e308) is None:
-        return check.INVALID
-    kept = {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
-    why = v.get("why")
-    if isinstance(why, str) and why and v.get("exit_code") is None:
-        kept["why"] = check.line(why)[:200]  # hand-edited text: one plain line
-    return kept
-
-
-def tracked_pr(v: Any) -> Any:
-    """The PR a loop follows: its URL as gh printed it, a branch that is
-    no option and no path, the fix runs so far, whether it was left for
-    review."""
-    if v is None:
-        return None
-    from loopctl.domain.feedback import PR_URL
-
-    if not isinstance(v, dict) or not isinstance(v.get("url"), str) \
-            or not PR_URL.fullmatch(v["url"]) or check.text(v.get("branch"), 300) is None \
-            or v["branch"].startswith("-") or ".." in v["branch"] \
-            or check.count(v.get("fixes"), 1000) is None \
-            or not isinstance(v.get("review"), bool):
-        return check.INVALID
-    return {k: v[k] for k in ("url", "branch", "fixes", "review")}
-
-
-def _slots(v: Any) -> Any:
-    from loopctl.domain.slots import check_slots
-
-    return check_slots(v)
-
-
-def _skips(v: Any) -> Any:
-    from loopctl.domain.slots import check_skips
-
-    return check_skips(v)
-
-
-_SAME = object()
-
-
-@record(frozen=True)
-class Field:
-    rule: Any  # the clean value, or check.INVALID
-    initial: Any  # in a new entry
-    repaired: Any  # in place of a bad value
-
-
-def _field(rule: Any, repaired: Any, initial: Any = _SAME) -> Field:
-    return Field(rule, repaired if initial is _SAME else initial, repaired)
-
-
-SCHEMA: dict[str, Field] = {
-    "status": _field(_choice(STATUSES), PAUSED, initial=ACTIVE),
-    "reason": _field(_choice((None, *REASONS)), "error", initial=None),
-    # None: filled in from the definition by `lifecycle.reconcile`.
-    "created": _field(_optional(check.moment), None),
-    "deadline": _field(_optional(check.moment), None),
-    "schedule_key": _field(_required(lambda v: check.text(v, 300)), ""),
-    "next_due": _field(_optional(check.moment), None),
-    "iterations": _field(_required(check.count), 0),
-    "failures": _field(_required(check.count), 0),
-    "seq": _field(_required(check.count), 0),
-    "last_end": _field(_optional(check.moment), None),
-    "last_outcome": _field(_choice((None, *OUTCOMES)), None),
-    "last_run_id": _field(lambda v: v if v is None or is_run_id(v) else check.INVALID, None),
-    "outcomes": _field(_strings(RECENT, OUTCOMES), []),
-    "run": _field(_run, None),
-    "pending": _field(_choice((True, False)), False),
-    "after_run": _field(_choice((None, "pause", "stop")), None),
-    "orphan": _field(_proc, None),
-    "cost_usd": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
-    "session_id": _field(_optional(check.session_id), None),
-    "keepalive_misses": _field(_required(check.count), 0),
-    "results": _field(_strings(MAX_NO_PROGRESS), []),
-    "last_decision": _field(_decision, None),
-    "ended_at": _field(_optional(check.moment), None),
-    "observed_at": _field(_optional(check.moment), None),
-    "resume_at": _field(_optional(check.moment), None),
-    "note": _field(_optional(lambda v: check.text(v, 2000)), None),
-    "deferrals": _field(_required(check.count), 0),
-    "hook_error": _field(_delivery_error, None),
-    "notify_error": _field(_delivery_error, None),
-    "last_handoff": _field(lambda v: v if v is None or isinstance(v, dict) and all(
-        isinstance(k, str) and isinstance(x, (str, int, bool)) for k, x in v.items())
-        else check.INVALID, None),
-    "triggered": _field(_triggered, None),
-    "last_check": _field(_last_check, None),
-    "pr_feedback": _field(lambda v: tracked_pr(v), None),
-    "queued_at": _field(_optional(check.moment), None),
-    "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
-    "cost_estimated": _field(_choice((True, False)), False),
-    "repository": _field(lambda v: _paths(v, 3), None),
-    "slots": _field(lambda v: _slots(v), None),
-    "skips": _field(lambda v: _skips(v), None),
-    "tally": _field(check_tally, None),
-}
-
-
-# Keys added after state version 1 first shipped: their absence is not damage.
-LATE_KEYS = frozenset({"deferrals", "hook_error", "notify_error", "last_handoff",
-                       "triggered", "last_check", "pr_feedback", "queued_at",
-                       "max_run_cost", "cost_estimated", "repository", "slots", "skips", "tally"})
+    return str(fields["status"])
 
 
 def repair(name: str, st: Any) -> tuple[LoopState, list[str]]:
     """A sane copy of one loop's entry and the fields that were not."""
-    whole = isinstance(st, dict)
-    source: dict[str, Any] = st if whole else {}
-    bad: list[str] = [] if whole else ["the entry itself"]
-    clean: LoopState = {}  # type: ignore[typeddict-item]
-    for key, field in SCHEMA.items():
-        value = field.rule(source.get(key, field.repaired))
-        if whole and (value is check.INVALID or key not in source and key not in LATE_KEYS):
-            bad.append(key)
-        clean[key] = field.repaired if value is check.INVALID else value  # type: ignore[literal-required]
-    if bad:
-        fields = ", ".join(bad[:5]) + (" ..." if len(bad) > 5 else "")
-        if clean["status"] not in TERMINAL:
-            clean["status"], clean["reason"] = PAUSED, "error"
-        clean["note"] = (f"state.json had bad values for {fields}; they were reset: check "
-                         f"the loop, then `loopctl resume {name}`")[:2000]
-    return clean, bad
+    return LoopState.from_json(name, st)
 
 
 def repair_all(loops: dict[Any, Any]) -> tuple[dict[str, LoopState], dict[str, list[str]]]:
@@ -494,7 +409,7 @@ def repair_all(loops: dict[Any, Any]) -> tuple[dict[str, LoopState], dict[str, l
         if not is_loop_name(name):
             problems[str(name)[:80]] = ["a name that is not a loop name (entry dropped)"]
             continue
-        clean[name], bad = repair(name, st)
+        clean[name], bad = LoopState.from_json(name, st)
         if bad:
             problems[name] = bad
     return clean, problems

@@ -28,7 +28,7 @@ def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
     assert run is not None  # plan() claimed it
     st["run"] = None
     st["iterations"] = max(st["iterations"] - 1, 0)
-    slots.forget(st, str(run["run_id"]))
+    st.forget_slot(str(run["run_id"]))
     instant = run["due_at"] if str(run.get("slot", "")).startswith("schedule:") else None
     skipped = None
     if instant is not None and taken_by is not None:

@@ -18,7 +18,7 @@ from loopctl.domain import lifecycle
 from loopctl.domain.capacity import caps_of
 from loopctl.domain.errors import BusyError, LoopctlError
 from loopctl.domain.run_record import RunRecord
-from loopctl.domain.state import TERMINAL, in_flight, wake_time
+from loopctl.domain.state import TERMINAL, entries_of, in_flight, wake_time
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, procs
 from loopctl.engine.accounts import gate_for, spec_for
@@ -251,15 +251,15 @@ def settle_lost(store: Store, state: dict[str, Any], lost: list[tuple[str, dict[
     for name, run in lost:
         why = unsaved_reason(store.paths, name, run["run_id"])
         written = record_lost(store, name, run, now, why)
-        st = state["loops"].get(name)
+        st = entries_of(state).get(name)
         if st is not None:  # in the pass's state write, as a settled run is
             count_run(store.paths, name, st, written)
-        if st is not None and st.get("orphan") and not alive(st["orphan"]):
-            st["orphan"] = None  # killed just now by record_lost
-        if why is not None and st is not None and st["status"] not in TERMINAL:
+        if st is not None and st.orphan and not alive(st.orphan):
+            st.orphan = None  # killed just now by record_lost
+        if why is not None and st is not None and st.status not in TERMINAL:
             fix = "make the home writable" if "(EROFS)" in why else "free the space"
-            st["status"], st["reason"] = "paused", "error"
-            st["note"] = f"run {run['run_id']}: {why}; {fix}, then `loopctl resume {name}`"
+            st.status, st.reason = "paused", "error"
+            st.note = f"run {run['run_id']}: {why}; {fix}, then `loopctl resume {name}`"
 
 
 def take_payload(store: Store, name: str, run: dict[str, Any]) -> None:
@@ -296,12 +296,12 @@ def noticed(store: Store, defs: Definitions, state: dict[str, Any],
             now: float) -> events.Pending:
     """Events for loops whose status changed in a pass (expiry, limits)."""
     pending = []
-    for name, st in state["loops"].items():
+    for name, st in entries_of(state).items():
         loop = defs.loops.get(name)
         if loop is None or not events.needs_attention(before.get(name, ("", None)),
                                                       events.status_key(st)):
             continue
-        event = events.attention(loop, st, st.get("last_run_id"), None, now)
+        event = events.attention(loop, st, st.last_run_id, None, now)
         pending.append((event, events.receivers(loop, defs.top)))
     events.publish(store, pending)
     return pending
@@ -318,9 +318,9 @@ def fireable_wake(defs: Definitions, state: dict[str, Any]) -> float | None:
     lost run, counted when the pass queued them, was killed after), they
     are due now."""
     running = in_flight(state)
-    wakes = [w for name, st in state["loops"].items()
-             if name in defs.loops and not st.get("orphan") and not st.get("run")
-             and (st.get("queued_at") is None or not running)
+    wakes = [w for name, st in entries_of(state).items()
+             if name in defs.loops and not st.orphan and not st.run
+             and (st.queued_at is None or not running)
              and (w := wake_time(st)) is not None]
     return min(wakes) if wakes else None
 
@@ -407,7 +407,7 @@ def launch_fired(store: Store, defs: Definitions, state: dict[str, Any],
             child = spawn(store, name, run["run_id"], bool(defs.loops[name].command))
         except LoopctlError as exc:
             # This loop only (its run folder is unusable): the others fire.
-            lifecycle.unclaim(state["loops"][name], exc.message)
+            state["loops"][name].unclaim(exc.message)
             pending += noticed(store, defs, {"loops": {name: state["loops"][name]}},
                                {name: ("active", None)}, now)
             report.skipped.append({"loop": name, "reason": f"error: {exc.message}"})

@@ -37,7 +37,7 @@ def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[
     out: dict[str, Tally] = {}
     for name in names:
         st = entries.get(name)
-        if not isinstance(st, dict):
+        if st is None:
             continue
         kept = st.get("tally")
         if kept is None and not st.get("seq"):

@@ -27,6 +27,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.state import LoopState
+
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_INDEX_BYTES = 4 * 1024 * 1024  # ~150,000 run ids; pruning keeps it far smaller
 RUN_FILES = (".log", ".json", ".prompt", ".unsaved", ".fault", ".trigger", ".answer")
@@ -116,18 +118,18 @@ def list_records(paths: Paths, loop: str) -> list[RunRecord]:
     return records
 
 
-def count_run(paths: Paths, loop: str, st: dict[str, Any], record: RunRecord) -> None:
+def count_run(paths: Paths, loop: str, st: LoopState, record: RunRecord) -> None:
     """Add a finished run to the loop's `tally` (domain.tally), which the
     caller writes in the state write that settles the run. An entry without
     one (state.json from before it) starts from the records kept, this
     run's own excepted (a retried save may have written it already)."""
     from loopctl.domain import tally
 
-    base = st.get("tally")
+    base = st.tally
     if base is None:
         base = tally.seeded(r for r in list_records(paths, loop)
                             if r.run_id != record.run_id)
-    st["tally"] = tally.add(base, record)
+    st.tally = tally.add(base, record)
 
 
 def read_record(paths: Paths, loop: str, run_id: str) -> RunRecord | None:

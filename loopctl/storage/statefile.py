@@ -22,8 +22,16 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
-# 2: each entry leaves out the fields at their common value (domain.state.pack).
+# The version is state.json's, at this edge only: the domain sees LoopState
+# records of the current shape whatever file they came from.
+# 2: each entry leaves out the fields at their common value (LoopState.to_json).
 # 1 (every field written out) is still read; the next write makes it 2.
+# A future version 3 (a field renamed or split, say) would be read by adding
+# it to READ_VERSIONS and a step in `parse_state` turning a version-2 entry
+# into a version-3 one before `LoopState.from_json`/`from_written` see it,
+# and writing 3 from then on; a newer version than this loopctl knows is
+# refused (exit 3) rather than guessed at, so an older loopctl never drops
+# what a newer one wrote.
 STATE_VERSION = 2
 READ_VERSIONS = (1, STATE_VERSION)
 

@@ -281,7 +281,9 @@ class Store:
     # -- state.json --------------------------------------------------------
 
     def read_state(self) -> dict[str, Any]:
-        from loopctl.domain.state import repair_all
+        """The state, each entry a LoopState (`loops`), every entry checked
+        unless loopctl wrote the file as it is (DESIGN §11)."""
+        from loopctl.domain.state import LoopState, repair_all
 
         shared = self.shared()
         if shared is not None:
@@ -293,6 +295,7 @@ class Store:
         state = parse_state(raw, self.paths.state_file)
         if raw is not None and self._written_by_loopctl(raw):
             self.repairs = {}  # checked before it was written, unchanged since
+            state["loops"] = {name: LoopState(entry) for name, entry in state["loops"].items()}
         else:
             state["loops"], self.repairs = repair_all(state["loops"])
         return state
@@ -312,7 +315,7 @@ class Store:
         """state.json's top level (without `loops`) and the entry for `name`
         (unpacked; None: none), decoding that entry alone, when loopctl
         wrote the file as it is; None: read it with `read_state`."""
-        from loopctl.domain.state import unpack
+        from loopctl.domain.state import LoopState
         from loopctl.storage.statefile import entry_of
 
         if self.shared() is not None:
@@ -323,13 +326,13 @@ class Store:
         found = entry_of(raw, name) if self._written_by_loopctl(raw) else None
         if found is None or found[0].get("version") != STATE_VERSION:
             return None
-        return found[0], None if found[1] is None else unpack(found[1])
+        return found[0], None if found[1] is None else LoopState.from_written(found[1])
 
     def read_entries_holding(self, key: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """state.json's top level and the entries (unpacked) that may hold
         the field `key` (statefile.entries_holding: the queued loops, of
         10,000), when loopctl wrote the file as it is; None: `read_state`."""
-        from loopctl.domain.state import unpack
+        from loopctl.domain.state import LoopState
         from loopctl.storage.statefile import entries_holding
 
         if self.shared() is not None:
@@ -340,7 +343,8 @@ class Store:
         found = entries_holding(raw, key) if self._written_by_loopctl(raw) else None
         if found is None or found[0].get("version") != STATE_VERSION:
             return None
-        return found[0], {name: unpack(entry) for name, entry in found[1].items()}
+        return found[0], {name: LoopState.from_written(entry)
+                          for name, entry in found[1].items()}
 
     def _written_by_loopctl(self, raw: bytes) -> bool:
         """True when state.json holds exactly the bytes loopctl last wrote
@@ -364,7 +368,7 @@ class Store:
 
     def write_state(self, state: dict[str, Any]) -> None:
         from loopctl import clock
-        from loopctl.domain.state import pack, summarize
+        from loopctl.domain.state import summarize
         from loopctl.storage.home_key import mac
 
         shared = self.shared()
@@ -391,7 +395,7 @@ class Store:
         paths_mod.ensure_dir(self.paths.state_dir)
         state["version"] = STATE_VERSION
         data = encode_state({k: v for k, v in state.items() if k != "loops"},
-                            {name: pack(st) for name, st in state["loops"].items()})
+                            {name: st.to_json() for name, st in state["loops"].items()})
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)
         summary["state_mac"] = key and mac(key, data)

@@ -264,7 +264,7 @@ def test_pause_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None
     # run is settled by the next driver, and must not forget the pause.
     w = World(make())
     w.fire(T0)
-    verbs.pause(w.st, T0 + 1)
+    w.st.pause(T0 + 1)
     w.procs.live.clear()
     w.plan(T0 + 60)
     assert (w.st["status"], w.st["reason"]) == ("paused", "user")
@@ -274,7 +274,7 @@ def test_pause_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None
 def test_stop_asked_during_a_run_that_is_then_lost_still_takes_effect() -> None:
     w = World(make())
     w.fire(T0)
-    verbs.stop(w.st, T0 + 1)
+    w.st.stop(T0 + 1)
     w.procs.live.clear()
     w.plan(T0 + 60)
     assert w.st["status"] == "stopped"
@@ -426,6 +426,6 @@ def test_a_cron_loop_keeps_the_zone_it_is_given_through_every_transition() -> No
     w.procs.live.clear()
     w.plan(first + 3 * DAY + 5)                         # the run is lost
     assert w.st["next_due"] == first + 4 * DAY
-    verbs.pause(w.st, first + 3 * DAY + 6)
+    w.st.pause(first + 3 * DAY + 6)
     verbs.resume(w.loop, w.st, first + 5 * DAY, zone=tokyo)
     assert w.st["next_due"] == first + 6 * DAY          # resume re-arms in the zone

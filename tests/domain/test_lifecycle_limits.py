@@ -21,7 +21,7 @@ from loopctl.domain.state import new_loop_state
 
 def test_not_expired_one_second_before_the_deadline() -> None:
     w = World(make(**{"for": "1h"}))
-    verbs.pause(w.st, T0)
+    w.st.pause(T0)
     w.plan(T0 + HOUR - 1)
     assert w.st["status"] == "paused"
     assert w.st["ended_at"] is None
@@ -29,7 +29,7 @@ def test_not_expired_one_second_before_the_deadline() -> None:
 
 def test_expired_exactly_at_the_deadline() -> None:
     w = World(make(**{"for": "1h"}))
-    verbs.pause(w.st, T0)
+    w.st.pause(T0)
     deadline = T0 + HOUR
     result = w.plan(deadline)
     assert result.changed
@@ -154,7 +154,7 @@ def test_fail_decision_ends_the_loop_and_block_pauses_it() -> None:
 def test_pause_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
     w = World(make())
     w.fire(T0)
-    message = verbs.pause(w.st, T0 + 1)
+    message = w.st.pause(T0 + 1)
     assert "when the current run ends" in message
     assert w.st["status"] == "active"
     w.finish(T0 + 60, decision=decision("continue"))
@@ -165,7 +165,7 @@ def test_pause_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
 def test_stop_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
     w = World(make())
     w.fire(T0)
-    verbs.stop(w.st, T0 + 1)
+    w.st.stop(T0 + 1)
     assert w.st["status"] == "active"
     w.finish(T0 + 60, decision=decision("continue"))
     assert w.st["status"] == "stopped"
@@ -175,21 +175,21 @@ def test_stop_during_a_run_takes_effect_at_settle_and_beats_continue() -> None:
 
 def test_pause_and_stop_when_idle_act_at_once() -> None:
     w = World(make())
-    assert verbs.pause(w.st, T0) == "paused"
+    assert w.st.pause(T0) == "paused"
     assert (w.st["status"], w.st["reason"]) == ("paused", "user")
     assert w.plan(T0).fired == []
-    assert verbs.stop(w.st, T0 + 5) == "stopped"
+    assert w.st.stop(T0 + 5) == "stopped"
     assert w.st["status"] == "stopped"
     with pytest.raises(UsageError):
-        verbs.pause(w.st, T0 + 6)
+        w.st.pause(T0 + 6)
     with pytest.raises(UsageError):
-        verbs.stop(w.st, T0 + 6)
+        w.st.stop(T0 + 6)
 
 
 def test_resume_after_pause_is_due_now() -> None:
     w = World(make())
     w.cycle(T0, T0 + 10)
-    verbs.pause(w.st, T0 + 20)
+    w.st.pause(T0 + 20)
     now = T0 + HOUR
     assert verbs.resume(w.loop, w.st, now, zone=zone_of(w.loop)) == "resumed"
     assert w.st["status"] == "active"
@@ -200,7 +200,7 @@ def test_resume_after_pause_is_due_now() -> None:
 def test_resume_cancels_a_pending_pause() -> None:
     w = World(make())
     w.fire(T0)
-    verbs.pause(w.st, T0 + 1)
+    w.st.pause(T0 + 1)
     assert "cancelled" in verbs.resume(w.loop, w.st, T0 + 2, zone=zone_of(w.loop))
     w.finish(T0 + 60)
     assert w.st["status"] == "active"
@@ -208,7 +208,7 @@ def test_resume_cancels_a_pending_pause() -> None:
 
 def test_resume_after_the_deadline_is_refused_with_duration_limit() -> None:
     w = World(make(**{"for": "1h"}))
-    verbs.pause(w.st, T0)
+    w.st.pause(T0)
     with pytest.raises(UsageError) as info:
         verbs.resume(w.loop, w.st, T0 + HOUR, zone=zone_of(w.loop))
     assert info.value.message.startswith("duration_limit")

@@ -54,7 +54,7 @@ def drive(w: World, driver: str, now: float) -> dict[str, Any]:
     run = result.fired[0][1] if result.fired else \
         lifecycle.claim(w.loop, w.st, now, "schedule", zone=UTC, instant=instant)
     if result.fired and instant is not None:  # the slot asked for (drivers._serve)
-        slots.forget(w.st, run["run_id"])
+        w.st.forget_slot(run["run_id"])
         slots.remember(w.st, instant, f"run {run['run_id']}")
         run["slot"] = slots.label(instant)
     return {"fires": run["slot"], "busy": False, "skips": skips + [e["reason"]

@@ -144,7 +144,7 @@ def test_manual_and_triggered_fires_serve_their_own_slots() -> None:
 def test_a_run_that_could_not_launch_gives_its_slot_back() -> None:
     w = world("queue", "one")
     ((_, run),) = w.plan(S).fired
-    lifecycle.unclaim(w.st, "cannot write its log")
+    w.st.unclaim("cannot write its log")
     assert w.st["slots"] is None and slots.served(w.st, S) is None
     assert run["slot"] == slots.label(S)
 

@@ -26,7 +26,7 @@ def entry_with_run(**run_changes: Any) -> dict[str, Any]:
                     "supervisor": {"pid": 4242, "ct": NOW}, "agent": {"pid": 4243, "ct": NOW},
                     "spec": {"prompt": "p", "every": "1h"}, "hook": None, "notify": []}
     entry["run"].update(run_changes)
-    return json.loads(json.dumps(entry))
+    return json.loads(json.dumps(vars(entry)))
 
 
 def test_a_sane_claimed_run_is_kept_as_is() -> None:

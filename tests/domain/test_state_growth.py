@@ -82,7 +82,7 @@ def test_a_thousand_runs_keep_the_entry_within_the_schema_bound(no_progress: int
         grown = max(sizes[-4:]) - max(sizes[capped:capped + 4])
         assert grown <= 24, (grown, sizes[capped:][:8], sizes[-8:])
     # What was written reads back clean: the repair rule takes it as it is.
-    _, bad = repair("grow", json.loads(json.dumps(st)))
+    _, bad = repair("grow", json.loads(json.dumps(vars(st))))
     assert bad == []
 
 

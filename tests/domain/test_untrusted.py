@@ -167,7 +167,7 @@ def fresh_entry() -> dict[str, Any]:
 
 def test_a_sane_entry_passes_unchanged() -> None:
     entry = fresh_entry()
-    clean, bad = repair("x", json.loads(json.dumps(entry)))
+    clean, bad = repair("x", json.loads(json.dumps(vars(entry))))
     assert bad == [] and clean == entry
 
 
@@ -185,7 +185,7 @@ def test_a_bad_field_is_reset_and_pauses_the_loop(key: str, value: Any) -> None:
     assert clean[key] == SCHEMA[key].repaired or key == "status"
     assert (clean["status"], clean["reason"]) == ("paused", "error")
     assert key in clean["note"] and "loopctl resume x" in clean["note"]
-    strict_json(clean)
+    strict_json(clean.to_json())
 
 
 def test_a_terminal_loop_stays_terminal_when_repaired() -> None:
@@ -209,7 +209,7 @@ def test_any_damage_repairs_to_an_entry_that_passes_every_rule(damage: Any) -> N
     clean, _ = repair("x", entry)
     again, bad = repair("x", clean)
     assert bad == [] and again == clean
-    strict_json(clean)
+    strict_json(clean.to_json())
     for key, field in SCHEMA.items():
         assert field.rule(clean[key]) is not INVALID, key
 

@@ -14,10 +14,10 @@ import pytest
 from fixed_zone import UTC, zone_of
 
 from conftest import CLI, agent_command, wait_for
-from loopctl.domain import capacity, lifecycle, verbs
+from loopctl.domain import capacity, lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
-from loopctl.domain.state import RunResult, display_status, new_loop_state
+from loopctl.domain.state import LoopState, RunResult, display_status, new_loop_state
 from loopctl.domain.timestamps import parse_iso
 
 T0 = 1_800_000_000.0
@@ -96,7 +96,7 @@ class World:
         st = self.state["loops"][name]
         lifecycle.settle(self.loops[name], st, RunResult("ok", 0, now - 1, now), now, zone=UTC)
 
-    def st(self, name: str) -> dict[str, Any]:
+    def st(self, name: str) -> LoopState:
         return self.state["loops"][name]  # type: ignore[no-any-return]
 
 
@@ -198,7 +198,7 @@ def test_a_queued_loop_that_is_paused_leaves_the_queue() -> None:
     w.due("b", T0 - 1)
     w.plan(T0)
     assert w.st("b")["queued_at"] == T0
-    verbs.pause(w.st("b"), T0 + 1)  # type: ignore[arg-type]
+    w.st("b").pause(T0 + 1)
     w.plan(T0 + 2)
     assert w.st("b")["queued_at"] is None
 
@@ -206,9 +206,9 @@ def test_a_queued_loop_that_is_paused_leaves_the_queue() -> None:
 def test_the_run_counts_under_the_preset_it_was_claimed_with() -> None:
     """An edit to a running loop's agent does not move its slot."""
     loop = parse_loop("x", {"prompt": "p", "every": "1h", "agent": "codex"})
-    busy = capacity.in_flight({"x": {"run": {"supervisor": {"pid": 1},
-                                              "spec": {"agent": "claude"}}}},
-                              {"x": loop}, lambda ref: True)
+    st = new_loop_state(loop, T0, zone=UTC)
+    st.run = {"supervisor": {"pid": 1}, "spec": {"agent": "claude"}}
+    busy = capacity.in_flight({"x": st}, {"x": loop}, lambda ref: True)
     assert (busy[capacity.ALL], busy["claude"], busy["codex"]) == (1, 1, 0)
 
 

@@ -10,7 +10,7 @@ from loopctl.domain.lifecycle import settle as settle_loop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.reason import run_reason
 from loopctl.domain.run_record import RunRecord
-from loopctl.domain.state import LoopState, RunResult
+from loopctl.domain.state import LoopState, RunResult, entries_of
 from loopctl.domain.timestamps import iso
 from loopctl.engine import events, run_accounts
 from loopctl.engine.run_context import Claim, Done, Guarded, Launched, RunContext, add_note
@@ -117,8 +117,8 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
     pending: events.Pending = []
     with store.lock():
         state = store.read_state()
-        st = state["loops"].get(ctx.name)
-        if st and st.get("run") and st["run"]["run_id"] == ctx.run_id:
+        st = entries_of(state).get(ctx.name)
+        if st and st.run and st.run["run_id"] == ctx.run_id:
             before = events.status_key(st)
             now = clock.now()
             extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
@@ -129,10 +129,10 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
             if extra.get("note"):
                 add_note(result, extra.pop("note"))
                 record.add(note=result.note)
-            record.add(**extra, status_after=st["status"])
+            record.add(**extra, status_after=st.status)
             count_run(paths, ctx.name, st, record)  # in this write: counters never go back
             if ctx.dropped:
-                st["note"] = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
+                st.note = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record.to_json())
             remember(paths, ctx.name, ctx.run_id, skipped=result.outcome == "skipped")
             pending = _attention(ctx, loop, st, run, before, now, done, handoff,
@@ -147,7 +147,7 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
             # removed meanwhile (`rm`) gets no run files back.
             store.write_json(paths.run_record(ctx.name, ctx.run_id), record.to_json())
             remember(paths, ctx.name, ctx.run_id)
-        in_flight = {st["run"]["run_id"]} if st and st.get("run") else set()
+        in_flight = {st.run["run_id"]} if st and st.run else set()
         if st is not None:  # under the lock: the index and the files agree
             prune(paths, ctx.name, loop.keep_runs, in_flight)
     events.dispatch(store, pending)
@@ -166,14 +166,14 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
     if events.needs_attention(before, events.status_key(st)):
         pending.append((events.attention(loop, st, ctx.run_id, log, now, why), receivers))
     if handoff is not None:
-        st["last_handoff"] = events.handoff_summary(handoff.record())
+        st.last_handoff = events.handoff_summary(handoff.record())
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
     tried = protected_event(ctx, done.guarded, loop, st, log, now)
     if tried is not None:
         pending.append((tried, receivers))
-    if done.pr_fix is None and not st.get("pr_feedback") and handoff is None:
+    if done.pr_fix is None and not st.pr_feedback and handoff is None:
         return pending  # no PR to track: most runs import no git code
     from loopctl.engine import pr_fix
 
