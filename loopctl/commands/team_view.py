@@ -40,9 +40,20 @@ def team_records(store: Store, names: list[str], local: dict[str, list[RunRecord
     return {name: sorted(kept.values(), key=in_time_order) for name, kept in by_loop.items()}
 
 
+def _fields(entry: Any) -> dict[str, Any] | None:
+    """A state entry's fields: a LoopState record's, or an entry as written
+    (the listing's short path reads those)."""
+    from loopctl.domain.state import LoopState
+
+    if isinstance(entry, LoopState):
+        return vars(entry)
+    return entry if isinstance(entry, dict) else None
+
+
 def in_flight_machine(entry: Any) -> str | None:
     """The machine of the run in flight in a (shared) state entry."""
-    run = entry.get("run") if isinstance(entry, dict) else None
+    fields = _fields(entry)
+    run = fields.get("run") if fields is not None else None
     return machine_of(run.get("machine")) if isinstance(run, dict) else None
 
 
@@ -52,9 +63,10 @@ def run_machines(store: Store, names: list[str], entries: list[Any]) -> list[str
     from loopctl.storage.pg.runs import machines_of
 
     now = [in_flight_machine(entry) for entry in entries]
-    wanted = [(name, str(entry.get("last_run_id")))
-              for name, entry, machine in zip(names, entries, now, strict=True)
-              if machine is None and isinstance(entry, dict) and entry.get("last_run_id")]
+    last_ids = [(_fields(entry) or {}).get("last_run_id") for entry in entries]
+    wanted = [(name, str(last_id))
+              for name, last_id, machine in zip(names, last_ids, now, strict=True)
+              if machine is None and last_id]
     last = read_store(store, machines_of, wanted) if wanted else {}
     return [machine or machine_of(last.get(name))
             for name, machine in zip(names, now, strict=True)]
