@@ -15,6 +15,10 @@
 The server is started as the tests start it (tests/store/pg_cluster.py).
 Times are printed, never asserted.
 
+3. The connections the server accepts for one `run --scheduled` and one
+   idle `tick` (goal: one per process; a supervisor forked by a driver
+   opens its own).
+
     python bench/store_scale.py [--loops 1000] [--reps 3]
 """
 
@@ -78,6 +82,34 @@ def idle_ticks(made: dict[str, tuple[Path, dict[str, str]]],
             statistics.median(together))
 
 
+def connections(cluster: object, tmp: Path) -> dict[str, int]:
+    """Connections the server accepts for one `run NAME --scheduled` and for
+    one idle `tick` (through tests/store/proxy.py, which counts them)."""
+    from urllib.parse import urlsplit
+
+    from store.proxy import Proxy
+
+    dsn = cluster.dsn(cluster.new_database())  # type: ignore[attr-defined]
+    relay = Proxy(urlsplit(dsn).port or 5432)
+    relay.start()
+    try:
+        parts = urlsplit(dsn)
+        relayed = parts._replace(netloc=f"{parts.username}@127.0.0.1:{relay.port}").geturl()
+        home = tmp / "connections"
+        write_loops(home, [loop_entry("one", ["true"], cwd=str(tmp))], top=f"store: {relayed}\n")
+        env = env_for(home, LOOPCTL_MACHINE="m1")
+        timed(loopctl("store", "init"), env)
+        counts = {}
+        for what, args in (("run --scheduled", ("run", "one", "--scheduled")),
+                           ("idle tick", ("tick", "--quiet"))):
+            before = relay.accepted
+            timed(loopctl(*args), env)
+            counts[what] = relay.accepted - before
+        return counts
+    finally:
+        relay.close()
+
+
 def per_run_ms(cluster: object) -> dict[str, float]:
     import importlib.util
 
@@ -113,6 +145,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="loopctl-bench-store-scale-") as tmp:
             made = homes(Path(tmp), cluster.dsn(cluster.new_database()), args.loops)
             medians, together = idle_ticks(made, args.reps)
+            counted = connections(cluster, Path(tmp))
         parts = per_run_ms(cluster)
     finally:
         cluster.stop("immediate")
@@ -122,6 +155,7 @@ def main() -> None:
           f"{files * 1000:.0f} ms; store " +
           ", ".join(f"{m} {w * 1000:.0f} ms" for m, w in medians.items()) +
           f"; the three at once {together * 1000:.0f} ms")
+    print("   connections: " + ", ".join(f"{k} {v}" for k, v in counted.items()))
     total = sum(parts.values())
     print("   a run over a local server: " +
           ", ".join(f"{k} {v:.2f} ms" for k, v in parts.items()) + f"; total {total:.2f} ms")

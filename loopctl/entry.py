@@ -27,15 +27,43 @@ def nothing_due() -> bool:
     from loopctl import clock
     from loopctl.storage import paths
 
-    if os.environ.get("LOOPCTL_STORE", "").strip():
-        return False  # a team store's state is in the store: no local file can prove it idle
     config_dir, state_dir = paths.roots()
-    state_file = os.path.join(state_dir, "state.json")
     loops_file = os.path.join(config_dir, "loops.yaml")
     if paths.owes_team(state_dir):
         return False  # the full path's pass sends what the team store has not taken
+    # A tick fires an `--every` of whole minutes up to 15 s early
+    # (schedule.tick_early): what is due that soon takes the full path.
+    horizon = clock.now() + 15.0
+    if os.environ.get("LOOPCTL_STORE", "").strip():
+        return team_nothing_due(loops_file, horizon)
+    if files_nothing_due(loops_file, os.path.join(state_dir, "state.json"), horizon):
+        return True
+    # A store home keeps no state.json: its state (and the team's next
+    # wake) is in the store, which only the word `store` in loops.yaml sets.
+    from loopctl.storage.pg.gate import may_have_store
+
+    return may_have_store(loops_file) and team_nothing_due(loops_file, horizon)
+
+
+def team_nothing_due(loops_file: str, horizon: float) -> bool:
+    """The store's `team_wake` row proves nothing due (storage/pg/idle.py)."""
     try:
-        summary = paths.current_summary(os.path.join(state_dir, "summary.json"), state_file)
+        from loopctl.storage.pg.idle import nothing_due as store_nothing_due
+
+        return store_nothing_due(loops_file, horizon)
+    except Exception:  # unreachable, no schema, anything odd: the full path says it
+        return False
+
+
+def files_nothing_due(loops_file: str, state_file: str, horizon: float) -> bool:
+    """summary.json (or state.json) proves no loop due before `horizon`."""
+    import os
+
+    from loopctl.storage import paths
+
+    try:
+        summary_file = os.path.join(os.path.dirname(state_file), "summary.json")
+        summary = paths.current_summary(summary_file, state_file)
         if summary is None:  # none, or older than state.json: read the state itself
             data = paths.read_bounded(state_file, 1 << 30)
             if data is None:  # missing, or not a regular file: the full path says which
@@ -43,10 +71,7 @@ def nothing_due() -> bool:
             import json  # only here: it imports `re` (see fast/flatjson)
 
             summary = json.loads(data)
-        # A tick fires an `--every` of whole minutes up to 15 s early
-        # (schedule.tick_early): what is due that soon takes the full path.
-        quiet = paths.quiet_until(summary, paths.file_signature(loops_file),
-                                  clock.now() + 15.0)
+        quiet = paths.quiet_until(summary, paths.file_signature(loops_file), horizon)
         return quiet is not None and not quiet[1]  # a run in flight: is it still alive?
     except FileNotFoundError:
         return not os.path.exists(loops_file)  # a fresh home: no loops at all

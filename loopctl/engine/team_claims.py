@@ -100,9 +100,8 @@ def _connection(store: Store, defs: Definitions) -> tuple[Any, str, bool]:
     from loopctl.storage.pg.team import TeamStore
 
     shared = store.shared()
-    conn = shared.transaction_conn() if shared is not None else None
-    if conn is not None:
-        return conn, shared.machine, False
+    if shared is not None:  # its transaction's, else its (the process's one) connection
+        return shared.transaction_conn() or shared._connection(), shared.machine, False
 
     dsn = chosen(defs.top.get("store"), str(store.paths.loops_file))
     assert dsn is not None  # team_set said so

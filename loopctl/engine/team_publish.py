@@ -52,7 +52,7 @@ def _send_all(store: Store, names: list[str]) -> int:
             outbox.done(store.paths, name)
         return 0
     team = TeamStore(dsn)
-    conn = team.open_checked()
+    conn, own = _connection(store, team)
     sent = 0
     try:
         for name in sorted(names):
@@ -63,8 +63,20 @@ def _send_all(store: Store, names: list[str]) -> int:
             except (driver().Error, ValueError):
                 outbox.done(store.paths, name)  # this one can never be sent
     finally:
-        conn.close()
+        if own:
+            conn.close()
     return sent
+
+
+def _connection(store: Store, team: Any) -> tuple[Any, bool]:
+    """The process's connection (the state's, kept from the gate) when it
+    is not inside a store lock's transaction (a record that fails to insert
+    must not abort the state's); else one of its own, closed after. True:
+    ours to close."""
+    shared = store.shared()
+    if shared is not None and not shared.in_tx and shared.dsn == team.dsn:
+        return shared._connection(), False
+    return team.open_checked(), True
 
 
 def _send(conn: Any, paths: Paths, name: str, here: str) -> int:

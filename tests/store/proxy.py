@@ -17,6 +17,7 @@ class Proxy:
     down: bool = False
     refused: int = 0
     sent: int = 0
+    accepted: int = 0  # connections relayed to the server
     port: int = 0
     _open: list[socket.socket] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -65,6 +66,7 @@ class Proxy:
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
             with self._lock:
                 self._open += [client, upstream]
+                self.accepted += 1
             for a, b, count in ((client, upstream, True), (upstream, client, False)):
                 threading.Thread(target=self._pump, args=(a, b, count), daemon=True).start()
 

@@ -10,7 +10,6 @@ psycopg is needed to refuse a bad DSN.
 from __future__ import annotations
 
 import os
-import socket
 from urllib.parse import parse_qsl, urlsplit
 
 from loopctl.domain.errors import UnreadableError
@@ -123,7 +122,11 @@ def chosen(top_store: object, where: str) -> str | None:
 def machine() -> str:
     """This machine's name in the store: LOOPCTL_MACHINE, else the host name.
     It is shown in every view and recorded with each run: printable text."""
-    name = os.environ.get(ENV_MACHINE, "").strip() or socket.gethostname()
+    name = os.environ.get(ENV_MACHINE, "").strip()
+    if not name:
+        import socket  # only here: ~2 ms of an idle tick that names its machine
+
+        name = socket.gethostname()
     if len(name) > 100 or not name.isprintable():
         raise UnreadableError(f"{ENV_MACHINE}: {name[:100]!r} is not a machine name; "
                               "expected at most 100 printable characters, like runner-1")

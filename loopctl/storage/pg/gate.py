@@ -78,8 +78,10 @@ def gate(args: list[str]) -> None:
 
         if Store().read_defs().top.get("store") is None:
             return
-    from loopctl.storage.pg.team import of_home
+    from loopctl.storage.pg.team import has_kept, keep, of_home
 
     team = of_home()
-    if team is not None:
-        team.open_checked().close()
+    if team is not None and not has_kept(team.dsn):  # the idle tick's check, kept
+        # Kept, not closed: the command's state, claims and records use it
+        # (storage/pg/team.take_kept), one connection for the whole process.
+        keep(team.dsn, team.open_checked())

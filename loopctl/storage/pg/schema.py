@@ -6,7 +6,6 @@ fails closed: this code does not know what the newer tables mean."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from loopctl.domain.errors import UnreadableError
@@ -122,6 +121,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (loop, kind)
     )
     """,
+    # 7: the team's next wake (storage/pg/state.py keeps it in the
+    # transaction of every state write, as summary.json is kept for
+    # state.json): a store home's `tick` reads this one row, without the
+    # state lock, to prove nothing is due (storage/pg/idle.py). No row: the
+    # full path decides.
+    f"""
+    CREATE TABLE {SCHEMA}.team_wake (
+        only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+        wake_at double precision,
+        busy boolean NOT NULL,
+        saved_at double precision NOT NULL,
+        version bigint NOT NULL DEFAULT 1
+    )
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
@@ -130,12 +143,17 @@ MIGRATION_LOCK = 0x6C6F6F70  # "loop"
 STATE_LOCK = 0x73746174  # "stat"
 
 
-@dataclass
 class SchemaState:
-    """What the store holds compared with what this code knows."""
+    """What the store holds compared with what this code knows. (Not a
+    dataclass: the idle tick imports this module for CODE_VERSION, and
+    dataclasses' import is ~4 ms of its ~40.)"""
 
-    found: int  # 0: never initialised
-    known: int = CODE_VERSION
+    def __init__(self, found: int, known: int = CODE_VERSION) -> None:
+        self.found = found  # 0: never initialised
+        self.known = known
+
+    def __repr__(self) -> str:
+        return f"SchemaState(found={self.found}, known={self.known})"
 
     @property
     def ready(self) -> bool:

@@ -47,6 +47,7 @@ class SharedState:
         self.seen: dict[str, str] = {}  # loop -> canonical(entry) as read in this transaction
         self.seen_top: str | None = None
         self.seen_team: dict[str, str] = {}
+        self.seen_wake: str | None = None  # the team_wake row as read: [wake_at, busy]
 
     def _connection(self) -> Any:
         """The process's connection, kept from one store lock to the next
@@ -54,9 +55,9 @@ class SharedState:
         if self.conn is not None and (self.conn.closed or self.conn.broken):
             self.close()
         if self.conn is None:
-            from loopctl.storage.pg.team import TeamStore
+            from loopctl.storage.pg.team import TeamStore, take_kept
 
-            self.conn = TeamStore(self.dsn, self.machine).open_checked()
+            self.conn = take_kept(self.dsn) or TeamStore(self.dsn, self.machine).open_checked()
         return self.conn
 
     def _first(self, sql: str) -> Any:
@@ -96,7 +97,7 @@ class SharedState:
         if not self.in_tx:
             return
         self.in_tx = False
-        self.seen, self.seen_top, self.seen_team = {}, None, {}
+        self.seen, self.seen_top, self.seen_team, self.seen_wake = {}, None, {}, None
         try:
             self._run(self.conn, "COMMIT")
         except BaseException:
@@ -115,23 +116,28 @@ class SharedState:
         """(this machine's top-level keys, {loop: entry as stored})."""
         conn = self.conn if self.in_tx else self._first("SELECT 1")
         rows = self._run(conn, f"SELECT loop, entry FROM {SCHEMA}.loop_state").fetchall()
-        top = self._run(conn, f"SELECT top FROM {SCHEMA}.machine_state WHERE machine = %s",
-                        (self.machine,)).fetchone()
+        top = self._run(conn, f"SELECT (SELECT top FROM {SCHEMA}.machine_state WHERE "
+                        f"machine = %s), (SELECT json_build_array(wake_at, busy) FROM "
+                        f"{SCHEMA}.team_wake)", (self.machine,)).fetchone()
         team = {row[0]: row[1] for row in self._run(
             conn, f"SELECT key, value FROM {SCHEMA}.team_state").fetchall()
             if row[0] in TEAM_KEYS}
         loops = {row[0]: row[1] for row in rows}
         if self.in_tx:
             self.seen = {name: canonical(entry) for name, entry in loops.items()}
-            self.seen_top = canonical(top[0]) if top else None
+            self.seen_top = canonical(top[0]) if top and top[0] is not None else None
+            self.seen_wake = canonical(top[1]) if top and top[1] is not None else None
             self.seen_team = {key: canonical(value) for key, value in team.items()}
         mine = top[0] if top and isinstance(top[0], dict) else {}
         return {**{k: mine[k] for k in MACHINE_KEYS if k in mine}, **team}, loops
 
-    def write(self, top: dict[str, Any], loops: dict[str, Any]) -> None:
+    def write(self, top: dict[str, Any], loops: dict[str, Any],
+              wake: tuple[float | None, bool] = (0.0, True)) -> None:
         """Upsert the entries that differ from the ones read, delete the
         ones gone, and announce each changed loop; in the lock's
-        transaction (begun here for a writer that did not read)."""
+        transaction (begun here for a writer that did not read). `wake`:
+        the team's next wake and whether a run is in flight, computed from
+        every entry (domain.state.summarize), kept in the same transaction."""
         alone = not self.in_tx  # a writer outside the store lock commits at once
         if alone:
             self.begin()
@@ -149,6 +155,7 @@ class SharedState:
         self._many(f"DELETE FROM {SCHEMA}.loop_state WHERE loop = %s", [(n,) for n in gone])
         self._wake([*changed, *gone])
         self._write_team(top)
+        self._write_wake(wake, bool(changed or gone))
         if mine != self.seen_top:
             self._run(self.conn, f"INSERT INTO {SCHEMA}.machine_state (machine, top) "
                       "VALUES (%s, %s::jsonb) ON CONFLICT (machine) DO UPDATE SET "
@@ -168,6 +175,22 @@ class SharedState:
         self._many(f"DELETE FROM {SCHEMA}.team_state WHERE key = %s",
                    [(key,) for key in self.seen_team if key not in texts])
         self.seen_team = texts
+
+    def _write_wake(self, wake: tuple[float | None, bool], changed: bool) -> None:
+        """The team_wake row, when an entry changed or it says otherwise:
+        in this transaction, so no machine's idle `tick` (storage/pg/idle)
+        can read a wake later than what was just committed made due."""
+        text = canonical([wake[0], wake[1]])
+        if not changed and text == self.seen_wake:
+            return
+        from loopctl import clock
+
+        self._run(self.conn, f"INSERT INTO {SCHEMA}.team_wake (wake_at, busy, saved_at) "
+                  "VALUES (%s, %s, %s) ON CONFLICT (only_row) DO UPDATE SET "
+                  "wake_at = EXCLUDED.wake_at, busy = EXCLUDED.busy, "
+                  "saved_at = EXCLUDED.saved_at, version = team_wake.version + 1",
+                  (wake[0], wake[1], clock.now()))
+        self.seen_wake = text
 
     def transaction_conn(self) -> Any:
         """The lock's connection, for claims taken in the same transaction."""

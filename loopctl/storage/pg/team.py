@@ -9,6 +9,7 @@ check failed."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,46 @@ class TeamStore:
             conn.close()
             raise
         return conn
+
+
+# The gate's checked connection, per DSN, with the pid that opened it: the
+# command's shared state takes it instead of connecting again (one
+# connection per process). A process forked from its opener (a supervisor)
+# never uses it: two processes on one socket would interleave their bytes.
+_KEPT: dict[str, tuple[int, Any]] = {}
+# Connections a forked child found kept: held, never used nor closed (closing
+# would end the parent's session on the socket they share), never collected.
+_INHERITED: list[Any] = []
+
+
+def keep(dsn: str, conn: Any) -> None:
+    """Keep the checked connection `conn` for this process's shared state."""
+    _KEPT[dsn] = (os.getpid(), conn)
+
+
+def has_kept(dsn: str) -> bool:
+    """Whether this process holds a checked connection to `dsn`, unused."""
+    found = _KEPT.get(dsn)
+    return found is not None and found[0] == os.getpid() and not found[1].closed
+
+
+def take_kept(dsn: str) -> Any | None:
+    """The kept connection to `dsn`, now the caller's (None: connect): one
+    this process opened, still open and idle, taken once."""
+    found = _KEPT.pop(dsn, None)
+    if found is None:
+        return None
+    pid, conn = found
+    if pid != os.getpid():
+        _INHERITED.append(conn)
+        return None
+    if conn.closed or conn.broken or conn.info.transaction_status != IDLE:
+        conn.close()
+        return None
+    return conn
+
+
+IDLE = 0  # psycopg.pq.TransactionStatus.IDLE, without importing psycopg here
 
 
 def of_home(paths: Any = None) -> TeamStore | None:

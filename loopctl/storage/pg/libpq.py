@@ -1,0 +1,80 @@
+"""One query through libpq itself (ctypes), for the idle `tick` of a store
+home (storage/pg/idle.py): psycopg's import alone is ~85 ms, four times a
+home of files' whole idle tick, while loading libpq is ~2 ms. Only the
+first row, as text; the connection is closed before returning. No libpq
+to load: NoLibpq, and the caller uses psycopg."""
+
+from __future__ import annotations
+
+import ctypes
+
+TYPE_CHECKING = False  # not `typing`: a cost of every cron tick
+
+if TYPE_CHECKING:
+    from typing import Any
+
+# The system's libpq (Debian's libpq5, Homebrew's); psycopg-binary's own
+# copy is not loaded by name (its file name carries a hash).
+NAMES = ("libpq.so.5", "libpq.5.dylib")
+CONNECTION_OK = 0
+PGRES_TUPLES_OK = 2
+
+
+class NoLibpq(Exception):
+    """No libpq to load here."""
+
+
+class QueryFailed(Exception):
+    """The server could not be reached, or the query failed: the full path says why."""
+
+
+def load() -> Any:
+    for name in NAMES:
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        return _typed(lib)
+    raise NoLibpq("no libpq to load")
+
+
+def _typed(lib: Any) -> Any:
+    pointer, text, number = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+    lib.PQconnectdbParams.restype = pointer
+    lib.PQconnectdbParams.argtypes = [ctypes.POINTER(text), ctypes.POINTER(text), number]
+    lib.PQstatus.argtypes, lib.PQstatus.restype = [pointer], number
+    lib.PQexecParams.restype = pointer
+    lib.PQexecParams.argtypes = [pointer, text, number, pointer, ctypes.POINTER(text),
+                                 pointer, pointer, number]
+    lib.PQresultStatus.argtypes, lib.PQresultStatus.restype = [pointer], number
+    for name in ("PQntuples", "PQnfields"):
+        getattr(lib, name).argtypes, getattr(lib, name).restype = [pointer], number
+    lib.PQgetisnull.argtypes, lib.PQgetisnull.restype = [pointer, number, number], number
+    lib.PQgetvalue.argtypes, lib.PQgetvalue.restype = [pointer, number, number], text
+    lib.PQclear.argtypes = [pointer]
+    lib.PQfinish.argtypes = [pointer]
+    return lib
+
+
+def first_row(dsn: str, timeout: int, sql: str, params: tuple[str, ...]) -> list[str | None]:
+    """The first row of `sql` (`$1`... placeholders) as text, NULL as None;
+    QueryFailed when there is none or anything failed."""
+    lib = load()
+    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    values = (ctypes.c_char_p * 4)(dsn.encode(), str(timeout).encode(), b"loopctl", None)
+    conn = lib.PQconnectdbParams(keys, values, 1)  # 1: `dbname` is the whole DSN
+    try:
+        if not conn or lib.PQstatus(conn) != CONNECTION_OK:
+            raise QueryFailed("the store did not answer")
+        sent = (ctypes.c_char_p * max(1, len(params)))(*[p.encode() for p in params])
+        result = lib.PQexecParams(conn, sql.encode(), len(params), None, sent, None, None, 0)
+        try:
+            if lib.PQresultStatus(result) != PGRES_TUPLES_OK or lib.PQntuples(result) < 1:
+                raise QueryFailed("the query failed")
+            return [None if lib.PQgetisnull(result, 0, i)
+                    else lib.PQgetvalue(result, 0, i).decode()
+                    for i in range(lib.PQnfields(result))]
+        finally:
+            lib.PQclear(result)
+    finally:
+        lib.PQfinish(conn)
