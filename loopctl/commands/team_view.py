@@ -10,6 +10,7 @@ cleaned as team_runs does. A home of files never comes here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loopctl.commands.team_runs import cleaned, machine_of, read_store
@@ -40,14 +41,12 @@ def team_records(store: Store, names: list[str], local: dict[str, list[RunRecord
     return {name: sorted(kept.values(), key=in_time_order) for name, kept in by_loop.items()}
 
 
-def _fields(entry: Any) -> dict[str, Any] | None:
+def _fields(entry: Any) -> Mapping[str, Any] | None:
     """A state entry's fields: a LoopState record's, or an entry as written
     (the listing's short path reads those)."""
-    from loopctl.domain.state import LoopState
+    from loopctl.domain.state import LoopState, fields_of
 
-    if isinstance(entry, LoopState):
-        return vars(entry)
-    return entry if isinstance(entry, dict) else None
+    return fields_of(entry) if isinstance(entry, (LoopState, dict)) else None
 
 
 def in_flight_machine(entry: Any) -> str | None:

@@ -129,8 +129,24 @@ def _extra(data: Any) -> list[tuple[str, Any]]:
     if not isinstance(data, dict):
         return []
     kept = [(k, v) for k, v in data.items() if isinstance(k, str) and k not in FIELD_NAMES
-            and k not in NOT_FIELDS and 0 < len(k) <= MAX_EXTRA_KEY and k.isprintable()]
+            and k not in NOT_FIELDS and 0 < len(k) <= MAX_EXTRA_KEY and k.isprintable()
+            and _finite(v)]
     return kept[:MAX_EXTRA_KEYS]
+
+
+def _finite(value: Any, depth: int = 0) -> bool:
+    """Whether `value` can be written back as strict JSON: Python's reader
+    takes `Infinity` and `NaN`, which `history --json` then could not print
+    (a planted file must not break the view of every run)."""
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if depth > 32:
+        return False
+    if isinstance(value, dict):
+        return all(_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v, depth + 1) for v in value)
+    return True
 
 
 NOT_FIELDS = frozenset({"keys", "extra"})

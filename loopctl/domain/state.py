@@ -379,9 +379,9 @@ def entries_of(state: dict[str, Any]) -> dict[str, LoopState]:
     return entries
 
 
-def fields_of(st: LoopState | dict[str, Any]) -> dict[str, Any]:
-    """An entry's fields as one mapping, whether a record or an entry as
-    written (the listing's column readers take either, a field at a time)."""
+def fields_of(st: LoopState | dict[str, Any]) -> dict[str, object]:
+    """An entry's fields as one mapping to read, whether a record or an
+    entry as written (the listing's column readers take either)."""
     return st.__dict__ if isinstance(st, LoopState) else st
 
 

@@ -79,3 +79,15 @@ def test_a_hostile_file_cannot_plant_keys_without_bound() -> None:
     assert len(read.extra) == MAX_EXTRA_KEYS
     assert not {"", "x" * 65, "bad\nkey", "keys", "extra"} & set(read.extra)
     assert read.to_json()["outcome"] == "ok" and read.keys[:2] == ["version", "run_id"]
+
+
+def test_a_planted_infinity_is_not_carried_into_history() -> None:
+    """Python's JSON reader takes `Infinity` and `NaN`: such a key of a
+    "newer loopctl" would make every `history --json` fail to print."""
+    import json
+
+    text = '{"run_id": "RUN", "outcome": "ok", "big": Infinity, "deep": {"x": [NaN]}, "fine": 1.5}'
+    planted = json.loads(text.replace("RUN", RUN))
+    shown = RunRecord.from_json(planted, RUN).to_json()
+    assert "big" not in shown and "deep" not in shown and shown["fine"] == 1.5
+    strict_json(shown)
