@@ -83,7 +83,7 @@ def for_scheduled(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
     every driver records it, the third value). The caller says a loop's run
     in flight or rate limit (exit 75) before a taken slot (exit 0)."""
     instant = given if given is not None else \
-        latest(loop, st["created"], now, zone, fresh=not st.get("slots"))
+        latest(loop, st.created, now, zone, fresh=not st.slots)
     if instant is None:
         return None, None if loop.auto or loop.on_demand else \
             f"not firing {loop.name}: no slot of its schedule has come yet", None
@@ -123,7 +123,7 @@ def served(st: LoopState, instant: float, width: float = 0.0) -> str | None:
     loop's window). None: it is free. Only remembered slots count: one
     older than the last KEEP was never the newest a clock step could reach
     again without a driver seeing a later one first."""
-    slots = st.get("slots")
+    slots = st.slots
     if not slots:
         return None
     for at, how in slots["recent"]:
@@ -135,11 +135,11 @@ def served(st: LoopState, instant: float, width: float = 0.0) -> str | None:
 def remember(st: LoopState, instant: float, how: str) -> None:
     """Mark the schedule slot `instant` taken (`run ID`) or skipped
     (`skipped: REASON`); bounded, newest last."""
-    slots = st.get("slots") or {"high": instant, "recent": []}
+    slots = st.slots or {"high": instant, "recent": []}
     recent = [pair for pair in slots["recent"] if pair[0] != instant]
     recent.append([instant, how])
     recent.sort(key=lambda pair: pair[0])
-    st["slots"] = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
+    st.slots = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
 
 
 REASONS = ("missed", "catch_up_none", "outside_window", "overlap_skip", "gate_no_work",
@@ -152,10 +152,10 @@ def skip(st: LoopState, reason: str, instant: float | None, now: float,
     and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
     if reason == "held" and instant is not None:  # `resumed` counts from it, not it
         remember(st, instant, "skipped: held")
-    skips = st.get("skips") or {"counts": {}, "last": None}
+    skips = st.skips or {"counts": {}, "last": None}
     counts = dict(skips["counts"])
     counts[reason] = counts.get(reason, 0) + 1
-    st["skips"] = {"counts": counts, "last": {"reason": reason, "at": now}}
+    st.skips = {"counts": counts, "last": {"reason": reason, "at": now}}
     entry: dict[str, Any] = {"slot": label(instant) if instant is not None else None,
                              "reason": reason, "at": iso(now)}
     entry.update(extra)
@@ -228,9 +228,9 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
                f"({format_duration(window)} late at most)")
     else:
         return instant, None, None
-    st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now, created=st["created"],
-                               failures=st["failures"])
-    st["note"] = why
+    st.next_due = next_fire(loop, zone=zone, now=now, last_end=now, created=st.created,
+                               failures=st.failures)
+    st.note = why
     return instant, why, entry
 
 
@@ -255,13 +255,13 @@ def unskip(st: LoopState, entries: list[tuple[str, dict[str, Any]]], name: str,
 
 
 def _uncount(st: LoopState, reason: str) -> None:
-    skips = st.get("skips")
+    skips = st.skips
     if not skips or not skips["counts"].get(reason):
         return
     counts = dict(skips["counts"])
     counts[reason] -= 1
     counts = {k: n for k, n in counts.items() if n}
-    st["skips"] = {"counts": counts, "last": skips["last"]} if counts else None
+    st.skips = {"counts": counts, "last": skips["last"]} if counts else None
 
 
 def deferral(st: LoopState) -> float | None:
@@ -269,7 +269,7 @@ def deferral(st: LoopState) -> float | None:
     next slot came or comes due: where `resumed` starts counting."""
     from loopctl.domain.state import PAUSED
 
-    return st["next_due"] if st["status"] == PAUSED and st["reason"] == "rate_limited" \
+    return st.next_due if st.status == PAUSED and st.reason == "rate_limited" \
         else None
 
 
@@ -282,7 +282,7 @@ def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
     from loopctl.domain.schedule import missed_count
     from loopctl.domain.state import ACTIVE
 
-    if since is None or not loop.cron or st["status"] != ACTIVE or since > now:
+    if since is None or not loop.cron or st.status != ACTIVE or since > now:
         return None
     # The slots in [since, now] not on record yet (a held one is), but the latest.
     first = cron_next(loop.cron, zone, since - 0.5) == since and served(st, since) is None

@@ -32,7 +32,7 @@ HOOK_OUTPUT = 1 << 20  # what the run's log keeps of a hook's output: its end
 
 
 def status_key(st: LoopState) -> tuple[str, str | None]:
-    return st["status"], st.get("reason")
+    return st.status, st.reason
 
 
 def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None]) -> bool:
@@ -45,7 +45,7 @@ def needs_attention(before: tuple[str, str | None], after: tuple[str, str | None
 def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
     """What loopctl saw; `why` is the last run's reason (its note or the
     agent's last line), the error a person must fix."""
-    status, reason = st["status"], st.get("reason")
+    status, reason = st.status, st.reason
     if status == "expired":
         return f"the deadline ({iso(st['deadline'])}) passed"
     texts = {
@@ -60,7 +60,7 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
         "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit "
                           f"(--max-deferrals {loop.max_deferrals})",
         "blocked": "the agent reported block",
-        "error": st.get("note") or "loopctl could not save the loop's state",
+        "error": st.note or "loopctl could not save the loop's state",
     }
     return texts.get(reason or "", f"{status} ({reason})" if reason else status)
 
@@ -151,27 +151,27 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
               now: float, why: str | None = None) -> Event:
     """The event for the loop's current (just changed) status; `why` is why
     the run that changed it did not end ok, when one did."""
-    decision = st.get("last_decision") or {}
-    by_agent = st["status"] in ("completed", "failed") or st.get("reason") == "blocked"
+    decision = st.last_decision or {}
+    by_agent = st.status in ("completed", "failed") or st.reason == "blocked"
     if by_agent and decision.get("decision"):
         summary = decision.get("summary") or decision["decision"]
         source, text = decision.get("source") or "agent", decision.get("evidence") or ""
     else:
         source, text = "loopctl", _loopctl_evidence(st, loop, why)
-        summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.get("reason")
+        summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.reason
                                                       else "")
     # One field, one line, in events.jsonl and for every hook: the agent's
     # words (and a state note) are the same text `events` prints.
     return Event(
-        status=st["status"], reason=st.get("reason"),
+        status=st.status, reason=st.reason,
         loop=loop.name, summary=line(summary), evidence=Evidence(source, line(text)),
         objective=objective_of(loop),
-        iteration=st["iterations"], max_runs=loop.max_runs or None,
-        elapsed_s=round(now - st["created"]),
-        deadline_remaining_s=max(round(st["deadline"] - now), 0),
+        iteration=st.iterations, max_runs=loop.max_runs or None,
+        elapsed_s=round(now - st.created),
+        deadline_remaining_s=max(round(st.deadline - now), 0),
         run_id=run_id, log=log, cwd=loop.cwd,
-        cost_usd=st.get("cost_usd") or None,
-        ended_at=iso(st.get("ended_at") or now), observed_at=iso(now),
+        cost_usd=st.cost_usd or None,
+        ended_at=iso(st.ended_at or now), observed_at=iso(now),
         at=iso(now),
     )
 

@@ -177,11 +177,13 @@ def test_is_instant_accepts_only_the_schedules_own_instants() -> None:
 
 
 def test_slot_memory_is_bounded_and_remembers_the_newest() -> None:
-    st: Any = {"slots": None}
+    from loopctl.domain.state import LoopState
+
+    st = LoopState({"slots": None})
     for n in range(3 * slots.KEEP):
         slots.remember(st, T0 + n * HOUR, f"run {n}")
-    assert len(st["slots"]["recent"]) == slots.KEEP
-    assert st["slots"]["high"] == T0 + (3 * slots.KEEP - 1) * HOUR
+    assert st.slots is not None and len(st.slots["recent"]) == slots.KEEP
+    assert st.slots["high"] == T0 + (3 * slots.KEEP - 1) * HOUR
     assert slots.served(st, T0 + (3 * slots.KEEP - 1) * HOUR) == f"run {3 * slots.KEEP - 1}"
     assert slots.served(st, T0 + 3 * slots.KEEP * HOUR) is None
     # An --every window is taken by any fire inside it.
