@@ -39,27 +39,19 @@ def has_store(store: Store) -> bool:
     return store_set(store.read_defs().top)
 
 
-def _connect(store: Store) -> Any:
-    from loopctl.storage.pg.dsn import chosen
-    from loopctl.storage.pg.team import TeamStore
-
-    dsn = chosen(store.read_defs().top.get("store"), str(store.paths.loops_file))
-    assert dsn is not None  # has_store said so
-    return TeamStore(dsn).open_checked()
-
-
 def read_store(store: Store, query: Any, *args: Any) -> Any:
-    """`query(conn, *args)` on a fresh connection; a link lost mid-way is
-    the store being unreachable (exit 3), as at the gate."""
+    """`query(conn, *args)` on the home's connection to its store (the one
+    its shared state keeps: storage/pg/state.SharedState.reader); a link
+    lost mid-way is the store being unreachable (exit 3), as at the gate."""
     from loopctl.storage.pg.connect import StoreUnreachable, driver, first_line
 
-    conn = _connect(store)
+    shared = store.shared()
+    assert shared is not None  # has_store said so
     try:
-        return query(conn, *args)
+        return query(shared.reader(), *args)
     except driver().Error as exc:
+        shared.close()  # broken: the next use connects again
         raise StoreUnreachable(f"store is unreachable: {first_line(exc)}") from None
-    finally:
-        conn.close()
 
 
 def machine_of(value: Any) -> str | None:

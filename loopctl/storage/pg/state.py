@@ -60,6 +60,12 @@ class SharedState:
             self.conn = take_kept(self.dsn) or TeamStore(self.dsn, self.machine).open_checked()
         return self.conn
 
+    def reader(self) -> Any:
+        """The process's connection for a read outside any store lock (the
+        views: history, logs, ls, digest), the same one the lock's writes use:
+        no second connection per command. It stays open for the next lock."""
+        return self._first("SELECT 1") if not self.in_tx else self._connection()
+
     def _first(self, sql: str) -> Any:
         """The connection, after `sql` ran on it: a kept one the server
         dropped since (a restart, a cut link) is replaced once, so the
