@@ -36,8 +36,11 @@ def nothing_due() -> bool:
     horizon = clock.now() + 15.0
     if os.environ.get("LOOPCTL_STORE", "").strip():
         return team_nothing_due(loops_file, horizon)
-    if files_nothing_due(loops_file, os.path.join(state_dir, "state.json"), horizon):
+    state_file = os.path.join(state_dir, "state.json")
+    if files_nothing_due(loops_file, state_file, horizon):
         return True
+    if os.path.lexists(state_file):
+        return False  # a home of files with something due: no store to ask
     # A store home keeps no state.json: its state (and the team's next
     # wake) is in the store, which only the word `store` in loops.yaml sets.
     from loopctl.storage.pg.gate import may_have_store
