@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loopctl.domain.run_record import RunRecord
+    from loopctl.domain.skipped import SkippedSlot
 
 def claim_now(store: Store, name: str, mode: str = "manual",
               spawn: Callable[[str], int] | None = None,
@@ -111,7 +112,7 @@ def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: 
     raise UnreadableError(f"not firing {name}: {why}; make loops.yaml here match the team's")
 
 
-def _skips(store: Store, entries: list[tuple[str, dict[str, Any]]]) -> None:
+def _skips(store: Store, entries: list[tuple[str, SkippedSlot]]) -> None:
     if entries:
         from loopctl.storage.runs import append_skips
 

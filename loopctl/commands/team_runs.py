@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain.names import is_run_id
 from loopctl.domain.run_record import RunRecord
 from loopctl.domain.untrusted import text
 from loopctl.storage.pg.gate import store_set
 from loopctl.storage.store import Store
+
+if TYPE_CHECKING:
+    from loopctl.domain.skipped import SkippedSlot
 
 
 @dataclass
@@ -98,23 +101,21 @@ def merged(store: Store, name: str, local: list[RunRecord],
     return sorted(by_key.values(), key=in_time_order)
 
 
-def skips(store: Store, name: str) -> list[dict[str, Any]]:
-    """Every machine's skipped slots of `name` (text fields only, as
-    storage/runs.read_skips keeps them), each with its machine."""
+def skips(store: Store, name: str) -> list[SkippedSlot]:
+    """Every machine's skipped slots of `name` (each row checked as
+    storage/runs.read_skips checks a line), each with its row's machine."""
+    from loopctl.domain.skipped import SkippedSlot
+    from loopctl.fast.data_class import replace
     from loopctl.storage.pg.runs import skips_of
 
     out = []
     for machine, entry in read_store(store, skips_of, name):
         try:
-            data = json.loads(entry) if entry is not None else None
+            found = SkippedSlot.from_json(json.loads(entry) if entry is not None else None)
         except (ValueError, RecursionError):
             continue
-        if not isinstance(data, dict) or text(data.get("reason"), 100) is None:
-            continue
-        kept = {k: v for k, v in data.items() if isinstance(k, str) and len(k) <= 40
-                and (isinstance(v, int) and not isinstance(v, bool) or text(v, 400))}
-        kept["machine"] = machine_of(machine) or "?"
-        out.append(kept)
+        if found is not None:
+            out.append(replace(found, machine=machine_of(machine) or "?"))
     return out
 
 

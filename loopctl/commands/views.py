@@ -23,6 +23,7 @@ from loopctl.storage.store import Store
 
 if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs neither
     from loopctl.commands.loop_view import InvalidLoop, LoopObject
+    from loopctl.domain.skipped import SkippedSlot
     from loopctl.engine.accounts import Held
 
 
@@ -386,18 +387,18 @@ def skipped_slots(store: Store, name: str, limit: int) -> list[dict[str, Any]]:
     """Due slots of `name` that did not run, oldest first (DESIGN §20): the
     compact records the drivers left, and the fires a gate found no work for
     (their own run records)."""
+    from loopctl.domain.skipped import SkippedSlot
     from loopctl.storage.runs import read_skips
 
     records = history(store, name, 0)
-    gated = [{"slot": r.slot, "reason": "gate_no_work",
-              "at": r.ended_at or r.started_at, "run_id": r.run_id}
+    gated = [SkippedSlot(r.slot, "gate_no_work", r.ended_at or r.started_at, run_id=r.run_id)
              for r in records if r.outcome == "skipped"]
     entries = sorted(read_skips(store.paths, name) + gated + _team_skips(store, name),
-                     key=lambda e: str(e.get("at")))
-    return entries[-limit:] if limit else entries
+                     key=lambda e: str(e.at))
+    return [e.to_json() for e in (entries[-limit:] if limit else entries)]
 
 
-def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
+def _team_skips(store: Store, name: str) -> list[SkippedSlot]:
     """The other machines' skipped slots, in a home with a store (this
     machine's are in its own file, whether sent yet or not)."""
     if not team_home(store):
@@ -406,7 +407,7 @@ def _team_skips(store: Store, name: str) -> list[dict[str, Any]]:
     from loopctl.storage.pg.dsn import machine
 
     here = machine()
-    return [e for e in team_runs.skips(store, name) if e.get("machine") != here]
+    return [e for e in team_runs.skips(store, name) if e.machine != here]
 
 
 def last_runs(records: list[RunRecord], limit: int) -> list[RunRecord]:

@@ -22,6 +22,7 @@ from loopctl.domain.schedule import (
     next_fire,
     tick_early,
 )
+from loopctl.domain.skipped import SkippedSlot
 from loopctl.domain.state import (
     ACTIVE,
     PAUSED,
@@ -72,7 +73,7 @@ class Pass:
     # The schedule slot a due loop's fire serves (DESIGN §20).
     slot: dict[str, float] = factory(dict)
     # Due slots that did not run: (name, record for runs/<loop>/skipped.jsonl).
-    slot_skips: list[tuple[str, dict[str, Any]]] = factory(list)
+    slot_skips: list[tuple[str, SkippedSlot]] = factory(list)
     changed: bool = False
 
 

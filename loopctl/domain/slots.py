@@ -14,6 +14,7 @@ from datetime import tzinfo
 
 from loopctl.domain.model import LoopDef
 from loopctl.domain.schedule import cron_next, next_fire
+from loopctl.domain.skipped import REASONS, SkippedSlot
 from loopctl.domain.timestamps import iso
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -75,7 +76,7 @@ def latest(loop: LoopDef, created: float, now: float, zone: tzinfo,
 
 def for_scheduled(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
                   given: float | None = None
-                  ) -> tuple[float | None, str | None, dict[str, Any] | None]:
+                  ) -> tuple[float | None, str | None, SkippedSlot | None]:
     """What `run --scheduled` decides about its slot: `given` (`--slot`,
     checked by the caller) or the latest at or before `now` (`latest`); why
     it may not fire (none has come yet; a run took it or it was skipped;
@@ -142,12 +143,9 @@ def remember(st: LoopState, instant: float, how: str) -> None:
     st.slots = {"high": max(slots["high"], instant), "recent": recent[-KEEP:]}
 
 
-REASONS = ("missed", "catch_up_none", "outside_window", "overlap_skip", "gate_no_work",
-           "deferred", "held", "definition_differs")
-
-
-def skip(st: LoopState, reason: str, instant: float | None, now: float,
-         **extra: Any) -> dict[str, Any]:
+def skip(st: LoopState, reason: str, instant: float | None, now: float, *,
+         count: int | None = None, run_id: str | None = None, by: str | None = None,
+         kind: str | None = None, machine: str | None = None) -> SkippedSlot:
     """Count a due slot that did not run in the loop's state (for `status`
     and /metrics) and return its compact record (runs/<loop>/skipped.jsonl)."""
     if reason == "held" and instant is not None:  # `resumed` counts from it, not it
@@ -156,10 +154,8 @@ def skip(st: LoopState, reason: str, instant: float | None, now: float,
     counts = dict(skips["counts"])
     counts[reason] = counts.get(reason, 0) + 1
     st.skips = {"counts": counts, "last": {"reason": reason, "at": now}}
-    entry: dict[str, Any] = {"slot": label(instant) if instant is not None else None,
-                             "reason": reason, "at": iso(now)}
-    entry.update(extra)
-    return entry
+    return SkippedSlot(label(instant) if instant is not None else None, reason, iso(now),
+                       count=count, run_id=run_id, by=by, kind=kind, machine=machine)
 
 
 def check_skips(value: Any) -> Any:
@@ -204,7 +200,7 @@ def walk_due(loop: LoopDef, due: float, now: float, zone: tzinfo) -> tuple[int, 
 
 def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
              latest: float | None = None,
-             missed: int = 0) -> tuple[float, str | None, dict[str, Any] | None]:
+             missed: int = 0) -> tuple[float, str | None, SkippedSlot | None]:
     """The slot a due scheduled fire serves (a catch-up, the latest missed
     instant; a fire queued behind a run is due when it ended, off the
     schedule) and, when it may not fire, why: a run took it already, or it
@@ -234,19 +230,21 @@ def due_slot(loop: LoopDef, st: LoopState, due: float, now: float, zone: tzinfo,
     return instant, why, entry
 
 
-def unskip(st: LoopState, entries: list[tuple[str, dict[str, Any]]], name: str,
-           instant: float | None) -> list[tuple[str, dict[str, Any]]]:
+def unskip(st: LoopState, entries: list[tuple[str, SkippedSlot]], name: str,
+           instant: float | None) -> list[tuple[str, SkippedSlot]]:
     """`run --scheduled` serves `instant` after its pass found the loop's
     due slot late under `--catch-up none` (a scheduler that fires late, as
     GitHub's often does): that slot ran, so it leaves the skipped record
     (which keeps the others it counted) and the count."""
     if instant is None:
         return entries
+    from loopctl.fast.data_class import replace
+
     kept = []
     for who, entry in entries:
-        if who == name and entry["reason"] == "catch_up_none" and entry["slot"] == label(instant):
-            if entry.get("count", 1) > 1:
-                entry = dict(entry, slot=None, count=entry["count"] - 1)
+        if who == name and entry.reason == "catch_up_none" and entry.slot == label(instant):
+            if entry.count is not None and entry.count > 1:
+                entry = replace(entry, slot=None, count=entry.count - 1)
             else:
                 _uncount(st, "catch_up_none")
                 continue
@@ -274,7 +272,7 @@ def deferral(st: LoopState) -> float | None:
 
 
 def resumed(loop: LoopDef, st: LoopState, since: float | None, now: float,
-            zone: tzinfo) -> dict[str, Any] | None:
+            zone: tzinfo) -> SkippedSlot | None:
     """A loop a usage limit deferred has just resumed: the cron slots that
     came due meanwhile, all but the latest (the resuming fire serves it, or
     records why not), are recorded `deferred` in one record, like the

@@ -21,6 +21,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.skipped import SkippedSlot
+
 
 def team_set(defs: Definitions) -> bool:
     """Cheap: whether this home has a store (no psycopg, no connection)."""
@@ -31,7 +33,7 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
                 fired: list[tuple[str, dict[str, Any]]], now: float,
                 before: dict[str, Any] | None = None,
                 ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, str]],
-                           list[tuple[str, dict[str, Any]]]]:
+                           list[tuple[str, SkippedSlot]]]:
     """The fires the store granted; (loop, why) of those it refused; the
     skipped-slot records of those refused for their definition.
 
@@ -41,7 +43,9 @@ def claim_fires(store: Store, defs: Definitions, state: dict[str, Any],
     puts the entry back as it was: the team's state must not say its slot
     was taken or skipped, or the machine whose loop it is would not run it.
     The skip is still on record here (`history --skipped`)."""
-    granted, refused, skips = [], [], []
+    granted: list[tuple[str, dict[str, Any]]] = []
+    refused: list[tuple[str, str]] = []
+    skips: list[tuple[str, SkippedSlot]] = []
     conn, machine, own = _connection(store, defs)
     try:
         for name, run in fired:

@@ -27,6 +27,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.skipped import SkippedSlot
     from loopctl.domain.state import LoopState
 
 MAX_RECORD_BYTES = 1024 * 1024
@@ -261,30 +262,33 @@ def skips_file(paths: Paths, loop: str) -> Path:
     return paths.loop_runs_dir(loop) / "skipped.jsonl"
 
 
-def append_skips(paths: Paths, entries: list[tuple[str, dict[str, Any]]]) -> None:
+def append_skips(paths: Paths, entries: list[tuple[str, SkippedSlot]]) -> None:
     """Add each loop's skipped-slot records (under the store lock), keeping
     the newest MAX_SKIPS. Best effort: a skip record must never stop a
     pass that fires other loops."""
     from loopctl.storage.atomic import atomic_write
     from loopctl.storage.team_outbox import note_skips
 
-    note_skips(paths, entries)  # in a home with a team store, the team's too
-    by_loop: dict[str, list[dict[str, Any]]] = {}
+    # In a home with a team store, the team's too (each then names its machine).
+    entries = note_skips(paths, entries)
+    by_loop: dict[str, list[SkippedSlot]] = {}
     for loop, entry in entries:
         by_loop.setdefault(loop, []).append(entry)
     for loop, new in by_loop.items():
         try:
             kept = read_skips(paths, loop) + new
-            data = "".join(json.dumps(e) + "\n" for e in kept[-MAX_SKIPS:]).encode()
+            data = "".join(json.dumps(e.to_json()) + "\n" for e in kept[-MAX_SKIPS:]).encode()
             paths.loop_runs_dir(loop).mkdir(parents=True, exist_ok=True)
             atomic_write(skips_file(paths, loop), data, durable=False)
         except (OSError, LoopctlError):
             continue
 
 
-def read_skips(paths: Paths, loop: str) -> list[dict[str, Any]]:
-    """The loop's skipped-slot records, oldest first: each a mapping with
-    text fields only (a damaged or planted line is left out)."""
+def read_skips(paths: Paths, loop: str) -> list[SkippedSlot]:
+    """The loop's skipped-slot records, oldest first; a damaged or planted
+    line is left out (SkippedSlot.from_json)."""
+    from loopctl.domain.skipped import SkippedSlot
+
     data = read_bounded(skips_file(paths, loop), MAX_SKIPS_BYTES)
     if not data:
         return []
@@ -294,7 +298,7 @@ def read_skips(paths: Paths, loop: str) -> list[dict[str, Any]]:
             entry = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        if isinstance(entry, dict) and isinstance(entry.get("reason"), str):
-            out.append({k: v for k, v in entry.items() if isinstance(k, str)
-                        and isinstance(v, (str, int, type(None))) and not isinstance(v, bool)})
+        found = SkippedSlot.from_json(entry)
+        if found is not None:
+            out.append(found)
     return out[-MAX_SKIPS:]

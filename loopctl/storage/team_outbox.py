@@ -29,7 +29,7 @@ from loopctl.storage.paths import Paths, read_bounded
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
-    from typing import Any
+    from loopctl.domain.skipped import SkippedSlot
 
 FOLDER = "team-outbox"
 MAX_PENDING = 10_000  # a machine cut off for months stops marking, not the disk
@@ -59,16 +59,23 @@ def note_record(paths: Paths, loop: str, run_id: str) -> None:
         _write(run_marker(paths, loop, run_id), b"")
 
 
-def note_skips(paths: Paths, entries: list[tuple[str, dict[str, Any]]]) -> None:
-    """Mark skipped slots for the store, in a home that has one."""
+def note_skips(paths: Paths, entries: list[tuple[str, SkippedSlot]]
+               ) -> list[tuple[str, SkippedSlot]]:
+    """Mark skipped slots for the store, in a home that has one; the
+    entries, each naming its machine there (in the local file too:
+    `history` shows it)."""
     machine = _team_machine(paths) if entries else None
     if machine is None:
-        return
-    for loop, entry in entries:
-        entry.setdefault("machine", machine)  # in the local file too: `history` shows it
-        body = json.dumps({"machine": entry["machine"], "entry": entry})
+        return entries
+    from loopctl.fast.data_class import replace
+
+    named = [(loop, entry if entry.machine else replace(entry, machine=machine))
+             for loop, entry in entries]
+    for loop, entry in named:
+        body = json.dumps({"machine": entry.machine, "entry": entry.to_json()})
         if is_loop_name(loop) and len(body) <= MAX_SKIP_BYTES:
             _write(folder(paths) / f"skip~{loop}~{os.urandom(12).hex()}.json", body.encode())
+    return named
 
 
 def pending(paths: Paths, at_most: int) -> list[str]:
@@ -104,16 +111,19 @@ def parse(name: str) -> tuple[str, str, str] | None:
 
 
 def read_skip(paths: Paths, name: str) -> tuple[str, str] | None:
-    """(machine, entry as JSON text) of a skip marker; None when damaged."""
+    """(machine, entry as JSON text) of a skip marker; None when damaged
+    or when its entry is no skipped slot loopctl writes (SkippedSlot)."""
+    from loopctl.domain.skipped import SkippedSlot
+
     data = read_bounded(folder(paths) / name, MAX_SKIP_BYTES)
     try:
         body = json.loads(data) if data else {}
-        machine, entry = body["machine"], body["entry"]
+        machine, entry = body["machine"], SkippedSlot.from_json(body["entry"])
     except (ValueError, TypeError, KeyError, RecursionError):
         return None
-    if not isinstance(machine, str) or not machine or not isinstance(entry, dict):
+    if not isinstance(machine, str) or not machine or entry is None:
         return None
-    return machine, json.dumps(entry, allow_nan=False)
+    return machine, json.dumps(entry.to_json(), allow_nan=False)
 
 
 def done(paths: Paths, name: str) -> None:

@@ -24,13 +24,13 @@ def hourly(**raw: Any) -> World:
 
 
 def reasons(result: lifecycle.Pass) -> list[tuple[str, Any]]:
-    return [(e["reason"], e.get("count")) for _, e in result.slot_skips]
+    return [(e.reason, e.count) for _, e in result.slot_skips]
 
 
 def test_missed_slots_fold_into_the_catch_up() -> None:
     result = hourly().plan(S + 3 * HOUR + MINUTE)
     assert reasons(result) == [("missed", 3)]
-    assert result.slot_skips[0][1]["run_id"] == result.fired[0][1]["run_id"]
+    assert result.slot_skips[0][1].run_id == result.fired[0][1]["run_id"]
 
 
 def test_catch_up_none_and_the_window_skip_the_late_slot() -> None:
@@ -92,7 +92,7 @@ def test_the_slots_a_rate_limited_run_deferred_are_on_record() -> None:
     resumed = w.plan(S + 3 * HOUR + 31 * MINUTE)
     assert reasons(resumed) == [("deferred", 2)]  # S+1h, S+2h; S+3h runs now
     entry = resumed.slot_skips[0][1]
-    assert entry["by"] == "usage_limit" and entry["at"] == "2026-01-01T04:31:00Z"
+    assert entry.by == "usage_limit" and entry.at == "2026-01-01T04:31:00Z"
     assert [run["slot"] for _, run in resumed.fired] == [slots.label(S + 3 * HOUR)]
     # A deferral with no slot in between defers none.
     w2 = hourly()
@@ -120,7 +120,7 @@ def test_slots_that_passed_while_the_cap_held_the_loop_back_are_deferred() -> No
     result = plan(S + 2 * HOUR + 10 * MINUTE)
     assert [run["slot"] for n, run in result.fired if n == "job"] == \
         [slots.label(S + 2 * HOUR)]
-    assert [(n, e["reason"], e["count"]) for n, e in result.slot_skips] == \
+    assert [(n, e.reason, e.count) for n, e in result.slot_skips] == \
         [("job", "deferred", 2)]
 
 

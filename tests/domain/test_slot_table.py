@@ -40,16 +40,16 @@ def drive(w: World, driver: str, now: float) -> dict[str, Any]:
                                 zones=w.zones, minute_tick=driver == "tick")
         fired = [run["slot"] for _, run in result.fired]
         return {"fires": fired[0] if fired else None, "busy": False,
-                "skips": [e["reason"] for _, e in result.slot_skips]}
+                "skips": [e.reason for _, e in result.slot_skips]}
     instant, why, entry = slots.for_scheduled(w.loop, w.st, now, UTC)
-    skips = [entry["reason"]] if entry else []
+    skips = [entry.reason] if entry else []
     if why is not None and (entry is not None or instant is None or not w.st["run"]):
         return {"fires": None, "skips": skips, "busy": False}  # exit 0, saying why
     result = lifecycle.plan({w.loop.name: w.loop}, {}, w.state, now, w.procs,
                             only=w.loop.name, zones=w.zones)
     if w.st["run"] and not result.fired or why is not None:  # exit 75 first, then 0
         return {"fires": None, "busy": bool(w.st["run"]),
-                "skips": skips + [e["reason"] for _, e in result.slot_skips]}
+                "skips": skips + [e.reason for _, e in result.slot_skips]}
     entries = slots.unskip(w.st, result.slot_skips, w.loop.name, instant)
     run = result.fired[0][1] if result.fired else \
         lifecycle.claim(w.loop, w.st, now, "schedule", zone=UTC, instant=instant)
@@ -57,7 +57,7 @@ def drive(w: World, driver: str, now: float) -> dict[str, Any]:
         w.st.forget_slot(run["run_id"])
         slots.remember(w.st, instant, f"run {run['run_id']}")
         run["slot"] = slots.label(instant)
-    return {"fires": run["slot"], "busy": False, "skips": skips + [e["reason"]
+    return {"fires": run["slot"], "busy": False, "skips": skips + [e.reason
                                                                   for _, e in entries]}
 
 

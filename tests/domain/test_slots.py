@@ -68,7 +68,7 @@ def test_an_idle_loop_serves_the_due_slot_or_says_why(driver: str, overlap: str,
     the overlap policy does not matter with nothing in flight."""
     w = world(overlap, catch_up)
     result = w.plan(now)
-    reasons = [e["reason"] for _, e in result.slot_skips]
+    reasons = [e.reason for _, e in result.slot_skips]
     if serves is None:
         assert fired_names(result) == [] and (w.loop.name, skip) in result.skipped
         assert reasons == ["catch_up_none" if catch_up == "none" else "outside_window"]
@@ -92,7 +92,7 @@ def test_a_slot_due_during_a_run_is_coalesced_never_fired_beside_it(
     assert (w.loop.name, f"running ({run['run_id']})") in result.skipped
     assert w.st["pending"] is pending
     # A slot skipped beside the run is on record; a queued one runs later.
-    assert [e["reason"] for _, e in result.slot_skips] == \
+    assert [e.reason for _, e in result.slot_skips] == \
         (["overlap_skip"] if overlap == "skip" else [])
     assert bool(result.replace) is (overlap == "replace")
     assert w.st["next_due"] == slots.cron_latest("0 * * * *", UTC, now) + HOUR
