@@ -16,6 +16,7 @@ from loopctl.domain import lifecycle
 from loopctl.domain.lifecycle import RunResult
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.schedule import Zones
+from loopctl.domain.state import Settled
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 T0 = datetime.fromisoformat("2026-01-01T00:03:00+00:00").timestamp()
@@ -76,14 +77,14 @@ class World:
         return run
 
     def finish(self, now: float, outcome: str = "ok", started: float | None = None,
-               decision: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+               decision: dict[str, Any] | None = None, **kw: Any) -> Settled:
         self.procs.live -= {SUPERVISOR["pid"], AGENT["pid"]}
         result = RunResult(outcome=outcome, exit_code=0 if outcome == "ok" else 1,
                            started_at=started if started is not None else now,
                            ended_at=now, decision=decision, **kw)
         return lifecycle.settle(self.loop, self.st, result, now, zone=self.zones(self.loop))
 
-    def cycle(self, now: float, end: float, **kw: Any) -> dict[str, Any]:
+    def cycle(self, now: float, end: float, **kw: Any) -> Settled:
         self.fire(now)
         return self.finish(end, started=now, **kw)
 

@@ -70,11 +70,11 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
             if not st["run"]:
-                run = lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop),
-                                      instant=instant)
+                lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop),
+                                instant=instant)
                 preset = gate.check(loop, now).preset if mode != "force" else None
                 if preset:
-                    run["preset"], run["fallback_from"] = preset, loop.agent
+                    st["run"]["preset"], st["run"]["fallback_from"] = preset, loop.agent
             elif instant is not None and st["run"].get("trigger") == "schedule":
                 _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
             run = st["run"]

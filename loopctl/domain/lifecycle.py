@@ -30,6 +30,7 @@ from loopctl.domain.state import (
     TERMINAL,
     LoopState,
     RunResult,
+    Settled,
     new_loop_state,
 )
 from loopctl.domain.timestamps import UTC, iso, parse_iso
@@ -122,10 +123,10 @@ def reconcile(loops: dict[str, LoopDef], invalid: dict[str, str],
 
 
 def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
-          missed: int = 0, *, zone: tzinfo, instant: float | None = None) -> dict[str, Any]:
+          missed: int = 0, *, zone: tzinfo, instant: float | None = None) -> str:
     """Record a fire before anything is launched: the exactly-once point.
     A scheduled fire serves the slot `instant` (default: the due time) and
-    takes it in the state (DESIGN §20)."""
+    takes it in the state (DESIGN §20). The run's id; the run is `st.run`."""
     st.seq += 1
     st.iterations += 1
     triggered, st.triggered = st.triggered, None
@@ -148,7 +149,7 @@ def claim(loop: LoopDef, st: LoopState, now: float, trigger: str,
     # Cron keeps counting slots while a run is in flight so overlap can act;
     # interval and self-paced loops wait for the run to end.
     st.next_due = cron_next(loop.cron, zone, now) if loop.cron else None
-    return run
+    return str(run["run_id"])
 
 
 def _take_slot(st: LoopState, run: dict[str, Any], triggered: dict[str, Any] | None,
@@ -218,11 +219,13 @@ def admit(loops: dict[str, LoopDef], entries: dict[str, LoopState], now: float, 
     for name in started:
         st, loop = entries[name], loops[name]
         reason = "missed" if st.queued_at is None else "deferred"  # by the cap
-        run = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
-                    instant=result.slot.get(name))
+        run_id = claim(loop, st, now, "schedule", due[name], zone=zones(loop),
+                       instant=result.slot.get(name))
+        run = st.run
+        assert run is not None  # claim set it
         if due[name]:  # those slots, folded into this catch-up run
             result.slot_skips.append((name, slots.skip(st, reason, None, now, count=due[name],
-                                                       run_id=run["run_id"])))
+                                                       run_id=run_id)))
         if name in result.fallback:
             # The fallback agent runs this fire (engine/accounts.spec_for).
             run["preset"], run["fallback_from"] = result.fallback[name], loop.agent
@@ -363,8 +366,8 @@ def _after_lost(loop: LoopDef | None, st: LoopState, run: dict[str, Any], now: f
 
 
 def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
-           zone: tzinfo) -> dict[str, Any]:
-    """Fold a finished run into the loop's state; returns extra record fields."""
+           zone: tzinfo) -> Settled:
+    """Fold a finished run into the loop's state; what its record adds."""
     run = st.run or {}
     tracked = st.next_due
     st.run = None
@@ -379,11 +382,11 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
         st.session_id = result.session_id
     estimate = valves.charge(loop, st, result.outcome, result.cost_usd, result.tokens)
-    extra: dict[str, Any] = {}
+    extra = Settled()
     requested = _apply_decision(loop, st, result, now, extra)
     if estimate is not None:
-        extra["cost_usd"], extra["cost_estimated"] = estimate, True
-        _add_note(extra, f"no cost read: charged ${estimate:g}, the most this loop's runs "
+        extra.cost_usd, extra.cost_estimated = estimate, True
+        extra.add_note(f"no cost read: charged ${estimate:g}, the most this loop's runs "
                          "have cost" if not result.tokens else
                   f"tokens used but no cost read: charged ${estimate:g}, the most this "
                   "loop's runs have cost")
@@ -391,7 +394,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     if st.status == ACTIVE:
         # The loop's own agent ran (not its fallback), and it has a fallback.
         fallback = bool(loop.fallback_agent) and not run.get("preset")
-        _add_note(extra, valves.after_run(loop, st, result, now, fallback))
+        extra.add_note(valves.after_run(loop, st, result, now, fallback))
     if st.status in TERMINAL:
         st.ended_at = st.ended_at or now
         st.next_due = None
@@ -432,11 +435,6 @@ def _track_progress(loop: LoopDef, st: LoopState, result: RunResult) -> None:
         valves.record_result(loop, st, result.result_text)
 
 
-def _add_note(extra: dict[str, Any], note: str | None) -> None:
-    if note:
-        extra["note"] = "; ".join(filter(None, (extra.get("note"), note)))
-
-
 def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
     if outcome != "skipped":  # a gated loop's marks show its real runs
         st.outcomes = (st.outcomes + [outcome])[-RECENT:]
@@ -453,7 +451,7 @@ def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
 
 
 def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
-                    extra: dict[str, Any]) -> float | None:
+                    extra: Settled) -> float | None:
     decision = result.decision
     if loop.until and result.result_text and loop.until in result.result_text:
         decision = decision or {"decision": "complete", "summary": f"found {loop.until!r}",
@@ -462,7 +460,7 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     if not decision:
         if loop.auto and result.outcome == "ok":
             st.keepalive_misses += 1
-            extra["note"] = "no decision: keepalive used"
+            extra.note = "no decision: keepalive used"
             return float(loop.keepalive)
         return None
     st.keepalive_misses = 0
@@ -473,7 +471,7 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     kind = decision.get("decision")
     refused = verify.refusal(loop, result.check, kind)
     if refused:  # the loop stays active; the record and the loop say why
-        extra["note"] = st.note = refused
+        extra.note = st.note = refused
         kind = "continue"
     if kind == "complete":
         st.end("completed", now)
@@ -484,11 +482,11 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     elif kind == "continue" and decision.get("next_delay_s") is not None:
         requested = float(decision["next_delay_s"])
         if not loop.auto:
-            extra["note"] = "--next ignored: the loop has a fixed schedule"
+            extra.note = "--next ignored: the loop has a fixed schedule"
             return None
         clamped, was_clamped = clamp_delay(loop, requested)
         if was_clamped:
-            extra["note"] = f"requested delay {requested:g}s clamped to {clamped:g}s"
-        extra["next_delay_s"] = clamped
+            extra.note = f"requested delay {requested:g}s clamped to {clamped:g}s"
+        extra.next_delay_s = clamped
         return clamped
     return None

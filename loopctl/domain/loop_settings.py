@@ -318,16 +318,6 @@ PLAIN = tuple(s for s in SETTINGS if s.plain)
 OBJECTIVE_OPTIONS = (*(s.option for s in SETTINGS if s.objective), "--name")
 
 
-def hold(fields: dict[str, Any], own: Any) -> dict[str, Any]:
-    """A LoopDef's `fields`, each value of a row with no field of its own
-    among `own` moved into `more` (a setting added as its row alone)."""
-    own = set(own)
-    extra = tuple((k, v) for k, v in fields.items() if k not in own)
-    if not extra:
-        return fields
-    return {**{k: v for k, v in fields.items() if k in own}, "more": extra}
-
-
 def held(more: Any, name: str) -> Any:
     """The value of row `name` in a LoopDef's `more` (its default when not
     set); AttributeError for a name that is no plain row."""

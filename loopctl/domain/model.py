@@ -213,7 +213,18 @@ def parse_loop(name: object, raw: object, named: Named = setting_rules.yaml_name
         if exc.message.startswith(where):
             raise
         raise UsageError(f"{where}: {exc.message}") from None
-    return LoopDef(**loop_settings.hold(fields, record_fields(LoopDef)))
+    return _made(fields)
+
+
+def _made(fields: dict[str, Any]) -> LoopDef:
+    """The definition of parsed `fields`: a row with no field of its own (a
+    setting added as its row alone) goes into `more`, which
+    loop_settings.held reads."""
+    own = set(record_fields(LoopDef))
+    more = tuple((k, v) for k, v in fields.items() if k not in own)
+    if not more:
+        return LoopDef(**fields)
+    return LoopDef(**{k: v for k, v in fields.items() if k in own}, more=more)
 
 
 _BY_KIND = tuple(s for s in loop_settings.SETTINGS if setting_rules.by_kind(s))

@@ -51,12 +51,13 @@ from loopctl.fast.data_class import record
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from loopctl.domain.tally import Tally
 
 __all__ = ["ACTIVE", "LATE_KEYS", "OUTCOMES", "PAUSED", "REASONS", "RECENT", "SCHEMA",
-           "STATUSES", "TERMINAL", "Field", "LoopState", "RunResult", "tracked_pr"]
+           "STATUSES", "TERMINAL", "Field", "LoopState", "RunResult", "Settled", "tracked_pr"]
 
 
 class LoopState:
@@ -290,6 +291,32 @@ class RunResult:
     check_failed: bool = False
 
 
+@record
+class Settled:
+    """What settling a run (lifecycle.settle) adds to its record: a note,
+    the delay a `continue --next` asked for (clamped), the cost charged
+    when none was read."""
+
+    note: str | None = None
+    next_delay_s: float | None = None
+    cost_usd: float | None = None  # set with cost_estimated
+    cost_estimated: bool = False
+
+    def add_note(self, note: str | None) -> None:
+        if note:
+            self.note = "; ".join(filter(None, (self.note, note)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's fields besides the note, as they were always added:
+        the delay, then the estimate."""
+        shape: dict[str, Any] = {}
+        if self.next_delay_s is not None:
+            shape["next_delay_s"] = self.next_delay_s
+        if self.cost_estimated:
+            shape["cost_usd"], shape["cost_estimated"] = self.cost_usd, True
+        return shape
+
+
 def new_loop_state(loop: LoopDef, now: float, *, zone: tzinfo) -> LoopState:
     """A fresh entry (LoopState.fresh)."""
     return LoopState.fresh(loop, now, zone=zone)
@@ -305,27 +332,23 @@ _LISTS: list[str] = []
 # failure, no note): written out, they were 400 of an idle loop's 530 bytes
 # in state.json, which every `ls`, `status` and driver pass decodes. An entry
 # on disk leaves out each field at that common value; reading puts it back,
-# so in memory every entry has every field.
+# so in memory every entry has every field. Writing is LoopState.to_json.
 
 # Fields a definition decides: never left out.
 PER_LOOP = frozenset({"status", "created", "deadline", "schedule_key", "next_due"})
-_COMMON: dict[str, Any] = {}
+_COMMON: dict[str, object] = {}
 _MUTABLE: list[str] = []  # the common values that are lists or mappings
 
 
-def common_values() -> dict[str, Any]:
-    """What every new entry holds, whatever its loop: derived from
-    `LoopState.fresh`, so a field added there is packed with no edit here."""
+def common_values() -> Mapping[str, object]:
+    """What every new entry holds, whatever its loop (read-only: shared by
+    every caller): derived from `LoopState.fresh`, so a field added there is
+    left out with no edit here."""
     if not _COMMON:
         probe = LoopState.fresh(LoopDef(name="probe"), 0.0, zone=UTC)
         _COMMON.update({k: v for k, v in vars(probe).items() if k not in PER_LOOP})
         _MUTABLE.extend(k for k, v in _COMMON.items() if isinstance(v, (list, dict)))
     return _COMMON
-
-
-def pack(st: LoopState) -> dict[str, Any]:
-    """The entry as written (LoopState.to_json)."""
-    return st.to_json()
 
 
 def unpack(entry: Any) -> Any:

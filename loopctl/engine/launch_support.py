@@ -16,6 +16,7 @@ from loopctl.domain.state import LoopState
 from loopctl.engine import reaper
 from loopctl.engine import run_bounds as bounds
 from loopctl.engine.run_context import Claim, RunContext
+from loopctl.fast.data_class import record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -27,21 +28,30 @@ def read_claim(ctx: RunContext) -> Claim:
     """Under the store lock, once per run: the run must be ours; its bounds
     are held from here on. Raises when it is not ours (not starting)."""
     with ctx.store.lock():
-        st = ctx.store.read_state()["loops"].get(ctx.name)
-        run = ours(ctx, st)
-        assert st is not None
-        loop = parse_loop(ctx.name, run["spec"])
+        owned = ours(ctx, ctx.store.read_state()["loops"].get(ctx.name))
+        loop = parse_loop(ctx.name, owned.run["spec"])
         bounds.hold(ctx, loop)
-    return Claim(loop, run, st)
+    return Claim(loop, owned.run, owned.state)
 
 
-def ours(ctx: RunContext, st: LoopState | None) -> dict[str, Any]:
-    run = st and st.get("run")
-    if not run or run.get("run_id") != ctx.run_id or not isinstance(run.get("spec"), dict):
+@record(frozen=True)
+class Owned:
+    """The loop's entry whose run in flight is this supervisor's, and that run."""
+
+    state: LoopState
+    run: dict[str, Any]
+
+
+def ours(ctx: RunContext, st: LoopState | None) -> Owned:
+    """The entry and its run when the run is `ctx`'s and this process
+    supervises it; raises when it is not ours (not starting)."""
+    run = st.run if st is not None else None
+    if st is None or not run or run.get("run_id") != ctx.run_id \
+            or not isinstance(run.get("spec"), dict):
         raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
     if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
         raise LoopctlError(f"run {ctx.run_id} belongs to another supervisor")
-    return run
+    return Owned(st, run)
 
 
 def agent_env(ctx: RunContext, loop: LoopDef, cwd: str, run: dict[str, Any]) -> dict[str, str]:

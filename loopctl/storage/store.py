@@ -301,7 +301,7 @@ class Store:
         return state
 
     def read_state_packed(self) -> dict[str, Any] | None:
-        """state.json with each entry as written (domain.state.pack: the
+        """state.json with each entry as written (LoopState.to_json: the
         fields at their common value left out), when loopctl wrote it as it
         is (no entry needs a repair); None: read it with `read_state`."""
         if self.shared() is not None:

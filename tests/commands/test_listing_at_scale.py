@@ -26,7 +26,7 @@ from hypothesis import given, settings, strategies
 from conftest import CLI, imported_modules, in_process, loopctl_argv
 from loopctl.domain import timestamps
 from loopctl.domain.model import LoopDef
-from loopctl.domain.state import common_values, new_loop_state, pack, unpack
+from loopctl.domain.state import common_values, new_loop_state, unpack
 from loopctl.storage import defs_cache, home_key
 from loopctl.storage.statefile import read_state_file
 from loopctl.storage.store import Store
@@ -252,16 +252,16 @@ def probe_entry() -> dict[str, Any]:
     return new_loop_state(LoopDef(name="x", every=60), 1000.0, zone=UTC)
 
 
-def test_pack_leaves_out_only_common_values_and_unpack_restores_them() -> None:
+def test_to_json_leaves_out_only_common_values_and_unpack_restores_them() -> None:
     st = probe_entry()
     st.update(iterations=3, note="hello", outcomes=["ok"], pending=True, cost_usd=0.5)
-    packed = pack(st)
+    packed = st.to_json()
     assert packed["iterations"] == 3 and packed["outcomes"] == ["ok"]
     assert "failures" not in packed and "results" not in packed
     assert unpack(json.loads(json.dumps(packed))) == st
     # A value equal to the common one but of another type is not left out.
     st["pending"] = 0
-    assert pack(st)["pending"] == 0
+    assert st.to_json()["pending"] == 0
 
 
 def test_unpacked_entries_never_share_a_mutable_value() -> None:
@@ -276,8 +276,8 @@ def test_every_field_of_a_new_entry_is_packed_or_per_loop() -> None:
     """A field added to new_loop_state is left out at its common value with
     no edit to pack: the schema is written once."""
     st = probe_entry()
-    assert set(pack(st)) == {"status", "created", "deadline", "schedule_key", "next_due"}
-    assert set(common_values()) | set(pack(st)) == set(st)
+    assert set(st.to_json()) == {"status", "created", "deadline", "schedule_key", "next_due"}
+    assert set(common_values()) | set(st.to_json()) == set(st)
 
 
 def test_store_round_trip_keeps_every_field(home: Path) -> None:

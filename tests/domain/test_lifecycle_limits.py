@@ -274,19 +274,19 @@ def test_auto_requested_delay_is_clamped_and_the_clamp_noted(
     w = World(make(every="auto"))
     end = T0 + 30
     extra = w.cycle(T0, end, decision=decision("continue", asked))
-    assert extra["next_delay_s"] == used
+    assert extra.next_delay_s == used
     assert w.st["next_due"] == end + used
     if clamped:
-        assert "clamped" in extra.get("note", "")
+        assert "clamped" in (extra.note or "")
     else:
-        assert "note" not in extra
+        assert extra.note is None
 
 
 def test_auto_two_omitted_decisions_pause_keepalive_exhausted() -> None:
     w = World(make(every="auto", keepalive="20m"))
     end = T0 + 30
     extra = w.cycle(T0, end)
-    assert "keepalive" in extra["note"]
+    assert "keepalive" in (extra.note or "")
     assert w.st["status"] == "active"
     assert w.st["next_due"] == end + 20 * MINUTE
     w.cycle(end + 20 * MINUTE, end + 21 * MINUTE)
@@ -306,7 +306,7 @@ def test_next_is_ignored_and_noted_on_a_fixed_schedule() -> None:
     w = World(make(every="10m"))
     end = T0 + 30
     extra = w.cycle(T0, end, decision=decision("continue", 5))
-    assert "ignored" in extra["note"]
+    assert "ignored" in (extra.note or "")
     assert w.st["next_due"] == end + 600
 
 

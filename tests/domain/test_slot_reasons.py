@@ -107,7 +107,8 @@ def test_slots_that_passed_while_the_cap_held_the_loop_back_are_deferred() -> No
     state: dict[str, Any] = {"loops": {}}
     lifecycle.reconcile(loops, {}, state, S - 50 * MINUTE, zone_of)
     busy = state["loops"]["other"]
-    lifecycle.claim(other, busy, S - MINUTE, "manual", zone=UTC)["supervisor"] = SUPERVISOR
+    lifecycle.claim(other, busy, S - MINUTE, "manual", zone=UTC)
+    busy.run["supervisor"] = SUPERVISOR
     procs = Procs(SUPERVISOR)
 
     def plan(now: float) -> lifecycle.Pass:

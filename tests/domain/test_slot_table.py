@@ -51,8 +51,9 @@ def drive(w: World, driver: str, now: float) -> dict[str, Any]:
         return {"fires": None, "busy": bool(w.st["run"]),
                 "skips": skips + [e.reason for _, e in result.slot_skips]}
     entries = slots.unskip(w.st, result.slot_skips, w.loop.name, instant)
-    run = result.fired[0][1] if result.fired else \
+    if not result.fired:
         lifecycle.claim(w.loop, w.st, now, "schedule", zone=UTC, instant=instant)
+    run = result.fired[0][1] if result.fired else w.st["run"]
     if result.fired and instant is not None:  # the slot asked for (drivers._serve)
         w.st.forget_slot(run["run_id"])
         slots.remember(w.st, instant, f"run {run['run_id']}")

@@ -132,12 +132,14 @@ def test_an_interval_loop_serves_its_due_time_and_never_twice() -> None:
 
 def test_manual_and_triggered_fires_serve_their_own_slots() -> None:
     w = World(make(every="10m"))
-    manual = lifecycle.claim(w.loop, w.st, T0 + 5, "manual", zone=UTC)
+    lifecycle.claim(w.loop, w.st, T0 + 5, "manual", zone=UTC)
+    manual = w.st["run"]
     assert manual["slot"] == f"manual:{manual['run_id']}" and manual["due_at"] == T0 + 5
     assert w.st["slots"] is None  # a manual fire takes no schedule slot
     w.st["run"] = None
     w.st["triggered"] = {"count": 2, "at": T0 + 7}
-    fired = lifecycle.claim(w.loop, w.st, T0 + 9, "schedule", zone=UTC)
+    lifecycle.claim(w.loop, w.st, T0 + 9, "schedule", zone=UTC)
+    fired = w.st["run"]
     assert fired["slot"] == f"trigger:{slots.label(T0 + 7)[9:]}" and fired["trigger"] == "api"
 
 

@@ -16,7 +16,7 @@ from loopctl.domain import lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef, parse_loop
 from loopctl.domain.names import is_run_id
-from loopctl.domain.state import OUTCOMES, RECENT, SCHEMA, RunResult, new_loop_state, pack, repair
+from loopctl.domain.state import OUTCOMES, RECENT, SCHEMA, RunResult, new_loop_state, repair
 from loopctl.storage.atomic import strict_json
 
 START = 1_800_000_000.0
@@ -26,7 +26,7 @@ RUN_ID = len("20261130T031500Z-0007") + 2  # the sequence may grow past four dig
 
 
 def entry_bytes(st: dict[str, object]) -> int:
-    return len(strict_json(pack(st)))  # type: ignore[arg-type]
+    return len(strict_json(st.to_json()))  # type: ignore[arg-type]
 
 
 def schema_bound(loop: LoopDef, summary: str) -> int:

@@ -20,7 +20,7 @@ from loopctl.domain import lifecycle, verify
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import parse_loop
 from loopctl.domain.records import clean_record
-from loopctl.domain.state import RunResult, new_loop_state, repair
+from loopctl.domain.state import RunResult, Settled, new_loop_state, repair
 from loopctl.engine import events
 from loopctl.engine.steps.check import first_group_bounded
 
@@ -32,7 +32,7 @@ def loop_with(**extra: Any) -> Any:
 
 
 def settle(loop: Any, st: Any, decision: str | None, exit_code: int | None,
-           metric: float | None = None, now: float = 1000.0) -> dict[str, Any]:
+           metric: float | None = None, now: float = 1000.0) -> Settled:
     lifecycle.claim(loop, st, now, "schedule", zone=UTC)
     said = {"decision": decision, "summary": "did it", "evidence": "I say so"} \
         if decision else None
@@ -47,7 +47,7 @@ def test_complete_stands_only_when_the_check_passes() -> None:
     st = new_loop_state(loop, 1000.0, zone=UTC)
     extra = settle(loop, st, "complete", 1)
     assert st["status"] == "active"  # refused: the loop goes on
-    assert extra["note"] == st["note"] == "complete refused: check failed (exit 1)"
+    assert extra.note == st["note"] == "complete refused: check failed (exit 1)"
     assert st["next_due"] is not None
     assert st["last_check"] == {"run_id": st["last_run_id"], "exit_code": 1, "passed": False,
                                 "metric": None}

@@ -72,7 +72,7 @@ def strict_state(home: Path) -> dict[str, Any]:
     data = strict_json((home / "state" / "state.json").read_bytes())
     assert isinstance(data, dict)
     # As loopctl reads it: on disk an entry leaves out its fields at their
-    # common value (domain.state.pack).
+    # common value (LoopState.to_json).
     return read_state_file(home / "state" / "state.json")
 
 

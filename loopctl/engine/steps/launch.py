@@ -98,9 +98,8 @@ def start(ctx: RunContext, claim: Claim, prepared: Prepared, made: Ready | None,
             ctx.log.hold(f"# loopctl: {exc.message}")
     with ctx.store.lock():
         state = ctx.store.read_state()
-        st = state["loops"].get(ctx.name)
-        run = ours(ctx, st)
-        assert st is not None
+        owned = ours(ctx, state["loops"].get(ctx.name))
+        st, run = owned.state, owned.run
         try:
             if made is not None:
                 hook = launched.confined.hook if launched.confined else None

@@ -121,15 +121,15 @@ def save(ctx: RunContext, claim: Claim, result: RunResult, record: RunRecord,
         if st and st.run and st.run["run_id"] == ctx.run_id:
             before = events.status_key(st)
             now = clock.now()
-            extra = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
+            settled = settle_loop(loop, st, result, now, zone=clock.zone_of(loop))
             told, instead = run_accounts.after_run(ctx, state, loop, result, now,
                                               run.get("fallback_from"))
             if instead:
                 before = events.status_key(st)  # the account's one event says it
-            if extra.get("note"):
-                add_note(result, extra.pop("note"))
+            if settled.note:
+                add_note(result, settled.note)
                 record.add(note=result.note)
-            record.add(**extra, status_after=st.status)
+            record.add(**settled.to_json(), status_after=st.status)
             count_run(paths, ctx.name, st, record)  # in this write: counters never go back
             if ctx.dropped:
                 st.note = f"run {ctx.run_id}: {'; '.join(ctx.dropped)}"[:2000]
