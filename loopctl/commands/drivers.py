@@ -232,7 +232,7 @@ def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str 
     if entry is None:
         return None, limited
     notes = "; ".join(hold_note(m) for m in (entry, verdict.also) if m)
-    return f"held ({entry['kind']}): {notes}", limited or entry["kind"] == RATE_LIMITED
+    return f"held ({entry.kind}): {notes}", limited or entry.kind == RATE_LIMITED
 
 
 def _at_cap(name: str, loops: dict[str, Any], state: dict[str, Any], caps: capacity.Caps,

@@ -131,20 +131,57 @@ def account_id(key: bytes, preset: str, pairs: list[list[str]]) -> str:
 # -- the table in state.json -------------------------------------------------
 
 
-def clean_table(raw: Any) -> dict[str, dict[str, Any]]:
+@record
+class AccountMark:
+    """An account's mark (state.json's `accounts`, the team store's
+    `team_state`): rate-limited until `until`, or needing a login; the
+    loops it holds. `to_json()` is the entry as loopctl has always written
+    it: its fields, in this order."""
+
+    kind: str  # KINDS
+    preset: str
+    since: float
+    until: float | None  # the reset (rate_limited); None: a login is needed
+    loop: str | None  # whose run found it
+    run_id: str | None
+    error: str | None  # what the run said, one line
+    fix: str
+    loops: list[str]  # the loops it holds, at most MAX_NAMED_LOOPS
+    probe: str | None = None  # the loop `resume` lets fire to find out
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "loops": list(self.loops)}
+
+
+# Account id -> its mark.
+Table = dict[str, AccountMark]
+
+
+def clean_table(raw: Any) -> Table:
     """state.json's `accounts`, entry by entry; damaged entries are dropped
-    (a dropped mark costs one run finding out again, never a guessed hold)."""
+    (a dropped mark costs one run finding out again, never a guessed hold).
+    A mark already checked (the table a pass put back into its state) is
+    kept as it is."""
     if not isinstance(raw, dict):
         return {}
-    table: dict[str, dict[str, Any]] = {}
+    table: Table = {}
     for account, entry in list(raw.items())[:MAX_ACCOUNTS]:
-        clean = _clean_entry(account, entry)
+        clean = entry if isinstance(entry, AccountMark) else _clean_entry(account, entry)
         if clean is not None:
             table[account] = clean
     return table
 
 
-def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
+def table_json(table: Any) -> Any:
+    """state's `accounts` as written: each mark's entry (one read and not
+    checked since, as it was read)."""
+    if not isinstance(table, dict):
+        return table
+    return {account: mark.to_json() if isinstance(mark, AccountMark) else mark
+            for account, mark in table.items()}
+
+
+def _clean_entry(account: Any, entry: Any) -> AccountMark | None:
     from loopctl.domain.names import PRESETS, is_loop_name, is_run_id
 
     if not isinstance(account, str) or len(account) != ID_CHARS \
@@ -165,22 +202,21 @@ def _clean_entry(account: Any, entry: Any) -> dict[str, Any] | None:
     def name(key: str) -> str | None:
         return entry[key] if is_loop_name(entry.get(key)) else None
 
-    return {"kind": kind, "preset": entry["preset"],
-            "since": float(since or 0.0), "until": None if until is None else float(until),
-            "loop": name("loop"),
-            "run_id": entry["run_id"] if is_run_id(entry.get("run_id")) else None,
-            "error": shown("error"), "fix": shown("fix") or "",
-            "loops": loops[:MAX_NAMED_LOOPS], "probe": name("probe")}
+    return AccountMark(kind=kind, preset=entry["preset"], since=float(since or 0.0),
+                       until=None if until is None else float(until), loop=name("loop"),
+                       run_id=entry["run_id"] if is_run_id(entry.get("run_id")) else None,
+                       error=shown("error"), fix=shown("fix") or "",
+                       loops=list(loops[:MAX_NAMED_LOOPS]), probe=name("probe"))
 
 
-def holding(entry: dict[str, Any] | None, now: float) -> bool:
+def holding(entry: AccountMark | None, now: float) -> bool:
     """Does this mark still hold its account's loops?"""
     if entry is None:
         return False
-    return entry["kind"] == AUTH_REQUIRED or (entry["until"] or 0.0) > now
+    return entry.kind == AUTH_REQUIRED or (entry.until or 0.0) > now
 
 
-def expire(table: dict[str, dict[str, Any]], now: float) -> bool:
+def expire(table: Table, now: float) -> bool:
     """Drop rate-limit marks whose reset has passed; True when any went."""
     gone = [a for a, e in table.items() if not holding(e, now)]
     for account in gone:
@@ -190,43 +226,43 @@ def expire(table: dict[str, dict[str, Any]], now: float) -> bool:
 
 @record
 class Marked:
-    entry: dict[str, Any]
+    entry: AccountMark
     new: bool  # a new mark or a new reset: worth one attention event
 
 
-def mark(table: dict[str, dict[str, Any]], account: str, kind: str, *, preset: str,
+def mark(table: Table, account: str, kind: str, *, preset: str,
          loop: str, run_id: str, until: float | None, error: str | None, fix: str,
          now: float) -> Marked:
     """Record what a run found about its account. A second run of the same
     account finding the same thing (before the reset) adds nothing new."""
     old = table.get(account)
-    if old is not None and holding(old, now) and old["kind"] == kind and not old.get("probe"):
-        if kind == RATE_LIMITED and (until or 0.0) > (old["until"] or 0.0):
-            old["until"] = until  # a later reset: wait for it, say nothing twice
-        if loop not in old["loops"]:
-            old["loops"].append(loop)
+    if old is not None and holding(old, now) and old.kind == kind and not old.probe:
+        if kind == RATE_LIMITED and (until or 0.0) > (old.until or 0.0):
+            old.until = until  # a later reset: wait for it, say nothing twice
+        if loop not in old.loops:
+            old.loops.append(loop)
         return Marked(old, False)
-    held = [n for n in (old or {}).get("loops", []) if n != loop] if holding(old, now) else []
-    entry = {"kind": kind, "preset": preset, "since": now, "until": until, "loop": loop,
-             "run_id": run_id, "error": (error or "")[:300] or None, "fix": fix,
-             "loops": [loop, *held], "probe": None}
+    held = [n for n in old.loops if n != loop] if old is not None and holding(old, now) else []
+    entry = AccountMark(kind=kind, preset=preset, since=now, until=until, loop=loop,
+                        run_id=run_id, error=(error or "")[:300] or None, fix=fix,
+                        loops=[loop, *held], probe=None)
     table[account] = entry
     return Marked(entry, True)
 
 
-def release(table: dict[str, dict[str, Any]], account: str) -> list[str]:
+def release(table: Table, account: str) -> list[str]:
     """A run of the account succeeded: the loops its mark held."""
     entry = table.pop(account, None)
-    return list(entry["loops"]) if entry else []
+    return list(entry.loops) if entry else []
 
 
-def probe(table: dict[str, dict[str, Any]], loop: str) -> list[str]:
+def probe(table: Table, loop: str) -> list[str]:
     """The user resumed `loop`, saying its account is fixed: that loop may
     fire to find out (the others stay held until a run succeeds, so one
     run, not all of them, pays if the fix did not work). The accounts."""
-    marked = [a for a, e in table.items() if loop in e["loops"]]
+    marked = [a for a, e in table.items() if loop in e.loops]
     for account in marked:
-        table[account]["probe"] = loop
+        table[account].probe = loop
     return marked
 
 
@@ -235,11 +271,11 @@ class Verdict:
     """What a due fire does: run as `preset`, or hold under `entry`."""
 
     preset: str | None = None  # None: the loop's own agent
-    entry: dict[str, Any] | None = None  # set: held, start no agent
-    also: dict[str, Any] | None = None  # the fallback's own mark, when it holds too
+    entry: AccountMark | None = None  # set: held, start no agent
+    also: AccountMark | None = None  # the fallback's own mark, when it holds too
 
 
-def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback: str | None,
+def verdict(table: Mapping[str, AccountMark], name: str, agent: str, fallback: str | None,
             account_of: Callable[[str], str], now: float) -> Verdict:
     """The loop's own account when it is free; else its fallback preset's
     when that one is free; else hold. `account_of(preset)` is only called
@@ -247,7 +283,7 @@ def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback
     if not table:
         return Verdict()
     entry = table.get(account_of(agent))
-    if entry is None or not holding(entry, now) or entry.get("probe") == name:
+    if entry is None or not holding(entry, now) or entry.probe == name:
         return Verdict()
     if not fallback or fallback == agent:
         return Verdict(entry=entry)
@@ -257,41 +293,39 @@ def verdict(table: Mapping[str, dict[str, Any]], name: str, agent: str, fallback
     return Verdict(entry=entry, also=other)
 
 
-def hold(st: Any, entry: dict[str, Any], name: str,
-         also: dict[str, Any] | None = None) -> None:
+def hold(st: Any, entry: AccountMark, name: str, also: AccountMark | None = None) -> None:
     """Pause a due loop under its account's mark (and its fallback's): no
     agent is started. It resumes by itself at the first reset of either."""
     marks = [entry, *([also] if also else [])]
-    resets = [m["until"] for m in marks if m["kind"] == RATE_LIMITED and m["until"]]
+    resets = [m.until for m in marks if m.kind == RATE_LIMITED and m.until]
     st["status"], st["reason"] = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
     st["resume_at"] = min(resets) if resets else None
     st["note"] = "; ".join(hold_note(m) for m in marks)
     for mark_ in marks:
-        if name not in mark_["loops"] and len(mark_["loops"]) < MAX_NAMED_LOOPS:
-            mark_["loops"].append(name)
+        if name not in mark_.loops and len(mark_.loops) < MAX_NAMED_LOOPS:
+            mark_.loops.append(name)
 
 
-def hold_note(entry: dict[str, Any]) -> str:
+def hold_note(entry: AccountMark) -> str:
     """The held loop's note: what happened, where, and the fix."""
     from loopctl.domain.timestamps import iso
 
-    where = f"run {entry.get('run_id')} of {entry.get('loop')}"
-    if entry["kind"] == AUTH_REQUIRED:
-        return f"the {entry['preset']} account needs a login ({where}): {entry['fix']}"
-    return (f"the {entry['preset']} account is rate-limited until {iso(entry['until'])} "
+    where = f"run {entry.run_id} of {entry.loop}"
+    if entry.kind == AUTH_REQUIRED:
+        return f"the {entry.preset} account needs a login ({where}): {entry.fix}"
+    return (f"the {entry.preset} account is rate-limited until {iso(entry.until)} "
             f"({where}); it resumes by itself")
 
 
-def held_by(table: Mapping[str, dict[str, Any]], name: str, now: float
-            ) -> dict[str, Any] | None:
+def held_by(table: Mapping[str, AccountMark], name: str, now: float) -> AccountMark | None:
     """The mark that names this loop among those it holds, if one still holds."""
     for entry in table.values():
-        if name in entry["loops"] and holding(entry, now):
+        if name in entry.loops and holding(entry, now):
             return entry
     return None
 
 
-def findings(table: Mapping[str, dict[str, Any]], now: float,
+def findings(table: Mapping[str, AccountMark], now: float,
              existing: Collection[str]) -> list[tuple[str, str]]:
     """What `doctor` says of each marked account that still has loops:
     (level, message)."""
@@ -299,15 +333,15 @@ def findings(table: Mapping[str, dict[str, Any]], now: float,
 
     out = []
     for entry in table.values():
-        names = [n for n in entry["loops"] if n in existing]
+        names = [n for n in entry.loops if n in existing]
         if not holding(entry, now) or not names:
             continue
         loops = ", ".join(names)
-        if entry["kind"] == AUTH_REQUIRED:
-            out.append(("error", f"the {entry['preset']} account of {loops} needs a login "
-                                 f"(since {iso(entry['since'])}): {entry['fix']}; then "
+        if entry.kind == AUTH_REQUIRED:
+            out.append(("error", f"the {entry.preset} account of {loops} needs a login "
+                                 f"(since {iso(entry.since)}): {entry.fix}; then "
                                  "`loopctl resume` one of them"))
         else:
-            out.append(("warn", f"the {entry['preset']} account of {loops} is rate-limited "
-                                f"until {iso(entry['until'])}"))
+            out.append(("warn", f"the {entry.preset} account of {loops} is rate-limited "
+                                f"until {iso(entry.until)}"))
     return out

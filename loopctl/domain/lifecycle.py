@@ -300,9 +300,9 @@ def _plan_idle(loop: LoopDef, name: str, st: LoopState, now: float, result: Pass
     if verdict is not None and verdict.entry is not None:
         hold(st, verdict.entry, name, verdict.also)  # no agent spends its timeout finding out
         result.slot_skips.append((name, slots.skip(st, "held", result.slot.pop(name, due), now,
-                                                   kind=verdict.entry["kind"])))
+                                                   kind=verdict.entry.kind)))
         result.held.append(name)
-        result.skipped.append((name, f"paused: {verdict.entry['kind']} (account)"))
+        result.skipped.append((name, f"paused: {verdict.entry.kind} (account)"))
         result.changed = True
         return
     if verdict is not None and verdict.preset:

@@ -67,7 +67,7 @@ def as_preset(loop: LoopDef, preset: str) -> LoopDef:
 class Gate:
     """What `lifecycle.plan` asks before it claims a due fire."""
 
-    def __init__(self, table: dict[str, dict[str, Any]], ids: Ids | None) -> None:
+    def __init__(self, table: accounts.Table, ids: Ids | None) -> None:
         self.table, self.ids = table, ids
 
     def check(self, loop: LoopDef, now: float) -> accounts.Verdict:
@@ -81,7 +81,7 @@ class Gate:
                                 lambda preset: ids.of(loop, preset), now)
 
 
-def table_of(state: dict[str, Any], now: float) -> dict[str, dict[str, Any]]:
+def table_of(state: dict[str, Any], now: float) -> accounts.Table:
     """state.json's marks, checked, with the expired ones dropped; kept in
     `state` so what the caller changes is what gets written."""
     table = accounts.clean_table(state.get("accounts"))
@@ -137,7 +137,7 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
         loop = loops.get(name)
         if loop is None or st.get("run"):
             continue
-        marks: list[dict[str, Any]] = []
+        marks: list[accounts.AccountMark] = []
         if st["status"] == "paused" and st.get("reason") in accounts.KINDS:
             entry = accounts.held_by(table, name, now)
             marks = [entry] if entry is not None else []
@@ -149,17 +149,17 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
     return out
 
 
-def _shown(name: str, st: dict[str, Any], marks: list[dict[str, Any]]) -> Held:
+def _shown(name: str, st: dict[str, Any], marks: list[accounts.AccountMark]) -> Held:
     from loopctl.domain.timestamps import iso
 
-    resets = [m["until"] for m in marks if m["kind"] == accounts.RATE_LIMITED and m["until"]]
+    resets = [m.until for m in marks if m.kind == accounts.RATE_LIMITED and m.until]
     note = str(st.get("note") or "") if st["status"] == "paused" and st.get("note") \
         else "; ".join(accounts.hold_note(m) for m in marks)
     if not resets:
         note += f"; once fixed, `loopctl resume {name}`"
-    auth = [m for m in marks if m["kind"] == accounts.AUTH_REQUIRED]
-    fix = auth[0]["fix"] if auth and not resets else \
-        f"the {marks[0]['preset']} account is rate-limited; it resumes by itself"
+    auth = [m for m in marks if m.kind == accounts.AUTH_REQUIRED]
+    fix = auth[0].fix if auth and not resets else \
+        f"the {marks[0].preset} account is rate-limited; it resumes by itself"
     return Held(kind=accounts.RATE_LIMITED if resets else accounts.AUTH_REQUIRED,
                 until=iso(min(resets)) if resets else None,
-                presets=[m["preset"] for m in marks], fix=fix, note=note)
+                presets=[m.preset for m in marks], fix=fix, note=note)

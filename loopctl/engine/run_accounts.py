@@ -72,8 +72,8 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
     return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), instead
 
 
-def _both_held(ctx: RunContext, st: Any, ids: Ids, table: dict[str, dict[str, Any]],
-               entry: dict[str, Any], now: float) -> None:
+def _both_held(ctx: RunContext, st: Any, ids: Ids, table: accounts.Table,
+               entry: accounts.AccountMark, now: float) -> None:
     """The fallback hit a limit of its own while the loop's agent is held:
     the loop waits for the first of the two to free, and says both."""
     own = ctx.store.read_defs().loops.get(ctx.name)
@@ -83,7 +83,7 @@ def _both_held(ctx: RunContext, st: Any, ids: Ids, table: dict[str, dict[str, An
 
 
 def _hold_others(ctx: RunContext, state: dict[str, Any], ids: Ids, account: str,
-                 preset: str, entry: dict[str, Any]) -> None:
+                 preset: str, entry: accounts.AccountMark) -> None:
     """Idle loops of the same account wait too; a run in flight finds out
     by itself. Their fallback, if any, takes their next fires."""
     defs = ctx.store.read_defs()
@@ -96,33 +96,33 @@ def _hold_others(ctx: RunContext, state: dict[str, Any], ids: Ids, account: str,
             accounts.hold(st, entry, name)
 
 
-def _release(state: dict[str, Any], table: dict[str, dict[str, Any]], account: str,
+def _release(state: dict[str, Any], table: accounts.Table, account: str,
              now: float) -> None:
     entry = table.get(account)
     if entry is None:
         return
     for name in accounts.release(table, account):
         st = state["loops"].get(name)
-        if st is not None and st["status"] == PAUSED and st.get("reason") == entry["kind"] \
+        if st is not None and st["status"] == PAUSED and st.get("reason") == entry.kind \
                 and not st.get("run"):
             st["status"], st["reason"], st["resume_at"], st["note"] = ACTIVE, None, None, None
             if st["next_due"] is None or st["next_due"] < now:
                 st["next_due"] = now
 
 
-def account_event(loop: LoopDef, st: Any, run_id: str, log: str, entry: dict[str, Any],
+def account_event(loop: LoopDef, st: Any, run_id: str, log: str, entry: accounts.AccountMark,
                   now: float) -> events.AccountEvent:
     """One event for the account: the loops it holds, the reset or the fix."""
-    names = ", ".join(entry["loops"])
-    if entry["kind"] == accounts.AUTH_REQUIRED:
-        summary = f"the {entry['preset']} account needs a login: {entry['fix']}"
+    names = ", ".join(entry.loops)
+    if entry.kind == accounts.AUTH_REQUIRED:
+        summary = f"the {entry.preset} account needs a login: {entry.fix}"
     else:
-        summary = f"the {entry['preset']} account is rate-limited until {iso(entry['until'])}"
-    text = f"{summary}; held: {names}" + (f"; {entry['error']}" if entry.get("error") else "")
+        summary = f"the {entry.preset} account is rate-limited until {iso(entry.until)}"
+    text = f"{summary}; held: {names}" + (f"; {entry.error}" if entry.error else "")
     told = events.attention(loop, st, run_id, log, now).told(
-        entry["kind"], line(f"{summary} (loops: {names})"), line(text))
+        entry.kind, line(f"{summary} (loops: {names})"), line(text))
     held = events.HeldAccount(
-        preset=entry["preset"], kind=entry["kind"], until=iso(entry["until"]),
-        loops=list(entry["loops"]),
-        fix=entry["fix"] if entry["kind"] == accounts.AUTH_REQUIRED else None)
+        preset=entry.preset, kind=entry.kind, until=iso(entry.until),
+        loops=list(entry.loops),
+        fix=entry.fix if entry.kind == accounts.AUTH_REQUIRED else None)
     return told.grown(events.AccountEvent, account=held)

@@ -16,6 +16,7 @@ from typing import Any
 
 from loopctl import __version__
 from loopctl.domain import tally as tallies
+from loopctl.domain.accounts import AccountMark
 from loopctl.domain.outcomes import FAILURES
 from loopctl.domain.tally import BUCKETS, Tally
 from loopctl.domain.tally import moment as parse_iso
@@ -60,7 +61,7 @@ class Metrics:
         self.webhooks = webhook_counts
 
     def render(self, store: Store, listed: list[dict[str, Any]], now: float,
-               accounts: list[dict[str, Any]], entries: dict[str, Any]) -> str:
+               accounts: list[AccountMark], entries: dict[str, Any]) -> str:
         """`entries`: state.json's loops, as read for this scrape."""
         names = [str(loop["name"]) for loop in listed if loop.get("status") != "invalid"]
         out: list[str] = []
@@ -73,8 +74,8 @@ class Metrics:
         family(out, "loopctl_account_held", "gauge",
                "1 while an account's loops are held (rate limit, login needed).")
         for entry in accounts:
-            out.append(f'loopctl_account_held{{preset="{label(entry["preset"])}",'
-                       f'kind="{label(entry["kind"])}"}} 1')
+            out.append(f'loopctl_account_held{{preset="{label(entry.preset)}",'
+                       f'kind="{label(entry.kind)}"}} 1')
         family(out, "loopctl_webhook_deliveries_total", "counter",
                "Webhook deliveries received, by result.")
         from loopctl.serve.hooks import RESULTS

@@ -115,9 +115,9 @@ def _holds(store: Store, now: float) -> str:
     if not held:
         return ""
     items = "".join(
-        f"<li>the {esc(e['preset'])} account is {esc(e['kind'])}"
-        + (f" until {esc(iso(e['until']))}" if e.get("until") else "")
-        + f": {esc(', '.join(e['loops']))}" + (f" — {esc(e['fix'])}" if e.get("fix") else "")
+        f"<li>the {esc(e.preset)} account is {esc(e.kind)}"
+        + (f" until {esc(iso(e.until))}" if e.until else "")
+        + f": {esc(', '.join(e.loops))}" + (f" — {esc(e.fix)}" if e.fix else "")
         + "</li>" for e in held)
     return f'<section class="holds"><h2>Account holds</h2><ul>{items}</ul></section>'
 

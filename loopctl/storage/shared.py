@@ -56,13 +56,14 @@ def write_entries(shared: SharedState, state: dict[str, Any]) -> None:
     """Each entry packed as state.json holds it; the refs of a run tagged
     with its machine and run, so that every machine knows whose pids they are."""
     from loopctl.domain.state import in_flight, wake_time
+    from loopctl.storage.statefile import top_of
 
     for st in state["loops"].values():
         tag_refs(st.run)
     # The team's next wake, as summarize computes summary.json's (not
     # summarize itself: these keys are not the state's in a store home).
     wakes = [w for st in state["loops"].values() if (w := wake_time(st)) is not None]
-    shared.write({k: v for k, v in state.items() if k != "loops"},
+    shared.write(top_of(state),
                  {name: st.to_json() for name, st in state["loops"].items()},
                  (min(wakes) if wakes else None, in_flight(state)))
 

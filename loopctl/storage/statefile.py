@@ -111,6 +111,17 @@ def parse_state(raw: bytes | None, path: Path, unpacked: bool = True) -> dict[st
 _LOOPS = ',"loops":{\n'
 
 
+def top_of(state: dict[str, Any]) -> dict[str, Any]:
+    """The state's top level as written: all but `loops`, the account
+    marks as their entries (domain.accounts.table_json)."""
+    top = {k: v for k, v in state.items() if k != "loops"}
+    if "accounts" in top:
+        from loopctl.domain.accounts import table_json
+
+        top["accounts"] = table_json(top["accounts"])
+    return top
+
+
 def encode_state(top: dict[str, Any], entries: dict[str, Any]) -> bytes:
     """state.json's bytes: `top` (without `loops`) and the packed entries,
     each entry written by the C encoder in one call for all of them."""

@@ -370,6 +370,7 @@ class Store:
         from loopctl import clock
         from loopctl.domain.state import summarize
         from loopctl.storage.home_key import mac
+        from loopctl.storage.statefile import top_of
 
         shared = self.shared()
         if shared is not None:
@@ -394,7 +395,7 @@ class Store:
         state["saved_at"] = clock.now()
         paths_mod.ensure_dir(self.paths.state_dir)
         state["version"] = STATE_VERSION
-        data = encode_state({k: v for k, v in state.items() if k != "loops"},
+        data = encode_state(top_of(state),
                             {name: st.to_json() for name, st in state["loops"].items()})
         summary = {k: state.get(k) for k in SUMMARY_KEYS}
         key = self._home_key(create=True)

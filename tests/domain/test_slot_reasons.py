@@ -13,7 +13,7 @@ from fixed_zone import UTC, zone_of
 from lifecycle_support import HOUR, MINUTE, SUPERVISOR, Procs, World, make, ts
 
 from loopctl.domain import capacity, lifecycle, slots
-from loopctl.domain.accounts import Verdict
+from loopctl.domain.accounts import AccountMark, Verdict
 from loopctl.domain.schedule import cron_next, missed_count
 
 S = ts("2026-01-01T01:00:00Z")  # the first slot of an hourly loop made at 00:03
@@ -57,12 +57,12 @@ class Held:
     """An account gate whose account is rate-limited until `until`."""
 
     def __init__(self, until: float) -> None:
-        self.entry = {"kind": "rate_limited", "preset": "claude", "since": S, "until": until,
-                      "loop": "other", "run_id": "r1", "error": None, "fix": "wait",
-                      "loops": ["other"], "probe": None}
+        self.entry = AccountMark(kind="rate_limited", preset="claude", since=S, until=until,
+                                 loop="other", run_id="r1", error=None, fix="wait",
+                                 loops=["other"])
 
     def check(self, loop: Any, now: float) -> Verdict:
-        return Verdict(entry=self.entry) if now < self.entry["until"] else Verdict()
+        return Verdict(entry=self.entry) if now < (self.entry.until or 0.0) else Verdict()
 
 
 def test_a_slot_held_by_its_account_then_the_slots_its_hold_deferred() -> None:

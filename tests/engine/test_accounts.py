@@ -103,8 +103,8 @@ def test_one_mark_per_account_and_reset() -> None:
     assert _mark(table, accounts.RATE_LIMITED, "x", NOW + 60).new
     # The same limit seen by another run: no second event, the later reset wins.
     again = _mark(table, accounts.RATE_LIMITED, "y", NOW + 90, now=NOW + 1)
-    assert not again.new and again.entry["until"] == NOW + 90
-    assert again.entry["loops"] == ["x", "y"]
+    assert not again.new and again.entry.until == NOW + 90
+    assert again.entry.loops == ["x", "y"]
     # After the reset a new limit is a new event.
     assert _mark(table, accounts.RATE_LIMITED, "x", NOW + 500, now=NOW + 100).new
     # A login that fails after the user resumed a loop is news again.
@@ -150,8 +150,9 @@ def test_a_damaged_table_is_dropped_entry_by_entry() -> None:
     [entry] = accounts.clean_table({"a" * 24: dict(
         good, fix="run \x1b]52;c;evil\x07this\nnow", error="\u202eoops", probe="../x",
         run_id="--flag")}).values()
-    assert entry["fix"].isprintable() and "\x1b" not in entry["fix"]
-    assert entry["error"].isprintable() and entry["probe"] is None and entry["run_id"] is None
+    assert entry.fix.isprintable() and "\x1b" not in entry.fix
+    assert entry.error is not None and entry.error.isprintable()
+    assert entry.probe is None and entry.run_id is None
 
 
 # -- what each CLI says when it has no login (captured from the real CLIs) ---------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+from loopctl.domain.accounts import AccountMark
 from loopctl.domain.model import parse_loop
 from loopctl.domain.state import LoopState, new_loop_state
 from loopctl.domain.timestamps import UTC
@@ -55,8 +56,8 @@ def test_a_protected_event_adds_the_paths_last() -> None:
 
 
 def test_an_account_event_adds_the_account_last() -> None:
-    entry = {"kind": "rate_limited", "preset": "claude", "until": 2000.0, "loops": ["l", "m"],
-             "fix": "log in", "error": None}
+    entry = AccountMark(kind="rate_limited", preset="claude", since=1000.0, until=2000.0,
+                        loop="l", run_id=None, error=None, fix="log in", loops=["l", "m"])
     event = run_accounts.account_event(LOOP, paused(), "r1", "log", entry, 1100.0)
     assert keys(event) == [*BASE, "account"]
     assert event.to_json()["account"] == {"preset": "claude", "kind": "rate_limited",

@@ -216,3 +216,33 @@ def test_the_team_s_top_level_keys_are_shared_and_each_machine_s_own_kept(
     assert one.read()[0] == {"defs_sig": [1, 2]}
     one.close()
     two.close()
+
+
+def test_the_account_marks_go_to_the_team_as_their_entries_and_come_back_the_same(
+        pg_dsn: str) -> None:
+    """A pass's marks are records (domain.accounts.AccountMark): the team
+    store's `team_state` row holds their entries, which every machine reads
+    back as the same marks (the row is checked like state.json's)."""
+    from loopctl.domain import accounts
+    from loopctl.storage.pg.connect import connect
+    from loopctl.storage.pg.schema import migrate
+    from loopctl.storage.pg.state import SharedState
+    from loopctl.storage.shared import write_entries
+
+    conn = connect(pg_dsn)
+    migrate(conn, "test", pg_dsn)
+    conn.close()
+    table: accounts.Table = {}
+    accounts.mark(table, "a" * 24, accounts.RATE_LIMITED, preset="claude", loop="x",
+                  run_id="20270115T080000Z-0007", until=1_800_003_600.5, error="limit",
+                  fix="wait", now=1_800_000_000.0)
+    one, two = SharedState(pg_dsn, "m1"), SharedState(pg_dsn, "m2")
+    one.begin()
+    one.read()
+    write_entries(one, {"loops": {}, "accounts": table})
+    one.end()
+    read = two.read()[0]["accounts"]
+    assert read == {"a" * 24: table["a" * 24].to_json()}
+    assert accounts.clean_table(read) == table
+    one.close()
+    two.close()
