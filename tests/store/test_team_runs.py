@@ -211,6 +211,24 @@ def test_a_hostile_row_in_the_store_is_shown_safely(tmp_path: Path, pg_dsn: str)
     assert "machine m9, /l.log" in logs and "red" in logs
 
 
+def test_a_skipped_slot_row_is_checked_field_by_field(tmp_path: Path, pg_dsn: str) -> None:
+    """A row of `skipped_slots` is untrusted (any machine writes the store):
+    one loopctl would not write is left out of `history --skipped`, whole."""
+    from loopctl.storage.pg.runs import publish_skip
+
+    [m1] = team(tmp_path, pg_dsn, "true", count=1)
+    good = {"slot": "schedule:2026-12-01T00:00:00Z", "reason": "definition_differs",
+            "at": "2026-12-01T00:00:05Z"}
+    bad = [{**good, "reason": "coffee"}, {**good, "slot": HOSTILE}, {**good, "count": "lots"},
+           {**good, "at": HOSTILE}, {**good, "run_id": "../../x"}, {"reason": "missed"}]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for n, entry in enumerate([good, *bad]):
+            publish_skip(conn, f"{n:024x}", "hourly", "m9", json.dumps(entry))
+    proc = m1.run("history", "hourly", "--skipped", "--json")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert json.loads(proc.stdout)["skipped_slots"] == [{**good, "machine": "m9"}]
+
+
 def test_a_run_that_is_nobodys_is_still_exit_4(tmp_path: Path, pg_dsn: str) -> None:
     [m1] = team(tmp_path, pg_dsn, "true", count=1)
     proc = m1.run("logs", "hourly", "--run", "20261201T000000Z-0009")
