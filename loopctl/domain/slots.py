@@ -21,8 +21,35 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
 if TYPE_CHECKING:
     from typing import Any
+    from typing import TypedDict as _Shape
 
     from loopctl.domain.state import LoopState
+else:
+    _Shape = object
+
+
+# The entry's parts this module keeps, typed for mypy and plain mappings at
+# run time (state.json's bytes, and the listing's reader of entries as
+# written, stay as they are), as domain/tally's Tally.
+
+class Slots(_Shape):
+    """state.json's `slots`: the newest schedule slot served, and the last
+    KEEP served or skipped as `[instant, how]` (`run ID`, `skipped: REASON`)."""
+
+    high: float
+    recent: list[list[Any]]
+
+
+class LastSkip(_Shape):
+    reason: str  # REASONS
+    at: float
+
+
+class Skips(_Shape):
+    """state.json's `skips`: due slots that did not run, by reason, and the last."""
+
+    counts: dict[str, int]
+    last: LastSkip | None
 
 KEEP = 4
 # Looking back for a cron instant at or before now: widening windows, so

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from loopctl.domain.slots import Skips, Slots
     from loopctl.domain.tally import Tally
 
 __all__ = ["ACTIVE", "LATE_KEYS", "OUTCOMES", "PAUSED", "REASONS", "RECENT", "SCHEMA",
@@ -117,9 +118,9 @@ class LoopState:
     repository: list[str] | None
     # Schedule slots served or skipped (DESIGN §20): {"high", "recent"},
     # rules in domain/slots.
-    slots: dict[str, Any] | None
+    slots: Slots | None
     # Due slots that did not run, by reason, and the last (DESIGN §20).
-    skips: dict[str, Any] | None
+    skips: Skips | None
     # Counters /metrics serves, bumped as each run settles (DESIGN §19);
     # rules in domain/tally. None: no run settled since it was added.
     tally: Tally | None
