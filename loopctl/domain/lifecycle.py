@@ -382,19 +382,19 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
         st.session_id = result.session_id
     estimate = valves.charge(loop, st, result.outcome, result.cost_usd, result.tokens)
-    extra = Settled()
-    requested = _apply_decision(loop, st, result, now, extra)
+    settled = Settled()
+    requested = _apply_decision(loop, st, result, now, settled)
     if estimate is not None:
-        extra.cost_usd, extra.cost_estimated = estimate, True
-        extra.add_note(f"no cost read: charged ${estimate:g}, the most this loop's runs "
+        settled.cost_usd, settled.cost_estimated = estimate, True
+        settled.add_note(f"no cost read: charged ${estimate:g}, the most this loop's runs "
                          "have cost" if not result.tokens else
-                  f"tokens used but no cost read: charged ${estimate:g}, the most this "
-                  "loop's runs have cost")
+                         f"tokens used but no cost read: charged ${estimate:g}, the most "
+                         "this loop's runs have cost")
     st.apply_control(now)
     if st.status == ACTIVE:
         # The loop's own agent ran (not its fallback), and it has a fallback.
         fallback = bool(loop.fallback_agent) and not run.get("preset")
-        extra.add_note(valves.after_run(loop, st, result, now, fallback))
+        settled.add_note(valves.after_run(loop, st, result, now, fallback))
     if st.status in TERMINAL:
         st.ended_at = st.ended_at or now
         st.next_due = None
@@ -415,7 +415,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
         st.next_due = next_fire(loop, zone=zone, now=now, last_end=result.ended_at,
                                    created=st.created, failures=st.failures,
                                    requested_delay=requested)
-    return extra
+    return settled
 
 
 def _track_progress(loop: LoopDef, st: LoopState, result: RunResult) -> None:
@@ -451,7 +451,7 @@ def _count_outcome(st: LoopState, outcome: str, now: float = 0.0) -> None:
 
 
 def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
-                    extra: Settled) -> float | None:
+                    settled: Settled) -> float | None:
     decision = result.decision
     if loop.until and result.result_text and loop.until in result.result_text:
         decision = decision or {"decision": "complete", "summary": f"found {loop.until!r}",
@@ -460,7 +460,7 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     if not decision:
         if loop.auto and result.outcome == "ok":
             st.keepalive_misses += 1
-            extra.note = "no decision: keepalive used"
+            settled.note = "no decision: keepalive used"
             return float(loop.keepalive)
         return None
     st.keepalive_misses = 0
@@ -471,7 +471,7 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     kind = decision.get("decision")
     refused = verify.refusal(loop, result.check, kind)
     if refused:  # the loop stays active; the record and the loop say why
-        extra.note = st.note = refused
+        settled.note = st.note = refused
         kind = "continue"
     if kind == "complete":
         st.end("completed", now)
@@ -482,11 +482,11 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     elif kind == "continue" and decision.get("next_delay_s") is not None:
         requested = float(decision["next_delay_s"])
         if not loop.auto:
-            extra.note = "--next ignored: the loop has a fixed schedule"
+            settled.note = "--next ignored: the loop has a fixed schedule"
             return None
         clamped, was_clamped = clamp_delay(loop, requested)
         if was_clamped:
-            extra.note = f"requested delay {requested:g}s clamped to {clamped:g}s"
-        extra.next_delay_s = clamped
+            settled.note = f"requested delay {requested:g}s clamped to {clamped:g}s"
+        settled.next_delay_s = clamped
         return clamped
     return None
