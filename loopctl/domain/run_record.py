@@ -16,6 +16,7 @@ class:
 
 from __future__ import annotations
 
+from loopctl.domain.run_parts import CheckRecord, GateRecord, PlanRecord
 from loopctl.fast.data_class import factory, fields, record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -57,9 +58,9 @@ class RunRecord:
     log_truncated: bool | None = None
     cost_estimated: bool | None = None
     sandbox: str | None = None
-    gate: JsonPart | None = None
-    check: JsonPart | None = None
-    pr_feedback: JsonPart | None = None
+    gate: GateRecord | None = None
+    check: CheckRecord | None = None
+    pr_feedback: PlanRecord | None = None
     protected: list[str] | None = None
     protected_count: int | None = None
     agent: str | None = None
@@ -106,8 +107,8 @@ class RunRecord:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        """The record's JSON: its keys in order."""
-        return {key: self.extra[key] if key in self.extra else getattr(self, key)
+        """The record's JSON: its keys in order (a part, its own JSON)."""
+        return {key: self.extra[key] if key in self.extra else _json_of(getattr(self, key))
                 for key in self.keys}
 
     @classmethod
@@ -115,12 +116,16 @@ class RunRecord:
         """What a record file held, cleaned as `history` shows it."""
         from loopctl.domain.records import clean_record
 
-        cleaned = clean_record(data, run_id)
-        extra = dict(_extra(data))
-        made = cls(keys=[*cleaned, *extra], extra=extra)
-        for key, value in cleaned.items():
-            setattr(made, key, value)
+        made = clean_record(data, run_id)
+        made.extra = dict(_extra(data))
+        made.keys.extend(made.extra)
         return made
+
+
+def _json_of(value: Any) -> Any:
+    """A field as written: a part (`gate`, `check`, `pr_feedback`) is a
+    record of its own."""
+    return value.to_json() if isinstance(value, PARTS) else value
 
 
 def _extra(data: Any) -> list[tuple[str, Any]]:
@@ -149,5 +154,6 @@ def _finite(value: Any, depth: int = 0) -> bool:
     return True
 
 
+PARTS = (GateRecord, CheckRecord, PlanRecord)
 NOT_FIELDS = frozenset({"keys", "extra"})
 FIELD_NAMES = frozenset(fields(RunRecord)) - NOT_FIELDS
