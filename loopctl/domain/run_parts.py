@@ -189,8 +189,7 @@ class PlanRecord:
     @classmethod
     def written(cls, **values: Any) -> PlanRecord:
         """The part as a run writes it, its keys in WRITTEN's order."""
-        made = cls(**values)
-        return _with_keys(made, WRITTEN)
+        return cls(**values, keys=_present(WRITTEN, values))
 
     def to_json(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in self.keys}
@@ -207,15 +206,15 @@ class PlanRecord:
             return untrusted.count(value.get(key), MAX_FIX_ATTEMPTS + 1)
 
         checks = value.get("failed_checks")
-        made = cls(action=value["action"], pr=text("pr"), why=text("why"),
-                   failed_checks=[c for c in checks[:MAX_CHECKS_SHOWN] if untrusted.text(c, 400)]
-                   if isinstance(checks, list) else None,
-                   attempt=fixes("attempt"), of=fixes("of"), branch=text("branch"),
-                   note=text("note"))
-        return _with_keys(made, READ)
+        values = {"action": value["action"], "pr": text("pr"), "why": text("why"),
+                  "failed_checks": [c for c in checks[:MAX_CHECKS_SHOWN]
+                                    if untrusted.text(c, 400)]
+                  if isinstance(checks, list) else None,
+                  "attempt": fixes("attempt"), "of": fixes("of"), "branch": text("branch"),
+                  "note": text("note")}
+        return cls(**values, keys=_present(READ, values))
 
 
-def _with_keys(made: PlanRecord, order: tuple[str, ...]) -> PlanRecord:
-    from loopctl.fast.data_class import replace
-
-    return replace(made, keys=tuple(k for k in order if getattr(made, k) is not None))
+def _present(order: tuple[str, ...], values: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of `order` whose value is not None: those written."""
+    return tuple(key for key in order if values.get(key) is not None)

@@ -16,7 +16,6 @@ class:
 
 from __future__ import annotations
 
-from loopctl.domain.run_parts import CheckRecord, GateRecord, PlanRecord
 from loopctl.fast.data_class import factory, fields, record
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loopctl.domain.result import JsonPart
+    from loopctl.domain.run_parts import CheckRecord, GateRecord, PlanRecord
 
 MAX_EXTRA_KEYS = 100  # of a newer loopctl's keys kept from one file
 MAX_EXTRA_KEY = 64  # characters of such a key
@@ -108,8 +108,12 @@ class RunRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The record's JSON: its keys in order (a part, its own JSON)."""
-        return {key: self.extra[key] if key in self.extra else _json_of(getattr(self, key))
-                for key in self.keys}
+        extra, values = self.extra, self.__dict__
+        out = {key: extra[key] if key in extra else values[key] for key in self.keys}
+        for key in PARTS:  # never in `extra`: schema fields
+            if out.get(key) is not None:
+                out[key] = out[key].to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any, run_id: str) -> RunRecord:
@@ -120,12 +124,6 @@ class RunRecord:
         made.extra = dict(_extra(data))
         made.keys.extend(made.extra)
         return made
-
-
-def _json_of(value: Any) -> Any:
-    """A field as written: a part (`gate`, `check`, `pr_feedback`) is a
-    record of its own."""
-    return value.to_json() if isinstance(value, PARTS) else value
 
 
 def _extra(data: Any) -> list[tuple[str, Any]]:
@@ -154,6 +152,8 @@ def _finite(value: Any, depth: int = 0) -> bool:
     return True
 
 
-PARTS = (GateRecord, CheckRecord, PlanRecord)
+# The fields that are records of their own (domain/run_parts): written as
+# their own JSON.
+PARTS = ("gate", "check", "pr_feedback")
 NOT_FIELDS = frozenset({"keys", "extra"})
 FIELD_NAMES = frozenset(fields(RunRecord)) - NOT_FIELDS
