@@ -53,6 +53,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.run_parts import CheckRecord
     from loopctl.domain.tally import Tally
 
 __all__ = ["ACTIVE", "LATE_KEYS", "OUTCOMES", "PAUSED", "REASONS", "RECENT", "SCHEMA",
@@ -281,7 +282,7 @@ class RunResult:
     # Only agent presets feed the no-progress breaker: a cron-style shell job
     # printing the same line every time is working, not stuck.
     track_progress: bool = False
-    check: dict[str, Any] | None = None  # the record's `check`, when it ran
+    check: CheckRecord | None = None  # the record's `check`, when it ran
     # The limit or refused login was read from free text only, not from the
     # CLI's own fields: it holds this loop alone, for at most an hour (§18).
     loop_only: bool = False
