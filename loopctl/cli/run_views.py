@@ -21,6 +21,7 @@ from loopctl.commands import views as reading
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.reason import one_line
+from loopctl.domain.run_parts import CheckRecord
 from loopctl.domain.run_record import RunRecord
 from loopctl.storage.store import Store
 
@@ -315,11 +316,11 @@ def _unfolded(records: list[RunRecord]) -> list[RunRecord]:
     return out
 
 
-def _check_short(check: dict[str, Any] | None) -> str:
+def _check_short(check: CheckRecord | None) -> str:
     if not check:
         return "-"
-    said = "pass" if check.get("passed") else f"fail {check.get('exit_code') or '-'}"
-    metric = check.get("metric")
+    said = "pass" if check.passed else f"fail {check.exit_code or '-'}"
+    metric = check.metric
     return said + (f" {metric:g}" if metric is not None else "")
 
 

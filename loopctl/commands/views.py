@@ -461,7 +461,7 @@ def skipped_summary(records: list[RunRecord]) -> GateSkips | None:
         return None
     last = skipped[-1]
     return GateSkips(count=len(skipped), last_run_id=last.run_id,
-                     last_gate_output=(last.gate or {}).get("output_tail"))
+                     last_gate_output=last.gate.output_tail if last.gate else None)
 
 
 def read_events(store: Store, loop: str | None = None) -> list[dict[str, Any]]:

@@ -126,7 +126,7 @@ def build(loops: list[dict[str, Any]], records: dict[str, list[RunRecord]],
             "runs": outcomes,
             # Fires a gate (--if) decided: how many it skipped, how many ran the agent.
             "gate": {"skipped": outcomes.get("skipped", 0),
-                     "ran": sum(1 for r in gated if r.gate and r.gate.get("exit_code") == 0)}
+                     "ran": sum(1 for r in gated if r.gate and r.gate.exit_code == 0)}
             if gated else None,
             "check": _checks(runs),
             "cost_usd": round(sum(map(_cost, runs)), 6),
@@ -182,12 +182,12 @@ def _decision(record: RunRecord) -> dict[str, object]:
 
 def _checks(runs: list[RunRecord]) -> Checks | None:
     """What the loop's check (DESIGN §16) said: passes, failures, the last metric."""
-    checked = [r.check for r in runs if r.check]
+    checked = [check for r in runs if (check := r.check) is not None]
     if not checked:
         return None
-    metrics = [c["metric"] for c in checked if c.get("metric") is not None]
-    return {"passed": sum(1 for c in checked if c.get("passed")),
-            "failed": sum(1 for c in checked if not c.get("passed")),
+    metrics = [c.metric for c in checked if c.metric is not None]
+    return {"passed": sum(1 for c in checked if c.passed),
+            "failed": sum(1 for c in checked if not c.passed),
             "metric": metrics[-1] if metrics else None}
 
 

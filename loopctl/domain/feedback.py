@@ -22,6 +22,7 @@ import re
 
 from loopctl.domain.gates import tail_text
 from loopctl.domain.names import is_run_id
+from loopctl.domain.run_parts import MAX_CHECKS_SHOWN, PlanRecord
 from loopctl.domain.untrusted import block, line
 from loopctl.fast.data_class import factory, record
 from loopctl.fast.lazy_re import lazy
@@ -32,10 +33,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 DEFAULT_FIX_ATTEMPTS = 3
-MAX_FIX_ATTEMPTS = 100
 LOG_TAIL = 8 * 1024          # bytes of check names and log tails in the envelope
 MAX_NOTES = 64 * 1024        # bytes of notes kept
-MAX_CHECKS_SHOWN = 20
 MAX_LOG_RUNS = 3             # `gh run view --log-failed` calls per look
 MAX_FIELD = 300              # characters of a check's name, workflow or link
 
@@ -138,9 +137,6 @@ def repo_of(pr_url: str) -> str | None:
 # -- what to do ------------------------------------------------------------------------
 
 
-ACTIONS = ("continue", "review", "drop", "none")
-
-
 @record
 class Plan:
     """What a look at the loop's PR decided for the next run."""
@@ -155,33 +151,14 @@ class Plan:
     logs: dict[str, str] = factory(dict)  # run id -> tail of its failed steps' log
     note: str | None = None     # what went wrong setting the run up
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> PlanRecord:
         """The run record's `pr_feedback`."""
-        out: dict[str, Any] = {"pr": self.url, "action": self.action, "why": self.why}
-        if self.failed:
-            out["failed_checks"] = [c.name for c in self.failed[:MAX_CHECKS_SHOWN]]
-        if self.action == "continue":
-            out.update(attempt=self.attempt, of=self.limit, branch=self.branch)
-        if self.note:
-            out["note"] = self.note
-        return out
-
-
-def clean_plan_record(value: Any) -> dict[str, Any] | None:
-    """A record's `pr_feedback` as `history` may show it (None: damaged)."""
-    from loopctl.domain import untrusted
-
-    if not isinstance(value, dict) or value.get("action") not in ACTIONS:
-        return None
-    out: dict[str, Any] = {k: untrusted.text(value.get(k), 4000)
-                           for k in ("pr", "why", "branch", "note")}
-    out["action"] = value["action"]
-    for key in ("attempt", "of"):
-        out[key] = untrusted.count(value.get(key), MAX_FIX_ATTEMPTS + 1)
-    checks = value.get("failed_checks")
-    out["failed_checks"] = [c for c in checks[:MAX_CHECKS_SHOWN] if untrusted.text(c, 400)] \
-        if isinstance(checks, list) else None
-    return {k: v for k, v in out.items() if v is not None}
+        go_on = self.action == "continue"
+        return PlanRecord.written(
+            pr=self.url, action=self.action, why=self.why,
+            failed_checks=[c.name for c in self.failed[:MAX_CHECKS_SHOWN]] or None,
+            attempt=self.attempt if go_on else None, of=self.limit if go_on else None,
+            branch=self.branch if go_on else None, note=self.note or None)
 
 
 def plan(pr: PullRequest | None, checks: list[Check] | None, tracked: dict[str, Any],

@@ -376,7 +376,7 @@ def settle(loop: LoopDef, st: LoopState, result: RunResult, now: float, *,
     st.last_run_id = run.get("run_id")
     _count_outcome(st, result.outcome, now)
     if result.check is not None:
-        st.last_check = verify.last_check(run.get("run_id") or "", result.check)
+        st.last_check = verify.last_check(run.get("run_id") or "", result.check).to_json()
     _track_progress(loop, st, result)
     if result.session_id and not run.get("preset"):
         # A fallback preset's session is not the loop's agent's (DESIGN §18).
@@ -427,9 +427,9 @@ def _track_progress(loop: LoopDef, st: LoopState, result: RunResult) -> None:
         # unchanged metric must not use up --no-progress either.
         if result.outcome != "deferred":
             valves.record_digest(loop, st, verify.progress_key(check))
-    elif loop.until_check and check is not None and not check.get("passed"):
+    elif loop.until_check and check is not None and not check.passed:
         if result.outcome == "ok":  # "not yet": the same red output again is no progress
-            tail = str(check.get("output_tail") or "") + f" exit {check.get('exit_code')}"
+            tail = check.output_tail + f" exit {check.exit_code}"
             valves.record_digest(loop, st, "check:" + valves.result_digest(tail))
     elif result.track_progress and result.outcome == "ok":
         valves.record_result(loop, st, result.result_text)
@@ -456,7 +456,8 @@ def _apply_decision(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     if loop.until and result.result_text and loop.until in result.result_text:
         decision = decision or {"decision": "complete", "summary": f"found {loop.until!r}",
                                 "evidence": "completion promise in the final result"}
-    decision = verify.by_check(loop, result.check, decision)
+    by_check = verify.by_check(loop, result.check, decision)
+    decision = by_check.to_json() if by_check is not None else decision
     if not decision:
         if loop.auto and result.outcome == "ok":
             st.keepalive_misses += 1

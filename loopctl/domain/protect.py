@@ -14,12 +14,8 @@ becomes, and what the record, the note and the event say.
 from __future__ import annotations
 
 from loopctl.domain.errors import UsageError
+from loopctl.domain.run_parts import ProtectedPaths
 from loopctl.domain.untrusted import line
-
-TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
-
-if TYPE_CHECKING:
-    from typing import Any
 
 KEY = "protect"
 MAX_PATTERNS = 100
@@ -91,15 +87,11 @@ def pathspecs(patterns: tuple[str, ...]) -> list[str]:
 # -- what a run that tried says ----------------------------------------------
 
 
-def record_fields(changed: list[str]) -> dict[str, Any]:
-    """The run record's `protected` (the first RECORDED paths, sorted) and,
-    when there were more, `protected_count`."""
-    if not changed:
-        return {}
-    out: dict[str, Any] = {"protected": [line(p) for p in changed[:RECORDED]]}
-    if len(changed) > RECORDED:
-        out["protected_count"] = len(changed)
-    return out
+def record_fields(changed: list[str]) -> ProtectedPaths:
+    """The run record's `protected` (the first RECORDED of the changed
+    paths, sorted) and, when there were more, `protected_count`."""
+    return ProtectedPaths([line(p) for p in changed[:RECORDED]],
+                          len(changed) if len(changed) > RECORDED else None)
 
 
 def note(changed: list[str], base: str, flattened: bool) -> str:

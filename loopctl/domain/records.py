@@ -12,6 +12,8 @@ two to the same names), or the run that writes it fails its tests.
 from __future__ import annotations
 
 from loopctl.domain import untrusted
+from loopctl.domain.run_parts import CheckRecord, GateRecord, PlanRecord
+from loopctl.domain.run_record import RunRecord
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 
@@ -41,32 +43,6 @@ def _left_out(value: Any) -> list[dict[str, Any]] | None:
             for item in value[:1000] if isinstance(item, dict)]
 
 
-def _gate(value: Any) -> dict[str, Any] | None:
-    """`{exit_code, output_tail}` of the run's gate (DESIGN §17)."""
-    if not isinstance(value, dict):
-        return None
-    code = untrusted.number(value.get("exit_code"), -1e9, 1e9)
-    return {"exit_code": int(code) if code is not None else None,
-            "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or ""}
-
-
-def _check(value: Any) -> dict[str, Any] | None:
-    """`{exit_code, passed, duration_s, output_tail, metric}` of the run's
-    check (DESIGN §16); a metric that is not a finite number is dropped."""
-    if not isinstance(value, dict) or not isinstance(value.get("passed"), bool):
-        return None
-    code = untrusted.number(value.get("exit_code"), -1e9, 1e9)
-    out = {"exit_code": int(code) if code is not None else None,
-           "passed": value["passed"],
-           "duration_s": untrusted.number(value.get("duration_s"), 0, 1e9),
-           "output_tail": untrusted.text(value.get("output_tail"), 16 * 1024) or "",
-           "metric": untrusted.number(value.get("metric"), -1e308, 1e308)}
-    why = untrusted.text(value.get("why"), 200)
-    if why and code is None:  # why there was no exit code (`check cannot start ...`)
-        out["why"] = why
-    return out
-
-
 def _protected(value: Any) -> list[str] | None:
     """The protected paths the agent changed (DESIGN §16)."""
     if not isinstance(value, list):
@@ -82,9 +58,26 @@ def _when_present(raw: dict[str, Any], out: dict[str, Any]) -> list[str]:
     return ["protected"] if out["protected"] is None else []
 
 
-def clean_record(data: Any, run_id: str) -> dict[str, Any]:
+def _lost(raw: dict[str, Any], out: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The keys that held a value that was not kept: the damaged."""
+    return [k for k in keys if raw.get(k) is not None and out[k] is None]
+
+
+def _parts(raw: dict[str, Any], out: dict[str, Any]) -> list[str]:
+    """The parts that are records of their own (domain/run_parts), each
+    None when it is not that part's shape: the damaged."""
+    out["gate"] = GateRecord.from_json(raw.get("gate"))
+    out["check"] = CheckRecord.from_json(raw.get("check"))
+    damaged = _lost(raw, out, ("gate", "check")) + _when_present(raw, out)
+    feedback = raw.get("pr_feedback")  # a fix run's only
+    out["pr_feedback"] = None if feedback is None else PlanRecord.from_json(feedback)
+    return damaged + _lost(raw, out, ("pr_feedback",))
+
+
+def clean_record(data: Any, run_id: str) -> RunRecord:
     """A record as `history` can show it: known fields of the right type;
-    what was not is named in `damaged`."""
+    what was not is named in `damaged` (the keys of a newer loopctl are
+    `RunRecord.from_json`'s)."""
     raw = data if isinstance(data, dict) else {}
     damaged = [] if isinstance(data, dict) else ["the record itself"]
     out: dict[str, Any] = {"version": 1, "run_id": run_id}
@@ -103,25 +96,11 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
     out["log_truncated"] = raw.get("log_truncated") is True
     if raw.get("cost_estimated") is True:  # DESIGN §18: the cost is loopctl's estimate
         out["cost_estimated"] = True
-    out["gate"] = _gate(raw.get("gate"))
-    if raw.get("gate") is not None and out["gate"] is None:
-        damaged.append("gate")
-    out["check"] = _check(raw.get("check"))
-    if raw.get("check") is not None and out["check"] is None:
-        damaged.append("check")
-    damaged += _when_present(raw, out)
-    out["pr_feedback"] = None
-    if raw.get("pr_feedback") is not None:  # a fix run's only: its rules not imported else
-        from loopctl.domain.feedback import clean_plan_record
-
-        out["pr_feedback"] = clean_plan_record(raw["pr_feedback"])
-        if out["pr_feedback"] is None:
-            damaged.append("pr_feedback")
+    damaged += _parts(raw, out)
     argv = raw.get("argv")
     out["argv"] = argv if isinstance(argv, list) and all(isinstance(a, str) for a in argv) \
         else None
-    damaged += [k for k in (*TEXT_FIELDS, *NUMBER_FIELDS, "decision", "argv")
-                if raw.get(k) is not None and out[k] is None]
+    damaged += _lost(raw, out, (*TEXT_FIELDS, *NUMBER_FIELDS, "decision", "argv"))
     if raw.get("run_id") != run_id:
         damaged.append("run_id")
     if out["outcome"] not in untrusted.OUTCOMES:
@@ -129,4 +108,7 @@ def clean_record(data: Any, run_id: str) -> dict[str, Any]:
         damaged.append("outcome")
     if damaged:
         out["damaged"] = damaged
-    return out
+    made = RunRecord(keys=list(out))  # the fields in history's order
+    for key, value in out.items():
+        setattr(made, key, value)
+    return made

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from loopctl.domain.result import JsonPart
+    from loopctl.domain.run_parts import CheckRecord, GateRecord, PlanRecord
 
 MAX_EXTRA_KEYS = 100  # of a newer loopctl's keys kept from one file
 MAX_EXTRA_KEY = 64  # characters of such a key
@@ -57,9 +58,9 @@ class RunRecord:
     log_truncated: bool | None = None
     cost_estimated: bool | None = None
     sandbox: str | None = None
-    gate: JsonPart | None = None
-    check: JsonPart | None = None
-    pr_feedback: JsonPart | None = None
+    gate: GateRecord | None = None
+    check: CheckRecord | None = None
+    pr_feedback: PlanRecord | None = None
     protected: list[str] | None = None
     protected_count: int | None = None
     agent: str | None = None
@@ -106,20 +107,22 @@ class RunRecord:
         return self
 
     def to_json(self) -> dict[str, Any]:
-        """The record's JSON: its keys in order."""
-        return {key: self.extra[key] if key in self.extra else getattr(self, key)
-                for key in self.keys}
+        """The record's JSON: its keys in order (a part, its own JSON)."""
+        extra, values = self.extra, self.__dict__
+        out = {key: extra[key] if key in extra else values[key] for key in self.keys}
+        for key in PARTS:  # never in `extra`: schema fields
+            if out.get(key) is not None:
+                out[key] = out[key].to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Any, run_id: str) -> RunRecord:
         """What a record file held, cleaned as `history` shows it."""
         from loopctl.domain.records import clean_record
 
-        cleaned = clean_record(data, run_id)
-        extra = dict(_extra(data))
-        made = cls(keys=[*cleaned, *extra], extra=extra)
-        for key, value in cleaned.items():
-            setattr(made, key, value)
+        made = clean_record(data, run_id)
+        made.extra = dict(_extra(data))
+        made.keys.extend(made.extra)
         return made
 
 
@@ -149,5 +152,8 @@ def _finite(value: Any, depth: int = 0) -> bool:
     return True
 
 
+# The fields that are records of their own (domain/run_parts): written as
+# their own JSON.
+PARTS = ("gate", "check", "pr_feedback")
 NOT_FIELDS = frozenset({"keys", "extra"})
 FIELD_NAMES = frozenset(fields(RunRecord)) - NOT_FIELDS

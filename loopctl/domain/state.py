@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from loopctl.domain.run_parts import CheckRecord
     from loopctl.domain.slots import Skips, Slots
     from loopctl.domain.tally import Tally
 
@@ -283,7 +284,7 @@ class RunResult:
     # Only agent presets feed the no-progress breaker: a cron-style shell job
     # printing the same line every time is working, not stuck.
     track_progress: bool = False
-    check: dict[str, Any] | None = None  # the record's `check`, when it ran
+    check: CheckRecord | None = None  # the record's `check`, when it ran
     # The limit or refused login was read from free text only, not from the
     # CLI's own fields: it holds this loop alone, for at most an hour (§18).
     loop_only: bool = False

@@ -152,20 +152,10 @@ def _triggered(v: Any) -> Any:
 def _last_check(v: Any) -> Any:
     if v is None:
         return None
-    # An exit code as loopctl records one (a whole number, 128+N for a
-    # signal, None when there was none), and `passed` only with exit 0: a
-    # damaged entry must not have the envelope say "passed (exit 0)" of a 3.
-    if not isinstance(v, dict) or not is_run_id(v.get("run_id")) \
-            or not isinstance(v.get("passed"), bool) \
-            or v.get("exit_code") is not None and check.count(v["exit_code"], 1000) is None \
-            or v["passed"] != (v.get("exit_code") == 0) \
-            or v.get("metric") is not None and check.number(v["metric"], -1e308, 1e308) is None:
-        return check.INVALID
-    kept = {k: v.get(k) for k in ("run_id", "exit_code", "passed", "metric")}
-    why = v.get("why")
-    if isinstance(why, str) and why and v.get("exit_code") is None:
-        kept["why"] = check.line(why)[:200]  # hand-edited text: one plain line
-    return kept
+    from loopctl.domain.run_parts import KeptCheck
+
+    kept = KeptCheck.from_json(v)
+    return check.INVALID if kept is None else kept.to_json()
 
 
 def tracked_pr(v: Any) -> Any:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any
     from typing import TypedDict as _Shape
 
+    from loopctl.domain.run_parts import CheckRecord
     from loopctl.domain.run_record import RunRecord
 else:
     _Shape = object
@@ -46,12 +47,12 @@ def empty() -> Tally:
             "sum": 0.0, "last_ok": None}
 
 
-def check_result(run_check: dict[str, Any]) -> str:
+def check_result(run_check: CheckRecord) -> str:
     """A check's `result`: passed, failed (an exit code), or error (timed
     out or could not start: no exit code)."""
-    if run_check.get("passed") is True:
+    if run_check.passed:
         return "passed"
-    return "failed" if isinstance(run_check.get("exit_code"), int) else "error"
+    return "failed" if run_check.exit_code is not None else "error"
 
 
 def add(tally: Tally | None, record: RunRecord) -> Tally:
@@ -62,7 +63,7 @@ def add(tally: Tally | None, record: RunRecord) -> Tally:
     if outcome in check.OUTCOMES:
         out["runs"][outcome] = out["runs"].get(outcome, 0) + 1
     run_check = record.check
-    if isinstance(run_check, dict):
+    if run_check is not None:
         result = check_result(run_check)
         out["checks"][result] = out["checks"].get(result, 0) + 1
     duration = check.number(record.duration_s, 0.0, 1e12)

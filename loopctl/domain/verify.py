@@ -16,6 +16,7 @@ import re
 from loopctl.domain.checks import split_command
 from loopctl.domain.durations import format_duration
 from loopctl.domain.errors import UsageError
+from loopctl.domain.run_parts import MAX_WHY, CheckRecord, KeptCheck
 from loopctl.domain.untrusted import line, shorten
 from loopctl.fast.data_class import record
 from loopctl.fast.lazy_re import lazy
@@ -129,69 +130,74 @@ def first_group(pattern: str, text: str) -> str | None:
 # -- what the check's result means ---------------------------------------------
 
 
-MAX_WHY = 200
-
-
 def check_record(exit_code: int | None, duration_s: float, output_tail: str,
-                 metric: float | None, why: str | None = None) -> dict[str, Any]:
+                 metric: float | None, why: str | None = None) -> CheckRecord:
     """The run record's `check` (exit 0 = passed); without an exit code,
     `why` there was none (`check cannot start pytst: not found`)."""
-    out = {"exit_code": exit_code, "passed": exit_code == 0,
-           "duration_s": round(duration_s, 3), "output_tail": output_tail[-TAIL:],
-           "metric": metric}
-    if exit_code is None and why:
-        out["why"] = line(why)[:MAX_WHY]
-    return out
+    return CheckRecord(exit_code=exit_code, passed=exit_code == 0,
+                       duration_s=round(duration_s, 3), output_tail=output_tail[-TAIL:],
+                       metric=metric,
+                       why=line(why)[:MAX_WHY] if exit_code is None and why else None)
 
 
-def failure_text(check: dict[str, Any] | None, timeout: float) -> str:
+def failure_text(check: CheckRecord | None, timeout: float) -> str:
     if check is None:
         return "the check did not run"
-    if check.get("exit_code") is None:
-        why = check.get("why")
-        return why if isinstance(why, str) and why else \
+    if check.exit_code is None:
+        return check.why or \
             f"check failed (timed out after {format_duration(int(timeout))} or did not start)"
-    return f"check failed (exit {check['exit_code']})"
+    return f"check failed (exit {check.exit_code})"
 
 
-def refusal(loop: Any, check: dict[str, Any] | None, kind: str | None) -> str | None:
+def refusal(loop: Any, check: CheckRecord | None, kind: str | None) -> str | None:
     """Why the agent's `complete` does not stand, or None."""
-    if not loop.check or kind != "complete" or check is not None and check.get("passed"):
+    if not loop.check or kind != "complete" or check is not None and check.passed:
         return None
     return "complete refused: " + failure_text(check, loop.check_timeout)
 
 
-def by_check(loop: Any, check: dict[str, Any] | None,
-             decision: dict[str, Any] | None) -> dict[str, Any] | None:
+@record(frozen=True)
+class CheckDecision:
+    """The decision a passing check makes under `--until-check`: the loop
+    completes; the evidence is the check's (`source: check`)."""
+
+    summary: str
+    evidence: str
+
+    def to_json(self) -> dict[str, str]:
+        """As a decision is kept (the run record's and the state's)."""
+        return {"decision": "complete", "summary": self.summary, "evidence": self.evidence,
+                "source": "check"}
+
+
+def by_check(loop: Any, check: CheckRecord | None,
+             decision: dict[str, Any] | None) -> CheckDecision | None:
     """`--until-check`: a passing check completes the loop, whatever the agent
-    decided; the evidence is the check's (`source: check`)."""
-    if not loop.until_check or check is None or not check.get("passed"):
-        return decision
+    decided (None: the agent's decision stands). An agent that said
+    `complete` keeps its summary."""
+    if not loop.until_check or check is None or not check.passed:
+        return None
     said = (decision or {}).get("summary") if (decision or {}).get("decision") == "complete" \
         else None
-    metric = check.get("metric")
+    metric = check.metric
     evidence = f"`{line(' '.join(loop.check))[:200]}` exited 0" \
         + (f" (metric {metric:g})" if metric is not None else "")
-    return {"decision": "complete", "summary": said or "the check passed",
-            "evidence": evidence, "source": "check"}
+    return CheckDecision(summary=said or "the check passed", evidence=evidence)
 
 
-def progress_key(check: dict[str, Any]) -> str:
+def progress_key(check: CheckRecord) -> str:
     """What the no-progress valve compares with a metric: the metric alone
     (a run without one counts as `-`, so a check that never prints it
     still runs out of patience)."""
-    metric = check.get("metric")
+    metric = check.metric
     return "metric:" + ("-" if metric is None else repr(float(metric)))
 
 
-def last_check(run_id: str, check: dict[str, Any]) -> dict[str, Any]:
+def last_check(run_id: str, check: CheckRecord) -> KeptCheck:
     """What the loop's state keeps of its last check (the tail stays in the
     run record: state.json is read by every command)."""
-    kept = {"run_id": run_id, "exit_code": check.get("exit_code"),
-            "passed": bool(check.get("passed")), "metric": check.get("metric")}
-    if check.get("why"):  # a check that could not start says why in `status`
-        kept["why"] = check["why"]
-    return kept
+    return KeptCheck(run_id=run_id, exit_code=check.exit_code, passed=check.passed,
+                     metric=check.metric, why=check.why or None)
 
 
 @record(frozen=True)
@@ -215,21 +221,21 @@ class LastCheck:
 NOT_RUN = ("check not run", "protect failed")
 
 
-def check_words(check: dict[str, Any] | None, note: str | None) -> str | None:
+def check_words(check: CheckRecord | None, note: str | None) -> str | None:
     """`check passed`, `check failed (exit 1)`, `check failed (check cannot
     start pytst: not found)`, `check not run`; None: the loop has no check."""
-    if isinstance(check, dict):
-        if check.get("passed"):
+    if check is not None:
+        if check.passed:
             return "check passed"
-        code = check.get("exit_code")
+        code = check.exit_code
         return f"check failed (exit {code})" if code is not None else \
-            f"check failed ({line(str(check.get('why') or 'no exit code'))[:MAX_WHY]})"
+            f"check failed ({line(check.why or 'no exit code')[:MAX_WHY]})"
     if any(part in str(note or "") for part in NOT_RUN):
         return "check not run"
     return None
 
 
-def verdict(loop: Any, outcome: str, check: dict[str, Any] | None, note: str | None,
+def verdict(loop: Any, outcome: str, check: CheckRecord | None, note: str | None,
             decided: str | None = None) -> tuple[str, str | None]:
     """The run's outcome after its check, and the words to put first in its
     note (its reason): a run whose agent succeeded but whose check failed,

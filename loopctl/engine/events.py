@@ -14,6 +14,7 @@ import sys
 from loopctl.domain.durations import format_usd, plural
 from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of
+from loopctl.domain.run_parts import HANDOFF_KEYS, HandoffSummary
 from loopctl.domain.state import LoopState
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
@@ -176,11 +177,10 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
     )
 
 
-def handoff_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """What `status` shows of the last hand-off."""
-    keys = ("handoff", "branch", "commits", "pr_url", "merged", "handoff_error",
-            "needs_review")
-    return {k: record.get(k) for k in keys if record.get(k) is not None}
+def handoff_summary(record: dict[str, Any]) -> HandoffSummary:
+    """What `status` shows of the last hand-off (`record`: the hand-off's
+    fields of the run record)."""
+    return HandoffSummary(**{key: record.get(key) for key in HANDOFF_KEYS})
 
 
 def handoff_event(loop: LoopDef, st: LoopState, run_id: str, log: str, now: float,

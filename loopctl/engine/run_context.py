@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from loopctl.domain.checks import shell_join
+from loopctl.domain.run_parts import GateRecord
 from loopctl.domain.state import RunResult
 from loopctl.fast.data_class import factory, record
 from loopctl.storage.store import Store
@@ -125,9 +126,9 @@ class Gate:
     def blocked(self) -> bool:
         return self.outcome is not None
 
-    def to_json(self) -> dict[str, Any]:
+    def record(self) -> GateRecord:
         """The run record's `gate`."""
-        return {"exit_code": self.exit_code, "output_tail": self.output}
+        return GateRecord(self.exit_code, self.output)
 
 
 @record

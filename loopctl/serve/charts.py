@@ -108,7 +108,7 @@ def outcomes(records: Sequence[RunRecord]) -> str:
     bars, seen = [], dict[str, str]()
     for at, record in enumerate(records):
         outcome = str(record.outcome)
-        failed_check = (record.check or {}).get("passed") is False
+        failed_check = record.check is not None and not record.check.passed
         shown = CHECK_FAILED if failed_check and outcome == "ok" else outcome
         colour = FAILURE_COLOUR if failed_check else OUTCOME_COLOURS.get(outcome, FAILURE_COLOUR)
         seen.setdefault(shown, colour)
@@ -174,8 +174,8 @@ def durations(records: Sequence[RunRecord]) -> str:
 
 def metric(records: Sequence[RunRecord]) -> str:
     return _series("Check metric per run",
-                   [(run_number(str(r.run_id)), float(r.check["metric"])) for r in records
-                    if r.check and isinstance(r.check.get("metric"), (int, float))],
+                   [(run_number(str(r.run_id)), r.check.metric) for r in records
+                    if r.check and r.check.metric is not None],
                    plain, "the check's metric")
 
 

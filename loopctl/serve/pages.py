@@ -165,7 +165,7 @@ def _history(name: str, records: list[RunRecord]) -> str:
     machines = any(r.machine for r in records)  # a team store's (DESIGN §21)
     for r in reversed(records[-HISTORY_ROWS:]):
         duration = r.duration_s
-        check = r.check or {}
+        check = r.check
         rows.append(
             f'<tr><td><a href="{esc(href(name))}/runs/{esc(r.run_id)}">{esc(r.run_id)}'
             f"</a></td><td>{esc(r.started_at)}</td>"
@@ -173,8 +173,8 @@ def _history(name: str, records: list[RunRecord]) -> str:
             f'<td class="o-{esc(r.outcome)}">{esc(r.outcome)}</td>'
             f"<td>{esc(r.exit_code)}</td>"
             f"<td>{esc(format_usd(r.cost_usd) if r.cost_usd is not None else '')}</td>"
-            f"<td>{esc('' if not check else 'pass' if check.get('passed') else 'fail')}"
-            f"{esc(' ' + format(check['metric'], 'g') if check.get('metric') is not None else '')}"
+            f"<td>{esc('' if not check else 'pass' if check.passed else 'fail')}"
+            f"{esc(' ' + format(check.metric, 'g') if check and check.metric is not None else '')}"
             f"</td><td>{esc((r.decision or {}).get('decision'))}</td>"
             f'<td class="reason">{esc(run_reason(r) or r.note)}</td>'
             + (f"<td>{esc(r.machine)}</td>" if machines else "") + "</tr>")

@@ -19,7 +19,7 @@ LOG_LIMIT = 1 << 20  # the last MiB of the log
 
 def _facts(record: RunRecord) -> str:
     duration = record.duration_s
-    check = record.check or {}
+    check = record.check
     rows = [("outcome", record.outcome), ("reason", run_reason(record)),
             ("trigger", record.trigger), ("started (UTC)", record.started_at),
             ("ended (UTC)", record.ended_at),
@@ -27,8 +27,8 @@ def _facts(record: RunRecord) -> str:
             ("exit code", record.exit_code),
             ("cost", format_usd(record.cost_usd) if record.cost_usd is not None
              else None),
-            ("check", ("passed" if check.get("passed") else "failed") if check else None),
-            ("metric", check.get("metric")),
+            ("check", ("passed" if check.passed else "failed") if check else None),
+            ("metric", check.metric if check else None),
             ("decision", (record.decision or {}).get("decision")),
             ("summary", (record.decision or {}).get("summary")),
             ("note", record.note), ("machine", record.machine)]

@@ -58,8 +58,7 @@ def _number(value: Any, high: float = 1e12) -> float | None:
 
 
 def check_failed(record: RunRecord) -> bool:
-    check = record.check
-    return isinstance(check, dict) and check.get("passed") is False
+    return record.check is not None and not record.check.passed
 
 
 def reason_of(record: RunRecord) -> str | None:
@@ -67,8 +66,8 @@ def reason_of(record: RunRecord) -> str | None:
     said = run_reason(record)
     if said or not check_failed(record):
         return said
-    code = (record.check or {}).get("exit_code")
-    return "check failed" + (f" (exit {code})" if isinstance(code, int) else "")
+    code = record.check.exit_code if record.check else None
+    return "check failed" + (f" (exit {code})" if code is not None else "")
 
 
 def brief(record: RunRecord) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from loopctl.domain import tally
 from loopctl.domain.run_record import RunRecord
 from loopctl.domain.state import repair
+from loopctl.domain.verify import check_record
 
 
 def record(outcome: str, duration: float | None = 2.0, **extra: Any) -> RunRecord:
@@ -20,9 +21,9 @@ def record(outcome: str, duration: float | None = 2.0, **extra: Any) -> RunRecor
 
 def test_each_run_adds_one_by_outcome_check_and_duration() -> None:
     counted = tally.seeded([
-        record("ok", 0.5, check={"passed": True, "exit_code": 0}),
-        record("failed", 45.0, check={"passed": False, "exit_code": 1}),
-        record("timeout", 4000.0, check={"passed": False, "exit_code": None}),
+        record("ok", 0.5, check=check_record(0, 0.1, "", None)),
+        record("failed", 45.0, check=check_record(1, 0.1, "", None)),
+        record("timeout", 4000.0, check=check_record(None, 0.1, "", None)),
         record("lost", None),
     ])
     assert counted["runs"] == {"ok": 1, "failed": 1, "timeout": 1, "lost": 1}

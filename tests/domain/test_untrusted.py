@@ -232,7 +232,7 @@ RUN = "20261130T031500Z-0007"
 @FAST
 @given(json_values)
 def test_any_record_cleans_to_something_history_can_render(data: Any) -> None:
-    record = clean_record(data, RUN)
+    record = clean_record(data, RUN).to_json()
     strict_json(record)
     assert record["run_id"] == RUN
     assert isinstance(record["outcome"], str)
@@ -245,14 +245,14 @@ def test_a_clean_record_is_not_marked_damaged() -> None:
               "duration_s": 1.5, "decision": {"decision": "complete", "summary": "s",
                                               "evidence": None}, "argv": ["a"]}
     cleaned = clean_record(record, RUN)
-    assert "damaged" not in cleaned
-    assert cleaned["exit_code"] == 0 and cleaned["duration_s"] == 1.5
+    assert cleaned.damaged is None
+    assert cleaned.exit_code == 0 and cleaned.duration_s == 1.5
 
 
 def test_a_damaged_record_names_its_bad_fields() -> None:
     cleaned = clean_record({"run_id": RUN, "outcome": "ok", "exit_code": math.nan,
                             "decision": "complete"}, RUN)
-    assert cleaned["damaged"] == ["exit_code", "decision"]
+    assert cleaned.damaged == ["exit_code", "decision"]
 
 
 # -- names and run ids ---------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_a_record_field_outside_the_schema_is_refused_when_built() -> None:
     from loopctl.domain.run_record import RunRecord
 
     built = RunRecord.new(RUN, "x", outcome="ok", exit_code=0, argv=["a"])
-    assert "damaged" not in clean_record(built.to_json(), RUN)
+    assert clean_record(built.to_json(), RUN).damaged is None
     with pytest.raises(ValueError, match="bogus"):
         RunRecord.new(RUN, "x", outcome="ok", bogus=1)
     with pytest.raises(ValueError, match="bogus"):

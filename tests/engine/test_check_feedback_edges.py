@@ -101,12 +101,12 @@ def test_history_says_a_complete_the_check_refused_did_not_stand(cli: CLI) -> No
     # check refused (the loop went on), and `fail 1 3` came with no key.
     cli("start", "p", "--name", "v", "--every", "1h", "--command", "true",
         "--check", "pytest -q", check=0)
-    check = verify.check_record(1, 1.0, "3 passed, 1 failed\n", 3.0)
+    check = verify.check_record(1, 1.0, "3 passed, 1 failed\n", 3.0).to_json()
     said = {"decision": "complete", "summary": "done", "evidence": "I say so"}
     write_record(cli, "v", "20261201T100000Z-0001", decision=said, check=check,
                  note="complete refused: check failed (exit 1)")
     write_record(cli, "v", "20261201T110000Z-0002", decision=said,
-                 check=verify.check_record(0, 1.0, "4 passed\n", 4.0))
+                 check=verify.check_record(0, 1.0, "4 passed\n", 4.0).to_json())
     out = cli("history", "v", env={"COLUMNS": "80"}, check=0).stdout.splitlines()
     refused_row, passed_row = (row for row in out if row.startswith("2026"))
     assert " refused " in refused_row and "complete" not in refused_row

@@ -80,8 +80,9 @@ def test_a_lost_run_is_charged_too() -> None:
 
 
 def test_the_record_keeps_the_mark_and_only_a_true_one() -> None:
-    assert clean_record({"run_id": "r", "cost_estimated": True}, "r")["cost_estimated"] is True
-    assert "cost_estimated" not in clean_record({"run_id": "r", "cost_estimated": "yes"}, "r")
+    assert clean_record({"run_id": "r", "cost_estimated": True}, "r").cost_estimated is True
+    assert "cost_estimated" not in clean_record({"run_id": "r", "cost_estimated": "yes"},
+                                                "r").to_json()
 
 
 def test_a_killed_runaway_counts_toward_the_budget(cli: CLI, tmp_path: Path,

@@ -159,11 +159,11 @@ def test_a_catastrophic_metric_regex_is_killed_after_its_second() -> None:
 def test_the_record_keeps_a_sane_check_only() -> None:
     record = clean_record({"run_id": RUN, "outcome": "ok", "check": {
         "exit_code": 1, "passed": False, "duration_s": 2.0, "output_tail": "boom",
-        "metric": float("nan")}}, RUN)
+        "metric": float("nan")}}, RUN).to_json()
     assert record["check"] == {"exit_code": 1, "passed": False, "duration_s": 2.0,
                                "output_tail": "boom", "metric": None}
     damaged = clean_record({"run_id": RUN, "outcome": "ok", "check": "yes"}, RUN)
-    assert damaged["check"] is None and "check" in damaged["damaged"]
+    assert damaged.check is None and "check" in (damaged.damaged or [])
 
 
 def test_a_damaged_last_check_in_state_is_repaired() -> None:

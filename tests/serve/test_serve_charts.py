@@ -16,6 +16,7 @@ import pytest
 
 from loopctl.commands import fleet
 from loopctl.domain.run_record import RunRecord
+from loopctl.domain.verify import check_record
 from loopctl.serve import charts
 from loopctl.storage import run_digest
 
@@ -105,7 +106,7 @@ def test_one_point_has_a_scale_from_zero_x_labels_and_a_legend() -> None:
 
 
 def test_a_failed_check_is_a_red_bar_with_its_own_legend() -> None:
-    svg = charts.outcomes([record(1), record(2, check={"passed": False, "exit_code": 1})])
+    svg = charts.outcomes([record(1), record(2, check=check_record(1, 0.5, "", None))])
     assert svg.count(f'fill="{charts.FAILURE_COLOUR}"><title>') == 1
     assert ">check failed</text>" in svg and ">ok</text>" in svg
 

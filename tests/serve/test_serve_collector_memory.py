@@ -8,6 +8,8 @@ from __future__ import annotations
 import http.client
 from pathlib import Path
 
+import pytest
+
 from .support import Served, serving
 
 
@@ -30,6 +32,7 @@ def hit(served: Served, count: int, token: bool) -> None:
             conn.close()
 
 
+@pytest.mark.slow
 def test_serve_memory_stays_flat_over_thousands_of_connections(tmp_path: Path) -> None:
     with serving(tmp_path, secret=False) as served:
         hit(served, 300, token=False)  # warm-up: caches, the thread pool's high water

@@ -8,7 +8,7 @@ No mock of the database anywhere: the server is Debian's `postgresql`, which
 
 PostgreSQL refuses to run as root, and CI runs as root: there the cluster
 belongs to `nobody` (setpriv drops to it for initdb and pg_ctl), and its
-folder lives under /tmp where `nobody` can reach it. As any other user the
+folder lives under /dev/shm (else /tmp) where `nobody` can reach it. As any other user the
 cluster is the user's own.
 
 Authentication is `trust` for connections from 127.0.0.1, as user `loopctl`:
@@ -123,8 +123,17 @@ def _server_env() -> dict[str, str]:
     return env
 
 
+def _cluster_parent() -> str:
+    """Shared memory where there is some: a server's writes (each test's
+    `CREATE DATABASE` copies a template of ~8 MB) cost a quarter of the CPU
+    and a third of the wall time of a virtual disk's (10 databases: 0.3 s of
+    server CPU and 1.1 s against 1.2 s and 3.6 s on /tmp, 2026-12-06)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else "/tmp"
+
+
 def start_cluster(bin_dir: Path) -> Cluster:
-    folder = Path(tempfile.mkdtemp(prefix="loopctl-pg-", dir="/tmp"))
+    folder = Path(tempfile.mkdtemp(prefix="loopctl-pg-", dir=_cluster_parent()))
     data, log = folder / "data", folder / "server.log"
     if os.geteuid() == 0:
         nobody = pwd.getpwnam("nobody")

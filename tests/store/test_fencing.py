@@ -49,6 +49,7 @@ def alive(pid: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_a_supervisor_that_cannot_renew_kills_its_agent_before_the_claim_is_stale(
         tmp_path: Path, pg_dsn: str, proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))
@@ -81,6 +82,7 @@ def test_a_supervisor_that_cannot_renew_kills_its_agent_before_the_claim_is_stal
     assert parse_iso(ran["ended_at"]) < last_renewed[1] + STALE, (ran, last_renewed)
 
 
+@pytest.mark.slow
 def test_a_run_whose_renewals_succeed_is_not_fenced(tmp_path: Path, pg_dsn: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", "0.5")

@@ -53,6 +53,7 @@ def signal_all(root: psutil.Process, sig: int) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_a_frozen_machine_s_run_is_lost_once_and_its_agent_killed(
         tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))
@@ -118,6 +119,7 @@ def test_a_frozen_machine_s_run_is_lost_once_and_its_agent_killed(
     assert kept["outcome"] == "killed" and "team store" in kept["note"], kept
 
 
+@pytest.mark.slow
 def test_a_daemon_finds_a_dead_machine_s_run_lost_within_the_stale_window(
         tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine that dies sends no word: another machine's daemon, with

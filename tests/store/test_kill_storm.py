@@ -21,6 +21,7 @@ RENEW, STALE = 0.5, 3
 STORM_S = 20
 
 
+@pytest.mark.slow
 def test_a_kill_storm_runs_each_slot_once_and_records_each_lost_run_once(
         tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", str(RENEW))

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.real_processes
 STALE = 3
 
 
+@pytest.mark.slow
 def test_a_machine_cut_off_past_the_stale_window_loses_its_run_once(
         tmp_path: Path, pg_dsn: str, proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOOPCTL_STORE_RENEW", "0.5")

@@ -32,6 +32,7 @@ def store_view(dsn: str) -> tuple[list[tuple], list[tuple], dict]:
     return claims, runs, entry
 
 
+@pytest.mark.slow
 def test_a_restart_shorter_than_the_stale_window_costs_the_run_nothing(
         tmp_path: Path, pg_cluster: Cluster, pg_dsn: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,6 +64,7 @@ def test_a_restart_shorter_than_the_stale_window_costs_the_run_nothing(
     assert entry["iterations"] == 2 and not entry.get("run"), entry
 
 
+@pytest.mark.slow
 def test_a_server_down_past_the_stale_window_has_the_fence_kill_and_the_run_settled_once(
         tmp_path: Path, pg_cluster: Cluster, pg_dsn: str,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -75,6 +75,7 @@ def test_a_pause_on_one_machine_stops_the_others_and_a_resume_anywhere_restarts(
     assert not (a.home / "loopctl" / "state" / "summary.json").exists()
 
 
+@pytest.mark.slow
 def test_max_runs_holds_across_three_machines_ticking_at_once(tmp_path: Path,
                                                               pg_dsn: str) -> None:
     ran, runs = tmp_path / "ran", 7
@@ -173,6 +174,7 @@ def test_a_damaged_row_is_repaired_as_a_damaged_state_file_is(tmp_path: Path,
     assert listed.returncode == 0 and "../x" not in listed.stdout, listed.stderr
 
 
+@pytest.mark.slow
 def test_each_committed_change_notifies_its_loop(tmp_path: Path, pg_dsn: str) -> None:
     [a] = machines(tmp_path / "machines", 1)
     a.define(home_text(pg_dsn, loop("often", tmp_path, "true", "1h")

@@ -49,6 +49,7 @@ def through_proxy(tmp_path: Path, pg_dsn: str, proxy: Proxy) -> tuple[Any, Path,
     return m1, ran, log
 
 
+@pytest.mark.slow
 def test_a_daemon_stops_firing_while_the_store_is_cut_and_says_so_once(
         tmp_path: Path, pg_dsn: str, proxy: Proxy) -> None:
     m1, ran, log = through_proxy(tmp_path, pg_dsn, proxy)

@@ -37,8 +37,15 @@ RENEW = 1
 
 def collide(dsn: str, pid_ref: dict[str, object]) -> None:
     """The run's supervisor and agent refs name a process of this machine."""
+    def launched() -> object:
+        with psycopg.connect(dsn) as conn:
+            [entry] = [r[0] for r in conn.execute("SELECT entry FROM loopctl.loop_state")]
+        # The agent can print before its supervisor records its pid (a busy machine).
+        return entry if all((entry.get("run") or {}).get(k) for k in ("supervisor", "agent")) \
+            else None
+
+    entry = wait_for(launched, timeout=30)
     with psycopg.connect(dsn) as conn:
-        [entry] = [r[0] for r in conn.execute("SELECT entry FROM loopctl.loop_state")]
         for key in ("supervisor", "agent"):
             entry["run"][key].update(pid_ref)
         conn.execute("UPDATE loopctl.loop_state SET entry = %s::jsonb", (json.dumps(entry),))

@@ -209,6 +209,7 @@ def next_notify(conn: Any, timeout: float = 30) -> str:
     raise AssertionError("no NOTIFY within the deadline")
 
 
+@pytest.mark.slow
 def test_commands_that_change_a_loop_tell_the_other_machines(
         tmp_path: Path, pg_dsn: str) -> None:
     """Each command that changes what another machine must act on sends one

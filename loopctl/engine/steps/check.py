@@ -194,7 +194,7 @@ def held_loop(loop: LoopDef, result: RunResult) -> LoopDef:
     """With a failing check nothing is handed off: the hand-off sees a loop
     that only commits (the run branch is kept)."""
     check_ = result.check
-    if check_ is None and not loop.check or check_ is not None and check_.get("passed"):
+    if check_ is None and not loop.check or check_ is not None and check_.passed:
         return loop
     if not loop.push:
         return loop

@@ -206,10 +206,9 @@ def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> LastCheck | Non
     if not loop.check or not last:
         return None
     record = read_record(ctx.store.paths, ctx.name, last["run_id"])
-    tail = ((record and record.check) or {}).get("output_tail")
+    tail = record.check.output_tail if record and record.check else ""
     return LastCheck(exit_code=last.get("exit_code"), passed=bool(last.get("passed")),
-                     metric=last.get("metric"), why=last.get("why"),
-                     output_tail=tail if isinstance(tail, str) else "")
+                     metric=last.get("metric"), why=last.get("why"), output_tail=tail)
 
 
 def missing_cwd(cwd: str) -> str:

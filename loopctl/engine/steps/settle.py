@@ -43,15 +43,18 @@ def run_record(ctx: RunContext, claim: Claim, launched: Launched | None, result:
         log_truncated=ctx.bounds.truncated, sandbox=launched.sandbox if launched else "off",
     )
     if done.gate is not None:
-        record.add(gate=done.gate.to_json())
+        record.add(gate=done.gate.record())
     if result.check is not None:
         record.add(check=result.check)
     if done.pr_fix is not None:
-        record.add(pr_feedback=done.pr_fix.to_json())
-    if done.guarded is not None:
+        record.add(pr_feedback=done.pr_fix.record())
+    if done.guarded is not None and done.guarded.changed:
         from loopctl.domain.protect import record_fields
 
-        record.add(**record_fields(done.guarded.changed))
+        found = record_fields(done.guarded.changed)
+        record.add(protected=found.protected)
+        if found.count is not None:
+            record.add(protected_count=found.count)
     if run.get("spec", {}).get("agent"):  # which preset ran (a fallback's, DESIGN §18)
         record.add(agent=run["spec"]["agent"],
                    fallback_from=run.get("fallback_from"))
@@ -166,7 +169,7 @@ def _attention(ctx: RunContext, loop: LoopDef, st: LoopState, run: dict[str, Any
     if events.needs_attention(before, events.status_key(st)):
         pending.append((events.attention(loop, st, ctx.run_id, log, now, why), receivers))
     if handoff is not None:
-        st.last_handoff = events.handoff_summary(handoff.record())
+        st.last_handoff = events.handoff_summary(handoff.record()).to_json()
         failed = events.handoff_event(loop, st, ctx.run_id, log, now, handoff)
         if failed:
             pending.append((failed, receivers))
