@@ -15,9 +15,11 @@ team store's `skipped_slots`, an entry of `history NAME --skipped`.
 from __future__ import annotations
 
 from loopctl.fast.data_class import record
+from loopctl.fast.lazy_re import lazy
 
 TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # Why a due slot did not run (DESIGN §20); `history --skipped` shows these.
@@ -28,9 +30,12 @@ DEFERRED_BY = ("usage_limit",)
 # The account mark's kind a `held` slot waited on (domain/accounts.KINDS).
 HELD_KINDS = ("rate_limited", "auth_required")
 MAX_SLOT = 200  # a slot's label: `schedule:ISO`, `trigger:ISO`, `manual:RUN_ID`
-MAX_AT = 40
 MAX_MACHINE = 100  # commands/team_runs.machine_of
 MAX_COUNT = 10**9
+# What timestamps.iso writes (a day 31 of a short month is not told apart:
+# it is still one line of fixed characters).
+_ISO = lazy(r"[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+            r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z")
 
 
 @record(frozen=True)
@@ -60,20 +65,21 @@ class SkippedSlot:
         """The record `data` holds, each field checked; None: not one loopctl writes."""
         if not isinstance(data, dict):
             return None
-        made = cls(_slot(data.get("slot")), _choice(data.get("reason"), REASONS) or "",
-                   _at(data.get("at")), count=_count(data.get("count")),
-                   run_id=_run_id(data.get("run_id")), by=_choice(data.get("by"), DEFERRED_BY),
-                   kind=_choice(data.get("kind"), HELD_KINDS),
-                   machine=_machine(data.get("machine")))
-        # A field absent reads None; one present must be right, or none is.
-        if not made.reason or made.at is None \
-                or any(getattr(made, k) is None and data.get(k) is not None for k in FIELDS):
+        reason, at, slot = data.get("reason"), _at(data.get("at")), data.get("slot")
+        if reason not in REASONS or at is None or slot is not None and _slot(slot) is None:
             return None
-        return made
+        # A field absent reads None; one present must be right, or none is.
+        optional = {}
+        for key, check in CHECKS.items():
+            value = data.get(key)
+            if value is not None:
+                if check(value) is None:
+                    return None
+                optional[key] = value
+        return cls(slot, reason, at, **optional)
 
 
 OPTIONAL = ("count", "run_id", "by", "kind", "machine")
-FIELDS = ("slot", "reason", "at", *OPTIONAL)
 
 
 def _printable(value: Any, limit: int) -> str | None:
@@ -94,14 +100,8 @@ def _choice(value: Any, allowed: tuple[str, ...]) -> str | None:
 
 
 def _at(value: Any) -> str | None:
-    from loopctl.domain.timestamps import parse_iso
-    from loopctl.domain.untrusted import moment
-
-    found = _printable(value, MAX_AT)
-    try:
-        return found if found and moment(parse_iso(found)) is not None else None
-    except (ValueError, OverflowError):
-        return None
+    """A time as loopctl writes it (timestamps.iso): `2027-01-15T09:00:07Z`."""
+    return value if isinstance(value, str) and _ISO.fullmatch(value) else None
 
 
 def _count(value: Any) -> int | None:
@@ -118,3 +118,9 @@ def _run_id(value: Any) -> str | None:
 
 def _machine(value: Any) -> str | None:
     return _printable(value, MAX_MACHINE)
+
+
+# Each optional field's check (None: refused), in OPTIONAL's order.
+CHECKS: dict[str, Callable[[Any], object]] = {
+    "count": _count, "run_id": _run_id, "by": lambda v: _choice(v, DEFERRED_BY),
+    "kind": lambda v: _choice(v, HELD_KINDS), "machine": _machine}
