@@ -263,9 +263,9 @@ def hold(st: Any, entry: dict[str, Any], name: str,
     agent is started. It resumes by itself at the first reset of either."""
     marks = [entry, *([also] if also else [])]
     resets = [m["until"] for m in marks if m["kind"] == RATE_LIMITED and m["until"]]
-    st["status"], st["reason"] = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
-    st["resume_at"] = min(resets) if resets else None
-    st["note"] = "; ".join(hold_note(m) for m in marks)
+    st.status, st.reason = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
+    st.resume_at = min(resets) if resets else None
+    st.note = "; ".join(hold_note(m) for m in marks)
     for mark_ in marks:
         if name not in mark_["loops"] and len(mark_["loops"]) < MAX_NAMED_LOOPS:
             mark_["loops"].append(name)

@@ -36,7 +36,7 @@ def read_claim(ctx: RunContext) -> Claim:
 
 
 def ours(ctx: RunContext, st: LoopState | None) -> dict[str, Any]:
-    run = st and st.get("run")
+    run = st and st.run
     if not run or run.get("run_id") != ctx.run_id or not isinstance(run.get("spec"), dict):
         raise LoopctlError(f"run {ctx.run_id} of {ctx.name} is not claimed; not starting")
     if not ctx.foreground and (run.get("supervisor") or {}).get("pid") != os.getpid():
