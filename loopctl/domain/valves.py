@@ -172,7 +172,7 @@ def _after_deferral(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     note = None
     if limited or result.loop_only:
         st.resume_at, note = deferral_end(st, result.reset_at if limited else None, now,
-                                             result.loop_only)
+                                          result.loop_only)
     else:
         st.deferrals += 1
         st.resume_at = None  # until a run of its account succeeds (§18)

@@ -159,7 +159,7 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
     else:
         source, text = "loopctl", _loopctl_evidence(st, loop, why)
         summary = f"{loop.name} is {st.status}" + (f" ({st.reason})" if st.reason
-                                                      else "")
+                                                   else "")
     # One field, one line, in events.jsonl and for every hook: the agent's
     # words (and a state note) are the same text `events` prints.
     return Event(

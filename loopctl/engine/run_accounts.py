@@ -62,7 +62,7 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
             _both_held(ctx, st, ids, table, marked.entry, now)
     elif st.status == ACTIVE and loop.fallback_agent:
         st.note = (f"{accounts.hold_note(marked.entry)}; meanwhile its fires run "
-                      f"{loop.fallback_agent}")
+                   f"{loop.fallback_agent}")
     _hold_others(ctx, state, ids, account, preset, marked.entry)
     # Paused for a reason of its own (deferral_limit, budget_limit, ...):
     # the loop's own event says that too.

@@ -50,7 +50,7 @@ def test_complete_stands_only_when_the_check_passes() -> None:
     assert extra["note"] == st.note == "complete refused: check failed (exit 1)"
     assert st.next_due is not None
     assert st.last_check == {"run_id": st.last_run_id, "exit_code": 1, "passed": False,
-                                "metric": None}
+                             "metric": None}
     settle(loop, st, "complete", None, now=2000.0)  # timed out: no exit code
     assert st.status == "active" and "timed out after 10m" in st.note
     settle(loop, st, "complete", 0, now=3000.0)
@@ -75,7 +75,7 @@ def test_until_check_completes_on_a_pass_whatever_the_agent_said() -> None:
         st = new_loop_state(loop, 1000.0, zone=UTC)
         settle(loop, st, said, 1)
         assert st.status == ("failed" if said == "fail" else
-                                "paused" if said == "block" else "active"), said
+                             "paused" if said == "block" else "active"), said
         st = new_loop_state(loop, 1000.0, zone=UTC)
         settle(loop, st, said, 0, metric=42.0)
         assert st.status == "completed", said
@@ -110,7 +110,7 @@ def test_no_progress_counts_runs_with_an_unchanged_metric(
         settle(loop, st, "continue", 1, metric=metric, now=1000.0 + 100 * i)
     # Every agent result is the same text: only the metric decides.
     assert (st.status, st.reason) == (("paused", "no_progress") if paused
-                                            else ("active", None))
+                                      else ("active", None))
     if paused:
         event = events.attention(loop, st, RUN, "log", 2000.0)
         assert "metric unchanged" in event.evidence.text
