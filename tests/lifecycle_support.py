@@ -16,7 +16,7 @@ from loopctl.domain import lifecycle
 from loopctl.domain.lifecycle import RunResult
 from loopctl.domain.model import LoopDef, parse_loop
 from loopctl.domain.schedule import Zones
-from loopctl.domain.state import Settled
+from loopctl.domain.state import LoopState, Settled
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 T0 = datetime.fromisoformat("2026-01-01T00:03:00+00:00").timestamp()
@@ -59,7 +59,7 @@ class World:
         assert lifecycle.reconcile({loop.name: loop}, {}, self.state, now, zones)
 
     @property
-    def st(self) -> dict[str, Any]:
+    def st(self) -> LoopState:
         return self.state["loops"][self.loop.name]
 
     def plan(self, now: float) -> lifecycle.Pass:

@@ -66,8 +66,8 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
          check: LastCheck | None = None, pr_fix: Any = None,
          answer: str | None = None) -> str:
     limit = str(loop.max_runs) if loop.max_runs else "unlimited"
-    elapsed = format_rough(max(now - st["created"], 0))
-    remaining = format_rough(max(st["deadline"] - now, 0))
+    elapsed = format_rough(max(now - st.created, 0))
+    remaining = format_rough(max(st.deadline - now, 0))
     lines = [
         objective.rstrip(),
         "",
@@ -86,13 +86,13 @@ def wrap(loop: LoopDef, objective: str, st: LoopState, iteration: int,
 
             lines += [protect.ENVELOPE, *data_block("The protected paths",
                                                     protect.listing(loop.protect))]
-    last = st.get("last_decision")
+    last = st.last_decision
     if last and last.get("decision"):
         lines.append(f"Last run's decision: {last['decision']}"
                      + (f": {last['summary']}" if last.get("summary") else "")
                      + (f" (evidence: {last['evidence']})" if last.get("evidence") else ""))
-    elif st.get("last_outcome"):
-        lines.append(f"Last run's outcome: {st['last_outcome']} (it reported no decision).")
+    elif st.last_outcome:
+        lines.append(f"Last run's outcome: {st.last_outcome} (it reported no decision).")
     if check:
         lines += check_lines(check)
     if gate_output:

@@ -23,7 +23,14 @@ from loopctl.domain.errors import LoopctlError
 from loopctl.domain.reason import one_line
 from loopctl.domain.run_parts import CheckRecord
 from loopctl.domain.run_record import RunRecord
+from loopctl.domain.state import LoopState
 from loopctl.storage.store import Store
+
+
+def live_run(state: dict[str, Any], name: str) -> dict[str, Any]:
+    """The run in flight of loop `name` in the state ({}: none, or no such loop)."""
+    st: LoopState | None = state["loops"].get(name)
+    return (st.run if st is not None else None) or {}
 
 
 def logs(name: NameArg,
@@ -39,7 +46,7 @@ def logs(name: NameArg,
         check_run_id(run_id)
     check_name(name)  # run files exist only under names `start` accepts
     # Only runs loopctl recorded, or the one in flight: never a planted file.
-    current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+    current = live_run(s.read_state(), name).get("run_id")
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
         if not team_log(s, name, run_id):  # another machine's, from the team store
             fail(f"no log for run {run_id!r} of {name!r}", 4)
@@ -68,7 +75,7 @@ def _first_run(s: Store, name: str) -> str:
     print(f"waiting for the first run of {name}...", file=sys.stderr, flush=True)
     while True:
         # The run in flight is in the state, not yet in the index of runs.
-        current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+        current = live_run(s.read_state(), name).get("run_id")
         run_id = latest_run_id(s.paths, name, current)
         if run_id is not None and s.paths.run_log(name, run_id).exists():
             return run_id
@@ -127,7 +134,7 @@ def _header(s: Store, name: str, run_id: str) -> str:
     from loopctl.storage.runs import load_record
 
     record = load_record(s.paths.run_record(name, run_id), run_id) or RunRecord(run_id=run_id)
-    live = ((s.read_state()["loops"].get(name) or {}).get("run") or {})
+    live = live_run(s.read_state(), name)
     iteration = record.iteration or live.get("iteration")
     started = record.started_at or live.get("started_at")
     if isinstance(started, (int, float)):
@@ -156,7 +163,7 @@ def _run_in_flight(s: Store, name: str, run_id: str) -> bool:
 
     try:
         state = s.read_state()
-        run = (state["loops"].get(name) or {}).get("run") or {}
+        run = live_run(state, name)
         return run.get("run_id") == run_id and alive_for(s, state)(run.get("supervisor"))
     except LoopctlError:
         return True  # cannot tell: keep following

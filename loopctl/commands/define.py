@@ -16,7 +16,7 @@ from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
 from loopctl.domain.model import KEYS, LoopDef, parse_loop
 from loopctl.domain.setting_rules import given_by_options, option_name
-from loopctl.domain.state import TERMINAL, new_loop_state
+from loopctl.domain.state import TERMINAL, LoopState, entries_of, new_loop_state
 from loopctl.domain.timestamps import iso
 from loopctl.engine.store_wake import tell_others
 from loopctl.fast.data_class import replace
@@ -61,8 +61,9 @@ def start(store: Store, raw: dict[str, Any], name: str | None) -> LoopObject:
         elif defs.has(name):
             raise UsageError(_taken(name, state["loops"].get(name)))
         loop = replace(probe, name=name)
-        state["loops"][name] = new_loop_state(loop, now, zone=clock.zone_of(loop))
-        state["loops"][name]["repository"] = repository
+        fresh = new_loop_state(loop, now, zone=clock.zone_of(loop))
+        fresh.repository = repository
+        state["loops"][name] = fresh
         store.add_loop(defs, name, to_raw(loop), loop)
         state["defs_sig"] = defs.signature
         store.write_state(state)
@@ -124,11 +125,11 @@ def in_options(message: str, keys: Any) -> str:
     return re.sub(r"'([a-z_]+)(?:: true)?'", option, message)
 
 
-def _taken(name: str, st: dict[str, Any] | None) -> str:
+def _taken(name: str, st: LoopState | None) -> str:
     """Why `start --name NAME` refuses, with the fix that applies: a loop that
     ended for good cannot be updated back to life."""
-    if st is not None and st.get("status") in TERMINAL:
-        return (f"a loop named {name!r} already exists and is {st['status']}; remove it with "
+    if st is not None and st.status in TERMINAL:
+        return (f"a loop named {name!r} already exists and is {st.status}; remove it with "
                 f"`loopctl rm {name}` first, or pick another --name")
     return (f"a loop named {name!r} already exists; pick another --name or change it with "
             f"`loopctl update {name}`")
@@ -159,11 +160,11 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
                 raw.pop(key, None)
         loop = _parse_changed(name, raw, changes)
         defs.raw_loops[name] = to_raw(loop)
-        st = state["loops"].get(name)
-        if st is not None and st.get("run"):
+        st = entries_of(state).get(name)
+        if st is not None and st.run:
             from loopctl.engine.accounts import spec_for
 
-            st["run"]["spec"] = spec_for(loop, st["run"])
+            st.run["spec"] = spec_for(loop, st.run)
         store.write_defs(defs)
         lifecycle.reconcile(defs.loops | {name: loop}, {}, state, now, clock.zone_of,
                             shared=store.shared() is not None)

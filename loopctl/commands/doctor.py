@@ -14,7 +14,7 @@ from loopctl.domain.durations import format_rough
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.result import Notifying
-from loopctl.domain.state import TERMINAL
+from loopctl.domain.state import TERMINAL, LoopState, entries_of
 from loopctl.domain.untrusted import line
 from loopctl.engine import procs
 from loopctl.fast.data_class import record
@@ -72,13 +72,13 @@ def doctor(store: Store) -> Report:
     holder = _lease_holder(store, now, add)
     _daemon_cannot_write(store, add)  # its heartbeat may have failed too
     daemon = holder is not None and holder.role == "daemon"
-    for name, st in state["loops"].items():
+    for name, st in entries_of(state).items():
         loop = defs.loops.get(name)
         if loop is not None:
             _check_loop(store, defs, loop, st, now, add, live=holder is not None,
                         daemon=daemon)
-    active = [defs.loops[n] for n, st in state["loops"].items()
-              if n in defs.loops and st["status"] == "active"]
+    active = [defs.loops[n] for n, st in entries_of(state).items()
+              if n in defs.loops and st.status == "active"]
     check_drivers(store, active, holder, add)
     from loopctl.commands.doctor_env import check_handoffs
     from loopctl.storage.paths import home_env
@@ -127,37 +127,37 @@ def _daemon_cannot_write(store: Store, add: Add) -> None:
             f"fires until it can (it retries on its own): {note['error']}")
 
 
-def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, Any],
+def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: LoopState,
                 now: float, add: Add, *, live: bool, daemon: bool) -> None:
     import shutil
 
     from loopctl.agents.presets import binary, install_hint
 
     name = loop.name
-    due = st.get("next_due")
-    if st["status"] == "active" and not st.get("run") and due is not None \
-            and now - due > OVERDUE_AFTER and not daemon and st.get("queued_at") is None:
+    due = st.next_due
+    if st.status == "active" and not st.run and due is not None \
+            and now - due > OVERDUE_AFTER and not daemon and st.queued_at is None:
         add("error", "overdue",
             f"loop {name!r} was due {format_rough(now - due)} ago and has not fired: "
             "no driver fired it (the `drivers` finding says which fix applies)")
-    if st["status"] == "paused" and st.get("reason") == "error" \
+    if st.status == "paused" and st.reason == "error" \
             and name not in store.repairs:
-        add("error", "state", f"loop {name!r} is paused (error): {st.get('note')}")
+        add("error", "state", f"loop {name!r} is paused (error): {st.note}")
     _check_paused(store, loop, st, add)
-    if st["status"] not in TERMINAL and 0 < st["deadline"] - now <= EXPIRY_WARNING:
+    if st.status not in TERMINAL and 0 < st.deadline - now <= EXPIRY_WARNING:
         add("warn", "expiry", f"loop {name!r} expires in "
-            f"{format_rough(st['deadline'] - now)}; raise it with `loopctl update "
+            f"{format_rough(st.deadline - now)}; raise it with `loopctl update "
             f"{name} --for ...`")
-    if st["status"] in ("active", "paused") and shutil.which(binary(loop)) is None:
+    if st.status in ("active", "paused") and shutil.which(binary(loop)) is None:
         # FAIL only for a loop that will run on its own: a paused or on-demand
         # one fails only when someone fires it.
-        scheduled = st["status"] == "active" and not loop.on_demand
+        scheduled = st.status == "active" and not loop.on_demand
         when = "" if scheduled else " (it runs only when " + (
-            "resumed)" if st["status"] == "paused" else "triggered or run)")
+            "resumed)" if st.status == "paused" else "triggered or run)")
         add("error" if scheduled else "warn", "agents",
             f"loop {name!r} needs {binary(loop)!r}, which is not on PATH{when}"
             + ("" if loop.command else install_hint(loop.agent)))
-    if st["status"] in ("active", "paused"):
+    if st.status in ("active", "paused"):
         _check_programs(loop, add)
         _check_cwd(loop, st, add)
     if loop.every and loop.every < 60 and not live:
@@ -166,30 +166,30 @@ def _check_loop(store: Store, defs: Definitions, loop: LoopDef, st: dict[str, An
     _check_delivery(loop, st, defs.top.get("on_attention"), add)
 
 
-def _check_cwd(loop: LoopDef, st: dict[str, Any], add: Add) -> None:
+def _check_cwd(loop: LoopDef, st: LoopState, add: Add) -> None:
     """A working directory that is gone fails every run: an error for a loop
     that runs on its own, a warning for one that waits for a person."""
     from loopctl.commands.validation import missing_cwd
 
     said = missing_cwd(loop)
     if said is not None:
-        scheduled = st["status"] == "active" and not loop.on_demand
+        scheduled = st.status == "active" and not loop.on_demand
         add("error" if scheduled else "warn", "cwd", f"loop {loop.name!r}: {said}")
 
 
-def _check_paused(store: Store, loop: LoopDef, st: dict[str, Any], add: Add) -> None:
+def _check_paused(store: Store, loop: LoopDef, st: LoopState, add: Add) -> None:
     """A loop a limit paused waits for someone (the digest's "Needs you"):
     what stopped it, the last run's error, and the fix a refused `run` gives."""
     from loopctl.commands.views import last_reason
     from loopctl.domain.valves import pause_explained
 
-    if st["status"] != "paused" or st.get("reason") in (None, "user", "error", "rate_limited"):
+    if st.status != "paused" or st.reason in (None, "user", "error", "rate_limited"):
         return
-    if st.get("reason") == "iteration_limit" and loop.max_runs == 1:
+    if st.reason == "iteration_limit" and loop.max_runs == 1:
         add("ok", "paused", f"loop {loop.name!r} is a one-off (--max-runs 1) that ran: finished")
         return
-    said = pause_explained(loop, st) or f"paused ({st.get('reason')})"
-    why = last_reason(store, loop.name, st) if st.get("reason") == "failure_limit" else None
+    said = pause_explained(loop, st) or f"paused ({st.reason})"
+    why = last_reason(store, loop.name, st) if st.reason == "failure_limit" else None
     add("warn", "paused", f"loop {loop.name!r} is {said}"
         + (f" (last error: {line(why)})" if why else ""))
 
@@ -211,8 +211,8 @@ def _check_capacity(defs: Definitions, state: dict[str, Any], now: float, add: A
 
     caps = capacity.caps_of(defs.top)
     busy = capacity.in_flight(state["loops"], defs.loops, alive)
-    queued = sorted((st["queued_at"], name) for name, st in state["loops"].items()
-                    if st.get("queued_at") is not None and st["status"] == "active")
+    queued = sorted((st.queued_at, name) for name, st in entries_of(state).items()
+                    if st.queued_at is not None and st.status == "active")
     text = f"{caps.describe()}; {busy[capacity.ALL]} run(s) in flight"
     if not queued:
         add("ok", "capacity", text + ", none queued")
@@ -245,18 +245,18 @@ def unfound_programs(env: Mapping[str, Any], commands: Iterable[tuple[Sequence[s
             if argv and "/" not in argv[0] and shutil.which(argv[0]) is None]
 
 
-def _check_delivery(loop: LoopDef, st: dict[str, Any], shared_hook: Any, add: Add) -> None:
+def _check_delivery(loop: LoopDef, st: LoopState, shared_hook: Any, add: Add) -> None:
     name = loop.name
     hook = loop.on_attention or shared_hook
     if isinstance(hook, str) and not (os.path.isfile(hook) and os.access(hook, os.X_OK)):
         add("error", "hooks", f"loop {name!r}: hook {hook} is not an executable file")
-    if st.get("hook_error"):
+    if st.hook_error:
         add("warn", "hooks", f"loop {name!r}: last hook error: "
-            f"{st['hook_error']['message']}")
-    if st.get("notify_error"):
+            f"{st.hook_error['message']}")
+    if st.notify_error:
         add("warn", "notify", f"loop {name!r}: last notification failed: "
-            f"{st['notify_error']['message']}")
-    handoff = st.get("last_handoff") or {}
+            f"{st.notify_error['message']}")
+    handoff = st.last_handoff or {}
     if handoff.get("handoff_error"):
         # `digest` lists it under "Needs you": the run's work sits on a branch.
         add("error", "handoff", f"loop {name!r}: the last hand-off failed "
@@ -297,7 +297,7 @@ def _doctor_worktrees(store: Store, defs: Definitions, state: dict[str, Any],
     from loopctl.integrations import worktree
 
     folder = store.paths.state_dir / "worktrees"
-    owned = {name for name, st in state["loops"].items() if st.get("run")}
+    owned = {name for name, st in entries_of(state).items() if st.run}
     if folder.is_dir():
         for stray in sorted(p.name for p in folder.iterdir() if p.name not in owned):
             add("warn", "worktrees", f"stray worktree {folder / stray}: no run owns it; the "

@@ -69,15 +69,15 @@ def claim_now(store: Store, name: str, mode: str = "manual",
             _skips(store, slots.unskip(st, result.slot_skips, name, instant))
             # If `name` was due, plan() has just claimed it as a scheduled fire.
             trigger = "schedule" if mode == "scheduled" else "manual"
-            if not st["run"]:
+            if not st.run:
                 lifecycle.claim(loop, st, now, trigger, zone=clock.zone_of(loop),
                                 instant=instant)
                 preset = gate.check(loop, now).preset if mode != "force" else None
-                if preset:
-                    st["run"]["preset"], st["run"]["fallback_from"] = preset, loop.agent
-            elif instant is not None and st["run"].get("trigger") == "schedule":
-                _serve(st, st["run"], instant)  # plan() claimed it as due: the slot asked for
-            run = st["run"]
+                if preset and st.run is not None:
+                    st.run["preset"], st.run["fallback_from"] = preset, loop.agent
+            elif instant is not None and st.run.get("trigger") == "schedule":
+                _serve(st, st.run, instant)  # plan() claimed it as due: the slot asked for
+            run = st.run
             _team_claim(store, defs, state, name, now, entries)
             run["spec"] = spec_for(loop, run)
             run["sandbox_default"] = defs.top.get("sandbox")  # DESIGN §14
@@ -100,7 +100,7 @@ def _team_claim(store: Store, defs: Any, state: dict[str, Any], name: str, now: 
 
     if not team_set(defs):
         return
-    run = state["loops"][name]["run"]
+    run = state["loops"][name].run  # claimed just now: never None
     granted, refused, skips = claim_fires(store, defs, state, [(name, run)], now, entries)
     if granted:
         return
@@ -152,8 +152,8 @@ def _free_slot(store: Store, state: dict[str, Any], loop: LoopDef, st: LoopState
         store.write_state(state)
     if why is None:
         return instant, None
-    if entry is not None or instant is None or not st.get("run") \
-            and st.get("reason") != "rate_limited":
+    if entry is not None or instant is None or not st.run \
+            and st.reason != "rate_limited":
         raise NotFiring(why)
     return instant, why
 
@@ -172,7 +172,7 @@ def _given_instant(loop: LoopDef, st: LoopState, given: str, now: float) -> floa
         interval = not loop.cron and not loop.auto and not loop.on_demand
     else:
         instant, interval = _slot_instant(given), False
-    if not interval and not slots.is_instant(loop, st["created"], instant,
+    if not interval and not slots.is_instant(loop, st.created, instant,
                                              clock.zone_of(loop)):
         raise UsageError(f"bad --slot {given[:80]!r}: not an instant of loop "
                          f"{loop.name!r}'s schedule ({loop.schedule_key})")
@@ -223,7 +223,7 @@ def _refusal(gate: Gate, loop: LoopDef, st: LoopState, now: float) -> tuple[str 
     (exit 75) rather than a refusal."""
     from loopctl.domain.accounts import RATE_LIMITED, hold_note
 
-    limited = st.get("reason") == RATE_LIMITED
+    limited = st.reason == RATE_LIMITED
     refusal = valves.fire_refusal(loop, st)
     if refusal is not None:
         return refusal, limited
@@ -254,16 +254,16 @@ def anyway(name: str, mode: str, st: LoopState | None) -> str:
     (`mode` api) has none, so its way (resume a paused loop, or wait)."""
     if mode != "api":
         return f"; or run it anyway with `loopctl run {name} --force`"
-    if st is not None and st.get("status") == "paused":
+    if st is not None and st.status == "paused":
         return f"; from the API, resume it first: POST /api/loops/{name}/resume"
     return "" if st is not None else "; try again when a run ends"
 
 
-def _busy(name: str, st: dict[str, Any], claimed: bool) -> str | None:
-    if st.get("run") and not claimed:
-        return f"loop {name!r} has a run in flight ({st['run']['run_id']})"
-    if st.get("orphan"):
-        return f"loop {name!r}: agent pid {st['orphan']['pid']} of a lost run is still alive"
+def _busy(name: str, st: LoopState, claimed: bool) -> str | None:
+    if st.run and not claimed:
+        return f"loop {name!r} has a run in flight ({st.run['run_id']})"
+    if st.orphan:
+        return f"loop {name!r}: agent pid {st.orphan['pid']} of a lost run is still alive"
     return None
 
 

@@ -192,7 +192,7 @@ def queued(store: Store) -> list[dict[str, Any]] | None:
     if len(loops) != len(entries):
         return None
     lifecycle.reconcile(loops, invalid, dict(found[0], loops=entries), clock.now(), clock.zone_of)
-    return [{"name": name, "status": "queued", "next_fire": entry["next_due"]}
+    return [{"name": name, "status": "queued", "next_fire": entry.next_due}
             for name, entry in entries.items()]
 
 

@@ -12,6 +12,7 @@ from loopctl.commands.common import locked_loop
 from loopctl.domain import valves
 from loopctl.domain.errors import UsageError
 from loopctl.domain.result import Result
+from loopctl.domain.state import entries_of
 from loopctl.domain.timestamps import iso
 from loopctl.engine import procs
 from loopctl.engine.store_wake import tell_others
@@ -40,25 +41,25 @@ def trigger(store: Store, name: str, payload: str | None = None) -> Triggered:
     """Ask for a fire of `name` now. Unknown loop: exit 4; a loop that may
     not fire (paused, finished, rate-limited): exit 2 with the reason."""
     with locked_loop(store, name) as (defs, state, loop, now):
-        st = state["loops"][name]
+        st = entries_of(state)[name]
         changed = valves.observe(loop, st, now)
         refusal = valves.fire_refusal(loop, st)
         if refusal:
             if changed:
                 store.write_state(state)  # an expiry seen is kept, as a driver would
             raise UsageError(f"not triggering {name}: it is {refusal}")
-        running = st.get("run")
+        running = st.run
         if running and procs.is_ancestor(running.get("supervisor")):
             # The run itself asking for another: that would bypass the
             # loop's pacing (a self-paced loop says `decide continue --next`).
             raise UsageError(f"not triggering {name}: this is its own run "
                              f"({running['run_id']}); a run cannot trigger its own loop")
-        count = (st.get("triggered") or {}).get("count", 0) + 1
-        st["triggered"] = {"count": count, "at": now}
+        count = (st.triggered or {}).get("count", 0) + 1
+        st.triggered = {"count": count, "at": now}
         if running:
-            st["pending"] = True  # the one pending fire, taken when the run ends
+            st.pending = True  # the one pending fire, taken when the run ends
         else:
-            st["next_due"] = min(st["next_due"], now) if st["next_due"] is not None else now
+            st.next_due = min(st.next_due, now) if st.next_due is not None else now
         if payload is not None:
             from loopctl.storage.triggers import keep_text
 

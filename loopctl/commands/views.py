@@ -13,7 +13,7 @@ from loopctl.domain.errors import LoopctlError, NoSuchLoop
 from loopctl.domain.model import LoopDef
 from loopctl.domain.result import Result
 from loopctl.domain.run_record import RunRecord
-from loopctl.domain.state import display_status
+from loopctl.domain.state import LoopState, display_status, entries_of, fields_of
 from loopctl.domain.timestamps import iso, parse_iso
 from loopctl.domain.untrusted import mask
 from loopctl.fast.data_class import record
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # imported by the commands that show one loop: `ls` needs nei
     from loopctl.engine.accounts import Held
 
 
-def describe(loop: LoopDef, st: dict[str, Any], now: float,
+def describe(loop: LoopDef, st: LoopState, now: float,
              held: dict[str, Held] | None = None) -> LoopObject:
     """The LOOP object of one loop (documented in the README): the columns
     of `loop_columns` for this one loop. An invalid entry is an InvalidLoop."""
@@ -48,7 +48,8 @@ def held_loops(store: Store, defs: Any, state: dict[str, Any],
     return held_view(store, defs.loops, state, now)
 
 
-def loop_columns(loops: list[LoopDef], states: list[dict[str, Any]], now: float,
+def loop_columns(loops: list[LoopDef], states: list[LoopState] | list[dict[str, Any]],
+                 now: float,
                  held: dict[str, Held] | None = None) -> dict[str, list[Any]]:
     """The LOOP object of each loop (reconciled state entries, in the same
     order), a field at a time: `ls --json` of 10,000 loops builds columns
@@ -181,14 +182,14 @@ def list_brief(store: Store) -> list[dict[str, Any]]:
         if name in defs.invalid:
             out.append({"name": name, "status": "invalid", "error": defs.invalid[name]})
             continue
-        loop, st = defs.loops[name], state["loops"][name]
+        loop, st = defs.loops[name], entries_of(state)[name]
         out.append({
-            "name": name, "status": display_status(st), "reason": st.get("reason"),
-            "schedule": loop.schedule_text(), "used": st["iterations"],
+            "name": name, "status": display_status(st), "reason": st.reason,
+            "schedule": loop.schedule_text(), "used": st.iterations,
             "limit": loop.max_runs or None,
-            "next_fire": st["next_due"] if st["status"] == "active" else None,
-            "last_outcome": st.get("last_outcome") if st.get("last_run_id") else None,
-            "last_reason": last_reason(store, name, st), "last_end": st.get("last_end"),
+            "next_fire": st.next_due if st.status == "active" else None,
+            "last_outcome": st.last_outcome if st.last_run_id else None,
+            "last_reason": last_reason(store, name, st), "last_end": st.last_end,
         })
         shown = held.get(name)
         if shown is not None:  # LAST keeps the run's own reason, else says the fix
@@ -226,7 +227,7 @@ def status(store: Store, name: str, for_people: bool = False) -> LoopObject | In
     if name not in defs.loops:
         raise NoSuchLoop(name)
     held = held_loops(store, defs, state, now)
-    st = state["loops"][name]
+    st = entries_of(state)[name]
     described = with_reason(store, describe(defs.loops[name], st, now, held=held))
     described = _with_machine(store, name, described)
     return people_extras(defs.loops[name], st, described) if for_people else described
@@ -240,17 +241,17 @@ def _with_machine(store: Store, name: str, described: LoopObject) -> LoopObject:
     return with_machine(store, name, described)
 
 
-def people_extras(loop: LoopDef, st: dict[str, Any], described: LoopObject) -> LoopObject:
+def people_extras(loop: LoopDef, st: LoopState, described: LoopObject) -> LoopObject:
     """The loop's `fix` and `limits`, which `status NAME` tells a person."""
     return described.told(fix=fix_of(loop, st, described.status), limits=limits_of(loop))
 
 
-def fix_of(loop: LoopDef, st: dict[str, Any], shown_status: str) -> str | None:
+def fix_of(loop: LoopDef, st: LoopState, shown_status: str) -> str | None:
     """What to do about a pause loopctl made (`fix the cause, then loopctl
     resume NAME`), as a refused `run` says it."""
     from loopctl.domain.valves import pause_explained
 
-    if shown_status != "paused" or st.get("reason") in (None, "user"):
+    if shown_status != "paused" or st.reason in (None, "user"):
         return None
     refusal = pause_explained(loop, st) or ""
     return refusal.partition("): ")[2] or None
@@ -264,27 +265,30 @@ def limits_of(loop: LoopDef) -> dict[str, float | None]:
     return {s.key: getattr(loop, s.name) for s in LIMITS}
 
 
-def last_reason(store: Store, name: str, st: dict[str, Any]) -> str | None:
+def last_reason(store: Store, name: str, st: LoopState | dict[str, Any]) -> str | None:
     """Why the loop's last run did not end ok, read from its record (only
-    for such runs: one small file each)."""
+    for such runs: one small file each). `st`: a record or an entry as
+    written (commands/listing reads those)."""
     from loopctl.domain.reason import run_reason
     from loopctl.storage.runs import read_record
 
-    run_id = st.get("last_run_id")
+    fields = fields_of(st)
+    run_id = fields.get("last_run_id")
     if not run_id:
         return None
-    if st.get("last_outcome") in (None, "ok"):
+    if fields.get("last_outcome") in (None, "ok"):
         return failed_check(st)  # from the state: no name check, no file
     if not is_loop_name(name):
         return None
     return run_reason(read_record(store.paths, name, str(run_id)))
 
 
-def failed_check(st: dict[str, Any]) -> str | None:
+def failed_check(st: LoopState | dict[str, Any]) -> str | None:
     """An `ok` run whose check failed (under --until-check, DESIGN §16) is
     "not yet", not a bare `ok`. Read from the state, so no record is opened."""
-    check = st.get("last_check")
-    if not check or check.get("passed") or check.get("run_id") != st.get("last_run_id"):
+    fields = fields_of(st)
+    check: Any = fields.get("last_check")
+    if not check or check.get("passed") or check.get("run_id") != fields.get("last_run_id"):
         return None
     code = check.get("exit_code")
     if code is None and check.get("why"):  # `check cannot start pytst: not found`

@@ -30,6 +30,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.state import LoopState
+
 RATE_LIMITED, AUTH_REQUIRED = "rate_limited", "auth_required"
 KINDS = (RATE_LIMITED, AUTH_REQUIRED)
 # A key variable in a definition longer than this, or holding a line break or
@@ -293,14 +295,14 @@ def verdict(table: Mapping[str, AccountMark], name: str, agent: str, fallback: s
     return Verdict(entry=entry, also=other)
 
 
-def hold(st: Any, entry: AccountMark, name: str, also: AccountMark | None = None) -> None:
+def hold(st: LoopState, entry: AccountMark, name: str, also: AccountMark | None = None) -> None:
     """Pause a due loop under its account's mark (and its fallback's): no
     agent is started. It resumes by itself at the first reset of either."""
     marks = [entry, *([also] if also else [])]
     resets = [m.until for m in marks if m.kind == RATE_LIMITED and m.until]
-    st["status"], st["reason"] = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
-    st["resume_at"] = min(resets) if resets else None
-    st["note"] = "; ".join(hold_note(m) for m in marks)
+    st.status, st.reason = "paused", RATE_LIMITED if resets else AUTH_REQUIRED
+    st.resume_at = min(resets) if resets else None
+    st.note = "; ".join(hold_note(m) for m in marks)
     for mark_ in marks:
         if name not in mark_.loops and len(mark_.loops) < MAX_NAMED_LOOPS:
             mark_.loops.append(name)

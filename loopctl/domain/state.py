@@ -171,8 +171,6 @@ class LoopState:
     def __eq__(self, other: object) -> bool:
         if isinstance(other, LoopState):
             return self.__dict__ == other.__dict__
-        if isinstance(other, dict):  # the shim's: an entry compared with a mapping
-            return self.__dict__ == other
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a dict is
@@ -236,37 +234,6 @@ class LoopState:
             return
         recent = [pair for pair in self.slots["recent"] if pair[1] != f"run {run_id}"]
         self.slots = {"high": max(at for at, _ in recent), "recent": recent} if recent else None
-
-    # -- a shim for the code not yet converted (issue 52 item 2) --------------
-    # Entries were dicts; these let `st["status"]` and `st.get("run")` work
-    # until every module reads attributes. A key outside SCHEMA is a bug.
-
-    def __getitem__(self, key: str) -> Any:
-        return self.__dict__[key]
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in SCHEMA:
-            raise KeyError(f"no state field {key!r}")
-        self.__dict__[key] = value
-
-    def update(self, fields: Any = (), /, **more: Any) -> None:
-        for key, value in {**dict(fields), **more}.items():
-            self[key] = value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.__dict__.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.__dict__
-
-    def __iter__(self) -> Any:
-        return iter(self.__dict__)
-
-    def keys(self) -> Any:
-        return self.__dict__.keys()
-
-    def items(self) -> Any:
-        return self.__dict__.items()
 
 
 @record

@@ -21,13 +21,13 @@ if TYPE_CHECKING:
 
 def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
              taken_by: str | None) -> float | None:
-    """Undo the claim of `st["run"]`; the slot's instant when it is to be
+    """Undo the claim of `st.run`; the slot's instant when it is to be
     recorded as skipped, its definition differing (slots.skip makes the
     record); None when another run took the slot."""
-    run = st["run"]
+    run = st.run
     assert run is not None  # plan() claimed it
-    st["run"] = None
-    st["iterations"] = max(st["iterations"] - 1, 0)
+    st.run = None
+    st.iterations = max(st.iterations - 1, 0)
     st.forget_slot(str(run["run_id"]))
     instant = run["due_at"] if str(run.get("slot", "")).startswith("schedule:") else None
     skipped = None
@@ -36,9 +36,9 @@ def give_way(loop: LoopDef, st: LoopState, now: float, zone: tzinfo,
     elif instant is not None:
         skipped = float(instant)
         slots.remember(st, instant, "skipped: definition_differs")
-    if st["next_due"] is None and not loop.on_demand:
-        st["next_due"] = next_fire(loop, zone=zone, now=now, last_end=now,
-                                   created=st["created"])
+    if st.next_due is None and not loop.on_demand:
+        st.next_due = next_fire(loop, zone=zone, now=now, last_end=now,
+                              created=st.created)
     return skipped
 
 

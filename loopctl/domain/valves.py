@@ -12,11 +12,6 @@ from loopctl.domain.state import ACTIVE, PAUSED, TERMINAL, LoopState, RunResult,
 from loopctl.fast.digests import sha256_hex
 from loopctl.fast.lazy_re import lazy
 
-TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
-
-if TYPE_CHECKING:
-    from typing import Any
-
 KEEPALIVE_STRIKES = 2
 RATE_LIMIT_BACKOFF = 300.0
 RATE_LIMIT_BACKOFF_CAP = 3600.0
@@ -39,20 +34,20 @@ def no_progress_text(loop: LoopDef) -> str:
 
 
 def pause_for(st: LoopState, reason: str) -> None:
-    st["status"], st["reason"] = PAUSED, reason
+    st.status, st.reason = PAUSED, reason
 
 
 def iteration_limit_reached(loop: LoopDef, st: LoopState) -> bool:
-    return loop.max_runs > 0 and st["iterations"] >= loop.max_runs
+    return loop.max_runs > 0 and st.iterations >= loop.max_runs
 
 
 def failure_limit_reached(loop: LoopDef, st: LoopState) -> bool:
-    return loop.max_failures > 0 and st["failures"] >= loop.max_failures
+    return loop.max_failures > 0 and st.failures >= loop.max_failures
 
 
 def budget_reached(loop: LoopDef, st: LoopState) -> bool:
     """Spent at least the budget: the next run would start over it."""
-    return loop.budget_usd is not None and st.get("cost_usd", 0.0) >= loop.budget_usd
+    return loop.budget_usd is not None and st.cost_usd >= loop.budget_usd
 
 
 def normalize_result(text: str) -> str:
@@ -66,7 +61,7 @@ def result_digest(text: str) -> str:
 
 
 def no_progress_reached(loop: LoopDef, st: LoopState) -> bool:
-    recent = st.get("results") or []
+    recent = st.results or []
     n = loop.no_progress
     return n > 0 and len(recent) >= n and len(set(recent[-n:])) == 1
 
@@ -74,7 +69,7 @@ def no_progress_reached(loop: LoopDef, st: LoopState) -> bool:
 def record_result(loop: LoopDef, st: LoopState, text: str | None) -> None:
     """Keep the digests of the last results (only as many as the breaker needs)."""
     if text is None or not text.strip():
-        st["results"] = []
+        st.results = []
         return
     record_digest(loop, st, result_digest(text))
 
@@ -83,7 +78,7 @@ def record_digest(loop: LoopDef, st: LoopState, digest: str) -> None:
     """One run's identity for the breaker (a result's digest, or with
     --check-metric the metric: DESIGN §16)."""
     keep = max(loop.no_progress, 1)
-    st["results"] = ((st.get("results") or []) + [digest])[-keep:]
+    st.results = ((st.results or []) + [digest])[-keep:]
 
 
 def rate_limit_resume_at(st: LoopState, reset_at: float | None, now: float) -> float:
@@ -97,10 +92,10 @@ def deferral_end(st: LoopState, reset_at: float | None, now: float,
     at least MIN_DEFERRAL from now (a limit "resetting" in 2 s must not buy
     a run every 2 s), at most LOOP_ONLY_HOLD when only free text said so,
     at most MAX_DEFERRAL otherwise (DESIGN §18)."""
-    st["deferrals"] = st.get("deferrals", 0) + 1
+    st.deferrals += 1
     ceiling = now + (LOOP_ONLY_HOLD if loop_only else MAX_DEFERRAL)
     if reset_at is None or reset_at <= now:
-        backoff = now + min(RATE_LIMIT_BACKOFF * 2 ** (st["deferrals"] - 1),
+        backoff = now + min(RATE_LIMIT_BACKOFF * 2 ** (st.deferrals - 1),
                             RATE_LIMIT_BACKOFF_CAP)
         note = None if reset_at is None else \
             f"the reported reset time {_iso(reset_at)} has passed: backing off"
@@ -116,29 +111,29 @@ def deferral_end(st: LoopState, reset_at: float | None, now: float,
 
 
 def deferral_limit_reached(loop: LoopDef, st: LoopState) -> bool:
-    return loop.max_deferrals > 0 and st.get("deferrals", 0) >= loop.max_deferrals
+    return loop.max_deferrals > 0 and st.deferrals >= loop.max_deferrals
 
 
 def observe(loop: LoopDef, st: LoopState, now: float) -> bool:
     """Checks at every driver pass: the calendar deadline (which runs while
     paused and while no scheduler runs), the end of a rate-limit deferral,
     and the budget. True when state changed."""
-    if st["status"] in TERMINAL:
+    if st.status in TERMINAL:
         return False
     if past_deadline(st, now):
-        st["status"], st["reason"] = "expired", None
-        st["ended_at"], st["observed_at"] = st["deadline"], now
-        st["next_due"] = None
+        st.status, st.reason = "expired", None
+        st.ended_at, st.observed_at = st.deadline, now
+        st.next_due = None
         return True
-    if st["status"] == PAUSED and st["reason"] in ("rate_limited", "auth_required"):
+    if st.status == PAUSED and st.reason in ("rate_limited", "auth_required"):
         # An account's auth_required has no resume_at: a run or the user lifts it.
-        resume = st.get("resume_at")
+        resume = st.resume_at
         if resume is not None and now >= resume:
-            st["status"], st["reason"], st["resume_at"] = ACTIVE, None, None
-            st["next_due"] = now
+            st.status, st.reason, st.resume_at = ACTIVE, None, None
+            st.next_due = now
             return True
         return False
-    if st["status"] == ACTIVE and budget_reached(loop, st):
+    if st.status == ACTIVE and budget_reached(loop, st):
         pause_for(st, "budget_limit")
         return True
     return False
@@ -151,17 +146,17 @@ def after_run(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     fallback agent to take its fires while its account is held (§18)."""
     if result.outcome in ("deferred", "auth_error"):
         return _after_deferral(loop, st, result, now, fallback)
-    st["deferrals"] = 0
-    st["resume_at"] = None
+    st.deferrals = 0
+    st.resume_at = None
     if past_deadline(st, now):
         observe(loop, st, now)
     elif failure_limit_reached(loop, st):
         pause_for(st, "failure_limit")
-    elif loop.auto and st["keepalive_misses"] >= KEEPALIVE_STRIKES:
+    elif loop.auto and st.keepalive_misses >= KEEPALIVE_STRIKES:
         pause_for(st, "keepalive_exhausted")
     elif no_progress_reached(loop, st):
         pause_for(st, "no_progress")
-        st["note"] = f"no_progress: {no_progress_text(loop)}"  # kept: every view says why
+        st.note = f"no_progress: {no_progress_text(loop)}"  # kept: every view says why
     elif budget_reached(loop, st):
         pause_for(st, "budget_limit")
     elif iteration_limit_reached(loop, st):
@@ -176,11 +171,11 @@ def _after_deferral(loop: LoopDef, st: LoopState, result: RunResult, now: float,
     limited = result.outcome == "deferred"
     note = None
     if limited or result.loop_only:
-        st["resume_at"], note = deferral_end(st, result.reset_at if limited else None, now,
-                                             result.loop_only)
+        st.resume_at, note = deferral_end(st, result.reset_at if limited else None, now,
+                                          result.loop_only)
     else:
-        st["deferrals"] = st.get("deferrals", 0) + 1
-        st["resume_at"] = None  # until a run of its account succeeds (§18)
+        st.deferrals += 1
+        st.resume_at = None  # until a run of its account succeeds (§18)
     if deferral_limit_reached(loop, st):
         pause_for(st, "deferral_limit")  # resume_at stays: the account's mark waits for it
     elif past_deadline(st, now):
@@ -196,7 +191,7 @@ def _after_deferral(loop: LoopDef, st: LoopState, result: RunResult, now: float,
 
 def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
     """Why `resume` must refuse, or None. Limits are raised with `update`."""
-    status = st["status"]
+    status = st.status
     if status in ("completed", "failed", "stopped"):
         return (f"the loop is {status} for good; remove it with `loopctl rm {loop.name}` and "
                 f"start it again, or start a new loop under another --name")
@@ -204,31 +199,31 @@ def resume_refusal(loop: LoopDef, st: LoopState, now: float) -> str | None:
         return (f"duration_limit: the loop's deadline ({format_duration(loop.for_s)} from its "
                 f"start) has passed; raise it with `loopctl update {loop.name} --for ...`")
     if iteration_limit_reached(loop, st):
-        return (f"iteration_limit: {st['iterations']}/{loop.max_runs} runs used; raise it "
+        return (f"iteration_limit: {st.iterations}/{loop.max_runs} runs used; raise it "
                 f"with `loopctl update {loop.name} --max-runs ...`")
     if budget_reached(loop, st):
-        return (f"budget_limit: {format_usd(st['cost_usd'])} of {format_usd(loop.budget_usd or 0)} "
+        return (f"budget_limit: {format_usd(st.cost_usd)} of {format_usd(loop.budget_usd or 0)} "
                 f"spent; raise it with `loopctl update {loop.name} --budget-usd ...`")
     return None
 
 
-def pause_explained(loop: LoopDef, st: dict[str, Any]) -> str | None:
+def pause_explained(loop: LoopDef, st: LoopState) -> str | None:
     """What paused this loop and the fix (`paused (failure_limit): 3
     failures in a row; fix the cause, then ...`), as a refused `run` says
     it; None unless it is paused. Reads `st` only: `fire_refusal` changes
     an active state alone, so a paused one needs no copy."""
-    if st.get("status") != PAUSED:
+    if st.status != PAUSED:
         return None
-    return fire_refusal(loop, st)  # type: ignore[arg-type]
+    return fire_refusal(loop, st)
 
 
 def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
     """Why this loop may not fire now, with the fix; None when it may. Call
     after `observe` (deadline, budget, end of a rate limit) has run. A loop
     found at its run limit is paused here, as a due fire would pause it."""
-    if st["status"] == ACTIVE and iteration_limit_reached(loop, st):
+    if st.status == ACTIVE and iteration_limit_reached(loop, st):
         pause_for(st, "iteration_limit")
-    status, reason = st["status"], st.get("reason")
+    status, reason = st.status, st.reason
     if status == ACTIVE:
         return None
     if status in TERMINAL:
@@ -236,20 +231,20 @@ def fire_refusal(loop: LoopDef, st: LoopState) -> str | None:
                 "start a new loop under another --name")
     fixes = {
         "user": f"`loopctl resume {loop.name}` first",
-        "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used; raise it with "
+        "iteration_limit": f"{st.iterations}/{loop.max_runs} runs used; raise it with "
                            f"`loopctl update {loop.name} --max-runs N`, then resume",
-        "failure_limit": f"{plural(st['failures'], 'failure')} in a row; fix the cause, then "
+        "failure_limit": f"{plural(st.failures, 'failure')} in a row; fix the cause, then "
                          f"`loopctl resume {loop.name}`",
-        "budget_limit": f"{format_usd(st.get('cost_usd', 0))} of "
+        "budget_limit": f"{format_usd(st.cost_usd)} of "
                         f"{format_usd(loop.budget_usd or 0)} spent; "
                         f"raise it with `loopctl update {loop.name} --budget-usd X`",
         "no_progress": f"{no_progress_text(loop)}; change the objective or what the agent "
                        f"works on, then `loopctl resume {loop.name}`",
-        "rate_limited": f"rate-limited until {_iso(st.get('resume_at'))}; it resumes by itself",
-        "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit; "
+        "rate_limited": f"rate-limited until {_iso(st.resume_at)}; it resumes by itself",
+        "deferral_limit": f"{st.deferrals} runs in a row deferred by a usage limit; "
                           f"check the agent's account, then `loopctl resume {loop.name}`",
-        "auth_required": (st.get("note") or "its agent needs a login or a key")
-        + (f"; it tries again at {_iso(st['resume_at'])}" if st.get("resume_at") else
+        "auth_required": (st.note or "its agent needs a login or a key")
+        + (f"; it tries again at {_iso(st.resume_at)}" if st.resume_at else
            f"; once fixed, `loopctl resume {loop.name}`"),
     }
     fix = fixes.get(reason or "", f"`loopctl resume {loop.name}` when ready")
@@ -277,13 +272,13 @@ def charge(loop: LoopDef, st: LoopState, outcome: str, cost: float | None,
     then it is not believed (the agent's tree can write that line). Before
     any run cost something, the estimate is 0 and nothing is charged."""
     if cost:
-        st["cost_usd"] = round(st["cost_usd"] + cost, 6)
-        st["max_run_cost"] = max(st["max_run_cost"], cost)
+        st.cost_usd = round(st.cost_usd + cost, 6)
+        st.max_run_cost = max(st.max_run_cost, cost)
         return None
-    estimate = st["max_run_cost"]
+    estimate = st.max_run_cost
     if cost is not None and not tokens or loop.budget_usd is None or not estimate \
             or outcome not in ESTIMATED_OUTCOMES:
         return None
-    st["cost_usd"] = round(st["cost_usd"] + estimate, 6)
-    st["cost_estimated"] = True
+    st.cost_usd = round(st.cost_usd + estimate, 6)
+    st.cost_estimated = True
     return estimate

@@ -23,6 +23,8 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.state import LoopState
+
 # Without a usable home key (storage/home_key.py) ids are still hashed, not
 # kept in clear; they only stop being secret to someone who can guess keys.
 _NO_KEY = sha256(b"loopctl accounts without a home key").digest()
@@ -133,15 +135,16 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
         return {}
     gate = Gate(table, Ids(store, create=False))
     out: dict[str, Held] = {}
-    for name, st in state["loops"].items():
+    entries: dict[str, LoopState] = state["loops"]
+    for name, st in entries.items():
         loop = loops.get(name)
-        if loop is None or st.get("run"):
+        if loop is None or st.run:
             continue
         marks: list[accounts.AccountMark] = []
-        if st["status"] == "paused" and st.get("reason") in accounts.KINDS:
+        if st.status == "paused" and st.reason in accounts.KINDS:
             entry = accounts.held_by(table, name, now)
             marks = [entry] if entry is not None else []
-        elif st["status"] == "active":
+        elif st.status == "active":
             verdict = gate.check(loop, now)
             marks = [m for m in (verdict.entry, verdict.also) if m is not None]
         if marks:
@@ -149,11 +152,11 @@ def held_view(store: Store, loops: Mapping[str, LoopDef], state: dict[str, Any],
     return out
 
 
-def _shown(name: str, st: dict[str, Any], marks: list[accounts.AccountMark]) -> Held:
+def _shown(name: str, st: LoopState, marks: list[accounts.AccountMark]) -> Held:
     from loopctl.domain.timestamps import iso
 
     resets = [m.until for m in marks if m.kind == accounts.RATE_LIMITED and m.until]
-    note = str(st.get("note") or "") if st["status"] == "paused" and st.get("note") \
+    note = str(st.note or "") if st.status == "paused" and st.note \
         else "; ".join(accounts.hold_note(m) for m in marks)
     if not resets:
         note += f"; once fixed, `loopctl resume {name}`"

@@ -48,17 +48,17 @@ def _loopctl_evidence(st: LoopState, loop: LoopDef, why: str | None) -> str:
     agent's last line), the error a person must fix."""
     status, reason = st.status, st.reason
     if status == "expired":
-        return f"the deadline ({iso(st['deadline'])}) passed"
+        return f"the deadline ({iso(st.deadline)}) passed"
     texts = {
-        "iteration_limit": f"{st['iterations']}/{loop.max_runs} runs used",
-        "failure_limit": f"{plural(st['failures'], 'failure')} in a row"
-                         + (f": {why}" if why else f" (last outcome {st.get('last_outcome')})"),
+        "iteration_limit": f"{st.iterations}/{loop.max_runs} runs used",
+        "failure_limit": f"{plural(st.failures, 'failure')} in a row"
+                         + (f": {why}" if why else f" (last outcome {st.last_outcome})"),
         "no_progress": no_progress_text(loop),
-        "budget_limit": f"{format_usd(st.get('cost_usd', 0))} spent of "
+        "budget_limit": f"{format_usd(st.cost_usd)} spent of "
                         f"{format_usd(loop.budget_usd or 0)}",
         "keepalive_exhausted": "two runs in a row ended without a decision",
-        "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.get('resume_at'))}",
-        "deferral_limit": f"{st.get('deferrals', 0)} runs in a row deferred by a usage limit "
+        "rate_limited": f"the agent hit a usage limit; resuming at {iso(st.resume_at)}",
+        "deferral_limit": f"{st.deferrals} runs in a row deferred by a usage limit "
                           f"(--max-deferrals {loop.max_deferrals})",
         "blocked": "the agent reported block",
         "error": st.note or "loopctl could not save the loop's state",
@@ -159,8 +159,8 @@ def attention(loop: LoopDef, st: LoopState, run_id: str | None, log: str | None,
         source, text = decision.get("source") or "agent", decision.get("evidence") or ""
     else:
         source, text = "loopctl", _loopctl_evidence(st, loop, why)
-        summary = f"{loop.name} is {st['status']}" + (f" ({st['reason']})" if st.reason
-                                                      else "")
+        summary = f"{loop.name} is {st.status}" + (f" ({st.reason})" if st.reason
+                                                   else "")
     # One field, one line, in events.jsonl and for every hook: the agent's
     # words (and a state note) are the same text `events` prints.
     return Event(

@@ -65,11 +65,11 @@ def settle(found: Plan | None, st: LoopState, handoff: Handoff | None) -> Handof
     to announce, if any."""
     from loopctl.integrations.delivery import Handoff
 
-    tracked = st.get("pr_feedback")
+    tracked = st.pr_feedback
     review = None
     if found is not None and tracked and tracked.get("url") == found.url:
         if found.action == "drop":
-            st["pr_feedback"] = None
+            st.pr_feedback = None
         elif found.action == "continue":
             tracked["fixes"] = int(tracked.get("fixes") or 0) + 1
         elif found.action == "review":
@@ -82,5 +82,5 @@ def settle(found: Plan | None, st: LoopState, handoff: Handoff | None) -> Handof
         new = tracked_pr({"url": opened, "branch": handoff.fields.get("branch"), "fixes": 0,
                           "review": False})
         if new is not INVALID:
-            st["pr_feedback"] = new
+            st.pr_feedback = new
     return review

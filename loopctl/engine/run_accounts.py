@@ -13,7 +13,7 @@ from __future__ import annotations
 from loopctl.domain import accounts
 from loopctl.domain.agent_cli import is_agent
 from loopctl.domain.model import LoopDef
-from loopctl.domain.state import ACTIVE, PAUSED, RunResult
+from loopctl.domain.state import ACTIVE, PAUSED, LoopState, RunResult, entries_of
 from loopctl.domain.timestamps import iso
 from loopctl.domain.untrusted import line
 from loopctl.engine import events
@@ -48,31 +48,31 @@ def after_run(ctx: RunContext, state: dict[str, Any], loop: LoopDef, result: Run
         return None, False
     from loopctl.agents.presets import PRESETS
 
-    st = state["loops"][ctx.name]
+    st = entries_of(state)[ctx.name]
     preset = loop.agent or "shell"
     src = accounts.source(preset, PRESETS[preset].api_key_env)
     marked = accounts.mark(
         table, account, kind, preset=preset, loop=ctx.name, run_id=ctx.run_id,
-        until=st.get("resume_at") if kind == accounts.RATE_LIMITED else None,
+        until=st.resume_at if kind == accounts.RATE_LIMITED else None,
         error=line(result.note or "")[:300], fix=src.fix, now=now)
     state["accounts"] = table
-    if st["status"] == PAUSED and st.get("reason") == kind:
-        st["note"] = accounts.hold_note(marked.entry)
+    if st.status == PAUSED and st.reason == kind:
+        st.note = accounts.hold_note(marked.entry)
         if fallback_from:
             _both_held(ctx, st, ids, table, marked.entry, now)
-    elif st["status"] == ACTIVE and loop.fallback_agent:
-        st["note"] = (f"{accounts.hold_note(marked.entry)}; meanwhile its fires run "
-                      f"{loop.fallback_agent}")
+    elif st.status == ACTIVE and loop.fallback_agent:
+        st.note = (f"{accounts.hold_note(marked.entry)}; meanwhile its fires run "
+                   f"{loop.fallback_agent}")
     _hold_others(ctx, state, ids, account, preset, marked.entry)
     # Paused for a reason of its own (deferral_limit, budget_limit, ...):
     # the loop's own event says that too.
-    instead = st["status"] == ACTIVE or st.get("reason") == kind
+    instead = st.status == ACTIVE or st.reason == kind
     if not marked.new:
         return None, instead
     return account_event(loop, st, ctx.run_id, str(ctx.log_path), marked.entry, now), instead
 
 
-def _both_held(ctx: RunContext, st: Any, ids: Ids, table: accounts.Table,
+def _both_held(ctx: RunContext, st: LoopState, ids: Ids, table: accounts.Table,
                entry: accounts.AccountMark, now: float) -> None:
     """The fallback hit a limit of its own while the loop's agent is held:
     the loop waits for the first of the two to free, and says both."""
@@ -88,8 +88,8 @@ def _hold_others(ctx: RunContext, state: dict[str, Any], ids: Ids, account: str,
     by itself. Their fallback, if any, takes their next fires."""
     defs = ctx.store.read_defs()
     for name, other in defs.loops.items():
-        st = state["loops"].get(name)
-        if name == ctx.name or st is None or st["status"] != ACTIVE or st.get("run") \
+        st = entries_of(state).get(name)
+        if name == ctx.name or st is None or st.status != ACTIVE or st.run \
                 or other.agent != preset or other.command or other.fallback_agent:
             continue
         if ids.of(other) == account:
@@ -102,15 +102,16 @@ def _release(state: dict[str, Any], table: accounts.Table, account: str,
     if entry is None:
         return
     for name in accounts.release(table, account):
-        st = state["loops"].get(name)
-        if st is not None and st["status"] == PAUSED and st.get("reason") == entry.kind \
-                and not st.get("run"):
-            st["status"], st["reason"], st["resume_at"], st["note"] = ACTIVE, None, None, None
-            if st["next_due"] is None or st["next_due"] < now:
-                st["next_due"] = now
+        st = entries_of(state).get(name)
+        if st is not None and st.status == PAUSED and st.reason == entry.kind \
+                and not st.run:
+            st.status, st.reason, st.resume_at, st.note = ACTIVE, None, None, None
+            if st.next_due is None or st.next_due < now:
+                st.next_due = now
 
 
-def account_event(loop: LoopDef, st: Any, run_id: str, log: str, entry: accounts.AccountMark,
+def account_event(loop: LoopDef, st: LoopState, run_id: str, log: str,
+                  entry: accounts.AccountMark,
                   now: float) -> events.AccountEvent:
     """One event for the account: the loops it holds, the reset or the fix."""
     names = ", ".join(entry.loops)

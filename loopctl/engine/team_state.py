@@ -121,9 +121,9 @@ def _printable(text: str) -> str:
     return "".join(c for c in text[:100] if c.isprintable()) or "?"
 
 
-def _refs(st: dict[str, Any]) -> list[dict[str, Any]]:
-    run = st.get("run") or {}
-    found = [run.get("supervisor"), run.get("agent"), st.get("orphan")]
+def _refs(st: LoopState) -> list[dict[str, Any]]:
+    run = st.run or {}
+    found = [run.get("supervisor"), run.get("agent"), st.orphan]
     return [ref for ref in found if isinstance(ref, dict) and ref.get("run")]
 
 

@@ -18,6 +18,7 @@ from loopctl import __version__
 from loopctl.domain import tally as tallies
 from loopctl.domain.accounts import AccountMark
 from loopctl.domain.outcomes import FAILURES
+from loopctl.domain.state import LoopState
 from loopctl.domain.tally import BUCKETS, Tally
 from loopctl.domain.tally import moment as parse_iso
 from loopctl.storage.store import Store
@@ -30,7 +31,7 @@ OVERDUE_GRACE_S = 120.0
 FAILED = FAILURES
 
 
-def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[str, Tally]:
+def tallies_of(store: Store, entries: dict[str, LoopState], names: list[str]) -> dict[str, Tally]:
     """Each loop's tally from its state entry; an entry written before the
     tally existed is counted from its records kept (read, not remembered)."""
     from loopctl.storage.runs import list_records
@@ -40,8 +41,8 @@ def tallies_of(store: Store, entries: dict[str, Any], names: list[str]) -> dict[
         st = entries.get(name)
         if st is None:
             continue
-        kept = st.get("tally")
-        if kept is None and not st.get("seq"):
+        kept = st.tally
+        if kept is None and not st.seq:
             kept = tallies.empty()  # never claimed a run: no record to read
         out[name] = kept if kept is not None else tallies.seeded(
             list_records(store.paths, name))
@@ -61,7 +62,7 @@ class Metrics:
         self.webhooks = webhook_counts
 
     def render(self, store: Store, listed: list[dict[str, Any]], now: float,
-               accounts: list[AccountMark], entries: dict[str, Any]) -> str:
+               accounts: list[AccountMark], entries: dict[str, LoopState]) -> str:
         """`entries`: state.json's loops, as read for this scrape."""
         names = [str(loop["name"]) for loop in listed if loop.get("status") != "invalid"]
         out: list[str] = []

@@ -426,17 +426,17 @@ class Store:
             pass
 
     def record_delivery(self, event: dict[str, Any], key: str, error: str | None) -> None:
-        """Note a failed delivery on the event's loop (`hook_error`,
-        `notify_error`), or clear the note when this one got through."""
+        """Note a failed delivery on its loop (`key`: hook_error, notify_error) or clear it."""
         from loopctl import clock
+        from loopctl.domain.state import LoopState
 
         with self.lock():
             state = self.read_state()
-            st = state["loops"].get(event.get("loop"))
-            if st is None or (error is None and st.get(key) is None):
+            st: LoopState | None = state["loops"].get(event.get("loop"))
+            if st is None or (error is None and getattr(st, key) is None):
                 return
-            st[key] = None if error is None else {
-                "at": clock.now(), "message": error[:1000], "status": event.get("status")}
+            setattr(st, key, None if error is None else {
+                "at": clock.now(), "message": error[:1000], "status": event.get("status")})
             self.write_state(state)
 
     # -- events ------------------------------------------------------------

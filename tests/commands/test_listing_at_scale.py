@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 from fixed_zone import UTC, zone_of
 from hypothesis import given, settings, strategies
+from loop_state_support import set_fields
 
 from conftest import CLI, imported_modules, in_process, loopctl_argv
 from loopctl.domain import timestamps
 from loopctl.domain.model import LoopDef
-from loopctl.domain.state import common_values, new_loop_state, unpack
+from loopctl.domain.state import LoopState, common_values, new_loop_state, unpack
 from loopctl.storage import defs_cache, home_key
 from loopctl.storage.statefile import read_state_file
 from loopctl.storage.store import Store
@@ -248,19 +249,19 @@ def test_a_version_2_entry_missing_what_its_definition_decides_is_repaired(
     assert cli.json("status", "job000")["status"] == "active"
 
 
-def probe_entry() -> dict[str, Any]:
+def probe_entry() -> LoopState:
     return new_loop_state(LoopDef(name="x", every=60), 1000.0, zone=UTC)
 
 
 def test_to_json_leaves_out_only_common_values_and_unpack_restores_them() -> None:
     st = probe_entry()
-    st.update(iterations=3, note="hello", outcomes=["ok"], pending=True, cost_usd=0.5)
+    set_fields(st, iterations=3, note="hello", outcomes=["ok"], pending=True, cost_usd=0.5)
     packed = st.to_json()
     assert packed["iterations"] == 3 and packed["outcomes"] == ["ok"]
     assert "failures" not in packed and "results" not in packed
-    assert unpack(json.loads(json.dumps(packed))) == st
+    assert unpack(json.loads(json.dumps(packed))) == vars(st)
     # A value equal to the common one but of another type is not left out.
-    st["pending"] = 0
+    st.pending = 0
     assert st.to_json()["pending"] == 0
 
 
@@ -277,7 +278,7 @@ def test_every_field_of_a_new_entry_is_packed_or_per_loop() -> None:
     no edit to pack: the schema is written once."""
     st = probe_entry()
     assert set(st.to_json()) == {"status", "created", "deadline", "schedule_key", "next_due"}
-    assert set(common_values()) | set(st.to_json()) == set(st)
+    assert set(common_values()) | set(st.to_json()) == set(vars(st))
 
 
 def test_store_round_trip_keeps_every_field(home: Path) -> None:
@@ -289,7 +290,7 @@ def test_store_round_trip_keeps_every_field(home: Path) -> None:
         from loopctl.domain import lifecycle
 
         lifecycle.reconcile(defs.loops, defs.invalid, state, 1000.0, zone_of)
-        state["loops"]["job000"]["note"] = "kept"
+        state["loops"]["job000"].note = "kept"
         store.write_state(state)
     again = Store().read_state()
     assert again["loops"]["job000"] == state["loops"]["job000"]

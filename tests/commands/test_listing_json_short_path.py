@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loop_state_support import set_fields
 
 from conftest import in_process
 from loopctl.commands import listing
@@ -140,22 +141,22 @@ RUN_ID = "20260102T030405Z-00"
 
 def lived(loops: dict[str, Any]) -> None:
     """Entries as runs, queues, pauses and deliveries leave them."""
-    loops["plain"].update(run={"run_id": RUN_ID + "01", "started_at": 5.0}, iterations=3,
-                          last_run_id=RUN_ID + "00", last_outcome="ok", last_end=4.5,
-                          outcomes=["ok", "failed", "ok"], cost_usd=1.25, cost_estimated=True,
-                          last_check={"run_id": RUN_ID + "00", "passed": False,
-                                      "exit_code": 2})
-    loops["later"].update(queued_at=10.0, last_run_id=RUN_ID + "02", last_outcome="failed",
-                          last_end=9.0, failures=1, deferrals=2, pending=True,
-                          after_run="pause", triggered={"count": 2, "at": 8.0})
-    loops["asked"].update(status="paused", reason="user", note="why\nnot",
-                          hook_error={"at": 3.0, "message": "hook exited 1"},
-                          notify_error={"at": 4.0, "message": "no route"})
-    loops["zoned"].update(status="paused", reason="rate_limited", resume_at=4e9,
-                          last_handoff={"branch": "loop/x", "commits": 2, "pushed": True})
-    loops["kept"].update(status="completed", reason="max_runs", ended_at=7.0,
-                         observed_at=7.5, next_due=None)
-    loops["rich"].update(last_decision={"kind": "continue", "summary": "s", "at": 6.0})
+    set_fields(loops["plain"], run={"run_id": RUN_ID + "01", "started_at": 5.0}, iterations=3,
+                               last_run_id=RUN_ID + "00", last_outcome="ok", last_end=4.5,
+                               outcomes=["ok", "failed", "ok"], cost_usd=1.25, cost_estimated=True,
+                               last_check={"run_id": RUN_ID + "00", "passed": False,
+                                           "exit_code": 2})
+    set_fields(loops["later"], queued_at=10.0, last_run_id=RUN_ID + "02", last_outcome="failed",
+                               last_end=9.0, failures=1, deferrals=2, pending=True,
+                               after_run="pause", triggered={"count": 2, "at": 8.0})
+    set_fields(loops["asked"], status="paused", reason="user", note="why\nnot",
+                               hook_error={"at": 3.0, "message": "hook exited 1"},
+                               notify_error={"at": 4.0, "message": "no route"})
+    set_fields(loops["zoned"], status="paused", reason="rate_limited", resume_at=4e9,
+                               last_handoff={"branch": "loop/x", "commits": 2, "pushed": True})
+    set_fields(loops["kept"], status="completed", reason="max_runs", ended_at=7.0,
+                              observed_at=7.5, next_due=None)
+    set_fields(loops["rich"], last_decision={"kind": "continue", "summary": "s", "at": 6.0})
 
 
 def test_a_hand_written_file_never_driven(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +191,7 @@ def test_loops_alike_share_their_values_and_still_say_the_same(
     write_loops(home, LOOPS + many)
     same(monkeypatch)
     assert in_process("pause", "same0").returncode == 0
-    rewrite_state(lambda loops: loops["same1"].update(cost_usd=0, failures=False))
+    rewrite_state(lambda loops: set_fields(loops["same1"], cost_usd=0, failures=False))
     same(monkeypatch)
 
 
@@ -202,7 +203,7 @@ def test_values_equal_but_written_apart_are_written_apart(
                    for at in range(4))
     write_loops(home, "version: 1\nloops:\n" + many)
     assert in_process("pause", "same3").returncode == 0
-    rewrite_state(lambda loops: loops["same2"].update(cost_usd=0))
+    rewrite_state(lambda loops: set_fields(loops["same2"], cost_usd=0))
     spent = [loop["cost_usd"]["spent"] for loop in same(monkeypatch).values()]
     assert list(map(repr, spent)) == ["0.0", "0.0", "0", "0.0"]
     from loopctl.commands.loop_object import uniform

@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loop_state_support import set_fields
 
 from conftest import CLI, agent_command, in_process
 from loopctl.cli.render import table
@@ -94,13 +95,13 @@ def test_ls_json_written_by_columns_says_what_status_says_of_each_loop(cli: CLI)
     with store.lock():
         state = store.read_state()
         st = state["loops"]["quiet"]
-        st.update(status="paused", reason="rate_limited", resume_at=st["created"] + 99,
-                  note="a note", outcomes=["ok", "failed"], cost_usd=1.5,
-                  last_decision={"decision": "continue", "summary": "s", "evidence": None},
-                  hook_error={"at": st["created"], "message": "hook said no"},
-                  notify_error={"at": st["created"], "message": "no route"},
-                  triggered={"count": 2, "at": st["created"]},
-                  last_handoff={"handoff": "pushed", "branch": "b"})
+        set_fields(st, status="paused", reason="rate_limited", resume_at=st.created + 99,
+                       note="a note", outcomes=["ok", "failed"], cost_usd=1.5,
+                       last_decision={"decision": "continue", "summary": "s", "evidence": None},
+                       hook_error={"at": st.created, "message": "hook said no"},
+                       notify_error={"at": st.created, "message": "no route"},
+                       triggered={"count": 2, "at": st.created},
+                       last_handoff={"handoff": "pushed", "branch": "b"})
         store.write_state(state)
     assert isinstance(reading.list_columns(Store()), dict)  # the columns path is taken
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from loop_state_support import set_fields
 
 from conftest import in_process
 from loopctl.commands import listing
@@ -122,14 +123,14 @@ def test_after_a_driver_with_runs_queues_checks_and_failures(
     drive(home)
 
     def change(loops: dict[str, Any]) -> None:
-        loops["plain"].update(run={"run_id": "20260102T030405Z-0001", "started_at": 5.0},
-                              iterations=3, last_run_id="20260102T030405Z-0000",
-                              last_outcome="ok", last_check={
-                                  "run_id": "20260102T030405Z-0000", "passed": False,
-                                  "exit_code": 2})
-        loops["later"].update(queued_at=10.0, last_run_id="20260102T030405Z-0002",
-                              last_outcome="failed", failures=1)
-        loops["asked"].update(status="paused", reason="user", note="why\nnot")
+        set_fields(loops["plain"], run={"run_id": "20260102T030405Z-0001", "started_at": 5.0},
+                                   iterations=3, last_run_id="20260102T030405Z-0000",
+                                   last_outcome="ok", last_check={
+                                       "run_id": "20260102T030405Z-0000", "passed": False,
+                                       "exit_code": 2})
+        set_fields(loops["later"], queued_at=10.0, last_run_id="20260102T030405Z-0002",
+                                   last_outcome="failed", failures=1)
+        set_fields(loops["asked"], status="paused", reason="user", note="why\nnot")
 
     rewrite_state(change)
     same(monkeypatch)
@@ -149,7 +150,7 @@ def test_an_entry_reconciling_would_change_takes_the_full_read(
     write_loops(home)
     drive(home)
     if edit == "armed-nowhere":
-        rewrite_state(lambda loops: loops["plain"].update(next_due=None))
+        rewrite_state(lambda loops: set_fields(loops["plain"], next_due=None))
     else:
         old, new = ("every: 10m", "every: 20m") if edit == "schedule" else ("for: 3d", "for: 5d")
         write_loops(home, LOOPS.replace(old, new))
@@ -197,12 +198,12 @@ def test_the_queued_loops_are_read_from_their_lines_alone(
     drive(home)
 
     def change(loops: dict[str, Any]) -> None:
-        loops["plain"].update(queued_at=12.0, note='"queued_at":1')
-        loops["later"].update(queued_at=10.0)
-        loops["zoned"].update(queued_at=11.0, run={"run_id": "20260102T030405Z-0001",
-                                                   "started_at": 5.0})
-        loops["asked"].update(status="paused", reason="user", queued_at=9.0)
-        loops["kept"].update(last_handoff={"queued_at": 3.0})
+        set_fields(loops["plain"], queued_at=12.0, note='"queued_at":1')
+        set_fields(loops["later"], queued_at=10.0)
+        set_fields(loops["zoned"], queued_at=11.0, run={"run_id": "20260102T030405Z-0001",
+                                                        "started_at": 5.0})
+        set_fields(loops["asked"], status="paused", reason="user", queued_at=9.0)
+        set_fields(loops["kept"], last_handoff={"queued_at": 3.0})
 
     rewrite_state(change)
     write_loops(home, LOOPS.replace("every: 10m", "every: 20m"))
@@ -225,8 +226,8 @@ def test_status_finds_its_loop_by_its_line_and_nothing_else(
                 .replace("  plain:\n    prompt: p\n", f"  plain:\n    prompt: {json.dumps(fake)}\n"
                          "    env: {name: later, every: '1'}\n"))
     drive(home)
-    rewrite_state(lambda loops: loops["plain"].update(
-        note=fake, last_handoff={"later": {"status": "stopped"}}))
+    rewrite_state(lambda loops: set_fields(
+        loops["plain"], note=fake, last_handoff={"later": {"status": "stopped"}}))
     same(monkeypatch)
     assert reading.status(Store(), "later").status == "active"
     assert reading.status(Store(), "later").to_json()["schedule"]["every_s"] == 3600
@@ -252,7 +253,7 @@ def test_a_number_json_cannot_hold_is_refused_and_the_file_kept(home: Path) -> N
     before = path.read_bytes()
     store = Store()
     state = store.read_state()
-    state["loops"]["plain"]["cost_usd"] = math.nan
+    state["loops"]["plain"].cost_usd = math.nan
     with pytest.raises(LoopctlError, match="non-finite"):
         store.write_state(state)
     assert path.read_bytes() == before

@@ -249,16 +249,16 @@ def test_a_trigger_during_a_run_whose_supervisor_died_still_fires() -> None:
 
     loop = parse_loop("od", {"prompt": "p", "on_demand": True})
     st = new_loop_state(loop, 1000.0, zone=zone_of(loop))
-    assert st["next_due"] is None
-    st["triggered"], st["next_due"] = {"count": 1, "at": 1000.0}, 1000.0
+    assert st.next_due is None
+    st.triggered, st.next_due = {"count": 1, "at": 1000.0}, 1000.0
     state = {"loops": {"od": st}}
     run = lifecycle.plan({"od": loop}, {}, state, 1001.0, lambda ref: True,
                          zones=zone_of).fired[0][1]
     assert (run["trigger"], run["triggers"]) == ("api", 1)
     run["supervisor"] = {"pid": 99999, "ct": 1.0}
-    st["triggered"], st["pending"] = {"count": 1, "at": 1002.0}, True  # trigger mid-run
+    st.triggered, st.pending = {"count": 1, "at": 1002.0}, True  # trigger mid-run
     lost = lifecycle.plan({"od": loop}, {}, state, 1003.0, lambda ref: False, zones=zone_of)
-    assert lost.lost and st["next_due"] == 1003.0
+    assert lost.lost and st.next_due == 1003.0
     again = lifecycle.plan({"od": loop}, {}, state, 1004.0, lambda ref: True, zones=zone_of)
     assert again.fired and again.fired[0][1]["trigger"] == "api"
 
@@ -316,11 +316,12 @@ def test_a_damaged_trigger_count_in_state_is_repaired_and_pauses(bad: object) ->
     from loopctl.domain.model import parse_loop
     from loopctl.domain.state import new_loop_state, repair
 
-    st = dict(new_loop_state(parse_loop("od", {"prompt": "p", "on_demand": True}), 1.0,
-                             zone=UTC))
+    st = dict(vars(new_loop_state(parse_loop("od", {"prompt": "p", "on_demand": True}), 1.0,
+                                  zone=UTC)))
     st["triggered"] = bad
     clean, fields = repair("od", st)
-    assert fields == ["triggered"] and clean["triggered"] is None
-    assert (clean["status"], clean["reason"]) == ("paused", "error")
+    assert fields == ["triggered"] and clean.triggered is None
+    assert (clean.status, clean.reason) == ("paused", "error")
     st["triggered"] = {"count": 3, "at": 5}
-    assert repair("od", st) == ({**st, "triggered": {"count": 3, "at": 5.0}}, [])
+    clean, fields = repair("od", st)
+    assert fields == [] and vars(clean) == {**st, "triggered": {"count": 3, "at": 5.0}}

@@ -14,6 +14,9 @@ import pytest
 
 from loopctl.domain import accounts
 from loopctl.domain.accounts import AccountMark, clean_table, table_json
+from loopctl.domain.model import LoopDef
+from loopctl.domain.state import new_loop_state
+from loopctl.domain.timestamps import UTC
 from loopctl.storage.atomic import strict_json
 from loopctl.storage.paths import Paths
 from loopctl.storage.store import Store
@@ -38,7 +41,7 @@ def marked() -> accounts.Table:
     accounts.mark(table, "b" * 24, accounts.AUTH_REQUIRED, preset="codex", loop="y",
                   run_id="20270115T080000Z-0008", until=None, error=None,
                   fix="run `codex login`", now=NOW + 1)
-    accounts.hold({}, table["a" * 24], "z")
+    accounts.hold(new_loop_state(LoopDef(name="z"), NOW, zone=UTC), table["a" * 24], "z")
     accounts.probe(table, "y")
     return table
 

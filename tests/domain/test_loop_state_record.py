@@ -16,6 +16,7 @@ from loopctl.domain.state import LoopState, common_values
 from loopctl.domain.timestamps import UTC
 
 NOW = 1_800_000_000.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fresh() -> LoopState:
@@ -34,16 +35,40 @@ def test_what_it_writes_reads_back_as_the_same_record() -> None:
     assert again.outcomes is not common_values()["outcomes"]
 
 
-def test_the_shim_refuses_a_field_the_schema_does_not_name() -> None:
-    """A mistyped key was caught by mypy on the TypedDict; on the record it
-    would otherwise become a field that state.json keeps writing."""
-    st = fresh()
-    with pytest.raises(KeyError, match="statuss"):
-        st["statuss"] = "paused"
-    with pytest.raises(KeyError, match="runs"):
-        st.update(runs=1)
-    st["status"] = "paused"
-    assert st.status == "paused"
+MISTYPED = """\
+from loopctl.domain.state import LoopState
+
+
+def change(st: LoopState) -> None:
+    st.status, st.next_due = "paused", None
+    st.statuss = "paused"
+    print(st.runs, st["status"])
+"""
+
+
+def test_mypy_refuses_a_field_the_schema_does_not_name(tmp_path: Path) -> None:
+    """A mistyped field would otherwise become one that state.json keeps
+    writing: the record declares every field, so mypy names the typo (the
+    dict shim that checked keys at run time is gone, and so is `st[key]`)."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(MISTYPED)
+    done = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"),
+                           "--config-file", "pyproject.toml", str(probe)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    errors = [line.split(": error: ")[1] for line in done.stdout.splitlines()
+              if ": error: " in line]
+    assert done.returncode == 1 and errors == [
+        '"LoopState" has no attribute "statuss"; maybe "status"?  [attr-defined]',
+        '"LoopState" has no attribute "runs"; maybe "run"?  [attr-defined]',
+        'Value of type "LoopState" is not indexable  [index]'], done.stdout
+
+
+@pytest.mark.parametrize("name", ["__getitem__", "__setitem__", "get", "update", "keys",
+                                  "items", "__iter__", "__contains__"])
+def test_the_record_is_no_mapping(name: str) -> None:
+    """Fields are read by attribute (issue 52 item 2): a mapping method
+    back on the record would let `st["field"]` reads creep back unchecked."""
+    assert not hasattr(LoopState, name)
 
 
 def test_an_untrusted_record_is_cleaned_into_a_new_one() -> None:

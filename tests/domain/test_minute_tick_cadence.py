@@ -45,7 +45,7 @@ def test_without_the_tick_rule_it_skipped_ticks() -> None:
 def test_the_wait_after_a_run_is_never_cut_by_more_than_the_tick_rule() -> None:
     w = World(make(every="5m"))
     w.cycle(T0, T0 + 30)
-    due = w.st["next_due"]
+    due = w.st.next_due
     assert due == T0 + 30 + 5 * MINUTE
     assert fired_names(tick(w, due - TICK_EARLY_S - 0.1)) == []
     assert fired_names(tick(w, due - TICK_EARLY_S)) == ["job"]

@@ -191,9 +191,9 @@ def test_invalid_utf8_and_nul_in_notes_are_replaced() -> None:
 ])
 def test_a_damaged_pr_record_is_repaired(bad: object) -> None:
     assert tracked_pr(bad) is INVALID
-    st = dict(new_loop_state(parse_loop("ship", pr_loop()), 0.0, zone=UTC), pr_feedback=bad)
+    st = dict(vars(new_loop_state(parse_loop("ship", pr_loop()), 0.0, zone=UTC)), pr_feedback=bad)
     clean, fields = repair("ship", st)
-    assert clean["pr_feedback"] is None and fields == ["pr_feedback"]
+    assert clean.pr_feedback is None and fields == ["pr_feedback"]
     assert tracked_pr(dict(TRACKED, extra=1)) == TRACKED
 
 

@@ -56,11 +56,11 @@ def test_a_damaged_tally_is_reset_and_the_loop_paused(damage: dict[str, Any]) ->
     from loopctl.domain.state import new_loop_state
     from loopctl.domain.timestamps import UTC
 
-    st: dict[str, Any] = dict(new_loop_state(LoopDef(name="t"), 0.0, zone=UTC))
+    st: dict[str, Any] = dict(vars(new_loop_state(LoopDef(name="t"), 0.0, zone=UTC)))
     st["tally"] = {**tally.seeded([record("ok")]), **damage}
     clean, bad = repair("t", st)
-    assert bad == ["tally"] and clean["tally"] is None
-    assert (clean["status"], clean["reason"]) == ("paused", "error")
+    assert bad == ["tally"] and clean.tally is None
+    assert (clean.status, clean.reason) == ("paused", "error")
 
 
 def test_an_entry_from_before_the_tally_is_no_damage() -> None:
@@ -68,7 +68,7 @@ def test_an_entry_from_before_the_tally_is_no_damage() -> None:
     from loopctl.domain.state import new_loop_state
     from loopctl.domain.timestamps import UTC
 
-    st: dict[str, Any] = dict(new_loop_state(LoopDef(name="t"), 0.0, zone=UTC))
+    st: dict[str, Any] = dict(vars(new_loop_state(LoopDef(name="t"), 0.0, zone=UTC)))
     del st["tally"]
     clean, bad = repair("t", st)
-    assert bad == [] and clean["tally"] is None and clean["status"] == "active"
+    assert bad == [] and clean.tally is None and clean.status == "active"

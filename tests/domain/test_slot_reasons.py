@@ -50,7 +50,7 @@ def test_a_gate_that_found_no_work_counts_its_slot() -> None:
     w = hourly()
     w.fire(S)
     w.finish(S + MINUTE, outcome="skipped")
-    assert w.st["skips"]["counts"] == {"gate_no_work": 1}  # its record is the run's own
+    assert w.st.skips["counts"] == {"gate_no_work": 1}  # its record is the run's own
 
 
 class Held:
@@ -74,20 +74,20 @@ def test_a_slot_held_by_its_account_then_the_slots_its_hold_deferred() -> None:
                               zones=w.zones, accounts=gate)
 
     assert reasons(plan(S)) == [("held", None)]
-    assert (w.st["status"], w.st["reason"]) == ("paused", "rate_limited")
+    assert (w.st.status, w.st.reason) == ("paused", "rate_limited")
     assert reasons(plan(S + HOUR)) == []  # deferred: nothing fires, nothing counted twice
     resumed = plan(S + 2 * HOUR + 31 * MINUTE)
     # S+1h came due while held and never runs; S+2h is the resuming fire's.
     assert reasons(resumed) == [("deferred", 1)]
     assert [run["slot"] for _, run in resumed.fired] == [slots.label(S + 2 * HOUR)]
-    assert w.st["skips"]["counts"] == {"held": 1, "deferred": 1}
+    assert w.st.skips["counts"] == {"held": 1, "deferred": 1}
 
 
 def test_the_slots_a_rate_limited_run_deferred_are_on_record() -> None:
     w = hourly()
     w.fire(S)
     w.finish(S + 5 * MINUTE, outcome="deferred", reset_at=S + 3 * HOUR + 30 * MINUTE)
-    assert (w.st["status"], w.st["reason"]) == ("paused", "rate_limited")
+    assert (w.st.status, w.st.reason) == ("paused", "rate_limited")
     assert reasons(w.plan(S + 2 * HOUR)) == []
     resumed = w.plan(S + 3 * HOUR + 31 * MINUTE)
     assert reasons(resumed) == [("deferred", 2)]  # S+1h, S+2h; S+3h runs now

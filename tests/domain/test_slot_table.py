@@ -43,17 +43,17 @@ def drive(w: World, driver: str, now: float) -> dict[str, Any]:
                 "skips": [e.reason for _, e in result.slot_skips]}
     instant, why, entry = slots.for_scheduled(w.loop, w.st, now, UTC)
     skips = [entry.reason] if entry else []
-    if why is not None and (entry is not None or instant is None or not w.st["run"]):
+    if why is not None and (entry is not None or instant is None or not w.st.run):
         return {"fires": None, "skips": skips, "busy": False}  # exit 0, saying why
     result = lifecycle.plan({w.loop.name: w.loop}, {}, w.state, now, w.procs,
                             only=w.loop.name, zones=w.zones)
-    if w.st["run"] and not result.fired or why is not None:  # exit 75 first, then 0
-        return {"fires": None, "busy": bool(w.st["run"]),
+    if w.st.run and not result.fired or why is not None:  # exit 75 first, then 0
+        return {"fires": None, "busy": bool(w.st.run),
                 "skips": skips + [e.reason for _, e in result.slot_skips]}
     entries = slots.unskip(w.st, result.slot_skips, w.loop.name, instant)
     if not result.fired:
         lifecycle.claim(w.loop, w.st, now, "schedule", zone=UTC, instant=instant)
-    run = result.fired[0][1] if result.fired else w.st["run"]
+    run = result.fired[0][1] if result.fired else w.st.run
     if result.fired and instant is not None:  # the slot asked for (drivers._serve)
         w.st.forget_slot(run["run_id"])
         slots.remember(w.st, instant, f"run {run['run_id']}")
@@ -110,16 +110,16 @@ def test_every_driver_fires_skips_and_rearms_as_the_table_says(
             w.finish(S + 5 * MINUTE)
         w.plan(S - 40 * MINUTE)  # the clock went back 40 minutes; a pass saw it
     elif flight:
-        w.st["next_due"] = S - HOUR
+        w.st.next_due = S - HOUR
         w.fire(S - HOUR)
-    served = w.st.get("slots")
+    served = w.st.slots
     got = drive(w, driver, NOW[when])
     fires, skips, next_due, busy = expected(driver, overlap, catch_up, flight, when)
     assert got["fires"] == (slots.label(fires) if fires is not None else None), got
     assert got["skips"] == skips, got
     assert got["busy"] is busy, got
-    assert w.st["next_due"] == next_due, (w.st["next_due"] - S) / 60
+    assert w.st.next_due == next_due, (w.st.next_due - S) / 60
     if fires is None and when == BACK:
-        assert w.st["slots"] == served  # nothing new served
+        assert w.st.slots == served  # nothing new served
     if fires is not None:
-        assert w.st["slots"]["high"] == fires
+        assert w.st.slots["high"] == fires

@@ -31,7 +31,7 @@ def world(overlap: str, catch_up: str) -> World:
 
 def in_flight(w: World) -> dict[str, Any]:
     """A run of the slot before S, still going when S comes due."""
-    w.st["next_due"] = PREVIOUS
+    w.st.next_due = PREVIOUS
     run = w.fire(PREVIOUS)
     assert run["slot"] == slots.label(PREVIOUS)
     return run
@@ -75,8 +75,8 @@ def test_an_idle_loop_serves_the_due_slot_or_says_why(driver: str, overlap: str,
     else:
         ((_, run),) = result.fired
         assert run["slot"] == slots.label(serves) and run["due_at"] == serves
-        assert w.st["slots"]["high"] == serves
-    assert w.st["next_due"] == next_due
+        assert w.st.slots["high"] == serves
+    assert w.st.next_due == next_due
 
 
 @pytest.mark.parametrize("driver", ["tick", "daemon"])
@@ -90,12 +90,12 @@ def test_a_slot_due_during_a_run_is_coalesced_never_fired_beside_it(
     result = w.plan(now)
     assert fired_names(result) == []
     assert (w.loop.name, f"running ({run['run_id']})") in result.skipped
-    assert w.st["pending"] is pending
+    assert w.st.pending is pending
     # A slot skipped beside the run is on record; a queued one runs later.
     assert [e.reason for _, e in result.slot_skips] == \
         (["overlap_skip"] if overlap == "skip" else [])
     assert bool(result.replace) is (overlap == "replace")
-    assert w.st["next_due"] == slots.cron_latest("0 * * * *", UTC, now) + HOUR
+    assert w.st.next_due == slots.cron_latest("0 * * * *", UTC, now) + HOUR
 
 
 @pytest.mark.parametrize("overlap", ["queue", "skip", "replace"])
@@ -105,16 +105,16 @@ def test_a_served_slot_never_fires_again_after_the_clock_steps_back(overlap: str
     w = world(overlap, catch_up)
     run = w.fire(S)
     w.finish(S + 5 * MINUTE)
-    assert w.st["next_due"] == S + HOUR
+    assert w.st.next_due == S + HOUR
     # The clock goes back 40 minutes: the loop re-arms from "now" (S again)...
     back = S - 40 * MINUTE
-    assert fired_names(w.plan(back)) == [] and w.st["next_due"] == S
+    assert fired_names(w.plan(back)) == [] and w.st.next_due == S
     # ...and when the clock reaches S a second time, S is not served again.
     result = w.plan(S)
     assert fired_names(result) == []
     why = f"slot {slots.label(S)[9:]} already ran: run {run['run_id']}"
-    assert (w.loop.name, why) in result.skipped and w.st["note"] == why
-    assert w.st["next_due"] == S + HOUR
+    assert (w.loop.name, why) in result.skipped and w.st.note == why
+    assert w.st.next_due == S + HOUR
     # The next slot still fires, once.
     assert [r["slot"] for _, r in w.plan(S + HOUR).fired] == [slots.label(S + HOUR)]
 
@@ -124,22 +124,22 @@ def test_an_interval_loop_serves_its_due_time_and_never_twice() -> None:
     run = w.fire(T0)
     assert run["slot"] == slots.label(T0) and run["due_at"] == T0
     w.finish(T0 + MINUTE)
-    w.st["next_due"] = T0  # as if a clock step had re-armed it onto the served slot
+    w.st.next_due = T0  # as if a clock step had re-armed it onto the served slot
     result = w.plan(T0 + 2 * MINUTE)
     assert fired_names(result) == []
-    assert w.st["note"] == f"slot {slots.label(T0)[9:]} already ran: run {run['run_id']}"
+    assert w.st.note == f"slot {slots.label(T0)[9:]} already ran: run {run['run_id']}"
 
 
 def test_manual_and_triggered_fires_serve_their_own_slots() -> None:
     w = World(make(every="10m"))
     lifecycle.claim(w.loop, w.st, T0 + 5, "manual", zone=UTC)
-    manual = w.st["run"]
+    manual = w.st.run
     assert manual["slot"] == f"manual:{manual['run_id']}" and manual["due_at"] == T0 + 5
-    assert w.st["slots"] is None  # a manual fire takes no schedule slot
-    w.st["run"] = None
-    w.st["triggered"] = {"count": 2, "at": T0 + 7}
+    assert w.st.slots is None  # a manual fire takes no schedule slot
+    w.st.run = None
+    w.st.triggered = {"count": 2, "at": T0 + 7}
     lifecycle.claim(w.loop, w.st, T0 + 9, "schedule", zone=UTC)
-    fired = w.st["run"]
+    fired = w.st.run
     assert fired["slot"] == f"trigger:{slots.label(T0 + 7)[9:]}" and fired["trigger"] == "api"
 
 
@@ -147,7 +147,7 @@ def test_a_run_that_could_not_launch_gives_its_slot_back() -> None:
     w = world("queue", "one")
     ((_, run),) = w.plan(S).fired
     w.st.unclaim("cannot write its log")
-    assert w.st["slots"] is None and slots.served(w.st, S) is None
+    assert w.st.slots is None and slots.served(w.st, S) is None
     assert run["slot"] == slots.label(S)
 
 
@@ -200,12 +200,12 @@ def test_slot_memory_is_bounded_and_remembers_the_newest() -> None:
 ])
 def test_a_damaged_slots_entry_is_repaired_and_the_loop_paused(bad: Any) -> None:
     w = world("queue", "one")
-    entry = dict(w.st, slots=bad)
+    entry = dict(vars(w.st), slots=bad)
     clean, fields = repair("job", entry)
-    assert fields == ["slots"] and clean["slots"] is None and clean["reason"] == "error"
+    assert fields == ["slots"] and clean.slots is None and clean.reason == "error"
 
 
 def test_the_supervisor_ref_is_kept_with_the_slot() -> None:
     w = world("queue", "one")
     run = w.fire(S)
-    assert run["supervisor"] == SUPERVISOR and w.st["run"]["slot"] == slots.label(S)
+    assert run["supervisor"] == SUPERVISOR and w.st.run["slot"] == slots.label(S)

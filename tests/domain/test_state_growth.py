@@ -16,7 +16,15 @@ from loopctl.domain import lifecycle
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import MAX_NO_PROGRESS, LoopDef, parse_loop
 from loopctl.domain.names import is_run_id
-from loopctl.domain.state import OUTCOMES, RECENT, SCHEMA, RunResult, new_loop_state, repair
+from loopctl.domain.state import (
+    OUTCOMES,
+    RECENT,
+    SCHEMA,
+    LoopState,
+    RunResult,
+    new_loop_state,
+    repair,
+)
 from loopctl.storage.atomic import strict_json
 
 START = 1_800_000_000.0
@@ -25,8 +33,8 @@ COUNTER = 12  # digits a counter may reach in any test's lifetime, and more
 RUN_ID = len("20261130T031500Z-0007") + 2  # the sequence may grow past four digits
 
 
-def entry_bytes(st: dict[str, object]) -> int:
-    return len(strict_json(st.to_json()))  # type: ignore[arg-type]
+def entry_bytes(st: LoopState) -> int:
+    return len(strict_json(st.to_json()))
 
 
 def schema_bound(loop: LoopDef, summary: str) -> int:
@@ -67,11 +75,11 @@ def test_a_thousand_runs_keep_the_entry_within_the_schema_bound(no_progress: int
             result_text=f"result number {n}", session_id=f"s-{n}", cost_usd=0.01,
             track_progress=True), now + 1, zone=UTC)
         sizes.append(entry_bytes(st))
-    assert st["status"] == "active", (st["status"], st["reason"])
-    assert st["iterations"] == 1000 and is_run_id(st["last_run_id"])
+    assert st.status == "active", (st.status, st.reason)
+    assert st.iterations == 1000 and is_run_id(st.last_run_id)
     # Every distinct result the breaker compares is kept, and no more (half
     # the runs are ok, and only those give a result).
-    assert len(st["results"]) == min(no_progress, 500)
+    assert len(st.results) == min(no_progress, 500)
     bound = schema_bound(loop, summary)
     assert max(sizes) <= bound, (max(sizes), bound)
     # Past the caps, a run adds only the counters' digits: per-run growth
@@ -96,9 +104,9 @@ def test_no_progress_is_capped_where_the_repair_rule_keeps_results() -> None:
         parse_loop("np", dict(raw, no_progress=MAX_NO_PROGRESS + 1))
     loop = parse_loop("np", dict(raw, no_progress=MAX_NO_PROGRESS))
     st = new_loop_state(loop, START, zone=UTC)
-    st["results"] = [f"{n:016x}" for n in range(loop.no_progress)]
+    st.results = [f"{n:016x}" for n in range(loop.no_progress)]
     clean, bad = repair("np", st)
-    assert bad == [] and clean["results"] == st["results"]
+    assert bad == [] and clean.results == st.results
 
 
 def test_new_entries_hold_the_schema_initials_and_share_no_list() -> None:
@@ -109,12 +117,12 @@ def test_new_entries_hold_the_schema_initials_and_share_no_list() -> None:
     first = new_loop_state(loop, START, zone=UTC)
     second = new_loop_state(loop, START + 1, zone=UTC)
     decided = {"created", "deadline", "schedule_key", "next_due"}
-    assert {k: v for k, v in first.items() if k not in decided} == {
+    assert {k: v for k, v in vars(first).items() if k not in decided} == {
         k: f.initial for k, f in SCHEMA.items() if k not in decided}
-    assert list(first) == list(SCHEMA)
-    for key, value in first.items():
+    assert list(vars(first)) == list(SCHEMA)
+    for key, value in vars(first).items():
         if isinstance(value, (list, dict)):
-            assert value is not second[key], key  # type: ignore[literal-required]
-    first["outcomes"].append("ok")
-    assert second["outcomes"] == [] and SCHEMA["outcomes"].initial == []
-    assert (first["created"], second["created"]) == (START, START + 1)
+            assert value is not getattr(second, key), key
+    first.outcomes.append("ok")
+    assert second.outcomes == [] and SCHEMA["outcomes"].initial == []
+    assert (first.created, second.created) == (START, START + 1)

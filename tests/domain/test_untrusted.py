@@ -160,7 +160,7 @@ def test_a_flag_shaped_session_never_reaches_argv() -> None:
 # -- state entries -----------------------------------------------------------------
 
 
-def fresh_entry() -> dict[str, Any]:
+def fresh_entry() -> LoopState:
     loop = parse_loop("x", {"prompt": "p", "every": "1h"})
     return new_loop_state(loop, NOW, zone=zone_of(loop))
 
@@ -178,24 +178,24 @@ def test_a_sane_entry_passes_unchanged() -> None:
     ("status", "bogus"), ("orphan", {"pid": 1, "ct": 0.0}), ("after_run", "explode"),
 ])
 def test_a_bad_field_is_reset_and_pauses_the_loop(key: str, value: Any) -> None:
-    entry = fresh_entry()
+    entry = vars(fresh_entry())  # its fields, as an untrusted file holds them
     entry[key] = value
     clean, bad = repair("x", entry)
     assert bad == [key]
-    assert clean[key] == SCHEMA[key].repaired or key == "status"
-    assert (clean["status"], clean["reason"]) == ("paused", "error")
-    assert key in clean["note"] and "loopctl resume x" in clean["note"]
+    assert getattr(clean, key) == SCHEMA[key].repaired or key == "status"
+    assert (clean.status, clean.reason) == ("paused", "error")
+    assert key in clean.note and "loopctl resume x" in clean.note
     strict_json(clean.to_json())
 
 
 def test_a_terminal_loop_stays_terminal_when_repaired() -> None:
-    entry = dict(fresh_entry(), status="completed", iterations="many")
+    entry = dict(vars(fresh_entry()), status="completed", iterations="many")
     clean, bad = repair("x", entry)
-    assert bad == ["iterations"] and clean["status"] == "completed"
+    assert bad == ["iterations"] and clean.status == "completed"
 
 
 def test_entries_under_names_start_would_refuse_are_dropped() -> None:
-    loops = {"../x": fresh_entry(), "ok": fresh_entry(), "": {}, "-rf": {}}
+    loops = {"../x": vars(fresh_entry()), "ok": vars(fresh_entry()), "": {}, "-rf": {}}
     clean, problems = repair_all(loops)
     assert list(clean) == ["ok"]
     assert set(problems) == {"../x", "", "-rf"}
@@ -205,20 +205,20 @@ def test_entries_under_names_start_would_refuse_are_dropped() -> None:
 @given(st.dictionaries(st.sampled_from(sorted(SCHEMA)), json_values, max_size=8)
        | json_values)
 def test_any_damage_repairs_to_an_entry_that_passes_every_rule(damage: Any) -> None:
-    entry = dict(fresh_entry(), **damage) if isinstance(damage, dict) else damage
+    entry = dict(vars(fresh_entry()), **damage) if isinstance(damage, dict) else damage
     clean, _ = repair("x", entry)
     again, bad = repair("x", clean)
     assert bad == [] and again == clean
     strict_json(clean.to_json())
     for key, field in SCHEMA.items():
-        assert field.rule(clean[key]) is not INVALID, key
+        assert field.rule(getattr(clean, key)) is not INVALID, key
 
 
 def test_the_typed_entry_the_schema_and_a_new_entry_name_the_same_fields() -> None:
     """One schema: a field added to the TypedDict but not to SCHEMA (or the
     other way round) would be built, or repaired, without a rule."""
     assert list(LoopState.__annotations__) == list(SCHEMA)
-    assert list(fresh_entry()) == list(SCHEMA)
+    assert list(vars(fresh_entry())) == list(SCHEMA)
     for key, field in SCHEMA.items():
         assert field.rule(field.initial) is not INVALID, key
         assert field.rule(field.repaired) is not INVALID, key

@@ -364,10 +364,15 @@ def test_a_limit_found_in_free_text_is_marked_as_such() -> None:
 
 
 def test_a_deferral_is_at_least_a_minute_and_at_most_its_bound() -> None:
+    from fixed_zone import UTC
+
+    from loopctl.domain.model import LoopDef
+    from loopctl.domain.state import new_loop_state
     from loopctl.domain.valves import deferral_end
 
     def end(reset: float | None, loop_only: bool = False) -> tuple[float, str | None]:
-        return deferral_end({"deferrals": 0}, reset, NOW, loop_only)  # type: ignore[typeddict-item]
+        return deferral_end(new_loop_state(LoopDef(name="l"), NOW, zone=UTC), reset, NOW,
+                            loop_only)
 
     assert end(NOW + 2) == (NOW + 60, end(NOW + 2)[1]) and "60s" in str(end(NOW + 2)[1])
     assert end(NOW + 600) == (NOW + 600, None)
@@ -402,10 +407,10 @@ def test_tokens_used_at_no_cost_are_charged_the_estimate() -> None:
     st = new_loop_state(loop, NOW, zone=UTC)
     assert valves.charge(loop, st, "ok", 0.4) is None
     assert valves.charge(loop, st, "ok", 0.0, tokens=0) is None  # nothing used: free
-    assert not st["cost_estimated"]
+    assert not st.cost_estimated
     assert valves.charge(loop, st, "ok", 0.0, tokens=15) == 0.4
     assert valves.charge(loop, st, "deferred", None) == 0.4
-    assert st["cost_usd"] == pytest.approx(1.2) and st["cost_estimated"]
+    assert st.cost_usd == pytest.approx(1.2) and st.cost_estimated
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, "10", True, float("nan"), 10**10])

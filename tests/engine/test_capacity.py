@@ -82,7 +82,7 @@ class World:
         return bool(ref) and ref["pid"] not in self.dead
 
     def due(self, name: str, at: float) -> None:
-        self.state["loops"][name]["next_due"] = at
+        self.state["loops"][name].next_due = at
 
     def plan(self, now: float) -> lifecycle.Pass:
         result = lifecycle.plan(self.loops, {}, self.state, now, self.alive, caps=self.caps,
@@ -101,7 +101,7 @@ class World:
 
 
 def run_loop(world: World, run: dict[str, Any]) -> str:
-    return next(n for n, st in world.state["loops"].items() if st["run"] is run)
+    return next(n for n, st in world.state["loops"].items() if st.run is run)
 
 
 def names(result: lifecycle.Pass) -> list[str]:
@@ -116,15 +116,15 @@ def test_beyond_the_cap_the_oldest_due_fire_first_and_the_rest_queue() -> None:
     assert names(first) == ["b", "d"]
     assert sorted(n for n, _ in first.queued) == ["a", "c", "e"]
     assert {display_status(w.st(n)) for n in "ace"} == {"queued"}
-    assert all(w.st(n)["queued_at"] == T0 for n in "ace")
+    assert all(w.st(n).queued_at == T0 for n in "ace")
     # Nothing frees: a later pass starts nothing and keeps the queue's times.
     assert names(w.plan(T0 + 5)) == []
-    assert w.st("a")["queued_at"] == T0
+    assert w.st("a").queued_at == T0
     w.finish("d", T0 + 20)
     second = w.plan(T0 + 21)
     assert names(second) == ["c"]  # the oldest of those waiting
     assert second.fired[0][1]["queued_s"] == 21.0
-    assert w.st("c")["queued_at"] is None and display_status(w.st("c")) == "running"
+    assert w.st("c").queued_at is None and display_status(w.st("c")) == "running"
     # Each queued loop waits as one fire: the queue never holds it twice.
     assert sorted(n for n, _ in second.queued) == ["a", "e"]
 
@@ -162,7 +162,7 @@ def test_a_crashed_run_frees_its_slot_in_the_pass_that_finds_it_lost() -> None:
     w.due("a", T0 - 2)
     w.due("b", T0 - 1)
     assert names(w.plan(T0)) == ["a"]
-    w.dead.add(w.st("a")["run"]["supervisor"]["pid"])  # kill -9 of its supervisor
+    w.dead.add(w.st("a").run["supervisor"]["pid"])  # kill -9 of its supervisor
     result = w.plan(T0 + 60)
     assert [n for n, _ in result.lost] == ["a"]
     assert names(result) == ["b"]
@@ -175,7 +175,7 @@ def test_run_by_hand_does_not_count_a_dead_supervisor_of_another_loop() -> None:
     w.due("a", T0 - 2)
     w.due("b", T0 + 3600)
     assert names(w.plan(T0)) == ["a"]
-    w.dead.add(w.st("a")["run"]["supervisor"]["pid"])
+    w.dead.add(w.st("a").run["supervisor"]["pid"])
     w.due("b", T0 + 5)
     result = lifecycle.plan(w.loops, {}, w.state, T0 + 10, w.alive, only="b", caps=w.caps,
                             zones=zone_of)
@@ -184,7 +184,7 @@ def test_run_by_hand_does_not_count_a_dead_supervisor_of_another_loop() -> None:
 
 def test_an_orphaned_agent_still_running_holds_a_slot() -> None:
     w = World(capacity.Caps(1), a="shell", b="shell")
-    w.st("a")["orphan"] = {"pid": 7, "ct": 1.0}
+    w.st("a").orphan = {"pid": 7, "ct": 1.0}
     w.due("a", T0 + 3600)
     w.due("b", T0)
     assert names(w.plan(T0)) == []
@@ -197,10 +197,10 @@ def test_a_queued_loop_that_is_paused_leaves_the_queue() -> None:
     w.due("a", T0 - 2)
     w.due("b", T0 - 1)
     w.plan(T0)
-    assert w.st("b")["queued_at"] == T0
+    assert w.st("b").queued_at == T0
     w.st("b").pause(T0 + 1)
     w.plan(T0 + 2)
-    assert w.st("b")["queued_at"] is None
+    assert w.st("b").queued_at is None
 
 
 def test_the_run_counts_under_the_preset_it_was_claimed_with() -> None:
@@ -225,7 +225,7 @@ def test_a_daemon_sleeps_past_a_queue_only_while_something_runs() -> None:
     w.plan(T0)
     defs = Definitions(loops=w.loops)
     assert fireable_wake(defs, w.state) is None  # b waits for a to settle
-    w.st("a")["run"] = None  # a ended, its state not yet re-planned
+    w.st("a").run = None  # a ended, its state not yet re-planned
     assert fireable_wake(defs, w.state) == T0 - 1
 
 
@@ -233,10 +233,10 @@ def test_damaged_queued_values_in_state_are_repaired() -> None:
     from loopctl.domain.state import repair
 
     loop = parse_loop("x", {"prompt": "p", "every": "1h"})
-    st = dict(new_loop_state(loop, T0, zone=UTC), queued_at="soon")
+    st = dict(vars(new_loop_state(loop, T0, zone=UTC)), queued_at="soon")
     clean, bad = repair("x", st)
-    assert bad == ["queued_at"] and clean["queued_at"] is None
-    st = dict(new_loop_state(loop, T0, zone=UTC), queued_at=None,
+    assert bad == ["queued_at"] and clean.queued_at is None
+    st = dict(vars(new_loop_state(loop, T0, zone=UTC)), queued_at=None,
               run={"run_id": "20260101T000000Z-0001", "iteration": 1, "due_at": T0,
                    "queued_s": math.nan})
     assert repair("x", st)[1] == ["run"]

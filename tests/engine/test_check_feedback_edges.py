@@ -19,7 +19,7 @@ from loopctl.domain import lifecycle, verify
 from loopctl.domain.checks import MAX_COMMAND
 from loopctl.domain.errors import UsageError
 from loopctl.domain.model import parse_loop
-from loopctl.domain.state import RunResult, new_loop_state
+from loopctl.domain.state import LoopState, RunResult, new_loop_state
 
 
 def loop_with(**extra: Any) -> Any:
@@ -72,8 +72,8 @@ def test_a_huge_bad_duration_is_quoted_short() -> None:
 # -- the check's metric and a rate limit ---------------------------------------------------
 
 
-def settle(loop: Any, st: Any, outcome: str, metric: float, now: float) -> None:
-    st["status"], st["reason"], st["resume_at"] = "active", None, None  # the reset came
+def settle(loop: Any, st: LoopState, outcome: str, metric: float, now: float) -> None:
+    st.status, st.reason, st.resume_at = "active", None, None  # the reset came
     lifecycle.claim(loop, st, now, "schedule", zone=UTC)
     check = verify.check_record(1, 1.0, "3 passed\n", metric)
     lifecycle.settle(loop, st, RunResult(outcome, 0, now, now + 1, check=check,
@@ -88,9 +88,9 @@ def test_a_rate_limited_run_does_not_use_up_no_progress() -> None:
     st = new_loop_state(loop, 1000.0, zone=UTC)
     for i, outcome in enumerate(("ok", "deferred", "deferred", "ok")):
         settle(loop, st, outcome, 3.0, 1000.0 + 100 * i)
-    assert (st["status"], st["reason"]) == ("active", None)
+    assert (st.status, st.reason) == ("active", None)
     settle(loop, st, "ok", 3.0, 2000.0)  # three real runs, the metric unchanged
-    assert (st["status"], st["reason"]) == ("paused", "no_progress")
+    assert (st.status, st.reason) == ("paused", "no_progress")
 
 
 # -- newcomer screens -------------------------------------------------------------------
@@ -204,12 +204,12 @@ def test_a_damaged_last_check_is_dropped_not_shown(last: dict[str, Any]) -> None
 
     loop = loop_with()
     st = new_loop_state(loop, 1000.0, zone=UTC)
-    st["last_check"] = {"run_id": "20261201T030000Z-0001", "metric": None, **last}
+    st.last_check = {"run_id": "20261201T030000Z-0001", "metric": None, **last}
     clean, bad = repair("l", st)
-    assert clean["last_check"] is None and "last_check" in bad
-    st["last_check"] = {"run_id": "20261201T030000Z-0001", "metric": 3.0, "exit_code": 1,
-                        "passed": False}
-    assert repair("l", st)[0]["last_check"] == st["last_check"]  # a real one stays
+    assert clean.last_check is None and "last_check" in bad
+    st.last_check = {"run_id": "20261201T030000Z-0001", "metric": 3.0, "exit_code": 1,
+                     "passed": False}
+    assert repair("l", st)[0].last_check == st.last_check  # a real one stays
 
 
 @pytest.mark.parametrize(("record", "said"), [

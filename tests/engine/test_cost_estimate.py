@@ -14,12 +14,12 @@ from conftest import CLI, TESTS
 from loopctl.domain import lifecycle
 from loopctl.domain.model import parse_loop
 from loopctl.domain.records import clean_record
-from loopctl.domain.state import RunResult, Settled, new_loop_state
+from loopctl.domain.state import LoopState, RunResult, Settled, new_loop_state
 
 T0 = 1_800_000_000.0
 
 
-def settle(loop: Any, st: Any, outcome: str, cost: float | None, at: float) -> Settled:
+def settle(loop: Any, st: LoopState, outcome: str, cost: float | None, at: float) -> Settled:
     lifecycle.claim(loop, st, at, "schedule", zone=UTC)
     return lifecycle.settle(loop, st, RunResult(outcome, 0, at, at + 1, cost_usd=cost), at + 1,
                             zone=UTC)
@@ -35,8 +35,8 @@ def test_a_timed_out_run_is_charged_the_most_expensive_run_so_far() -> None:
     extra = settle(loop, st, "timeout", None, T0 + 180)
     assert (extra.cost_usd, extra.cost_estimated) == (1.2, True)
     assert extra.note is not None and "no cost read: charged $1.2" in extra.note
-    assert st["cost_usd"] == pytest.approx(3.2)
-    assert (st["status"], st["reason"]) == ("paused", "budget_limit")
+    assert st.cost_usd == pytest.approx(3.2)
+    assert (st.status, st.reason) == ("paused", "budget_limit")
 
 
 @pytest.mark.parametrize("outcome, cost, budget", [
@@ -53,14 +53,14 @@ def test_no_estimate_where_nothing_unknown_was_spent(outcome: str, cost: float |
     settle(loop, st, "ok", 0.7, T0)
     extra = settle(loop, st, outcome, cost, T0 + 60)
     assert "cost_estimated" not in extra.to_json()
-    assert st["cost_usd"] == pytest.approx(0.7)
+    assert st.cost_usd == pytest.approx(0.7)
 
 
 def test_before_any_run_cost_something_the_estimate_is_nothing() -> None:
     loop = parse_loop("l", {"prompt": "p", "every": "1m", "budget_usd": 1.0})
     st = new_loop_state(loop, T0, zone=UTC)
     assert "cost_estimated" not in settle(loop, st, "killed", None, T0).to_json()
-    assert st["cost_usd"] == 0.0
+    assert st.cost_usd == 0.0
 
 
 def test_a_lost_run_is_charged_too() -> None:
@@ -70,13 +70,13 @@ def test_a_lost_run_is_charged_too() -> None:
     lifecycle.reconcile({"l": loop}, {}, state, T0, zones=zone_of)
     st = state["loops"]["l"]
     settle(loop, st, "ok", 0.9, T0)
-    st["next_due"] = T0 + 100
+    st.next_due = T0 + 100
     [(_, run)] = lifecycle.plan({"l": loop}, {}, state, T0 + 100, lambda ref: True,
                                 zones=zone_of).fired
     run["supervisor"] = {"pid": 5, "ct": 1.0}
     result = lifecycle.plan({"l": loop}, {}, state, T0 + 200, lambda ref: False, zones=zone_of)
     assert [lost["cost_estimate"] for _, lost in result.lost] == [0.9]
-    assert st["cost_usd"] == pytest.approx(1.8)
+    assert st.cost_usd == pytest.approx(1.8)
 
 
 def test_the_record_keeps_the_mark_and_only_a_true_one() -> None:

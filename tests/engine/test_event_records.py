@@ -22,7 +22,7 @@ LOOP = parse_loop("l", {"prompt": "p", "every": "10m", "max_runs": 5})
 
 def paused() -> LoopState:
     st = new_loop_state(LOOP, 1000.0, zone=UTC)
-    st["status"], st["reason"] = "paused", "failure_limit"
+    st.status, st.reason = "paused", "failure_limit"
     return st
 
 

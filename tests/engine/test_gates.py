@@ -117,13 +117,13 @@ def test_skipped_counts_toward_no_limit_and_gate_error_is_a_failure() -> None:
         lifecycle.claim(loop, st, now, "schedule", zone=zone_of(loop))
         lifecycle.settle(loop, st, RunResult("skipped", 1, now, now + 1), now + 1,
                          zone=zone_of(loop))
-    assert (st["status"], st["iterations"], st["failures"], st["outcomes"]) == \
+    assert (st.status, st.iterations, st.failures, st.outcomes) == \
         ("active", 0, 0, [])
-    assert st["next_due"] == 1000.0 + 60 * 4 + 1 + 60
+    assert st.next_due == 1000.0 + 60 * 4 + 1 + 60
     lifecycle.claim(loop, st, 2000.0, "schedule", zone=zone_of(loop))
     lifecycle.settle(loop, st, RunResult("gate_error", 2, 2000.0, 2001.0), 2001.0,
                      zone=zone_of(loop))
-    assert st["failures"] == 1 and st["last_outcome"] == "gate_error"
+    assert st.failures == 1 and st.last_outcome == "gate_error"
 
 
 def test_the_envelope_carries_gate_output_and_payload_as_fenced_data() -> None:

@@ -46,17 +46,17 @@ def test_complete_stands_only_when_the_check_passes() -> None:
     loop = loop_with()
     st = new_loop_state(loop, 1000.0, zone=UTC)
     extra = settle(loop, st, "complete", 1)
-    assert st["status"] == "active"  # refused: the loop goes on
-    assert extra.note == st["note"] == "complete refused: check failed (exit 1)"
-    assert st["next_due"] is not None
-    assert st["last_check"] == {"run_id": st["last_run_id"], "exit_code": 1, "passed": False,
-                                "metric": None}
+    assert st.status == "active"  # refused: the loop goes on
+    assert extra.note == st.note == "complete refused: check failed (exit 1)"
+    assert st.next_due is not None
+    assert st.last_check == {"run_id": st.last_run_id, "exit_code": 1, "passed": False,
+                             "metric": None}
     settle(loop, st, "complete", None, now=2000.0)  # timed out: no exit code
-    assert st["status"] == "active" and "timed out after 10m" in st["note"]
+    assert st.status == "active" and "timed out after 10m" in st.note
     settle(loop, st, "complete", 0, now=3000.0)
-    assert st["status"] == "completed"
-    assert st["last_decision"]["decision"] == "complete"
-    assert "source" not in st["last_decision"]  # the agent's evidence, verified
+    assert st.status == "completed"
+    assert st.last_decision["decision"] == "complete"
+    assert "source" not in st.last_decision  # the agent's evidence, verified
 
 
 def test_a_complete_whose_check_did_not_run_is_refused() -> None:
@@ -65,7 +65,7 @@ def test_a_complete_whose_check_did_not_run_is_refused() -> None:
     lifecycle.claim(loop, st, 1000.0, "schedule", zone=UTC)
     lifecycle.settle(loop, st, RunResult("killed", None, 1000.0, 1001.0, decision={
         "decision": "complete", "summary": "s", "evidence": "e"}), 1001.0, zone=UTC)
-    assert st["status"] == "active" and st["note"] == \
+    assert st.status == "active" and st.note == \
         "complete refused: the check did not run"
 
 
@@ -74,26 +74,26 @@ def test_until_check_completes_on_a_pass_whatever_the_agent_said() -> None:
     for said in (None, "continue", "fail", "block"):
         st = new_loop_state(loop, 1000.0, zone=UTC)
         settle(loop, st, said, 1)
-        assert st["status"] == ("failed" if said == "fail" else
-                                "paused" if said == "block" else "active"), said
+        assert st.status == ("failed" if said == "fail" else
+                             "paused" if said == "block" else "active"), said
         st = new_loop_state(loop, 1000.0, zone=UTC)
         settle(loop, st, said, 0, metric=42.0)
-        assert st["status"] == "completed", said
-        assert st["last_decision"]["source"] == "check"
-        assert st["last_decision"]["evidence"] == "`pytest -q` exited 0 (metric 42)"
+        assert st.status == "completed", said
+        assert st.last_decision["source"] == "check"
+        assert st.last_decision["evidence"] == "`pytest -q` exited 0 (metric 42)"
         event = events.attention(loop, st, RUN, "log", 1001.0)
         assert event.status == "completed"
         assert event.evidence == events.Evidence("check", "`pytest -q` exited 0 (metric 42)")
     # The source survives a write and read of state.json (repair keeps it).
-    clean, bad = repair("l", dict(st))
-    assert not bad and clean["last_decision"]["source"] == "check"
+    clean, bad = repair("l", dict(vars(st)))
+    assert not bad and clean.last_decision["source"] == "check"
 
 
 def test_without_until_check_a_pass_does_not_complete() -> None:
     loop = loop_with()
     st = new_loop_state(loop, 1000.0, zone=UTC)
     settle(loop, st, "continue", 0)
-    assert st["status"] == "active"
+    assert st.status == "active"
 
 
 @pytest.mark.parametrize(("metrics", "paused"), [
@@ -109,8 +109,8 @@ def test_no_progress_counts_runs_with_an_unchanged_metric(
     for i, metric in enumerate(metrics):
         settle(loop, st, "continue", 1, metric=metric, now=1000.0 + 100 * i)
     # Every agent result is the same text: only the metric decides.
-    assert (st["status"], st["reason"]) == (("paused", "no_progress") if paused
-                                            else ("active", None))
+    assert (st.status, st.reason) == (("paused", "no_progress") if paused
+                                      else ("active", None))
     if paused:
         event = events.attention(loop, st, RUN, "log", 2000.0)
         assert "metric unchanged" in event.evidence.text
@@ -125,7 +125,7 @@ def test_without_a_metric_no_progress_still_compares_results() -> None:
                                              track_progress=True,
                                              check=verify.check_record(0, 1, "", 7.0)), 1001.0,
                          zone=UTC)
-    assert st["reason"] == "no_progress"
+    assert st.reason == "no_progress"
 
 
 @pytest.mark.parametrize(("found", "value", "why"), [
@@ -168,10 +168,10 @@ def test_the_record_keeps_a_sane_check_only() -> None:
 
 def test_a_damaged_last_check_in_state_is_repaired() -> None:
     loop = loop_with()
-    st = dict(new_loop_state(loop, 1000.0, zone=UTC))
+    st = dict(vars(new_loop_state(loop, 1000.0, zone=UTC)))
     st["last_check"] = {"run_id": "../x", "passed": "yes"}
     clean, bad = repair("l", st)
-    assert clean["last_check"] is None and bad == ["last_check"]
+    assert clean.last_check is None and bad == ["last_check"]
 
 
 def test_the_envelope_carries_the_last_check_as_sanitized_data() -> None:

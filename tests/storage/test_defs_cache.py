@@ -202,7 +202,7 @@ def test_a_hand_edited_state_is_checked_even_with_a_summary(home: Path) -> None:
     reader = Store()
     again = reader.read_state()
     assert reader.repairs == {"alpha": ["iterations"]}
-    assert again["loops"]["alpha"]["status"] == "paused"
+    assert again["loops"]["alpha"].status == "paused"
 
 
 def test_tick_fast_path_ignores_a_summary_of_another_state(cli) -> None:  # type: ignore[no-untyped-def]
@@ -381,7 +381,7 @@ def test_a_planted_summary_cannot_skip_the_state_checks(cli) -> None:  # type: i
     store = Store()
     read = store.read_state()
     assert store.repairs == {"x": ["session_id"]}
-    assert read["loops"]["x"]["session_id"] is None
+    assert read["loops"]["x"].session_id is None
 
 
 def test_the_home_key_is_private_and_one_that_is_not_is_not_used(cli) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ TYPE_CHECKING = False  # not `typing`: its import is a cost of every run
 if TYPE_CHECKING:
     from typing import Any
 
+    from loopctl.domain.state import LoopState
     from loopctl.engine.containment.sandbox import Confinement
     from loopctl.engine.containment.scope import Scope
     from loopctl.integrations.worktree import Workspace
@@ -68,7 +69,7 @@ def confine(ctx: RunContext, loop: LoopDef, cwd: str, env: dict[str, str],
     return Confined(found.preexec, f"landlock ABI {found.ruleset.version}", found)
 
 
-def recorded_repository(ctx: RunContext, st: dict[str, Any], ws: Workspace | None) -> None:
+def recorded_repository(ctx: RunContext, st: LoopState, ws: Workspace | None) -> None:
     """What the run's sandboxes may read of its repository: loopctl's
     record of the worktree it made, or the repository recorded for the
     loop (None: a loop never looked up, found at its first confined run
@@ -77,8 +78,8 @@ def recorded_repository(ctx: RunContext, st: dict[str, Any], ws: Workspace | Non
         from loopctl.engine.repo_record import of_worktree
 
         ctx.repository = of_worktree(ws)
-    elif isinstance(st.get("repository"), list):
-        ctx.repository = tuple(st["repository"])
+    elif isinstance(st.repository, list):
+        ctx.repository = tuple(st.repository)
 
 
 def _scoped(ctx: RunContext, loop: LoopDef, why: str | None = None) -> Confined:

@@ -30,7 +30,7 @@ def gate(ctx: RunContext, claim: Claim, prepared: Prepared) -> Gate | None:
     loop, ws = claim.loop, prepared.ws
     if loop.gate is None or loop.worktree and ws is None:
         return None
-    confining.recorded_repository(ctx, dict(claim.state), ws)
+    confining.recorded_repository(ctx, claim.state, ws)
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
     # The agent's environment, $LOOPCTL_TRIGGER_FILE included.
     env = agent_env(ctx, loop, cwd, claim.run)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from loopctl.domain.errors import LoopctlError
 from loopctl.domain.model import LoopDef
 from loopctl.domain.objective import objective_of
-from loopctl.domain.state import RunResult
+from loopctl.domain.state import LoopState, RunResult
 from loopctl.domain.untrusted import line
 from loopctl.engine.run_context import Guarded, RunContext
 from loopctl.engine.run_signals import STOP_SIGNALS
@@ -62,12 +62,11 @@ def cancellation(ctx: RunContext) -> Callable[[], bool]:
         read_at[0] = time.monotonic()
         try:
             with ctx.store.lock():
-                st = ctx.store.read_state()["loops"].get(ctx.name) or {}
+                st: LoopState | None = ctx.store.read_state()["loops"].get(ctx.name)
         except LoopctlError:
             return False  # the state cannot be read: the signal flag still counts
-        run = st.get("run") or {}
-        if run.get("run_id") != ctx.run_id or st.get("after_run") in ("stop", "pause") \
-                or st.get("status") in ("stopped", "paused"):
+        if st is None or (st.run or {}).get("run_id") != ctx.run_id \
+                or st.after_run in ("stop", "pause") or st.status in ("stopped", "paused"):
             seen.append("state")
         return bool(seen)
 

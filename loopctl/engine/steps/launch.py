@@ -107,8 +107,8 @@ def start(ctx: RunContext, claim: Claim, prepared: Prepared, made: Ready | None,
         except LoopctlError as exc:
             launched.note = with_install_hint(exc.message, claim.loop)
             ctx.log.hold(f"# loopctl: {launched.note}")
-        if ctx.found_repository is not None and st.get("repository") is None:
-            st["repository"] = list(ctx.found_repository)  # from now on, the record
+        if ctx.found_repository is not None and st.repository is None:
+            st.repository = list(ctx.found_repository)  # from now on, the record
         run["started_at"] = started
         run["workspace"] = prepared.ws.to_json() if prepared.ws else None
         run["supervisor"] = procs.ref()
@@ -123,9 +123,9 @@ def _prepare(ctx: RunContext, claim: Claim, prepared: Prepared, gate: Gate | Non
              started: float) -> Ready:
     loop, st, run, ws = claim.loop, claim.state, claim.run, prepared.ws
     cwd = ws.cwd if ws else os.path.expanduser(loop.cwd)
-    confining.recorded_repository(ctx, dict(st), ws)
+    confining.recorded_repository(ctx, st, ws)
     prompt, prompt_path = write_prompt(ctx, claim, cwd, started, prepared, gate)
-    resume = st.get("session_id") if loop.continue_session else None
+    resume = st.session_id if loop.continue_session else None
     argv, stdin_text = build_argv(loop, prompt, prompt_path, ctx.run_id, resume,
                                   str(ctx.decision_path.parent))
     ctx.log.hold(f"# loopctl: run {ctx.run_id} of {ctx.name} (iteration {run['iteration']}) "
@@ -202,7 +202,7 @@ def last_check(ctx: RunContext, loop: LoopDef, st: LoopState) -> LastCheck | Non
     from loopctl.domain.verify import LastCheck
     from loopctl.storage.runs import read_record
 
-    last = st.get("last_check")
+    last = st.last_check
     if not loop.check or not last:
         return None
     record = read_record(ctx.store.paths, ctx.name, last["run_id"])

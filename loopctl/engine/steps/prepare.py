@@ -16,7 +16,7 @@ def prepare_workspace(ctx: RunContext, claim: Claim) -> Prepared:
 
     loop = claim.loop
     folder = ctx.store.paths.state_dir / "worktrees" / ctx.name
-    found = pr_fix.look(ctx, loop, claim.state.get("pr_feedback"))
+    found = pr_fix.look(ctx, loop, claim.state.pr_feedback)
     try:
         ensure_dir(folder.parent)
         ws = pr_fix.continuation(ctx, loop, folder, found) \
