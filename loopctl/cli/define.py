@@ -35,15 +35,6 @@ if TYPE_CHECKING:
     from loopctl.commands.loop_view import LoopObject
 
 
-def _check_schedule(every: str | None, cron: str | None, tz: str | None) -> None:
-    """The rules between the schedule's options as given (`update --every`
-    replaces a cron schedule); their values are read once, by parse_loop."""
-    if every is not None and cron is not None:
-        fail("give --every or --cron, not both")
-    if tz is not None and cron is None:
-        fail("--tz only applies to --cron schedules")
-
-
 def _hook(on_attention: str | None, clear: object) -> object:
     """`--on-attention PATH` as stored (absolute), `clear` for 'none'; an
     executable file now, not a failure at the first attention event."""
@@ -65,7 +56,6 @@ def policy_changes(*, every: str | None, cron: str | None, tz: str | None,
                    on_attention: str | None, notify: list[str] | None) -> dict[str, Any]:
     """The schedule, the hook and the notification targets, as loops.yaml
     keys (None: the key removed; absent: not given)."""
-    _check_schedule(every, cron, tz)
     clear = object()  # `--on-attention none` removes the hook
     hook = _hook(on_attention, clear)
     given = {"on_attention": hook, "every": every, "cron": cron, "tz": tz}
@@ -99,9 +89,7 @@ def start(
         fail("give the prompt as an argument or with --prompt-file (only a --command "
              "loop may go without one)")
     after, yolo = settings["after"], bool(settings["yolo"])
-    _check_schedule_given(settings["every"], settings["cron"], after, settings["on_demand"])
-    if agent is not None and command is not None:
-        fail("give --agent or --command, not both")
+    _check_schedule_given(settings["every"], settings["cron"], settings["on_demand"])
     if agent is not None and agent not in PRESETS:
         fail(f"unknown agent {agent!r}: expected one of {', '.join(PRESETS)}")
     raw_def: dict[str, Any] = {k: v for k, v in _policy(settings, "start").items()
@@ -137,8 +125,9 @@ def _group_changes(settings: dict[str, Any], clearing: bool) -> dict[str, Any]:
 def _agent_fields(command: str | None, agent: str | None, after: str | None,
                   env: list[str] | None) -> dict[str, Any]:
     """What runs, when first, with which environment, as loops.yaml keys."""
-    out: dict[str, Any] = {"command": command} if command is not None \
-        else {"agent": agent or "shell"}
+    # Both given: parse_loop's rule between the rows refuses them.
+    out: dict[str, Any] = {"agent": agent or "shell"} if command is None \
+        else {"command": command, **({"agent": agent} if agent is not None else {})}
     if after is not None:
         out["after"] = after
     if env:
@@ -173,12 +162,11 @@ def _named_targets(values: list[str]) -> list[str]:
     return [url for v in values for url in (resolve([v], table) if named(v) else [v])]
 
 
-def _check_schedule_given(every: str | None, cron: str | None, after: str | None,
-                          on_demand: bool) -> None:
+def _check_schedule_given(every: str | None, cron: str | None, on_demand: bool) -> None:
+    """A new loop's schedule, said as the options that give one (the rules
+    between them are the rows', checked by parse_loop)."""
     if every is None and cron is None and not on_demand:
         fail("give a schedule: --every DURATION, --every auto, --cron EXPR, or --on-demand")
-    if on_demand and (every is not None or cron is not None or after is not None):
-        fail("--on-demand loops have no time schedule: drop --every, --cron and --after")
 
 
 def _say_started(result: LoopObject) -> None:
@@ -285,8 +273,6 @@ def update(
             fail(f"loop {name!r} is invalid; fix it in loops.yaml first")
         changes.update(workspace_changes(
             os.path.expanduser(str(current.get("cwd") or ".")), current, **worktree_given))
-    if settings["on_demand"] and (settings["every"] is not None or settings["cron"] is not None):
-        fail("give --on-demand or a schedule (--every, --cron), not both")
     changes.update(_group_changes(settings, clearing=True))
     changes.update(objective)
     if not changes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from loopctl import clock
 from loopctl.commands.common import raw_entry
 from loopctl.commands.loop_view import LoopObject
 from loopctl.commands.views import describe
-from loopctl.domain import lifecycle
+from loopctl.domain import lifecycle, setting_rules
 from loopctl.domain.checks import check_name
 from loopctl.domain.errors import UsageError
 from loopctl.domain.loop_raw import to_raw
@@ -99,6 +100,25 @@ def _probe(name: str, raw: dict[str, Any]) -> LoopDef:
         raise UsageError(in_options(message, KEYS)) from None
 
 
+def changed_entry(current: Mapping[str, object], changes: dict[str, Any]) -> dict[str, object]:
+    """The loop's entry with `changes` made (None: the key removed): a key
+    given replaces those its row's rules say it excludes (`--every` a cron
+    schedule and its `tz`, `--on-demand` every time schedule); two such keys
+    given at once are refused, in the options' words."""
+    given = {key for key, value in changes.items() if value is not None and value is not False}
+    clash = setting_rules.clash(given)
+    if clash:
+        raise UsageError(setting_rules.clash_text(*clash, given_by_options(changes)))
+    raw = {key: value for key, value in current.items()
+           if key not in setting_rules.displaced(given)}
+    for key, value in changes.items():
+        if value is None:
+            raw.pop(key, None)
+        else:
+            raw[key] = value
+    return raw
+
+
 def _parse_changed(name: str, raw: dict[str, Any], changed: Any) -> LoopDef:
     """`parse_loop` of a loop `update` changed: the keys it was given named
     by their options, the others (from loops.yaml) by themselves; an error
@@ -142,23 +162,7 @@ def update(store: Store, name: str, changes: dict[str, Any]) -> LoopObject:
         defs = store.read_defs()
         state = store.read_state()
         current = raw_entry(defs, name)
-        raw = dict(current)
-        for key, value in changes.items():
-            if value is None:
-                raw.pop(key, None)
-            else:
-                raw[key] = value
-        if "cron" in changes:
-            raw.pop("every", None)
-        if "every" in changes:
-            raw.pop("cron", None)
-            raw.pop("tz", None)
-        if "every" in changes or "cron" in changes:
-            raw.pop("on_demand", None)
-        if changes.get("on_demand"):  # no time schedule left
-            for key in ("every", "cron", "tz", "after"):
-                raw.pop(key, None)
-        loop = _parse_changed(name, raw, changes)
+        loop = _parse_changed(name, changed_entry(current, changes), changes)
         defs.raw_loops[name] = to_raw(loop)
         st = entries_of(state).get(name)
         if st is not None and st.run:

@@ -103,6 +103,14 @@ class Setting:
     # line at start/update and by `validate` for loops.yaml, in one wording
     # (integrations/context_rules.py holds the checks: domain/ reads no disk).
     context: tuple[str, ...] = ()
+    # Context rule: keys that cannot be given with this one (`agent` and
+    # `command`; `on_demand` and any time schedule), and why, said after
+    # the rule. On `update`, a key given replaces those it excludes or that
+    # exclude it (`--every` replaces `cron`): setting_rules.displaced.
+    excludes: tuple[str, ...] = ()
+    excludes_why: str = ""
+    # Context rule: the row whose value this one's may not exceed.
+    at_most: str = ""
 
     @property
     def name(self) -> str:
@@ -140,7 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
        "every run from now on.", metavar="", export="the path; the file must exist there",
        group="objective", path=True, view=None),
     _s("agent", "choice", f"Preset: {', '.join(PRESETS)} (default shell).", choices=PRESETS,
-       objective=True, commands=("start",), write="head", rule="model",
+       objective=True, commands=("start",), write="head", rule="model", excludes=("command",),
        doc="An agent preset (default shell).", group="objective", view="agent"),
     _s("command", "command", "Custom agent command, split like a shell, run without one.",
        objective=True, commands=("start",), write="head", rule="checks",
@@ -148,16 +156,17 @@ SETTINGS: tuple[Setting, ...] = (
        group="objective", view="command"),
     _s("on_demand", "flag", "No time schedule: fired only by `loopctl trigger` (and `run`).",
        default=False, write="head", rule="schedule",
+       excludes=("every", "cron", "tz", "after"), excludes_why="it has no time schedule",
        export="an on-demand workflow (GitHub) or nothing", group="gate", view="schedule"),
     _s("every", "duration", "Interval after each run ends (10m, 1h30m) or 'auto'.",
-       write="head", rule="schedule", export="the scheduler's timer", group="policy",
-       view="schedule"),
+       write="head", rule="schedule", excludes=("cron",), export="the scheduler's timer",
+       group="policy", view="schedule"),
     _s("cron", "text", "Five-field cron expression.", write="head", rule="schedule",
        export="the scheduler's timer", group="policy", view="schedule"),
     _s("tz", "text", "IANA zone for --cron (default: the system's).", write="head",
-       rule="schedule", group="policy", view="schedule"),
+       rule="schedule", group="policy", needs=("cron",), view="schedule"),
     _s("min_delay", "duration", "With --every auto: shortest delay (default 1m).", default=60,
-       when="auto", write="always", view=None),
+       when="auto", write="always", view=None, at_most="max_delay"),
     _s("max_delay", "duration", "With --every auto: longest delay (default 1h).", default=3600,
        when="auto", write="always", view=None),
     _s("after", "duration", "Delay before the first run.", commands=("start",), group="objective",

@@ -198,6 +198,9 @@ def parse_loop(name: object, raw: object, named: Named = setting_rules.yaml_name
         raise UsageError(f"{where}: {bad!r} is not valid UTF-8 text")
     fields: dict[str, Any] = {"name": name}
     try:
+        clash = setting_rules.clash({k for k, v in raw.items() if _given(v)})
+        if clash:
+            raise UsageError(setting_rules.clash_text(*clash, named))
         _by_kind(raw, fields, named)
         _parse_what(raw, fields, where)
         _parse_schedule(raw, fields, where, named)
@@ -293,8 +296,6 @@ def _parse_what(raw: dict[str, Any], fields: dict[str, Any], where: str) -> None
     prompt, prompt_file = _text(raw, "prompt", where), _text(raw, "prompt_file", where)
     check_objective(raw, prompt, prompt_file, where)
     agent = _text(raw, "agent", where)
-    if agent is not None and raw.get("command") is not None:
-        raise UsageError(f"{where}: give 'agent' or 'command', not both")
     if agent is not None and agent not in PRESETS:
         raise UsageError(f"{where}: unknown agent {agent!r}; expected one of {', '.join(PRESETS)}")
     if raw.get("command") is not None:
@@ -375,19 +376,10 @@ def _created_at(raw: dict[str, Any], where: str) -> str | None:
                      "like 2026-11-30T03:00:00Z")
 
 
-def _on_demand(raw: dict[str, Any], where: str) -> bool:
-    on_demand = _flag(raw, "on_demand", where)
-    for key in ("every", "cron", "tz", "after") if on_demand else ():
-        if raw.get(key) is not None:
-            raise UsageError(f"{where}: {key!r} does not apply to an 'on_demand' loop "
-                             "(it has no time schedule)")
-    return on_demand
-
-
 def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str,
                     named: Named) -> None:
     every, cron = raw.get("every"), raw.get("cron")
-    fields["on_demand"] = _on_demand(raw, where)
+    fields["on_demand"] = _flag(raw, "on_demand", where)
     if not fields["on_demand"] and (every is None) == (cron is None):
         raise UsageError(f"{where}: give exactly one of 'every' or 'cron' (or 'on_demand: true')")
     if cron is not None:
@@ -397,14 +389,13 @@ def _parse_schedule(raw: dict[str, Any], fields: dict[str, Any], where: str,
         tz = _text(raw, "tz", where)
         fields["tz"] = check_tz(tz, named("tz")) if tz is not None else None
     elif not fields["on_demand"]:
-        if raw.get("tz") is not None:
-            raise UsageError(f"{where}: 'tz' only applies to 'cron' schedules")
         if every == "auto":
             fields["auto"] = True
         else:
             fields["every"] = parse_setting(every, named("every"))
-    if fields.get("min_delay", DEFAULT_MIN_DELAY) > fields.get("max_delay", DEFAULT_MAX_DELAY):
-        raise UsageError(f"{named('min_delay')} is longer than {named('max_delay')}")
+    exceeded = setting_rules.exceeded(fields)
+    if exceeded:
+        raise UsageError(setting_rules.exceeded_text(*exceeded, named))
 
 
 def _parse_policy(raw: dict[str, Any], fields: dict[str, Any], where: str,

@@ -33,8 +33,11 @@ def rules_text(setting: Setting) -> str:
     """A row's rules as the reference says them: `Needs 'check'.`"""
     said = []
     if setting.needs:
-        said.append("Needs " + " and ".join(
-            repr(f"{n}: true" if BY_KEY[n].kind == "flag" else n) for n in setting.needs) + ".")
+        said.append("Needs " + " and ".join(map(_as_set, setting.needs)) + ".")
+    if setting.excludes:
+        said.append("Not with " + ", ".join(map(repr, setting.excludes)) + ".")
+    if setting.at_most:
+        said.append(f"At most {setting.at_most!r}.")
     said += [CONTEXT_RULES[name][:1].upper() + CONTEXT_RULES[name][1:] + "."
              for name in setting.context]
     return " ".join(said)
@@ -76,6 +79,65 @@ def option_name(key: str) -> str:
     return row.option if row is not None and row.option else yaml_name(key)
 
 
+# Each row's named rule `excludes`: the one rule behind `give 'agent' or
+# 'command', not both` and `--every does not apply with --on-demand`.
+EXCLUDES = tuple((s.key, other) for s in SETTINGS for other in s.excludes)
+# Each row's named rule `at_most`: `'min_delay' is longer than 'max_delay'`.
+AT_MOST = tuple((s.key, s.at_most) for s in SETTINGS if s.at_most)
+
+
+def clash(given: Any) -> tuple[str, str] | None:
+    """The first (setting, excluded) of EXCLUDES both of which are `given`
+    (a collection of the keys set)."""
+    return next(((key, other) for key, other in EXCLUDES if key in given and other in given),
+                None)
+
+
+def clash_text(key: str, other: str, named: Callable[[str], str] = yaml_name) -> str:
+    """The one wording of a row's `excludes` rule, in the route's words:
+    a mode (a flag) makes the other key mean nothing; two ways to say one
+    thing (`agent`, `command`) are one too many."""
+    row = BY_KEY[key]
+    if row.kind != "flag":
+        return f"give {named(key)} or {named(other)}, not both"
+    mode = named(key) if is_option(named(key)) else _as_set(key)
+    return f"{named(other)} does not apply with {mode}" + (
+        f" ({row.excludes_why})" if row.excludes_why else "")
+
+
+def exceeded(values: dict[str, Any]) -> tuple[str, str] | None:
+    """The first (setting, limit) of AT_MOST whose values (given, else the
+    row's default) break it."""
+    def value(key: str) -> Any:
+        given = values.get(BY_KEY[key].name)
+        return BY_KEY[key].default if given is None else given
+
+    return next(((key, limit) for key, limit in AT_MOST if value(key) > value(limit)), None)
+
+
+def exceeded_text(key: str, limit: str, named: Callable[[str], str] = yaml_name) -> str:
+    """The one wording of a row's `at_most` rule."""
+    longer = "longer" if BY_KEY[key].kind == "duration" else "more"
+    return f"{named(key)} is {longer} than {named(limit)}"
+
+
+def displaced(given: Any) -> set[str]:
+    """The keys an `update` that gives `given` (the keys set) takes out of
+    the loop's definition: those each excludes or that exclude it (`--every`
+    replaces `cron`, `--on-demand` every time schedule), and the rows that
+    go with them (`tz` with `cron`)."""
+    # A key that needs another (`tz`) qualifies a schedule, it does not replace one.
+    replacing = {key for key in given if key in BY_KEY and not BY_KEY[key].needs}
+    gone = {other for key, other in EXCLUDES if key in replacing} \
+        | {key for key, other in EXCLUDES if other in replacing}
+    return {kept for key in gone for kept in goes_with(key)} - set(given)
+
+
+def _as_set(key: str) -> str:
+    """A key as a rule names it in loops.yaml: `'worktree: true'` for a flag."""
+    return repr(f"{key}: true" if BY_KEY[key].kind == "flag" else key)
+
+
 def given_by_options(keys: Any) -> Callable[[str], str]:
     """The names of one `start`/`update`: each key given on the command
     line by its option, any other (read from loops.yaml) by itself."""
@@ -94,10 +156,7 @@ def needs_text(key: str, needed: str, named: Callable[[str], str] = yaml_name) -
     whether given or not)."""
     name = named(key)
     row = BY_KEY[needed]
-    if is_option(name):
-        wanted = option_name(needed)
-    else:
-        wanted = repr(f"{needed}: true" if row.kind == "flag" else needed)
+    wanted = option_name(needed) if is_option(name) else _as_set(needed)
     return f"{name} needs {wanted}" + (f" ({row.needed_why})" if row.needed_why else "")
 
 

@@ -48,10 +48,16 @@ def refused(raw: dict[str, Any]) -> str:
     # year 1 at +14:00 is before datetime's first UTC instant: no crash
     ({"created_at": "0001-01-01T00:00:00+14:00"}, "loop 'job': 'created_at' must be an ISO"),
     # the schedule
-    ({"cron": "0 * * * *"}, "loop 'job': give exactly one of 'every' or 'cron'"),
+    ({"cron": "0 * * * *"}, "loop 'job': give 'every' or 'cron', not both"),
     ({"every": None}, "loop 'job': give exactly one of 'every' or 'cron'"),
     ({"every": None, "cron": 5}, "loop 'job': 'cron' must be text like '*/10 * * * *'"),
-    ({"tz": "Europe/Berlin"}, "loop 'job': 'tz' only applies to 'cron' schedules"),
+    ({"tz": "Europe/Berlin"}, "loop 'job': 'tz' needs 'cron'"),
+    ({"agent": "claude", "command": "prog", "on_demand": True, "every": None},
+     "loop 'job': give 'agent' or 'command', not both"),
+    ({"on_demand": True}, "loop 'job': 'every' does not apply with 'on_demand: true' "
+                          "(it has no time schedule)"),
+    ({"on_demand": True, "every": None, "tz": "UTC"},
+     "loop 'job': 'tz' does not apply with 'on_demand: true' (it has no time schedule)"),
     ({"every": "auto", "min_delay": "2h", "max_delay": "1h"},
      "loop 'job': 'min_delay' is longer than 'max_delay'"),
     # limits and policy
