@@ -103,12 +103,9 @@ def _probe(name: str, raw: dict[str, Any]) -> LoopDef:
 def changed_entry(current: Mapping[str, object], changes: dict[str, Any]) -> dict[str, object]:
     """The loop's entry with `changes` made (None: the key removed): a key
     given replaces those its row's rules say it excludes (`--every` a cron
-    schedule and its `tz`, `--on-demand` every time schedule); two such keys
-    given at once are refused, in the options' words."""
+    schedule and its `tz`, `--on-demand` every time schedule). Two such keys
+    given at once both stay, for parse_loop to refuse in the options' words."""
     given = {key for key, value in changes.items() if value is not None and value is not False}
-    clash = setting_rules.clash(given)
-    if clash:
-        raise UsageError(setting_rules.clash_text(*clash, given_by_options(changes)))
     raw = {key: value for key, value in current.items()
            if key not in setting_rules.displaced(given)}
     for key, value in changes.items():
