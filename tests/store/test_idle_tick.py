@@ -165,3 +165,48 @@ def test_libpq_and_psycopg_read_the_same_row(tmp_path: Path, pg_dsn: str,
     assert through_libpq == through_psycopg
     assert isinstance(through_libpq[5], list) and through_libpq[1] is True
     assert through_libpq[3] is False and isinstance(through_libpq[2], float)
+
+
+def imports_of_idle_tick(m: Machine, dsn: str) -> list[str]:
+    """The modules an idle `tick --quiet` imports (`-X importtime`), run
+    while the test holds the team's state lock: it must exit at once, idle."""
+    argv = m.argv("tick", "--quiet")
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (STATE_LOCK,))
+        done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
+                              text=True, env=m.env(), timeout=15)
+    assert done.returncode == 0, done.stderr
+    return [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line]
+
+
+# What the file home's idle exit does not load either: the definitions (and
+# what reads their cached parse), YAML, urllib (a DSN's full check), typing.
+HEAVY = ("loopctl.storage.store", "loopctl.storage.definitions", "loopctl.domain.model",
+         "yaml", "urllib.parse", "typing", "psycopg")
+
+
+def test_an_idle_tick_reads_the_store_line_not_the_definitions(tmp_path: Path,
+                                                               pg_dsn: str) -> None:
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    first_run(m1, ran)
+    loaded = imports_of_idle_tick(m1, pg_dsn)
+    assert "loopctl.storage.pg.store_line" in loaded  # the list is the tick's imports
+    assert not [m for m in loaded if m.startswith(HEAVY)], loaded
+    assert ran_lines(ran) == ["m1"]
+
+
+def test_a_store_line_the_scan_does_not_take_is_read_from_the_definitions(
+        tmp_path: Path, pg_dsn: str) -> None:
+    """A quoted `store:` (and one below the loops): the idle tick reads the
+    definitions, and still exits idle without the lock."""
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    prompt = json.dumps(f"echo $LOOPCTL_MACHINE >> {tmp_path / 'ran'}")
+    m1.define(HOME.format(dsn=json.dumps(pg_dsn), cwd=tmp_path, prompt=prompt))
+    first_run(m1, ran)
+    assert "loopctl.storage.store" in imports_of_idle_tick(m1, pg_dsn)
+    text = HOME.format(dsn="", cwd=tmp_path, prompt=prompt).replace("store: \n", "")
+    m1.define(text + f"store: {pg_dsn}\n")
+    assert m1.run("tick", "--quiet").returncode == 0  # reconciles the edited file
+    assert "loopctl.storage.store" in imports_of_idle_tick(m1, pg_dsn)
+    assert ran_lines(ran) == ["m1"]
