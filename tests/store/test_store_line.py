@@ -52,6 +52,10 @@ TABLE = [
     ("CRLF", home(f"version: 1\nstore: {GOOD}\n").replace(b"\n", b"\r\n"), GOOD),
     ("BOM", b"\xef\xbb\xbf" + home(f"version: 1\nstore: {GOOD}\n"), GOOD),
     ("unicode prompt", home(f"version: 1\nstore: {GOOD}\n", "caf\u00e9 \U0001f600"), GOOD),
+    ("the last line", f"version: 1\nstore: {GOOD}".encode(), GOOD),
+    ("far down", home("#\n" * 150 + f"version: 1\nstore: {GOOD}\n"), None),
+    ("continued far down", home(f"version: 1\nstore: {GOOD}\n" + "\n" * 150 + "  x\n"),
+     None),
     ("double quotes", home(f'version: 1\nstore: "{GOOD}"\n'), None),
     ("single quotes", home(f"version: 1\nstore: '{GOOD}'\n"), None),
     ("anchor", home(f"version: 1\nstore: &a {GOOD}\n"), None),
@@ -97,6 +101,8 @@ TABLE = [
     ("NUL", home(f"version: 1\nstore: {GOOD}\n", "x\x00y"), None),
     ("C1 control", home(f"version: 1\nstore: {GOOD}\n", "x\u0090y"), None),
     ("not UTF-8", home(f"version: 1\nstore: {GOOD}\n", "x") + b"# \xff\n", None),
+    ("BOM before a later key", home(f"version: 1\nstore: {GOOD}\n") +
+     f"\ufeffstore: {EVIL}\n".encode(), None),
     ("tab indent", home(f"version: 1\nstore: {GOOD}\n") + b"\tx: 1\n", None),
     ("a sequence at column 0", home(f"version: 1\nstore: {GOOD}\n") + b"- x\n", None),
 ]

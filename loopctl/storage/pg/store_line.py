@@ -36,6 +36,9 @@ _KEY = frozenset(b"abcdefghijklmnopqrstuvwxyz_0123456789")
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _URL = _WORD | frozenset(b"~%@:/?=&+")
 _PREFIXES = (b"postgresql://", b"postgres://")
+# How far down the `store:` line may be found (blank lines and comments
+# included); below that, the definitions are read.
+HEAD_LINES = 100
 
 
 def top_store(data: bytes) -> str | None:
@@ -44,12 +47,16 @@ def top_store(data: bytes) -> str | None:
     text = _plain_text(data)
     if text is None:
         return None
-    lines = text.split(b"\n")
+    # The `store:` line and the one after it are among the first lines (the
+    # last item is the rest of the file, unsplit: a thousand loops' lines
+    # need not be).
+    head = text.split(b"\n", HEAD_LINES)
+    lines, whole = head[:HEAD_LINES], len(head) <= HEAD_LINES
     at = _store_line(lines)
     if at is None:
         return None
     value = _value(lines[at][len(b"store:"):])
-    if value is None or not _ends_there(lines, at) or not _one_store_key(text):
+    if value is None or not _ends_there(lines[at + 1:], whole) or not _one_store_key(text):
         return None
     return value.decode("ascii")
 
@@ -58,7 +65,8 @@ def _plain_text(data: bytes) -> bytes | None:
     """The file with LF line breaks, when every line break is one the scan knows."""
     if data.startswith(BOM):  # the reader skips it too
         data = data[len(BOM):]
-    data = data.replace(b"\r\n", b"\n")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
     if data.translate(None, _TEXT):  # a lone CR, NUL, another control character
         return None
     if not data.isascii():
@@ -105,12 +113,14 @@ def _comment_or_nothing(after: bytes) -> bool:
     return not after or after.startswith(b"#")
 
 
-def _ends_there(lines: list[bytes], at: int) -> bool:
-    """The next line with content starts at column 0: no continuation."""
-    for line in lines[at + 1:]:
+def _ends_there(after: list[bytes], whole: bool) -> bool:
+    """The next line with content starts at column 0: no continuation.
+    None among `after`: the end of the file when they are `whole`, else
+    the rest of the file says (unknown: False)."""
+    for line in after:
         if line.strip(b" "):  # a line of tabs: not blank to the scan
             return line[:1] not in (b" ", b"\t")
-    return True
+    return whole
 
 
 def _one_store_key(text: bytes) -> bool:
