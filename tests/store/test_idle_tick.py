@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -160,7 +161,7 @@ def test_libpq_and_psycopg_read_the_same_row(tmp_path: Path, pg_dsn: str,
     (m1,), ran = team(tmp_path, pg_dsn, 1)
     first_run(m1, ran)
     through_libpq = idle.read_row(pg_dsn, "m1")
-    monkeypatch.setattr(libpq, "NAMES", ())
+    monkeypatch.setattr(libpq, "candidates", list)  # no libpq to load: psycopg
     through_psycopg = idle.read_row(pg_dsn, "m1")
     assert through_libpq == through_psycopg
     assert isinstance(through_libpq[5], list) and through_libpq[1] is True
@@ -210,3 +211,20 @@ def test_a_store_line_the_scan_does_not_take_is_read_from_the_definitions(
     assert m1.run("tick", "--quiet").returncode == 0  # reconciles the edited file
     assert "loopctl.storage.store" in imports_of_idle_tick(m1, pg_dsn)
     assert ran_lines(ran) == ["m1"]
+
+
+def mapped_libpq(code: str) -> set[str]:
+    """The libpq files a fresh interpreter has mapped after running `code`."""
+    done = subprocess.run([sys.executable, "-c", code + "\nprint(open('/proc/self/maps').read())"],
+                          capture_output=True, text=True, check=True)
+    files = {line.split()[-1] for line in done.stdout.splitlines() if len(line.split()) >= 6}
+    return {name for name in files if Path(name).name.startswith("libpq")}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_the_idle_query_loads_the_libpq_psycopg_uses() -> None:
+    """Its connection is made as the full path's is (the same libpq: the
+    same defaults, TLS and GSSAPI libraries)."""
+    ours = mapped_libpq("from loopctl.storage.pg import libpq\nlibpq.load()")
+    theirs = mapped_libpq("import psycopg\npsycopg.pq.version()")
+    assert ours and ours == theirs
