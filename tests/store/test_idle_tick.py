@@ -182,9 +182,10 @@ def imports_of_idle_tick(m: Machine, dsn: str) -> list[str]:
 
 
 # What the file home's idle exit does not load either: the definitions (and
-# what reads their cached parse), YAML, urllib (a DSN's full check), typing.
+# what reads their cached parse), YAML, urllib (a DSN's full check), typing,
+# ctypes' Python half (storage/pg/libpq.py uses its C half).
 HEAVY = ("loopctl.storage.store", "loopctl.storage.definitions", "loopctl.domain.model",
-         "yaml", "urllib.parse", "typing", "psycopg")
+         "yaml", "urllib.parse", "typing", "psycopg", "ctypes", "socket")
 
 
 def test_an_idle_tick_reads_the_store_line_not_the_definitions(tmp_path: Path,

@@ -1,4 +1,4 @@
-"""One query through libpq itself (ctypes), for the idle `tick` of a store
+"""One query through libpq itself (ctypes' C half), for the idle `tick` of a store
 home (storage/pg/idle.py): psycopg's import alone is ~85 ms, four times a
 home of files' whole idle tick, while loading libpq is ~2-3 ms. Only the
 first row, as text; the connection is closed before returning. No libpq
@@ -17,15 +17,13 @@ not worth a default that could differ from libpq's own outcome)."""
 
 from __future__ import annotations
 
-import ctypes
-
 TYPE_CHECKING = False  # not `typing`: a cost of every cron tick
 
 if TYPE_CHECKING:
     from typing import Any
 
-# The system's libpq (Debian's libpq5, Homebrew's); psycopg-binary's own
-# copy is not loaded by name (its file name carries a hash).
+# The system's libpq (Debian's libpq5, Homebrew's), by name; psycopg-binary's
+# own copy is found by its path (its file name carries a hash: candidates).
 NAMES = ("libpq.so.5", "libpq.5.dylib")
 CONNECTION_OK = 0
 PGRES_TUPLES_OK = 2
@@ -40,13 +38,21 @@ class QueryFailed(Exception):
 
 
 def load() -> Any:
+    ffi = _Ffi()
     for name in candidates():
         try:
-            lib = ctypes.CDLL(name)
+            handle = ffi.dlopen(name, ffi.RTLD_LOCAL)  # as ctypes.CDLL(name) opens it
         except OSError:
             continue
-        return _typed(lib)
+        return _Libpq(ffi, handle)
     raise NoLibpq("no libpq to load")
+
+
+class _Library:
+    """What a foreign function is looked up in (`_handle`, as ctypes.CDLL)."""
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
 
 
 def candidates() -> list[str]:
@@ -88,35 +94,73 @@ def psycopg_binary_libpq() -> str | None:
     return None
 
 
-def _typed(lib: Any) -> Any:
-    pointer, text, number = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
-    lib.PQconnectdbParams.restype = pointer
-    lib.PQconnectdbParams.argtypes = [ctypes.POINTER(text), ctypes.POINTER(text), number]
-    lib.PQstatus.argtypes, lib.PQstatus.restype = [pointer], number
-    lib.PQexecParams.restype = pointer
-    lib.PQexecParams.argtypes = [pointer, text, number, pointer, ctypes.POINTER(text),
-                                 pointer, pointer, number]
-    lib.PQresultStatus.argtypes, lib.PQresultStatus.restype = [pointer], number
-    for name in ("PQntuples", "PQnfields"):
-        getattr(lib, name).argtypes, getattr(lib, name).restype = [pointer], number
-    lib.PQgetisnull.argtypes, lib.PQgetisnull.restype = [pointer, number, number], number
-    lib.PQgetvalue.argtypes, lib.PQgetvalue.restype = [pointer, number, number], text
-    lib.PQclear.argtypes = [pointer]
-    lib.PQfinish.argtypes = [pointer]
-    return lib
+class _Ffi:
+    """The C half of ctypes, with the three C types the query needs. Not
+    `import ctypes`: its Python half (dozens of types and helpers this
+    module never uses, `struct`) is ~1 ms more of every idle tick. A
+    Python whose `_ctypes` differs: NoLibpq, and psycopg is used."""
+
+    def __init__(self) -> None:
+        try:
+            import _ctypes
+
+            class Int(_ctypes._SimpleCData):  # ctypes.c_int
+                _type_ = "i"
+
+            class Text(_ctypes._SimpleCData):  # ctypes.c_char_p: bytes, NULL as None
+                _type_ = "z"
+
+            class Pointer(_ctypes._SimpleCData):  # ctypes.c_void_p
+                _type_ = "P"
+
+            class Function(_ctypes.CFuncPtr):  # a C function of a CDLL
+                _flags_ = _ctypes.FUNCFLAG_CDECL
+
+            self.dlopen, self.RTLD_LOCAL = _ctypes.dlopen, _ctypes.RTLD_LOCAL
+            self.POINTER = _ctypes.POINTER
+        except (ImportError, AttributeError, TypeError) as exc:
+            raise NoLibpq(f"no ctypes to load libpq with: {exc}") from None
+        self.Int, self.Text, self.Pointer, self.Function = Int, Text, Pointer, Function
+
+
+class _Libpq:
+    """The libpq functions the query calls, typed."""
+
+    def __init__(self, ffi: _Ffi, handle: int) -> None:
+        library = _Library(handle)
+        pointer, text, number = ffi.Pointer, ffi.Text, ffi.Int
+        texts = ffi.POINTER(text)
+
+        def function(name: str, restype: Any, *argtypes: Any) -> Any:
+            found = ffi.Function((name, library))  # type: ignore[arg-type]
+            found.restype, found.argtypes = restype, list(argtypes)
+            return found
+
+        self.texts = text
+        self.PQconnectdbParams = function("PQconnectdbParams", pointer, texts, texts, number)
+        self.PQstatus = function("PQstatus", number, pointer)
+        self.PQexecParams = function("PQexecParams", pointer, pointer, text, number, pointer,
+                                     texts, pointer, pointer, number)
+        self.PQresultStatus = function("PQresultStatus", number, pointer)
+        self.PQntuples = function("PQntuples", number, pointer)
+        self.PQnfields = function("PQnfields", number, pointer)
+        self.PQgetisnull = function("PQgetisnull", number, pointer, number, number)
+        self.PQgetvalue = function("PQgetvalue", text, pointer, number, number)
+        self.PQclear = function("PQclear", None, pointer)
+        self.PQfinish = function("PQfinish", None, pointer)
 
 
 def first_row(dsn: str, timeout: int, sql: str, params: tuple[str, ...]) -> list[str | None]:
     """The first row of `sql` (`$1`... placeholders) as text, NULL as None;
     QueryFailed when there is none or anything failed."""
     lib = load()
-    keys = (ctypes.c_char_p * 4)(b"dbname", b"connect_timeout", b"application_name", None)
-    values = (ctypes.c_char_p * 4)(dsn.encode(), str(timeout).encode(), b"loopctl", None)
+    keys = (lib.texts * 4)(b"dbname", b"connect_timeout", b"application_name", None)
+    values = (lib.texts * 4)(dsn.encode(), str(timeout).encode(), b"loopctl", None)
     conn = lib.PQconnectdbParams(keys, values, 1)  # 1: `dbname` is the whole DSN
     try:
         if not conn or lib.PQstatus(conn) != CONNECTION_OK:
             raise QueryFailed("the store did not answer")
-        sent = (ctypes.c_char_p * max(1, len(params)))(*[p.encode() for p in params])
+        sent = (lib.texts * max(1, len(params)))(*[p.encode() for p in params])
         result = lib.PQexecParams(conn, sql.encode(), len(params), None, sent, None, None, 0)
         try:
             if lib.PQresultStatus(result) != PGRES_TUPLES_OK or lib.PQntuples(result) < 1:
