@@ -78,8 +78,8 @@ def _checked(dsn: str, where: str, in_file: bool) -> str:
 def plain(dsn: str) -> bool:
     """`postgresql://[USER@]HOST[:PORT][/DB]`, each part letters, digits,
     `.`, `_` or `-`: a URL with a host, no password and no parameter, which
-    every check of `_checked` passes (tests/store/test_choosing_a_store.py
-    holds the two to it)."""
+    every check of `_checked` passes (tests/store/test_dsn_plain.py holds
+    the two to it)."""
     scheme, sep, rest = dsn.partition("://")
     if not sep or scheme not in SCHEMES:
         return False
@@ -169,7 +169,7 @@ def machine() -> str:
 def host_name() -> str:
     """socket.gethostname() without the import of `socket` (~2 ms of an idle
     tick): on Linux, glibc's and musl's gethostname() return uname's node
-    name (tests/store/test_choosing_a_store.py holds the two equal)."""
+    name (tests/store/test_dsn_plain.py holds the two equal)."""
     import sys
 
     if sys.platform.startswith("linux"):

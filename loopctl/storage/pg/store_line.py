@@ -3,17 +3,18 @@ idle `tick` (storage/pg/idle.py): parsing 1,000 loops of YAML (or even
 importing what reads their cached parse) is most of that tick.
 
 The scan answers only when the file is plainly laid out, and then as the
-YAML reader (storage/definitions.parse_source) would: every line before
-`store:` is blank, a comment, or `key: word` at column 0 (so nothing can
-have opened a quoted or flow scalar that the `store:` line would belong
-to); the value is one plain token (`postgresql://` then URL characters,
-no quote, `#`, flow indicator or space) ending the line or followed by a
-comment; the next line with content starts at column 0 (a more indented
-one would continue the scalar); and no other line starting at column 0 is
-anything but a comment or a plain `key:` other than `store` (a second
-`store`, a quoted, tagged, anchored, merged or explicit key: the YAML
-reader decides). Exotic line breaks (NEL, U+2028/9, a lone CR), control
-characters and bytes that are not UTF-8 send the file to the reader too.
+YAML reader (storage/definitions.parse_source) would: `store:` is among
+the first HEAD_LINES lines, every line before it is blank, a comment, or
+`key: word` at column 0 (so nothing can have opened a quoted or flow
+scalar that the `store:` line would belong to); the value is one plain
+token (`postgresql://` then URL characters, no quote, `#`, flow indicator
+or space) ending the line or followed by a comment; the next line with
+content starts at column 0 (a more indented one would continue the
+scalar); and no other line starting at column 0 is anything but a comment
+or a plain `key:` other than `store` (a second `store`, a quoted, tagged,
+anchored, merged or explicit key: the YAML reader decides). Exotic line
+breaks (NEL, U+2028/9, a lone CR), control characters and bytes that are
+not UTF-8 send the file to the reader too.
 
 Anything else: None, and the caller reads the definitions as ever. Where
 the reader would refuse the file for another reason (a bad loop further
