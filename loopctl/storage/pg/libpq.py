@@ -1,8 +1,9 @@
-"""One query through libpq itself (ctypes' C half), for the idle `tick` of a store
-home (storage/pg/idle.py): psycopg's import alone is ~85 ms, four times a
-home of files' whole idle tick, while loading libpq is ~2-3 ms. Only the
-first row, as text; the connection is closed before returning. No libpq
-to load: NoLibpq, and the caller uses psycopg.
+"""One query through libpq itself (with ctypes' C half: fast/cfuncs.py), for
+the idle `tick` of a store home (storage/pg/idle.py): psycopg's import
+alone is ~85 ms, four times a home of files' whole idle tick, while
+loading libpq is ~2-3 ms. Only the first row, as text; the connection is
+closed before returning. No libpq to load: NoLibpq, and the caller uses
+psycopg.
 
 Which libpq: the one psycopg itself uses, so the idle query connects as
 the full path does (the same defaults, sslmode and gssencmode `prefer`,
@@ -38,21 +39,19 @@ class QueryFailed(Exception):
 
 
 def load() -> Any:
-    ffi = _Ffi()
+    from loopctl.fast.cfuncs import CTypes, NoCtypes
+
+    try:
+        types = CTypes()
+    except NoCtypes as exc:
+        raise NoLibpq(str(exc)) from None
     for name in candidates():
         try:
-            handle = ffi.dlopen(name, ffi.RTLD_LOCAL)  # as ctypes.CDLL(name) opens it
+            library = types.open(name)
         except OSError:
             continue
-        return _Libpq(ffi, handle)
+        return _Libpq(types, library)
     raise NoLibpq("no libpq to load")
-
-
-class _Library:
-    """What a foreign function is looked up in (`_handle`, as ctypes.CDLL)."""
-
-    def __init__(self, handle: int) -> None:
-        self._handle = handle
 
 
 def candidates() -> list[str]:
@@ -94,48 +93,13 @@ def psycopg_binary_libpq() -> str | None:
     return None
 
 
-class _Ffi:
-    """The C half of ctypes, with the three C types the query needs. Not
-    `import ctypes`: its Python half (dozens of types and helpers this
-    module never uses, `struct`) is ~1 ms more of every idle tick. A
-    Python whose `_ctypes` differs: NoLibpq, and psycopg is used."""
-
-    def __init__(self) -> None:
-        try:
-            import _ctypes
-
-            class Int(_ctypes._SimpleCData):  # ctypes.c_int
-                _type_ = "i"
-
-            class Text(_ctypes._SimpleCData):  # ctypes.c_char_p: bytes, NULL as None
-                _type_ = "z"
-
-            class Pointer(_ctypes._SimpleCData):  # ctypes.c_void_p
-                _type_ = "P"
-
-            class Function(_ctypes.CFuncPtr):  # a C function of a CDLL
-                _flags_ = _ctypes.FUNCFLAG_CDECL
-
-            self.dlopen, self.RTLD_LOCAL = _ctypes.dlopen, _ctypes.RTLD_LOCAL
-            self.POINTER = _ctypes.POINTER
-        except (ImportError, AttributeError, TypeError) as exc:
-            raise NoLibpq(f"no ctypes to load libpq with: {exc}") from None
-        self.Int, self.Text, self.Pointer, self.Function = Int, Text, Pointer, Function
-
-
 class _Libpq:
     """The libpq functions the query calls, typed."""
 
-    def __init__(self, ffi: _Ffi, handle: int) -> None:
-        library = _Library(handle)
-        pointer, text, number = ffi.Pointer, ffi.Text, ffi.Int
-        texts = ffi.POINTER(text)
-
-        def function(name: str, restype: Any, *argtypes: Any) -> Any:
-            found = ffi.Function((name, library))  # type: ignore[arg-type]
-            found.restype, found.argtypes = restype, list(argtypes)
-            return found
-
+    def __init__(self, types: Any, library: Any) -> None:
+        pointer, text, number = types.Pointer, types.Text, types.Int
+        texts = types.pointer_to(text)
+        function = library.function
         self.texts = text
         self.PQconnectdbParams = function("PQconnectdbParams", pointer, texts, texts, number)
         self.PQstatus = function("PQstatus", number, pointer)
