@@ -4,7 +4,10 @@
    three homes playing three machines on one team store (each its own
    LOOPCTL_MACHINE, the same loops.yaml with a `store:` line), ticks
    interleaved; then the three machines' ticks at once (the wall of the
-   slowest). Goal: within 2x of the home of files.
+   slowest). Goal: within 2x of the home of files. Beside the wall times,
+   the CPU of each tick process and the server's CPU per store tick (its
+   ended backends', from /proc): they move little with other sessions'
+   load, which the wall times do.
 2. What a run adds over a local server, all of it: the claim, one renewal,
    the state's read-modify-writes a run's store locks make (four: `run`'s
    claim, the supervisor's claim read, launch, settle; bench/README.md),
@@ -25,6 +28,7 @@ Times are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -66,20 +70,53 @@ def homes(tmp: Path, dsn: str, loops: int) -> dict[str, tuple[Path, dict[str, st
     return made
 
 
-def idle_ticks(made: dict[str, tuple[Path, dict[str, str]]],
-               reps: int) -> tuple[dict[str, float], float]:
+def tick_once(env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one `tick` process: the CPU
+    figure moves little with other sessions' load, the wall one does."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(loopctl("tick"), env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"tick exited {os.waitstatus_to_exitcode(status)}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def server_cpu(cluster: object) -> float:
+    """CPU seconds of the server's ended backends (the postmaster's reaped
+    children: one per connection), from /proc; 0.0 where there is none."""
+    try:
+        data = cluster.data  # type: ignore[attr-defined]
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def idle_ticks(made: dict[str, tuple[Path, dict[str, str]]], reps: int,
+               cluster: object) -> tuple[dict[str, float], float, dict[str, float]]:
+    """Median wall per home, the three machines' at once, and CPU: each
+    home's median tick process, and `server`, the server's per store tick."""
     walls: dict[str, list[float]] = {name: [] for name in made}
+    cpus: dict[str, list[float]] = {name: [] for name in made}
     together = []
+    server_before = server_cpu(cluster)
     for _ in range(reps):
         for name, (_, env) in made.items():
-            walls[name].append(timed(loopctl("tick"), env))
+            wall, cpu = tick_once(env)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
         start = time.perf_counter()
         procs = [subprocess.Popen(loopctl("tick"), env=made[m][1], stdout=subprocess.DEVNULL)
                  for m in MACHINES]
         assert all(p.wait() == 0 for p in procs)
         together.append(time.perf_counter() - start)
+    time.sleep(0.5)  # the last backends' exits reaped
+    cpu = {name: statistics.median(c) for name, c in cpus.items()}
+    cpu["server"] = (server_cpu(cluster) - server_before) / (2 * len(MACHINES) * reps)
     return ({name: statistics.median(w) for name, w in walls.items()},
-            statistics.median(together))
+            statistics.median(together), cpu)
 
 
 def connections(cluster: object, tmp: Path) -> dict[str, int]:
@@ -144,7 +181,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="loopctl-bench-store-scale-") as tmp:
             made = homes(Path(tmp), cluster.dsn(cluster.new_database()), args.loops)
-            medians, together = idle_ticks(made, args.reps)
+            medians, together, cpu = idle_ticks(made, args.reps, cluster)
             counted = connections(cluster, Path(tmp))
         parts = per_run_ms(cluster)
     finally:
@@ -155,6 +192,11 @@ def main() -> None:
           f"{files * 1000:.0f} ms; store " +
           ", ".join(f"{m} {w * 1000:.0f} ms" for m, w in medians.items()) +
           f"; the three at once {together * 1000:.0f} ms")
+    store_cpu = max(cpu[m] for m in MACHINES)
+    print(f"   CPU per idle tick (median): files {cpu['files'] * 1000:.1f} ms; store " +
+          ", ".join(f"{m} {cpu[m] * 1000:.1f} ms" for m in MACHINES) +
+          f"; the server's per store tick {cpu['server'] * 1000:.1f} ms (mean); "
+          f"ratio {(store_cpu + cpu['server']) / cpu['files']:.2f}x with the server's")
     print("   connections: " + ", ".join(f"{k} {v}" for k, v in counted.items()))
     total = sum(parts.values())
     print("   a run over a local server: " +
@@ -162,7 +204,8 @@ def main() -> None:
     result("store_tick_scale", f"{worst / files:.2f}x (slowest machine's idle tick vs files)",
            "<= 2x", worst / files <= 2, files_ms=round(files * 1000),
            **{f"{m}_ms": round(w * 1000) for m, w in medians.items()},
-           together_ms=round(together * 1000))
+           together_ms=round(together * 1000), files_cpu_ms=round(cpu["files"] * 1000, 1),
+           store_cpu_ms=round(store_cpu * 1000, 1), server_cpu_ms=round(cpu["server"] * 1000, 1))
     result("store_run_overhead", f"{total:.2f} ms (claim, renew, 4 state writes, publish)",
            "<= 10 ms", total <= 10, **{k.replace(" ", "_"): round(v, 2)
                                         for k, v in parts.items()})

@@ -8,12 +8,13 @@ What belongs here, and the rule each piece is held to:
   people run often, measured side by side with the module it replaces
   (bench/README.md); one that no longer does goes back to the public module;
 - each piece is tested against the module it replaces (`json`, `hashlib` and
-  `hmac`, `dataclasses`, `re`): tests/house/test_private_imports.py
+  `hmac`, `dataclasses`, `re`, `ctypes`): tests/house/test_private_imports.py
   names the test file of each one that uses a private module;
 - nothing outside this package imports a private CPython module (`_json`,
   `_sha2`, `_operator`, `_datetime`, ...);
 - the package sits below every layer: domain, storage, cli and the rest may
-  import it, and it imports nothing of loopctl but itself. It does no I/O.
+  import it, and it imports nothing of loopctl but itself. It does no I/O
+  (`cfuncs` loads the library its caller names, when asked).
 
 What each piece saves, against the standard module at every use
 (`python bench/fast_pieces.py`, callgrind, 2026-12-06; bench/README.md):
@@ -28,6 +29,9 @@ What each piece saves, against the standard module at every use
   2.1 ms (8.5%) of `run NAME`, 1.9 ms (6.7%) of `ls`;
 - `digests` (`hashlib`, `hmac`): 3.0 ms (6.4%) of `tick --wait`, 1.5 ms
   (6.1%) of `run NAME`;
+- `cfuncs` (`ctypes`, for the store home's idle tick's libpq query): ~1 ms
+  (5-6%) of that tick's CPU (median of 20 ticks, 18.2 -> 17.4 ms under
+  `python -m`, bench/README.md), measured with process CPU, not callgrind;
 - outside the package, `TYPE_CHECKING = False` (`typing`): 5.2 ms (93%) of
   the idle tick, 3.8 ms (8.1%) of `tick --wait`.
 

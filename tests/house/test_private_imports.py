@@ -26,6 +26,7 @@ TESTS = Path(__file__).resolve().parent.parent
 SPEED: dict[str, tuple[set[str], tuple[str, ...], str]] = {
     "loopctl.fast.digests": ({"_operator", "_sha256", "_sha2"}, ("hashlib", "hmac"),
                                "domain/test_digests.py"),
+    "loopctl.fast.cfuncs": ({"_ctypes"}, ("ctypes",), "store/test_cfuncs.py"),
 }
 NEEDED: dict[str, tuple[set[str], str]] = {
     # Typer 0.2x vendors click as typer._click: UsageError, NoSuchOption and

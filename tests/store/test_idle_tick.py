@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -160,8 +161,71 @@ def test_libpq_and_psycopg_read_the_same_row(tmp_path: Path, pg_dsn: str,
     (m1,), ran = team(tmp_path, pg_dsn, 1)
     first_run(m1, ran)
     through_libpq = idle.read_row(pg_dsn, "m1")
-    monkeypatch.setattr(libpq, "NAMES", ())
+    monkeypatch.setattr(libpq, "candidates", list)  # no libpq to load: psycopg
     through_psycopg = idle.read_row(pg_dsn, "m1")
     assert through_libpq == through_psycopg
     assert isinstance(through_libpq[5], list) and through_libpq[1] is True
     assert through_libpq[3] is False and isinstance(through_libpq[2], float)
+
+
+def imports_of_idle_tick(m: Machine, dsn: str) -> list[str]:
+    """The modules an idle `tick --quiet` imports (`-X importtime`), run
+    while the test holds the team's state lock: it must exit at once, idle."""
+    argv = m.argv("tick", "--quiet")
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (STATE_LOCK,))
+        done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
+                              text=True, env=m.env(), timeout=15)
+    assert done.returncode == 0, done.stderr
+    return [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line]
+
+
+# What the file home's idle exit does not load either: the definitions (and
+# what reads their cached parse), YAML, urllib (a DSN's full check), typing,
+# ctypes' Python half (storage/pg/libpq.py uses its C half).
+HEAVY = ("loopctl.storage.store", "loopctl.storage.definitions", "loopctl.domain.model",
+         "yaml", "urllib.parse", "typing", "psycopg", "ctypes", "socket")
+
+
+def test_an_idle_tick_reads_the_store_line_not_the_definitions(tmp_path: Path,
+                                                               pg_dsn: str) -> None:
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    first_run(m1, ran)
+    loaded = imports_of_idle_tick(m1, pg_dsn)
+    assert "loopctl.storage.pg.store_line" in loaded  # the list is the tick's imports
+    assert not [m for m in loaded if m.startswith(HEAVY)], loaded
+    assert ran_lines(ran) == ["m1"]
+
+
+def test_a_store_line_the_scan_does_not_take_is_read_from_the_definitions(
+        tmp_path: Path, pg_dsn: str) -> None:
+    """A quoted `store:` (and one below the loops): the idle tick reads the
+    definitions, and still exits idle without the lock."""
+    (m1,), ran = team(tmp_path, pg_dsn, 1)
+    prompt = json.dumps(f"echo $LOOPCTL_MACHINE >> {tmp_path / 'ran'}")
+    m1.define(HOME.format(dsn=json.dumps(pg_dsn), cwd=tmp_path, prompt=prompt))
+    first_run(m1, ran)
+    assert "loopctl.storage.store" in imports_of_idle_tick(m1, pg_dsn)
+    text = HOME.format(dsn="", cwd=tmp_path, prompt=prompt).replace("store: \n", "")
+    m1.define(text + f"store: {pg_dsn}\n")
+    assert m1.run("tick", "--quiet").returncode == 0  # reconciles the edited file
+    assert "loopctl.storage.store" in imports_of_idle_tick(m1, pg_dsn)
+    assert ran_lines(ran) == ["m1"]
+
+
+def mapped_libpq(code: str) -> set[str]:
+    """The libpq files a fresh interpreter has mapped after running `code`."""
+    done = subprocess.run([sys.executable, "-c", code + "\nprint(open('/proc/self/maps').read())"],
+                          capture_output=True, text=True, check=True)
+    files = {line.split()[-1] for line in done.stdout.splitlines() if len(line.split()) >= 6}
+    return {name for name in files if Path(name).name.startswith("libpq")}
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_the_idle_query_loads_the_libpq_psycopg_uses() -> None:
+    """Its connection is made as the full path's is (the same libpq: the
+    same defaults, TLS and GSSAPI libraries)."""
+    ours = mapped_libpq("from loopctl.storage.pg import libpq\nlibpq.load()")
+    theirs = mapped_libpq("import psycopg\npsycopg.pq.version()")
+    assert ours and ours == theirs

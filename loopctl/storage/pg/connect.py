@@ -5,10 +5,14 @@ whose store cannot be read fails closed, DESIGN §8)."""
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from loopctl.domain.errors import UnreadableError
 from loopctl.storage.pg.dsn import redact
+
+TYPE_CHECKING = False  # not `typing`: the idle tick imports this module
+
+if TYPE_CHECKING:
+    from typing import Any
 
 INSTALL = "pip install 'loopctl[postgres]'"
 ENV_TIMEOUT = "LOOPCTL_STORE_TIMEOUT"

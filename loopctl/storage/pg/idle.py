@@ -25,18 +25,61 @@ def nothing_due(loops_file: str, now: float) -> bool:
     """True only when the store proves no loop needs a driver before `now`
     (the tick's horizon)."""
     from loopctl.storage import paths
-    from loopctl.storage.pg.dsn import chosen, machine
+    from loopctl.storage.pg.dsn import machine
     from loopctl.storage.pg.schema import CODE_VERSION
-    from loopctl.storage.store import Store
 
-    dsn = chosen(Store().read_defs().top.get("store"), loops_file)
+    dsn, signature = home_store(loops_file)
     if dsn is None:
         return False  # no store after all: the full path (state.json) decides
     row = read_row(dsn, machine())
     if row[0] != CODE_VERSION or row[1] is None:
         return False  # the gate says what is wrong with the schema; no row: no write yet
-    quiet = paths.quiet_until(summary(row), paths.file_signature(loops_file), now)
+    quiet = paths.quiet_until(summary(row), signature, now)
     return quiet is not None and not quiet[1]  # a run in flight: a driver judges its claim
+
+
+def home_store(loops_file: str) -> tuple[str | None, list[int] | None]:
+    """The home's DSN (dsn.chosen) and the signature of the loops.yaml it
+    was read from: LOOPCTL_STORE, else the file's `store:` line when its
+    bytes show it plainly (store_line.py), else the definitions' parse (a
+    thousand loops of YAML, or the import of what reads their cached copy:
+    most of an idle tick)."""
+    import os
+
+    from loopctl.storage import paths
+    from loopctl.storage.pg.dsn import chosen
+    from loopctl.storage.pg.gate import ENV_STORE
+    from loopctl.storage.pg.store_line import top_store
+
+    if os.environ.get(ENV_STORE, "").strip():
+        return chosen(None, loops_file), paths.file_signature(loops_file)
+    data, signature = source(loops_file)
+    found = None if data is None else top_store(data)
+    if found is None:
+        from loopctl.storage.store import Store
+
+        defs = Store().read_defs()
+        found, signature = defs.top.get("store"), defs.signature
+    return chosen(found, loops_file), signature
+
+
+def source(loops_file: str) -> tuple[bytes | None, list[int] | None]:
+    """loops.yaml's bytes and signature, from one open file (as
+    definitions.read_defs_source); (None, None): the definitions decide
+    (no file, unreadable, bigger than any loops.yaml)."""
+    import os
+
+    from loopctl.storage.pg.gate import MAX_DEFS_BYTES
+
+    try:
+        with open(loops_file, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            data = handle.read(MAX_DEFS_BYTES + 1)
+    except OSError:
+        return None, None
+    if len(data) > MAX_DEFS_BYTES:
+        return None, None
+    return data, [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 def read_row(dsn: str, here: str) -> tuple[Any, ...]:

@@ -6,9 +6,12 @@ fails closed: this code does not know what the newer tables mean."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loopctl.domain.errors import UnreadableError
+
+TYPE_CHECKING = False  # not `typing`: the idle tick imports this module
+
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA = "loopctl"
 # Each entry is one version: index 0 makes version 1. Append only: a
