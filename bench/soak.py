@@ -14,6 +14,13 @@ agent is `true`, counted from the daemon's `fired` log lines, while a
 client asks for `/metrics` and `/api/loops` back to back. Warm-up: the
 first 20% of the window (at least 2,000 requests / 2 steps of runs); RSS is
 VmRSS of the server's process.
+
+`--store`: the same in a team-store home (DESIGN §21; a local PostgreSQL
+started as the tests start it, tests/store/pg_cluster.py): every fire claims
+its slot, renews and records in the store, and `serve` reads the team's
+view through it. Also sampled: the server's sessions of this database
+(`pg_stat_activity`), which a connection left open per run or request would
+grow by one each.
 """
 
 from __future__ import annotations
@@ -81,9 +88,46 @@ def growth(samples: list[tuple[int, int]], warm: int) -> int:
     return after[-1] - after[0] if len(after) > 1 else 0
 
 
-def requests(ws: Workspace, total: int, anonymous: int) -> dict[str, Any]:
+class Team:
+    """A team store for the soak's homes: a server of its own, one database."""
+
+    def __init__(self) -> None:
+        import sys
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from store.pg_cluster import pg_bin_dir, start_cluster
+
+        bin_dir = pg_bin_dir()
+        if bin_dir is None:
+            raise SystemExit("PostgreSQL (initdb, pg_ctl) is not installed")
+        self.cluster = start_cluster(bin_dir)
+        self.database = self.cluster.new_database()
+        self.dsn = self.cluster.dsn(self.database)
+
+    def top(self) -> str:
+        """loops.yaml's top line that makes a home one of the team's."""
+        return f"store: {self.dsn}\n"
+
+    def init(self, home: Path) -> None:
+        subprocess.run(loopctl("store", "init"), env=env_for(home), check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def sessions(self) -> int:
+        """The server's sessions of the store's database (psql asks from another)."""
+        return int(self.cluster.sql("SELECT count(*) FROM pg_stat_activity "
+                                    f"WHERE datname = '{self.database}'"))
+
+    def close(self) -> None:
+        self.cluster.stop("immediate")
+
+
+def requests(ws: Workspace, total: int, anonymous: int,
+             team: Team | None = None) -> dict[str, Any]:
     home = ws.home("serve")
-    write_loops(home, [loop_entry(f"l{n}", ["true"], after="1h") for n in range(20)])
+    write_loops(home, [loop_entry(f"l{n}", ["true"], after="1h") for n in range(20)],
+                top=team.top() if team else "")
+    if team:
+        team.init(home)
     proc, host, port, token = started(loopctl("serve", "--bind", "127.0.0.1:0"), home,
                                       ws.root / "serve.log")
     samples: list[tuple[int, int]] = []
@@ -94,7 +138,9 @@ def requests(ws: Workspace, total: int, anonymous: int) -> dict[str, Any]:
                 None if n % every == 0 else token)
             if n % 1000 == 0:
                 samples.append((n, rss_kib(proc.pid)))
-                print(f"   requests {n:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB", flush=True)
+                said = f", {team.sessions()} store sessions" if team else ""
+                print(f"   requests {n:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB{said}",
+                      flush=True)
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -102,13 +148,15 @@ def requests(ws: Workspace, total: int, anonymous: int) -> dict[str, Any]:
     return {"samples": samples, "grown_kib": growth(samples, warm), "warm": warm}
 
 
-def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
+def runs(ws: Workspace, total: int, step: int, team: Team | None = None) -> dict[str, Any]:
     home = ws.home("daemon")
     # max_runs 0: at the default 50 the 20 loops stop at 1,000 runs and a
     # longer soak waited forever for its next mark.
     write_loops(home, [loop_entry(f"r{n}", ["true"], every="1s", max_runs=0)
                        for n in range(20)],
-                top="max_concurrent: 0\n")
+                top="max_concurrent: 0\n" + (team.top() if team else ""))
+    if team:
+        team.init(home)
     log = ws.root / "daemon.log"
     proc, host, port, token = started(loopctl("daemon", "--serve", "127.0.0.1:0"), home, log)
     stop = threading.Event()
@@ -133,8 +181,9 @@ def runs(ws: Workspace, total: int, step: int) -> dict[str, Any]:
             if fired >= mark:
                 samples.append((mark, rss_kib(proc.pid)))
                 fds.append((mark, open_fds(proc.pid)))
+                said = f", {team.sessions()} store sessions" if team else ""
                 print(f"   runs {mark:>7}: RSS {samples[-1][1] / 1024:7.1f} MiB, "
-                      f"{fds[-1][1]} fds", flush=True)
+                      f"{fds[-1][1]} fds{said}", flush=True)
                 mark += step
     finally:
         stop.set()
@@ -151,22 +200,35 @@ def main() -> int:
     parser.add_argument("--requests", type=int)
     parser.add_argument("--runs", type=int)
     parser.add_argument("--only", choices=["requests", "runs"])
+    parser.add_argument("--store", action="store_true",
+                        help="homes with a team store (a local PostgreSQL server)")
     args = parser.parse_args()
     total_req = args.requests or (10_000 if args.quick else 100_000)
     total_runs = args.runs or (500 if args.quick else 10_000)
     step = 100 if total_runs < 5000 else 1000
-    header(f"soak: {total_req} requests, {total_runs} runs")
+    header(f"soak: {total_req} requests, {total_runs} runs" + (", team store" if args.store
+                                                                else ""))
+    team = Team() if args.store else None
+    try:
+        return soak(args, total_req, total_runs, step, team)
+    finally:
+        if team:
+            team.close()
+
+
+def soak(args: argparse.Namespace, total_req: int, total_runs: int, step: int,
+         team: Team | None) -> int:
     met = True
     with Workspace("soak") as ws:
         if args.only != "runs":
-            got = requests(ws, total_req, max(1, total_req // 5))
+            got = requests(ws, total_req, max(1, total_req // 5), team)
             goal = GOAL_KIB * total_req // 100_000
             ok = got["grown_kib"] <= max(goal, 256)
             met &= ok
             result("serve RSS growth", f"{got['grown_kib']} KiB after {got['warm']} requests",
                    f"<= {max(goal, 256)} KiB", ok)
         if args.only != "requests":
-            got = runs(ws, total_runs, step)
+            got = runs(ws, total_runs, step, team)
             goal = GOAL_KIB * total_runs // 10_000
             ok = got["grown_kib"] <= max(goal, 256)
             met &= ok
