@@ -104,6 +104,8 @@ class SharedState:
             return
         self.in_tx = False
         self.seen, self.seen_top, self.seen_team, self.seen_wake = {}, None, {}, None
+        if self.conn is None:  # the link died in the transaction: the server rolled it back
+            return
         try:
             self._run(self.conn, "COMMIT")
         except BaseException:
@@ -208,19 +210,21 @@ class SharedState:
         (the others find the change on their next pass)."""
         if not names:
             return
+        conn = self._live()
         try:
-            with self.conn.transaction(), self.conn.cursor() as cursor:
+            with conn.transaction(), conn.cursor() as cursor:
                 cursor.executemany("SELECT pg_notify(%s, %s)", [(WAKE_CHANNEL, n) for n in names])
         except pg_connect.driver().Error as exc:
-            if self.conn.broken:
+            if conn.broken:
                 raise self._failed(exc) from None
 
     def _many(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         """One statement for many rows, pipelined (10,000 loops: one round trip)."""
         if not rows:
             return
+        conn = self._live()
         try:
-            with self.conn.cursor() as cursor:
+            with conn.cursor() as cursor:
                 cursor.executemany(sql, rows)
         except pg_connect.driver().Error as exc:
             raise self._failed(exc) from None
@@ -229,9 +233,18 @@ class SharedState:
         """A statement; a lost link is the store being unreachable (exit 3):
         the caller's lock then ends without committing anything."""
         try:
-            return conn.execute(sql, params)
+            return self._live(conn).execute(sql, params)
         except pg_connect.driver().Error as exc:
             raise self._failed(exc) from None
+
+    def _live(self, conn: Any = None) -> Any:
+        """`conn` (else the lock's); none: the link was lost earlier in this
+        lock (and said then), which is the store unreachable, not a crash."""
+        conn = conn if conn is not None else self.conn
+        if conn is None:
+            raise pg_connect.StoreUnreachable(f"store {redact(self.dsn)} is unreachable: "
+                                              "the connection was lost")
+        return conn
 
     def _failed(self, exc: Exception) -> Exception:
         """The one line for a statement that failed. A link found dead is
