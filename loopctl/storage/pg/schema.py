@@ -135,6 +135,21 @@ MIGRATIONS: tuple[str, ...] = (
         version bigint NOT NULL DEFAULT 1
     )
     """,
+    # 8: GitHub deliveries every machine's `serve` has seen, each under its
+    # id and its body's digest (storage/pg/deliveries.py): a unique key is
+    # the once-point across machines; `seq` orders them for the pruning.
+    f"""
+    CREATE TABLE {SCHEMA}.webhook_deliveries (
+        key text PRIMARY KEY,
+        seq bigserial NOT NULL,
+        state text NOT NULL CHECK (state IN ('flying', 'partial', 'done')),
+        fired text[] NOT NULL DEFAULT '{{}}',
+        machine text NOT NULL,
+        token text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX webhook_deliveries_seq ON {SCHEMA}.webhook_deliveries (seq)
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
