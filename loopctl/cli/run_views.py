@@ -183,6 +183,9 @@ def history(name: NameArg,
     # then EXIT, then COST go before any cell is cut.
     shown = table(headers, rows, keep=(0, 1), drop=drop).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
+    if found.truncated:
+        print(f"(showing the newest {len(records)} runs; older runs were not read from "
+              "the team store)")
     total = _total_cost(records)
     if total is not None:
         print(total)
