@@ -230,3 +230,17 @@ def test_another_machines_daemon_fires_the_delivery_within_a_second(
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)
+
+
+def test_a_serve_whose_link_the_server_dropped_still_fires(tmp_path: Path, pg_dsn: str,
+                                                           pg_cluster: Any) -> None:
+    """serve keeps its connection for deliveries; the server restarted
+    since (its link is dead, unknown to serve until used): the next
+    delivery connects afresh and fires, rather than answering 503."""
+    [m1] = team(tmp_path, pg_dsn, count=1)
+    with serving(m1.home, env=m1.env()) as served:
+        assert served.github("check_suite", completed(1), delivery="d-1")[0] == 202
+        pg_cluster.restart()
+        status, said = served.github("check_suite", completed(2), delivery="d-2")
+    assert status == 202 and said["result"] == "triggered", said
+    assert triggered(pg_dsn) == 2

@@ -83,13 +83,18 @@ class TeamDeliveries:
         attempt fired (to skip); the keys are this serve's until `settle`."""
         token = secrets.token_hex(8)
         with self.lock:
+            kept = self.conn is not None
             try:
                 fired = self._claim(sorted(keys), token)
             except pg_connect.driver().Error as exc:
                 self.close()
-                raise pg_connect.StoreUnreachable(
-                    f"store {self._shown()} is unreachable: {pg_connect.first_line(exc)}") \
-                    from None
+                if not kept:
+                    raise self._down(exc) from None
+                try:  # a kept link the server dropped since (a restart): once more, afresh
+                    fired = self._claim(sorted(keys), token)
+                except pg_connect.driver().Error as again:
+                    self.close()
+                    raise self._down(again) from None
             if fired is not None:
                 self.tokens.update(dict.fromkeys(keys, token))
             return fired
@@ -123,8 +128,9 @@ class TeamDeliveries:
                 self.close()
                 self.unsettled = pg_connect.first_line(exc)
 
-    def _shown(self) -> str:
+    def _down(self, exc: Exception) -> Exception:
         from loopctl.storage.pg.dsn import redact
 
-        return redact(self.dsn)
+        return pg_connect.StoreUnreachable(
+            f"store {redact(self.dsn)} is unreachable: {pg_connect.first_line(exc)}")
 
