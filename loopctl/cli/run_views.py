@@ -15,6 +15,8 @@ import typer
 
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store
 from loopctl.cli.render import fit_line, table
+from loopctl.cli.team_follow import follow as team_follow
+from loopctl.cli.team_follow import foreign_run
 from loopctl.cli.team_logs import team_log
 from loopctl.cli.views import handoff_parts
 from loopctl.commands import views as reading
@@ -39,6 +41,8 @@ def logs(name: NameArg,
     check_name(name)  # run files exist only under names `start` accepts
     # Only runs loopctl recorded, or the one in flight: never a planted file.
     current = ((s.read_state()["loops"].get(name) or {}).get("run") or {}).get("run_id")
+    if current is not None and (elsewhere := foreign_run(s, name, run_id)) is not None:
+        raise typer.Exit(team_follow(s, name, elsewhere, follow))  # from the team store
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
         if not team_log(s, name, run_id):  # another machine's, from the team store
             fail(f"no log for run {run_id!r} of {name!r}", 4)

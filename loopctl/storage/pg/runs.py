@@ -36,18 +36,25 @@ class StoredRun:
 
 
 def publish_run(conn: Any, loop: str, machine: str, run_id: str, record: str,
-                log_path: str | None, tail: bytes | None, cut: bool) -> None:
+                log_path: str | None, tail: bytes | None, cut: bool,
+                log_size: int | None = None) -> None:
     """Upsert the run's row. A `lost` record never replaces another outcome:
-    the supervisor's own record is what happened, whichever arrives last."""
+    the supervisor's own record is what happened, whichever arrives last.
+    The run's claim stops holding its log's live tail (storage/pg/live_tail):
+    the row has the log's end now, and `log_size` where it ends."""
     conn.execute(
         f"INSERT INTO {SCHEMA}.runs AS r (loop, machine, run_id, record, log_path, log_tail, "
-        "log_cut) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s) "
+        "log_cut, log_size) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) "
         "ON CONFLICT (loop, machine, run_id) DO UPDATE SET record = EXCLUDED.record, "
         "log_path = EXCLUDED.log_path, log_tail = EXCLUDED.log_tail, "
-        "log_cut = EXCLUDED.log_cut, recorded_at = now() "
+        "log_cut = EXCLUDED.log_cut, log_size = EXCLUDED.log_size, recorded_at = now() "
         "WHERE EXCLUDED.record->>'outcome' IS DISTINCT FROM 'lost' "
         "OR r.record->>'outcome' = 'lost'",
-        (loop, machine, run_id, record, log_path, tail, cut))
+        (loop, machine, run_id, record, log_path, tail, cut, log_size))
+    if log_size is not None:
+        conn.execute(f"UPDATE {SCHEMA}.slot_claims SET log_tail = NULL WHERE loop = %s AND "
+                     "machine = %s AND run_id = %s AND log_tail IS NOT NULL",
+                     (loop, machine, run_id))
 
 
 def publish_skip(conn: Any, skip_id: str, loop: str, machine: str, entry: str) -> None:
