@@ -127,3 +127,25 @@ def test_logs_f_prints_each_line_once_in_order_and_says_a_gap(tmp_path: Path,
     assert numbers[-1] == 22000 and "bytes not shown ...]" in follower.text
     gaps = [b for a, b in zip(numbers, numbers[1:], strict=False) if b != a + 1]
     assert len(gaps) <= 2, gaps  # the burst's, at most a lagging renewal's besides
+
+
+def test_a_planted_claim_row_reads_as_nothing_new(tmp_path: Path, pg_dsn: str) -> None:
+    """The claim's tail and size are anyone's to write: an offset no log has
+    (huge, negative, missing) gives no bytes and no offset past the
+    follower's, and a planted tail is never more than 64 KiB."""
+    import psycopg
+
+    from loopctl.storage.pg.live_tail import TAIL_BYTES, look
+
+    team(tmp_path, pg_dsn)
+    planted = [("a", 1 << 62, b"x" * 10), ("b", -100, b"x" * 10), ("c", None, b"x" * 10),
+               ("d", 300_000, b"y" * 200_000)]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for run_id, size, tail in planted:
+            conn.execute("INSERT INTO loopctl.slot_claims (loop, slot, run_id, machine, digest, "
+                         "log_tail, log_size) VALUES ('talker', %s, %s, 'm1', 'd', %s, %s)",
+                         (f"run:{run_id}", run_id, tail, size))
+        seen = {run_id: look(conn, "talker", "m1", run_id, 5, 60.0) for run_id, *_ in planted}
+    for run_id in "abc":
+        assert (seen[run_id].first, seen[run_id].data) == (5, b""), (run_id, seen[run_id])
+    assert seen["d"].first == 100_000 and len(seen["d"].data) == TAIL_BYTES

@@ -107,8 +107,8 @@ class LiveLog:
 
 
 _LOOK = (
-    "SELECT t.first, substring(t.log_tail FROM least(greatest(t.first - t.tail_start, 0), "
-    "2147483646)::integer + 1 FOR %(most)s), "
+    "SELECT t.first, CASE WHEN t.tail_start IS NOT NULL THEN substring(t.log_tail FROM "
+    "least(greatest(t.first - t.tail_start, 0), 2147483646)::integer + 1 FOR %(most)s) END, "
     "t.lost_at IS NULL AND t.renewed_at > clock_timestamp() - make_interval(secs => %(stale)s), "
     f"EXISTS (SELECT 1 FROM {SCHEMA}.runs AS r WHERE r.loop = t.loop AND "
     "r.machine = t.machine AND r.run_id = t.run_id) FROM (SELECT c.*, "
