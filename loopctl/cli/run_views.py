@@ -44,10 +44,10 @@ def logs(name: NameArg,
     if current is not None and (elsewhere := foreign_run(s, name, run_id)) is not None:
         raise typer.Exit(team_follow(s, name, elsewhere, follow))  # from the team store
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
-        if not team_log(s, name, run_id):  # another machine's, from the team store
+        if not team_log(s, name, run_id, follow):  # another machine's, from the team store
             fail(f"no log for run {run_id!r} of {name!r}", 4)
         return
-    if run_id is None and current is None and team_log(s, name, None):
+    if run_id is None and current is None and team_log(s, name, None, follow):
         return
     run_id = run_id or latest_run_id(s.paths, name, current)
     if run_id is None:

@@ -95,27 +95,35 @@ def test_logs_f_on_m2_follows_m1s_run_to_its_end_and_exit_code(tmp_path: Path,
     assert text.count("first red\n") == 1 and text.index("first red") < text.index("second\n"), text
     assert "ended failed (exit code 3) on machine m1" in text, text
     assert "\x1b" not in text and "first red" in text, text  # printed sanitized
+    again = logs(m2, "-f")  # ended now: printed from its record, its code given at once
+    assert again.returncode == ran and "first red" in again.stdout, again
 
 
-# Numbered lines: the first 2,000 paced over a few renewals, then 20,000 at
-# once (about 130 KiB: more than one renewal's 64 KiB tail), then the end.
-COUNTED = (r"i=0; while [ $i -lt 2000 ]; do seq $((i + 1)) $((i + 100)) | sed 's/^/line-/'; "
-           r"i=$((i + 100)); sleep 0.05; done; seq 2001 22000 | sed 's/^/line-/'")
+# Numbered lines: the first 2,000 paced over a few renewals; then, on the
+# test's go, 60,000 more at once (about 420 KiB, made first and written in
+# one go: far more than one renewal's 64 KiB tail), then the end.
+COUNTED = (r"seq 2001 62000 | sed 's/^/line-/' > {burst}; i=0; while [ $i -lt 2000 ]; do "
+           r"seq $((i + 1)) $((i + 100)) | sed 's/^/line-/'; i=$((i + 100)); sleep 0.05; "
+           r"done; while [ ! -e {go} ]; do sleep 0.05; done; cat {burst}")
 
 
 def test_logs_f_prints_each_line_once_in_order_and_says_a_gap(tmp_path: Path,
                                                                pg_dsn: str) -> None:
-    """Appends over many renewals arrive whole and once; a burst past the
+    """Appends over many renewals arrive whole and once (the follower starts
+    before the run ends: it waits for the test's go); a burst past the
     64 KiB a renewal carries is said (`[... N bytes not shown ...]`), never
     glued: the lines shown are strictly in order."""
     m1, m2 = machines(tmp_path / "machines", 2)
     for machine in (m1, m2):
-        machine.define(TALKER.format(dsn=pg_dsn, cwd=tmp_path, body=COUNTED))
+        machine.define(TALKER.format(dsn=pg_dsn, cwd=tmp_path, body=COUNTED.format(
+            burst=tmp_path / "burst", go=tmp_path / "go")))
     assert m1.run("store", "init").returncode == 0
     run = popen(m1, "run", "talker", out=subprocess.DEVNULL)  # its output: not read here
     try:
         wait_for(lambda: "running on machine m1" in logs(m2).stdout, timeout=60)
         follower = Reader(popen(m2, "logs", "talker", "-f"))
+        wait_for(lambda: "line-2000\n" in follower.text, timeout=60)
+        (tmp_path / "go").touch()
         assert run.wait(timeout=120) == 0
         assert follower.proc.wait(timeout=60) == 0
         follower.thread.join(timeout=10)
@@ -124,7 +132,7 @@ def test_logs_f_prints_each_line_once_in_order_and_says_a_gap(tmp_path: Path,
     numbers = [int(ln.removeprefix("line-")) for ln in follower.text.splitlines()
                if ln.startswith("line-")]
     assert numbers == sorted(set(numbers)), "each line once, in order"
-    assert numbers[-1] == 22000 and "bytes not shown ...]" in follower.text
+    assert numbers[-1] == 62000 and "bytes not shown ...]" in follower.text
     gaps = [b for a, b in zip(numbers, numbers[1:], strict=False) if b != a + 1]
     assert len(gaps) <= 2, gaps  # the burst's, at most a lagging renewal's besides
 
