@@ -15,6 +15,8 @@ import typer
 
 from loopctl.cli.options import JsonOpt, NameArg, emit, fail, store
 from loopctl.cli.render import fit_line, table
+from loopctl.cli.team_follow import follow as team_follow
+from loopctl.cli.team_follow import foreign_run
 from loopctl.cli.team_logs import team_log
 from loopctl.cli.views import handoff_parts
 from loopctl.commands import views as reading
@@ -47,11 +49,13 @@ def logs(name: NameArg,
     check_name(name)  # run files exist only under names `start` accepts
     # Only runs loopctl recorded, or the one in flight: never a planted file.
     current = live_run(s.read_state(), name).get("run_id")
+    if current is not None and (elsewhere := foreign_run(s, name, run_id)) is not None:
+        raise typer.Exit(team_follow(s, name, elsewhere, follow))  # from the team store
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
-        if not team_log(s, name, run_id):  # another machine's, from the team store
+        if not team_log(s, name, run_id, follow):  # another machine's, from the team store
             fail(f"no log for run {run_id!r} of {name!r}", 4)
         return
-    if run_id is None and current is None and team_log(s, name, None):
+    if run_id is None and current is None and team_log(s, name, None, follow):
         return
     run_id = run_id or latest_run_id(s.paths, name, current)
     if run_id is None:
@@ -191,6 +195,9 @@ def history(name: NameArg,
     # then EXIT, then COST go before any cell is cut.
     shown = table(headers, rows, keep=(0, 1), drop=drop).splitlines()
     print("\n".join(_with_reasons(shown, _unfolded(records))))
+    if found.truncated:
+        print(f"(showing the newest {len(records)} runs; older runs were not read from "
+              "the team store)")
     total = _total_cost(records)
     if total is not None:
         print(total)

@@ -18,10 +18,11 @@ if TYPE_CHECKING:
     from loopctl.commands.team_runs import TeamLog
 
 
-def team_log(s: Store, name: str, run_id: str | None) -> bool:
+def team_log(s: Store, name: str, run_id: str | None, follow: bool = False) -> bool:
     """Print run `run_id` of `name` (None: the team's newest, when another
     machine ran it) from the store; False when the store has no such run
-    from another machine (or the home has no store): `logs` goes on."""
+    from another machine (or the home has no store): `logs` goes on. With
+    `follow`, the run has ended: its exit code is given, as `logs -f` does."""
     from loopctl.storage.pg.gate import home_has_store as team_home
 
     if not team_home(s):
@@ -37,6 +38,12 @@ def team_log(s: Store, name: str, run_id: str | None) -> bool:
         return False
     sys.stdout.write(shown(name, found))
     sys.stdout.flush()
+    if follow:
+        import typer
+
+        from loopctl.engine.supervisor import exit_code_for
+
+        raise typer.Exit(exit_code_for(found.record))
     return True
 
 

@@ -106,11 +106,13 @@ def digest(store: Store, since_s: int) -> Digest:
     defs, state, now = snapshot(store)
     loops = list_loops(store)
     records = {name: list_records(store.paths, name) for name in defs.loops}
+    cut = False
     if team_home(store):  # every machine's runs in the window, not this one's alone
         from loopctl.commands.team_view import team_records
 
-        records = team_records(store, list(defs.loops), records, now - since_s)
-    return report.build(loops, records, read_events(store), now - since_s, now)
+        records, cut = team_records(store, list(defs.loops), records, now - since_s)
+    built = report.build(loops, records, read_events(store), now - since_s, now)
+    return built.cut_short() if cut else built
 
 
 def notify_targets(store: Store, name: str | None) -> list[str]:

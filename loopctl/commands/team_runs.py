@@ -89,16 +89,23 @@ def merged(store: Store, name: str, local: list[RunRecord],
            rows: int | None = None) -> list[RunRecord]:
     """Every machine's runs of `name` (the store's newest `rows`), oldest
     first; this machine's own files win over the store's copy of a run."""
-    from loopctl.storage.pg.runs import MAX_ROWS, runs_of
+    return merged_read(store, name, local, rows)[0]
+
+
+def merged_read(store: Store, name: str, local: list[RunRecord],
+                rows: int | None = None) -> tuple[list[RunRecord], bool]:
+    """`merged`, and whether the store's caps left older runs unread."""
+    from loopctl.storage.pg.runs import runs_of
 
     by_key: dict[tuple[str, str], RunRecord] = {}
-    for row in read_store(store, runs_of, name, rows or MAX_ROWS):
+    found, cut = read_store(store, runs_of, name, rows)
+    for row in found:
         record = cleaned(name, row)
         if record is not None:
             by_key[(str(record.machine), record.run_id)] = record
     for record in local:
         by_key[(str(record.machine or ""), record.run_id)] = record
-    return sorted(by_key.values(), key=in_time_order)
+    return sorted(by_key.values(), key=in_time_order), cut
 
 
 def skips(store: Store, name: str) -> list[SkippedSlot]:

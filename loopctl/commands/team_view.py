@@ -23,22 +23,25 @@ CLOCK_SLACK_S = 3600.0
 
 
 def team_records(store: Store, names: list[str], local: dict[str, list[RunRecord]],
-                 since: float) -> dict[str, list[RunRecord]]:
+                 since: float) -> tuple[dict[str, list[RunRecord]], bool]:
     """Every machine's runs of `names` the store received since `since`
     (less CLOCK_SLACK_S), merged with this machine's own records (which
-    win for its runs), oldest first. One connection for every loop."""
+    win for its runs), oldest first. One connection for every loop. And
+    whether the store's caps left older runs of the window unread."""
     from loopctl.commands.team_runs import in_time_order
     from loopctl.storage.pg.runs import runs_since
 
     by_loop: dict[str, dict[tuple[str, str], RunRecord]] = {name: {} for name in names}
-    for loop, row in read_store(store, runs_since, names, since - CLOCK_SLACK_S):
+    found, cut = read_store(store, runs_since, names, since - CLOCK_SLACK_S)
+    for loop, row in found:
         record = cleaned(loop, row) if loop in by_loop else None
         if record is not None:
             by_loop[loop][(str(record.machine), record.run_id)] = record
     for name, records in local.items():
         for record in records:
             by_loop.setdefault(name, {})[(str(record.machine or ""), record.run_id)] = record
-    return {name: sorted(kept.values(), key=in_time_order) for name, kept in by_loop.items()}
+    return {name: sorted(kept.values(), key=in_time_order)
+            for name, kept in by_loop.items()}, cut
 
 
 def _fields(entry: Any) -> Mapping[str, Any] | None:

@@ -362,17 +362,24 @@ def definition_json(raw: Any, reveal: bool = False) -> Any:
 
 
 def history(store: Store, name: str, limit: int) -> list[RunRecord]:
+    return history_read(store, name, limit)[0]
+
+
+def history_read(store: Store, name: str, limit: int) -> tuple[list[RunRecord], bool]:
+    """`history`, and whether what it shows would have gone further back
+    but for the team store's caps (older runs not read)."""
     from loopctl.storage.runs import list_records, loop_folder
 
     defs = store.read_defs()
     if not defs.has(name) and loop_folder(store.paths, check_name(name)) is None:
         raise NoSuchLoop(name)
-    records = list_records(store.paths, name)
+    records, cut = list_records(store.paths, name), False
     if team_home(store):  # every machine's (DESIGN §21)
         from loopctl.commands import team_runs
 
-        records = team_runs.merged(store, name, records)
-    return last_runs(records, limit) if limit else records
+        records, cut = team_runs.merged_read(store, name, records)
+    shown = last_runs(records, limit) if limit else records
+    return shown, cut and len(shown) == len(records)  # `limit` cut them anyway
 
 
 @record(frozen=True)
@@ -446,16 +453,20 @@ class History(Result):
     loop: str
     runs: list[RunRecord]
     skipped: GateSkips | None
+    truncated: bool = False  # the team store's caps left older runs unread
 
     def to_json(self) -> dict[str, Any]:
-        return {**Result.to_json(self), "runs": [r.to_json() for r in self.runs],
-                "skipped": self.skipped and self.skipped.to_json()}
+        shape = {**Result.to_json(self), "runs": [r.to_json() for r in self.runs],
+                 "skipped": self.skipped and self.skipped.to_json()}
+        if not self.truncated:  # in the JSON only when true
+            del shape["truncated"]
+        return shape
 
 
 def runs_of(store: Store, name: str, limit: int) -> History:
     """`history NAME [--limit N]`: `history`, with what the gate skipped."""
-    records = history(store, name, limit)
-    return History(loop=name, runs=records, skipped=skipped_summary(records))
+    records, cut = history_read(store, name, limit)
+    return History(loop=name, runs=records, skipped=skipped_summary(records), truncated=cut)
 
 
 def skipped_summary(records: list[RunRecord]) -> GateSkips | None:

@@ -99,7 +99,22 @@ class Digest(Notifying):
     needs_you: list[dict[str, Any]]
     loops: list[dict[str, Any]]
     total: Total | None = None
+    # True when the team store's caps left older runs of the window unread
+    # (commands/team_view.py); in the JSON only then.
+    truncated: bool = False
     notified: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        shape = super().to_json()
+        if not self.truncated:
+            del shape["truncated"]
+        return shape
+
+    def cut_short(self) -> Digest:
+        """This report, marked as counting only what the store's caps let it read."""
+        from loopctl.fast.data_class import replace
+
+        return replace(self, truncated=True)
 
 
 
@@ -199,6 +214,10 @@ def _wrap(text: str, indent: str) -> list[str]:
 
 def render(report: Digest) -> str:
     lines = [f"loopctl digest: {report.since} to {report.until}", ""]
+    if report.truncated:
+        counted = report.total["runs"] if report.total else 0
+        lines[1:1] = [f"(counting the newest {counted} runs; older runs of the window "
+                      "were not read from the team store)"]
     lines.append("Needs you" if report.needs_you else "Needs you: nothing")
     for item in report.needs_you:
         lines += _wrap(f"{item['loop']}: {item['why']}", "  ")

@@ -27,8 +27,12 @@ if TYPE_CHECKING:
 
 
 class Fence:
-    def __init__(self, dsn: str, loop: str, run_id: str, agent_group: int) -> None:
+    def __init__(self, dsn: str, loop: str, run_id: str, agent_group: int,
+                 log: str | None = None) -> None:
         self.dsn, self.loop, self.run_id = dsn, loop, run_id
+        self.log = log  # sent with each renewal as it grows (storage/pg/live_tail)
+        self.log_sent: int | None = None  # where the store's tail ends, as last told
+        self.log_bytes = 0  # the log's bytes sent with renewals, all told
         self.agent_group = agent_group
         self.renew_s = knob("LOOPCTL_STORE_RENEW")
         self.stale_s = knob("LOOPCTL_STORE_STALE")
@@ -66,8 +70,9 @@ class Fence:
         while not self._stop.wait(self.renew_s):
             try:
                 conn = conn or connect(self.dsn)
-                renewal = renew(conn, self.loop, self.run_id, self.stale_s)
+                renewal = self._renewal(conn, renew)
             except Exception:  # any failure is a missed renewal; the watcher decides
+                self.log_sent = None  # its tail may or may not have landed: resend whole
                 _close(conn)
                 conn = None
                 continue
@@ -79,6 +84,19 @@ class Fence:
                 self._stop_as_asked(renewal.kill_by)
             self.last_ok = time.monotonic()
         _close(conn)
+
+    def _renewal(self, conn: Any, renew: Any) -> Any:
+        """The claim renewed, with what the run's log gained since the last
+        renewal (nothing when it did not change)."""
+        from loopctl.storage.pg.live_tail import next_update, renew_with_tail
+
+        update = next_update(self.log, self.log_sent) if self.log else None
+        if update is None:
+            return renew(conn, self.loop, self.run_id, self.stale_s)
+        renewal, landed = renew_with_tail(conn, self.loop, self.run_id, self.stale_s, update)
+        self.log_sent = update.size if landed else None
+        self.log_bytes += len(update.chunk)
+        return renewal
 
     def _watch(self) -> None:
         limit = max(self.stale_s - self.renew_s, self.renew_s / 2)
@@ -121,6 +139,7 @@ def fence_for(store: Any, loop: str, run: dict[str, Any], agent: int) -> Fence |
     dsn = chosen(store.read_defs().top.get("store"), str(store.paths.loops_file))
     if dsn is None:
         return None
-    fence = Fence(dsn, loop, str(run["run_id"]), agent)
+    fence = Fence(dsn, loop, str(run["run_id"]), agent,
+                  str(store.paths.run_log(loop, str(run["run_id"]))))
     fence.start()
     return fence

@@ -111,9 +111,12 @@ def _send_run(conn: Any, paths: Paths, name: str, loop: str, run_id: str, here: 
     record, machine, inode = found
     log: str | None = str(paths.run_log(loop, run_id))
     tail, cut = _tail(str(log))
+    # Where the log ends (a follower on another machine aligns the tail with it).
+    size = len(tail) if tail is not None and not cut else _size(str(log))
     if machine != here:  # a run of another machine this one recorded lost: its log is there
-        log, tail, cut = None, None, False
-    publish_run(conn, loop, machine, run_id, record, log, tail, cut)
+        log, tail, cut, size = None, None, False, None
+    publish_run(conn, loop, machine, run_id, record, log, tail, cut,
+                size if tail is not None else None)
     outbox.done(paths, name)
     # Replaced while it was being sent (a `lost` record by the supervisor's
     # own): the writer's marker may have gone with ours; mark it again.
@@ -152,6 +155,13 @@ def _tail(path: str) -> tuple[bytes | None, bool]:
     except (Refused, OSError):
         return None, False
     return found if found is not None else (None, False)
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return None
 
 
 def _inode(path: os.PathLike[str]) -> int | None:

@@ -24,10 +24,9 @@ from loopctl.domain.names import is_loop_name
 from loopctl.serve import api
 from loopctl.serve.auth import Auth, without_token
 from loopctl.serve.drivers import DriverWatch
-from loopctl.serve.hooks import GithubHooks, describe_delivery
+from loopctl.serve.hooks import GithubHooks, deliveries_of, describe_delivery
 from loopctl.serve.metrics import Metrics
 from loopctl.serve.server import Request, Response, error
-from loopctl.storage.serve_files import Deliveries
 from loopctl.storage.store import Store
 
 LOOP_ROUTE = re.compile(r"/(api/)?loops/([^/]+)(?:/([a-z]+)(?:/([^/]+))?)?")
@@ -51,7 +50,8 @@ class App:
         self.stopping = False
         self.actions = api.Actions(Store)
         probe = Store()
-        self.hooks = GithubHooks(Store, secret, Deliveries(probe.paths))
+        self.hooks = GithubHooks(Store, secret, deliveries_of(probe))
+        self.hooks.log = self.log
         self.metrics = Metrics(self.hooks.counts)
         self.drivers = DriverWatch(in_daemon)
         # Beside a daemon, pages are rendered one at a time: the driver's
@@ -281,7 +281,8 @@ class App:
 
     def _github(self, request: Request) -> Response:
         status, answer = self.hooks.receive(request.headers, request.body, request.digest)
-        self.log(describe_delivery(answer))
+        if not answer.pop("said", False):  # a store outage is said once, not per delivery
+            self.log(describe_delivery(answer))
         if answer.get("triggered"):
             answer["driver_note"] = self.drivers.missing(Store())
         return as_json(status, answer)

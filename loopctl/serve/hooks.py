@@ -3,7 +3,8 @@
 
 A GitHub delivery is checked against `X-Hub-Signature-256` over the raw
 body, with a constant-time compare, before anything parses it; a delivery
-id or body seen before fires nothing (both are kept across restarts); then every
+id or body seen before fires nothing (both are kept across restarts, in the
+team store when the home has one: every machine's serve shares them); then every
 active loop whose `on_github` matches is triggered with the compact
 summary, through the same `trigger` the CLI calls. The answer is quick: the
 fire itself is the driver's.
@@ -17,12 +18,15 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopctl.domain import github
 from loopctl.domain.errors import LoopctlError, UsageError
 from loopctl.domain.untrusted import line
-from loopctl.storage.serve_files import Deliveries
+
+if TYPE_CHECKING:
+    from loopctl.storage.pg.deliveries import TeamDeliveries
+    from loopctl.storage.serve_files import Deliveries
 
 DELIVERY_RE = re.compile(r"[A-Za-z0-9-]{1,100}")
 SIGNATURE_RE = re.compile(r"sha256=[0-9a-f]{64}")
@@ -49,12 +53,15 @@ def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
 
 
 class GithubHooks:
-    def __init__(self, store_factory: Any, secret: bytes | None, deliveries: Deliveries) -> None:
+    def __init__(self, store_factory: Any, secret: bytes | None,
+                 deliveries: Deliveries | TeamDeliveries) -> None:
         self.store = store_factory
         self.secret = secret
         self.deliveries = deliveries
         self.counts: Counter[str] = Counter()
         self.trigger: Any = None  # commands.trigger.trigger unless a test gives another
+        self.log: Any = lambda message: None  # the server's log (App sets it)
+        self.down: str | None = None  # why the team store refuses deliveries, once said
 
     def receive(self, headers: dict[str, str], body: bytes,
                 digest: str | None = None) -> tuple[int, dict[str, Any]]:
@@ -113,7 +120,11 @@ class GithubHooks:
               payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Fire a delivery not seen before (by id or by body), and remember
         what fired, even when an error stops it halfway."""
-        skip = self.deliveries.claim(keys)
+        try:
+            skip = self.deliveries.claim(keys)
+        except LoopctlError as exc:  # the team store is down: fail closed
+            return self._store_down(exc.message, delivery)
+        self._store_back()
         if skip is None:
             return 200, {"result": "duplicate", "delivery": delivery,
                          "ignored": "this delivery (its id or its body) was received before"}
@@ -127,7 +138,31 @@ class GithubHooks:
             self.deliveries.settle(keys, fired)
             raise
         self.deliveries.settle(keys, None)
+        self._unsettled(delivery)
         return answer
+
+    def _store_down(self, why: str, delivery: str) -> tuple[int, dict[str, Any]]:
+        """503, nothing fired (GitHub redelivers on request); said in the
+        log once per outage, not once per delivery."""
+        if self.down is None:
+            self.log(line(f"github deliveries not fired while the team store is down: {why}; "
+                          "answering 503")[:400])
+        self.down = why
+        return 503, {"result": "error", "delivery": delivery, "error": why, "triggered": [],
+                     "said": True}
+
+    def _store_back(self) -> None:
+        if self.down is not None:
+            self.down = None
+            self.log("github deliveries fire again: the team store answers")
+
+    def _unsettled(self, delivery: str) -> None:
+        """A delivery fired but not recorded done (the store went down
+        meanwhile): its redelivery may fire it again once its claim is stale."""
+        why = getattr(self.deliveries, "unsettled", None)
+        if why:
+            self.log(line(f"github delivery {delivery} fired but not recorded in the team "
+                          f"store: {why}")[:400])
 
     def _fire(self, event: str, delivery: str, payload: dict[str, Any],
               fired: list[str]) -> tuple[int, dict[str, Any]]:
@@ -168,6 +203,21 @@ def well_formed(headers: dict[str, str]) -> bool:
     """An event name and a delivery id GitHub could have sent."""
     return bool(EVENT_NAME_RE.fullmatch(headers.get("x-github-event", ""))
                 and DELIVERY_RE.fullmatch(headers.get("x-github-delivery", "")))
+
+
+def deliveries_of(store: Any) -> Deliveries | TeamDeliveries:
+    """Where a home's serve remembers deliveries: the team store's rows
+    when the home has one (every machine's serve shares them), else its
+    state folder's file."""
+    from loopctl.storage.serve_files import Deliveries
+
+    shared = store.shared()
+    if shared is None:
+        return Deliveries(store.paths)
+    from loopctl.settings import knob
+    from loopctl.storage.pg.deliveries import TeamDeliveries
+
+    return TeamDeliveries(shared.dsn, shared.machine, knob("LOOPCTL_STORE_STALE"))
 
 
 def describe_delivery(answer: dict[str, Any]) -> str:

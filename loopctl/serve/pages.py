@@ -208,13 +208,19 @@ def _notes(store: Store, name: str) -> str:
     return f'<section><h2>Notes</h2><pre class="notes">{esc(kept.notes)}</pre></section>'
 
 
+def _cut_note(records: list[RunRecord], cut: bool) -> str:
+    """What the team store's caps left unread, said above the history."""
+    return (f'<p class="note" id="truncated">showing the newest {len(records)} runs; older '
+            "runs were not read from the team store</p>") if cut else ""
+
+
 def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = None,
               failed: bool = False) -> bytes:
     version = version_now(store)
     info = api.loop(store, name)
     if info.get("status") == "invalid":
         return layout(name, f"<h1>{esc(name)}</h1><p>{status_cell(info)}</p>", app)
-    records = reading.history(store, name, 0)
+    records, cut = reading.history_read(store, name, 0)
     flash = (f'<p class="banner {"error" if failed else "ok"}" id="said">{esc(said)}</p>'
              if said else "")
     used, spent = _limits(info)
@@ -237,7 +243,8 @@ def loop_page(store: Store, app: Any, name: str, query: str, said: str | None = 
             + _actions(name, app.page_csrf(), str(info.get("status")))
             + '<section class="charts">' + "".join(charts.all_charts(records)) + "</section>"
             + _log_tail(store, name, info) + _notes(store, name)
-            + f"<section><h2>History</h2>{_history(name, records)}</section>")
+            + f"<section><h2>History</h2>{_cut_note(records, cut)}{_history(name, records)}"
+            "</section>")
     return layout(name, body, app, page=href(name), version=version)
 
 

@@ -160,7 +160,8 @@ def test_a_lost_record_and_the_supervisors_own_end_as_one_row(tmp_path: Path,
                               ((ok, lost), "20261201T000000Z-0002")):
             for record in order:
                 publish_run(conn, "hourly", "m1", run_id, record, "/x.log", b"tail", False)
-        found = {(r.machine, r.run_id): json.loads(r.record or "") for r in runs_of(conn, "hourly")}
+        stored, _ = runs_of(conn, "hourly")
+        found = {(r.machine, r.run_id): json.loads(r.record or "") for r in stored}
     assert found == {("m1", "20261201T000000Z-0001"): {"outcome": "ok"},
                      ("m1", "20261201T000000Z-0002"): {"outcome": "ok"}}
 
@@ -265,5 +266,6 @@ def test_a_list_stops_at_its_byte_budget(tmp_path: Path, pg_dsn: str,
             stored.publish_run(conn, "hourly", "m9", f"20261201T000000Z-000{i}",
                                json.dumps({"outcome": "ok", "result": "x" * 100_000}),
                                None, None, False)
-        found = stored.runs_of(conn, "hourly")
+        found, cut = stored.runs_of(conn, "hourly")
     assert [r.run_id for r in found] == ["20261201T000000Z-0004", "20261201T000000Z-0003"]
+    assert cut

@@ -18,6 +18,8 @@ MAX_RECORD_BYTES = 1024 * 1024  # storage/runs.MAX_RECORD_BYTES: a record as big
 TAIL_BYTES = 64 * 1024  # the last 64 KiB of a run's log travel with its record
 MAX_ROWS = 2000  # runs or skipped slots one view reads
 MAX_LIST_BYTES = 32 * 1024 * 1024  # all the records of one list, together
+ENV_ROWS = "LOOPCTL_STORE_LIST_ROWS"  # lowers MAX_ROWS (never raises it)
+ENV_BYTES = "LOOPCTL_STORE_LIST_BYTES"  # lowers MAX_LIST_BYTES
 
 
 @dataclass
@@ -34,18 +36,25 @@ class StoredRun:
 
 
 def publish_run(conn: Any, loop: str, machine: str, run_id: str, record: str,
-                log_path: str | None, tail: bytes | None, cut: bool) -> None:
+                log_path: str | None, tail: bytes | None, cut: bool,
+                log_size: int | None = None) -> None:
     """Upsert the run's row. A `lost` record never replaces another outcome:
-    the supervisor's own record is what happened, whichever arrives last."""
+    the supervisor's own record is what happened, whichever arrives last.
+    The run's claim stops holding its log's live tail (storage/pg/live_tail):
+    the row has the log's end now, and `log_size` where it ends."""
     conn.execute(
         f"INSERT INTO {SCHEMA}.runs AS r (loop, machine, run_id, record, log_path, log_tail, "
-        "log_cut) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s) "
+        "log_cut, log_size) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) "
         "ON CONFLICT (loop, machine, run_id) DO UPDATE SET record = EXCLUDED.record, "
         "log_path = EXCLUDED.log_path, log_tail = EXCLUDED.log_tail, "
-        "log_cut = EXCLUDED.log_cut, recorded_at = now() "
+        "log_cut = EXCLUDED.log_cut, log_size = EXCLUDED.log_size, recorded_at = now() "
         "WHERE EXCLUDED.record->>'outcome' IS DISTINCT FROM 'lost' "
         "OR r.record->>'outcome' = 'lost'",
-        (loop, machine, run_id, record, log_path, tail, cut))
+        (loop, machine, run_id, record, log_path, tail, cut, log_size))
+    if log_size is not None:
+        conn.execute(f"UPDATE {SCHEMA}.slot_claims SET log_tail = NULL WHERE loop = %s AND "
+                     "machine = %s AND run_id = %s AND log_tail IS NOT NULL",
+                     (loop, machine, run_id))
 
 
 def publish_skip(conn: Any, skip_id: str, loop: str, machine: str, entry: str) -> None:
@@ -63,17 +72,52 @@ _ROW = ("left(machine, 101), left(run_id, 27), "
         "CASE WHEN octet_length(record::text) <= %s THEN record::text END, left(log_path, 4097)")
 
 
-def runs_of(conn: Any, loop: str, rows: int = MAX_ROWS) -> list[StoredRun]:
-    """The loop's newest `rows` runs, from every machine, without tails;
-    fewer when their records together pass MAX_LIST_BYTES (2,000 rows of
-    1 MiB each are no list a view should fetch)."""
-    found = conn.execute(
-        f"SELECT {_ROW} FROM (SELECT *, sum(octet_length(record::text)) OVER "
-        "(ORDER BY recorded_at DESC ROWS UNBOUNDED PRECEDING) AS so_far "
-        f"FROM {SCHEMA}.runs WHERE loop = %s ORDER BY recorded_at DESC LIMIT %s) AS newest "
-        "WHERE so_far <= %s ORDER BY recorded_at DESC",
-        (MAX_RECORD_BYTES, loop, rows, MAX_LIST_BYTES)).fetchall()
-    return [StoredRun(*row) for row in found]
+def caps() -> tuple[int, int]:
+    """The rows and record bytes one list reads: MAX_ROWS and MAX_LIST_BYTES,
+    or less where the environment lowers them (a test, a slow link)."""
+    from loopctl.settings import env_number
+
+    rows = env_number(ENV_ROWS, MAX_ROWS, 1, MAX_ROWS, "a number of rows")
+    size = env_number(ENV_BYTES, MAX_LIST_BYTES, 1024, MAX_LIST_BYTES, "a number of bytes")
+    return int(rows), int(size)
+
+
+def _newest(where: str) -> str:
+    """The newest rows matching `where`, each with `kept`: within both caps.
+    The first row past a cap comes back too, without its record, so the
+    caller knows the list was cut; the scan stops there (index order)."""
+    return (
+        "SELECT left(loop, 101), left(machine, 101), left(run_id, 27), CASE WHEN kept AND "
+        "size <= %(record)s THEN record::text END, left(log_path, 4097), kept FROM "
+        "(SELECT *, so_far <= %(bytes)s AND n <= %(rows)s AS kept FROM "
+        "(SELECT *, sum(size) OVER newest_first AS so_far, "
+        "row_number() OVER newest_first AS n FROM "
+        f"(SELECT *, octet_length(record::text) AS size FROM {SCHEMA}.runs WHERE {where}) "
+        "AS sized WINDOW newest_first AS (ORDER BY recorded_at DESC ROWS UNBOUNDED PRECEDING) "
+        "ORDER BY recorded_at DESC LIMIT %(rows)s + 1) AS numbered "
+        "WHERE so_far - size <= %(bytes)s) AS newest ORDER BY recorded_at DESC")
+
+
+def _listed(conn: Any, where: str, params: dict[str, Any],
+            rows: int | None) -> tuple[list[tuple[str, StoredRun]], bool]:
+    """(loop, run) of the newest rows within the caps (`rows`: fewer still),
+    and whether the caps cut any (older rows were not read)."""
+    most, size = caps()
+    limit = min(rows, most) if rows else most
+    found = conn.execute(_newest(where), {**params, "record": MAX_RECORD_BYTES,
+                                          "bytes": size, "rows": limit}).fetchall()
+    kept = [(str(row[0]), StoredRun(*row[1:5])) for row in found if row[5]]
+    return kept, len(kept) < len(found)
+
+
+def runs_of(conn: Any, loop: str,
+            rows: int | None = None) -> tuple[list[StoredRun], bool]:
+    """The loop's newest runs, from every machine, without tails: at most
+    `rows` (and MAX_ROWS), fewer when their records together pass
+    MAX_LIST_BYTES (2,000 rows of 1 MiB each are no list a view should
+    fetch); and whether older runs were left unread."""
+    found, cut = _listed(conn, "loop = %(loop)s", {"loop": loop}, rows)
+    return [run for _, run in found], cut
 
 
 def run_of(conn: Any, loop: str, run_id: str) -> list[StoredRun]:
@@ -97,20 +141,14 @@ def skips_of(conn: Any, loop: str, rows: int = MAX_ROWS) -> list[tuple[str, str 
     return [(str(m), e) for m, e in found]
 
 
-def runs_since(conn: Any, loops: list[str], since: float,
-               rows: int = MAX_ROWS) -> list[tuple[str, StoredRun]]:
+def runs_since(conn: Any, loops: list[str],
+               since: float) -> tuple[list[tuple[str, StoredRun]], bool]:
     """(loop, run) of every machine's runs of `loops` the store received at
-    or after `since` (Unix time), newest first, without tails: at most
-    `rows`, fewer when their records together pass MAX_LIST_BYTES (what
-    `digest` reads for its window)."""
-    found = conn.execute(
-        f"SELECT left(loop, 101), {_ROW} FROM (SELECT *, sum(octet_length(record::text)) OVER "
-        "(ORDER BY recorded_at DESC ROWS UNBOUNDED PRECEDING) AS so_far "
-        f"FROM {SCHEMA}.runs WHERE loop = ANY(%s) AND recorded_at >= to_timestamp(%s) "
-        "ORDER BY recorded_at DESC LIMIT %s) AS newest "
-        "WHERE so_far <= %s ORDER BY recorded_at DESC",
-        (MAX_RECORD_BYTES, loops, since, rows, MAX_LIST_BYTES)).fetchall()
-    return [(str(row[0]), StoredRun(*row[1:])) for row in found]
+    or after `since` (Unix time), newest first, without tails, within the
+    caps (what `digest` reads for its window); and whether the caps cut
+    older runs of the window."""
+    return _listed(conn, "loop = ANY(%(loops)s) AND recorded_at >= to_timestamp(%(since)s)",
+                   {"loops": loops, "since": since}, None)
 
 
 def machines_of(conn: Any, wanted: list[tuple[str, str]]) -> dict[str, str]:

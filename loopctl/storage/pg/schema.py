@@ -138,6 +138,29 @@ MIGRATIONS: tuple[str, ...] = (
         version bigint NOT NULL DEFAULT 1
     )
     """,
+    # 8: GitHub deliveries every machine's `serve` has seen, each under its
+    # id and its body's digest (storage/pg/deliveries.py): a unique key is
+    # the once-point across machines; `seq` orders them for the pruning.
+    f"""
+    CREATE TABLE {SCHEMA}.webhook_deliveries (
+        key text PRIMARY KEY,
+        seq bigserial NOT NULL,
+        state text NOT NULL CHECK (state IN ('flying', 'partial', 'done')),
+        fired text[] NOT NULL DEFAULT '{{}}',
+        machine text NOT NULL,
+        token text NOT NULL,
+        at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX webhook_deliveries_seq ON {SCHEMA}.webhook_deliveries (seq)
+    """,
+    # 9: a run's log while it runs (storage/pg/live_tail.py): its supervisor
+    # sends what its log gained with each renewal of the claim (the last
+    # 64 KiB of it, and the log's size at its end), for `logs -f` on another
+    # machine; a run's record says its log's final size, to end the follow.
+    f"""
+    ALTER TABLE {SCHEMA}.slot_claims ADD COLUMN log_tail bytea, ADD COLUMN log_size bigint;
+    ALTER TABLE {SCHEMA}.runs ADD COLUMN log_size bigint
+    """,
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.

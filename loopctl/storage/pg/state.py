@@ -44,6 +44,7 @@ class SharedState:
         self.dsn, self.machine = dsn, machine
         self.conn: Any = None
         self.in_tx = False
+        self.tx_conn: Any = None  # the connection the store lock's transaction began on
         self.seen: dict[str, str] = {}  # loop -> canonical(entry) as read in this transaction
         self.seen_top: str | None = None
         self.seen_team: dict[str, str] = {}
@@ -85,7 +86,7 @@ class SharedState:
         if self.in_tx:
             return
         conn = self._first("BEGIN")
-        self.in_tx = True
+        self.in_tx, self.tx_conn = True, conn
         # A holder that stops answering (a machine frozen, a link cut) loses
         # its session, and with it the lock, once its claims could be stale
         # too: the team is not held up by it, and what it had not committed
@@ -104,8 +105,14 @@ class SharedState:
             return
         self.in_tx = False
         self.seen, self.seen_top, self.seen_team, self.seen_wake = {}, None, {}, None
-        if self.conn is None:  # the link died in the transaction: the server rolled it back
-            return
+        began, self.tx_conn = self.tx_conn, None
+        if self.conn is None or self.conn is not began:
+            # The link was lost inside the lock (_failed closed it, maybe
+            # connected again): the server rolled back; a COMMIT now would
+            # commit nothing and say nothing.
+            raise pg_connect.StoreUnreachable(
+                f"store {redact(self.dsn)} is unreachable: the link was lost before the "
+                "commit; nothing of this change was written")
         try:
             self._run(self.conn, "COMMIT")
         except BaseException:
