@@ -152,12 +152,14 @@ def rewrite_test_modules_once(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that mostly wait on the wall clock (`waits_on_wall_clock`) go
-    first, so each starts at once on a worker of its own and its wait overlaps
-    the CPU-bound rest. Last in a random order, the real-cron test's minute
-    and more was the suite's tail, with one worker busy and the cores idle.
-    The long ones (`slow`, the real agent CLIs) come next, for the same
-    reason: a 30 s test drawn last keeps one worker busy after the rest."""
+    """Tests that mostly wait on the wall clock (`waits_on_wall_clock`), then
+    the long ones (`slow`, the real agent CLIs), go at the head of the
+    workers' shares, spread across them, so each starts at once and its wait
+    overlaps the CPU-bound rest. Last in a random order, the real-cron
+    test's minute and more was the suite's tail, with one worker busy and
+    the cores idle; all at the head of one share, the long ones ran one
+    after the other on that worker (the kill storm started 138 s into a
+    185 s run, 2026-12-06)."""
     def rank(item: pytest.Item) -> int:
         if item.get_closest_marker("waits_on_wall_clock") is not None:
             return 0
@@ -165,33 +167,43 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             or item.path.parent.name == "e2e"
         return 1 if long else 2
 
-    items.sort(key=rank)
-    items[:] = spread_waiting(items, sum(rank(item) == 0 for item in items))
+    ranked = [[item for item in items if rank(item) == r] for r in range(3)]
+    items[:] = spread_heads(ranked[0], ranked[1], ranked[2])
 
 
-def spread_waiting(items: list[pytest.Item], waiting: int) -> list[pytest.Item]:
-    """The first `waiting` items, one at the head of each worker's share:
-    xdist's worksteal hands each worker a contiguous block of the collection
-    at the start, and two waits in one block run one after the other (the
-    two real-cron tests, 2 minutes and 45 s, were the suite's whole wall
-    time). The rest keep their order."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
-    if waiting < 2 or workers < 2:
-        return items
-    # Where each block starts, as worksteal cuts them: each idle worker in
-    # turn takes len(pending) // workers-left of what is still pending.
-    starts, left = [], len(items)
+def share_sizes(total: int, workers: int) -> list[int]:
+    """How xdist's worksteal cuts the collection at the start: each idle
+    worker in turn takes len(pending) // workers-left of what is pending,
+    a contiguous block it runs from its head (stealing takes from the tail)."""
+    sizes, left = [], total
     for i in range(workers):
-        starts.append(len(items) - left)
-        left -= left // (workers - i)
-    heads, rest = items[:waiting], items[waiting:]
-    spread: list[pytest.Item] = []
-    for start, item in zip(starts, heads, strict=False):  # more waits than workers: after
-        taken = max(0, start - len(spread))
-        spread += rest[:taken]
-        rest = rest[taken:]
-        spread.append(item)
-    return spread + heads[len(starts):] + rest
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    return sizes
+
+
+def spread_heads(waits: list[pytest.Item], longs: list[pytest.Item],
+                 rest: list[pytest.Item]) -> list[pytest.Item]:
+    """Each share starts with its heads: the waits one per share from the
+    first, the long ones in turn over the shares after those (a worker
+    sitting out a wait runs nothing else meanwhile); `rest` fills the
+    shares in its order."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers < 2:
+        return waits + longs + rest
+    sizes = share_sizes(len(waits) + len(longs) + len(rest), workers)
+    shares: list[list[pytest.Item]] = [[] for _ in sizes]
+    for n, item in enumerate(waits):
+        shares[n % workers].append(item)
+    free = list(range(len(waits), workers)) or list(range(workers))
+    for n, item in enumerate(longs):
+        shares[free[n % len(free)]].append(item)
+    out: list[pytest.Item] = []
+    for share, size in zip(shares, sizes, strict=True):
+        filler = max(0, size - len(share))
+        out += share + rest[:filler]
+        rest = rest[filler:]
+    return out + rest
 
 
 def _entry(path: str) -> tuple[Any, ...]:
