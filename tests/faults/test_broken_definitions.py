@@ -84,7 +84,7 @@ def test_daemon_keeps_the_lease_while_the_file_is_garbage(cli: CLI) -> None:
         assert report["deferred_to"]["pid"] == daemon.pid
         assert report["fired"] == []
         assert len(cli.records("steady")) == 1
-        loops.write_text(good)
+        atomic_write(loops, good.encode())  # the fix saved whole too (no empty moment)
         # Its next pass reconciles the state with the fixed file.
         wait_for(lambda: cli.state()["defs_sig"] == file_signature(loops))
     finally:
