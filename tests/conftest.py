@@ -70,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # How fast hypothesis draws an input says nothing about loopctl, and CI runs
-# six workers on two cores: a draw slowed by its neighbours failed the
+# eight workers on two cores: a draw slowed by its neighbours failed the
 # too_slow health check once. A test naming its own suppress_health_check
 # list replaces this one, so each of those lists too_slow as well.
 SLOW_DRAWS_ARE_FINE = "loopctl-suite"
