@@ -11,6 +11,7 @@ needs the session's CSRF token, which its pages' forms carry.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -271,6 +272,10 @@ class App:
                                             failed=True), HTML)
         if verb in ("trigger", "run"):  # `driver`, if any, is trigger --json's own
             result["driver_note"] = self.drivers.missing(Store())
+            if self.drivers.in_daemon and result.get("driver") == "none":
+                # This process's daemon fires it: it had not taken the lease yet
+                # (a request in the first moment of `daemon --serve`).
+                result["driver"], result["driver_pid"] = "daemon", os.getpid()
         self.log(f"{verb} {name}: {result.get('message') or 'accepted'}")
         if is_api:
             return as_json(202 if verb in ("trigger", "run") else 200, result)

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,33 @@ def test_a_trigger_accepted_while_a_pass_waits_for_the_lock_still_fires(cli: CLI
     report = driver_pass(Store(), clock.now())
     wait_for_children(report.children)
     assert [f["loop"] for f in early.fired + report.fired] == ["od"]
+
+
+def test_a_trigger_before_the_daemon_has_the_lease_names_the_daemon(cli: CLI,
+                                                                      tmp_path: Path) -> None:
+    """`daemon --serve` serves at once; a trigger answered before its daemon
+    takes the lease (here: held by another driver) is still this process's
+    to fire, not `driver: none` beside no note (seen in CI under load)."""
+    from loopctl.storage.lease import LeaseFile
+    from loopctl.storage.store import Store
+
+    cli("start", "p", "--name", "od", "--on-demand", "--command", "true", check=0)
+    assert LeaseFile(Store().paths, "tick", ttl=600).acquire(time.time()) is None
+    log = open(tmp_path / "daemon.stderr", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(loopctl_argv("daemon", "--serve", "127.0.0.1:0"),
+                            stdout=subprocess.PIPE, stderr=log, text=True,
+                            env=dict(os.environ, LOOPCTL_LEASE_TTL="600"))
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        served = Served(proc, first.split("open ", 1)[1].strip())  # type: ignore[arg-type]
+        status, said = served.json("POST", "/api/loops/od/trigger", b"")
+        assert status == 202, said
+        assert (said["driver"], said["driver_pid"], said["driver_note"]) == (
+            "daemon", proc.pid, None), said
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
+        log.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
