@@ -132,14 +132,17 @@ class GithubHooks:
         try:
             answer = self._fire(event, delivery, payload, fired)
         except LoopctlError as exc:
-            self.deliveries.settle(keys, fired)  # GitHub's redelivery fires only the rest
+            self._settle(keys, fired, delivery)  # GitHub's redelivery fires only the rest
             return 503, {"result": "error", "error": exc.message, "triggered": fired}
         except BaseException:
-            self.deliveries.settle(keys, fired)
+            self._settle(keys, fired, delivery)
             raise
-        self.deliveries.settle(keys, None)
-        self._unsettled(delivery)
+        self._settle(keys, None, delivery)
         return answer
+
+    def _settle(self, keys: list[str], fired: list[str] | None, delivery: str) -> None:
+        self.deliveries.settle(keys, fired)
+        self._unsettled(delivery)
 
     def _store_down(self, why: str, delivery: str) -> tuple[int, dict[str, Any]]:
         """503, nothing fired (GitHub redelivers on request); said in the
@@ -148,8 +151,10 @@ class GithubHooks:
             self.log(line(f"github deliveries not fired while the team store is down: {why}; "
                           "answering 503")[:400])
         self.down = why
-        return 503, {"result": "error", "delivery": delivery, "error": why, "triggered": [],
-                     "said": True}
+        # The store's address stays in this server's log: GitHub keeps the
+        # answer in a delivery log every admin of the repository can read.
+        return 503, {"result": "error", "delivery": delivery,
+                     "error": "the team store is unreachable", "triggered": [], "said": True}
 
     def _store_back(self) -> None:
         if self.down is not None:

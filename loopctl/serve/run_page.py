@@ -67,8 +67,8 @@ def _team_run_page(store: Store, name: str, run_id: str) -> bytes:
         found = log_of(store, name, run_id)
     if found is None:
         raise LoopctlError(f"no run {run_id!r} of {name!r} (see its history)", 4)
-    said = (f" (the last 64 KiB, from the team store; the whole log is on machine "
-            f"{found.machine}, {found.path or 'path not recorded'})")
+    said = (f" ({'the last 64 KiB, ' if found.cut else ''}from the team store; the whole log "
+            f"is on machine {found.machine}, {found.path or 'path not recorded'})")
     return _page(name, run_id, found.record, said, found.tail.decode("utf-8", "replace"))
 
 

@@ -25,6 +25,7 @@ from loopctl.storage.pg.schema import SCHEMA
 
 MAX_KEYS = 4000  # storage/serve_files.MAX_DELIVERIES: two keys per delivery
 MAX_FIRED = 1000  # names of loops one row may say it fired
+TCP_USER_TIMEOUT_MS = 30_000  # unacknowledged data for this long: the link is dead
 DELIVERY_LOCK = 0x686F6F6B  # "hook": claims queue here (no deadlock between prunes)
 
 _CLAIM = (
@@ -65,8 +66,13 @@ class TeamDeliveries:
             self.close()
         if self.conn is None:
             from loopctl.storage.pg.team import TeamStore
+            from loopctl.storage.pg.wake import KEEPALIVES
 
-            self.conn = TeamStore(self.dsn, self.machine).open_checked()
+            # Kept for serve's life: a link that dies without a word must not
+            # hold the request (and the lock every delivery queues on) for the
+            # kernel's quarter of an hour of retransmits.
+            self.conn = TeamStore(self.dsn, self.machine).open_checked(
+                **KEEPALIVES, tcp_user_timeout=TCP_USER_TIMEOUT_MS)
         return self.conn
 
     def close(self) -> None:

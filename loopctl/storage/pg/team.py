@@ -27,12 +27,13 @@ class TeamStore:
     def shown(self) -> str:
         return redact(self.dsn)
 
-    def connect(self) -> Any:
-        return pg_connect.connect(self.dsn)
+    def connect(self, **options: Any) -> Any:
+        return pg_connect.connect(self.dsn, **options)
 
-    def open_checked(self) -> Any:
-        """A connection to a store whose schema is exactly this code's."""
-        conn = self.connect()
+    def open_checked(self, **options: Any) -> Any:
+        """A connection to a store whose schema is exactly this code's
+        (`options`: more libpq parameters)."""
+        conn = self.connect(**options)
         try:
             schema.check(conn, self.shown)
         except pg_connect.driver().Error as exc:  # the link lost after connecting
