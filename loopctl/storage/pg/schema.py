@@ -161,6 +161,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {SCHEMA}.slot_claims ADD COLUMN log_tail bytea, ADD COLUMN log_size bigint;
     ALTER TABLE {SCHEMA}.runs ADD COLUMN log_size bigint
     """,
+    # 10: claims found by their run (each renewal, a kill request, every
+    # driver pass's liveness check of other machines' runs), not by a scan of
+    # every slot a loop ever claimed.
+    f"CREATE INDEX slot_claims_run ON {SCHEMA}.slot_claims (run_id, loop)",
 )
 CODE_VERSION = len(MIGRATIONS)
 # pg_advisory_xact_lock's key: any constant every loopctl agrees on.
