@@ -237,13 +237,13 @@ SCHEMA: dict[str, Field] = {
         else check.INVALID, None),
     "triggered": _field(_triggered, None),
     "last_check": _field(_last_check, None),
-    "pr_feedback": _field(lambda v: tracked_pr(v), None),
+    "pr_feedback": _field(tracked_pr, None),
     "queued_at": _field(_optional(check.moment), None),
     "max_run_cost": _field(_required(lambda v: check.number(v, 0.0, 1e12)), 0.0),
     "cost_estimated": _field(_choice((True, False)), False),
     "repository": _field(lambda v: _paths(v, 3), None),
-    "slots": _field(lambda v: _slots(v), None),
-    "skips": _field(lambda v: _skips(v), None),
+    "slots": _field(_slots, None),
+    "skips": _field(_skips, None),
     "tally": _field(check_tally, None),
 }
 

@@ -32,7 +32,6 @@ class Fence:
         self.dsn, self.loop, self.run_id = dsn, loop, run_id
         self.log = log  # sent with each renewal as it grows (storage/pg/live_tail)
         self.log_sent: int | None = None  # where the store's tail ends, as last told
-        self.log_bytes = 0  # the log's bytes sent with renewals, all told
         self.agent_group = agent_group
         self.renew_s = knob("LOOPCTL_STORE_RENEW")
         self.stale_s = knob("LOOPCTL_STORE_STALE")
@@ -95,7 +94,6 @@ class Fence:
             return renew(conn, self.loop, self.run_id, self.stale_s)
         renewal, landed = renew_with_tail(conn, self.loop, self.run_id, self.stale_s, update)
         self.log_sent = update.size if landed else None
-        self.log_bytes += len(update.chunk)
         return renewal
 
     def _watch(self) -> None:
