@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+MAX_INT_BITS = 64  # a setting's largest whole number is far below 2**64
+
+
 def _strict_loader() -> type:
     import yaml
 
@@ -61,8 +64,21 @@ def _strict_loader() -> type:
                     None, None, f"bad value {shorten(value, 60)} ({type(exc).__name__})",
                     node.start_mark) from None
 
+        def construct_yaml_int(self, node: Any) -> int:
+            # `0x` and 4,000 digits is an int no setting takes, and one that
+            # no error message can print (str() of it raises past 4,300
+            # digits): refused here, like any value YAML cannot hold.
+            value = int(super().construct_yaml_int(node))
+            if value.bit_length() > MAX_INT_BITS:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"bad value {shorten(str(node.value), 60)} (an integer beyond "
+                    f"{MAX_INT_BITS} bits)", node.start_mark)
+            return value
+
     StrictLoader.add_constructor(
         "tag:yaml.org,2002:map", StrictLoader.construct_mapping)
+    StrictLoader.add_constructor(
+        "tag:yaml.org,2002:int", StrictLoader.construct_yaml_int)
     return StrictLoader
 
 

@@ -88,6 +88,25 @@ def test_a_yaml_alias_bomb_is_refused_quickly(cli: CLI, home: Path, tmp_path: Pa
     assert cli.records("good") == []
 
 
+@pytest.mark.parametrize("value", ["0x" + "f" * 4000, "-0" + "7" * 3000, "0b" + "1" * 65,
+                                   "1" * 5000])
+@pytest.mark.parametrize("command", [["validate"], ["ls"], ["tick"]])
+def test_an_integer_no_setting_takes_is_refused_in_one_line(cli: CLI, home: Path, value: str,
+                                                             command: list[str]) -> None:
+    """YAML reads `0x` and 4,000 digits as an int that no error message can
+    print (str() of it raises past 4,300 digits): every command stopped with
+    "unexpected error: ValueError". Refused as a value YAML cannot hold."""
+    write_defs(home, "version: 1\nloops:\n  good:\n    prompt: p\n    command: 'true'\n"
+                     f"    every: 1h\n    max_runs: {value}\n")
+    written = (home / "loops.yaml").read_bytes()
+    proc = cli(*command)
+    assert proc.returncode == 3, (proc.returncode, proc.stdout, proc.stderr)
+    said = one_line_error(proc)
+    assert "line 7" in said and ("beyond 64 bits" in said or "bad value" in said), said
+    assert "unexpected" not in said and "Traceback" not in proc.stderr
+    assert (home / "loops.yaml").read_bytes() == written
+
+
 def defs_of_size(size: int) -> str:
     """A valid loops.yaml (one loop, `good`) padded with comments to exactly `size` bytes."""
     head = "version: 1\nloops:\n  good:\n    prompt: p\n    command: 'true'\n    every: 1h\n"
