@@ -144,6 +144,22 @@ def test_a_huge_dsn_is_refused_in_one_short_line(cli: CLI, home: Path) -> None:
     assert "is not a PostgreSQL URL" in line and len(line) < 400, len(line)
 
 
+@pytest.mark.parametrize("where", ["env", "file"])
+def test_a_huge_postgresql_dsn_is_refused_in_one_short_line(cli: CLI, home: Path,
+                                                            where: str) -> None:
+    """A URL past 4,096 characters is no connection anyone meant, and would be
+    quoted whole in every "unreachable" line a daemon says."""
+    dsn = "postgresql://u@" + "h" * 1_000_000 + "/db"
+    if where == "env":
+        proc = cli("ls", env={"LOOPCTL_STORE": dsn})
+    else:
+        write_loops(home, dsn)
+        proc = cli("ls")
+    assert proc.returncode == 3, proc.stderr[-300:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "more than 4096" in line and len(line) < 400, line[:400]
+
+
 def test_a_loops_yaml_past_the_bound_is_refused_without_being_read_whole(
         cli: CLI, home: Path) -> None:
     """The store's glance at loops.yaml reads no more than the definitions

@@ -36,6 +36,9 @@ FILE_PARAMETERS = frozenset({
 })
 
 
+MAX_DSN = 4096  # characters: a real one is a few hundred at most
+
+
 def check_dsn(text: object, where: str, in_file: bool) -> str:
     """`text` when it names a PostgreSQL database; else an UnreadableError
     (exit 3) saying what was wrong. `in_file`: it came from loops.yaml,
@@ -43,7 +46,7 @@ def check_dsn(text: object, where: str, in_file: bool) -> str:
     if not isinstance(text, str) or not text.strip():
         raise UnreadableError(f"{where}: store must be a PostgreSQL URL; {EXPECTED}")
     dsn = text.strip()
-    if plain(dsn):
+    if len(dsn) <= MAX_DSN and plain(dsn):
         return dsn  # nothing below refuses it, in a file or not
     return _checked(dsn, where, in_file)
 
@@ -61,6 +64,9 @@ def _checked(dsn: str, where: str, in_file: bool) -> str:
     if scheme not in SCHEMES:
         raise UnreadableError(f"{where}: store {shown(dsn)!r} is not a PostgreSQL URL; "
                               f"{EXPECTED}")
+    if len(dsn) > MAX_DSN:  # it would be quoted whole in every "unreachable" line
+        raise UnreadableError(f"{where}: store {shown(dsn)!r} is {len(dsn)} characters long, "
+                              f"more than {MAX_DSN}; {EXPECTED}")
     try:
         parts = urlsplit(dsn)
         parts.port  # noqa: B018 -- raises on a bad port
