@@ -48,8 +48,9 @@ def logs(name: NameArg,
         check_run_id(run_id)
     check_name(name)  # run files exist only under names `start` accepts
     # Only runs loopctl recorded, or the one in flight: never a planted file.
-    current = live_run(s.read_state(), name).get("run_id")
-    if current is not None and (elsewhere := foreign_run(s, name, run_id)) is not None:
+    live = live_run(s.read_state(), name)
+    current = live.get("run_id")
+    if current is not None and (elsewhere := foreign_run(live, run_id)) is not None:
         raise typer.Exit(team_follow(s, name, elsewhere, follow))  # from the team store
     if run_id is not None and run_id != current and not is_known(s.paths, name, run_id):
         if not team_log(s, name, run_id, follow):  # another machine's, from the team store

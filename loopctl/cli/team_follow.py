@@ -21,12 +21,9 @@ from loopctl.storage.store import Store
 LINE_MOST = 64 * 1024  # a line longer than this is printed in pieces
 
 
-def foreign_run(s: Store, name: str, run_id: str | None) -> dict[str, Any] | None:
-    """The state's run in flight of `name` when another machine runs it
-    (and it is the one asked for); None otherwise."""
-    from loopctl.cli.run_views import live_run
-
-    run = live_run(s.read_state(), name)
+def foreign_run(run: dict[str, Any], run_id: str | None) -> dict[str, Any] | None:
+    """`run`, a loop's run in flight as the state has it ({}: none), when
+    another machine runs it (and it is the one asked for); None otherwise."""
     if not run.get("machine") or not isinstance(run.get("run_id"), str) \
             or run_id not in (None, run["run_id"]):
         return None  # a home of files' runs say no machine: no store module is loaded
@@ -68,6 +65,7 @@ class Printer:
 def follow(s: Store, name: str, run: dict[str, Any], keep_following: bool) -> int:
     """Print another machine's run in flight (following it to its end with
     `keep_following`); the exit code `logs` gives."""
+    from loopctl.cli.run_views import live_run
     from loopctl.commands.team_runs import read_store
     from loopctl.settings import knob
     from loopctl.storage.pg.live_tail import look
@@ -91,7 +89,7 @@ def follow(s: Store, name: str, run: dict[str, Any], keep_following: bool) -> in
             print(f"# loopctl: run {run_id} is in flight on machine {owner}; "
                   f"`loopctl logs -f {name}` follows it", flush=True)
             return 0
-        if not seen.live and foreign_run(s, name, run_id) is None:
+        if not seen.live and foreign_run(live_run(s.read_state(), name), run_id) is None:
             gone_at = gone_at or time.monotonic()  # its record may be on its way
             if time.monotonic() - gone_at > stale_s:
                 printer.end()
