@@ -11,14 +11,16 @@ libpq.py: psycopg's import would be most of the tick), else psycopg."""
 
 from __future__ import annotations
 
+from loopctl.storage.pg.schema import SCHEMA
+
 TYPE_CHECKING = False  # not `typing`: a cost of every cron tick
 
 if TYPE_CHECKING:
     from typing import Any
 
 QUERY = ("SELECT v.version, w.only_row, w.wake_at, w.busy, w.saved_at, m.top -> 'defs_sig' "
-         "FROM loopctl.schema_version v LEFT JOIN loopctl.team_wake w ON true "
-         "LEFT JOIN loopctl.machine_state m ON m.machine = {}")
+         f"FROM {SCHEMA}.schema_version v LEFT JOIN {SCHEMA}.team_wake w ON true "
+         f"LEFT JOIN {SCHEMA}.machine_state m ON m.machine = {{}}")
 
 
 def nothing_due(loops_file: str, now: float) -> bool:
