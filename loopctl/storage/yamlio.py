@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-MAX_INT_BITS = 64  # a setting's largest whole number is far below 2**64
+# str() of an int past 4,300 decimal digits (~14,280 bits) raises: no error
+# message could print it. Below that, each setting's own rule judges it.
+MAX_INT_BITS = 14_000
 
 
 def _strict_loader() -> type:
@@ -66,8 +68,8 @@ def _strict_loader() -> type:
 
         def construct_yaml_int(self, node: Any) -> int:
             # `0x` and 4,000 digits is an int no setting takes, and one that
-            # no error message can print (str() of it raises past 4,300
-            # digits): refused here, like any value YAML cannot hold.
+            # no error message can print: refused here, like any value YAML
+            # cannot hold.
             value = int(super().construct_yaml_int(node))
             if value.bit_length() > MAX_INT_BITS:
                 raise yaml.constructor.ConstructorError(

@@ -87,7 +87,9 @@ def test_an_unconfined_agent_can_neither_leave_its_cgroup_nor_kill_its_superviso
     report = (tmp_path / "report").read_text().splitlines()
     assert [line.split()[0:2] for line in report] == [["move", "denied"]] * 2 + [
         ["kill", "denied"]], report
-    run = cli.state()["loops"]["esc"]["run"]
+    # The agent can report before its supervisor has written the launch to the
+    # state (it is spawned inside the store lock, the state saved after).
+    run = wait_for(lambda: (r := cli.state()["loops"]["esc"]["run"]) and "contain" in r and r)
     assert not gone(run["supervisor"]["pid"])
     # The supervisor sits in a leaf of its own beside the agent's, in the run's group.
     group = run["contain"]["group"]

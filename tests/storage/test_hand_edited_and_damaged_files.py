@@ -88,7 +88,7 @@ def test_a_yaml_alias_bomb_is_refused_quickly(cli: CLI, home: Path, tmp_path: Pa
     assert cli.records("good") == []
 
 
-@pytest.mark.parametrize("value", ["0x" + "f" * 4000, "-0" + "7" * 3000, "0b" + "1" * 65,
+@pytest.mark.parametrize("value", ["0x" + "f" * 4000, "-0" + "7" * 5000, "0b" + "1" * 15000,
                                    "1" * 5000])
 @pytest.mark.parametrize("command", [["validate"], ["ls"], ["tick"]])
 def test_an_integer_no_setting_takes_is_refused_in_one_line(cli: CLI, home: Path, value: str,
@@ -102,7 +102,7 @@ def test_an_integer_no_setting_takes_is_refused_in_one_line(cli: CLI, home: Path
     proc = cli(*command)
     assert proc.returncode == 3, (proc.returncode, proc.stdout, proc.stderr)
     said = one_line_error(proc)
-    assert "line 7" in said and ("beyond 64 bits" in said or "bad value" in said), said
+    assert "line 7" in said and "bad value" in said, said
     assert "unexpected" not in said and "Traceback" not in proc.stderr
     assert (home / "loops.yaml").read_bytes() == written
 
